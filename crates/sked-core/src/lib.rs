@@ -1,0 +1,24 @@
+//! sked's pure domain: tasks and their transitions, retry policy, schedules (cron, interval,
+//! once) with overlap and catch-up planning, durations and the injected clock. No I/O, no async.
+
+mod clock;
+mod duration;
+mod error;
+mod retry;
+pub mod schedule;
+pub mod serde_duration;
+mod task;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use duration::{format_duration, parse_duration, parse_time};
+pub use error::SpecError;
+pub use retry::RetryPolicy;
+pub use schedule::plan::{OccurrenceOutcome, Plan, PlanInput, PlannedOccurrence};
+pub use schedule::{CatchupPolicy, CronExpr, OverlapPolicy, Spec, parse_zone};
+pub use task::{
+    Attempt, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_PAYLOAD_BYTES, NewTask, Task, TaskId,
+    TaskState, Transition, TransitionError, state_after_failure, validate_name,
+};
+
+// Re-exported so users of sked-core name the same time types.
+pub use jiff;

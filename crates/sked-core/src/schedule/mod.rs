@@ -1,0 +1,171 @@
+//! Schedules: what fires (cron, interval, once), in which zone, what it enqueues, and what to
+//! do when runs overlap or were missed.
+
+pub mod cron;
+pub mod plan;
+
+use std::fmt;
+use std::str::FromStr;
+
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::error::SpecError;
+use crate::{format_duration, parse_duration};
+pub use cron::CronExpr;
+
+/// When a schedule fires.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Spec {
+    Cron(CronExpr),
+    /// Every fixed duration, counted from the schedule's anchor time.
+    Every(SignedDuration),
+    /// Once, at this instant.
+    Once(Timestamp),
+}
+
+impl Spec {
+    /// Parses the stored form: a cron expression, `every DUR` or `at TIME`.
+    pub fn parse(s: &str) -> Result<Spec, SpecError> {
+        let t = s.trim();
+        if let Some(d) = t.strip_prefix("every ") {
+            return Spec::every(d);
+        }
+        if let Some(at) = t.strip_prefix("at ") {
+            let ts = at
+                .trim()
+                .parse::<Timestamp>()
+                .map_err(|_| SpecError::new(format!("invalid time {at:?}: expected RFC 3339")))?;
+            return Ok(Spec::Once(ts));
+        }
+        CronExpr::parse(t).map(Spec::Cron)
+    }
+
+    pub fn every(d: &str) -> Result<Spec, SpecError> {
+        let d = parse_duration(d)?;
+        if d < SignedDuration::from_secs(1) {
+            return Err(SpecError::new("an interval must be at least 1s"));
+        }
+        Ok(Spec::Every(d))
+    }
+
+    /// The first fire time strictly after `after`. `anchor` is where intervals count from.
+    pub fn next_after(
+        &self,
+        after: Timestamp,
+        tz: &TimeZone,
+        anchor: Timestamp,
+    ) -> Option<Timestamp> {
+        match self {
+            Spec::Cron(c) => c.next_after(after, tz),
+            Spec::Every(d) => {
+                let step = d.as_nanos();
+                let since = after.duration_since(anchor).as_nanos();
+                let n = if since < 0 { 0 } else { since / step + 1 };
+                anchor
+                    .checked_add(SignedDuration::from_nanos_i128(n * step))
+                    .ok()
+            }
+            Spec::Once(at) => (*at > after).then_some(*at),
+        }
+    }
+
+    /// The spec in words, for people.
+    pub fn describe(&self) -> String {
+        match self {
+            Spec::Cron(c) => format!("cron {}", c.source()),
+            Spec::Every(d) => format!("every {}", format_duration(*d)),
+            Spec::Once(t) => format!("once at {t}"),
+        }
+    }
+}
+
+impl fmt::Display for Spec {
+    /// The stored form, which [`Spec::parse`] reads back.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Spec::Cron(c) => f.write_str(c.source()),
+            Spec::Every(d) => write!(f, "every {}", format_duration(*d)),
+            Spec::Once(t) => write!(f, "at {t}"),
+        }
+    }
+}
+
+/// Parses an IANA time zone name (`Europe/Berlin`, `UTC`).
+pub fn parse_zone(name: &str) -> Result<TimeZone, SpecError> {
+    if name.is_empty() {
+        return Err(SpecError::new("time zone must not be empty"));
+    }
+    TimeZone::get(name).map_err(|_| {
+        SpecError::new(format!(
+            "unknown time zone {name:?}: expected an IANA name like UTC, Europe/Berlin or America/New_York"
+        ))
+    })
+}
+
+macro_rules! str_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($(#[$vm])* $variant),+ }
+
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $s),+ }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = SpecError;
+            fn from_str(s: &str) -> Result<Self, SpecError> {
+                match s {
+                    $($s => Ok($name::$variant),)+
+                    _ => Err(SpecError::new(format!(
+                        concat!("invalid ", stringify!($name), " {:?}: expected one of {}"),
+                        s,
+                        [$($s),+].join(", ")
+                    ))),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+str_enum! {
+    /// What to do when an occurrence is due while the previous run is still pending or running.
+    OverlapPolicy {
+        /// Do not run it (recorded as skipped). The default.
+        #[default]
+        Skip = "skip",
+        /// Run it alongside.
+        Allow = "allow",
+        /// Run it once after the current run ends; further occurrences meanwhile are skipped.
+        BufferOne = "buffer_one",
+        /// Cancel the current run and start this one.
+        Replace = "replace",
+    }
+}
+
+str_enum! {
+    /// What to do with occurrences missed while no scheduler ran.
+    CatchupPolicy {
+        /// One run for the most recent missed occurrence. The default.
+        #[default]
+        Latest = "latest",
+        /// A run for every missed occurrence within the catch-up window.
+        All = "all",
+        /// No runs for missed occurrences.
+        None = "none",
+    }
+}
+
+/// The default catch-up window: missed occurrences older than this are not run.
+pub const DEFAULT_CATCHUP_WINDOW: SignedDuration = SignedDuration::from_hours(1);

@@ -1,0 +1,252 @@
+//! Materialisation planning: given a schedule's pending occurrences, the time now and what is
+//! still running, decide which occurrences become tasks and which are recorded as skipped,
+//! buffered or missed. Pure: the engine reads the inputs, the store applies the plan atomically.
+
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use super::{CatchupPolicy, OverlapPolicy, Spec};
+use crate::task::TaskId;
+
+/// How an occurrence ended up, as recorded in the schedule's ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OccurrenceOutcome {
+    /// A task was enqueued for it.
+    Enqueued,
+    /// Not run: the previous run was still pending or running (overlap policy `skip`, or a
+    /// second occurrence while one is already buffered).
+    Skipped,
+    /// Held back until the current run ends (overlap policy `buffer_one`).
+    Buffered,
+    /// Not run: it fell due while no scheduler ran and the catch-up policy left it out.
+    Missed,
+}
+
+impl OccurrenceOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OccurrenceOutcome::Enqueued => "enqueued",
+            OccurrenceOutcome::Skipped => "skipped",
+            OccurrenceOutcome::Buffered => "buffered",
+            OccurrenceOutcome::Missed => "missed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<OccurrenceOutcome> {
+        [Self::Enqueued, Self::Skipped, Self::Buffered, Self::Missed]
+            .into_iter()
+            .find(|o| o.as_str() == s)
+    }
+}
+
+/// One line of the plan: an occurrence and what happens to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedOccurrence {
+    pub nominal_at: Timestamp,
+    pub outcome: OccurrenceOutcome,
+    pub detail: Option<String>,
+}
+
+/// What the planner needs to know about a schedule.
+#[derive(Debug, Clone)]
+pub struct PlanInput<'a> {
+    pub spec: &'a Spec,
+    pub tz: &'a TimeZone,
+    pub anchor: Timestamp,
+    /// The first occurrence not yet handled.
+    pub next_fire_at: Option<Timestamp>,
+    pub overlap: OverlapPolicy,
+    pub catchup: CatchupPolicy,
+    pub catchup_window: SignedDuration,
+    /// Occurrences later than this are on time; older ones count as missed.
+    pub misfire_grace: SignedDuration,
+    /// The schedule's unfinished tasks (pending or running), oldest first.
+    pub active_tasks: &'a [TaskId],
+    /// An occurrence held back by `buffer_one`.
+    pub buffered: Option<Timestamp>,
+}
+
+/// What to do, applied by the store in one transaction.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Plan {
+    /// Ledger lines in nominal order; every `Enqueued` line becomes a task.
+    pub occurrences: Vec<PlannedOccurrence>,
+    /// Tasks to cancel first (overlap policy `replace`).
+    pub cancel: Vec<TaskId>,
+    /// The buffered occurrence after this plan (`None` clears it).
+    pub buffered: Option<Timestamp>,
+    /// The first occurrence still to come.
+    pub next_fire_at: Option<Timestamp>,
+}
+
+impl Plan {
+    /// Whether applying the plan would change anything beyond `next_fire_at`.
+    pub fn is_empty(&self) -> bool {
+        self.occurrences.is_empty() && self.cancel.is_empty()
+    }
+}
+
+/// At most this many occurrences are examined one by one in one plan; beyond the catch-up
+/// window they are counted, not listed.
+const MAX_LISTED: usize = 10_000;
+
+/// Plans every occurrence due at `now`.
+pub fn plan(input: &PlanInput<'_>, now: Timestamp) -> Plan {
+    let mut plan = Plan {
+        buffered: input.buffered,
+        ..Plan::default()
+    };
+    let mut active = input.active_tasks.len();
+    // A buffered occurrence runs as soon as nothing else is active.
+    if let Some(b) = plan.buffered {
+        if active == 0 {
+            plan.occurrences.push(PlannedOccurrence {
+                nominal_at: b,
+                outcome: OccurrenceOutcome::Enqueued,
+                detail: Some("released from the buffer".into()),
+            });
+            plan.buffered = None;
+            active = 1;
+        }
+    }
+
+    let window_start = now.checked_sub(input.catchup_window).unwrap_or(now);
+    let late_before = now.checked_sub(input.misfire_grace).unwrap_or(now);
+    let next = |t: Timestamp| input.spec.next_after(t, input.tz, input.anchor);
+
+    let Some(mut n) = input.next_fire_at else {
+        return plan;
+    };
+    // Occurrences before the catch-up window: never run, recorded as one summary line.
+    if n < window_start {
+        let first = n;
+        let mut count = 0u64;
+        let mut last = n;
+        while n < window_start && count < MAX_LISTED as u64 {
+            count += 1;
+            last = n;
+            match next(n) {
+                Some(t) => n = t,
+                None => {
+                    n = Timestamp::MAX;
+                    break;
+                }
+            }
+        }
+        if n < window_start {
+            // Too many to walk: jump to the first occurrence inside the window.
+            match next(
+                window_start
+                    .checked_sub(SignedDuration::from_nanos(1))
+                    .unwrap_or(window_start),
+            ) {
+                Some(t) => n = t,
+                None => n = Timestamp::MAX,
+            }
+        }
+        let detail = if count == 1 && n >= window_start {
+            "missed: older than the catch-up window".to_string()
+        } else {
+            format!(
+                "missed {}{count} occurrences from {first} to {last}: older than the catch-up window",
+                if count as usize >= MAX_LISTED {
+                    "at least "
+                } else {
+                    ""
+                }
+            )
+        };
+        plan.occurrences.push(PlannedOccurrence {
+            nominal_at: first,
+            outcome: OccurrenceOutcome::Missed,
+            detail: Some(detail),
+        });
+    }
+
+    // Occurrences inside the window up to now: late ones go through the catch-up policy.
+    let mut due = Vec::new();
+    while n <= now && due.len() < MAX_LISTED {
+        due.push(n);
+        match next(n) {
+            Some(t) => n = t,
+            None => {
+                n = Timestamp::MAX;
+                break;
+            }
+        }
+    }
+    plan.next_fire_at = (n != Timestamp::MAX).then_some(n);
+
+    let late = due.iter().filter(|t| **t < late_before).count();
+    let run: Vec<bool> = due
+        .iter()
+        .enumerate()
+        .map(|(i, t)| match input.catchup {
+            CatchupPolicy::All => true,
+            CatchupPolicy::None => *t >= late_before,
+            // One run for the most recent: only the last occurrence runs if any was late.
+            CatchupPolicy::Latest => late == 0 || i + 1 == due.len(),
+        })
+        .collect();
+
+    for (t, run) in due.into_iter().zip(run) {
+        if !run {
+            plan.occurrences.push(PlannedOccurrence {
+                nominal_at: t,
+                outcome: OccurrenceOutcome::Missed,
+                detail: Some(format!("missed: catch-up policy {}", input.catchup)),
+            });
+            continue;
+        }
+        let (outcome, detail) = if active == 0 {
+            active += 1;
+            (OccurrenceOutcome::Enqueued, None)
+        } else {
+            match input.overlap {
+                OverlapPolicy::Allow => {
+                    active += 1;
+                    (OccurrenceOutcome::Enqueued, None)
+                }
+                OverlapPolicy::Skip => (
+                    OccurrenceOutcome::Skipped,
+                    Some("skipped: the previous run had not finished".to_string()),
+                ),
+                OverlapPolicy::BufferOne if plan.buffered.is_none() => {
+                    plan.buffered = Some(t);
+                    (
+                        OccurrenceOutcome::Buffered,
+                        Some("buffered: runs when the previous run ends".to_string()),
+                    )
+                }
+                OverlapPolicy::BufferOne => (
+                    OccurrenceOutcome::Skipped,
+                    Some("skipped: one run is already buffered".to_string()),
+                ),
+                OverlapPolicy::Replace => {
+                    plan.cancel.extend(input.active_tasks.iter().copied());
+                    // Tasks this plan enqueued earlier are replaced by this one instead.
+                    for o in plan.occurrences.iter_mut() {
+                        if o.outcome == OccurrenceOutcome::Enqueued {
+                            o.outcome = OccurrenceOutcome::Skipped;
+                            o.detail = Some("skipped: replaced by a later occurrence".into());
+                        }
+                    }
+                    (
+                        OccurrenceOutcome::Enqueued,
+                        Some("replaced the previous run".to_string()),
+                    )
+                }
+            }
+        };
+        plan.occurrences.push(PlannedOccurrence {
+            nominal_at: t,
+            outcome,
+            detail,
+        });
+    }
+    plan.cancel.sort_unstable();
+    plan.cancel.dedup();
+    plan
+}
