@@ -14,10 +14,13 @@ pub use duration::{format_duration, parse_duration, parse_time};
 pub use error::SpecError;
 pub use retry::RetryPolicy;
 pub use schedule::plan::{OccurrenceOutcome, Plan, PlanInput, PlannedOccurrence};
-pub use schedule::{CatchupPolicy, CronExpr, OverlapPolicy, Spec, parse_zone};
+pub use schedule::{
+    CatchupPolicy, CronExpr, DEFAULT_CATCHUP_WINDOW, OverlapPolicy, ScheduleDef, Spec,
+    TaskTemplate, parse_zone,
+};
 pub use task::{
-    Attempt, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_PAYLOAD_BYTES, NewTask, Task, TaskId,
-    TaskState, Transition, TransitionError, state_after_failure, validate_name,
+    Attempt, Backoff, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_PAYLOAD_BYTES, NewTask, Task,
+    TaskId, TaskState, Transition, TransitionError, state_after_failure, validate_name,
 };
 
 // Re-exported so users of sked-core name the same time types.

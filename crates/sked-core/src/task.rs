@@ -20,7 +20,7 @@ use crate::error::SpecError;
 pub type TaskId = i64;
 
 /// Where a task is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskState {
     /// Waiting for its run_at (set by enqueue, reschedule and snooze).
@@ -218,6 +218,19 @@ pub struct NewTask {
     pub timeout: Option<SignedDuration>,
     #[serde(default)]
     pub unique_key: Option<String>,
+    /// Overrides the default retry backoff for this task.
+    #[serde(default)]
+    pub backoff: Option<Backoff>,
+}
+
+/// A task's own retry backoff: `base` doubling up to `max` (with the usual jitter).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Backoff {
+    #[serde(with = "crate::serde_duration")]
+    pub base: SignedDuration,
+    #[serde(with = "crate::serde_duration")]
+    pub max: SignedDuration,
 }
 
 fn default_queue() -> String {
@@ -239,6 +252,7 @@ impl NewTask {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             timeout: None,
             unique_key: None,
+            backoff: None,
         }
     }
 
@@ -260,6 +274,11 @@ impl NewTask {
         if let Some(k) = &self.unique_key {
             if k.is_empty() || k.len() > 512 {
                 return Err(SpecError::new("unique_key must be 1 to 512 bytes long"));
+            }
+        }
+        if let Some(b) = self.backoff {
+            if b.base <= SignedDuration::ZERO || b.max < b.base {
+                return Err(SpecError::new("backoff needs base > 0 and max >= base"));
             }
         }
         let size = serde_json::to_vec(&self.payload)
@@ -319,6 +338,7 @@ pub struct Task {
     #[serde(with = "crate::serde_duration::option")]
     pub timeout: Option<SignedDuration>,
     pub unique_key: Option<String>,
+    pub backoff: Option<Backoff>,
     pub schedule: Option<String>,
     pub nominal_at: Option<Timestamp>,
     pub created_at: Timestamp,

@@ -1,1 +1,236 @@
-//! placeholder
+//! The embedded SQLite backend: one file, WAL, `synchronous=FULL` (an `Ok` means the change is
+//! on disk), migrations embedded in the binary.
+//!
+//! All access goes through one connection on a blocking thread: SQLite has one writer at a
+//! time anyway, and every write is a short `BEGIN IMMEDIATE` transaction.
+
+mod codec;
+mod migrations;
+mod queues;
+mod schedules;
+mod tasks;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use sked_core::{Task, TaskId};
+use sked_store::*;
+
+/// A sked store in one SQLite file.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore> {
+        let path = path.as_ref().to_path_buf();
+        let mut conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(codec::db_err)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = FULL;
+             PRAGMA foreign_keys = ON;
+             PRAGMA temp_store = MEMORY;
+             PRAGMA cache_size = -65536;",
+        )
+        .map_err(codec::db_err)?;
+        migrations::run(&mut conn)?;
+        Ok(SqliteStore {
+            conn: Arc::new(Mutex::new(conn)),
+            path,
+        })
+    }
+
+    /// Opens from a `sqlite://PATH` or `sqlite:PATH` URL, or a plain path.
+    pub fn open_url(url: &str) -> Result<SqliteStore> {
+        let path = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+            .unwrap_or(url);
+        if path.is_empty() {
+            return Err(StoreError::Invalid(format!(
+                "no file path in database URL {url:?}"
+            )));
+        }
+        SqliteStore::open(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` on the connection on a blocking thread.
+    async fn run<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
+            f(&mut conn)
+        })
+        .await
+        .map_err(|e| StoreError::Backend(format!("store thread failed: {e}")))?
+    }
+
+    /// Runs `f` in a write transaction (`BEGIN IMMEDIATE`), committed when it returns `Ok`.
+    async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+    {
+        self.run(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(codec::db_err)?;
+            let out = f(&tx)?;
+            tx.commit().map_err(codec::db_err)?;
+            Ok(out)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn task_insert_many(&self, params: TaskInsertParams) -> Result<Vec<TaskInserted>> {
+        self.write(move |tx| tasks::insert_many(tx, &params)).await
+    }
+
+    async fn task_get(&self, id: TaskId) -> Result<Task> {
+        self.run(move |conn| tasks::get(conn, id)).await
+    }
+
+    async fn task_list(&self, params: TaskListParams) -> Result<Vec<Task>> {
+        self.run(move |conn| tasks::list(conn, &params)).await
+    }
+
+    async fn task_claim(&self, params: TaskClaimParams) -> Result<Vec<Task>> {
+        self.write(move |tx| tasks::claim(tx, &params)).await
+    }
+
+    async fn task_heartbeat(&self, params: TaskHeartbeatParams) -> Result<HeartbeatReply> {
+        self.write(move |tx| tasks::heartbeat(tx, &params)).await
+    }
+
+    async fn task_finish_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<Task>>> {
+        self.write(move |tx| Ok(params.iter().map(|p| tasks::finish(tx, p)).collect()))
+            .await
+    }
+
+    async fn task_cancel(&self, params: TaskCancelParams) -> Result<Task> {
+        self.write(move |tx| tasks::cancel(tx, params.id, params.now))
+            .await
+    }
+
+    async fn task_retry(&self, params: TaskRetryParams) -> Result<Task> {
+        self.write(move |tx| tasks::retry(tx, &params)).await
+    }
+
+    async fn task_reschedule(&self, params: TaskRescheduleParams) -> Result<Task> {
+        self.write(move |tx| tasks::reschedule(tx, &params)).await
+    }
+
+    async fn task_rescue(&self, params: TaskRescueParams) -> Result<Vec<TaskId>> {
+        self.write(move |tx| tasks::rescue(tx, &params)).await
+    }
+
+    async fn task_prune(&self, params: TaskPruneParams) -> Result<u64> {
+        self.write(move |tx| tasks::prune(tx, &params)).await
+    }
+
+    async fn task_next_run_at(&self) -> Result<Option<jiff::Timestamp>> {
+        self.run(tasks::next_run_at).await
+    }
+
+    async fn queue_list(&self) -> Result<Vec<QueueInfo>> {
+        self.run(|conn| queues::list(conn)).await
+    }
+
+    async fn queue_update(&self, params: QueueUpdateParams) -> Result<QueueInfo> {
+        self.write(move |tx| queues::update(tx, &params)).await
+    }
+
+    async fn lease_acquire(&self, params: LeaseAcquireParams) -> Result<Option<Lease>> {
+        self.write(move |tx| queues::lease_acquire(tx, &params))
+            .await
+    }
+
+    async fn lease_release(&self, name: &str, holder: &str) -> Result<()> {
+        let (name, holder) = (name.to_string(), holder.to_string());
+        self.write(move |tx| queues::lease_release(tx, &name, &holder))
+            .await
+    }
+
+    async fn lease_get(&self, name: &str, now: jiff::Timestamp) -> Result<Option<Lease>> {
+        let name = name.to_string();
+        self.run(move |conn| queues::lease_get(conn, &name, now))
+            .await
+    }
+
+    async fn schedule_upsert(&self, params: ScheduleUpsertParams) -> Result<Schedule> {
+        self.write(move |tx| schedules::upsert(tx, &params)).await
+    }
+
+    async fn schedule_get(&self, name: &str) -> Result<Schedule> {
+        let name = name.to_string();
+        self.run(move |conn| schedules::get(conn, &name)).await
+    }
+
+    async fn schedule_list(&self) -> Result<Vec<Schedule>> {
+        self.run(|conn| schedules::list(conn)).await
+    }
+
+    async fn schedule_delete(&self, name: &str) -> Result<bool> {
+        let name = name.to_string();
+        self.write(move |tx| schedules::delete(tx, &name)).await
+    }
+
+    async fn schedule_set_paused(&self, params: SchedulePauseParams) -> Result<Schedule> {
+        self.write(move |tx| schedules::set_paused(tx, &params))
+            .await
+    }
+
+    async fn schedule_due(&self, params: ScheduleDueParams) -> Result<Vec<DueSchedule>> {
+        self.run(move |conn| schedules::due(conn, &params)).await
+    }
+
+    async fn schedule_apply(&self, params: ScheduleApplyParams) -> Result<Vec<TaskId>> {
+        self.write(move |tx| schedules::apply(tx, &params)).await
+    }
+
+    async fn occurrence_list(&self, params: OccurrenceListParams) -> Result<Vec<Occurrence>> {
+        self.run(move |conn| schedules::occurrences(conn, &params))
+            .await
+    }
+
+    async fn schedule_next_fire_at(&self) -> Result<Option<jiff::Timestamp>> {
+        self.run(schedules::next_fire_at).await
+    }
+}
+
+#[cfg(test)]
+mod conformance {
+    sked_store::conformance_tests!(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = crate::SqliteStore::open(dir.path().join("sked.db")).expect("open");
+        (store, dir)
+    });
+}

@@ -1,1 +1,111 @@
-//! placeholder
+//! The [`Store`] trait is sked's only door to persistence: one method per operation, named
+//! noun-first, each taking a `*Params` struct. Every backend (SQLite, PostgreSQL) implements it
+//! and must pass the shared [`conformance`] suite.
+//!
+//! Every operation that depends on the time takes `now` explicitly, so tests control time and
+//! backends never read a clock of their own.
+
+pub mod conformance;
+mod error;
+mod types;
+
+use async_trait::async_trait;
+use sked_core::{Task, TaskId};
+
+pub use error::{ErrorKind, Result, StoreError};
+pub use types::*;
+
+/// Persistence for tasks, queues, schedules, their occurrence ledger and leases.
+///
+/// Durability: when a method that writes returns `Ok`, the change is committed to disk.
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+    /// A short name for logs and benchmarks (`sqlite`, `postgres`).
+    fn backend(&self) -> &'static str;
+
+    /// Inserts tasks in one transaction. A task whose unique key is held by an unfinished task
+    /// is not inserted; that task's id is returned with `duplicate: true`.
+    async fn task_insert_many(&self, params: TaskInsertParams) -> Result<Vec<TaskInserted>>;
+
+    /// A task with its attempt history.
+    async fn task_get(&self, id: TaskId) -> Result<Task>;
+
+    /// Tasks matching the filters, newest first, without attempt history.
+    async fn task_list(&self, params: TaskListParams) -> Result<Vec<Task>>;
+
+    /// Makes due scheduled/retrying tasks available, then claims up to `max` available tasks in
+    /// priority order, then run_at, then id; paused queues and queues at their concurrency
+    /// limit give nothing. Each claimed task is `running` with a lease and a new attempt number.
+    async fn task_claim(&self, params: TaskClaimParams) -> Result<Vec<Task>>;
+
+    /// Extends the lease of a running task held with `attempt`.
+    async fn task_heartbeat(&self, params: TaskHeartbeatParams) -> Result<HeartbeatReply>;
+
+    /// Ends attempts (complete, fail, snooze, acknowledge cancel), each a compare-and-set on
+    /// `running` and the attempt number. One result per item, in order.
+    async fn task_finish_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<Task>>>;
+
+    /// Cancels a task that has not started, or asks a running one to stop.
+    async fn task_cancel(&self, params: TaskCancelParams) -> Result<Task>;
+
+    /// Runs a finished task again (available now, with at least one attempt left).
+    async fn task_retry(&self, params: TaskRetryParams) -> Result<Task>;
+
+    /// Moves the run_at of a task that has not started.
+    async fn task_reschedule(&self, params: TaskRescheduleParams) -> Result<Task>;
+
+    /// Re-queues running tasks whose lease expired (or marks them dead when out of attempts,
+    /// cancelled when a cancel was requested). Returns the rescued ids.
+    async fn task_rescue(&self, params: TaskRescueParams) -> Result<Vec<TaskId>>;
+
+    /// Deletes finished tasks that finished before the cutoff. Returns how many.
+    async fn task_prune(&self, params: TaskPruneParams) -> Result<u64>;
+
+    /// The earliest run_at of a scheduled or retrying task: when a worker should look next.
+    async fn task_next_run_at(&self) -> Result<Option<jiff::Timestamp>>;
+
+    /// Every queue that has tasks or settings, with counts per state.
+    async fn queue_list(&self) -> Result<Vec<QueueInfo>>;
+
+    /// Pauses, resumes or limits a queue (created on first use).
+    async fn queue_update(&self, params: QueueUpdateParams) -> Result<QueueInfo>;
+
+    /// Acquires or renews a named lease. `None` when another holder has it.
+    async fn lease_acquire(&self, params: LeaseAcquireParams) -> Result<Option<Lease>>;
+
+    /// Gives a lease up if `holder` has it.
+    async fn lease_release(&self, name: &str, holder: &str) -> Result<()>;
+
+    /// The current holder of a lease, if any holds it at `now`.
+    async fn lease_get(&self, name: &str, now: jiff::Timestamp) -> Result<Option<Lease>>;
+
+    /// Creates or replaces a schedule. `next_fire_at` is used when the schedule is new or its
+    /// spec, zone or paused flag changed; otherwise the stored one is kept.
+    async fn schedule_upsert(&self, params: ScheduleUpsertParams) -> Result<Schedule>;
+
+    async fn schedule_get(&self, name: &str) -> Result<Schedule>;
+
+    async fn schedule_list(&self) -> Result<Vec<Schedule>>;
+
+    /// Deletes a schedule and its ledger; its tasks stay. `false` if there was none.
+    async fn schedule_delete(&self, name: &str) -> Result<bool>;
+
+    /// Pauses or resumes; on resume the next fire time is the one given.
+    async fn schedule_set_paused(&self, params: SchedulePauseParams) -> Result<Schedule>;
+
+    /// Unpaused schedules with an occurrence due at `now` or a buffered occurrence, each with
+    /// its unfinished tasks.
+    async fn schedule_due(&self, params: ScheduleDueParams) -> Result<Vec<DueSchedule>>;
+
+    /// Applies a materialisation plan in one transaction: cancels, records every occurrence in
+    /// the ledger (at most one row per schedule and nominal time), enqueues a task per
+    /// `enqueued` occurrence and advances the schedule. Fails with a conflict, changing
+    /// nothing, when the schedule's next fire time is no longer `expected_next_fire_at`.
+    async fn schedule_apply(&self, params: ScheduleApplyParams) -> Result<Vec<TaskId>>;
+
+    /// A schedule's ledger, newest first.
+    async fn occurrence_list(&self, params: OccurrenceListParams) -> Result<Vec<Occurrence>>;
+
+    /// The earliest next fire time of an unpaused schedule.
+    async fn schedule_next_fire_at(&self) -> Result<Option<jiff::Timestamp>>;
+}

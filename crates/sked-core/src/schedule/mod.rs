@@ -169,3 +169,88 @@ str_enum! {
 
 /// The default catch-up window: missed occurrences older than this are not run.
 pub const DEFAULT_CATCHUP_WINDOW: SignedDuration = SignedDuration::from_hours(1);
+
+/// What each occurrence of a schedule enqueues.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskTemplate {
+    pub kind: String,
+    #[serde(default = "default_queue")]
+    pub queue: String,
+    #[serde(default)]
+    pub payload: serde_json::Value,
+    #[serde(default)]
+    pub priority: i32,
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: i32,
+    #[serde(default, with = "crate::serde_duration::option")]
+    pub timeout: Option<SignedDuration>,
+}
+
+fn default_queue() -> String {
+    crate::DEFAULT_QUEUE.to_string()
+}
+
+fn default_max_attempts() -> i32 {
+    crate::DEFAULT_MAX_ATTEMPTS
+}
+
+impl TaskTemplate {
+    /// The task one occurrence enqueues.
+    pub fn to_new_task(&self) -> crate::NewTask {
+        crate::NewTask {
+            kind: self.kind.clone(),
+            queue: self.queue.clone(),
+            payload: self.payload.clone(),
+            priority: self.priority,
+            run_at: None,
+            max_attempts: self.max_attempts,
+            timeout: self.timeout,
+            unique_key: None,
+            backoff: None,
+        }
+    }
+}
+
+/// A schedule as a user defines it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleDef {
+    pub name: String,
+    /// A cron expression, `every DUR` or `at TIME`.
+    pub spec: String,
+    #[serde(default = "default_tz")]
+    pub tz: String,
+    pub task: TaskTemplate,
+    #[serde(default)]
+    pub overlap: OverlapPolicy,
+    #[serde(default)]
+    pub catchup: CatchupPolicy,
+    #[serde(default = "default_window", with = "crate::serde_duration")]
+    pub catchup_window: SignedDuration,
+    #[serde(default)]
+    pub paused: bool,
+}
+
+fn default_tz() -> String {
+    "UTC".to_string()
+}
+
+fn default_window() -> SignedDuration {
+    DEFAULT_CATCHUP_WINDOW
+}
+
+impl ScheduleDef {
+    /// Checks the definition and returns its parsed spec and zone.
+    pub fn validate(&self) -> Result<(Spec, TimeZone), SpecError> {
+        crate::validate_name("schedule name", &self.name)?;
+        let spec = Spec::parse(&self.spec)?;
+        let tz = parse_zone(&self.tz)?;
+        let task = self.task.to_new_task();
+        task.validate()?;
+        if self.catchup_window < SignedDuration::ZERO {
+            return Err(SpecError::new("catchup_window must not be negative"));
+        }
+        Ok((spec, tz))
+    }
+}

@@ -1,0 +1,40 @@
+//! Numbered SQL migrations, embedded at compile time and applied in order, once each.
+
+use rusqlite::Connection;
+use sked_store::{Result, StoreError};
+
+use crate::codec::db_err;
+
+const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+
+pub(crate) fn run(conn: &mut Connection) -> Result<()> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS sked_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+    )
+    .map_err(db_err)?;
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(db_err)?;
+    let current: i64 = tx
+        .query_row(
+            "SELECT coalesce(max(version), 0) FROM sked_migrations",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(db_err)?;
+    let newest = MIGRATIONS.last().map_or(0, |m| m.0);
+    if current > newest {
+        return Err(StoreError::Invalid(format!(
+            "the database schema is version {current}, newer than this sked knows ({newest}): upgrade sked"
+        )));
+    }
+    for (version, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+        tx.execute_batch(sql).map_err(db_err)?;
+        tx.execute(
+            "INSERT INTO sked_migrations (version, applied_at) VALUES (?1, ?2)",
+            (version, jiff::Timestamp::now().as_microsecond()),
+        )
+        .map_err(db_err)?;
+    }
+    tx.commit().map_err(db_err)
+}

@@ -1,0 +1,163 @@
+//! Queues (pause, concurrency limit, counts) and named leases.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use sked_core::validate_name;
+use sked_store::*;
+
+use crate::codec::{db_err, from_ts, state, ts};
+
+pub(crate) fn list(conn: &Connection) -> Result<Vec<QueueInfo>> {
+    let mut queues: BTreeMap<String, QueueInfo> = BTreeMap::new();
+    let mut stmt = conn
+        .prepare_cached("SELECT name, paused, concurrency_limit FROM queues")
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok(QueueInfo {
+                name: r.get(0)?,
+                paused: r.get(1)?,
+                concurrency_limit: r.get(2)?,
+                counts: BTreeMap::new(),
+            })
+        })
+        .map_err(db_err)?;
+    for q in rows {
+        let q = q.map_err(db_err)?;
+        queues.insert(q.name.clone(), q);
+    }
+    let mut stmt = conn
+        .prepare_cached("SELECT queue, state, count(*) FROM tasks GROUP BY queue, state")
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                state(&r.get::<_, String>(1)?)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })
+        .map_err(db_err)?;
+    for row in rows {
+        let (queue, st, n) = row.map_err(db_err)?;
+        queues
+            .entry(queue.clone())
+            .or_insert_with(|| QueueInfo {
+                name: queue,
+                paused: false,
+                concurrency_limit: None,
+                counts: BTreeMap::new(),
+            })
+            .counts
+            .insert(st, n as u64);
+    }
+    Ok(queues.into_values().collect())
+}
+
+pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<QueueInfo> {
+    validate_name("queue", &p.name).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let now = ts(Timestamp::now());
+    tx.execute(
+        "INSERT INTO queues (name, updated_at) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
+        params![p.name, now],
+    )
+    .map_err(db_err)?;
+    if let Some(paused) = p.paused {
+        tx.execute(
+            "UPDATE queues SET paused = ?2, updated_at = ?3 WHERE name = ?1",
+            params![p.name, paused, now],
+        )
+        .map_err(db_err)?;
+    }
+    if let Some(limit) = p.concurrency_limit {
+        tx.execute(
+            "UPDATE queues SET concurrency_limit = ?2, updated_at = ?3 WHERE name = ?1",
+            params![p.name, limit, now],
+        )
+        .map_err(db_err)?;
+    }
+    let (paused, concurrency_limit) = tx
+        .query_row(
+            "SELECT paused, concurrency_limit FROM queues WHERE name = ?1",
+            [&p.name],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(db_err)?;
+    let mut counts = BTreeMap::new();
+    let mut stmt = tx
+        .prepare_cached("SELECT state, count(*) FROM tasks WHERE queue = ?1 GROUP BY state")
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map([&p.name], |r| {
+            Ok((state(&r.get::<_, String>(0)?)?, r.get::<_, i64>(1)?))
+        })
+        .map_err(db_err)?;
+    for row in rows {
+        let (st, n) = row.map_err(db_err)?;
+        counts.insert(st, n as u64);
+    }
+    Ok(QueueInfo {
+        name: p.name.clone(),
+        paused,
+        concurrency_limit,
+        counts,
+    })
+}
+
+fn lease_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Lease> {
+    Ok(Lease {
+        name: r.get(0)?,
+        holder: r.get(1)?,
+        token: r.get(2)?,
+        expires_at: from_ts(r.get(3)?),
+    })
+}
+
+pub(crate) fn lease_acquire(tx: &Transaction<'_>, p: &LeaseAcquireParams) -> Result<Option<Lease>> {
+    let now = ts(p.now);
+    let expires = ts(p
+        .now
+        .checked_add(p.ttl)
+        .map_err(|e| StoreError::Invalid(e.to_string()))?);
+    // Take it when free or expired (a new token), renew it when already ours (same token).
+    tx.prepare_cached(
+        "INSERT INTO leases (name, holder, token, expires_at) VALUES (?1, ?2, 1, ?3) \
+         ON CONFLICT (name) DO UPDATE SET \
+           token = CASE WHEN leases.holder = excluded.holder AND leases.expires_at >= ?4 THEN leases.token ELSE leases.token + 1 END, \
+           holder = excluded.holder, expires_at = excluded.expires_at \
+         WHERE leases.holder = excluded.holder OR leases.expires_at < ?4",
+    )
+    .map_err(db_err)?
+    .execute(params![p.name, p.holder, expires, now])
+    .map_err(db_err)?;
+    let lease = tx
+        .query_row(
+            "SELECT name, holder, token, expires_at FROM leases WHERE name = ?1",
+            [&p.name],
+            lease_row,
+        )
+        .map_err(db_err)?;
+    Ok((lease.holder == p.holder).then_some(lease))
+}
+
+pub(crate) fn lease_release(tx: &Transaction<'_>, name: &str, holder: &str) -> Result<()> {
+    // Expire it rather than delete it, so the token keeps growing.
+    tx.execute(
+        "UPDATE leases SET expires_at = 0 WHERE name = ?1 AND holder = ?2",
+        params![name, holder],
+    )
+    .map_err(db_err)?;
+    Ok(())
+}
+
+pub(crate) fn lease_get(conn: &Connection, name: &str, now: Timestamp) -> Result<Option<Lease>> {
+    conn.query_row(
+        "SELECT name, holder, token, expires_at FROM leases WHERE name = ?1 AND expires_at >= ?2",
+        params![name, ts(now)],
+        lease_row,
+    )
+    .optional()
+    .map_err(db_err)
+}

@@ -1,0 +1,283 @@
+//! Schedules, the occurrence ledger, and materialisation plans applied atomically.
+
+use jiff::{SignedDuration, Timestamp};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use sked_core::{OccurrenceOutcome, TaskId};
+use sked_store::*;
+
+use crate::codec::{db_err, from_ts, ms, opt_ts, state, ts};
+use crate::tasks;
+
+const COLUMNS: &str = "s.name, s.spec, s.tz, s.task, s.overlap, s.catchup, s.catchup_window_ms, s.paused, \
+    s.anchor_at, s.next_fire_at, s.buffered_at, s.created_at, s.updated_at, \
+    (SELECT started_at FROM tasks t WHERE t.schedule = s.name AND t.started_at IS NOT NULL ORDER BY t.id DESC LIMIT 1), \
+    (SELECT finished_at FROM tasks t WHERE t.schedule = s.name AND t.state IN ('succeeded', 'dead', 'cancelled') ORDER BY t.id DESC LIMIT 1), \
+    EXISTS (SELECT 1 FROM tasks t WHERE t.schedule = s.name AND t.state = 'running'), \
+    (SELECT state FROM tasks t WHERE t.schedule = s.name AND t.state IN ('succeeded', 'dead', 'cancelled') ORDER BY t.id DESC LIMIT 1)";
+
+fn invalid_column(e: impl std::fmt::Display) -> rusqlite::Error {
+    rusqlite::Error::InvalidColumnType(0, e.to_string(), rusqlite::types::Type::Text)
+}
+
+fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Schedule> {
+    Ok(Schedule {
+        name: r.get(0)?,
+        spec: r.get(1)?,
+        tz: r.get(2)?,
+        task: serde_json::from_str(&r.get::<_, String>(3)?).map_err(invalid_column)?,
+        overlap: r.get::<_, String>(4)?.parse().map_err(invalid_column)?,
+        catchup: r.get::<_, String>(5)?.parse().map_err(invalid_column)?,
+        catchup_window: SignedDuration::from_millis(r.get(6)?),
+        paused: r.get(7)?,
+        anchor_at: from_ts(r.get(8)?),
+        next_fire_at: opt_ts(r.get(9)?),
+        buffered_at: opt_ts(r.get(10)?),
+        created_at: from_ts(r.get(11)?),
+        updated_at: from_ts(r.get(12)?),
+        last_started_at: opt_ts(r.get(13)?),
+        last_finished_at: opt_ts(r.get(14)?),
+        running: r.get(15)?,
+        last_outcome: r
+            .get::<_, Option<String>>(16)?
+            .map(|s| state(&s))
+            .transpose()?,
+    })
+}
+
+pub(crate) fn get(conn: &Connection, name: &str) -> Result<Schedule> {
+    conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM schedules s WHERE s.name = ?1"
+    ))
+    .map_err(db_err)?
+    .query_row([name], from_row)
+    .optional()
+    .map_err(db_err)?
+    .ok_or_else(|| StoreError::schedule_not_found(name))
+}
+
+pub(crate) fn list(conn: &Connection) -> Result<Vec<Schedule>> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM schedules s ORDER BY s.name"
+        ))
+        .map_err(db_err)?;
+    let rows = stmt.query_map([], from_row).map_err(db_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(db_err)
+}
+
+pub(crate) fn upsert(tx: &Transaction<'_>, p: &ScheduleUpsertParams) -> Result<Schedule> {
+    let def = &p.def;
+    def.validate()
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let task = serde_json::to_string(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let now = ts(p.now);
+    // The stored next fire time survives an update that does not change when the schedule fires.
+    tx.prepare_cached(
+        "INSERT INTO schedules (name, spec, tz, task, overlap, catchup, catchup_window_ms, paused, \
+           anchor_at, next_fire_at, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?9, ?9) \
+         ON CONFLICT (name) DO UPDATE SET \
+           next_fire_at = CASE WHEN schedules.spec = excluded.spec AND schedules.tz = excluded.tz \
+             AND schedules.paused = excluded.paused THEN schedules.next_fire_at ELSE excluded.next_fire_at END, \
+           anchor_at = CASE WHEN schedules.spec = excluded.spec THEN schedules.anchor_at ELSE excluded.anchor_at END, \
+           spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
+           catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
+           paused = excluded.paused, updated_at = excluded.updated_at",
+    )
+    .map_err(db_err)?
+    .execute(params![
+        def.name,
+        def.spec,
+        def.tz,
+        task,
+        def.overlap.as_str(),
+        def.catchup.as_str(),
+        ms(def.catchup_window),
+        def.paused,
+        now,
+        p.next_fire_at.map(ts),
+    ])
+    .map_err(db_err)?;
+    get(tx, &def.name)
+}
+
+pub(crate) fn delete(tx: &Transaction<'_>, name: &str) -> Result<bool> {
+    let n = tx
+        .execute("DELETE FROM schedules WHERE name = ?1", [name])
+        .map_err(db_err)?;
+    tx.execute("DELETE FROM occurrences WHERE schedule = ?1", [name])
+        .map_err(db_err)?;
+    Ok(n > 0)
+}
+
+pub(crate) fn set_paused(tx: &Transaction<'_>, p: &SchedulePauseParams) -> Result<Schedule> {
+    let n = if p.paused {
+        tx.execute(
+            "UPDATE schedules SET paused = 1, updated_at = ?2 WHERE name = ?1",
+            params![p.name, ts(p.now)],
+        )
+    } else {
+        tx.execute(
+            "UPDATE schedules SET paused = 0, next_fire_at = ?2, updated_at = ?3 WHERE name = ?1",
+            params![p.name, p.next_fire_at.map(ts), ts(p.now)],
+        )
+    }
+    .map_err(db_err)?;
+    if n == 0 {
+        return Err(StoreError::schedule_not_found(&p.name));
+    }
+    get(tx, &p.name)
+}
+
+fn active_tasks(conn: &Connection, name: &str) -> Result<Vec<TaskId>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT id FROM tasks WHERE schedule = ?1 AND state IN ('scheduled', 'available', 'running', 'retrying') ORDER BY id",
+        )
+        .map_err(db_err)?;
+    let rows = stmt.query_map([name], |r| r.get(0)).map_err(db_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(db_err)
+}
+
+pub(crate) fn due(conn: &Connection, p: &ScheduleDueParams) -> Result<Vec<DueSchedule>> {
+    let schedules: Vec<Schedule> = {
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM schedules s WHERE s.paused = 0 \
+                 AND (s.next_fire_at <= ?1 OR s.buffered_at IS NOT NULL) ORDER BY s.next_fire_at LIMIT ?2"
+            ))
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map(params![ts(p.now), p.limit], from_row)
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+    };
+    schedules
+        .into_iter()
+        .map(|schedule| {
+            let active_tasks = active_tasks(conn, &schedule.name)?;
+            Ok(DueSchedule {
+                schedule,
+                active_tasks,
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn apply(tx: &Transaction<'_>, p: &ScheduleApplyParams) -> Result<Vec<TaskId>> {
+    let current: Option<Option<i64>> = tx
+        .query_row(
+            "SELECT next_fire_at FROM schedules WHERE name = ?1",
+            [&p.name],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(db_err)?;
+    let Some(current) = current else {
+        return Err(StoreError::schedule_not_found(&p.name));
+    };
+    if current != p.expected_next_fire_at.map(ts) {
+        return Err(StoreError::Conflict(format!(
+            "schedule {} was advanced by someone else",
+            p.name
+        )));
+    }
+    for id in &p.plan.cancel {
+        match tasks::cancel(tx, *id, p.now) {
+            // Already finished: nothing to replace.
+            Ok(_) | Err(StoreError::Transition(_)) | Err(StoreError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let mut enqueued = Vec::new();
+    for occ in &p.plan.occurrences {
+        let task_id = if occ.outcome == OccurrenceOutcome::Enqueued {
+            let insert = TaskInsert {
+                task: p.task.to_new_task(),
+                schedule: Some(p.name.clone()),
+                nominal_at: Some(occ.nominal_at),
+            };
+            let inserted = tasks::insert_one(tx, &insert, p.now)?;
+            enqueued.push(inserted.id);
+            Some(inserted.id)
+        } else {
+            None
+        };
+        // A buffered occurrence is released by turning its ledger line into `enqueued`.
+        let released = tx
+            .prepare_cached(
+                "UPDATE occurrences SET outcome = ?3, task_id = ?4, detail = ?5, recorded_at = ?6 \
+                 WHERE schedule = ?1 AND nominal_at = ?2 AND outcome = 'buffered' AND ?3 = 'enqueued'",
+            )
+            .map_err(db_err)?
+            .execute(params![p.name, ts(occ.nominal_at), occ.outcome.as_str(), task_id, occ.detail, ts(p.now)])
+            .map_err(db_err)?;
+        if released == 0 {
+            // The primary key makes a second task for the same occurrence impossible.
+            tx.prepare_cached(
+                "INSERT INTO occurrences (schedule, nominal_at, outcome, task_id, detail, recorded_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .map_err(db_err)?
+            .execute(params![p.name, ts(occ.nominal_at), occ.outcome.as_str(), task_id, occ.detail, ts(p.now)])
+            .map_err(|e| match db_err(e) {
+                StoreError::Conflict(_) => StoreError::Conflict(format!(
+                    "occurrence {} of schedule {} was already recorded",
+                    occ.nominal_at, p.name
+                )),
+                other => other,
+            })?;
+        }
+    }
+    tx.execute(
+        "UPDATE schedules SET next_fire_at = ?2, buffered_at = ?3, updated_at = ?4 WHERE name = ?1",
+        params![
+            p.name,
+            p.plan.next_fire_at.map(ts),
+            p.plan.buffered.map(ts),
+            ts(p.now)
+        ],
+    )
+    .map_err(db_err)?;
+    Ok(enqueued)
+}
+
+pub(crate) fn occurrences(conn: &Connection, p: &OccurrenceListParams) -> Result<Vec<Occurrence>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT o.schedule, o.nominal_at, o.outcome, o.task_id, t.state, o.detail, o.recorded_at \
+             FROM occurrences o LEFT JOIN tasks t ON t.id = o.task_id \
+             WHERE o.schedule = ?1 ORDER BY o.nominal_at DESC LIMIT ?2",
+        )
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map(params![p.schedule, p.limit], |r| {
+            let outcome: String = r.get(2)?;
+            Ok(Occurrence {
+                schedule: r.get(0)?,
+                nominal_at: from_ts(r.get(1)?),
+                outcome: OccurrenceOutcome::parse(&outcome)
+                    .ok_or_else(|| invalid_column(&outcome))?,
+                task_id: r.get(3)?,
+                task_state: r
+                    .get::<_, Option<String>>(4)?
+                    .map(|s| state(&s))
+                    .transpose()?,
+                detail: r.get(5)?,
+                recorded_at: from_ts(r.get(6)?),
+            })
+        })
+        .map_err(db_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(db_err)
+}
+
+pub(crate) fn next_fire_at(conn: &mut Connection) -> Result<Option<Timestamp>> {
+    let us: Option<i64> = conn
+        .query_row(
+            "SELECT min(next_fire_at) FROM schedules WHERE paused = 0",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(db_err)?;
+    Ok(us.map(from_ts))
+}

@@ -1,0 +1,564 @@
+//! Task operations. Every state change is a compare-and-set on the expected state (and, for a
+//! running task, the attempt number) inside a write transaction.
+
+use std::collections::HashMap;
+
+use jiff::Timestamp;
+use rusqlite::{
+    Connection, OptionalExtension, Transaction, params, params_from_iter, types::Value,
+};
+use sked_core::{Attempt, Task, TaskId, TaskState, Transition, state_after_failure};
+use sked_store::*;
+
+use crate::codec::{TASK_COLUMNS, db_err, from_ts, ms, opt_ts, task_from_row, ts};
+
+const ACTIVE: &str = "('scheduled', 'available', 'running', 'retrying')";
+const FINISHED: &str = "('succeeded', 'dead', 'cancelled')";
+
+/// Inserts one task inside the caller's transaction.
+pub(crate) fn insert_one(
+    tx: &Transaction<'_>,
+    t: &TaskInsert,
+    now: Timestamp,
+) -> Result<TaskInserted> {
+    let task = &t.task;
+    task.validate()
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    if let Some(key) = &task.unique_key {
+        let held: Option<(TaskId, String)> = tx
+            .prepare_cached(&format!(
+                "SELECT id, state FROM tasks WHERE unique_key = ?1 AND state IN {ACTIVE}"
+            ))
+            .map_err(db_err)?
+            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(db_err)?;
+        if let Some((id, state)) = held {
+            let state = crate::codec::state(&state).map_err(db_err)?;
+            return Ok(TaskInserted {
+                id,
+                state,
+                duplicate: true,
+            });
+        }
+    }
+    let run_at = task.run_at.unwrap_or(now);
+    let state = if run_at <= now {
+        TaskState::Available
+    } else {
+        TaskState::Scheduled
+    };
+    let payload =
+        serde_json::to_string(&task.payload).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let mut stmt = tx
+        .prepare_cached(
+            "INSERT INTO tasks (queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
+             unique_key, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+        )
+        .map_err(db_err)?;
+    stmt.execute(params![
+        task.queue,
+        task.kind,
+        payload,
+        task.priority,
+        state.as_str(),
+        ts(run_at),
+        task.max_attempts,
+        task.timeout.map(ms),
+        task.unique_key,
+        task.backoff.map(|b| ms(b.base)),
+        task.backoff.map(|b| ms(b.max)),
+        t.schedule,
+        t.nominal_at.map(ts),
+        ts(now),
+    ])
+    .map_err(db_err)?;
+    Ok(TaskInserted {
+        id: tx.last_insert_rowid(),
+        state,
+        duplicate: false,
+    })
+}
+
+pub(crate) fn insert_many(tx: &Transaction<'_>, p: &TaskInsertParams) -> Result<Vec<TaskInserted>> {
+    p.tasks.iter().map(|t| insert_one(tx, t, p.now)).collect()
+}
+
+fn get_row(conn: &Connection, id: TaskId) -> Result<Task> {
+    conn.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))
+        .map_err(db_err)?
+        .query_row([id], task_from_row)
+        .optional()
+        .map_err(db_err)?
+        .ok_or_else(|| StoreError::task_not_found(id))
+}
+
+pub(crate) fn get(conn: &mut Connection, id: TaskId) -> Result<Task> {
+    let tx = conn.transaction().map_err(db_err)?;
+    let mut task = get_row(&tx, id)?;
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT attempt, worker, started_at, finished_at, outcome, error FROM task_attempts \
+             WHERE task_id = ?1 ORDER BY attempt",
+        )
+        .map_err(db_err)?;
+    task.attempts = stmt
+        .query_map([id], |r| {
+            Ok(Attempt {
+                attempt: r.get(0)?,
+                worker: r.get(1)?,
+                started_at: from_ts(r.get(2)?),
+                finished_at: opt_ts(r.get(3)?),
+                outcome: r.get(4)?,
+                error: r.get(5)?,
+            })
+        })
+        .map_err(db_err)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(db_err)?;
+    // The attempt in progress is not in the history table yet.
+    if task.state == TaskState::Running {
+        if let (Some(worker), Some(started_at)) = (&task.worker, task.started_at) {
+            task.attempts.push(Attempt {
+                attempt: task.attempt,
+                worker: worker.clone(),
+                started_at,
+                finished_at: None,
+                outcome: "running".into(),
+                error: None,
+            });
+        }
+    }
+    Ok(task)
+}
+
+pub(crate) fn list(conn: &Connection, p: &TaskListParams) -> Result<Vec<Task>> {
+    let mut sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE 1 = 1");
+    let mut args: Vec<Value> = Vec::new();
+    if !p.states.is_empty() {
+        sql.push_str(" AND state IN (");
+        for (i, s) in p.states.iter().enumerate() {
+            sql.push_str(if i == 0 { "?" } else { ", ?" });
+            args.push(Value::Text(s.as_str().into()));
+        }
+        sql.push(')');
+    }
+    for (col, v) in [
+        ("queue", &p.queue),
+        ("kind", &p.kind),
+        ("schedule", &p.schedule),
+    ] {
+        if let Some(v) = v {
+            sql.push_str(&format!(" AND {col} = ?"));
+            args.push(Value::Text(v.clone()));
+        }
+    }
+    if let Some(before) = p.before_id {
+        sql.push_str(" AND id < ?");
+        args.push(Value::Integer(before));
+    }
+    sql.push_str(" ORDER BY id DESC LIMIT ?");
+    args.push(Value::Integer(i64::from(p.limit.clamp(1, 10_000))));
+    let mut stmt = conn.prepare_cached(&sql).map_err(db_err)?;
+    let rows = stmt
+        .query_map(params_from_iter(args), task_from_row)
+        .map_err(db_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(db_err)
+}
+
+/// Moves due scheduled/retrying tasks to available.
+fn stage(tx: &Transaction<'_>, now: Timestamp) -> Result<usize> {
+    tx.prepare_cached(
+        "UPDATE tasks SET state = 'available' WHERE state IN ('scheduled', 'retrying') AND run_at <= ?1",
+    )
+    .map_err(db_err)?
+    .execute([ts(now)])
+    .map_err(db_err)
+}
+
+pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Task>> {
+    stage(tx, p.now)?;
+    if p.max == 0 {
+        return Ok(Vec::new());
+    }
+    // Queue settings: paused queues are left out, limited ones get what their limit leaves.
+    let mut excluded: Vec<String> = Vec::new();
+    let mut quota: HashMap<String, i64> = HashMap::new();
+    {
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT q.name, q.paused, q.concurrency_limit, \
+                 (SELECT count(*) FROM tasks t WHERE t.state = 'running' AND t.queue = q.name) \
+                 FROM queues q WHERE q.paused = 1 OR q.concurrency_limit IS NOT NULL",
+            )
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, bool>(1)?,
+                    r.get::<_, Option<i64>>(2)?,
+                    r.get::<_, i64>(3)?,
+                ))
+            })
+            .map_err(db_err)?;
+        for row in rows {
+            let (name, paused, limit, running) = row.map_err(db_err)?;
+            match (paused, limit) {
+                (true, _) => excluded.push(name),
+                (false, Some(limit)) if running >= limit => excluded.push(name),
+                (false, Some(limit)) => {
+                    quota.insert(name, limit - running);
+                }
+                (false, None) => {}
+            }
+        }
+    }
+    let mut sql = String::from("SELECT id, queue FROM tasks WHERE state = 'available'");
+    let mut args: Vec<Value> = Vec::new();
+    let mut in_list = |sql: &mut String, col: &str, not: bool, items: &[String]| {
+        if items.is_empty() {
+            return;
+        }
+        sql.push_str(&format!(" AND {col} {}IN (", if not { "NOT " } else { "" }));
+        for (i, item) in items.iter().enumerate() {
+            sql.push_str(if i == 0 { "?" } else { ", ?" });
+            args.push(Value::Text(item.clone()));
+        }
+        sql.push(')');
+    };
+    in_list(&mut sql, "queue", false, &p.queues);
+    in_list(&mut sql, "queue", true, &excluded);
+    in_list(&mut sql, "kind", false, &p.kinds);
+    sql.push_str(" ORDER BY priority DESC, run_at, id LIMIT ?");
+    args.push(Value::Integer(i64::from(p.max)));
+    let candidates: Vec<(TaskId, String)> = {
+        let mut stmt = tx.prepare_cached(&sql).map_err(db_err)?;
+        let rows = stmt
+            .query_map(params_from_iter(args), |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+    };
+    let expires = ts(p
+        .now
+        .checked_add(p.lease_ttl)
+        .map_err(|e| StoreError::Invalid(e.to_string()))?);
+    let mut update = tx
+        .prepare_cached(&format!(
+            "UPDATE tasks SET state = 'running', attempt = attempt + 1, started_at = ?2, \
+             lease_expires_at = ?3, worker = ?4, cancel_requested = 0 \
+             WHERE id = ?1 AND state = 'available' RETURNING {TASK_COLUMNS}"
+        ))
+        .map_err(db_err)?;
+    let mut claimed = Vec::with_capacity(candidates.len());
+    for (id, queue) in candidates {
+        if let Some(left) = quota.get_mut(&queue) {
+            if *left <= 0 {
+                continue;
+            }
+            *left -= 1;
+        }
+        let task = update
+            .query_row(params![id, ts(p.now), expires, p.worker], task_from_row)
+            .optional()
+            .map_err(db_err)?;
+        claimed.extend(task);
+    }
+    Ok(claimed)
+}
+
+/// Reads the state and attempt of a task, for error messages after a failed compare-and-set.
+fn stale_or_missing(tx: &Transaction<'_>, id: TaskId, attempt: i32) -> StoreError {
+    match get_row(tx, id) {
+        Ok(_) => StoreError::StaleLease { id, attempt },
+        Err(e) => e,
+    }
+}
+
+pub(crate) fn heartbeat(tx: &Transaction<'_>, p: &TaskHeartbeatParams) -> Result<HeartbeatReply> {
+    let expires = p
+        .now
+        .checked_add(p.lease_ttl)
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let cancel: Option<bool> = tx
+        .prepare_cached(
+            "UPDATE tasks SET lease_expires_at = ?3 WHERE id = ?1 AND state = 'running' AND attempt = ?2 \
+             RETURNING cancel_requested",
+        )
+        .map_err(db_err)?
+        .query_row(params![p.id, p.attempt, ts(expires)], |r| r.get(0))
+        .optional()
+        .map_err(db_err)?;
+    match cancel {
+        Some(cancel_requested) => Ok(HeartbeatReply {
+            lease_expires_at: expires,
+            cancel_requested,
+        }),
+        None => Err(stale_or_missing(tx, p.id, p.attempt)),
+    }
+}
+
+fn record_attempt(
+    tx: &Transaction<'_>,
+    task: &Task,
+    outcome: &str,
+    error: Option<&str>,
+    now: Timestamp,
+) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO task_attempts (task_id, attempt, worker, started_at, finished_at, outcome, error) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .map_err(db_err)?
+    .execute(params![
+        task.id,
+        task.attempt,
+        task.worker.as_deref().unwrap_or(""),
+        task.started_at.map(ts).unwrap_or(ts(now)),
+        ts(now),
+        outcome,
+        error,
+    ])
+    .map_err(db_err)?;
+    Ok(())
+}
+
+pub(crate) fn finish(tx: &Transaction<'_>, p: &TaskFinishParams) -> Result<Task> {
+    let task = get_row(tx, p.id)?;
+    if task.state != TaskState::Running || task.attempt != p.attempt {
+        return Err(StoreError::StaleLease {
+            id: p.id,
+            attempt: p.attempt,
+        });
+    }
+    let now = ts(p.now);
+    let (state, run_at, max_attempts, error, result, outcome) = match &p.outcome {
+        FinishOutcome::Succeeded { result } => (
+            TaskState::Succeeded,
+            task.run_at,
+            task.max_attempts,
+            None,
+            result.clone(),
+            "succeeded",
+        ),
+        FinishOutcome::Failed { error, retryable } => {
+            let state = if task.cancel_requested {
+                TaskState::Cancelled
+            } else {
+                state_after_failure(task.attempt, task.max_attempts, *retryable)
+            };
+            let run_at = if state == TaskState::Retrying {
+                let delay = retry_delay(task.backoff, task.attempt, p.jitter);
+                p.now.checked_add(delay).unwrap_or(p.now)
+            } else {
+                task.run_at
+            };
+            (
+                state,
+                run_at,
+                task.max_attempts,
+                Some(error.clone()),
+                None,
+                "failed",
+            )
+        }
+        FinishOutcome::Snoozed { until } => {
+            let state = if *until <= p.now {
+                TaskState::Available
+            } else {
+                TaskState::Scheduled
+            };
+            // The attempt number stays a growing fencing token; the snooze gives one back.
+            (
+                state,
+                *until,
+                task.max_attempts.saturating_add(1),
+                None,
+                None,
+                "snoozed",
+            )
+        }
+        FinishOutcome::Cancelled => (
+            TaskState::Cancelled,
+            task.run_at,
+            task.max_attempts,
+            None,
+            None,
+            "cancelled",
+        ),
+    };
+    let finished_at = state.is_finished().then_some(now);
+    let result = result.map(|r| r.to_string());
+    let updated = tx
+        .prepare_cached(&format!(
+            "UPDATE tasks SET state = ?3, run_at = ?4, max_attempts = ?5, finished_at = ?6, \
+             last_error = coalesce(?7, last_error), result = ?8, lease_expires_at = NULL \
+             WHERE id = ?1 AND state = 'running' AND attempt = ?2 RETURNING {TASK_COLUMNS}"
+        ))
+        .map_err(db_err)?
+        .query_row(
+            params![
+                p.id,
+                p.attempt,
+                state.as_str(),
+                ts(run_at),
+                max_attempts,
+                finished_at,
+                error,
+                result
+            ],
+            task_from_row,
+        )
+        .optional()
+        .map_err(db_err)?
+        .ok_or_else(|| stale_or_missing(tx, p.id, p.attempt))?;
+    record_attempt(tx, &task, outcome, error.as_deref(), p.now)?;
+    Ok(updated)
+}
+
+pub(crate) fn cancel(tx: &Transaction<'_>, id: TaskId, now: Timestamp) -> Result<Task> {
+    let task = get_row(tx, id)?;
+    let sql = if task.state == TaskState::Running {
+        format!(
+            "UPDATE tasks SET cancel_requested = 1 WHERE id = ?1 AND state = 'running' RETURNING {TASK_COLUMNS}"
+        )
+    } else {
+        Transition::Cancel.check(task.state)?;
+        format!(
+            "UPDATE tasks SET state = 'cancelled', finished_at = ?2 WHERE id = ?1 \
+             AND state IN ('scheduled', 'available', 'retrying') RETURNING {TASK_COLUMNS}"
+        )
+    };
+    let mut stmt = tx.prepare_cached(&sql).map_err(db_err)?;
+    let row = if task.state == TaskState::Running {
+        stmt.query_row(params![id], task_from_row)
+    } else {
+        stmt.query_row(params![id, ts(now)], task_from_row)
+    };
+    row.map_err(db_err)
+}
+
+pub(crate) fn retry(tx: &Transaction<'_>, p: &TaskRetryParams) -> Result<Task> {
+    let task = get_row(tx, p.id)?;
+    Transition::Retry.check(task.state)?;
+    tx.prepare_cached(&format!(
+        "UPDATE tasks SET state = 'available', run_at = ?2, finished_at = NULL, cancel_requested = 0, \
+         lease_expires_at = NULL, max_attempts = max(max_attempts, attempt + 1) \
+         WHERE id = ?1 AND state IN {FINISHED} RETURNING {TASK_COLUMNS}"
+    ))
+    .map_err(db_err)?
+    .query_row(params![p.id, ts(p.now)], task_from_row)
+    .map_err(db_err)
+}
+
+pub(crate) fn reschedule(tx: &Transaction<'_>, p: &TaskRescheduleParams) -> Result<Task> {
+    let task = get_row(tx, p.id)?;
+    Transition::Reschedule.check(task.state)?;
+    let state = if p.run_at <= p.now {
+        TaskState::Available
+    } else {
+        TaskState::Scheduled
+    };
+    tx.prepare_cached(&format!(
+        "UPDATE tasks SET state = ?2, run_at = ?3 WHERE id = ?1 \
+         AND state IN ('scheduled', 'available', 'retrying') RETURNING {TASK_COLUMNS}"
+    ))
+    .map_err(db_err)?
+    .query_row(params![p.id, state.as_str(), ts(p.run_at)], task_from_row)
+    .map_err(db_err)
+}
+
+pub(crate) fn rescue(tx: &Transaction<'_>, p: &TaskRescueParams) -> Result<Vec<TaskId>> {
+    let expired: Vec<Task> = {
+        let mut stmt = tx
+            .prepare_cached(&format!(
+                "SELECT {TASK_COLUMNS} FROM tasks WHERE state = 'running' AND lease_expires_at < ?1 \
+                 ORDER BY lease_expires_at LIMIT ?2"
+            ))
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map(params![ts(p.now), p.limit], task_from_row)
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+    };
+    let mut rescued = Vec::with_capacity(expired.len());
+    for task in expired {
+        Transition::Rescue.check(task.state)?;
+        let state = if task.cancel_requested {
+            TaskState::Cancelled
+        } else if task.attempt >= task.max_attempts {
+            TaskState::Dead
+        } else {
+            TaskState::Available
+        };
+        let error = format!(
+            "lease expired: worker {} stopped heartbeating",
+            task.worker.as_deref().unwrap_or("?")
+        );
+        let finished_at = state.is_finished().then_some(ts(p.now));
+        let n = tx
+            .prepare_cached(
+                "UPDATE tasks SET state = ?3, run_at = ?4, finished_at = ?5, last_error = ?6, \
+                 lease_expires_at = NULL WHERE id = ?1 AND state = 'running' AND attempt = ?2",
+            )
+            .map_err(db_err)?
+            .execute(params![
+                task.id,
+                task.attempt,
+                state.as_str(),
+                ts(p.now),
+                finished_at,
+                error
+            ])
+            .map_err(db_err)?;
+        if n == 1 {
+            record_attempt(tx, &task, "rescued", Some(&error), p.now)?;
+            rescued.push(task.id);
+        }
+    }
+    Ok(rescued)
+}
+
+pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
+    let cutoff = ts(p.finished_before);
+    let ids: Vec<TaskId> = {
+        let mut stmt = tx
+            .prepare_cached(&format!(
+                "SELECT id FROM tasks WHERE state IN {FINISHED} AND finished_at < ?1 LIMIT ?2"
+            ))
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map(params![cutoff, p.limit], |r| r.get(0))
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+    };
+    let mut del_attempts = tx
+        .prepare_cached("DELETE FROM task_attempts WHERE task_id = ?1")
+        .map_err(db_err)?;
+    let mut del_task = tx
+        .prepare_cached("DELETE FROM tasks WHERE id = ?1")
+        .map_err(db_err)?;
+    for id in &ids {
+        del_attempts.execute([id]).map_err(db_err)?;
+        del_task.execute([id]).map_err(db_err)?;
+    }
+    // The occurrence ledger follows the same retention.
+    tx.prepare_cached(
+        "DELETE FROM occurrences WHERE (schedule, nominal_at) IN \
+         (SELECT schedule, nominal_at FROM occurrences WHERE recorded_at < ?1 LIMIT ?2)",
+    )
+    .map_err(db_err)?
+    .execute(params![cutoff, p.limit])
+    .map_err(db_err)?;
+    Ok(ids.len() as u64)
+}
+
+pub(crate) fn next_run_at(conn: &mut Connection) -> Result<Option<Timestamp>> {
+    let us: Option<i64> = conn
+        .prepare_cached("SELECT min(run_at) FROM tasks WHERE state IN ('scheduled', 'retrying')")
+        .map_err(db_err)?
+        .query_row([], |r| r.get(0))
+        .map_err(db_err)?;
+    Ok(us.map(from_ts))
+}

@@ -1,0 +1,281 @@
+//! Parameter and result types of the [`crate::Store`] operations.
+
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+use sked_core::{
+    NewTask, OccurrenceOutcome, Plan, RetryPolicy, ScheduleDef, TaskId, TaskState, TaskTemplate,
+};
+
+/// A task to insert, possibly on behalf of a schedule occurrence.
+#[derive(Debug, Clone)]
+pub struct TaskInsert {
+    pub task: NewTask,
+    pub schedule: Option<String>,
+    pub nominal_at: Option<Timestamp>,
+}
+
+impl From<NewTask> for TaskInsert {
+    fn from(task: NewTask) -> TaskInsert {
+        TaskInsert {
+            task,
+            schedule: None,
+            nominal_at: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TaskInsertParams {
+    pub tasks: Vec<TaskInsert>,
+    pub now: Timestamp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskInserted {
+    pub id: TaskId,
+    pub state: TaskState,
+    /// The unique key was already held: no task was inserted and `id` is the holder.
+    pub duplicate: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TaskListParams {
+    pub states: Vec<TaskState>,
+    pub queue: Option<String>,
+    pub kind: Option<String>,
+    pub schedule: Option<String>,
+    /// Only tasks with a smaller id (for paging).
+    pub before_id: Option<TaskId>,
+    pub limit: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct TaskClaimParams {
+    /// Queues to claim from; empty means every queue.
+    pub queues: Vec<String>,
+    /// Kinds this worker can run; empty means any.
+    pub kinds: Vec<String>,
+    pub max: u32,
+    pub worker: String,
+    pub lease_ttl: SignedDuration,
+    pub now: Timestamp,
+}
+
+#[derive(Debug, Clone)]
+pub struct TaskHeartbeatParams {
+    pub id: TaskId,
+    pub attempt: i32,
+    pub lease_ttl: SignedDuration,
+    pub now: Timestamp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    pub lease_expires_at: Timestamp,
+    /// The task was cancelled: the worker should stop it and report `cancelled`.
+    pub cancel_requested: bool,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FinishOutcome {
+    Succeeded {
+        result: Option<serde_json::Value>,
+    },
+    /// A failure: retried with backoff while attempts remain and `retryable`, else dead.
+    Failed {
+        error: String,
+        retryable: bool,
+    },
+    /// Run again at `until` without spending an attempt.
+    Snoozed {
+        until: Timestamp,
+    },
+    /// The worker stopped because a cancel was requested.
+    Cancelled,
+}
+
+#[derive(Debug, Clone)]
+pub struct TaskFinishParams {
+    pub id: TaskId,
+    pub attempt: i32,
+    pub outcome: FinishOutcome,
+    pub now: Timestamp,
+    /// A random number in [0, 1) for the backoff jitter (fixed in tests).
+    pub jitter: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct TaskCancelParams {
+    pub id: TaskId,
+    pub now: Timestamp,
+}
+
+#[derive(Debug, Clone)]
+pub struct TaskRetryParams {
+    pub id: TaskId,
+    pub now: Timestamp,
+}
+
+#[derive(Debug, Clone)]
+pub struct TaskRescheduleParams {
+    pub id: TaskId,
+    pub run_at: Timestamp,
+    pub now: Timestamp,
+}
+
+#[derive(Debug, Clone)]
+pub struct TaskRescueParams {
+    pub now: Timestamp,
+    pub limit: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct TaskPruneParams {
+    pub finished_before: Timestamp,
+    pub limit: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueInfo {
+    pub name: String,
+    pub paused: bool,
+    pub concurrency_limit: Option<u32>,
+    /// Tasks per state; states with none are left out.
+    pub counts: BTreeMap<TaskState, u64>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct QueueUpdateParams {
+    pub name: String,
+    pub paused: Option<bool>,
+    /// `Some(None)` removes the limit.
+    pub concurrency_limit: Option<Option<u32>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct LeaseAcquireParams {
+    pub name: String,
+    pub holder: String,
+    pub ttl: SignedDuration,
+    pub now: Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub name: String,
+    pub holder: String,
+    /// Grows by one each time the lease changes hands: a fencing token.
+    pub token: i64,
+    pub expires_at: Timestamp,
+}
+
+#[derive(Debug, Clone)]
+pub struct ScheduleUpsertParams {
+    pub def: ScheduleDef,
+    pub next_fire_at: Option<Timestamp>,
+    pub now: Timestamp,
+}
+
+#[derive(Debug, Clone)]
+pub struct SchedulePauseParams {
+    pub name: String,
+    pub paused: bool,
+    pub next_fire_at: Option<Timestamp>,
+    pub now: Timestamp,
+}
+
+/// A schedule as stored, with its status derived from its tasks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    pub name: String,
+    pub spec: String,
+    pub tz: String,
+    pub task: TaskTemplate,
+    pub overlap: sked_core::OverlapPolicy,
+    pub catchup: sked_core::CatchupPolicy,
+    #[serde(with = "sked_core::serde_duration")]
+    pub catchup_window: SignedDuration,
+    pub paused: bool,
+    /// Where intervals count from (the creation time).
+    pub anchor_at: Timestamp,
+    pub next_fire_at: Option<Timestamp>,
+    pub buffered_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// When its most recent run started.
+    pub last_started_at: Option<Timestamp>,
+    /// When its most recent finished run stopped.
+    pub last_finished_at: Option<Timestamp>,
+    /// Whether one of its tasks is running now.
+    pub running: bool,
+    /// The final state of its most recent finished run.
+    pub last_outcome: Option<TaskState>,
+}
+
+impl Schedule {
+    pub fn def(&self) -> ScheduleDef {
+        ScheduleDef {
+            name: self.name.clone(),
+            spec: self.spec.clone(),
+            tz: self.tz.clone(),
+            task: self.task.clone(),
+            overlap: self.overlap,
+            catchup: self.catchup,
+            catchup_window: self.catchup_window,
+            paused: self.paused,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ScheduleDueParams {
+    pub now: Timestamp,
+    pub limit: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct DueSchedule {
+    pub schedule: Schedule,
+    /// Its unfinished tasks, oldest first.
+    pub active_tasks: Vec<TaskId>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ScheduleApplyParams {
+    pub name: String,
+    pub expected_next_fire_at: Option<Timestamp>,
+    pub plan: Plan,
+    pub task: TaskTemplate,
+    pub now: Timestamp,
+}
+
+#[derive(Debug, Clone)]
+pub struct OccurrenceListParams {
+    pub schedule: String,
+    pub limit: u32,
+}
+
+/// One line of a schedule's ledger.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Occurrence {
+    pub schedule: String,
+    pub nominal_at: Timestamp,
+    pub outcome: OccurrenceOutcome,
+    pub task_id: Option<TaskId>,
+    /// The state of that task now, if it still exists.
+    pub task_state: Option<TaskState>,
+    pub detail: Option<String>,
+    pub recorded_at: Timestamp,
+}
+
+/// The backoff a failed attempt waits, given the task's own policy.
+pub fn retry_delay(
+    backoff: Option<sked_core::Backoff>,
+    attempt: i32,
+    jitter: f64,
+) -> SignedDuration {
+    RetryPolicy::for_task(backoff).delay(attempt, jitter)
+}
