@@ -1,1 +1,31 @@
-//! placeholder
+//! The sked engine library: what a Rust service embeds and what `sked server` runs.
+//!
+//! - [`Engine`]: enqueue, claim, finish, cancel, schedules and queues, on any [`Store`].
+//! - [`maintenance`]: leader-only duties (materialising schedules, rescuing expired leases,
+//!   pruning), run by whichever node holds the leader lease.
+//! - [`worker`]: a pool that claims tasks and runs them with [`executors`], with heartbeats,
+//!   timeouts and cancellation.
+
+mod batch;
+mod engine;
+mod error;
+pub mod executors;
+pub mod maintenance;
+pub mod worker;
+
+pub use engine::{ClaimRequest, Engine, EngineConfig};
+pub use error::{Error, Result};
+pub use sked_core as core;
+pub use sked_store::{self as store, Store};
+
+/// Opens the store named by a database URL (`sqlite://PATH`, or a plain path).
+pub fn open_store(url: &str) -> Result<std::sync::Arc<dyn Store>> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Err(Error::Invalid(
+            "PostgreSQL is not supported by this build yet: use sqlite://PATH".into(),
+        ));
+    }
+    Ok(std::sync::Arc::new(sked_sqlite::SqliteStore::open_url(
+        url,
+    )?))
+}

@@ -1,0 +1,512 @@
+//! The [`Engine`]: every operation on tasks, schedules and queues, on top of a [`Store`], with
+//! validation, the injected clock and in-process wake-ups.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use sked_core::{
+    Clock, NewTask, PlanInput, ScheduleDef, Spec, SystemClock, Task, TaskId, parse_zone,
+};
+use sked_store::*;
+use tokio::sync::Notify;
+
+use crate::batch::FinishBatcher;
+use crate::error::{Error, Result};
+
+/// Settings of one engine (one node).
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// This node's name in leases and task history.
+    pub node_id: String,
+    /// How long a claimed task's lease lasts without a heartbeat.
+    pub lease_ttl: SignedDuration,
+    /// An occurrence less late than this is on time; older ones are "missed" (catch-up).
+    pub misfire_grace: SignedDuration,
+    /// How often the leader looks for expired leases.
+    pub rescue_interval: SignedDuration,
+    /// How long finished tasks are kept.
+    pub retention: SignedDuration,
+    /// How long the leader lease lasts without renewal.
+    pub leader_ttl: SignedDuration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> EngineConfig {
+        EngineConfig {
+            node_id: default_node_id(),
+            lease_ttl: SignedDuration::from_secs(30),
+            misfire_grace: SignedDuration::from_secs(10),
+            rescue_interval: SignedDuration::from_secs(1),
+            retention: SignedDuration::from_hours(24 * 7),
+            leader_ttl: SignedDuration::from_secs(15),
+        }
+    }
+}
+
+fn default_node_id() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".into());
+    format!("{host}-{}-{:04x}", std::process::id(), fastrand::u16(..))
+}
+
+/// A claim: up to `max` due tasks from `queues` (all when empty) of `kinds` (any when empty).
+#[derive(Debug, Clone, Default)]
+pub struct ClaimRequest {
+    pub worker: String,
+    pub queues: Vec<String>,
+    pub kinds: Vec<String>,
+    pub max: u32,
+    /// Long-poll: wait up to this long for a task when none is due.
+    pub wait: Option<Duration>,
+    /// Lease length; the engine's default when `None`.
+    pub lease_ttl: Option<SignedDuration>,
+}
+
+/// The scheduler engine of one node. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    config: EngineConfig,
+    /// Woken when tasks may have become claimable (enqueue, retry, release).
+    tasks_changed: Notify,
+    /// Woken when schedules changed or a scheduled task finished (overlap, buffers).
+    schedules_changed: Notify,
+    finisher: FinishBatcher,
+}
+
+impl Engine {
+    pub fn new(store: Arc<dyn Store>, config: EngineConfig) -> Engine {
+        Engine::with_clock(store, Arc::new(SystemClock), config)
+    }
+
+    pub fn with_clock(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        config: EngineConfig,
+    ) -> Engine {
+        let finisher = FinishBatcher::new(store.clone());
+        Engine {
+            inner: Arc::new(Inner {
+                store,
+                clock,
+                config,
+                tasks_changed: Notify::new(),
+                schedules_changed: Notify::new(),
+                finisher,
+            }),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    pub fn now(&self) -> Timestamp {
+        self.inner.clock.now()
+    }
+
+    pub(crate) fn schedules_changed(&self) -> &Notify {
+        &self.inner.schedules_changed
+    }
+
+    fn wake_workers(&self) {
+        self.inner.tasks_changed.notify_waiters();
+    }
+
+    // ---- tasks ----
+
+    /// Enqueues one task; returns its id (or the id of the unfinished task holding its unique key).
+    pub async fn enqueue(&self, task: NewTask) -> Result<TaskInserted> {
+        Ok(self.enqueue_many(vec![task]).await?.remove(0))
+    }
+
+    /// Enqueues tasks in one transaction: all or none.
+    pub async fn enqueue_many(&self, tasks: Vec<NewTask>) -> Result<Vec<TaskInserted>> {
+        if tasks.is_empty() {
+            return Ok(Vec::new());
+        }
+        for (i, t) in tasks.iter().enumerate() {
+            t.validate().map_err(|e| {
+                if tasks.len() == 1 {
+                    Error::from(e)
+                } else {
+                    Error::Invalid(format!("task {i}: {e}"))
+                }
+            })?;
+        }
+        let now = self.now();
+        let inserted = self
+            .inner
+            .store
+            .task_insert_many(TaskInsertParams {
+                tasks: tasks.into_iter().map(Into::into).collect(),
+                now,
+            })
+            .await?;
+        self.wake_workers();
+        Ok(inserted)
+    }
+
+    pub async fn task(&self, id: TaskId) -> Result<Task> {
+        Ok(self.inner.store.task_get(id).await?)
+    }
+
+    pub async fn tasks(&self, params: TaskListParams) -> Result<Vec<Task>> {
+        Ok(self.inner.store.task_list(params).await?)
+    }
+
+    pub async fn cancel(&self, id: TaskId) -> Result<Task> {
+        let t = self
+            .inner
+            .store
+            .task_cancel(TaskCancelParams {
+                id,
+                now: self.now(),
+            })
+            .await?;
+        self.inner.schedules_changed.notify_waiters();
+        Ok(t)
+    }
+
+    pub async fn retry(&self, id: TaskId) -> Result<Task> {
+        let t = self
+            .inner
+            .store
+            .task_retry(TaskRetryParams {
+                id,
+                now: self.now(),
+            })
+            .await?;
+        self.wake_workers();
+        Ok(t)
+    }
+
+    pub async fn reschedule(&self, id: TaskId, run_at: Timestamp) -> Result<Task> {
+        let t = self
+            .inner
+            .store
+            .task_reschedule(TaskRescheduleParams {
+                id,
+                run_at,
+                now: self.now(),
+            })
+            .await?;
+        self.wake_workers();
+        Ok(t)
+    }
+
+    /// Claims due tasks. With `wait`, returns as soon as a task is claimable (woken by enqueues
+    /// in this process, or at the next task's due time), or empty when the wait is over.
+    pub async fn claim(&self, req: ClaimRequest) -> Result<Vec<Task>> {
+        let deadline = req.wait.map(|w| tokio::time::Instant::now() + w);
+        let params = |now| TaskClaimParams {
+            queues: req.queues.clone(),
+            kinds: req.kinds.clone(),
+            max: req.max,
+            worker: req.worker.clone(),
+            lease_ttl: req.lease_ttl.unwrap_or(self.inner.config.lease_ttl),
+            now,
+        };
+        loop {
+            // Register for wake-ups before looking, so an enqueue in between is not missed.
+            let woken = self.inner.tasks_changed.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let claimed = self.inner.store.task_claim(params(self.now())).await?;
+            let Some(deadline) = deadline else {
+                return Ok(claimed);
+            };
+            if !claimed.is_empty() || tokio::time::Instant::now() >= deadline {
+                return Ok(claimed);
+            }
+            // Sleep until the next task is due, a wake-up, or the deadline; poll at least every
+            // second for tasks enqueued by other processes.
+            let mut until = deadline.min(tokio::time::Instant::now() + Duration::from_secs(1));
+            if let Some(next) = self.inner.store.task_next_run_at().await? {
+                let wait = next.duration_since(self.now());
+                let wait = Duration::try_from(wait).unwrap_or(Duration::ZERO);
+                until = until.min(tokio::time::Instant::now() + wait);
+            }
+            tokio::select! {
+                _ = &mut woken => {}
+                _ = tokio::time::sleep_until(until) => {}
+            }
+        }
+    }
+
+    pub async fn heartbeat(
+        &self,
+        id: TaskId,
+        attempt: i32,
+        lease_ttl: Option<SignedDuration>,
+    ) -> Result<HeartbeatReply> {
+        Ok(self
+            .inner
+            .store
+            .task_heartbeat(TaskHeartbeatParams {
+                id,
+                attempt,
+                lease_ttl: lease_ttl.unwrap_or(self.inner.config.lease_ttl),
+                now: self.now(),
+            })
+            .await?)
+    }
+
+    /// Ends an attempt. Concurrent calls are committed together (group commit).
+    pub async fn finish(&self, id: TaskId, attempt: i32, outcome: FinishOutcome) -> Result<Task> {
+        let params = TaskFinishParams {
+            id,
+            attempt,
+            outcome,
+            now: self.now(),
+            jitter: fastrand::f64(),
+        };
+        let task = self.inner.finisher.finish(params).await?;
+        if !task.state.is_finished() && task.run_at <= self.now() {
+            self.wake_workers();
+        }
+        if task.schedule.is_some() {
+            self.inner.schedules_changed.notify_waiters();
+        }
+        Ok(task)
+    }
+
+    // ---- queues ----
+
+    pub async fn queues(&self) -> Result<Vec<QueueInfo>> {
+        Ok(self.inner.store.queue_list().await?)
+    }
+
+    pub async fn queue_update(&self, params: QueueUpdateParams) -> Result<QueueInfo> {
+        sked_core::validate_name("queue", &params.name)?;
+        let q = self.inner.store.queue_update(params).await?;
+        self.wake_workers();
+        Ok(q)
+    }
+
+    // ---- schedules ----
+
+    /// Creates or replaces a schedule.
+    pub async fn schedule_put(&self, def: ScheduleDef) -> Result<Schedule> {
+        let (spec, tz) = def.validate()?;
+        let now = self.now();
+        // A new or changed schedule fires from now on; intervals count from now.
+        let next_fire_at = if def.paused {
+            None
+        } else {
+            spec.next_after(now, &tz, now)
+        };
+        let s = self
+            .inner
+            .store
+            .schedule_upsert(ScheduleUpsertParams {
+                def,
+                next_fire_at,
+                now,
+            })
+            .await?;
+        self.inner.schedules_changed.notify_waiters();
+        Ok(s)
+    }
+
+    pub async fn schedule(&self, name: &str) -> Result<Schedule> {
+        Ok(self.inner.store.schedule_get(name).await?)
+    }
+
+    pub async fn schedules(&self) -> Result<Vec<Schedule>> {
+        Ok(self.inner.store.schedule_list().await?)
+    }
+
+    pub async fn schedule_delete(&self, name: &str) -> Result<()> {
+        if self.inner.store.schedule_delete(name).await? {
+            Ok(())
+        } else {
+            Err(StoreError::schedule_not_found(name).into())
+        }
+    }
+
+    pub async fn schedule_pause(&self, name: &str, paused: bool) -> Result<Schedule> {
+        let now = self.now();
+        let next_fire_at = if paused {
+            None
+        } else {
+            // Resuming does not catch up the paused time: the next occurrence from now.
+            let s = self.inner.store.schedule_get(name).await?;
+            let spec = Spec::parse(&s.spec)?;
+            spec.next_after(now, &parse_zone(&s.tz)?, s.anchor_at)
+        };
+        let s = self
+            .inner
+            .store
+            .schedule_set_paused(SchedulePauseParams {
+                name: name.into(),
+                paused,
+                next_fire_at,
+                now,
+            })
+            .await?;
+        self.inner.schedules_changed.notify_waiters();
+        Ok(s)
+    }
+
+    /// Enqueues a run of the schedule now, outside its spec (recorded in its ledger).
+    pub async fn schedule_trigger(&self, name: &str) -> Result<TaskId> {
+        let s = self.inner.store.schedule_get(name).await?;
+        let now = self.now();
+        let plan = sked_core::Plan {
+            occurrences: vec![sked_core::PlannedOccurrence {
+                nominal_at: now,
+                outcome: sked_core::OccurrenceOutcome::Enqueued,
+                detail: Some("triggered by hand".into()),
+            }],
+            cancel: vec![],
+            buffered: s.buffered_at,
+            next_fire_at: s.next_fire_at,
+        };
+        let ids = self
+            .inner
+            .store
+            .schedule_apply(ScheduleApplyParams {
+                name: name.into(),
+                expected_next_fire_at: s.next_fire_at,
+                plan,
+                task: s.task,
+                now,
+            })
+            .await?;
+        self.wake_workers();
+        ids.into_iter()
+            .next()
+            .ok_or_else(|| Error::Invalid("nothing was enqueued".into()))
+    }
+
+    pub async fn occurrences(&self, name: &str, limit: u32) -> Result<Vec<Occurrence>> {
+        self.inner.store.schedule_get(name).await?;
+        Ok(self
+            .inner
+            .store
+            .occurrence_list(OccurrenceListParams {
+                schedule: name.into(),
+                limit,
+            })
+            .await?)
+    }
+
+    /// One materialisation pass at the engine's `now`: every due occurrence of every schedule
+    /// becomes a task or a ledger line. Returns the ids of the tasks enqueued. Leader-only in
+    /// normal operation; safe anywhere, since the store applies each plan at most once.
+    pub async fn materialise(&self) -> Result<Vec<TaskId>> {
+        let now = self.now();
+        let due = self
+            .inner
+            .store
+            .schedule_due(ScheduleDueParams { now, limit: 1000 })
+            .await?;
+        let mut enqueued = Vec::new();
+        for DueSchedule {
+            schedule: s,
+            active_tasks,
+        } in due
+        {
+            let (spec, tz) = match (Spec::parse(&s.spec), parse_zone(&s.tz)) {
+                (Ok(spec), Ok(tz)) => (spec, tz),
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::warn!(schedule = %s.name, error = %e, "schedule cannot be evaluated");
+                    continue;
+                }
+            };
+            let input = PlanInput {
+                spec: &spec,
+                tz: &tz,
+                anchor: s.anchor_at,
+                next_fire_at: s.next_fire_at.filter(|t| *t <= now),
+                overlap: s.overlap,
+                catchup: s.catchup,
+                catchup_window: s.catchup_window,
+                misfire_grace: self.inner.config.misfire_grace,
+                active_tasks: &active_tasks,
+                buffered: s.buffered_at,
+            };
+            let mut plan = sked_core::schedule::plan::plan(&input, now);
+            if plan.next_fire_at.is_none() && s.next_fire_at.is_some_and(|t| t > now) {
+                plan.next_fire_at = s.next_fire_at;
+            }
+            if plan.is_empty()
+                && plan.next_fire_at == s.next_fire_at
+                && plan.buffered == s.buffered_at
+            {
+                continue;
+            }
+            match self
+                .inner
+                .store
+                .schedule_apply(ScheduleApplyParams {
+                    name: s.name.clone(),
+                    expected_next_fire_at: s.next_fire_at,
+                    plan,
+                    task: s.task.clone(),
+                    now,
+                })
+                .await
+            {
+                Ok(ids) => enqueued.extend(ids),
+                // Another node got there first: its plan stands.
+                Err(e) if e.kind() == ErrorKind::Conflict => {
+                    tracing::debug!(schedule = %s.name, error = %e, "occurrence already handled")
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if !enqueued.is_empty() {
+            self.wake_workers();
+        }
+        Ok(enqueued)
+    }
+
+    /// Re-queues tasks whose lease expired. Leader-only in normal operation.
+    pub async fn rescue(&self) -> Result<Vec<TaskId>> {
+        let ids = self
+            .inner
+            .store
+            .task_rescue(TaskRescueParams {
+                now: self.now(),
+                limit: 1000,
+            })
+            .await?;
+        if !ids.is_empty() {
+            tracing::info!(count = ids.len(), "rescued tasks with expired leases");
+            self.wake_workers();
+            self.inner.schedules_changed.notify_waiters();
+        }
+        Ok(ids)
+    }
+
+    /// Deletes finished tasks older than the retention period. Leader-only in normal operation.
+    pub async fn prune(&self) -> Result<u64> {
+        let cutoff = self
+            .now()
+            .checked_sub(self.inner.config.retention)
+            .unwrap_or(Timestamp::MIN);
+        Ok(self
+            .inner
+            .store
+            .task_prune(TaskPruneParams {
+                finished_before: cutoff,
+                limit: 10_000,
+            })
+            .await?)
+    }
+}

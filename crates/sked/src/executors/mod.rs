@@ -1,0 +1,55 @@
+//! Executors run a task's work. The built-in ones, `shell` and `http`, are opt-in per process
+//! (`--exec shell,http`); Rust services add their own.
+
+mod http;
+mod shell;
+
+use async_trait::async_trait;
+use jiff::SignedDuration;
+use sked_core::Task;
+
+pub use http::HttpExecutor;
+pub use shell::ShellExecutor;
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExecResult {
+    Success(Option<serde_json::Value>),
+    Failure {
+        error: String,
+        retryable: bool,
+    },
+    /// Run again after this long without spending an attempt.
+    Snooze(SignedDuration),
+}
+
+/// Runs tasks of one kind. The future is dropped when the task times out or is cancelled, so
+/// an executor must stop its work when dropped (e.g. kill its child process).
+#[async_trait]
+pub trait Executor: Send + Sync + 'static {
+    fn kind(&self) -> &str;
+    async fn run(&self, task: &Task) -> ExecResult;
+}
+
+/// The built-in executors named in `--exec` (comma-separated `shell`, `http`).
+pub fn builtin(names: &str) -> Result<Vec<std::sync::Arc<dyn Executor>>, String> {
+    let mut out: Vec<std::sync::Arc<dyn Executor>> = Vec::new();
+    for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        match name {
+            "shell" => out.push(std::sync::Arc::new(ShellExecutor)),
+            "http" => out.push(std::sync::Arc::new(HttpExecutor::new())),
+            other => {
+                return Err(format!(
+                    "unknown executor {other:?}: expected shell or http"
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The last `max` bytes of `bytes` as text.
+pub(crate) fn tail(bytes: &[u8], max: usize) -> String {
+    let start = bytes.len().saturating_sub(max);
+    String::from_utf8_lossy(&bytes[start..]).into_owned()
+}
