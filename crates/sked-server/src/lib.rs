@@ -1,1 +1,135 @@
-//! placeholder
+//! sked's HTTP API: JSON under `/v1`, the worker protocol, `/openapi.json` and `/healthz`.
+//! [`router`] builds the whole API; it is tested with in-process requests.
+
+mod error;
+mod extract;
+mod queues;
+mod schedules;
+mod tasks;
+mod worker;
+
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use serde_json::json;
+
+pub use error::ApiError;
+
+/// The largest request body accepted (a task payload may be up to 1 MiB, JSON-escaped).
+pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+
+/// What every handler shares.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    pub engine: sked::Engine,
+    /// When set, every request but `/healthz` must carry `Authorization: Bearer <token>`.
+    pub token: Option<Arc<str>>,
+}
+
+/// The whole HTTP API.
+pub fn router(state: AppState) -> Router {
+    let v1 = Router::new()
+        .route("/tasks", post(tasks::enqueue).get(tasks::list))
+        .route("/tasks/batch", post(tasks::enqueue_batch))
+        .route("/tasks/{id}", get(tasks::get))
+        .route("/tasks/{id}/cancel", post(tasks::cancel))
+        .route("/tasks/{id}/retry", post(tasks::retry))
+        .route("/tasks/{id}/reschedule", post(tasks::reschedule))
+        .route("/claim", post(worker::claim))
+        .route("/tasks/{id}/heartbeat", post(worker::heartbeat))
+        .route("/tasks/{id}/complete", post(worker::complete))
+        .route("/tasks/{id}/fail", post(worker::fail))
+        .route("/tasks/{id}/snooze", post(worker::snooze))
+        .route("/tasks/{id}/cancelled", post(worker::cancelled))
+        .route("/schedules", get(schedules::list).post(schedules::create))
+        .route(
+            "/schedules/{name}",
+            get(schedules::get)
+                .put(schedules::put)
+                .delete(schedules::delete),
+        )
+        .route("/schedules/{name}/pause", post(schedules::pause))
+        .route("/schedules/{name}/resume", post(schedules::resume))
+        .route("/schedules/{name}/trigger", post(schedules::trigger))
+        .route("/schedules/{name}/occurrences", get(schedules::occurrences))
+        .route("/queues", get(queues::list))
+        .route("/queues/{name}/pause", post(queues::pause))
+        .route("/queues/{name}/resume", post(queues::resume))
+        .route("/queues/{name}/limit", put(queues::limit))
+        .route("/cron/next", get(schedules::cron_next));
+    Router::new()
+        .nest("/v1", v1)
+        .route("/openapi.json", get(openapi))
+        .layer(middleware::from_fn_with_state(state.clone(), auth))
+        .route("/healthz", get(healthz))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(reject_large_bodies))
+        .with_state(state)
+}
+
+async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        include_str!("openapi.json"),
+    )
+        .into_response()
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such endpoint; see /openapi.json")
+}
+
+/// Token check, in constant time over the token's length.
+async fn auth(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    req: Request,
+    next: Next,
+) -> Response {
+    if let Some(token) = &state.token {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        let ok = given.len() == token.len()
+            && given
+                .bytes()
+                .zip(token.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0;
+        if !ok {
+            return ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "missing or wrong API token: send Authorization: Bearer <token>",
+            )
+            .into_response();
+        }
+    }
+    next.run(req).await
+}
+
+/// Refuses a body whose declared length is over the limit before reading any of it; bodies
+/// without a length are cut off by the extractor's limit while streaming.
+async fn reject_large_bodies(req: Request, next: Next) -> Response {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return error::too_large().into_response();
+    }
+    next.run(req).await
+}

@@ -1,0 +1,58 @@
+//! Extractors whose rejections are [`ApiError`]s, so every bad request gets the JSON error body.
+
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use crate::ApiError;
+
+/// A JSON body; malformed JSON is 400, well-formed JSON of the wrong shape is 422.
+pub(crate) struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let axum::Json(v) = axum::Json::<T>::from_request(req, state).await?;
+        Ok(ApiJson(v))
+    }
+}
+
+pub(crate) struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let axum::extract::Query(v) =
+            axum::extract::Query::<T>::from_request_parts(parts, state).await?;
+        Ok(ApiQuery(v))
+    }
+}
+
+/// A task id from the path; anything but an integer is an unknown task.
+pub(crate) struct TaskIdPath(pub i64);
+
+impl<S: Send + Sync> FromRequestParts<S> for TaskIdPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let axum::extract::Path(raw) =
+            axum::extract::Path::<String>::from_request_parts(parts, state).await?;
+        raw.parse().map(TaskIdPath).map_err(|_| {
+            ApiError::not_found(format!("task {raw} not found: task ids are integers"))
+        })
+    }
+}
+
+pub(crate) struct NamePath(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for NamePath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let axum::extract::Path(name) =
+            axum::extract::Path::<String>::from_request_parts(parts, state).await?;
+        Ok(NamePath(name))
+    }
+}

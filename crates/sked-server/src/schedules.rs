@@ -1,0 +1,136 @@
+//! Schedule endpoints, and `GET /v1/cron/next` for trying an expression out.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sked_core::{CronExpr, ScheduleDef, parse_time, parse_zone};
+
+use crate::extract::{ApiJson, ApiQuery, NamePath};
+use crate::{ApiError, AppState};
+
+type ApiResult<T = Json<Value>> = Result<T, ApiError>;
+
+pub(crate) async fn list(State(s): State<AppState>) -> ApiResult {
+    Ok(Json(json!({"schedules": s.engine.schedules().await?})))
+}
+
+/// `POST /v1/schedules` with the whole definition: creates or replaces.
+pub(crate) async fn create(
+    State(s): State<AppState>,
+    ApiJson(def): ApiJson<ScheduleDef>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    Ok((
+        StatusCode::CREATED,
+        Json(json!(s.engine.schedule_put(def).await?)),
+    ))
+}
+
+/// `PUT /v1/schedules/{name}`: the name in the path wins; the body's must match if given.
+pub(crate) async fn put(
+    State(s): State<AppState>,
+    NamePath(name): NamePath,
+    ApiJson(mut body): ApiJson<Value>,
+) -> ApiResult {
+    if let Some(obj) = body.as_object_mut() {
+        match obj.get("name") {
+            Some(Value::String(n)) if *n != name => {
+                return Err(ApiError::invalid(format!(
+                    "the body names schedule {n:?} but the path names {name:?}"
+                )));
+            }
+            _ => {
+                obj.insert("name".into(), Value::String(name));
+            }
+        }
+    }
+    let def: ScheduleDef = serde_json::from_value(body)
+        .map_err(|e| ApiError::invalid(format!("invalid schedule: {e}")))?;
+    Ok(Json(json!(s.engine.schedule_put(def).await?)))
+}
+
+pub(crate) async fn get(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
+    Ok(Json(json!(s.engine.schedule(&name).await?)))
+}
+
+pub(crate) async fn delete(
+    State(s): State<AppState>,
+    NamePath(name): NamePath,
+) -> ApiResult<StatusCode> {
+    s.engine.schedule_delete(&name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub(crate) async fn pause(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
+    Ok(Json(json!(s.engine.schedule_pause(&name, true).await?)))
+}
+
+pub(crate) async fn resume(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
+    Ok(Json(json!(s.engine.schedule_pause(&name, false).await?)))
+}
+
+pub(crate) async fn trigger(
+    State(s): State<AppState>,
+    NamePath(name): NamePath,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let id = s.engine.schedule_trigger(&name).await?;
+    Ok((StatusCode::CREATED, Json(json!({"id": id}))))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Limit {
+    limit: Option<u32>,
+}
+
+pub(crate) async fn occurrences(
+    State(s): State<AppState>,
+    NamePath(name): NamePath,
+    ApiQuery(q): ApiQuery<Limit>,
+) -> ApiResult {
+    let list = s
+        .engine
+        .occurrences(&name, q.limit.unwrap_or(100).clamp(1, 1000))
+        .await?;
+    Ok(Json(json!({"occurrences": list})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CronNext {
+    expr: String,
+    tz: Option<String>,
+    after: Option<String>,
+    n: Option<u32>,
+}
+
+pub(crate) async fn cron_next(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<CronNext>,
+) -> ApiResult {
+    let invalid = |e: sked_core::SpecError| ApiError::invalid(e.to_string());
+    let cron = CronExpr::parse(&q.expr).map_err(invalid)?;
+    let tz_name = q.tz.unwrap_or_else(|| "UTC".into());
+    let tz = parse_zone(&tz_name).map_err(invalid)?;
+    let mut t = match &q.after {
+        Some(a) => parse_time(a, s.engine.now()).map_err(invalid)?,
+        None => s.engine.now(),
+    };
+    let n = q.n.unwrap_or(5).clamp(1, 1000);
+    let mut times = Vec::new();
+    for _ in 0..n {
+        match cron.next_after(t, &tz) {
+            Some(next) => {
+                times.push(
+                    next.to_zoned(tz.clone())
+                        .strftime("%Y-%m-%dT%H:%M:%S%:z")
+                        .to_string(),
+                );
+                t = next;
+            }
+            None => break,
+        }
+    }
+    Ok(Json(json!({"expr": q.expr, "tz": tz_name, "times": times})))
+}

@@ -1,0 +1,434 @@
+//! The HTTP API in-process (no socket): contracts, and bad input answered with 4xx JSON errors
+//! that change nothing.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use sked_server::{AppState, router};
+use tower::ServiceExt;
+
+struct Api {
+    app: Router,
+    _dir: tempfile::TempDir,
+}
+
+fn api(token: Option<&str>) -> Api {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(sked_sqlite::SqliteStore::open(dir.path().join("sked.db")).unwrap());
+    let engine = sked::Engine::new(store, sked::EngineConfig::default());
+    Api {
+        app: router(AppState {
+            engine,
+            token: token.map(Arc::from),
+        }),
+        _dir: dir,
+    }
+}
+
+impl Api {
+    async fn call(&self, method: &str, uri: &str, body: Option<&str>) -> (StatusCode, Value) {
+        self.call_with(method, uri, body, None).await
+    }
+
+    async fn call_with(
+        &self,
+        method: &str,
+        uri: &str,
+        body: Option<&str>,
+        token: Option<&str>,
+    ) -> (StatusCode, Value) {
+        let mut req = Request::builder().method(method).uri(uri);
+        if body.is_some() {
+            req = req.header("content-type", "application/json");
+        }
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        let req = req
+            .body(
+                body.map(|b| Body::from(b.to_string()))
+                    .unwrap_or_else(Body::empty),
+            )
+            .unwrap();
+        let resp = self.app.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let json = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).expect("JSON body")
+        };
+        (status, json)
+    }
+
+    async fn task_count(&self) -> usize {
+        self.call("GET", "/v1/tasks", None).await.1["tasks"]
+            .as_array()
+            .unwrap()
+            .len()
+    }
+}
+
+#[track_caller]
+fn assert_error(got: (StatusCode, Value), status: StatusCode, code: &str, needle: &str) {
+    assert_eq!(got.0, status, "{}", got.1);
+    assert_eq!(got.1["error"]["code"], code, "{}", got.1);
+    let msg = got.1["error"]["message"].as_str().unwrap();
+    assert!(msg.contains(needle), "{msg:?} should mention {needle:?}");
+}
+
+#[tokio::test]
+async fn enqueue_get_list_cancel() {
+    let a = api(None);
+    let (s, ins) = a
+        .call(
+            "POST",
+            "/v1/tasks",
+            Some(r#"{"kind": "email", "payload": {"to": "x"}, "priority": 3}"#),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let id = ins["id"].as_i64().unwrap();
+    assert_eq!(ins["state"], "available");
+    let (s, t) = a.call("GET", &format!("/v1/tasks/{id}"), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        (
+            t["kind"].as_str(),
+            t["priority"].as_i64(),
+            t["queue"].as_str()
+        ),
+        (Some("email"), Some(3), Some("default"))
+    );
+    assert_eq!(t["payload"], json!({"to": "x"}));
+    let (_, list) = a
+        .call("GET", "/v1/tasks?state=available&kind=email", None)
+        .await;
+    assert_eq!(list["tasks"].as_array().unwrap().len(), 1);
+    let (s, c) = a
+        .call("POST", &format!("/v1/tasks/{id}/cancel"), None)
+        .await;
+    assert_eq!(
+        (s, c["state"].as_str()),
+        (StatusCode::OK, Some("cancelled"))
+    );
+    assert_error(
+        a.call("POST", &format!("/v1/tasks/{id}/cancel"), None)
+            .await,
+        StatusCode::CONFLICT,
+        "conflict",
+        "cannot cancel",
+    );
+}
+
+#[tokio::test]
+async fn unique_key_returns_the_same_task() {
+    let a = api(None);
+    let body = r#"{"kind": "k", "unique_key": "once"}"#;
+    let (s1, first) = a.call("POST", "/v1/tasks", Some(body)).await;
+    let (s2, second) = a.call("POST", "/v1/tasks", Some(body)).await;
+    assert_eq!((s1, s2), (StatusCode::CREATED, StatusCode::OK));
+    assert_eq!(first["id"], second["id"]);
+    assert_eq!(second["duplicate"], true);
+}
+
+#[tokio::test]
+async fn worker_protocol_round_trip_and_stale_attempt() {
+    let a = api(None);
+    let (_, ins) = a.call("POST", "/v1/tasks", Some(r#"{"kind": "k"}"#)).await;
+    let id = ins["id"].as_i64().unwrap();
+    let (s, claimed) = a
+        .call(
+            "POST",
+            "/v1/claim",
+            Some(r#"{"worker": "py-1", "max": 10, "wait": "100ms"}"#),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let task = &claimed["tasks"][0];
+    assert_eq!(
+        (task["id"].as_i64(), task["attempt"].as_i64()),
+        (Some(id), Some(1))
+    );
+    let (s, hb) = a
+        .call(
+            "POST",
+            &format!("/v1/tasks/{id}/heartbeat"),
+            Some(r#"{"attempt": 1}"#),
+        )
+        .await;
+    assert_eq!(
+        (s, hb["cancel_requested"].as_bool()),
+        (StatusCode::OK, Some(false))
+    );
+    assert_error(
+        a.call(
+            "POST",
+            &format!("/v1/tasks/{id}/complete"),
+            Some(r#"{"attempt": 2}"#),
+        )
+        .await,
+        StatusCode::CONFLICT,
+        "stale_lease",
+        "no longer held",
+    );
+    let (s, done) = a
+        .call(
+            "POST",
+            &format!("/v1/tasks/{id}/complete"),
+            Some(r#"{"attempt": 1, "result": {"n": 1}}"#),
+        )
+        .await;
+    assert_eq!(
+        (s, done["state"].as_str()),
+        (StatusCode::OK, Some("succeeded"))
+    );
+    // An empty long-poll returns empty after its wait.
+    let (_, none) = a
+        .call(
+            "POST",
+            "/v1/claim",
+            Some(r#"{"worker": "py-1", "wait": "50ms"}"#),
+        )
+        .await;
+    assert_eq!(none["tasks"], json!([]));
+}
+
+#[tokio::test]
+async fn schedules_and_cron_next() {
+    let a = api(None);
+    let body = r#"{"name": "nightly", "spec": "30 2 * * *", "tz": "Europe/Berlin", "task": {"kind": "shell", "payload": {"command": "true"}}}"#;
+    let (s, sched) = a.call("POST", "/v1/schedules", Some(body)).await;
+    assert_eq!(s, StatusCode::CREATED, "{sched}");
+    assert_eq!(sched["overlap"], "skip");
+    assert!(sched["next_fire_at"].is_string());
+    let (_, list) = a.call("GET", "/v1/schedules", None).await;
+    assert_eq!(list["schedules"].as_array().unwrap().len(), 1);
+    let (s, _) = a.call("POST", "/v1/schedules/nightly/trigger", None).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (_, occ) = a
+        .call("GET", "/v1/schedules/nightly/occurrences", None)
+        .await;
+    assert_eq!(occ["occurrences"][0]["outcome"], "enqueued");
+    let (s, next) = a
+        .call(
+            "GET",
+            "/v1/cron/next?expr=30%202%20*%20*%20*&tz=Europe/Berlin&after=2026-03-28T12:00:00Z&n=2",
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        next["times"],
+        json!(["2026-03-29T03:00:00+02:00", "2026-03-30T02:30:00+02:00"])
+    );
+    let (s, _) = a.call("DELETE", "/v1/schedules/nightly", None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    assert_error(
+        a.call("GET", "/v1/schedules/nightly", None).await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "nightly",
+    );
+}
+
+#[tokio::test]
+async fn bad_input_is_a_4xx_json_error_and_changes_nothing() {
+    let a = api(None);
+    let sched = |spec: &str, tz: &str| {
+        format!(r#"{{"name": "s", "spec": "{spec}", "tz": "{tz}", "task": {{"kind": "k"}}}}"#)
+    };
+    assert_error(
+        a.call("POST", "/v1/schedules", Some(&sched("61 * * * *", "UTC")))
+            .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+        "minute value 61",
+    );
+    assert_error(
+        a.call("POST", "/v1/schedules", Some(&sched("0 0 30 2 *", "UTC")))
+            .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+        "can never fire",
+    );
+    assert_error(
+        a.call("POST", "/v1/schedules", Some(&sched("@daily", "Mars/Base")))
+            .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+        "unknown time zone",
+    );
+    assert_eq!(
+        a.call("GET", "/v1/schedules", None).await.1["schedules"],
+        json!([])
+    );
+
+    assert_error(
+        a.call("POST", "/v1/tasks", Some(r#"{"kind": "k""#)).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_json",
+        "malformed JSON",
+    );
+    assert_error(
+        a.call("POST", "/v1/tasks", Some(r#"{"kind": "k", "colour": 1}"#))
+            .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+        "colour",
+    );
+    assert_error(
+        a.call(
+            "POST",
+            "/v1/tasks",
+            Some(r#"{"kind": "k", "max_attempts": 0}"#),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+        "max_attempts",
+    );
+    assert_error(
+        a.call(
+            "POST",
+            "/v1/tasks",
+            Some(r#"{"kind": "k", "timeout": "soon"}"#),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+        "invalid duration",
+    );
+    assert_error(
+        a.call("POST", "/v1/tasks", Some(r#"[1, 2]"#)).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+        "invalid request body",
+    );
+    let big = format!(
+        r#"{{"kind": "k", "payload": "{}"}}"#,
+        "x".repeat(3 * 1024 * 1024)
+    );
+    assert_error(
+        a.call("POST", "/v1/tasks", Some(&big)).await,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        "larger than",
+    );
+    let batch = r#"{"tasks": [{"kind": "ok"}, {"kind": "bad", "max_attempts": -1}]}"#;
+    assert_error(
+        a.call("POST", "/v1/tasks/batch", Some(batch)).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+        "task 1",
+    );
+    assert_eq!(a.task_count().await, 0, "nothing was enqueued");
+
+    assert_error(
+        a.call("GET", "/v1/tasks/12345", None).await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "task 12345 not found",
+    );
+    assert_error(
+        a.call("GET", "/v1/tasks/abc", None).await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "task abc not found",
+    );
+    assert_error(
+        a.call("POST", "/v1/tasks/12345/retry", None).await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "12345",
+    );
+    assert_error(
+        a.call("GET", "/v1/tasks?state=done", None).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        "unknown task state",
+    );
+    assert_error(
+        a.call("GET", "/v1/tasks?limit=lots", None).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        "invalid query",
+    );
+    assert_error(
+        a.call("GET", "/v1/nothing", None).await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such endpoint",
+    );
+    assert_error(
+        a.call("GET", "/v1/cron/next?expr=bad", None).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+        "fields",
+    );
+    assert_error(
+        a.call("POST", "/v1/claim", Some(r#"{"worker": "w", "max": 0}"#))
+            .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+        "max",
+    );
+}
+
+#[tokio::test]
+async fn token_is_required_when_configured() {
+    let a = api(Some("s3cret"));
+    assert_error(
+        a.call("GET", "/v1/tasks", None).await,
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "token",
+    );
+    assert_error(
+        a.call_with("GET", "/v1/tasks", None, Some("wrong")).await,
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "token",
+    );
+    assert_eq!(
+        a.call_with("GET", "/v1/tasks", None, Some("s3cret"))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        a.call("GET", "/healthz", None).await.0,
+        StatusCode::OK,
+        "health checks need no token"
+    );
+}
+
+#[tokio::test]
+async fn openapi_describes_every_route() {
+    let a = api(None);
+    let (s, doc) = a.call("GET", "/openapi.json", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(doc["openapi"], "3.1.0");
+    let paths = doc["paths"].as_object().unwrap();
+    let source = include_str!("../src/lib.rs");
+    let mut routes = 0;
+    for line in source
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with(".route(\""))
+    {
+        let path = line.split('"').nth(1).unwrap();
+        let full = if path.starts_with("/openapi") || path.starts_with("/healthz") {
+            path.to_string()
+        } else {
+            format!("/v1{path}")
+        };
+        assert!(paths.contains_key(&full), "{full} is not in openapi.json");
+        routes += 1;
+    }
+    assert!(routes > 20);
+}
