@@ -1,0 +1,287 @@
+//! `sked bench`: measures the store and engine in-process with no-op tasks and prints one JSON
+//! line. Workloads:
+//! - `enqueue`: bulk enqueue rate, in batches of `-c` tasks per transaction;
+//! - `drain`: pre-insert `-n` tasks, then the time until all have succeeded, claimed in batches
+//!   and completed in batches by `-c` concurrent no-op workers;
+//! - `latency`: `-n` sequential enqueue→start samples with an idle worker waiting;
+//! - `lateness`: due-time→start of `-n` tasks due over a short window.
+//!
+//! `--backlog N` first inserts N far-future tasks (for `drain` and `lateness`), to show that
+//! they cost nothing per claim.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use jiff::SignedDuration;
+use serde_json::json;
+use sked::store::{FinishOutcome, TaskClaimParams, TaskFinishParams, TaskInsert, TaskInsertParams};
+use sked::{ClaimRequest, Engine, EngineConfig, Store};
+use sked_core::NewTask;
+
+use crate::{CliError, CliResult};
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Workload {
+    Enqueue,
+    Drain,
+    Latency,
+    Lateness,
+}
+
+#[derive(Args)]
+pub(crate) struct BenchArgs {
+    #[arg(value_enum)]
+    workload: Workload,
+    /// Database; default a new SQLite file in a temporary directory.
+    #[arg(long)]
+    db: Option<String>,
+    /// Number of tasks (samples for latency).
+    #[arg(short = 'n', default_value_t = 100_000)]
+    n: usize,
+    /// Batch size (enqueue) or concurrent workers (drain).
+    #[arg(short = 'c', default_value_t = 0)]
+    c: usize,
+    /// Far-future tasks inserted first (drain, lateness).
+    #[arg(long, default_value_t = 0)]
+    backlog: usize,
+}
+
+pub(crate) async fn run(a: BenchArgs) -> CliResult {
+    if a.n == 0 {
+        return Err(CliError::usage("-n must be at least 1"));
+    }
+    let tmp = tempfile::tempdir().map_err(CliError::runtime)?;
+    let url =
+        a.db.clone()
+            .unwrap_or_else(|| format!("sqlite://{}", tmp.path().join("bench.db").display()));
+    let store = sked::open_store(&url).map_err(CliError::usage)?;
+    let engine = Engine::new(store.clone(), EngineConfig::default());
+    if a.backlog > 0 {
+        backlog(&store, a.backlog).await?;
+    }
+    let line = match a.workload {
+        Workload::Enqueue => enqueue(&store, a.n, if a.c == 0 { 1000 } else { a.c }).await?,
+        Workload::Drain => drain(&store, a.n, if a.c == 0 { 4 } else { a.c }).await?,
+        Workload::Latency => latency(&engine, a.n).await?,
+        Workload::Lateness => lateness(&engine, a.n).await?,
+    };
+    let mut line = line;
+    line["backend"] = json!(store.backend());
+    line["n"] = json!(a.n);
+    line["backlog"] = json!(a.backlog);
+    println!("{line}");
+    Ok(())
+}
+
+fn noop(i: usize) -> NewTask {
+    let mut t = NewTask::new("noop");
+    t.payload = json!({"i": i});
+    t
+}
+
+async fn insert(store: &Arc<dyn Store>, tasks: Vec<NewTask>) -> CliResult {
+    store
+        .task_insert_many(TaskInsertParams {
+            tasks: tasks.into_iter().map(TaskInsert::from).collect(),
+            now: jiff::Timestamp::now(),
+        })
+        .await
+        .map_err(CliError::runtime)?;
+    Ok(())
+}
+
+async fn backlog(store: &Arc<dyn Store>, n: usize) -> CliResult {
+    let far = jiff::Timestamp::now()
+        .checked_add(SignedDuration::from_hours(24 * 365))
+        .map_err(CliError::runtime)?;
+    for start in (0..n).step_by(10_000) {
+        let tasks = (start..n.min(start + 10_000))
+            .map(|i| {
+                let mut t = noop(i);
+                t.run_at = Some(far);
+                t
+            })
+            .collect();
+        insert(store, tasks).await?;
+    }
+    Ok(())
+}
+
+async fn enqueue(store: &Arc<dyn Store>, n: usize, batch: usize) -> CliResult<serde_json::Value> {
+    let started = Instant::now();
+    for start in (0..n).step_by(batch) {
+        insert(store, (start..n.min(start + batch)).map(noop).collect()).await?;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    Ok(
+        json!({"workload": "enqueue", "batch": batch, "per_s": round(n as f64 / secs), "secs": round(secs)}),
+    )
+}
+
+async fn drain(store: &Arc<dyn Store>, n: usize, workers: usize) -> CliResult<serde_json::Value> {
+    for start in (0..n).step_by(10_000) {
+        insert(store, (start..n.min(start + 10_000)).map(noop).collect()).await?;
+    }
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for w in 0..workers {
+        let store = store.clone();
+        handles.push(tokio::spawn(async move {
+            let mut done = 0usize;
+            loop {
+                let now = jiff::Timestamp::now();
+                let claimed = store
+                    .task_claim(TaskClaimParams {
+                        queues: vec![],
+                        kinds: vec![],
+                        max: 500,
+                        worker: format!("bench-{w}"),
+                        lease_ttl: SignedDuration::from_secs(60),
+                        now,
+                    })
+                    .await?;
+                if claimed.is_empty() {
+                    return Ok::<usize, sked::store::StoreError>(done);
+                }
+                let finishes = claimed
+                    .iter()
+                    .map(|t| TaskFinishParams {
+                        id: t.id,
+                        attempt: t.attempt,
+                        outcome: FinishOutcome::Succeeded { result: None },
+                        now,
+                        jitter: 0.5,
+                    })
+                    .collect();
+                for r in store.task_finish_many(finishes).await? {
+                    r?;
+                    done += 1;
+                }
+            }
+        }));
+    }
+    let mut total = 0;
+    for h in handles {
+        total += h
+            .await
+            .map_err(CliError::runtime)?
+            .map_err(CliError::runtime)?;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    if total != n {
+        return Err(CliError::runtime(format!(
+            "drained {total} tasks, expected {n}"
+        )));
+    }
+    Ok(
+        json!({"workload": "drain", "workers": workers, "per_s": round(n as f64 / secs), "secs": round(secs)}),
+    )
+}
+
+/// An idle worker long-polls; each sample enqueues one task and measures until it is claimed.
+async fn latency(engine: &Engine, n: usize) -> CliResult<serde_json::Value> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+    let worker_engine = engine.clone();
+    let worker = tokio::spawn(async move {
+        loop {
+            let req = ClaimRequest {
+                worker: "bench".into(),
+                max: 1,
+                wait: Some(Duration::from_secs(5)),
+                ..Default::default()
+            };
+            let Ok(tasks) = worker_engine.claim(req).await else {
+                return;
+            };
+            let started = Instant::now();
+            for t in tasks {
+                if tx.send(started).is_err() {
+                    return;
+                }
+                let _ = worker_engine
+                    .finish(t.id, t.attempt, FinishOutcome::Succeeded { result: None })
+                    .await;
+            }
+        }
+    });
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..n {
+        // Let the worker go idle (back in its long-poll) before each sample.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let sent = Instant::now();
+        engine.enqueue(noop(i)).await.map_err(CliError::runtime)?;
+        let started = rx
+            .recv()
+            .await
+            .ok_or_else(|| CliError::runtime("the worker stopped"))?;
+        samples.push(started.duration_since(sent).as_secs_f64() * 1000.0);
+    }
+    worker.abort();
+    Ok(summary("latency", samples))
+}
+
+/// Tasks due over the next two seconds; each one's lateness is its claim time minus its due time.
+async fn lateness(engine: &Engine, n: usize) -> CliResult<serde_json::Value> {
+    let base = jiff::Timestamp::now()
+        .checked_add(SignedDuration::from_millis(500))
+        .map_err(CliError::runtime)?;
+    let window_ms = 2000i64;
+    let tasks: Vec<NewTask> = (0..n)
+        .map(|i| {
+            let mut t = noop(i);
+            t.run_at = Some(
+                base.checked_add(SignedDuration::from_millis(i as i64 * window_ms / n as i64))
+                    .unwrap_or(base),
+            );
+            t
+        })
+        .collect();
+    engine
+        .enqueue_many(tasks)
+        .await
+        .map_err(CliError::runtime)?;
+    let mut samples = Vec::with_capacity(n);
+    while samples.len() < n {
+        let req = ClaimRequest {
+            worker: "bench".into(),
+            max: 100,
+            wait: Some(Duration::from_secs(5)),
+            ..Default::default()
+        };
+        let claimed = engine.claim(req).await.map_err(CliError::runtime)?;
+        let now = jiff::Timestamp::now();
+        for t in &claimed {
+            samples.push(now.duration_since(t.run_at).as_secs_f64() * 1000.0);
+        }
+        let finishes = claimed
+            .iter()
+            .map(|t| TaskFinishParams {
+                id: t.id,
+                attempt: t.attempt,
+                outcome: FinishOutcome::Succeeded { result: None },
+                now,
+                jitter: 0.5,
+            })
+            .collect();
+        for r in engine
+            .store()
+            .task_finish_many(finishes)
+            .await
+            .map_err(CliError::runtime)?
+        {
+            r.map_err(CliError::runtime)?;
+        }
+    }
+    Ok(summary("lateness", samples))
+}
+
+fn summary(workload: &str, mut ms: Vec<f64>) -> serde_json::Value {
+    ms.sort_by(|a, b| a.total_cmp(b));
+    let pct = |p: f64| ms[((ms.len() as f64 - 1.0) * p).round() as usize];
+    json!({"workload": workload, "p50_ms": round(pct(0.5)), "p99_ms": round(pct(0.99)), "max_ms": round(pct(1.0))})
+}
+
+fn round(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}

@@ -1,0 +1,729 @@
+//! Commands that talk to a server over HTTP: tasks, schedules, queues.
+
+use clap::{Args, Subcommand};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::output::{self, table, text, time};
+use crate::{CliError, CliResult, Remote};
+
+/// A thin HTTP client that turns API errors into exit codes.
+struct Http {
+    remote: Remote,
+    client: reqwest::Client,
+}
+
+impl Http {
+    fn new(remote: &Remote) -> Http {
+        Http {
+            remote: remote.clone(),
+            client: reqwest::Client::new(),
+        }
+    }
+
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> CliResult<Value> {
+        let url = format!("{}{path}", self.remote.url.trim_end_matches('/'));
+        let mut req = self.client.request(method, &url);
+        if let Some(t) = &self.remote.token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.map_err(|e| {
+            CliError::runtime(format!(
+                "cannot reach the sked server at {}: {e}",
+                self.remote.url
+            ))
+        })?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(CliError::runtime)?;
+        let v: Value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+        };
+        if status.is_success() {
+            return Ok(v);
+        }
+        let msg = v["error"]["message"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("server answered {status}"));
+        Err(match status {
+            StatusCode::BAD_REQUEST
+            | StatusCode::NOT_FOUND
+            | StatusCode::UNPROCESSABLE_ENTITY
+            | StatusCode::PAYLOAD_TOO_LARGE => CliError::Usage(msg),
+            _ => CliError::Runtime(msg),
+        })
+    }
+
+    async fn get(&self, path: &str) -> CliResult<Value> {
+        self.call(Method::GET, path, None).await
+    }
+
+    async fn post(&self, path: &str, body: Option<Value>) -> CliResult<Value> {
+        self.call(Method::POST, path, body).await
+    }
+
+    /// Prints `v` as JSON when asked, else runs `human`.
+    fn show(&self, v: &Value, human: impl FnOnce(&Value)) {
+        if self.remote.json {
+            println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+        } else {
+            human(v);
+        }
+    }
+}
+
+/// Path segments are escaped, so any name is safe in a URL.
+fn seg(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn parse_payload(p: Option<&str>) -> CliResult<Value> {
+    match p {
+        None => Ok(Value::Null),
+        Some(s) => serde_json::from_str(s)
+            .map_err(|e| CliError::usage(format!("invalid --payload JSON: {e}"))),
+    }
+}
+
+fn task_id(id: &str) -> CliResult<i64> {
+    id.parse()
+        .map_err(|_| CliError::usage(format!("invalid task id {id:?}: task ids are integers")))
+}
+
+#[derive(Subcommand)]
+pub(crate) enum TaskCmd {
+    /// Enqueue a task; prints its id.
+    Add(TaskAdd),
+    /// Show a task with its attempts.
+    Get {
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// List tasks, newest first.
+    Ls {
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long)]
+        queue: Option<String>,
+        #[arg(long)]
+        kind: Option<String>,
+        #[arg(long)]
+        schedule: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Cancel a task (a running one is told at its next heartbeat).
+    Cancel {
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Run a finished task again.
+    Retry {
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Move a task that has not started to another time.
+    Reschedule {
+        id: String,
+        /// RFC 3339 time, or +DURATION.
+        #[arg(long)]
+        at: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+#[derive(Args)]
+pub(crate) struct TaskAdd {
+    #[arg(long)]
+    kind: String,
+    #[arg(long, default_value = "default")]
+    queue: String,
+    /// JSON payload.
+    #[arg(long)]
+    payload: Option<String>,
+    /// Run at this time (RFC 3339).
+    #[arg(long, conflicts_with = "in_")]
+    at: Option<String>,
+    /// Run after this long (e.g. 5m).
+    #[arg(long = "in", id = "in_")]
+    in_: Option<String>,
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    priority: i32,
+    #[arg(long, default_value_t = sked_core::DEFAULT_MAX_ATTEMPTS)]
+    max_attempts: i32,
+    /// Execution deadline of one attempt (e.g. 30s).
+    #[arg(long)]
+    timeout: Option<String>,
+    #[arg(long)]
+    unique_key: Option<String>,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+pub(crate) async fn task(cmd: TaskCmd) -> CliResult {
+    match cmd {
+        TaskCmd::Add(a) => {
+            let now = jiff::Timestamp::now();
+            let run_at = match (&a.at, &a.in_) {
+                (Some(at), _) => Some(sked_core::parse_time(at, now).map_err(CliError::usage)?),
+                (None, Some(d)) => {
+                    let d = sked_core::parse_duration(d).map_err(CliError::usage)?;
+                    Some(now.checked_add(d).map_err(CliError::usage)?)
+                }
+                (None, None) => None,
+            };
+            if let Some(t) = &a.timeout {
+                sked_core::parse_duration(t)
+                    .map_err(|e| CliError::usage(format!("invalid --timeout: {e}")))?;
+            }
+            let body = json!({
+                "kind": a.kind, "queue": a.queue, "payload": parse_payload(a.payload.as_deref())?,
+                "priority": a.priority, "run_at": run_at, "max_attempts": a.max_attempts,
+                "timeout": a.timeout, "unique_key": a.unique_key,
+            });
+            let http = Http::new(&a.remote);
+            let v = http.post("/v1/tasks", Some(body)).await?;
+            http.show(&v, |v| println!("{}", text(&v["id"])));
+        }
+        TaskCmd::Get { id, remote } => {
+            let http = Http::new(&remote);
+            let v = http.get(&format!("/v1/tasks/{}", task_id(&id)?)).await?;
+            http.show(&v, |v| {
+                output::fields(
+                    v,
+                    &[
+                        "id",
+                        "kind",
+                        "queue",
+                        "state",
+                        "priority",
+                        "attempt",
+                        "max_attempts",
+                        "run_at",
+                        "created_at",
+                        "started_at",
+                        "finished_at",
+                        "worker",
+                        "schedule",
+                        "nominal_at",
+                        "last_error",
+                    ],
+                );
+                println!("payload       {}", v["payload"]);
+                if !v["result"].is_null() {
+                    println!("result        {}", v["result"]);
+                }
+                if let Some(attempts) = v["attempts"].as_array().filter(|a| !a.is_empty()) {
+                    println!();
+                    table(
+                        &[
+                            "ATTEMPT", "WORKER", "STARTED", "FINISHED", "OUTCOME", "ERROR",
+                        ],
+                        attempts
+                            .iter()
+                            .map(|a| {
+                                vec![
+                                    text(&a["attempt"]),
+                                    text(&a["worker"]),
+                                    time(&a["started_at"]),
+                                    time(&a["finished_at"]),
+                                    text(&a["outcome"]),
+                                    text(&a["error"]),
+                                ]
+                            })
+                            .collect(),
+                    );
+                }
+            });
+        }
+        TaskCmd::Ls {
+            state,
+            queue,
+            kind,
+            schedule,
+            limit,
+            remote,
+        } => {
+            let mut q = format!("/v1/tasks?limit={limit}");
+            for (k, v) in [
+                ("state", state),
+                ("queue", queue),
+                ("kind", kind),
+                ("schedule", schedule),
+            ] {
+                if let Some(v) = v {
+                    q.push_str(&format!("&{k}={}", seg(&v).replace("%2C", ",")));
+                }
+            }
+            let http = Http::new(&remote);
+            let v = http.get(&q).await?;
+            http.show(&v, |v| {
+                let rows = v["tasks"]
+                    .as_array()
+                    .map(|tasks| {
+                        tasks
+                            .iter()
+                            .map(|t| {
+                                vec![
+                                    text(&t["id"]),
+                                    text(&t["queue"]),
+                                    text(&t["kind"]),
+                                    text(&t["state"]),
+                                    text(&t["priority"]),
+                                    format!("{}/{}", text(&t["attempt"]), text(&t["max_attempts"])),
+                                    time(&t["run_at"]),
+                                    text(&t["last_error"]),
+                                ]
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                table(
+                    &[
+                        "ID",
+                        "QUEUE",
+                        "KIND",
+                        "STATE",
+                        "PRI",
+                        "ATTEMPT",
+                        "RUN AT",
+                        "LAST ERROR",
+                    ],
+                    rows,
+                );
+            });
+        }
+        TaskCmd::Cancel { id, remote } => {
+            state_change(
+                &remote,
+                &format!("/v1/tasks/{}/cancel", task_id(&id)?),
+                None,
+            )
+            .await?
+        }
+        TaskCmd::Retry { id, remote } => {
+            state_change(&remote, &format!("/v1/tasks/{}/retry", task_id(&id)?), None).await?
+        }
+        TaskCmd::Reschedule { id, at, remote } => {
+            let run_at =
+                sked_core::parse_time(&at, jiff::Timestamp::now()).map_err(CliError::usage)?;
+            let path = format!("/v1/tasks/{}/reschedule", task_id(&id)?);
+            state_change(&remote, &path, Some(json!({"run_at": run_at.to_string()}))).await?
+        }
+    }
+    Ok(())
+}
+
+/// Posts a state change and prints the task's id and new state.
+async fn state_change(remote: &Remote, path: &str, body: Option<Value>) -> CliResult {
+    let http = Http::new(remote);
+    let v = http.post(path, body).await?;
+    http.show(&v, |v| {
+        let extra = if v["cancel_requested"] == true && v["state"] == "running" {
+            " (cancel requested)"
+        } else {
+            ""
+        };
+        println!("{} {}{extra}", text(&v["id"]), text(&v["state"]));
+    });
+    Ok(())
+}
+
+#[derive(Subcommand)]
+pub(crate) enum ScheduleCmd {
+    /// Create or replace a schedule.
+    Add(ScheduleAdd),
+    /// List schedules: next fire, last start and stop, running, last outcome.
+    Ls {
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Show a schedule and its recent occurrences.
+    Get {
+        name: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    Pause {
+        name: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    Resume {
+        name: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Enqueue a run now.
+    Trigger {
+        name: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Remove a schedule (its tasks stay).
+    Rm {
+        name: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+#[derive(Args)]
+pub(crate) struct ScheduleAdd {
+    name: String,
+    /// Cron expression (5 or 6 fields, or a macro like @daily).
+    #[arg(long, group = "when")]
+    cron: Option<String>,
+    /// Interval (e.g. 90s).
+    #[arg(long, group = "when")]
+    every: Option<String>,
+    /// IANA time zone.
+    #[arg(long, default_value = "UTC")]
+    tz: String,
+    #[arg(long, required_unless_present = "shell")]
+    kind: Option<String>,
+    /// Shorthand for --kind shell --payload '{"command": CMD}'.
+    #[arg(long, conflicts_with_all = ["kind", "payload"])]
+    shell: Option<String>,
+    #[arg(long)]
+    payload: Option<String>,
+    #[arg(long, default_value = "default")]
+    queue: String,
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    priority: i32,
+    #[arg(long, default_value_t = sked_core::DEFAULT_MAX_ATTEMPTS)]
+    max_attempts: i32,
+    #[arg(long)]
+    timeout: Option<String>,
+    #[arg(long, default_value = "skip")]
+    overlap: String,
+    #[arg(long, default_value = "latest")]
+    catchup: String,
+    #[arg(long, default_value = "1h")]
+    catchup_window: String,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+pub(crate) async fn schedule(cmd: ScheduleCmd) -> CliResult {
+    match cmd {
+        ScheduleCmd::Add(a) => {
+            let spec = match (&a.cron, &a.every) {
+                (Some(c), None) => c.clone(),
+                (None, Some(e)) => format!("every {e}"),
+                _ => {
+                    return Err(CliError::usage(
+                        "give exactly one of --cron EXPR or --every DUR",
+                    ));
+                }
+            };
+            let (kind, payload) = match &a.shell {
+                Some(cmd) => ("shell".to_string(), json!({"command": cmd})),
+                None => (
+                    a.kind.clone().unwrap_or_default(),
+                    parse_payload(a.payload.as_deref())?,
+                ),
+            };
+            let def = json!({
+                "name": a.name, "spec": spec, "tz": a.tz,
+                "task": {"kind": kind, "queue": a.queue, "payload": payload, "priority": a.priority,
+                         "max_attempts": a.max_attempts, "timeout": a.timeout},
+                "overlap": a.overlap, "catchup": a.catchup, "catchup_window": a.catchup_window,
+            });
+            // Check locally first, so bad input is reported even without a server.
+            let parsed: sked_core::ScheduleDef = serde_json::from_value(def.clone())
+                .map_err(|e| CliError::usage(format!("invalid schedule: {e}")))?;
+            parsed.validate().map_err(CliError::usage)?;
+            let http = Http::new(&a.remote);
+            let v = http.post("/v1/schedules", Some(def)).await?;
+            http.show(&v, |v| {
+                println!(
+                    "{} next fire {}",
+                    text(&v["name"]),
+                    time(&v["next_fire_at"])
+                )
+            });
+        }
+        ScheduleCmd::Ls { remote } => {
+            let http = Http::new(&remote);
+            let v = http.get("/v1/schedules").await?;
+            http.show(&v, |v| {
+                let rows = v["schedules"]
+                    .as_array()
+                    .map(|list| {
+                        list.iter()
+                            .map(|s| {
+                                let paused = s["paused"] == true;
+                                vec![
+                                    text(&s["name"]),
+                                    text(&s["spec"]),
+                                    text(&s["tz"]),
+                                    if paused {
+                                        "paused".into()
+                                    } else {
+                                        time(&s["next_fire_at"])
+                                    },
+                                    time(&s["last_started_at"]),
+                                    time(&s["last_finished_at"]),
+                                    if s["running"] == true {
+                                        "yes".into()
+                                    } else {
+                                        "no".into()
+                                    },
+                                    text(&s["last_outcome"]),
+                                ]
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                table(
+                    &[
+                        "NAME",
+                        "SPEC",
+                        "TZ",
+                        "NEXT FIRE",
+                        "LAST START",
+                        "LAST STOP",
+                        "RUNNING",
+                        "LAST OUTCOME",
+                    ],
+                    rows,
+                );
+            });
+        }
+        ScheduleCmd::Get { name, remote } => {
+            let http = Http::new(&remote);
+            let s = http.get(&format!("/v1/schedules/{}", seg(&name))).await?;
+            let occ = http
+                .get(&format!(
+                    "/v1/schedules/{}/occurrences?limit=20",
+                    seg(&name)
+                ))
+                .await?;
+            if remote.json {
+                let mut s = s;
+                s["occurrences"] = occ["occurrences"].clone();
+                println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
+                return Ok(());
+            }
+            output::fields(
+                &s,
+                &[
+                    "name",
+                    "spec",
+                    "tz",
+                    "overlap",
+                    "catchup",
+                    "catchup_window",
+                    "paused",
+                    "next_fire_at",
+                    "last_started_at",
+                    "last_finished_at",
+                    "running",
+                    "last_outcome",
+                ],
+            );
+            println!("task               {}", s["task"]);
+            println!();
+            let rows = occ["occurrences"]
+                .as_array()
+                .map(|l| {
+                    l.iter()
+                        .map(|o| {
+                            vec![
+                                time(&o["nominal_at"]),
+                                text(&o["outcome"]),
+                                text(&o["task_id"]),
+                                text(&o["task_state"]),
+                                text(&o["detail"]),
+                            ]
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            table(
+                &["NOMINAL", "OUTCOME", "TASK", "TASK STATE", "DETAIL"],
+                rows,
+            );
+        }
+        ScheduleCmd::Pause { name, remote } => schedule_action(&remote, &name, "pause").await?,
+        ScheduleCmd::Resume { name, remote } => schedule_action(&remote, &name, "resume").await?,
+        ScheduleCmd::Trigger { name, remote } => {
+            let http = Http::new(&remote);
+            let v = http
+                .post(&format!("/v1/schedules/{}/trigger", seg(&name)), None)
+                .await?;
+            http.show(&v, |v| println!("{}", text(&v["id"])));
+        }
+        ScheduleCmd::Rm { name, remote } => {
+            let http = Http::new(&remote);
+            http.call(
+                Method::DELETE,
+                &format!("/v1/schedules/{}", seg(&name)),
+                None,
+            )
+            .await?;
+            if !remote.json {
+                println!("removed {name}");
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn schedule_action(remote: &Remote, name: &str, action: &str) -> CliResult {
+    let http = Http::new(remote);
+    let v = http
+        .post(&format!("/v1/schedules/{}/{action}", seg(name)), None)
+        .await?;
+    http.show(&v, |v| {
+        let state = if v["paused"] == true {
+            "paused".to_string()
+        } else {
+            format!("next fire {}", time(&v["next_fire_at"]))
+        };
+        println!("{} {state}", text(&v["name"]));
+    });
+    Ok(())
+}
+
+#[derive(Subcommand)]
+pub(crate) enum QueueCmd {
+    /// Queues with task counts per state.
+    Ls {
+        #[command(flatten)]
+        remote: Remote,
+    },
+    Pause {
+        queue: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    Resume {
+        queue: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Limit how many tasks of the queue run at once (`none` removes the limit).
+    Limit {
+        queue: String,
+        limit: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+pub(crate) async fn queue(cmd: QueueCmd) -> CliResult {
+    let (remote, v) = match cmd {
+        QueueCmd::Ls { remote } => {
+            let http = Http::new(&remote);
+            let v = http.get("/v1/queues").await?;
+            http.show(&v, |v| {
+                let count = |q: &Value, s: &str| q["counts"][s].as_u64().unwrap_or(0).to_string();
+                let rows = v["queues"]
+                    .as_array()
+                    .map(|l| {
+                        l.iter()
+                            .map(|q| {
+                                vec![
+                                    text(&q["name"]),
+                                    if q["paused"] == true {
+                                        "yes".into()
+                                    } else {
+                                        "no".into()
+                                    },
+                                    text(&q["concurrency_limit"]),
+                                    count(q, "scheduled"),
+                                    count(q, "available"),
+                                    count(q, "running"),
+                                    count(q, "retrying"),
+                                    count(q, "succeeded"),
+                                    count(q, "dead"),
+                                    count(q, "cancelled"),
+                                ]
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                table(
+                    &[
+                        "QUEUE",
+                        "PAUSED",
+                        "LIMIT",
+                        "SCHEDULED",
+                        "AVAILABLE",
+                        "RUNNING",
+                        "RETRYING",
+                        "SUCCEEDED",
+                        "DEAD",
+                        "CANCELLED",
+                    ],
+                    rows,
+                );
+            });
+            return Ok(());
+        }
+        QueueCmd::Pause { queue, remote } => {
+            let v = Http::new(&remote)
+                .post(&format!("/v1/queues/{}/pause", seg(&queue)), None)
+                .await?;
+            (remote, v)
+        }
+        QueueCmd::Resume { queue, remote } => {
+            let v = Http::new(&remote)
+                .post(&format!("/v1/queues/{}/resume", seg(&queue)), None)
+                .await?;
+            (remote, v)
+        }
+        QueueCmd::Limit {
+            queue,
+            limit,
+            remote,
+        } => {
+            let limit: Value = if limit == "none" {
+                Value::Null
+            } else {
+                json!(limit.parse::<u32>().map_err(|_| CliError::usage(format!(
+                    "invalid limit {limit:?}: expected a whole number or none"
+                )))?)
+            };
+            let path = format!("/v1/queues/{}/limit", seg(&queue));
+            let v = Http::new(&remote)
+                .call(Method::PUT, &path, Some(json!({"limit": limit})))
+                .await?;
+            (remote, v)
+        }
+    };
+    Http::new(&remote).show(&v, |v| {
+        let paused = if v["paused"] == true {
+            "paused"
+        } else {
+            "running"
+        };
+        println!(
+            "{} {paused}, limit {}",
+            text(&v["name"]),
+            text(&v["concurrency_limit"])
+        );
+    });
+    Ok(())
+}

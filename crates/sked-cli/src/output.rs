@@ -1,0 +1,68 @@
+//! Output for people: aligned tables and short times. (`--json` bypasses all of this.)
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use serde_json::Value;
+
+/// RFC 3339 with the zone's offset, whole seconds: `2026-03-29T03:00:00+02:00`.
+pub(crate) fn rfc3339_in(t: Timestamp, tz: &TimeZone) -> String {
+    t.to_zoned(tz.clone())
+        .strftime("%Y-%m-%dT%H:%M:%S%:z")
+        .to_string()
+}
+
+/// A JSON time field as a short UTC time, or `-`.
+pub(crate) fn time(v: &Value) -> String {
+    match v.as_str().and_then(|s| s.parse::<Timestamp>().ok()) {
+        Some(t) => t.strftime("%Y-%m-%d %H:%M:%SZ").to_string(),
+        None => "-".into(),
+    }
+}
+
+/// A JSON value as table text: strings bare, null as `-`.
+pub(crate) fn text(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Prints rows under headers, each column as wide as its widest cell.
+pub(crate) fn table(headers: &[&str], rows: Vec<Vec<String>>) {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let mut out = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        println!("{}", out.trim_end());
+    };
+    line(headers.iter().map(|h| h.to_string()).collect());
+    for row in rows {
+        line(row);
+    }
+}
+
+/// Prints a JSON object as `key: value` lines, for `get` commands.
+pub(crate) fn fields(v: &Value, keys: &[&str]) {
+    let width = keys.iter().map(|k| k.len()).max().unwrap_or(0);
+    for k in keys {
+        let val = &v[*k];
+        let shown = if k.ends_with("_at") {
+            time(val)
+        } else {
+            text(val)
+        };
+        println!("{k:<width$}  {shown}");
+    }
+}

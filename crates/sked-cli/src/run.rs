@@ -1,0 +1,206 @@
+//! `sked server` and `sked worker`: long-running processes.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use sked::worker::{Worker, WorkerConfig};
+use sked::{Engine, EngineConfig};
+use tokio::sync::watch;
+
+use crate::{CliError, CliResult};
+
+#[derive(Args)]
+pub(crate) struct Common {
+    /// Database: sqlite://PATH (created if missing).
+    #[arg(long, env = "SKED_DB", default_value = "sqlite://sked.db")]
+    db: String,
+    /// Built-in executors to run in this process (comma-separated: shell, http).
+    #[arg(long, value_name = "LIST")]
+    exec: Option<String>,
+    /// Tasks run at once by this process's executors.
+    #[arg(long, default_value_t = 10)]
+    concurrency: usize,
+    /// Queues this process's executors work (comma-separated; all when absent).
+    #[arg(long, value_delimiter = ',')]
+    queues: Vec<String>,
+    /// Lease of a claimed task without a heartbeat.
+    #[arg(long, default_value = "30s")]
+    lease_ttl: String,
+    /// Log as JSON lines instead of text.
+    #[arg(long)]
+    log_json: bool,
+}
+
+#[derive(Args)]
+pub(crate) struct ServerArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Address to listen on. Anything but loopback requires --token.
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    listen: String,
+    /// API token required in `Authorization: Bearer` (env SKED_TOKEN).
+    #[arg(long, env = "SKED_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// How long finished tasks are kept.
+    #[arg(long, default_value = "7d")]
+    retention: String,
+}
+
+#[derive(Args)]
+pub(crate) struct WorkerArgs {
+    #[command(flatten)]
+    common: Common,
+}
+
+fn init_logs(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn duration(flag: &str, v: &str) -> CliResult<jiff::SignedDuration> {
+    let d = sked_core::parse_duration(v)
+        .map_err(|e| CliError::usage(format!("invalid {flag}: {e}")))?;
+    if d < jiff::SignedDuration::from_secs(1) {
+        return Err(CliError::usage(format!("{flag} must be at least 1s")));
+    }
+    Ok(d)
+}
+
+/// Opens the store and builds the engine and the executors from the common flags.
+fn setup(
+    c: &Common,
+    retention: Option<&str>,
+) -> CliResult<(Engine, Vec<Arc<dyn sked::executors::Executor>>)> {
+    let lease_ttl = duration("--lease-ttl", &c.lease_ttl)?;
+    let executors =
+        sked::executors::builtin(c.exec.as_deref().unwrap_or("")).map_err(CliError::usage)?;
+    if c.concurrency == 0 {
+        return Err(CliError::usage("--concurrency must be at least 1"));
+    }
+    let store = sked::open_store(&c.db).map_err(|e| match e.kind() {
+        sked::store::ErrorKind::Invalid => CliError::usage(e),
+        _ => CliError::runtime(e),
+    })?;
+    let mut config = EngineConfig {
+        lease_ttl,
+        ..EngineConfig::default()
+    };
+    // Rescue runs often enough that an expired lease is noticed within about a second.
+    config.rescue_interval = jiff::SignedDuration::from_secs(1);
+    // A short task lease suggests a quick failover is wanted for the leader too.
+    config.leader_ttl = lease_ttl.min(jiff::SignedDuration::from_secs(15));
+    if let Some(r) = retention {
+        config.retention = duration("--retention", r)?;
+    }
+    Ok((Engine::new(store, config), executors))
+}
+
+fn spawn_worker(
+    engine: &Engine,
+    c: &Common,
+    executors: Vec<Arc<dyn sked::executors::Executor>>,
+    shutdown: watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    if executors.is_empty() {
+        return None;
+    }
+    let mut cfg = WorkerConfig::new(format!("{}/exec", engine.config().node_id));
+    cfg.concurrency = c.concurrency;
+    cfg.queues = c.queues.clone();
+    let mut worker = Worker::new(engine.clone(), cfg);
+    for e in executors {
+        worker = worker.executor(e);
+    }
+    Some(tokio::spawn(worker.run(shutdown)))
+}
+
+/// Resolves when SIGINT or SIGTERM arrives.
+async fn signalled() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return std::future::pending().await,
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+pub(crate) async fn server(a: ServerArgs) -> CliResult {
+    let addr: SocketAddr = a.listen.parse().map_err(|_| {
+        CliError::usage(format!(
+            "invalid --listen address {:?}: expected HOST:PORT like 127.0.0.1:7070",
+            a.listen
+        ))
+    })?;
+    let token = a.token.filter(|t| !t.is_empty());
+    if !addr.ip().is_loopback() && token.is_none() {
+        return Err(CliError::usage(format!(
+            "listening on {addr} (beyond loopback) requires an API token: pass --token or set SKED_TOKEN"
+        )));
+    }
+    let (engine, executors) = setup(&a.common, Some(&a.retention))?;
+    init_logs(a.common.log_json);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| CliError::runtime(format!("cannot listen on {addr}: {e}")))?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let maintenance = tokio::spawn(sked::maintenance::run(engine.clone(), stop_rx.clone()));
+    let worker = spawn_worker(&engine, &a.common, executors, stop_rx.clone());
+    let app = sked_server::router(sked_server::AppState {
+        engine: engine.clone(),
+        token: token.map(Arc::from),
+    });
+    tracing::info!(%addr, db = %a.common.db, node = %engine.config().node_id, "sked server listening");
+    let mut http_stop = stop_rx.clone();
+    let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = http_stop.wait_for(|s| *s).await;
+    });
+    let server = tokio::spawn(async move { serve.await });
+    signalled().await;
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(true);
+    if let Some(w) = worker {
+        let _ = w.await;
+    }
+    let _ = maintenance.await;
+    // Long-polling claims may hold connections open; do not wait for them forever.
+    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    Ok(())
+}
+
+pub(crate) async fn worker(a: WorkerArgs) -> CliResult {
+    let (engine, executors) = setup(&a.common, None)?;
+    if executors.is_empty() {
+        return Err(CliError::usage(
+            "a worker needs something to run: pass --exec shell,http",
+        ));
+    }
+    init_logs(a.common.log_json);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let worker =
+        spawn_worker(&engine, &a.common, executors, stop_rx).expect("executors are present");
+    signalled().await;
+    let _ = stop_tx.send(true);
+    let _ = worker.await;
+    Ok(())
+}
