@@ -351,7 +351,7 @@ async fn state_change(remote: &Remote, path: &str, body: Option<Value>) -> CliRe
 #[derive(Subcommand)]
 pub(crate) enum ScheduleCmd {
     /// Create or replace a schedule.
-    Add(ScheduleAdd),
+    Add(Box<ScheduleAdd>),
     /// List schedules: next fire, last start and stop, running, last outcome.
     Ls {
         #[command(flatten)]

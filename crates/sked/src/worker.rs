@@ -139,8 +139,8 @@ pub async fn execute(engine: &Engine, exec: &dyn Executor, task: Task) {
     let deadline = task
         .timeout
         .map(|t| tokio::time::Instant::now() + Duration::try_from(t).unwrap_or_default());
-    let work = exec.run(&task);
-    tokio::pin!(work);
+    // Boxed (and so `Unpin`) by `async_trait`: it can be polled by reference and dropped early.
+    let mut work = exec.run(&task);
     let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
     let outcome = loop {
         tokio::select! {

@@ -1,0 +1,405 @@
+//! End-to-end: the real `sked` binary on a temporary SQLite file, driven through the CLI and
+//! HTTP. Waits poll with deadlines instead of sleeping fixed times.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const SKED: &str = env!("CARGO_BIN_EXE_sked");
+
+struct Server {
+    child: Option<Child>,
+    url: String,
+    dir: PathBuf,
+    args: Vec<String>,
+}
+
+impl Server {
+    /// Starts `sked server` in `dir` on a free port with the given extra flags.
+    fn start(dir: &Path, extra: &[&str]) -> Server {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut args = vec![
+            "server".to_string(),
+            "--db".into(),
+            format!("sqlite://{}", dir.join("sked.db").display()),
+            "--listen".into(),
+            format!("127.0.0.1:{port}"),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut s = Server {
+            child: None,
+            url: format!("http://127.0.0.1:{port}"),
+            dir: dir.to_path_buf(),
+            args,
+        };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("server.log"))
+            .unwrap();
+        let child = Command::new(SKED)
+            .args(&self.args)
+            .current_dir(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        wait_for(
+            "the server to answer /healthz",
+            Duration::from_secs(20),
+            || http_ok(&self.url),
+        );
+    }
+
+    /// `kill -9`, then start again on the same file and port.
+    fn kill_and_restart(&mut self) {
+        let mut child = self.child.take().unwrap();
+        Command::new("kill")
+            .args(["-9", &child.id().to_string()])
+            .status()
+            .unwrap();
+        child.wait().unwrap();
+        self.spawn();
+    }
+
+    fn sked(&self, args: &[&str]) -> Output {
+        Command::new(SKED)
+            .args(args)
+            .env("SKED_URL", &self.url)
+            .current_dir(&self.dir)
+            .output()
+            .unwrap()
+    }
+
+    /// Runs a CLI command that must succeed; returns its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.sked(args);
+        assert!(
+            out.status.success(),
+            "sked {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        serde_json::from_str(&self.ok(&all)).unwrap()
+    }
+
+    fn task(&self, id: &str) -> Value {
+        self.json(&["task", "get", id])
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A plain HTTP/1.0 GET without a client library: true on a 200 answer.
+fn http_ok(url: &str) -> bool {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("http://");
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut buf = String::new();
+    let _ = s.read_to_string(&mut buf);
+    buf.starts_with("HTTP/1.0 200") || buf.starts_with("HTTP/1.1 200")
+}
+
+#[track_caller]
+fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn shell_task_two_seconds_ahead_runs_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &["--exec", "shell"]);
+    let marker = dir.path().join("ran.txt");
+    let payload = format!(r#"{{"command": "echo run >> {}"}}"#, marker.display());
+    let id = srv
+        .ok(&[
+            "task",
+            "add",
+            "--kind",
+            "shell",
+            "--payload",
+            &payload,
+            "--in",
+            "2s",
+        ])
+        .trim()
+        .to_string();
+    assert_eq!(srv.task(&id)["state"], "scheduled");
+    let added = Instant::now();
+    wait_for("the task to succeed", Duration::from_secs(10), || {
+        srv.task(&id)["state"] == "succeeded"
+    });
+    assert!(
+        added.elapsed() >= Duration::from_millis(1900),
+        "ran before its time"
+    );
+    // Give a second run every chance to happen, then check there was none.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "run\n");
+    let t = srv.task(&id);
+    assert_eq!(t["attempt"], 1);
+    assert_eq!(t["attempts"].as_array().unwrap().len(), 1);
+    let listed = srv.ok(&["task", "ls", "--state", "succeeded"]);
+    assert!(
+        listed.contains("succeeded") && listed.contains(&id),
+        "{listed}"
+    );
+}
+
+#[test]
+fn every_second_cron_runs_once_per_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &["--exec", "shell"]);
+    let ticks = dir.path().join("ticks.txt");
+    let cmd = format!("echo $SKED_TASK_ID >> {}", ticks.display());
+    srv.ok(&[
+        "schedule",
+        "add",
+        "tick",
+        "--cron",
+        "* * * * * *",
+        "--shell",
+        &cmd,
+    ]);
+    wait_for("five runs", Duration::from_secs(15), || {
+        std::fs::read_to_string(&ticks)
+            .map(|s| s.lines().count() >= 5)
+            .unwrap_or(false)
+    });
+    srv.ok(&["schedule", "pause", "tick"]);
+    let tasks = srv.json(&["task", "ls", "--schedule", "tick", "--limit", "1000"]);
+    let mut nominal: Vec<i64> = tasks["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            t["nominal_at"]
+                .as_str()
+                .unwrap()
+                .parse::<jiff::Timestamp>()
+                .unwrap()
+                .as_second()
+        })
+        .collect();
+    nominal.sort();
+    let n = nominal.len();
+    nominal.dedup();
+    assert_eq!(nominal.len(), n, "no second ran twice");
+    assert!(n >= 5);
+    for w in nominal.windows(2) {
+        assert_eq!(
+            w[1] - w[0],
+            1,
+            "one run per second, none skipped: {nominal:?}"
+        );
+    }
+    let ls = srv.ok(&["schedule", "ls"]);
+    assert!(
+        ls.contains("tick") && ls.contains("paused") && ls.contains("succeeded"),
+        "{ls}"
+    );
+}
+
+#[test]
+fn kill_9_loses_nothing_and_a_running_task_is_rescued() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut srv = Server::start(dir.path(), &["--exec", "shell", "--lease-ttl", "2s"]);
+    let started = dir.path().join("started.txt");
+    let payload = format!(
+        r#"{{"command": "echo $SKED_ATTEMPT >> {}; sleep 1"}}"#,
+        started.display()
+    );
+    let running = srv
+        .ok(&["task", "add", "--kind", "shell", "--payload", &payload])
+        .trim()
+        .to_string();
+    let later = srv
+        .ok(&["task", "add", "--kind", "report", "--in", "1h"])
+        .trim()
+        .to_string();
+    srv.ok(&[
+        "schedule",
+        "add",
+        "nightly",
+        "--cron",
+        "0 3 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--kind",
+        "report",
+    ]);
+    wait_for("the task to be running", Duration::from_secs(10), || {
+        srv.task(&running)["state"] == "running"
+    });
+
+    srv.kill_and_restart();
+
+    assert_eq!(srv.task(&later)["state"], "scheduled");
+    let sched = srv.json(&["schedule", "get", "nightly"]);
+    assert_eq!(sched["tz"], "Europe/Berlin");
+    // The interrupted run's lease expires and the task runs again to completion.
+    wait_for(
+        "the running task to be rescued and complete",
+        Duration::from_secs(20),
+        || srv.task(&running)["state"] == "succeeded",
+    );
+    let t = srv.task(&running);
+    assert_eq!(t["attempt"], 2);
+    let outcomes: Vec<&str> = t["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["rescued", "succeeded"]);
+}
+
+#[test]
+fn bad_input_exits_2_with_a_message_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &[]);
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &[
+                "schedule",
+                "add",
+                "s",
+                "--cron",
+                "61 * * * *",
+                "--kind",
+                "k",
+            ],
+            "minute value 61",
+        ),
+        (
+            &[
+                "schedule",
+                "add",
+                "s",
+                "--cron",
+                "0 0 * * *",
+                "--tz",
+                "Mars/Base",
+                "--kind",
+                "k",
+            ],
+            "unknown time zone",
+        ),
+        (
+            &[
+                "schedule",
+                "add",
+                "s",
+                "--cron",
+                "0 0 30 2 *",
+                "--kind",
+                "k",
+            ],
+            "can never fire",
+        ),
+        (
+            &["task", "add", "--kind", "k", "--payload", "{not json"],
+            "invalid --payload JSON",
+        ),
+        (&["task", "get", "424242"], "task 424242 not found"),
+        (&["task", "get", "abc"], "invalid task id"),
+        (&["task", "cancel", "424242"], "not found"),
+        (
+            &["task", "add", "--kind", "k", "--in", "soon"],
+            "invalid duration",
+        ),
+        (&["cron", "next", "* * *"], "has 3 fields"),
+        (
+            &["cron", "next", "@daily", "--tz", "Nowhere/Town"],
+            "unknown time zone",
+        ),
+        (&["task", "frobnicate"], "unrecognized subcommand"),
+    ];
+    for (args, needle) in cases {
+        let out = srv.sked(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "sked {args:?}: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "sked {args:?}: {stderr:?} should mention {needle:?}"
+        );
+    }
+    assert_eq!(
+        srv.json(&["schedule", "ls"])["schedules"],
+        serde_json::json!([])
+    );
+    assert_eq!(srv.json(&["task", "ls"])["tasks"], serde_json::json!([]));
+    // A server that is not there is a runtime failure: exit 1.
+    let out = Command::new(SKED)
+        .args(["task", "ls", "--server", "http://127.0.0.1:9"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the sked server"));
+    // Listening beyond loopback without a token is refused.
+    let out = Command::new(SKED)
+        .args(["server", "--listen", "0.0.0.0:0", "--db", "sqlite://x.db"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("requires an API token"));
+}
+
+#[test]
+fn cron_next_prints_rfc3339_with_the_zone_offset() {
+    let out = Command::new(SKED)
+        .args([
+            "cron",
+            "next",
+            "30 2 * * *",
+            "--tz",
+            "Europe/Berlin",
+            "--after",
+            "2026-03-28T12:00:00Z",
+            "-n",
+            "3",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "2026-03-29T03:00:00+02:00\n2026-03-30T02:30:00+02:00\n2026-03-31T02:30:00+02:00\n"
+    );
+}

@@ -1,0 +1,123 @@
+//! The worker pool with the real `shell` executor: timeouts stop the process, cancellation
+//! reaches a running task through its heartbeat, and shutdown lets in-flight work finish.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::SignedDuration;
+use serde_json::json;
+use sked::executors::ShellExecutor;
+use sked::worker::{Worker, WorkerConfig};
+use sked::{Engine, EngineConfig};
+use sked_core::{NewTask, TaskState};
+use tokio::sync::watch;
+
+fn engine(dir: &tempfile::TempDir) -> Engine {
+    let store = Arc::new(sked_sqlite::SqliteStore::open(dir.path().join("sked.db")).unwrap());
+    // A short lease makes heartbeats (a third of it) frequent.
+    let config = EngineConfig {
+        lease_ttl: SignedDuration::from_millis(300),
+        ..EngineConfig::default()
+    };
+    Engine::new(store, config)
+}
+
+fn start(engine: &Engine) -> (watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = watch::channel(false);
+    let mut cfg = WorkerConfig::new("w");
+    cfg.shutdown_grace = Duration::from_secs(10);
+    let worker = Worker::new(engine.clone(), cfg).executor(Arc::new(ShellExecutor));
+    (tx, tokio::spawn(worker.run(rx)))
+}
+
+async fn wait_state(engine: &Engine, id: i64, want: TaskState) -> sked_core::Task {
+    let start = Instant::now();
+    loop {
+        let t = engine.task(id).await.unwrap();
+        if t.state == want {
+            return t;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "task {id} is {} not {want}",
+            t.state
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn shell(cmd: &str) -> NewTask {
+    let mut t = NewTask::new("shell");
+    t.payload = json!({"command": cmd});
+    t
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_timed_out_task_is_stopped_and_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(&dir);
+    let (stop, worker) = start(&e);
+    let marker = dir.path().join("survived");
+    let mut t = shell(&format!("sleep 3; touch {}", marker.display()));
+    t.timeout = Some(SignedDuration::from_millis(300));
+    t.max_attempts = 1;
+    let id = e.enqueue(t).await.unwrap().id;
+    let dead = wait_state(&e, id, TaskState::Dead).await;
+    assert!(dead.last_error.unwrap().contains("timed out after 300ms"));
+    // The child was killed: it never gets to touch the file.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        !marker.exists(),
+        "the command kept running after its timeout"
+    );
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelling_a_running_task_stops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(&dir);
+    let (stop, worker) = start(&e);
+    let id = e.enqueue(shell("sleep 30")).await.unwrap().id;
+    wait_state(&e, id, TaskState::Running).await;
+    let asked = Instant::now();
+    let t = e.cancel(id).await.unwrap();
+    assert!(t.cancel_requested);
+    wait_state(&e, id, TaskState::Cancelled).await;
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "cancel took {:?}",
+        asked.elapsed()
+    );
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_lets_in_flight_tasks_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(&dir);
+    let (stop, worker) = start(&e);
+    let id = e.enqueue(shell("sleep 0.5; echo done")).await.unwrap().id;
+    wait_state(&e, id, TaskState::Running).await;
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+    let t = e.task(id).await.unwrap();
+    assert_eq!(t.state, TaskState::Succeeded);
+    assert_eq!(t.result.unwrap()["stdout"], "done\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_command_is_retried_with_its_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(&dir);
+    let (stop, worker) = start(&e);
+    let mut t = shell("echo oops >&2; exit 3");
+    t.max_attempts = 1;
+    let id = e.enqueue(t).await.unwrap().id;
+    let dead = wait_state(&e, id, TaskState::Dead).await;
+    assert_eq!(dead.last_error.as_deref(), Some("exit code 3: oops"));
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+}
