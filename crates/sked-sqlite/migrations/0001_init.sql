@@ -31,9 +31,9 @@ CREATE INDEX tasks_available ON tasks (priority DESC, run_at, id) WHERE state = 
 CREATE INDEX tasks_available_queue ON tasks (queue, priority DESC, run_at, id) WHERE state = 'available';
 -- Staging and the worker's "when is the next task due" look here.
 CREATE INDEX tasks_waiting ON tasks (run_at) WHERE state IN ('scheduled', 'retrying');
--- Rescue of expired leases, and running counts per queue for concurrency limits.
-CREATE INDEX tasks_running ON tasks (lease_expires_at) WHERE state = 'running';
-CREATE INDEX tasks_running_queue ON tasks (queue) WHERE state = 'running';
+-- Running tasks are few (bounded by workers' concurrency): one small index serves both rescue
+-- (scanned whole) and the running counts per queue for concurrency limits.
+CREATE INDEX tasks_running ON tasks (queue) WHERE state = 'running';
 -- A unique key is held only by an unfinished task.
 CREATE UNIQUE INDEX tasks_unique_key ON tasks (unique_key)
     WHERE unique_key IS NOT NULL AND state IN ('scheduled', 'available', 'running', 'retrying');
@@ -41,8 +41,9 @@ CREATE INDEX tasks_schedule ON tasks (schedule, id) WHERE schedule IS NOT NULL;
 CREATE INDEX tasks_schedule_active ON tasks (schedule, id)
     WHERE schedule IS NOT NULL AND state IN ('scheduled', 'available', 'running', 'retrying');
 CREATE INDEX tasks_finished ON tasks (finished_at) WHERE state IN ('succeeded', 'dead', 'cancelled');
-CREATE INDEX tasks_state ON tasks (state, queue, kind);
 
+-- Attempts that did not end their task (failed and retried, snoozed, rescued). The attempt that
+-- ended a task, or is running now, is read from the task row itself.
 CREATE TABLE task_attempts (
     task_id     INTEGER NOT NULL,
     attempt     INTEGER NOT NULL,

@@ -117,20 +117,36 @@ pub(crate) fn get(conn: &mut Connection, id: TaskId) -> Result<Task> {
         .map_err(db_err)?
         .collect::<rusqlite::Result<_>>()
         .map_err(db_err)?;
-    // The attempt in progress is not in the history table yet.
-    if task.state == TaskState::Running {
-        if let (Some(worker), Some(started_at)) = (&task.worker, task.started_at) {
-            task.attempts.push(Attempt {
-                attempt: task.attempt,
-                worker: worker.clone(),
-                started_at,
-                finished_at: None,
-                outcome: "running".into(),
-                error: None,
-            });
+    if let Some(current) = current_attempt(&task) {
+        if !task.attempts.iter().any(|a| a.attempt == current.attempt) {
+            task.attempts.push(current);
         }
     }
     Ok(task)
+}
+
+/// The attempt the task row describes: the running one, or the one that finished the task.
+fn current_attempt(task: &Task) -> Option<Attempt> {
+    let outcome = match task.state {
+        TaskState::Running => "running",
+        TaskState::Succeeded => "succeeded",
+        TaskState::Dead => "failed",
+        TaskState::Cancelled => "cancelled",
+        _ => return None,
+    };
+    let (worker, started_at) = (task.worker.clone()?, task.started_at?);
+    Some(Attempt {
+        attempt: task.attempt,
+        worker,
+        started_at,
+        finished_at: task.finished_at,
+        outcome: outcome.into(),
+        error: if task.state == TaskState::Dead {
+            task.last_error.clone()
+        } else {
+            None
+        },
+    })
 }
 
 pub(crate) fn list(conn: &Connection, p: &TaskListParams) -> Result<Vec<Task>> {
@@ -244,12 +260,17 @@ pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Tas
         .now
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?);
+    // No RETURNING on hot paths: SQLite buffers RETURNING rows in an ephemeral table per
+    // statement, which costs more than reading the row back with a cached statement.
     let mut update = tx
-        .prepare_cached(&format!(
+        .prepare_cached(
             "UPDATE tasks SET state = 'running', attempt = attempt + 1, started_at = ?2, \
              lease_expires_at = ?3, worker = ?4, cancel_requested = 0 \
-             WHERE id = ?1 AND state = 'available' RETURNING {TASK_COLUMNS}"
-        ))
+             WHERE id = ?1 AND state = 'available'",
+        )
+        .map_err(db_err)?;
+    let mut read = tx
+        .prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))
         .map_err(db_err)?;
     let mut claimed = Vec::with_capacity(candidates.len());
     for (id, queue) in candidates {
@@ -259,11 +280,13 @@ pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Tas
             }
             *left -= 1;
         }
-        let task = update
-            .query_row(params![id, ts(p.now), expires, p.worker], task_from_row)
-            .optional()
-            .map_err(db_err)?;
-        claimed.extend(task);
+        if update
+            .execute(params![id, ts(p.now), expires, p.worker])
+            .map_err(db_err)?
+            == 1
+        {
+            claimed.push(read.query_row([id], task_from_row).map_err(db_err)?);
+        }
     }
     Ok(claimed)
 }
@@ -389,31 +412,42 @@ pub(crate) fn finish(tx: &Transaction<'_>, p: &TaskFinishParams) -> Result<Task>
         ),
     };
     let finished_at = state.is_finished().then_some(now);
-    let result = result.map(|r| r.to_string());
-    let updated = tx
-        .prepare_cached(&format!(
+    let result_text = result.as_ref().map(|r| r.to_string());
+    let n = tx
+        .prepare_cached(
             "UPDATE tasks SET state = ?3, run_at = ?4, max_attempts = ?5, finished_at = ?6, \
              last_error = coalesce(?7, last_error), result = ?8, lease_expires_at = NULL \
-             WHERE id = ?1 AND state = 'running' AND attempt = ?2 RETURNING {TASK_COLUMNS}"
-        ))
-        .map_err(db_err)?
-        .query_row(
-            params![
-                p.id,
-                p.attempt,
-                state.as_str(),
-                ts(run_at),
-                max_attempts,
-                finished_at,
-                error,
-                result
-            ],
-            task_from_row,
+             WHERE id = ?1 AND state = 'running' AND attempt = ?2",
         )
-        .optional()
         .map_err(db_err)?
-        .ok_or_else(|| stale_or_missing(tx, p.id, p.attempt))?;
-    record_attempt(tx, &task, outcome, error.as_deref(), p.now)?;
+        .execute(params![
+            p.id,
+            p.attempt,
+            state.as_str(),
+            ts(run_at),
+            max_attempts,
+            finished_at,
+            error,
+            result_text
+        ])
+        .map_err(db_err)?;
+    if n != 1 {
+        return Err(stale_or_missing(tx, p.id, p.attempt));
+    }
+    // The row as it is now, without reading it again.
+    let updated = Task {
+        state,
+        run_at,
+        max_attempts,
+        finished_at: finished_at.map(from_ts),
+        last_error: error.clone().or_else(|| task.last_error.clone()),
+        result,
+        lease_expires_at: None,
+        ..task.clone()
+    };
+    if !state.is_finished() {
+        record_attempt(tx, &task, outcome, error.as_deref(), p.now)?;
+    }
     Ok(updated)
 }
 
@@ -442,6 +476,11 @@ pub(crate) fn cancel(tx: &Transaction<'_>, id: TaskId, now: Timestamp) -> Result
 pub(crate) fn retry(tx: &Transaction<'_>, p: &TaskRetryParams) -> Result<Task> {
     let task = get_row(tx, p.id)?;
     Transition::Retry.check(task.state)?;
+    // The row is about to describe a new attempt: keep the one that ended the task.
+    if let Some(last) = current_attempt(&task) {
+        let finished = last.finished_at.unwrap_or(p.now);
+        record_attempt(tx, &task, &last.outcome, last.error.as_deref(), finished)?;
+    }
     tx.prepare_cached(&format!(
         "UPDATE tasks SET state = 'available', run_at = ?2, finished_at = NULL, cancel_requested = 0, \
          lease_expires_at = NULL, max_attempts = max(max_attempts, attempt + 1) \
