@@ -86,22 +86,41 @@ impl SqliteStore {
         .map_err(|e| StoreError::Backend(format!("store thread failed: {e}")))?
     }
 
-    /// Runs `f` in a write transaction (`BEGIN IMMEDIATE`), committed when it returns `Ok`.
+    /// Runs `f` in a write transaction (`BEGIN IMMEDIATE`), committed durably (fsync) when it
+    /// returns `Ok`.
     async fn write<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
+        self.run(move |conn| transact(conn, f)).await
+    }
+
+    /// Like [`SqliteStore::write`], but the commit is not fsynced. Only for changes whose loss
+    /// in a power cut is harmless: claims and heartbeats (the task is simply claimable again,
+    /// which at-least-once allows). The next durable commit flushes the WAL up to it anyway.
+    async fn write_relaxed<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+    {
         self.run(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(codec::db_err)?;
-            let out = f(&tx)?;
-            tx.commit().map_err(codec::db_err)?;
-            Ok(out)
+            conn.execute_batch("PRAGMA synchronous = NORMAL").map_err(codec::db_err)?;
+            let out = transact(conn, f);
+            conn.execute_batch("PRAGMA synchronous = FULL").map_err(codec::db_err)?;
+            out
         })
         .await
     }
+}
+
+fn transact<T>(conn: &mut Connection, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(codec::db_err)?;
+    let out = f(&tx)?;
+    tx.commit().map_err(codec::db_err)?;
+    Ok(out)
 }
 
 #[async_trait]
@@ -123,11 +142,11 @@ impl Store for SqliteStore {
     }
 
     async fn task_claim(&self, params: TaskClaimParams) -> Result<Vec<Task>> {
-        self.write(move |tx| tasks::claim(tx, &params)).await
+        self.write_relaxed(move |tx| tasks::claim(tx, &params)).await
     }
 
     async fn task_heartbeat(&self, params: TaskHeartbeatParams) -> Result<HeartbeatReply> {
-        self.write(move |tx| tasks::heartbeat(tx, &params)).await
+        self.write_relaxed(move |tx| tasks::heartbeat(tx, &params)).await
     }
 
     async fn task_finish_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<Task>>> {
