@@ -432,3 +432,131 @@ async fn openapi_describes_every_route() {
     }
     assert!(routes > 20);
 }
+
+/// Random and mangled bodies, paths and queries: every answer is a JSON response below 500.
+#[tokio::test]
+async fn no_input_makes_the_server_answer_500() {
+    let a = api(None);
+    let (_, ins) = a.call("POST", "/v1/tasks", Some(r#"{"kind": "k"}"#)).await;
+    let id = ins["id"].as_i64().unwrap();
+    // Each endpoint with a valid body; the fuzzing sets some of its fields to odd values.
+    let targets: Vec<(&str, String, Value)> = vec![
+        (
+            "POST",
+            "/v1/tasks".into(),
+            json!({"kind": "k", "queue": "q", "payload": {}, "priority": 1, "max_attempts": 2, "timeout": "1s", "unique_key": "u", "run_at": "2030-01-01T00:00:00Z"}),
+        ),
+        (
+            "POST",
+            "/v1/tasks/batch".into(),
+            json!({"tasks": [{"kind": "k"}]}),
+        ),
+        (
+            "POST",
+            "/v1/claim".into(),
+            json!({"worker": "w", "max": 2, "wait": "1ms", "lease_ttl": "5s", "queues": ["q"], "kinds": ["k"]}),
+        ),
+        (
+            "POST",
+            "/v1/schedules".into(),
+            json!({"name": "s", "spec": "* * * * *", "tz": "UTC", "task": {"kind": "k"}, "overlap": "skip", "catchup": "all", "catchup_window": "1h", "paused": false}),
+        ),
+        (
+            "PUT",
+            "/v1/schedules/x".into(),
+            json!({"spec": "every 5s", "task": {"kind": "k"}}),
+        ),
+        ("PUT", "/v1/queues/q/limit".into(), json!({"limit": 3})),
+        (
+            "POST",
+            format!("/v1/tasks/{id}/heartbeat"),
+            json!({"attempt": 1, "lease_ttl": "5s"}),
+        ),
+        (
+            "POST",
+            format!("/v1/tasks/{id}/complete"),
+            json!({"attempt": 1, "result": 1}),
+        ),
+        (
+            "POST",
+            format!("/v1/tasks/{id}/fail"),
+            json!({"attempt": 1, "error": "e", "retryable": true}),
+        ),
+        (
+            "POST",
+            format!("/v1/tasks/{id}/snooze"),
+            json!({"attempt": 1, "delay": "1s"}),
+        ),
+        (
+            "POST",
+            format!("/v1/tasks/{id}/reschedule"),
+            json!({"run_at": "+1s"}),
+        ),
+    ];
+    let values: Vec<Value> = [
+        "null",
+        "true",
+        "-1",
+        "0",
+        "2147483648",
+        "9223372036854775807",
+        "1e300",
+        "\"\"",
+        "\"x\"",
+        "\"every 0s\"",
+        "\"61 * * * *\"",
+        "\"* * * * * * *\"",
+        "\"@reboot\"",
+        "\"Mars/Base\"",
+        "\"-5s\"",
+        "\"99999999999999h\"",
+        "[]",
+        "{}",
+        "[1,{\"a\":[]}]",
+        "\"\\u0000\"",
+        "\"9999-12-31T23:59:59Z\"",
+        "\"+99999999999d\"",
+        "\"0 0 L * 5L\"",
+        "\"1#5\"",
+    ]
+    .iter()
+    .map(|v| serde_json::from_str(v).unwrap())
+    .collect();
+    let mut rng = fastrand::Rng::with_seed(7);
+    let mut statuses = std::collections::BTreeMap::new();
+    for _ in 0..600 {
+        let (method, path, template) = &targets[rng.usize(..targets.len())];
+        let mut body = template.clone();
+        let keys: Vec<String> = body.as_object().unwrap().keys().cloned().collect();
+        for _ in 0..rng.usize(0..3) {
+            let key = &keys[rng.usize(..keys.len())];
+            body[key] = values[rng.usize(..values.len())].clone();
+        }
+        let mut text = body.to_string();
+        if rng.u8(..10) == 0 {
+            text.truncate(rng.usize(0..=text.len()));
+        }
+        let (status, json) = a.call(method, path, Some(&text)).await;
+        assert!(
+            status.as_u16() < 500,
+            "{method} {path} {text} -> {status} {json}"
+        );
+        *statuses.entry(status.as_u16() / 100).or_insert(0) += 1;
+    }
+    // The fuzzing reached both the accepting and the refusing paths.
+    assert!(statuses.get(&2).copied().unwrap_or(0) > 50, "{statuses:?}");
+    assert!(statuses.get(&4).copied().unwrap_or(0) > 50, "{statuses:?}");
+    for path in [
+        "/v1/tasks/-1",
+        "/v1/tasks/99999999999999999999",
+        "/v1/tasks/%00",
+        "/v1/schedules/%2F..%2F",
+        "/v1/tasks?limit=-1",
+        "/v1/tasks?before=x",
+        "/v1/cron/next?expr=*&n=0",
+        "/v1/cron/next?expr=*%20*%20*%20*%20*&after=yesterday",
+    ] {
+        let (status, _) = a.call("GET", path, None).await;
+        assert!(status.as_u16() < 500, "GET {path} -> {status}");
+    }
+}

@@ -105,9 +105,11 @@ impl SqliteStore {
         F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
         self.run(move |conn| {
-            conn.execute_batch("PRAGMA synchronous = NORMAL").map_err(codec::db_err)?;
+            conn.execute_batch("PRAGMA synchronous = NORMAL")
+                .map_err(codec::db_err)?;
             let out = transact(conn, f);
-            conn.execute_batch("PRAGMA synchronous = FULL").map_err(codec::db_err)?;
+            conn.execute_batch("PRAGMA synchronous = FULL")
+                .map_err(codec::db_err)?;
             out
         })
         .await
@@ -142,11 +144,13 @@ impl Store for SqliteStore {
     }
 
     async fn task_claim(&self, params: TaskClaimParams) -> Result<Vec<Task>> {
-        self.write_relaxed(move |tx| tasks::claim(tx, &params)).await
+        self.write_relaxed(move |tx| tasks::claim(tx, &params))
+            .await
     }
 
     async fn task_heartbeat(&self, params: TaskHeartbeatParams) -> Result<HeartbeatReply> {
-        self.write_relaxed(move |tx| tasks::heartbeat(tx, &params)).await
+        self.write_relaxed(move |tx| tasks::heartbeat(tx, &params))
+            .await
     }
 
     async fn task_finish_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<Task>>> {
