@@ -121,3 +121,95 @@ async fn a_failing_command_is_retried_with_its_error() {
     stop.send(true).unwrap();
     worker.await.unwrap();
 }
+
+/// A one-connection-at-a-time HTTP server on loopback that answers each request with `status`
+/// and records what it was sent.
+async fn http_server(status: u16) -> (String, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let mut buf = vec![0u8; 8192];
+            let n = sock.read(&mut buf).await.unwrap_or(0);
+            let _ = tx.send(String::from_utf8_lossy(&buf[..n]).into_owned());
+            let body = "pong";
+            let resp = format!(
+                "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = sock.write_all(resp.as_bytes()).await;
+        }
+    });
+    (url, rx)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn http_executor_succeeds_on_2xx_and_retries_5xx() {
+    use sked::executors::{ExecResult, Executor, HttpExecutor};
+    let exec = HttpExecutor::new();
+    let task = |payload: serde_json::Value| sked_core::Task {
+        id: 7,
+        queue: "default".into(),
+        kind: "http".into(),
+        payload,
+        priority: 0,
+        state: TaskState::Running,
+        run_at: jiff::Timestamp::UNIX_EPOCH,
+        attempt: 1,
+        max_attempts: 3,
+        timeout: None,
+        unique_key: None,
+        backoff: None,
+        schedule: None,
+        nominal_at: None,
+        created_at: jiff::Timestamp::UNIX_EPOCH,
+        started_at: None,
+        finished_at: None,
+        lease_expires_at: None,
+        worker: None,
+        cancel_requested: false,
+        last_error: None,
+        result: None,
+        attempts: vec![],
+    };
+    let (ok_url, mut seen) = http_server(200).await;
+    let got = exec
+        .run(&task(json!({"method": "post", "url": format!("{ok_url}/hook"), "headers": {"x-a": "1"}, "body": {"n": 1}})))
+        .await;
+    assert_eq!(
+        got,
+        ExecResult::Success(Some(json!({"status": 200, "body": "pong"})))
+    );
+    let req = seen.recv().await.unwrap();
+    assert!(req.starts_with("POST /hook HTTP/1.1"), "{req}");
+    assert!(
+        req.contains("x-a: 1") && req.contains("sked-task-id: 7") && req.ends_with(r#"{"n":1}"#),
+        "{req}"
+    );
+
+    let (bad_url, _) = http_server(503).await;
+    match exec.run(&task(json!({"url": bad_url}))).await {
+        ExecResult::Failure { error, retryable } => {
+            assert!(retryable);
+            assert!(error.starts_with("HTTP 503"), "{error}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let (gone_url, _) = http_server(404).await;
+    assert!(matches!(
+        exec.run(&task(json!({"url": gone_url}))).await,
+        ExecResult::Failure {
+            retryable: false,
+            ..
+        }
+    ));
+    assert!(matches!(
+        exec.run(&task(json!({"nope": 1}))).await,
+        ExecResult::Failure {
+            retryable: false,
+            ..
+        }
+    ));
+}
