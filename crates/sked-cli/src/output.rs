@@ -19,6 +19,18 @@ pub(crate) fn time(v: &Value) -> String {
     }
 }
 
+/// A JSON time field in an IANA zone (`2026-11-22 03:00:00+01:00`), or `-`.
+pub(crate) fn time_in(v: &Value, tz: &Value) -> String {
+    let zone = tz.as_str().and_then(|z| TimeZone::get(z).ok());
+    match (v.as_str().and_then(|s| s.parse::<Timestamp>().ok()), zone) {
+        (Some(t), Some(zone)) => t
+            .to_zoned(zone)
+            .strftime("%Y-%m-%d %H:%M:%S%:z")
+            .to_string(),
+        _ => time(v),
+    }
+}
+
 /// A JSON value as table text: strings bare, null as `-`.
 pub(crate) fn text(v: &Value) -> String {
     match v {

@@ -115,6 +115,7 @@ impl Worker {
             // Reap finished runs without waiting.
             while running.try_join_next().is_some() {}
         }
+        while running.try_join_next().is_some() {}
         tracing::info!(worker = %self.config.id, in_flight = running.len(), "worker stopping");
         let drain = async { while running.join_next().await.is_some() {} };
         if tokio::time::timeout(self.config.shutdown_grace, drain)
