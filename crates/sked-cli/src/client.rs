@@ -459,7 +459,7 @@ pub(crate) async fn schedule(cmd: ScheduleCmd) -> CliResult {
                 println!(
                     "{} next fire {}",
                     text(&v["name"]),
-                    time(&v["next_fire_at"])
+                    output::time_in(&v["next_fire_at"], &v["tz"])
                 )
             });
         }
@@ -480,7 +480,7 @@ pub(crate) async fn schedule(cmd: ScheduleCmd) -> CliResult {
                                     if paused {
                                         "paused".into()
                                     } else {
-                                        time(&s["next_fire_at"])
+                                        output::time_in(&s["next_fire_at"], &s["tz"])
                                     },
                                     time(&s["last_started_at"]),
                                     time(&s["last_finished_at"]),
@@ -599,7 +599,10 @@ async fn schedule_action(remote: &Remote, name: &str, action: &str) -> CliResult
         let state = if v["paused"] == true {
             "paused".to_string()
         } else {
-            format!("next fire {}", time(&v["next_fire_at"]))
+            format!(
+                "next fire {}",
+                output::time_in(&v["next_fire_at"], &v["tz"])
+            )
         };
         println!("{} {state}", text(&v["name"]));
     });
