@@ -60,6 +60,8 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     if a.backlog > 0 {
         backlog(&store, a.backlog).await?;
     }
+    // Measure from a steady state: no deferred work left from the set-up.
+    store.settle().await.map_err(CliError::runtime)?;
     let line = match a.workload {
         Workload::Enqueue => enqueue(&store, a.n, if a.c == 0 { 1000 } else { a.c }).await?,
         Workload::Drain => drain(&store, a.n, if a.c == 0 { 4 } else { a.c }).await?,
@@ -123,6 +125,7 @@ async fn drain(store: &Arc<dyn Store>, n: usize, workers: usize) -> CliResult<se
     for start in (0..n).step_by(10_000) {
         insert(store, (start..n.min(start + 10_000)).map(noop).collect()).await?;
     }
+    store.settle().await.map_err(CliError::runtime)?;
     let started = Instant::now();
     let mut handles = Vec::new();
     for w in 0..workers {
@@ -135,7 +138,7 @@ async fn drain(store: &Arc<dyn Store>, n: usize, workers: usize) -> CliResult<se
                     .task_claim(TaskClaimParams {
                         queues: vec![],
                         kinds: vec![],
-                        max: 500,
+                        max: 1000,
                         worker: format!("bench-{w}"),
                         lease_ttl: SignedDuration::from_secs(60),
                         now,

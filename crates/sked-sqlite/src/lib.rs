@@ -4,6 +4,7 @@
 //! All access goes through one connection on a blocking thread: SQLite has one writer at a
 //! time anyway, and every write is a short `BEGIN IMMEDIATE` transaction.
 
+mod checkpoint;
 mod codec;
 mod migrations;
 mod queues;
@@ -23,6 +24,7 @@ use sked_store::*;
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
     path: PathBuf,
+    _checkpointer: Arc<checkpoint::Checkpointer>,
 }
 
 impl SqliteStore {
@@ -43,13 +45,16 @@ impl SqliteStore {
              PRAGMA synchronous = FULL;
              PRAGMA foreign_keys = ON;
              PRAGMA temp_store = MEMORY;
-             PRAGMA cache_size = -65536;",
+             PRAGMA cache_size = -65536;
+             PRAGMA wal_autocheckpoint = 0;",
         )
         .map_err(codec::db_err)?;
         migrations::run(&mut conn)?;
+        let checkpointer = Arc::new(checkpoint::Checkpointer::start(&path));
         Ok(SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
             path,
+            _checkpointer: checkpointer,
         })
     }
 
@@ -95,25 +100,6 @@ impl SqliteStore {
     {
         self.run(move |conn| transact(conn, f)).await
     }
-
-    /// Like [`SqliteStore::write`], but the commit is not fsynced. Only for changes whose loss
-    /// in a power cut is harmless: claims and heartbeats (the task is simply claimable again,
-    /// which at-least-once allows). The next durable commit flushes the WAL up to it anyway.
-    async fn write_relaxed<T, F>(&self, f: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
-    {
-        self.run(move |conn| {
-            conn.execute_batch("PRAGMA synchronous = NORMAL")
-                .map_err(codec::db_err)?;
-            let out = transact(conn, f);
-            conn.execute_batch("PRAGMA synchronous = FULL")
-                .map_err(codec::db_err)?;
-            out
-        })
-        .await
-    }
 }
 
 fn transact<T>(conn: &mut Connection, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
@@ -131,6 +117,14 @@ impl Store for SqliteStore {
         "sqlite"
     }
 
+    async fn settle(&self) -> Result<()> {
+        self.run(|conn| {
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+                .map_err(codec::db_err)
+        })
+        .await
+    }
+
     async fn task_insert_many(&self, params: TaskInsertParams) -> Result<Vec<TaskInserted>> {
         self.write(move |tx| tasks::insert_many(tx, &params)).await
     }
@@ -144,13 +138,11 @@ impl Store for SqliteStore {
     }
 
     async fn task_claim(&self, params: TaskClaimParams) -> Result<Vec<Task>> {
-        self.write_relaxed(move |tx| tasks::claim(tx, &params))
-            .await
+        self.write(move |tx| tasks::claim(tx, &params)).await
     }
 
     async fn task_heartbeat(&self, params: TaskHeartbeatParams) -> Result<HeartbeatReply> {
-        self.write_relaxed(move |tx| tasks::heartbeat(tx, &params))
-            .await
+        self.write(move |tx| tasks::heartbeat(tx, &params)).await
     }
 
     async fn task_finish_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<Task>>> {

@@ -23,6 +23,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// A short name for logs and benchmarks (`sqlite`, `postgres`).
     fn backend(&self) -> &'static str;
 
+    /// Finishes deferred background work (for SQLite, copying the WAL into the database file)
+    /// so that a measurement starts from a steady state. Never needed for correctness.
+    async fn settle(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Inserts tasks in one transaction. A task whose unique key is held by an unfinished task
     /// is not inserted; that task's id is returned with `duplicate: true`.
     async fn task_insert_many(&self, params: TaskInsertParams) -> Result<Vec<TaskInserted>>;
