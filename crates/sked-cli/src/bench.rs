@@ -147,17 +147,7 @@ async fn drain(store: &Arc<dyn Store>, n: usize, workers: usize) -> CliResult<se
                 if claimed.is_empty() {
                     return Ok::<usize, sked::store::StoreError>(done);
                 }
-                let finishes = claimed
-                    .iter()
-                    .map(|t| TaskFinishParams {
-                        id: t.id,
-                        attempt: t.attempt,
-                        outcome: FinishOutcome::Succeeded { result: None },
-                        now,
-                        jitter: 0.5,
-                    })
-                    .collect();
-                for r in store.task_finish_many(finishes).await? {
+                for r in store.task_finish_many(succeeded(&claimed, now)).await? {
                     r?;
                     done += 1;
                 }
@@ -257,16 +247,7 @@ async fn lateness(engine: &Engine, n: usize) -> CliResult<serde_json::Value> {
         for t in &claimed {
             samples.push(now.duration_since(t.run_at).as_secs_f64() * 1000.0);
         }
-        let finishes = claimed
-            .iter()
-            .map(|t| TaskFinishParams {
-                id: t.id,
-                attempt: t.attempt,
-                outcome: FinishOutcome::Succeeded { result: None },
-                now,
-                jitter: 0.5,
-            })
-            .collect();
+        let finishes = succeeded(&claimed, now);
         for r in engine
             .store()
             .task_finish_many(finishes)
@@ -277,6 +258,20 @@ async fn lateness(engine: &Engine, n: usize) -> CliResult<serde_json::Value> {
         }
     }
     Ok(summary("lateness", samples))
+}
+
+/// Completions for a batch of claimed no-op tasks, committed together by the caller.
+fn succeeded(tasks: &[sked_core::Task], now: jiff::Timestamp) -> Vec<TaskFinishParams> {
+    tasks
+        .iter()
+        .map(|t| TaskFinishParams {
+            id: t.id,
+            attempt: t.attempt,
+            outcome: FinishOutcome::Succeeded { result: None },
+            now,
+            jitter: 0.5,
+        })
+        .collect()
 }
 
 fn summary(workload: &str, mut ms: Vec<f64>) -> serde_json::Value {

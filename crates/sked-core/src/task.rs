@@ -233,11 +233,11 @@ pub struct Backoff {
     pub max: SignedDuration,
 }
 
-fn default_queue() -> String {
+pub(crate) fn default_queue() -> String {
     DEFAULT_QUEUE.to_string()
 }
 
-fn default_max_attempts() -> i32 {
+pub(crate) fn default_max_attempts() -> i32 {
     DEFAULT_MAX_ATTEMPTS
 }
 

@@ -175,24 +175,16 @@ pub const DEFAULT_CATCHUP_WINDOW: SignedDuration = SignedDuration::from_hours(1)
 #[serde(deny_unknown_fields)]
 pub struct TaskTemplate {
     pub kind: String,
-    #[serde(default = "default_queue")]
+    #[serde(default = "crate::task::default_queue")]
     pub queue: String,
     #[serde(default)]
     pub payload: serde_json::Value,
     #[serde(default)]
     pub priority: i32,
-    #[serde(default = "default_max_attempts")]
+    #[serde(default = "crate::task::default_max_attempts")]
     pub max_attempts: i32,
     #[serde(default, with = "crate::serde_duration::option")]
     pub timeout: Option<SignedDuration>,
-}
-
-fn default_queue() -> String {
-    crate::DEFAULT_QUEUE.to_string()
-}
-
-fn default_max_attempts() -> i32 {
-    crate::DEFAULT_MAX_ATTEMPTS
 }
 
 impl TaskTemplate {
