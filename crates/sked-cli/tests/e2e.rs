@@ -364,6 +364,19 @@ fn bad_input_exits_2_with_a_message_and_changes_nothing() {
         serde_json::json!([])
     );
     assert_eq!(srv.json(&["task", "ls"])["tasks"], serde_json::json!([]));
+    // A 3 MB body is refused from its Content-Length, before the body is sent or read.
+    {
+        use std::io::{Read, Write};
+        let mut sock = std::net::TcpStream::connect(srv.url.trim_start_matches("http://")).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let head = "POST /v1/tasks HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 3145728\r\n\r\n";
+        sock.write_all(head.as_bytes()).unwrap();
+        let mut answer = vec![0u8; 4096];
+        let n = sock.read(&mut answer).unwrap();
+        let answer = String::from_utf8_lossy(&answer[..n]);
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+        assert!(answer.contains("payload_too_large"), "{answer}");
+    }
     // A server that is not there is a runtime failure: exit 1.
     let out = Command::new(SKED)
         .args(["task", "ls", "--server", "http://127.0.0.1:9"])
