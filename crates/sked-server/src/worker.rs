@@ -35,6 +35,15 @@ pub(crate) struct Claim {
     lease_ttl: Option<String>,
 }
 
+/// A duration field of a request (`"30s"`); a bad one is a 422 naming it.
+fn duration(s: &str) -> Result<jiff::SignedDuration, ApiError> {
+    parse_duration(s).map_err(|e| ApiError::invalid(e.to_string()))
+}
+
+fn opt_duration(s: &Option<String>) -> Result<Option<jiff::SignedDuration>, ApiError> {
+    s.as_deref().map(duration).transpose()
+}
+
 fn one() -> u32 {
     1
 }
@@ -44,14 +53,9 @@ pub(crate) async fn claim(State(s): State<AppState>, ApiJson(c): ApiJson<Claim>)
     if c.max == 0 || c.max > 1000 {
         return Err(ApiError::invalid("max must be between 1 and 1000"));
     }
-    let dur = |d: &Option<String>| {
-        d.as_deref()
-            .map(parse_duration)
-            .transpose()
-            .map_err(|e| ApiError::invalid(e.to_string()))
-    };
-    let wait = dur(&c.wait)?.map(|w| Duration::try_from(w).unwrap_or_default().min(MAX_WAIT));
-    let lease_ttl = dur(&c.lease_ttl)?;
+    let wait =
+        opt_duration(&c.wait)?.map(|w| Duration::try_from(w).unwrap_or_default().min(MAX_WAIT));
+    let lease_ttl = opt_duration(&c.lease_ttl)?;
     if lease_ttl.is_some_and(|t| t < jiff::SignedDuration::from_secs(1)) {
         return Err(ApiError::invalid("lease_ttl must be at least 1s"));
     }
@@ -81,12 +85,7 @@ pub(crate) async fn heartbeat(
     TaskIdPath(id): TaskIdPath,
     ApiJson(h): ApiJson<Heartbeat>,
 ) -> ApiResult {
-    let ttl = h
-        .lease_ttl
-        .as_deref()
-        .map(parse_duration)
-        .transpose()
-        .map_err(|e| ApiError::invalid(e.to_string()))?;
+    let ttl = opt_duration(&h.lease_ttl)?;
     Ok(Json(json!(s.engine.heartbeat(id, h.attempt, ttl).await?)))
 }
 
@@ -155,7 +154,7 @@ pub(crate) async fn snooze(
     TaskIdPath(id): TaskIdPath,
     ApiJson(z): ApiJson<Snooze>,
 ) -> ApiResult {
-    let d = parse_duration(&z.delay).map_err(|e| ApiError::invalid(e.to_string()))?;
+    let d = duration(&z.delay)?;
     let until = s
         .engine
         .now()

@@ -215,21 +215,6 @@ pub struct Schedule {
     pub last_outcome: Option<TaskState>,
 }
 
-impl Schedule {
-    pub fn def(&self) -> ScheduleDef {
-        ScheduleDef {
-            name: self.name.clone(),
-            spec: self.spec.clone(),
-            tz: self.tz.clone(),
-            task: self.task.clone(),
-            overlap: self.overlap,
-            catchup: self.catchup,
-            catchup_window: self.catchup_window,
-            paused: self.paused,
-        }
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct ScheduleDueParams {
     pub now: Timestamp,

@@ -432,7 +432,7 @@ impl Engine {
                 spec: &spec,
                 tz: &tz,
                 anchor: s.anchor_at,
-                next_fire_at: s.next_fire_at.filter(|t| *t <= now),
+                next_fire_at: s.next_fire_at,
                 overlap: s.overlap,
                 catchup: s.catchup,
                 catchup_window: s.catchup_window,
@@ -440,10 +440,7 @@ impl Engine {
                 active_tasks: &active_tasks,
                 buffered: s.buffered_at,
             };
-            let mut plan = sked_core::schedule::plan::plan(&input, now);
-            if plan.next_fire_at.is_none() && s.next_fire_at.is_some_and(|t| t > now) {
-                plan.next_fire_at = s.next_fire_at;
-            }
+            let plan = sked_core::schedule::plan::plan(&input, now);
             if plan.is_empty()
                 && plan.next_fire_at == s.next_fire_at
                 && plan.buffered == s.buffered_at
