@@ -246,6 +246,6 @@ mod conformance {
     sked_store::conformance_tests!(async {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = crate::SqliteStore::open(dir.path().join("sked.db")).expect("open");
-        (store, dir)
+        Some((store, dir))
     });
 }

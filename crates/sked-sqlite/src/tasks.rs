@@ -7,10 +7,11 @@ use jiff::Timestamp;
 use rusqlite::{
     Connection, OptionalExtension, Transaction, params, params_from_iter, types::Value,
 };
-use sked_core::{Attempt, Task, TaskId, TaskState, Transition, state_after_failure};
+use sked_core::{Attempt, Task, TaskId, TaskState, Transition};
 use sked_store::*;
 
 use crate::codec::{TASK_COLUMNS, db_err, from_ts, ms, opt_ts, task_from_row, ts};
+use sked_store::rules;
 
 const ACTIVE: &str = "('scheduled', 'available', 'running', 'retrying')";
 const FINISHED: &str = "('succeeded', 'dead', 'cancelled')";
@@ -43,11 +44,7 @@ pub(crate) fn insert_one(
         }
     }
     let run_at = task.run_at.unwrap_or(now);
-    let state = if run_at <= now {
-        TaskState::Available
-    } else {
-        TaskState::Scheduled
-    };
+    let state = rules::state_for_run_at(run_at, now);
     let payload =
         serde_json::to_string(&task.payload).map_err(|e| StoreError::Invalid(e.to_string()))?;
     let mut stmt = tx
@@ -117,36 +114,8 @@ pub(crate) fn get(conn: &mut Connection, id: TaskId) -> Result<Task> {
         .map_err(db_err)?
         .collect::<rusqlite::Result<_>>()
         .map_err(db_err)?;
-    if let Some(current) = current_attempt(&task) {
-        if !task.attempts.iter().any(|a| a.attempt == current.attempt) {
-            task.attempts.push(current);
-        }
-    }
+    rules::add_current_attempt(&mut task);
     Ok(task)
-}
-
-/// The attempt the task row describes: the running one, or the one that finished the task.
-fn current_attempt(task: &Task) -> Option<Attempt> {
-    let outcome = match task.state {
-        TaskState::Running => "running",
-        TaskState::Succeeded => "succeeded",
-        TaskState::Dead => "failed",
-        TaskState::Cancelled => "cancelled",
-        _ => return None,
-    };
-    let (worker, started_at) = (task.worker.clone()?, task.started_at?);
-    Some(Attempt {
-        attempt: task.attempt,
-        worker,
-        started_at,
-        finished_at: task.finished_at,
-        outcome: outcome.into(),
-        error: if task.state == TaskState::Dead {
-            task.last_error.clone()
-        } else {
-            None
-        },
-    })
 }
 
 pub(crate) fn list(conn: &Connection, p: &TaskListParams) -> Result<Vec<Task>> {
@@ -355,64 +324,8 @@ pub(crate) fn finish(tx: &Transaction<'_>, p: &TaskFinishParams) -> Result<Task>
             attempt: p.attempt,
         });
     }
-    let now = ts(p.now);
-    let (state, run_at, max_attempts, error, result, outcome) = match &p.outcome {
-        FinishOutcome::Succeeded { result } => (
-            TaskState::Succeeded,
-            task.run_at,
-            task.max_attempts,
-            None,
-            result.clone(),
-            "succeeded",
-        ),
-        FinishOutcome::Failed { error, retryable } => {
-            let state = if task.cancel_requested {
-                TaskState::Cancelled
-            } else {
-                state_after_failure(task.attempt, task.max_attempts, *retryable)
-            };
-            let run_at = if state == TaskState::Retrying {
-                let delay = retry_delay(task.backoff, task.attempt, p.jitter);
-                p.now.checked_add(delay).unwrap_or(p.now)
-            } else {
-                task.run_at
-            };
-            (
-                state,
-                run_at,
-                task.max_attempts,
-                Some(error.clone()),
-                None,
-                "failed",
-            )
-        }
-        FinishOutcome::Snoozed { until } => {
-            let state = if *until <= p.now {
-                TaskState::Available
-            } else {
-                TaskState::Scheduled
-            };
-            // The attempt number stays a growing fencing token; the snooze gives one back.
-            (
-                state,
-                *until,
-                task.max_attempts.saturating_add(1),
-                None,
-                None,
-                "snoozed",
-            )
-        }
-        FinishOutcome::Cancelled => (
-            TaskState::Cancelled,
-            task.run_at,
-            task.max_attempts,
-            None,
-            None,
-            "cancelled",
-        ),
-    };
-    let finished_at = state.is_finished().then_some(now);
-    let result_text = result.as_ref().map(|r| r.to_string());
+    let change = rules::finish(&task, &p.outcome, p.now, p.jitter);
+    let finished_at = change.state.is_finished().then_some(ts(p.now));
     let n = tx
         .prepare_cached(
             "UPDATE tasks SET state = ?3, run_at = ?4, max_attempts = ?5, finished_at = ?6, \
@@ -423,30 +336,21 @@ pub(crate) fn finish(tx: &Transaction<'_>, p: &TaskFinishParams) -> Result<Task>
         .execute(params![
             p.id,
             p.attempt,
-            state.as_str(),
-            ts(run_at),
-            max_attempts,
+            change.state.as_str(),
+            ts(change.run_at),
+            change.max_attempts,
             finished_at,
-            error,
-            result_text
+            change.error,
+            change.result.as_ref().map(|r| r.to_string())
         ])
         .map_err(db_err)?;
     if n != 1 {
         return Err(stale_or_missing(tx, p.id, p.attempt));
     }
     // The row as it is now, without reading it again.
-    let updated = Task {
-        state,
-        run_at,
-        max_attempts,
-        finished_at: finished_at.map(from_ts),
-        last_error: error.clone().or_else(|| task.last_error.clone()),
-        result,
-        lease_expires_at: None,
-        ..task.clone()
-    };
-    if !state.is_finished() {
-        record_attempt(tx, &task, outcome, error.as_deref(), p.now)?;
+    let updated = change.apply(&task, p.now);
+    if !change.state.is_finished() {
+        record_attempt(tx, &task, change.outcome, change.error.as_deref(), p.now)?;
     }
     Ok(updated)
 }
@@ -477,7 +381,7 @@ pub(crate) fn retry(tx: &Transaction<'_>, p: &TaskRetryParams) -> Result<Task> {
     let task = get_row(tx, p.id)?;
     Transition::Retry.check(task.state)?;
     // The row is about to describe a new attempt: keep the one that ended the task.
-    if let Some(last) = current_attempt(&task) {
+    if let Some(last) = rules::current_attempt(&task) {
         let finished = last.finished_at.unwrap_or(p.now);
         record_attempt(tx, &task, &last.outcome, last.error.as_deref(), finished)?;
     }
@@ -494,11 +398,7 @@ pub(crate) fn retry(tx: &Transaction<'_>, p: &TaskRetryParams) -> Result<Task> {
 pub(crate) fn reschedule(tx: &Transaction<'_>, p: &TaskRescheduleParams) -> Result<Task> {
     let task = get_row(tx, p.id)?;
     Transition::Reschedule.check(task.state)?;
-    let state = if p.run_at <= p.now {
-        TaskState::Available
-    } else {
-        TaskState::Scheduled
-    };
+    let state = rules::state_for_run_at(p.run_at, p.now);
     tx.prepare_cached(&format!(
         "UPDATE tasks SET state = ?2, run_at = ?3 WHERE id = ?1 \
          AND state IN ('scheduled', 'available', 'retrying') RETURNING {TASK_COLUMNS}"
@@ -524,17 +424,7 @@ pub(crate) fn rescue(tx: &Transaction<'_>, p: &TaskRescueParams) -> Result<Vec<T
     let mut rescued = Vec::with_capacity(expired.len());
     for task in expired {
         Transition::Rescue.check(task.state)?;
-        let state = if task.cancel_requested {
-            TaskState::Cancelled
-        } else if task.attempt >= task.max_attempts {
-            TaskState::Dead
-        } else {
-            TaskState::Available
-        };
-        let error = format!(
-            "lease expired: worker {} stopped heartbeating",
-            task.worker.as_deref().unwrap_or("?")
-        );
+        let (state, error) = rules::rescue(&task);
         let finished_at = state.is_finished().then_some(ts(p.now));
         let n = tx
             .prepare_cached(

@@ -7,6 +7,7 @@
 
 pub mod conformance;
 mod error;
+pub mod rules;
 mod types;
 
 use async_trait::async_trait;
@@ -27,6 +28,19 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// so that a measurement starts from a steady state. Never needed for correctness.
     async fn settle(&self) -> Result<()> {
         Ok(())
+    }
+
+    /// Changes made by other processes, when the backend announces them (PostgreSQL
+    /// LISTEN/NOTIFY). `None` means it does not: callers poll.
+    fn subscribe(&self) -> Option<tokio::sync::broadcast::Receiver<StoreEvent>> {
+        None
+    }
+
+    /// The database server's clock, when nodes share one: every node measures its offset to it,
+    /// so that leases and fire times agree however skewed the nodes' own clocks are. `None`
+    /// for an embedded database.
+    async fn server_time(&self) -> Result<Option<jiff::Timestamp>> {
+        Ok(None)
     }
 
     /// Inserts tasks in one transaction. A task whose unique key is held by an unfinished task

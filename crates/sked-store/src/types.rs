@@ -264,3 +264,19 @@ pub fn retry_delay(
 ) -> SignedDuration {
     RetryPolicy::for_task(backoff).delay(attempt, jitter)
 }
+
+/// A change announced by the backend, made by this or another process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreEvent {
+    /// Tasks were inserted or may have become claimable; `run_at` is the earliest run time
+    /// among them when known.
+    Tasks { run_at: Option<Timestamp> },
+    /// A schedule changed, or a scheduled task finished (overlap and buffers depend on it).
+    Schedules,
+    /// A lease was given up: followers may take it at once.
+    LeaseReleased { name: String },
+    /// Announcements flow (again). Anything may have changed while they did not.
+    Listening,
+    /// Announcements stopped (the connection dropped): poll until `Listening`.
+    Deaf,
+}

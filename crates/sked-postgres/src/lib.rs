@@ -1,0 +1,318 @@
+//! The PostgreSQL backend: many `sked` nodes on one database.
+//!
+//! - Tables are named `sked_*` and live in the connection's schema (its `search_path`), so they
+//!   can share a database, and a transaction ([`enqueue_in`]), with the application's tables.
+//! - Migrations are embedded and applied under an advisory lock, so nodes may start together.
+//! - Claims take batches with `FOR UPDATE SKIP LOCKED`; bulk inserts are one `unnest` statement
+//!   per batch; completions are one statement per batch.
+//! - Every statement that makes work appear announces it with one `pg_notify` (see [`listen`]);
+//!   nodes subscribe through [`Store::subscribe`] and poll only while the listener is down.
+//! - A dropped connection or a restarted server gives `Unavailable` errors (HTTP 503) for as
+//!   long as it lasts, bounded by timeouts, and the pool reconnects by itself.
+
+mod codec;
+mod listen;
+mod migrations;
+mod queues;
+mod schedules;
+mod tasks;
+#[doc(hidden)]
+pub mod testing;
+mod transactional;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use sked_core::{Task, TaskId};
+use sked_store::*;
+use tokio::sync::broadcast;
+
+pub use transactional::enqueue_in;
+
+use crate::codec::{db_err, pool_err};
+
+/// How a [`PgStore`] connects.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// A libpq-style URL: `postgres://user@host:5432/db`.
+    pub url: String,
+    /// The schema for sked's tables (created if missing); the URL's `search_path` when `None`.
+    pub schema: Option<String>,
+    /// Connections in the pool (besides the one that listens).
+    pub pool_size: usize,
+    /// The longest any one store operation may take before it fails as unavailable.
+    pub op_timeout: Duration,
+    /// How long to wait to connect, or for a free pooled connection.
+    pub connect_timeout: Duration,
+}
+
+impl PgOptions {
+    pub fn new(url: impl Into<String>) -> PgOptions {
+        PgOptions {
+            url: url.into(),
+            schema: None,
+            pool_size: 8,
+            op_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A sked store in a PostgreSQL database.
+#[derive(Debug)]
+pub struct PgStore {
+    pool: Pool,
+    /// The channel this schema's announcements go to (`sked_<schema>`).
+    channel: String,
+    events: broadcast::Sender<StoreEvent>,
+    op_timeout: Duration,
+    _listener: listen::Listener,
+}
+
+impl PgStore {
+    /// Connects, brings the schema up to date and starts listening for announcements.
+    pub async fn connect(opts: PgOptions) -> Result<PgStore> {
+        let mut config = tokio_postgres::Config::from_str(&opts.url)
+            .map_err(|e| StoreError::Invalid(format!("invalid PostgreSQL URL: {e}")))?;
+        config
+            .connect_timeout(opts.connect_timeout)
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(10))
+            .keepalives_interval(Duration::from_secs(5))
+            .keepalives_retries(3);
+        if config.get_application_name().is_none() {
+            config.application_name("sked");
+        }
+        if let Some(schema) = &opts.schema {
+            validate_schema(schema)?;
+            config.options(format!("-c search_path={schema}"));
+        }
+        let manager = Manager::from_config(
+            config.clone(),
+            tokio_postgres::NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(opts.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(opts.connect_timeout))
+            .create_timeout(Some(opts.connect_timeout))
+            .recycle_timeout(Some(opts.connect_timeout))
+            .build()
+            .map_err(|e| StoreError::Invalid(format!("cannot build the connection pool: {e}")))?;
+        let mut client = pool.get().await.map_err(pool_err)?;
+        migrations::run(&mut client, opts.schema.as_deref()).await?;
+        let schema: String = client
+            .query_one("SELECT current_schema()", &[])
+            .await
+            .map_err(db_err)?
+            .get(0);
+        drop(client);
+        let channel = listen::channel_for(&schema);
+        let (events, _) = broadcast::channel(1024);
+        let listener = listen::Listener::start(config, channel.clone(), events.clone());
+        Ok(PgStore {
+            pool,
+            channel,
+            events,
+            op_timeout: opts.op_timeout,
+            _listener: listener,
+        })
+    }
+
+    /// Connects with default options to a `postgres://` URL.
+    pub async fn connect_url(url: &str) -> Result<PgStore> {
+        PgStore::connect(PgOptions::new(url)).await
+    }
+
+    /// The connection pool, for applications that share it (see [`enqueue_in`]).
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object> {
+        self.pool.get().await.map_err(pool_err)
+    }
+
+    /// Runs one operation on a pooled connection, bounded by the operation timeout.
+    async fn op<T, F>(&self, f: F) -> Result<T>
+    where
+        F: AsyncFnOnce(&mut deadpool_postgres::Object, &str) -> Result<T>,
+    {
+        let work = async {
+            let mut client = self.client().await?;
+            f(&mut client, &self.channel).await
+        };
+        match tokio::time::timeout(self.op_timeout, work).await {
+            Ok(r) => r,
+            Err(_) => Err(StoreError::Unavailable(format!(
+                "PostgreSQL did not answer within {:?}",
+                self.op_timeout
+            ))),
+        }
+    }
+}
+
+/// Schema names go into SQL text: plain identifiers only.
+fn validate_schema(schema: &str) -> Result<()> {
+    let ok = !schema.is_empty()
+        && schema.len() <= 63
+        && schema.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && schema
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid(format!(
+            "invalid schema name {schema:?}: use lowercase letters, digits and _"
+        )))
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn subscribe(&self) -> Option<broadcast::Receiver<StoreEvent>> {
+        Some(self.events.subscribe())
+    }
+
+    async fn server_time(&self) -> Result<Option<jiff::Timestamp>> {
+        self.op(async |c, _| {
+            let row = c
+                .query_one("SELECT clock_timestamp()", &[])
+                .await
+                .map_err(db_err)?;
+            Ok(Some(row.get(0)))
+        })
+        .await
+    }
+
+    async fn task_insert_many(&self, params: TaskInsertParams) -> Result<Vec<TaskInserted>> {
+        self.op(async |c, ch| tasks::insert_many(c, ch, &params).await)
+            .await
+    }
+
+    async fn task_get(&self, id: TaskId) -> Result<Task> {
+        self.op(async |c, _| tasks::get(c, id).await).await
+    }
+
+    async fn task_list(&self, params: TaskListParams) -> Result<Vec<Task>> {
+        self.op(async |c, _| tasks::list(c, &params).await).await
+    }
+
+    async fn task_claim(&self, params: TaskClaimParams) -> Result<Vec<Task>> {
+        self.op(async |c, _| tasks::claim(c, &params).await).await
+    }
+
+    async fn task_heartbeat(&self, params: TaskHeartbeatParams) -> Result<HeartbeatReply> {
+        self.op(async |c, _| tasks::heartbeat(c, &params).await)
+            .await
+    }
+
+    async fn task_finish_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<Task>>> {
+        self.op(async |c, ch| tasks::finish_many(c, ch, &params).await)
+            .await
+    }
+
+    async fn task_cancel(&self, params: TaskCancelParams) -> Result<Task> {
+        self.op(async |c, ch| tasks::cancel(c, ch, &params).await)
+            .await
+    }
+
+    async fn task_retry(&self, params: TaskRetryParams) -> Result<Task> {
+        self.op(async |c, ch| tasks::retry(c, ch, &params).await)
+            .await
+    }
+
+    async fn task_reschedule(&self, params: TaskRescheduleParams) -> Result<Task> {
+        self.op(async |c, ch| tasks::reschedule(c, ch, &params).await)
+            .await
+    }
+
+    async fn task_rescue(&self, params: TaskRescueParams) -> Result<Vec<TaskId>> {
+        self.op(async |c, ch| tasks::rescue(c, ch, &params).await)
+            .await
+    }
+
+    async fn task_prune(&self, params: TaskPruneParams) -> Result<u64> {
+        self.op(async |c, _| tasks::prune(c, &params).await).await
+    }
+
+    async fn task_next_run_at(&self) -> Result<Option<jiff::Timestamp>> {
+        self.op(async |c, _| tasks::next_run_at(c).await).await
+    }
+
+    async fn queue_list(&self) -> Result<Vec<QueueInfo>> {
+        self.op(async |c, _| queues::list(c).await).await
+    }
+
+    async fn queue_update(&self, params: QueueUpdateParams) -> Result<QueueInfo> {
+        self.op(async |c, ch| queues::update(c, ch, &params).await)
+            .await
+    }
+
+    async fn lease_acquire(&self, params: LeaseAcquireParams) -> Result<Option<Lease>> {
+        self.op(async |c, _| queues::lease_acquire(c, &params).await)
+            .await
+    }
+
+    async fn lease_release(&self, name: &str, holder: &str) -> Result<()> {
+        self.op(async |c, ch| queues::lease_release(c, ch, name, holder).await)
+            .await
+    }
+
+    async fn lease_get(&self, name: &str, now: jiff::Timestamp) -> Result<Option<Lease>> {
+        self.op(async |c, _| queues::lease_get(c, name, now).await)
+            .await
+    }
+
+    async fn schedule_upsert(&self, params: ScheduleUpsertParams) -> Result<Schedule> {
+        self.op(async |c, ch| schedules::upsert(c, ch, &params).await)
+            .await
+    }
+
+    async fn schedule_get(&self, name: &str) -> Result<Schedule> {
+        self.op(async |c, _| schedules::get(&***c, name).await)
+            .await
+    }
+
+    async fn schedule_list(&self) -> Result<Vec<Schedule>> {
+        self.op(async |c, _| schedules::list(c).await).await
+    }
+
+    async fn schedule_delete(&self, name: &str) -> Result<bool> {
+        self.op(async |c, ch| schedules::delete(c, ch, name).await)
+            .await
+    }
+
+    async fn schedule_set_paused(&self, params: SchedulePauseParams) -> Result<Schedule> {
+        self.op(async |c, ch| schedules::set_paused(c, ch, &params).await)
+            .await
+    }
+
+    async fn schedule_due(&self, params: ScheduleDueParams) -> Result<Vec<DueSchedule>> {
+        self.op(async |c, _| schedules::due(c, &params).await).await
+    }
+
+    async fn schedule_apply(&self, params: ScheduleApplyParams) -> Result<Vec<TaskId>> {
+        self.op(async |c, ch| schedules::apply(c, ch, &params).await)
+            .await
+    }
+
+    async fn occurrence_list(&self, params: OccurrenceListParams) -> Result<Vec<Occurrence>> {
+        self.op(async |c, _| schedules::occurrences(c, &params).await)
+            .await
+    }
+
+    async fn schedule_next_fire_at(&self) -> Result<Option<jiff::Timestamp>> {
+        self.op(async |c, _| schedules::next_fire_at(c).await).await
+    }
+}

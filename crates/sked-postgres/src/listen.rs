@@ -1,0 +1,164 @@
+//! Announcements through LISTEN/NOTIFY.
+//!
+//! Every statement that makes work appear sends one `pg_notify` on the schema's channel (one
+//! per statement, not per row, however many tasks it inserts). Payloads:
+//! `t` (tasks may be claimable now), `t<µs>` (the earliest run time among new tasks, in
+//! microseconds since the epoch), `s` (schedules changed) and `l<name>` (a lease was given up).
+//!
+//! One dedicated connection per store listens and turns notifications into [`StoreEvent`]s.
+//! When it drops, subscribers get [`StoreEvent::Deaf`] and poll; it reconnects with backoff and
+//! sends [`StoreEvent::Listening`] once it is back.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use jiff::Timestamp;
+use sked_store::StoreEvent;
+use tokio::sync::{broadcast, mpsc};
+use tokio_postgres::AsyncMessage;
+
+/// The channel of one schema's announcements.
+pub(crate) fn channel_for(schema: &str) -> String {
+    format!("sked_{schema}")
+}
+
+/// The `pg_notify` call that announces tasks, given the SQL expression of their earliest run time.
+pub(crate) fn notify_tasks_sql(run_at: &str) -> String {
+    format!(
+        "pg_notify($1, 't' || coalesce((extract(epoch from {run_at}) * 1000000)::bigint::text, ''))"
+    )
+}
+
+pub(crate) fn parse(payload: &str) -> Option<StoreEvent> {
+    let (kind, rest) = payload.split_at_checked(1)?;
+    match kind {
+        "t" if rest.is_empty() => Some(StoreEvent::Tasks { run_at: None }),
+        "t" => Some(StoreEvent::Tasks {
+            run_at: rest
+                .parse::<i64>()
+                .ok()
+                .and_then(|us| Timestamp::from_microsecond(us).ok()),
+        }),
+        "s" => Some(StoreEvent::Schedules),
+        "l" => Some(StoreEvent::LeaseReleased { name: rest.into() }),
+        _ => None,
+    }
+}
+
+/// The listening task; stops when dropped.
+#[derive(Debug)]
+pub(crate) struct Listener {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Listener {
+    pub(crate) fn start(
+        config: tokio_postgres::Config,
+        channel: String,
+        events: broadcast::Sender<StoreEvent>,
+    ) -> Listener {
+        Listener {
+            task: tokio::spawn(run(config, channel, events)),
+        }
+    }
+}
+
+async fn run(
+    config: tokio_postgres::Config,
+    channel: String,
+    events: broadcast::Sender<StoreEvent>,
+) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match listen_once(&config, &channel, &events).await {
+            Ok(()) => backoff = Duration::from_millis(100),
+            Err(e) => {
+                tracing::warn!(error = %e, "PostgreSQL listener disconnected; polling until it is back")
+            }
+        }
+        let _ = events.send(StoreEvent::Deaf);
+        tokio::time::sleep(backoff + Duration::from_millis(fastrand::u64(..100))).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// Connects, listens, and forwards notifications until the connection ends.
+async fn listen_once(
+    config: &tokio_postgres::Config,
+    channel: &str,
+    events: &broadcast::Sender<StoreEvent>,
+) -> Result<(), tokio_postgres::Error> {
+    let (client, mut connection) = config.connect(tokio_postgres::NoTls).await?;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    // The connection must be polled for the client's queries to make progress; its messages
+    // are the notifications.
+    let driver = tokio::spawn(async move {
+        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(message) = messages.next().await {
+            match message {
+                Ok(AsyncMessage::Notification(n)) => {
+                    if tx.send(Ok(n.payload().to_string())).is_err() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            }
+        }
+    });
+    let listened = client.batch_execute(&format!("LISTEN \"{channel}\"")).await;
+    if let Err(e) = listened {
+        driver.abort();
+        return Err(e);
+    }
+    tracing::debug!(%channel, "listening for announcements");
+    let _ = events.send(StoreEvent::Listening);
+    let result = loop {
+        match rx.recv().await {
+            Some(Ok(payload)) => {
+                if let Some(event) = parse(&payload) {
+                    let _ = events.send(event);
+                }
+            }
+            Some(Err(e)) => break Err(e),
+            None => break Ok(()),
+        }
+    };
+    driver.abort();
+    drop(client);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_parse() {
+        assert_eq!(parse("t"), Some(StoreEvent::Tasks { run_at: None }));
+        assert_eq!(
+            parse("t1767225600000000"),
+            Some(StoreEvent::Tasks {
+                run_at: Some("2026-01-01T00:00:00Z".parse().unwrap())
+            })
+        );
+        assert_eq!(parse("s"), Some(StoreEvent::Schedules));
+        assert_eq!(
+            parse("lleader"),
+            Some(StoreEvent::LeaseReleased {
+                name: "leader".into()
+            })
+        );
+        assert_eq!(parse(""), None);
+        assert_eq!(parse("x"), None);
+    }
+}

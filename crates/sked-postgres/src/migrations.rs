@@ -1,0 +1,58 @@
+//! Numbered SQL migrations, embedded at compile time, applied in order, once each, in one
+//! transaction under an advisory lock (nodes starting together wait for each other).
+
+use sked_store::{Result, StoreError};
+
+use crate::codec::db_err;
+
+const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+
+/// Brings the schema up to date, creating `schema` first when given (its name is validated).
+pub(crate) async fn run(
+    client: &mut deadpool_postgres::Object,
+    schema: Option<&str>,
+) -> Result<()> {
+    let tx = client.transaction().await.map_err(db_err)?;
+    // One lock per schema: the key is derived from the schema's name.
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('sked_migrations:' || coalesce($1, current_schema())))",
+        &[&schema],
+    )
+    .await
+    .map_err(db_err)?;
+    if let Some(schema) = schema {
+        tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+            .await
+            .map_err(db_err)?;
+    }
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS sked_migrations (
+             version    integer PRIMARY KEY,
+             applied_at timestamptz NOT NULL DEFAULT now()
+         )",
+    )
+    .await
+    .map_err(db_err)?;
+    let current: i32 = tx
+        .query_one("SELECT coalesce(max(version), 0) FROM sked_migrations", &[])
+        .await
+        .map_err(db_err)?
+        .get(0);
+    let newest = MIGRATIONS.last().map_or(0, |m| m.0);
+    if current > newest {
+        return Err(StoreError::Invalid(format!(
+            "the database schema is version {current}, newer than this sked knows ({newest}): upgrade sked"
+        )));
+    }
+    for (version, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+        tx.batch_execute(sql).await.map_err(db_err)?;
+        tx.execute(
+            "INSERT INTO sked_migrations (version) VALUES ($1)",
+            &[version],
+        )
+        .await
+        .map_err(db_err)?;
+        tracing::info!(version, "applied PostgreSQL migration");
+    }
+    tx.commit().await.map_err(db_err)
+}

@@ -1,0 +1,159 @@
+//! Queues (pause, concurrency limit, counts) and named leases.
+
+use std::collections::BTreeMap;
+
+use deadpool_postgres::Object;
+use jiff::Timestamp;
+use sked_core::validate_name;
+use sked_store::*;
+
+use crate::codec::{col, db_err, state};
+use crate::tasks::announce_tasks;
+
+fn queue_info(name: String, paused: bool, limit: Option<i32>) -> QueueInfo {
+    QueueInfo {
+        name,
+        paused,
+        concurrency_limit: limit.map(|l| l.max(0) as u32),
+        counts: BTreeMap::new(),
+    }
+}
+
+pub(crate) async fn list(c: &mut Object) -> Result<Vec<QueueInfo>> {
+    let (settings, counts) = tokio::try_join!(
+        c.query(
+            "SELECT name, paused, concurrency_limit FROM sked_queues",
+            &[]
+        ),
+        c.query(
+            "SELECT queue, state, count(*) FROM sked_tasks GROUP BY queue, state",
+            &[]
+        )
+    )
+    .map_err(db_err)?;
+    let mut queues: BTreeMap<String, QueueInfo> = BTreeMap::new();
+    for r in &settings {
+        let q = queue_info(col(r, 0)?, col(r, 1)?, col(r, 2)?);
+        queues.insert(q.name.clone(), q);
+    }
+    for r in &counts {
+        let queue: String = col(r, 0)?;
+        let n: i64 = col(r, 2)?;
+        queues
+            .entry(queue.clone())
+            .or_insert_with(|| queue_info(queue, false, None))
+            .counts
+            .insert(state(col(r, 1)?)?, n as u64);
+    }
+    Ok(queues.into_values().collect())
+}
+
+pub(crate) async fn update(
+    c: &mut Object,
+    channel: &str,
+    p: &QueueUpdateParams,
+) -> Result<QueueInfo> {
+    validate_name("queue", &p.name).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let limit: Option<Option<i32>> = p
+        .concurrency_limit
+        .map(|l| l.map(|n| i32::try_from(n).unwrap_or(i32::MAX)));
+    let tx = c.transaction().await.map_err(db_err)?;
+    let row = tx
+        .query_one(
+            "INSERT INTO sked_queues AS q (name, paused, concurrency_limit, updated_at) \
+             VALUES ($1, coalesce($2, false), $4, now()) \
+             ON CONFLICT (name) DO UPDATE SET \
+               paused = coalesce($2, q.paused), \
+               concurrency_limit = CASE WHEN $3 THEN $4 ELSE q.concurrency_limit END, \
+               updated_at = now() \
+             RETURNING paused, concurrency_limit",
+            &[&p.name, &p.paused, &limit.is_some(), &limit.flatten()],
+        )
+        .await
+        .map_err(db_err)?;
+    let counts = tx
+        .query(
+            "SELECT state, count(*) FROM sked_tasks WHERE queue = $1 GROUP BY state",
+            &[&p.name],
+        )
+        .await
+        .map_err(db_err)?;
+    // A resumed or widened queue may have claimable tasks.
+    announce_tasks(&*tx, channel, None).await?;
+    tx.commit().await.map_err(db_err)?;
+    let mut info = queue_info(p.name.clone(), col(&row, 0)?, col(&row, 1)?);
+    for r in &counts {
+        let n: i64 = col(r, 1)?;
+        info.counts.insert(state(col(r, 0)?)?, n as u64);
+    }
+    Ok(info)
+}
+
+fn lease_row(r: &tokio_postgres::Row) -> Result<Lease> {
+    Ok(Lease {
+        name: col(r, 0)?,
+        holder: col(r, 1)?,
+        token: col(r, 2)?,
+        expires_at: col(r, 3)?,
+    })
+}
+
+pub(crate) async fn lease_acquire(c: &mut Object, p: &LeaseAcquireParams) -> Result<Option<Lease>> {
+    let expires = p
+        .now
+        .checked_add(p.ttl)
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    // Take it when free or expired (a new token), renew it when already ours (same token).
+    let stmt = c
+        .prepare_cached(
+            "INSERT INTO sked_leases AS l (name, holder, token, expires_at) VALUES ($1, $2, 1, $3) \
+             ON CONFLICT (name) DO UPDATE SET \
+               token = CASE WHEN l.holder = excluded.holder AND l.expires_at >= $4 \
+                 THEN l.token ELSE l.token + 1 END, \
+               holder = excluded.holder, expires_at = excluded.expires_at \
+             WHERE l.holder = excluded.holder OR l.expires_at < $4 \
+             RETURNING name, holder, token, expires_at",
+        )
+        .await
+        .map_err(db_err)?;
+    let row = c
+        .query_opt(&stmt, &[&p.name, &p.holder, &expires, &p.now])
+        .await
+        .map_err(db_err)?;
+    row.as_ref().map(lease_row).transpose()
+}
+
+pub(crate) async fn lease_release(
+    c: &mut Object,
+    channel: &str,
+    name: &str,
+    holder: &str,
+) -> Result<()> {
+    // Expire it rather than delete it, so the token keeps growing; tell the followers.
+    let tx = c.transaction().await.map_err(db_err)?;
+    let n = tx
+        .execute(
+            "UPDATE sked_leases SET expires_at = 'epoch' WHERE name = $1 AND holder = $2",
+            &[&name, &holder],
+        )
+        .await
+        .map_err(db_err)?;
+    if n > 0 {
+        let payload = format!("l{name}");
+        tx.execute("SELECT pg_notify($1, $2)", &[&channel, &payload])
+            .await
+            .map_err(db_err)?;
+    }
+    tx.commit().await.map_err(db_err)
+}
+
+pub(crate) async fn lease_get(c: &mut Object, name: &str, now: Timestamp) -> Result<Option<Lease>> {
+    let row = c
+        .query_opt(
+            "SELECT name, holder, token, expires_at FROM sked_leases WHERE name = $1 AND expires_at >= $2",
+            &[&name, &now],
+        )
+        .await
+        .map_err(db_err)?;
+    row.as_ref().map(lease_row).transpose()
+}

@@ -1,0 +1,300 @@
+//! Schedules, the occurrence ledger, and materialisation plans applied atomically.
+
+use deadpool_postgres::Object;
+use jiff::{SignedDuration, Timestamp};
+use sked_core::{OccurrenceOutcome, TaskId};
+use sked_store::*;
+use tokio_postgres::GenericClient;
+
+use crate::codec::{col, db_err, ms, state};
+use crate::tasks::{self, announce_schedules};
+
+const COLUMNS: &str = "s.name, s.spec, s.tz, s.task, s.overlap, s.catchup, s.catchup_window_ms, s.paused, \
+    s.anchor_at, s.next_fire_at, s.buffered_at, s.created_at, s.updated_at, \
+    (SELECT started_at FROM sked_tasks t WHERE t.schedule = s.name AND t.started_at IS NOT NULL ORDER BY t.id DESC LIMIT 1), \
+    (SELECT finished_at FROM sked_tasks t WHERE t.schedule = s.name AND t.state IN ('succeeded', 'dead', 'cancelled') ORDER BY t.id DESC LIMIT 1), \
+    EXISTS (SELECT 1 FROM sked_tasks t WHERE t.schedule = s.name AND t.state = 'running'), \
+    (SELECT state FROM sked_tasks t WHERE t.schedule = s.name AND t.state IN ('succeeded', 'dead', 'cancelled') ORDER BY t.id DESC LIMIT 1)";
+
+fn bad(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(format!("bad schedule row: {e}"))
+}
+
+fn from_row(r: &tokio_postgres::Row) -> Result<Schedule> {
+    Ok(Schedule {
+        name: col(r, 0)?,
+        spec: col(r, 1)?,
+        tz: col(r, 2)?,
+        task: serde_json::from_value(col(r, 3)?).map_err(bad)?,
+        overlap: col::<String>(r, 4)?.parse().map_err(bad)?,
+        catchup: col::<String>(r, 5)?.parse().map_err(bad)?,
+        catchup_window: SignedDuration::from_millis(col(r, 6)?),
+        paused: col(r, 7)?,
+        anchor_at: col(r, 8)?,
+        next_fire_at: col(r, 9)?,
+        buffered_at: col(r, 10)?,
+        created_at: col(r, 11)?,
+        updated_at: col(r, 12)?,
+        last_started_at: col(r, 13)?,
+        last_finished_at: col(r, 14)?,
+        running: col(r, 15)?,
+        last_outcome: col::<Option<&str>>(r, 16)?.map(state).transpose()?,
+    })
+}
+
+pub(crate) async fn get<C: GenericClient + Sync>(c: &C, name: &str) -> Result<Schedule> {
+    let row = c
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM sked_schedules s WHERE s.name = $1"),
+            &[&name],
+        )
+        .await
+        .map_err(db_err)?;
+    row.as_ref()
+        .map(from_row)
+        .transpose()?
+        .ok_or_else(|| StoreError::schedule_not_found(name))
+}
+
+pub(crate) async fn list(c: &mut Object) -> Result<Vec<Schedule>> {
+    let rows = c
+        .query(
+            &format!("SELECT {COLUMNS} FROM sked_schedules s ORDER BY s.name"),
+            &[],
+        )
+        .await
+        .map_err(db_err)?;
+    rows.iter().map(from_row).collect()
+}
+
+pub(crate) async fn upsert(
+    c: &mut Object,
+    channel: &str,
+    p: &ScheduleUpsertParams,
+) -> Result<Schedule> {
+    let def = &p.def;
+    def.validate()
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let task = serde_json::to_value(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let tx = c.transaction().await.map_err(db_err)?;
+    // The stored next fire time survives an update that does not change when the schedule fires.
+    tx.execute(
+        "INSERT INTO sked_schedules AS s (name, spec, tz, task, overlap, catchup, catchup_window_ms, \
+           paused, anchor_at, next_fire_at, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $9, $9) \
+         ON CONFLICT (name) DO UPDATE SET \
+           next_fire_at = CASE WHEN s.spec = excluded.spec AND s.tz = excluded.tz \
+             AND s.paused = excluded.paused THEN s.next_fire_at ELSE excluded.next_fire_at END, \
+           anchor_at = CASE WHEN s.spec = excluded.spec THEN s.anchor_at ELSE excluded.anchor_at END, \
+           spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
+           catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
+           paused = excluded.paused, updated_at = excluded.updated_at",
+        &[
+            &def.name,
+            &def.spec,
+            &def.tz,
+            &task,
+            &def.overlap.as_str(),
+            &def.catchup.as_str(),
+            &ms(def.catchup_window),
+            &def.paused,
+            &p.now,
+            &p.next_fire_at,
+        ],
+    )
+    .await
+    .map_err(db_err)?;
+    announce_schedules(&*tx, channel).await?;
+    let s = get(&*tx, &def.name).await?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(s)
+}
+
+pub(crate) async fn delete(c: &mut Object, channel: &str, name: &str) -> Result<bool> {
+    let tx = c.transaction().await.map_err(db_err)?;
+    let n = tx
+        .execute("DELETE FROM sked_schedules WHERE name = $1", &[&name])
+        .await
+        .map_err(db_err)?;
+    tx.execute("DELETE FROM sked_occurrences WHERE schedule = $1", &[&name])
+        .await
+        .map_err(db_err)?;
+    announce_schedules(&*tx, channel).await?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(n > 0)
+}
+
+pub(crate) async fn set_paused(
+    c: &mut Object,
+    channel: &str,
+    p: &SchedulePauseParams,
+) -> Result<Schedule> {
+    let tx = c.transaction().await.map_err(db_err)?;
+    let n = if p.paused {
+        tx.execute(
+            "UPDATE sked_schedules SET paused = true, updated_at = $2 WHERE name = $1",
+            &[&p.name, &p.now],
+        )
+        .await
+    } else {
+        tx.execute(
+            "UPDATE sked_schedules SET paused = false, next_fire_at = $2, updated_at = $3 WHERE name = $1",
+            &[&p.name, &p.next_fire_at, &p.now],
+        )
+        .await
+    }
+    .map_err(db_err)?;
+    if n == 0 {
+        return Err(StoreError::schedule_not_found(&p.name));
+    }
+    announce_schedules(&*tx, channel).await?;
+    let s = get(&*tx, &p.name).await?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(s)
+}
+
+pub(crate) async fn due(c: &mut Object, p: &ScheduleDueParams) -> Result<Vec<DueSchedule>> {
+    let limit = i64::from(p.limit);
+    let rows = c
+        .query(
+            &format!(
+                "SELECT {COLUMNS}, ARRAY(SELECT t.id FROM sked_tasks t WHERE t.schedule = s.name \
+                   AND t.state IN ('scheduled', 'available', 'running', 'retrying') ORDER BY t.id) \
+                 FROM sked_schedules s WHERE NOT s.paused \
+                   AND (s.next_fire_at <= $1 OR s.buffered_at IS NOT NULL) \
+                 ORDER BY s.next_fire_at LIMIT $2"
+            ),
+            &[&p.now, &limit],
+        )
+        .await
+        .map_err(db_err)?;
+    rows.iter()
+        .map(|r| {
+            Ok(DueSchedule {
+                schedule: from_row(r)?,
+                active_tasks: col(r, 17)?,
+            })
+        })
+        .collect()
+}
+
+pub(crate) async fn apply(
+    c: &mut Object,
+    channel: &str,
+    p: &ScheduleApplyParams,
+) -> Result<Vec<TaskId>> {
+    let tx = c.transaction().await.map_err(db_err)?;
+    // The schedule row is locked: of two nodes applying at once, the second waits, then sees
+    // the schedule advanced and fails with a conflict.
+    let current = tx
+        .query_opt(
+            "SELECT next_fire_at FROM sked_schedules WHERE name = $1 FOR UPDATE",
+            &[&p.name],
+        )
+        .await
+        .map_err(db_err)?;
+    let Some(current) = current else {
+        return Err(StoreError::schedule_not_found(&p.name));
+    };
+    if col::<Option<Timestamp>>(&current, 0)? != p.expected_next_fire_at {
+        return Err(StoreError::Conflict(format!(
+            "schedule {} was advanced by someone else",
+            p.name
+        )));
+    }
+    for id in &p.plan.cancel {
+        match tasks::cancel_in(&tx, *id, p.now).await {
+            // Already finished: nothing to replace.
+            Ok(()) | Err(StoreError::Transition(_)) | Err(StoreError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let mut enqueued = Vec::new();
+    for occ in &p.plan.occurrences {
+        let task_id = if occ.outcome == OccurrenceOutcome::Enqueued {
+            let insert = TaskInsert {
+                task: p.task.to_new_task(),
+                schedule: Some(p.name.clone()),
+                nominal_at: Some(occ.nominal_at),
+            };
+            let inserted = tasks::insert_tasks(&*tx, channel, &[insert], p.now).await?;
+            let id = inserted[0].id;
+            enqueued.push(id);
+            Some(id)
+        } else {
+            None
+        };
+        // A buffered occurrence is released by turning its ledger line into `enqueued`.
+        let released = tx
+            .execute(
+                "UPDATE sked_occurrences SET outcome = $3, task_id = $4, detail = $5, recorded_at = $6 \
+                 WHERE schedule = $1 AND nominal_at = $2 AND outcome = 'buffered' AND $3 = 'enqueued'",
+                &[&p.name, &occ.nominal_at, &occ.outcome.as_str(), &task_id, &occ.detail, &p.now],
+            )
+            .await
+            .map_err(db_err)?;
+        if released == 0 {
+            // The primary key makes a second task for the same occurrence impossible.
+            tx.execute(
+                "INSERT INTO sked_occurrences (schedule, nominal_at, outcome, task_id, detail, recorded_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+                &[&p.name, &occ.nominal_at, &occ.outcome.as_str(), &task_id, &occ.detail, &p.now],
+            )
+            .await
+            .map_err(|e| match db_err(e) {
+                StoreError::Conflict(_) => StoreError::Conflict(format!(
+                    "occurrence {} of schedule {} was already recorded",
+                    occ.nominal_at, p.name
+                )),
+                other => other,
+            })?;
+        }
+    }
+    tx.execute(
+        "UPDATE sked_schedules SET next_fire_at = $2, buffered_at = $3, updated_at = $4 WHERE name = $1",
+        &[&p.name, &p.plan.next_fire_at, &p.plan.buffered, &p.now],
+    )
+    .await
+    .map_err(db_err)?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(enqueued)
+}
+
+pub(crate) async fn occurrences(
+    c: &mut Object,
+    p: &OccurrenceListParams,
+) -> Result<Vec<Occurrence>> {
+    let limit = i64::from(p.limit);
+    let rows = c
+        .query(
+            "SELECT o.schedule, o.nominal_at, o.outcome, o.task_id, t.state, o.detail, o.recorded_at \
+             FROM sked_occurrences o LEFT JOIN sked_tasks t ON t.id = o.task_id \
+             WHERE o.schedule = $1 ORDER BY o.nominal_at DESC LIMIT $2",
+            &[&p.schedule, &limit],
+        )
+        .await
+        .map_err(db_err)?;
+    rows.iter()
+        .map(|r| {
+            let outcome: String = col(r, 2)?;
+            Ok(Occurrence {
+                schedule: col(r, 0)?,
+                nominal_at: col(r, 1)?,
+                outcome: OccurrenceOutcome::parse(&outcome).ok_or_else(|| bad(&outcome))?,
+                task_id: col(r, 3)?,
+                task_state: col::<Option<&str>>(r, 4)?.map(state).transpose()?,
+                detail: col(r, 5)?,
+                recorded_at: col(r, 6)?,
+            })
+        })
+        .collect()
+}
+
+pub(crate) async fn next_fire_at(c: &mut Object) -> Result<Option<Timestamp>> {
+    let stmt = c
+        .prepare_cached("SELECT min(next_fire_at) FROM sked_schedules WHERE NOT paused")
+        .await
+        .map_err(db_err)?;
+    let row = c.query_one(&stmt, &[]).await.map_err(db_err)?;
+    col(&row, 0)
+}
