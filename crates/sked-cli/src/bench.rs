@@ -55,7 +55,7 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     let url =
         a.db.clone()
             .unwrap_or_else(|| format!("sqlite://{}", tmp.path().join("bench.db").display()));
-    let store = sked::open_store(&url).map_err(CliError::usage)?;
+    let store = sked::open_store(&url).await.map_err(CliError::usage)?;
     let engine = Engine::new(store.clone(), EngineConfig::default());
     if a.backlog > 0 {
         backlog(&store, a.backlog).await?;

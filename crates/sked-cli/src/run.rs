@@ -13,7 +13,8 @@ use crate::{CliError, CliResult};
 
 #[derive(Args)]
 pub(crate) struct Common {
-    /// Database: sqlite://PATH (created if missing).
+    /// Database: sqlite://PATH (created if missing), or postgres://USER@HOST:PORT/DB shared
+    /// by every node.
     #[arg(long, env = "SKED_DB", default_value = "sqlite://sked.db")]
     db: String,
     /// Built-in executors to run in this process (comma-separated: shell, http).
@@ -25,12 +26,15 @@ pub(crate) struct Common {
     /// Queues this process's executors work (comma-separated; all when absent).
     #[arg(long, value_delimiter = ',')]
     queues: Vec<String>,
-    /// Lease of a claimed task without a heartbeat.
+    /// Lease of a claimed task without a heartbeat; the leader lease is this too, at most 15s.
     #[arg(long, default_value = "30s")]
     lease_ttl: String,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
+    /// Pretend this node's clock is off by this much (tests of clock skew), like -1m or 45s.
+    #[arg(long, env = "SKED_CLOCK_SKEW", hide = true, allow_hyphen_values = true)]
+    clock_skew: Option<String>,
 }
 
 #[derive(Args)]
@@ -78,33 +82,72 @@ fn duration(flag: &str, v: &str) -> CliResult<jiff::SignedDuration> {
     Ok(d)
 }
 
-/// Opens the store and builds the engine and the executors from the common flags.
-fn setup(
+/// A clock that is off by a fixed amount: a stand-in for a badly set machine clock.
+#[derive(Debug)]
+struct SkewedClock(jiff::SignedDuration);
+
+impl sked_core::Clock for SkewedClock {
+    fn now(&self) -> jiff::Timestamp {
+        let now = jiff::Timestamp::now();
+        now.checked_add(self.0).unwrap_or(now)
+    }
+}
+
+/// Checks the common flags and builds the engine's settings and the executors, before any
+/// connection is made (so bad flags fail fast with exit code 2).
+fn settings(
     c: &Common,
     retention: Option<&str>,
-) -> CliResult<(Engine, Vec<Arc<dyn sked::executors::Executor>>)> {
+) -> CliResult<(EngineConfig, Vec<Arc<dyn sked::executors::Executor>>)> {
     let lease_ttl = duration("--lease-ttl", &c.lease_ttl)?;
     let executors =
         sked::executors::builtin(c.exec.as_deref().unwrap_or("")).map_err(CliError::usage)?;
     if c.concurrency == 0 {
         return Err(CliError::usage("--concurrency must be at least 1"));
     }
-    let store = sked::open_store(&c.db).map_err(|e| match e.kind() {
-        sked::store::ErrorKind::Invalid => CliError::usage(e),
-        _ => CliError::runtime(e),
-    })?;
     let mut config = EngineConfig {
         lease_ttl,
         ..EngineConfig::default()
     };
-    // Rescue runs often enough that an expired lease is noticed within about a second.
-    config.rescue_interval = jiff::SignedDuration::from_secs(1);
+    // An expired lease is noticed within a tenth of its length (between 250 ms and 3 s).
+    config.rescue_interval = (lease_ttl / 10).clamp(
+        jiff::SignedDuration::from_millis(250),
+        jiff::SignedDuration::from_secs(3),
+    );
     // A short task lease suggests a quick failover is wanted for the leader too.
     config.leader_ttl = lease_ttl.min(jiff::SignedDuration::from_secs(15));
     if let Some(r) = retention {
         config.retention = duration("--retention", r)?;
     }
-    Ok((Engine::new(store, config), executors))
+    Ok((config, executors))
+}
+
+/// Opens the store and builds the engine and the executors from the common flags.
+async fn setup(
+    c: &Common,
+    retention: Option<&str>,
+) -> CliResult<(Engine, Vec<Arc<dyn sked::executors::Executor>>)> {
+    let (config, executors) = settings(c, retention)?;
+    let local: Arc<dyn sked_core::Clock> = match &c.clock_skew {
+        None => Arc::new(sked_core::SystemClock),
+        Some(skew) => {
+            let (sign, magnitude) = match skew.strip_prefix('-') {
+                Some(rest) => (-1, rest),
+                None => (1, skew.as_str()),
+            };
+            let skew = sked_core::parse_duration(magnitude)
+                .map_err(|e| CliError::usage(format!("invalid --clock-skew: {e}")))?;
+            Arc::new(SkewedClock(skew * sign))
+        }
+    };
+    let store = sked::open_store(&c.db).await.map_err(|e| match e.kind() {
+        sked::store::ErrorKind::Invalid => CliError::usage(e),
+        _ => CliError::runtime(e),
+    })?;
+    let clock = sked::node_clock(&store, local)
+        .await
+        .map_err(CliError::runtime)?;
+    Ok((Engine::with_clock(store, clock, config), executors))
 }
 
 fn spawn_worker(
@@ -158,8 +201,8 @@ pub(crate) async fn server(a: ServerArgs) -> CliResult {
             "listening on {addr} (beyond loopback) requires an API token: pass --token or set SKED_TOKEN"
         )));
     }
-    let (engine, executors) = setup(&a.common, Some(&a.retention))?;
     init_logs(a.common.log_json);
+    let (engine, executors) = setup(&a.common, Some(&a.retention)).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| CliError::runtime(format!("cannot listen on {addr}: {e}")))?;
@@ -189,13 +232,13 @@ pub(crate) async fn server(a: ServerArgs) -> CliResult {
 }
 
 pub(crate) async fn worker(a: WorkerArgs) -> CliResult {
-    let (engine, executors) = setup(&a.common, None)?;
-    if executors.is_empty() {
+    if settings(&a.common, None)?.1.is_empty() {
         return Err(CliError::usage(
             "a worker needs something to run: pass --exec shell,http",
         ));
     }
     init_logs(a.common.log_json);
+    let (engine, executors) = setup(&a.common, None).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let worker =
         spawn_worker(&engine, &a.common, executors, stop_rx).expect("executors are present");

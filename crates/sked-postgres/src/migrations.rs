@@ -12,6 +12,27 @@ pub(crate) async fn run(
     client: &mut deadpool_postgres::Object,
     schema: Option<&str>,
 ) -> Result<()> {
+    // A search path naming a schema that does not exist yet: create the first one named.
+    let wanted = match schema {
+        Some(s) => Some(s.to_string()),
+        None => {
+            let row = client
+                .query_one(
+                    "SELECT current_schema() IS NULL, \
+                     split_part(current_setting('search_path'), ',', 1)",
+                    &[],
+                )
+                .await
+                .map_err(db_err)?;
+            let missing: bool = row.get(0);
+            let first: String = row.get(1);
+            missing.then(|| first.trim().trim_matches('"').to_string())
+        }
+    };
+    if let Some(s) = &wanted {
+        crate::validate_schema(s)?;
+    }
+    let schema = wanted.as_deref();
     let tx = client.transaction().await.map_err(db_err)?;
     // One lock per schema: the key is derived from the schema's name.
     tx.execute(

@@ -1,7 +1,8 @@
 //! The [`Engine`]: every operation on tasks, schedules and queues, on top of a [`Store`], with
 //! validation, the injected clock and in-process wake-ups.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -80,8 +81,54 @@ struct Inner {
     tasks_changed: Notify,
     /// Woken when schedules changed or a scheduled task finished (overlap, buffers).
     schedules_changed: Notify,
+    /// Woken when a lease was given up somewhere.
+    leases_changed: Notify,
+    /// The store announces other processes' changes and its listener is up: no need to poll.
+    announced: AtomicBool,
+    /// When the next waiting task is due, as far as this node knows.
+    next_due: Mutex<DueHint>,
     finisher: FinishBatcher,
 }
+
+/// The earliest run time of a scheduled or retrying task, kept up to date from this node's
+/// own changes and the store's announcements, so that idle workers need not ask the store.
+#[derive(Debug, Clone, Copy, Default)]
+struct DueHint {
+    known: bool,
+    at: Option<Timestamp>,
+    /// What was seen since the last look at the store began (it may not have seen it).
+    seen: Option<Timestamp>,
+    seen_unknown: bool,
+}
+
+fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl DueHint {
+    fn saw(&mut self, run_at: Option<Timestamp>) {
+        match run_at {
+            Some(_) => {
+                if self.known {
+                    self.at = earliest(self.at, run_at);
+                }
+                self.seen = earliest(self.seen, run_at);
+            }
+            None => {
+                self.known = false;
+                self.seen_unknown = true;
+            }
+        }
+    }
+}
+
+/// How often a waiting claim looks again when nothing tells it of new work: rarely while the
+/// store announces changes, every second while it does not (or cannot).
+const POLL_ANNOUNCED: Duration = Duration::from_secs(30);
+const POLL_UNANNOUNCED: Duration = Duration::from_secs(1);
 
 impl Engine {
     pub fn new(store: Arc<dyn Store>, config: EngineConfig) -> Engine {
@@ -94,16 +141,22 @@ impl Engine {
         config: EngineConfig,
     ) -> Engine {
         let finisher = FinishBatcher::new(store.clone());
-        Engine {
-            inner: Arc::new(Inner {
-                store,
-                clock,
-                config,
-                tasks_changed: Notify::new(),
-                schedules_changed: Notify::new(),
-                finisher,
-            }),
+        let events = store.subscribe();
+        let inner = Arc::new(Inner {
+            store,
+            clock,
+            config,
+            tasks_changed: Notify::new(),
+            schedules_changed: Notify::new(),
+            leases_changed: Notify::new(),
+            announced: AtomicBool::new(false),
+            next_due: Mutex::new(DueHint::default()),
+            finisher,
+        });
+        if let (Some(events), Ok(rt)) = (events, tokio::runtime::Handle::try_current()) {
+            rt.spawn(follow_announcements(Arc::downgrade(&inner), events));
         }
+        Engine { inner }
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -122,8 +175,41 @@ impl Engine {
         &self.inner.schedules_changed
     }
 
+    pub(crate) fn leases_changed(&self) -> &Notify {
+        &self.inner.leases_changed
+    }
+
+    /// Whether changes made by other nodes are announced (so idle loops need not poll).
+    pub fn announced(&self) -> bool {
+        self.inner.announced.load(Ordering::Relaxed)
+    }
+
     fn wake_workers(&self) {
         self.inner.tasks_changed.notify_waiters();
+    }
+
+    /// Notes tasks that will wait until `run_at` (`None`: unknown, ask the store).
+    fn saw_waiting(&self, run_at: Option<Timestamp>) {
+        lock(&self.inner.next_due).saw(run_at);
+    }
+
+    /// When the next waiting task is due: from what this node knows, or from the store.
+    async fn next_due(&self) -> Result<Option<Timestamp>> {
+        let now = self.now();
+        {
+            let mut hint = lock(&self.inner.next_due);
+            if hint.known && self.announced() && hint.at.is_none_or(|t| t > now) {
+                return Ok(hint.at);
+            }
+            hint.seen = None;
+            hint.seen_unknown = false;
+        }
+        let stored = self.inner.store.task_next_run_at().await?;
+        // What was announced while the store was asked may not be in its answer.
+        let mut hint = lock(&self.inner.next_due);
+        hint.at = earliest(stored, hint.seen);
+        hint.known = !hint.seen_unknown;
+        Ok(hint.at)
     }
 
     // ---- tasks ----
@@ -148,6 +234,11 @@ impl Engine {
             })?;
         }
         let now = self.now();
+        let first_waiting = tasks
+            .iter()
+            .filter_map(|t| t.run_at)
+            .filter(|t| *t > now)
+            .min();
         let inserted = self
             .inner
             .store
@@ -156,6 +247,9 @@ impl Engine {
                 now,
             })
             .await?;
+        if first_waiting.is_some() {
+            self.saw_waiting(first_waiting);
+        }
         self.wake_workers();
         Ok(inserted)
     }
@@ -204,6 +298,7 @@ impl Engine {
                 now: self.now(),
             })
             .await?;
+        self.saw_waiting(Some(run_at));
         self.wake_workers();
         Ok(t)
     }
@@ -232,10 +327,15 @@ impl Engine {
             if !claimed.is_empty() || tokio::time::Instant::now() >= deadline {
                 return Ok(claimed);
             }
-            // Sleep until the next task is due, a wake-up, or the deadline; poll at least every
-            // second for tasks enqueued by other processes.
-            let mut until = deadline.min(tokio::time::Instant::now() + Duration::from_secs(1));
-            if let Some(next) = self.inner.store.task_next_run_at().await? {
+            // Sleep until the next task is due, a wake-up, or the deadline; poll for tasks
+            // enqueued by other processes unless the store announces them.
+            let poll = if self.announced() {
+                POLL_ANNOUNCED
+            } else {
+                POLL_UNANNOUNCED
+            };
+            let mut until = deadline.min(tokio::time::Instant::now() + poll);
+            if let Some(next) = self.next_due().await? {
                 let wait = next.duration_since(self.now());
                 let wait = Duration::try_from(wait).unwrap_or(Duration::ZERO);
                 until = until.min(tokio::time::Instant::now() + wait);
@@ -275,8 +375,12 @@ impl Engine {
             jitter: fastrand::f64(),
         };
         let task = self.inner.finisher.finish(params).await?;
-        if !task.state.is_finished() && task.run_at <= self.now() {
-            self.wake_workers();
+        if !task.state.is_finished() {
+            if task.run_at <= self.now() {
+                self.wake_workers();
+            } else {
+                self.saw_waiting(Some(task.run_at));
+            }
         }
         if task.schedule.is_some() {
             self.inner.schedules_changed.notify_waiters();
@@ -505,5 +609,45 @@ impl Engine {
                 limit: 10_000,
             })
             .await?)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Turns the store's announcements into this engine's wake-ups, until the engine is dropped.
+async fn follow_announcements(
+    inner: Weak<Inner>,
+    mut events: tokio::sync::broadcast::Receiver<StoreEvent>,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        let event = events.recv().await;
+        let Some(inner) = inner.upgrade() else { return };
+        match event {
+            Ok(StoreEvent::Tasks { run_at }) => {
+                let now = inner.clock.now();
+                if run_at.is_some_and(|t| t > now) {
+                    lock(&inner.next_due).saw(run_at);
+                }
+                inner.tasks_changed.notify_waiters();
+            }
+            Ok(StoreEvent::Schedules) => inner.schedules_changed.notify_waiters(),
+            Ok(StoreEvent::LeaseReleased { .. }) => inner.leases_changed.notify_waiters(),
+            Ok(StoreEvent::Listening) | Ok(StoreEvent::Deaf) | Err(RecvError::Lagged(_)) => {
+                // Whatever was announced while nobody listened is unknown: look again.
+                let listening = matches!(event, Ok(StoreEvent::Listening));
+                inner.announced.store(listening, Ordering::Relaxed);
+                lock(&inner.next_due).saw(None);
+                inner.tasks_changed.notify_waiters();
+                inner.schedules_changed.notify_waiters();
+                inner.leases_changed.notify_waiters();
+            }
+            Err(RecvError::Closed) => {
+                inner.announced.store(false, Ordering::Relaxed);
+                return;
+            }
+        }
     }
 }

@@ -11,6 +11,7 @@ mod engine;
 mod error;
 pub mod executors;
 pub mod maintenance;
+pub mod server_clock;
 pub mod worker;
 
 pub use engine::{ClaimRequest, Engine, EngineConfig};
@@ -18,12 +19,14 @@ pub use error::{Error, Result};
 pub use sked_core as core;
 pub use sked_store::{self as store, Store};
 
-/// Opens the store named by a database URL (`sqlite://PATH`, or a plain path).
-pub fn open_store(url: &str) -> Result<std::sync::Arc<dyn Store>> {
+pub use server_clock::node_clock;
+
+/// Opens the store named by a database URL: `postgres://…` (or `postgresql://…`) for
+/// PostgreSQL, `sqlite://PATH` or a plain path for SQLite.
+pub async fn open_store(url: &str) -> Result<std::sync::Arc<dyn Store>> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Err(Error::Invalid(
-            "PostgreSQL is not supported by this build yet: use sqlite://PATH".into(),
-        ));
+        let store = sked_postgres::PgStore::connect_url(url).await?;
+        return Ok(std::sync::Arc::new(store));
     }
     Ok(std::sync::Arc::new(sked_sqlite::SqliteStore::open_url(
         url,

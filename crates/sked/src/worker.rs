@@ -79,7 +79,8 @@ impl Worker {
                 queues: self.config.queues.clone(),
                 kinds: kinds.clone(),
                 max: free as u32,
-                wait: Some(Duration::from_secs(5)),
+                // Long: the claim wakes on new work by itself; this only bounds one call.
+                wait: Some(Duration::from_secs(30)),
                 lease_ttl: None,
             };
             let claimed = tokio::select! {
@@ -164,8 +165,26 @@ pub async fn execute(engine: &Engine, exec: &dyn Executor, task: Task) {
     };
     // Dropping `work` here stops the executor if it was still running.
     drop(work);
-    if let Err(e) = engine.finish(id, attempt, outcome).await {
-        tracing::warn!(task = id, attempt, error = %e, "could not record the end of the task");
+    // While the store is unreachable, keep trying for as long as the lease would last: after
+    // that the task is rescued and runs again anyway (at least once).
+    let give_up = tokio::time::Instant::now() + Duration::try_from(ttl).unwrap_or_default();
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match engine.finish(id, attempt, outcome.clone()).await {
+            Ok(_) => return,
+            Err(e)
+                if e.kind() == ErrorKind::Unavailable
+                    && tokio::time::Instant::now() + pause < give_up =>
+            {
+                tracing::warn!(task = id, attempt, error = %e, "cannot record the end of the task yet; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => {
+                tracing::warn!(task = id, attempt, error = %e, "could not record the end of the task");
+                return;
+            }
+        }
     }
 }
 
