@@ -73,8 +73,15 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({"status": "ok"}))
+/// Liveness, with who this node is: it does not touch the database.
+async fn healthz(State(state): State<AppState>) -> Json<serde_json::Value> {
+    let engine = &state.engine;
+    Json(json!({
+        "status": "ok",
+        "node": engine.config().node_id,
+        "leader": engine.is_leader(),
+        "backend": engine.store().backend(),
+    }))
 }
 
 async fn openapi() -> Response {

@@ -85,6 +85,8 @@ struct Inner {
     leases_changed: Notify,
     /// The store announces other processes' changes and its listener is up: no need to poll.
     announced: AtomicBool,
+    /// This node holds the leader lease (set by [`crate::maintenance`]).
+    leader: AtomicBool,
     /// When the next waiting task is due, as far as this node knows.
     next_due: Mutex<DueHint>,
     finisher: FinishBatcher,
@@ -150,6 +152,7 @@ impl Engine {
             schedules_changed: Notify::new(),
             leases_changed: Notify::new(),
             announced: AtomicBool::new(false),
+            leader: AtomicBool::new(false),
             next_due: Mutex::new(DueHint::default()),
             finisher,
         });
@@ -177,6 +180,15 @@ impl Engine {
 
     pub(crate) fn leases_changed(&self) -> &Notify {
         &self.inner.leases_changed
+    }
+
+    /// Whether this node holds the leader lease and does the leader-only duties.
+    pub fn is_leader(&self) -> bool {
+        self.inner.leader.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_leader(&self, leader: bool) {
+        self.inner.leader.store(leader, Ordering::Relaxed);
     }
 
     /// Whether changes made by other nodes are announced (so idle loops need not poll).

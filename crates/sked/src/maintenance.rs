@@ -87,6 +87,7 @@ pub async fn run(engine: Engine, mut shutdown: watch::Receiver<bool>) {
         if !leader && leader_until.take().is_some() {
             tracing::warn!(node = %cfg.node_id, "could not renew leadership in time; duties stopped");
         }
+        engine.set_leader(leader);
         let mut wake_at = next_try;
         if leader {
             if next_schedules.is_none_or(|at| Instant::now() >= at) {
@@ -121,6 +122,7 @@ pub async fn run(engine: Engine, mut shutdown: watch::Receiver<bool>) {
             _ = shutdown.changed() => {}
         }
     }
+    engine.set_leader(false);
     if leader_until.is_some() {
         let _ = engine
             .store()

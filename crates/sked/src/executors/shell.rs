@@ -61,6 +61,11 @@ impl Executor for ShellExecutor {
         cmd.envs(&p.env)
             .env("SKED_TASK_ID", task.id.to_string())
             .env("SKED_ATTEMPT", task.attempt.to_string())
+            .env("SKED_SCHEDULE", task.schedule.as_deref().unwrap_or(""))
+            .env(
+                "SKED_NOMINAL_AT",
+                task.nominal_at.map(|t| t.to_string()).unwrap_or_default(),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -1,0 +1,263 @@
+//! Many nodes on one PostgreSQL: real `sked server` processes, killed with `kill -9` one after
+//! another. Needs `SKED_TEST_DATABASE_URL` (skipped without it, except under CI); each test
+//! has a schema of its own. The tests run one at a time: they measure failover times.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::{SKED, Server, health, wait_for};
+use serde_json::Value;
+use sked_postgres::testing::{TestSchema, database_url};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// The lease TTL the servers run with; failover must take at most this plus a second.
+const TTL: Duration = Duration::from_secs(2);
+
+fn cluster(dir: &Path, db: &str, skews: &[&str]) -> Vec<Server> {
+    skews
+        .iter()
+        .enumerate()
+        .map(|(i, skew)| {
+            let env: Vec<(&str, &str)> = if skew.is_empty() {
+                vec![]
+            } else {
+                vec![("SKED_CLOCK_SKEW", skew)]
+            };
+            Server::start_on(
+                dir,
+                db,
+                &["--exec", "shell", "--lease-ttl", "2s"],
+                &env,
+                &format!("server{i}.log"),
+            )
+        })
+        .collect()
+}
+
+fn now_ns() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i128
+}
+
+/// The server that says it leads (waiting for one to).
+fn leader(servers: &[Server]) -> usize {
+    let mut found = None;
+    wait_for("a leader", Duration::from_secs(10), || {
+        found = servers
+            .iter()
+            .position(|s| s.is_running() && health(&s.url).is_some_and(|h| h["leader"] == true));
+        found.is_some()
+    });
+    found.unwrap()
+}
+
+/// One line per run of the tick schedule: nominal time, task id, attempt, start time (ns).
+struct Tick {
+    nominal_ns: i128,
+    task: String,
+    started_ns: i128,
+}
+
+fn ticks(path: &Path) -> Vec<Tick> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let nominal: jiff::Timestamp = f.first()?.parse().ok()?;
+            Some(Tick {
+                nominal_ns: nominal.as_nanosecond(),
+                task: f.get(1)?.to_string(),
+                started_ns: f.get(3)?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn every_second_cron_survives_kill_9_of_servers_with_skewed_clocks() {
+    let Some(url) = database_url() else { return };
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let schema = TestSchema::new(&url);
+    let dir = tempfile::tempdir().unwrap();
+    // Clocks a minute slow, right, and a minute fast: decisions use the database's clock.
+    let mut servers = cluster(dir.path(), &schema.url(), &["-60s", "", "60s"]);
+    let log = dir.path().join("ticks.txt");
+    let cmd = format!(
+        "echo \"$SKED_NOMINAL_AT $SKED_TASK_ID $SKED_ATTEMPT $(date +%s%N)\" >> {}",
+        log.display()
+    );
+    // `allow`: a run stuck on a killed node does not hold the next occurrences back.
+    servers[1].ok(&[
+        "schedule",
+        "add",
+        "tick",
+        "--cron",
+        "* * * * * *",
+        "--overlap",
+        "allow",
+        "--shell",
+        &cmd,
+    ]);
+    wait_for("three ticks", Duration::from_secs(15), || {
+        ticks(&log).len() >= 3
+    });
+
+    // Kill the leader, then a follower, then the (new) leader; restart each after.
+    let mut gaps = Vec::new();
+    for round in 0..3 {
+        let lead = leader(&servers);
+        let victim = if round == 1 { (lead + 1) % 3 } else { lead };
+        let killed_at = now_ns();
+        servers[victim].kill();
+        // The first occurrence due after the kill must start within TTL + 1 s of it.
+        let mut first = None;
+        wait_for("firing to resume", Duration::from_secs(15), || {
+            first = ticks(&log)
+                .iter()
+                .filter(|t| t.nominal_ns >= killed_at)
+                .map(|t| t.started_ns)
+                .min();
+            first.is_some()
+        });
+        let gap = Duration::from_nanos((first.unwrap() - killed_at).max(0) as u64);
+        eprintln!(
+            "round {round}: killed {} server {victim}; firing resumed after {gap:?}",
+            if victim == lead {
+                "the leader,"
+            } else {
+                "a follower,"
+            }
+        );
+        assert!(
+            gap <= TTL + Duration::from_secs(1),
+            "round {round}: firing resumed only {gap:?} after the kill"
+        );
+        gaps.push(gap);
+        servers[victim].spawn();
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    drop(servers);
+
+    let runs = ticks(&log);
+    assert!(runs.len() >= 8, "only {} runs", runs.len());
+    // Exactly one task per occurrence, whatever the leaders did.
+    let mut tasks_per_nominal: BTreeMap<i128, BTreeSet<String>> = BTreeMap::new();
+    for t in &runs {
+        tasks_per_nominal
+            .entry(t.nominal_ns)
+            .or_default()
+            .insert(t.task.clone());
+        // Never early, though one node's clock is a minute fast.
+        assert!(
+            t.started_ns >= t.nominal_ns - 50_000_000,
+            "task {} started {} ms before its time",
+            t.task,
+            (t.nominal_ns - t.started_ns) / 1_000_000
+        );
+    }
+    for (nominal, tasks) in &tasks_per_nominal {
+        assert_eq!(
+            tasks.len(),
+            1,
+            "occurrence {nominal} ran as tasks {tasks:?}"
+        );
+    }
+    // And the store agrees: one task per nominal time.
+    let mut check = Server::start_on(dir.path(), &schema.url(), &[], &[], "check.log");
+    let listed: Value = check.json(&["task", "ls", "--schedule", "tick", "--limit", "10000"]);
+    let mut per_nominal: BTreeMap<String, usize> = BTreeMap::new();
+    for t in listed["tasks"].as_array().unwrap() {
+        *per_nominal
+            .entry(t["nominal_at"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    assert!(per_nominal.values().all(|&n| n == 1), "{per_nominal:?}");
+    check.kill();
+    eprintln!(
+        "{} occurrences ran, each once; failover gaps {gaps:?}",
+        tasks_per_nominal.len()
+    );
+}
+
+#[test]
+fn tasks_enqueued_while_servers_are_killed_all_succeed() {
+    let Some(url) = database_url() else { return };
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let schema = TestSchema::new(&url);
+    let dir = tempfile::tempdir().unwrap();
+    let mut servers = cluster(dir.path(), &schema.url(), &["", "", ""]);
+    let urls: Vec<String> = servers.iter().map(|s| s.url.clone()).collect();
+    let done = dir.path().join("done.txt");
+    let payload = format!(
+        r#"{{"command": "sleep 0.2; echo $SKED_TASK_ID >> {}"}}"#,
+        done.display()
+    );
+
+    // Enqueue 300 tasks through whichever server answers, while servers die and come back.
+    let enqueuer = std::thread::spawn(move || {
+        let mut acknowledged = Vec::new();
+        let mut refused = 0;
+        let mut next = 0;
+        while acknowledged.len() < 300 {
+            let url = &urls[next % urls.len()];
+            next += 1;
+            let out = std::process::Command::new(SKED)
+                .args(["task", "add", "--kind", "shell", "--payload", &payload])
+                .env("SKED_URL", url)
+                .output()
+                .unwrap();
+            if out.status.success() {
+                acknowledged.push(String::from_utf8(out.stdout).unwrap().trim().to_string());
+            } else {
+                refused += 1;
+            }
+            // Spread the enqueues over several kills.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (acknowledged, refused)
+    });
+    let mut kills = 0;
+    let start = Instant::now();
+    while !enqueuer.is_finished() {
+        let victim = kills % 3;
+        servers[victim].kill();
+        kills += 1;
+        std::thread::sleep(Duration::from_millis(700));
+        servers[victim].spawn();
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let (acknowledged, refused) = enqueuer.join().unwrap();
+    eprintln!(
+        "300 tasks acknowledged in {:?} with {kills} kills; {refused} attempts refused",
+        start.elapsed()
+    );
+    assert!(kills >= 2, "the servers were killed only {kills} times");
+
+    let ids: BTreeSet<String> = acknowledged.into_iter().collect();
+    assert_eq!(ids.len(), 300);
+    wait_for("every task to succeed", Duration::from_secs(90), || {
+        let listed = servers[0].json(&["task", "ls", "--state", "succeeded", "--limit", "10000"]);
+        let succeeded: BTreeSet<String> = listed["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].to_string())
+            .collect();
+        ids.is_subset(&succeeded)
+    });
+    let ran: BTreeSet<String> = std::fs::read_to_string(&done)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let missing: Vec<&String> = ids.difference(&ran).collect();
+    assert!(missing.is_empty(), "never ran: {missing:?}");
+}

@@ -1,0 +1,182 @@
+//! Helpers shared by the end-to-end tests: the real `sked` binary as a child process.
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const SKED: &str = env!("CARGO_BIN_EXE_sked");
+
+pub struct Server {
+    child: Option<Child>,
+    pub url: String,
+    pub dir: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    log: String,
+}
+
+impl Server {
+    /// Starts `sked server` in `dir` on a temporary SQLite file with the given extra flags.
+    pub fn start(dir: &Path, extra: &[&str]) -> Server {
+        let db = format!("sqlite://{}", dir.join("sked.db").display());
+        Server::start_on(dir, &db, extra, &[], "server.log")
+    }
+
+    /// Starts `sked server` in `dir` on a free port, on database `db`, with extra flags and
+    /// environment; its log goes to `log` in `dir`.
+    pub fn start_on(
+        dir: &Path,
+        db: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        log: &str,
+    ) -> Server {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut args = vec![
+            "server".to_string(),
+            "--db".into(),
+            db.to_string(),
+            "--listen".into(),
+            format!("127.0.0.1:{port}"),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut s = Server {
+            child: None,
+            url: format!("http://127.0.0.1:{port}"),
+            dir: dir.to_path_buf(),
+            args,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            log: log.to_string(),
+        };
+        s.spawn();
+        s
+    }
+
+    pub fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(&self.log))
+            .unwrap();
+        let child = Command::new(SKED)
+            .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        wait_for(
+            "the server to answer /healthz",
+            Duration::from_secs(20),
+            || http_ok(&self.url),
+        );
+    }
+
+    /// `kill -9`, then start again on the same database and port.
+    pub fn kill_and_restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// `kill -9`; [`Server::spawn`] starts it again.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("the server is running");
+        Command::new("kill")
+            .args(["-9", &child.id().to_string()])
+            .status()
+            .unwrap();
+        child.wait().unwrap();
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    pub fn sked(&self, args: &[&str]) -> Output {
+        Command::new(SKED)
+            .args(args)
+            .env("SKED_URL", &self.url)
+            .current_dir(&self.dir)
+            .output()
+            .unwrap()
+    }
+
+    /// Runs a CLI command that must succeed; returns its stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.sked(args);
+        assert!(
+            out.status.success(),
+            "sked {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        serde_json::from_str(&self.ok(&all)).unwrap()
+    }
+
+    pub fn task(&self, id: &str) -> Value {
+        self.json(&["task", "get", id])
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A plain HTTP/1.0 GET without a client library: the status and body, `None` when the
+/// server cannot be reached.
+pub fn http_get(url: &str, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let status = buf.split(' ').nth(1)?.parse().ok()?;
+    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
+/// True when `/healthz` answers 200.
+pub fn http_ok(url: &str) -> bool {
+    http_get(url, "/healthz").is_some_and(|(status, _)| status == 200)
+}
+
+/// What `/healthz` says, when the server answers.
+pub fn health(url: &str) -> Option<Value> {
+    let (status, body) = http_get(url, "/healthz")?;
+    (status == 200).then(|| serde_json::from_str(&body).ok())?
+}
+
+#[track_caller]
+pub fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
