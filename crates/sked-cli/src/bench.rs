@@ -4,7 +4,11 @@
 //! - `drain`: pre-insert `-n` tasks, then the time until all have succeeded, claimed in batches
 //!   and completed in batches by `-c` concurrent no-op workers;
 //! - `latency`: `-n` sequential enqueue→start samples with an idle worker waiting;
-//! - `lateness`: due-time→start of `-n` tasks due over a short window.
+//! - `lateness`: due-time→start of `-n` tasks due over a short window;
+//! - `idle`: a whole node (leader duties and a worker) with nothing to do for `-n` seconds:
+//!   how many store operations it runs, and (PostgreSQL) how many transactions the server saw.
+//!
+//! With `--db postgres://…` each run works in a scratch schema of its own, dropped at the end.
 //!
 //! `--backlog N` first inserts N far-future tasks (for `drain` and `lateness`), to show that
 //! they cost nothing per claim.
@@ -27,6 +31,7 @@ enum Workload {
     Drain,
     Latency,
     Lateness,
+    Idle,
 }
 
 #[derive(Args)]
@@ -45,6 +50,9 @@ pub(crate) struct BenchArgs {
     /// Far-future tasks inserted first (drain, lateness).
     #[arg(long, default_value_t = 0)]
     backlog: usize,
+    /// Enqueuers inserting batches at once, each on its own connection (enqueue).
+    #[arg(long, default_value_t = 1)]
+    parallel: usize,
 }
 
 pub(crate) async fn run(a: BenchArgs) -> CliResult {
@@ -55,24 +63,50 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     let url =
         a.db.clone()
             .unwrap_or_else(|| format!("sqlite://{}", tmp.path().join("bench.db").display()));
-    let store = sked::open_store(&url).await.map_err(CliError::usage)?;
-    let engine = Engine::new(store.clone(), EngineConfig::default());
+    let mut scratch = None;
+    let mut pg = None;
+    let store: Arc<dyn Store> =
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let schema = sked_postgres::testing::TestSchema::new(&url);
+            let mut opts = schema.options();
+            opts.pool_size = 8;
+            let store = Arc::new(
+                sked_postgres::PgStore::connect(opts)
+                    .await
+                    .map_err(CliError::usage)?,
+            );
+            scratch = Some(schema);
+            pg = Some(store.clone());
+            store
+        } else {
+            sked::open_store(&url).await.map_err(CliError::usage)?
+        };
+    let clock = sked::node_clock(&store, Arc::new(sked_core::SystemClock))
+        .await
+        .map_err(CliError::runtime)?;
+    let engine = Engine::with_clock(store.clone(), clock, EngineConfig::default());
     if a.backlog > 0 {
         backlog(&store, a.backlog).await?;
     }
     // Measure from a steady state: no deferred work left from the set-up.
     store.settle().await.map_err(CliError::runtime)?;
     let line = match a.workload {
-        Workload::Enqueue => enqueue(&store, a.n, if a.c == 0 { 1000 } else { a.c }).await?,
+        Workload::Enqueue => {
+            enqueue(&store, a.n, if a.c == 0 { 1000 } else { a.c }, a.parallel).await?
+        }
         Workload::Drain => drain(&store, a.n, if a.c == 0 { 4 } else { a.c }).await?,
         Workload::Latency => latency(&engine, a.n).await?,
         Workload::Lateness => lateness(&engine, a.n).await?,
+        Workload::Idle => idle(&engine, pg.as_deref(), a.n).await?,
     };
     let mut line = line;
     line["backend"] = json!(store.backend());
     line["n"] = json!(a.n);
     line["backlog"] = json!(a.backlog);
     println!("{line}");
+    // Close every connection before the scratch schema is dropped.
+    drop((engine, store, pg));
+    drop(scratch);
     Ok(())
 }
 
@@ -110,15 +144,33 @@ async fn backlog(store: &Arc<dyn Store>, n: usize) -> CliResult {
     Ok(())
 }
 
-async fn enqueue(store: &Arc<dyn Store>, n: usize, batch: usize) -> CliResult<serde_json::Value> {
+async fn enqueue(
+    store: &Arc<dyn Store>,
+    n: usize,
+    batch: usize,
+    parallel: usize,
+) -> CliResult<serde_json::Value> {
+    let parallel = parallel.max(1);
     let started = Instant::now();
-    for start in (0..n).step_by(batch) {
-        insert(store, (start..n.min(start + batch)).map(noop).collect()).await?;
+    let mut enqueuers = tokio::task::JoinSet::new();
+    for p in 0..parallel {
+        let store = store.clone();
+        enqueuers.spawn(async move {
+            // Enqueuer p takes every `parallel`-th batch.
+            for start in (p * batch..n).step_by(batch * parallel) {
+                insert(&store, (start..n.min(start + batch)).map(noop).collect()).await?;
+            }
+            Ok::<(), CliError>(())
+        });
+    }
+    while let Some(r) = enqueuers.join_next().await {
+        r.map_err(CliError::runtime)??;
     }
     let secs = started.elapsed().as_secs_f64();
-    Ok(
-        json!({"workload": "enqueue", "batch": batch, "per_s": round(n as f64 / secs), "secs": round(secs)}),
-    )
+    Ok(json!({
+        "workload": "enqueue", "batch": batch, "parallel": parallel,
+        "per_s": round(n as f64 / secs), "secs": round(secs)
+    }))
 }
 
 async fn drain(store: &Arc<dyn Store>, n: usize, workers: usize) -> CliResult<serde_json::Value> {
@@ -258,6 +310,64 @@ async fn lateness(engine: &Engine, n: usize) -> CliResult<serde_json::Value> {
         }
     }
     Ok(summary("lateness", samples))
+}
+
+/// A node with nothing to do: leader duties and a worker waiting for tasks, for `secs` seconds
+/// after a warm-up. Counts the store operations it runs and, on PostgreSQL, the transactions
+/// the server committed meanwhile (all databases' sessions: run it on a quiet server).
+async fn idle(
+    engine: &Engine,
+    pg: Option<&sked_postgres::PgStore>,
+    secs: usize,
+) -> CliResult<serde_json::Value> {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let maintenance = tokio::spawn(sked::maintenance::run(engine.clone(), stop_rx.clone()));
+    let worker = sked::worker::Worker::new(
+        engine.clone(),
+        sked::worker::WorkerConfig::new("bench-idle"),
+    )
+    .executor(Arc::new(sked::executors::ShellExecutor));
+    let worker = tokio::spawn(worker.run(stop_rx));
+    // Warm up: leadership taken, first passes done.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let ops_before = pg.map(|p| p.operations());
+    let xacts_before = match pg {
+        Some(p) => Some(server_transactions(p).await?),
+        None => None,
+    };
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(secs as u64)).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let xacts_after = match pg {
+        Some(p) => Some(server_transactions(p).await?),
+        None => None,
+    };
+    let ops = pg.map(|p| p.operations() - ops_before.unwrap_or(0));
+    let _ = stop_tx.send(true);
+    let _ = worker.await;
+    let _ = maintenance.await;
+    let mut line = json!({"workload": "idle", "secs": round(elapsed), "leader": true});
+    if let Some(ops) = ops {
+        line["store_ops_per_s"] = json!(round(ops as f64 / elapsed));
+    }
+    if let (Some(a), Some(b)) = (xacts_before, xacts_after) {
+        // The two readings are transactions too.
+        line["server_xacts_per_s"] = json!(round((b - a - 1) as f64 / elapsed));
+    }
+    Ok(line)
+}
+
+async fn server_transactions(pg: &sked_postgres::PgStore) -> CliResult<i64> {
+    let client = pg.pool().get().await.map_err(CliError::runtime)?;
+    let row = client
+        .query_one(
+            "SELECT sum(xact_commit + xact_rollback)::bigint FROM pg_stat_database",
+            &[],
+        )
+        .await
+        .map_err(CliError::runtime)?;
+    // Backends flush these counters at least every ~10 s when idle: measure over minutes.
+    Ok(row.get(0))
 }
 
 /// Completions for a batch of claimed no-op tasks, committed together by the caller.

@@ -68,6 +68,8 @@ pub struct PgStore {
     channel: String,
     events: broadcast::Sender<StoreEvent>,
     op_timeout: Duration,
+    /// Store operations run so far (for measuring how chatty a node is).
+    operations: std::sync::atomic::AtomicU64,
     _listener: listen::Listener,
 }
 
@@ -120,6 +122,7 @@ impl PgStore {
             channel,
             events,
             op_timeout: opts.op_timeout,
+            operations: std::sync::atomic::AtomicU64::new(0),
             _listener: listener,
         })
     }
@@ -134,6 +137,11 @@ impl PgStore {
         &self.pool
     }
 
+    /// How many store operations this store has run (each one or a few statements).
+    pub fn operations(&self) -> u64 {
+        self.operations.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     async fn client(&self) -> Result<deadpool_postgres::Object> {
         self.pool.get().await.map_err(pool_err)
     }
@@ -143,6 +151,8 @@ impl PgStore {
     where
         F: AsyncFnOnce(&mut deadpool_postgres::Object, &str) -> Result<T>,
     {
+        self.operations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let work = async {
             let mut client = self.client().await?;
             f(&mut client, &self.channel).await

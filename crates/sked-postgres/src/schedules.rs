@@ -217,7 +217,7 @@ pub(crate) async fn apply(
                 schedule: Some(p.name.clone()),
                 nominal_at: Some(occ.nominal_at),
             };
-            let inserted = tasks::insert_tasks(&*tx, channel, &[insert], p.now).await?;
+            let inserted = tasks::insert_tasks(&*tx, None, channel, &[insert], p.now).await?;
             let id = inserted[0].id;
             enqueued.push(id);
             Some(id)

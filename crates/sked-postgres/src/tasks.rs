@@ -24,6 +24,7 @@ type Param<'a> = &'a (dyn ToSql + Sync);
 /// them: `c` is one whenever `tasks` has a unique key (see [`needs_transaction`]).
 pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
     c: &C,
+    prepared: Option<&tokio_postgres::Statement>,
     channel: &str,
     tasks: &[TaskInsert],
     now: Timestamp,
@@ -39,22 +40,6 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
         .collect();
     if !plain.is_empty() {
         let rows = Columns::of(plain.iter().map(|&i| &tasks[i]), now);
-        let sql = format!(
-            "WITH ins AS ( \
-               INSERT INTO sked_tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
-                 timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at) \
-               SELECT queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
-                 backoff_base_ms, backoff_max_ms, schedule, nominal_at, $2 \
-               FROM unnest($3::text[], $4::text[], $5::jsonb[], $6::int[], $7::text[], \
-                 $8::timestamptz[], $9::int[], $10::bigint[], $11::bigint[], $12::bigint[], \
-                 $13::text[], $14::timestamptz[]) WITH ORDINALITY \
-                 AS u(queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
-                 backoff_base_ms, backoff_max_ms, schedule, nominal_at, ord) \
-               ORDER BY ord RETURNING id, run_at), \
-             announced AS (SELECT {} FROM (SELECT min(run_at) AS first FROM ins) f) \
-             SELECT id FROM ins, announced ORDER BY id",
-            notify_tasks_sql("f.first")
-        );
         let params: [Param<'_>; 14] = [
             &channel,
             &now,
@@ -71,7 +56,11 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
             &rows.schedule,
             &rows.nominal_at,
         ];
-        let ids = c.query(&sql, &params).await.map_err(db_err)?;
+        let ids = match prepared {
+            Some(stmt) => c.query(stmt, &params).await,
+            None => c.query(PLAIN_INSERT.as_str(), &params).await,
+        }
+        .map_err(db_err)?;
         // Identity values are handed out in insertion order, which is the input order.
         for (k, row) in ids.iter().enumerate() {
             let i = plain[k];
@@ -92,6 +81,26 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
         .map(|o| o.ok_or_else(|| StoreError::Backend("a task was not inserted".into())))
         .collect()
 }
+
+/// Inserts tasks without unique keys, as many as given, and announces them: one statement.
+static PLAIN_INSERT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH ins AS ( \
+               INSERT INTO sked_tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
+                 timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at) \
+               SELECT queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
+                 backoff_base_ms, backoff_max_ms, schedule, nominal_at, $2 \
+               FROM unnest($3::text[], $4::text[], $5::jsonb[], $6::int[], $7::text[], \
+                 $8::timestamptz[], $9::int[], $10::bigint[], $11::bigint[], $12::bigint[], \
+                 $13::text[], $14::timestamptz[]) WITH ORDINALITY \
+                 AS u(queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
+                 backoff_base_ms, backoff_max_ms, schedule, nominal_at, ord) \
+               ORDER BY ord RETURNING id, run_at), \
+             announced AS (SELECT {} FROM (SELECT min(run_at) AS first FROM ins) f) \
+             SELECT id FROM ins, announced ORDER BY id",
+        notify_tasks_sql("f.first")
+    )
+});
 
 /// Whether inserting `tasks` takes more than one statement.
 pub(crate) fn needs_transaction(tasks: &[TaskInsert]) -> bool {
@@ -213,12 +222,13 @@ pub(crate) async fn insert_many(
     if p.tasks.is_empty() {
         return Ok(Vec::new());
     }
+    let stmt = c.prepare_cached(&PLAIN_INSERT).await.map_err(db_err)?;
     if !needs_transaction(&p.tasks) {
         let client: &tokio_postgres::Client = c;
-        return insert_tasks(client, channel, &p.tasks, p.now).await;
+        return insert_tasks(client, Some(&stmt), channel, &p.tasks, p.now).await;
     }
     let tx = c.transaction().await.map_err(db_err)?;
-    let out = insert_tasks(&*tx, channel, &p.tasks, p.now).await?;
+    let out = insert_tasks(&*tx, Some(&stmt), channel, &p.tasks, p.now).await?;
     tx.commit().await.map_err(db_err)?;
     Ok(out)
 }
@@ -313,42 +323,54 @@ const STAGE: &str = "UPDATE sked_tasks SET state = 'available' WHERE id IN ( \
     SELECT id FROM sked_tasks WHERE state IN ('scheduled', 'retrying') AND run_at <= $1 \
     ORDER BY run_at LIMIT 10000 FOR UPDATE SKIP LOCKED)";
 
-/// Paused queues, and queues with a concurrency limit with how many of their tasks run.
+/// Paused queues and queues with a concurrency limit.
 const QUEUE_SETTINGS: &str = "SELECT q.name, q.paused, q.concurrency_limit FROM sked_queues q \
     WHERE q.paused OR q.concurrency_limit IS NOT NULL";
 
 pub(crate) async fn claim(c: &mut Object, p: &TaskClaimParams) -> Result<Vec<Task>> {
-    let stage = c.prepare_cached(STAGE).await.map_err(db_err)?;
-    let settings = c.prepare_cached(QUEUE_SETTINGS).await.map_err(db_err)?;
-    // Staging and reading the queue settings go in one round trip.
-    let now: [Param<'_>; 1] = [&p.now];
-    let (_, settings) =
-        tokio::try_join!(c.execute(&stage, &now), c.query(&settings, &[])).map_err(db_err)?;
-    if p.max == 0 {
-        return Ok(Vec::new());
-    }
-    let mut excluded: Vec<String> = Vec::new();
-    let mut limited: Vec<String> = Vec::new();
-    for row in &settings {
-        let name: String = col(row, 0)?;
-        if !p.queues.is_empty() && !p.queues.contains(&name) {
-            continue;
-        }
-        match (col::<bool>(row, 1)?, col::<Option<i32>>(row, 2)?) {
-            (true, _) => excluded.push(name),
-            (false, Some(_)) => limited.push(name),
-            (false, None) => {}
-        }
-    }
     let expires = p
         .now
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let mut claimed = if limited.is_empty() {
-        claim_unlimited(c, p, &excluded, expires).await?
-    } else {
-        claim_limited(c, p, &excluded, &limited, expires).await?
-    };
+    let max = i64::from(p.max);
+    let mut params: Vec<Param<'_>> = vec![&p.now, &expires, &p.worker, &max];
+    let filter = candidates_filter(&p.queues, &p.kinds, &mut params);
+    // Queues that are paused or limited are left to the slow path below.
+    let sql = format!(
+        "WITH picked AS ( \
+           SELECT id FROM sked_tasks c WHERE {filter} AND NOT EXISTS ( \
+             SELECT 1 FROM sked_queues q WHERE q.name = c.queue \
+               AND (q.paused OR q.concurrency_limit IS NOT NULL)) \
+           ORDER BY priority DESC, run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED) \
+         UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, started_at = $1, \
+           lease_expires_at = $2, worker = $3, cancel_requested = false \
+         FROM picked WHERE t.id = picked.id RETURNING {TASK_COLUMNS}"
+    );
+    let stage = c.prepare_cached(STAGE).await.map_err(db_err)?;
+    let settings = c.prepare_cached(QUEUE_SETTINGS).await.map_err(db_err)?;
+    let take = c.prepare_cached(&sql).await.map_err(db_err)?;
+    let now: [Param<'_>; 1] = [&p.now];
+    // Three statements in one round trip, run in order: the claim sees what staging made
+    // available.
+    let (_, settings, rows) = tokio::try_join!(
+        c.execute(&stage, &now),
+        c.query(&settings, &[]),
+        c.query(&take, &params)
+    )
+    .map_err(db_err)?;
+    let mut claimed = tasks_from_rows(&rows)?;
+    let mut limited: Vec<String> = Vec::new();
+    for row in &settings {
+        let name: String = col(row, 0)?;
+        let (paused, limit) = (col::<bool>(row, 1)?, col::<Option<i32>>(row, 2)?);
+        if !paused && limit.is_some() && (p.queues.is_empty() || p.queues.contains(&name)) {
+            limited.push(name);
+        }
+    }
+    let left = p.max.saturating_sub(claimed.len() as u32);
+    if left > 0 && !limited.is_empty() {
+        claimed.extend(claim_limited(c, p, &limited, left, expires).await?);
+    }
     // RETURNING has no order of its own.
     claimed.sort_by(|a, b| {
         b.priority
@@ -361,47 +383,20 @@ pub(crate) async fn claim(c: &mut Object, p: &TaskClaimParams) -> Result<Vec<Tas
 
 /// The `WHERE` of a claim's candidate scan, with its parameters appended to `params`.
 fn candidates_filter<'a>(
-    p: &'a TaskClaimParams,
-    excluded: &'a Vec<String>,
+    queues: &'a Vec<String>,
+    kinds: &'a Vec<String>,
     params: &mut Vec<Param<'a>>,
 ) -> String {
     let mut sql = String::from("state = 'available'");
-    if !p.queues.is_empty() {
-        params.push(&p.queues);
+    if !queues.is_empty() {
+        params.push(queues);
         sql.push_str(&format!(" AND queue = ANY(${})", params.len()));
     }
-    if !excluded.is_empty() {
-        params.push(excluded);
-        sql.push_str(&format!(" AND queue <> ALL(${})", params.len()));
-    }
-    if !p.kinds.is_empty() {
-        params.push(&p.kinds);
+    if !kinds.is_empty() {
+        params.push(kinds);
         sql.push_str(&format!(" AND kind = ANY(${})", params.len()));
     }
     sql
-}
-
-/// One statement: pick the best available tasks nobody else is locking, and take them.
-async fn claim_unlimited(
-    c: &mut Object,
-    p: &TaskClaimParams,
-    excluded: &Vec<String>,
-    expires: Timestamp,
-) -> Result<Vec<Task>> {
-    let max = i64::from(p.max);
-    let mut params: Vec<Param<'_>> = vec![&p.now, &expires, &p.worker, &max];
-    let filter = candidates_filter(p, excluded, &mut params);
-    let sql = format!(
-        "WITH picked AS ( \
-           SELECT id FROM sked_tasks WHERE {filter} \
-           ORDER BY priority DESC, run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED) \
-         UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, started_at = $1, \
-           lease_expires_at = $2, worker = $3, cancel_requested = false \
-         FROM picked WHERE t.id = picked.id RETURNING {TASK_COLUMNS}"
-    );
-    let stmt = c.prepare_cached(&sql).await.map_err(db_err)?;
-    let rows = c.query(&stmt, &params).await.map_err(db_err)?;
-    tasks_from_rows(&rows)
 }
 
 /// With concurrency limits in play, the limited queues' rows are locked for the transaction,
@@ -409,8 +404,8 @@ async fn claim_unlimited(
 async fn claim_limited(
     c: &mut Object,
     p: &TaskClaimParams,
-    excluded: &Vec<String>,
     limited: &Vec<String>,
+    max: u32,
     expires: Timestamp,
 ) -> Result<Vec<Task>> {
     let tx = c.transaction().await.map_err(db_err)?;
@@ -430,9 +425,9 @@ async fn claim_limited(
         let running: i64 = col(row, 2)?;
         quota.insert(col(row, 0)?, i64::from(limit) - running);
     }
-    let max = i64::from(p.max);
+    let max = i64::from(max);
     let mut params: Vec<Param<'_>> = vec![&max];
-    let filter = candidates_filter(p, excluded, &mut params);
+    let filter = candidates_filter(limited, &p.kinds, &mut params);
     let candidates = tx
         .query(
             &format!(

@@ -38,5 +38,5 @@ pub async fn enqueue_in<C: GenericClient + Sync>(
         StoreError::Invalid("the connection has no current schema for sked's tables".into())
     })?;
     let inserts: Vec<TaskInsert> = tasks.into_iter().map(Into::into).collect();
-    insert_tasks(client, &channel_for(&schema), &inserts, now).await
+    insert_tasks(client, None, &channel_for(&schema), &inserts, now).await
 }
