@@ -105,17 +105,8 @@ fn settings(
     if c.concurrency == 0 {
         return Err(CliError::usage("--concurrency must be at least 1"));
     }
-    let mut config = EngineConfig {
-        lease_ttl,
-        ..EngineConfig::default()
-    };
-    // An expired lease is noticed within a tenth of its length (between 250 ms and 3 s).
-    config.rescue_interval = (lease_ttl / 10).clamp(
-        jiff::SignedDuration::from_millis(250),
-        jiff::SignedDuration::from_secs(3),
-    );
     // A short task lease suggests a quick failover is wanted for the leader too.
-    config.leader_ttl = lease_ttl.min(jiff::SignedDuration::from_secs(15));
+    let mut config = EngineConfig::with_lease_ttl(lease_ttl);
     if let Some(r) = retention {
         config.retention = duration("--retention", r)?;
     }

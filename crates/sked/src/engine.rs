@@ -34,13 +34,24 @@ pub struct EngineConfig {
 
 impl Default for EngineConfig {
     fn default() -> EngineConfig {
+        EngineConfig::with_lease_ttl(SignedDuration::from_secs(30))
+    }
+}
+
+impl EngineConfig {
+    /// Settings derived from the task lease TTL: the leader lease lasts as long, at most 15 s,
+    /// and expired leases are looked for every tenth of it (between 250 ms and 3 s).
+    pub fn with_lease_ttl(lease_ttl: SignedDuration) -> EngineConfig {
         EngineConfig {
             node_id: default_node_id(),
-            lease_ttl: SignedDuration::from_secs(30),
+            lease_ttl,
             misfire_grace: SignedDuration::from_secs(10),
-            rescue_interval: SignedDuration::from_secs(1),
+            rescue_interval: (lease_ttl / 10).clamp(
+                SignedDuration::from_millis(250),
+                SignedDuration::from_secs(3),
+            ),
             retention: SignedDuration::from_hours(24 * 7),
-            leader_ttl: SignedDuration::from_secs(15),
+            leader_ttl: lease_ttl.min(SignedDuration::from_secs(15)),
         }
     }
 }
