@@ -270,13 +270,7 @@ fn postgres_crash_and_restart_under_load_loses_no_acknowledged_task() {
         Duration::from_secs(60),
         || ids.is_subset(&ran(&done)),
     );
-    let listed = servers[0].json(&["task", "ls", "--state", "succeeded", "--limit", "10000"]);
-    let succeeded: BTreeSet<String> = listed["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["id"].to_string())
-        .collect();
+    let succeeded = servers[0].succeeded_ids();
     let not_succeeded: Vec<&String> = ids.difference(&succeeded).collect();
     assert!(not_succeeded.is_empty(), "not succeeded: {not_succeeded:?}");
 }

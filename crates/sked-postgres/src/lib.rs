@@ -70,7 +70,7 @@ pub struct PgStore {
     op_timeout: Duration,
     /// Store operations run so far (for measuring how chatty a node is).
     operations: std::sync::atomic::AtomicU64,
-    _listener: listen::Listener,
+    listener: listen::Listener,
 }
 
 impl PgStore {
@@ -123,7 +123,7 @@ impl PgStore {
             events,
             op_timeout: opts.op_timeout,
             operations: std::sync::atomic::AtomicU64::new(0),
-            _listener: listener,
+            listener,
         })
     }
 
@@ -192,6 +192,10 @@ impl Store for PgStore {
 
     fn subscribe(&self) -> Option<broadcast::Receiver<StoreEvent>> {
         Some(self.events.subscribe())
+    }
+
+    fn listening(&self) -> bool {
+        self.listener.up.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     async fn server_time(&self) -> Result<Option<jiff::Timestamp>> {

@@ -9,6 +9,8 @@
 //! When it drops, subscribers get [`StoreEvent::Deaf`] and poll; it reconnects with backoff and
 //! sends [`StoreEvent::Listening`] once it is back.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -49,6 +51,8 @@ pub(crate) fn parse(payload: &str) -> Option<StoreEvent> {
 #[derive(Debug)]
 pub(crate) struct Listener {
     task: tokio::task::JoinHandle<()>,
+    /// Whether the LISTEN connection is up now.
+    pub(crate) up: Arc<AtomicBool>,
 }
 
 impl Drop for Listener {
@@ -63,8 +67,10 @@ impl Listener {
         channel: String,
         events: broadcast::Sender<StoreEvent>,
     ) -> Listener {
+        let up = Arc::new(AtomicBool::new(false));
         Listener {
-            task: tokio::spawn(run(config, channel, events)),
+            task: tokio::spawn(run(config, channel, events, up.clone())),
+            up,
         }
     }
 }
@@ -73,15 +79,17 @@ async fn run(
     config: tokio_postgres::Config,
     channel: String,
     events: broadcast::Sender<StoreEvent>,
+    up: Arc<AtomicBool>,
 ) {
     let mut backoff = Duration::from_millis(100);
     loop {
-        match listen_once(&config, &channel, &events).await {
+        match listen_once(&config, &channel, &events, &up).await {
             Ok(()) => backoff = Duration::from_millis(100),
             Err(e) => {
                 tracing::warn!(error = %e, "PostgreSQL listener disconnected; polling until it is back")
             }
         }
+        up.store(false, Ordering::SeqCst);
         let _ = events.send(StoreEvent::Deaf);
         tokio::time::sleep(backoff + Duration::from_millis(fastrand::u64(..100))).await;
         backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -93,6 +101,7 @@ async fn listen_once(
     config: &tokio_postgres::Config,
     channel: &str,
     events: &broadcast::Sender<StoreEvent>,
+    up: &AtomicBool,
 ) -> Result<(), tokio_postgres::Error> {
     let (client, mut connection) = config.connect(tokio_postgres::NoTls).await?;
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -121,6 +130,7 @@ async fn listen_once(
         return Err(e);
     }
     tracing::debug!(%channel, "listening for announcements");
+    up.store(true, Ordering::SeqCst);
     let _ = events.send(StoreEvent::Listening);
     let result = loop {
         match rx.recv().await {

@@ -36,6 +36,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         None
     }
 
+    /// Whether announcements flow right now. Read it after [`Store::subscribe`]: later
+    /// changes arrive as `Listening` and `Deaf` events.
+    fn listening(&self) -> bool {
+        false
+    }
+
     /// The database server's clock, when nodes share one: every node measures its offset to it,
     /// so that leases and fire times agree however skewed the nodes' own clocks are. `None`
     /// for an embedded database.

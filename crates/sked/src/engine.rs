@@ -40,7 +40,7 @@ impl Default for EngineConfig {
 
 impl EngineConfig {
     /// Settings derived from the task lease TTL: the leader lease lasts as long, at most 15 s,
-    /// and expired leases are looked for every tenth of it (between 250 ms and 3 s).
+    /// and expired leases are looked for every sixth of it (between 250 ms and 5 s).
     pub fn with_lease_ttl(lease_ttl: SignedDuration) -> EngineConfig {
         EngineConfig {
             node_id: default_node_id(),
@@ -168,6 +168,10 @@ impl Engine {
             finisher,
         });
         if let (Some(events), Ok(rt)) = (events, tokio::runtime::Handle::try_current()) {
+            // Subscribed first: a change of state after this read arrives as an event.
+            inner
+                .announced
+                .store(inner.store.listening(), Ordering::Relaxed);
             rt.spawn(follow_announcements(Arc::downgrade(&inner), events));
         }
         Engine { inner }
@@ -366,6 +370,11 @@ impl Engine {
             tokio::select! {
                 _ = &mut woken => {}
                 _ = tokio::time::sleep_until(until) => {}
+            }
+            // Nothing came by the deadline: the caller asks again anyway, and claiming once
+            // more here would double an idle worker's queries.
+            if until >= deadline && tokio::time::Instant::now() >= deadline {
+                return Ok(Vec::new());
             }
         }
     }
@@ -672,5 +681,37 @@ async fn follow_announcements(
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    #[test]
+    fn due_hint_keeps_the_earliest_and_forgets_on_unknown() {
+        let mut h = DueHint::default();
+        h.saw(Some(t(5)));
+        assert!(!h.known, "nothing is known before the store was asked");
+        assert_eq!(
+            h.seen,
+            Some(t(5)),
+            "but what was seen is kept for the next look"
+        );
+        h = DueHint {
+            known: true,
+            at: Some(t(10)),
+            ..DueHint::default()
+        };
+        h.saw(Some(t(20)));
+        assert_eq!(h.at, Some(t(10)));
+        h.saw(Some(t(3)));
+        assert_eq!(h.at, Some(t(3)));
+        h.saw(None);
+        assert!(!h.known && h.seen_unknown);
     }
 }

@@ -131,6 +131,17 @@ impl Server {
         serde_json::from_str(&self.ok(&all)).unwrap()
     }
 
+    /// The ids of the tasks that succeeded (up to 10,000).
+    pub fn succeeded_ids(&self) -> std::collections::BTreeSet<String> {
+        let listed = self.json(&["task", "ls", "--state", "succeeded", "--limit", "10000"]);
+        listed["tasks"]
+            .as_array()
+            .expect("a task list")
+            .iter()
+            .map(|t| t["id"].to_string())
+            .collect()
+    }
+
     pub fn task(&self, id: &str) -> Value {
         self.json(&["task", "get", id])
     }
