@@ -103,7 +103,7 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     line["backend"] = json!(store.backend());
     line["n"] = json!(a.n);
     line["backlog"] = json!(a.backlog);
-    println!("{line}");
+    out!("{line}");
     // Close every connection before the scratch schema is dropped.
     drop((engine, store, pg));
     drop(scratch);

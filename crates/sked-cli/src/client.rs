@@ -70,7 +70,7 @@ impl Http {
     /// Prints `v` as JSON when asked, else runs `human`.
     fn show(&self, v: &Value, human: impl FnOnce(&Value)) {
         if self.remote.json {
-            println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+            out!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
         } else {
             human(v);
         }
@@ -202,7 +202,7 @@ pub(crate) async fn task(cmd: TaskCmd) -> CliResult {
             });
             let http = Http::new(&a.remote);
             let v = http.post("/v1/tasks", Some(body)).await?;
-            http.show(&v, |v| println!("{}", text(&v["id"])));
+            http.show(&v, |v| out!("{}", text(&v["id"])));
         }
         TaskCmd::Get { id, remote } => {
             let http = Http::new(&remote);
@@ -228,12 +228,12 @@ pub(crate) async fn task(cmd: TaskCmd) -> CliResult {
                         "last_error",
                     ],
                 );
-                println!("payload       {}", v["payload"]);
+                out!("payload       {}", v["payload"]);
                 if !v["result"].is_null() {
-                    println!("result        {}", v["result"]);
+                    out!("result        {}", v["result"]);
                 }
                 if let Some(attempts) = v["attempts"].as_array().filter(|a| !a.is_empty()) {
-                    println!();
+                    out!();
                     table(
                         &[
                             "ATTEMPT", "WORKER", "STARTED", "FINISHED", "OUTCOME", "ERROR",
@@ -343,7 +343,7 @@ async fn state_change(remote: &Remote, path: &str, body: Option<Value>) -> CliRe
         } else {
             ""
         };
-        println!("{} {}{extra}", text(&v["id"]), text(&v["state"]));
+        out!("{} {}{extra}", text(&v["id"]), text(&v["state"]));
     });
     Ok(())
 }
@@ -456,7 +456,7 @@ pub(crate) async fn schedule(cmd: ScheduleCmd) -> CliResult {
             let http = Http::new(&a.remote);
             let v = http.post("/v1/schedules", Some(def)).await?;
             http.show(&v, |v| {
-                println!(
+                out!(
                     "{} next fire {}",
                     text(&v["name"]),
                     output::time_in(&v["next_fire_at"], &v["tz"])
@@ -522,7 +522,7 @@ pub(crate) async fn schedule(cmd: ScheduleCmd) -> CliResult {
             if remote.json {
                 let mut s = s;
                 s["occurrences"] = occ["occurrences"].clone();
-                println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
+                out!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
                 return Ok(());
             }
             output::fields(
@@ -542,8 +542,8 @@ pub(crate) async fn schedule(cmd: ScheduleCmd) -> CliResult {
                     "last_outcome",
                 ],
             );
-            println!("task               {}", s["task"]);
-            println!();
+            out!("task               {}", s["task"]);
+            out!();
             let rows = occ["occurrences"]
                 .as_array()
                 .map(|l| {
@@ -572,7 +572,7 @@ pub(crate) async fn schedule(cmd: ScheduleCmd) -> CliResult {
             let v = http
                 .post(&format!("/v1/schedules/{}/trigger", seg(&name)), None)
                 .await?;
-            http.show(&v, |v| println!("{}", text(&v["id"])));
+            http.show(&v, |v| out!("{}", text(&v["id"])));
         }
         ScheduleCmd::Rm { name, remote } => {
             let http = Http::new(&remote);
@@ -583,7 +583,7 @@ pub(crate) async fn schedule(cmd: ScheduleCmd) -> CliResult {
             )
             .await?;
             if !remote.json {
-                println!("removed {name}");
+                out!("removed {name}");
             }
         }
     }
@@ -604,7 +604,7 @@ async fn schedule_action(remote: &Remote, name: &str, action: &str) -> CliResult
                 output::time_in(&v["next_fire_at"], &v["tz"])
             )
         };
-        println!("{} {state}", text(&v["name"]));
+        out!("{} {state}", text(&v["name"]));
     });
     Ok(())
 }
@@ -722,7 +722,7 @@ pub(crate) async fn queue(cmd: QueueCmd) -> CliResult {
         } else {
             "running"
         };
-        println!(
+        out!(
             "{} {paused}, limit {}",
             text(&v["name"]),
             text(&v["concurrency_limit"])

@@ -1,8 +1,9 @@
 //! The `sked` command. Exit codes: 0 ok, 1 runtime error, 2 invalid input or usage.
 
+#[macro_use]
+mod output;
 mod bench;
 mod client;
-mod output;
 mod run;
 
 use std::process::ExitCode;
@@ -161,7 +162,7 @@ fn cron_next(expr: &str, tz: &str, after: Option<&str>, n: u32) -> CliResult {
         let Some(next) = cron.next_after(t, &zone) else {
             break;
         };
-        println!("{}", output::rfc3339_in(next, &zone));
+        out!("{}", output::rfc3339_in(next, &zone));
         t = next;
     }
     Ok(())

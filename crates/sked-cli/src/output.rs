@@ -1,5 +1,29 @@
 //! Output for people: aligned tables and short times. (`--json` bypasses all of this.)
 
+/// Prints a line to stdout. A closed pipe (`sked … | head`) ends the program quietly, as
+/// command-line tools do, instead of panicking like `println!`.
+macro_rules! out {
+    () => {
+        $crate::output::print_line(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::print_line(format_args!($($arg)*))
+    };
+}
+
+pub(crate) fn print_line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout.write_fmt(args).and_then(|_| stdout.write_all(b"\n"));
+    if let Err(e) = written {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write to standard output: {e}");
+        std::process::exit(1);
+    }
+}
+
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use serde_json::Value;
@@ -57,7 +81,7 @@ pub(crate) fn table(headers: &[&str], rows: Vec<Vec<String>>) {
                 out.push_str(&format!("{cell:<w$}  "));
             }
         }
-        println!("{}", out.trim_end());
+        out!("{}", out.trim_end());
     };
     line(headers.iter().map(|h| h.to_string()).collect());
     for row in rows {
@@ -75,6 +99,6 @@ pub(crate) fn fields(v: &Value, keys: &[&str]) {
         } else {
             text(val)
         };
-        println!("{k:<width$}  {shown}");
+        out!("{k:<width$}  {shown}");
     }
 }
