@@ -205,7 +205,7 @@ pub(crate) async fn apply(
     for id in &p.plan.cancel {
         match tasks::cancel_in(&tx, *id, p.now).await {
             // Already finished: nothing to replace.
-            Ok(()) | Err(StoreError::Transition(_)) | Err(StoreError::NotFound { .. }) => {}
+            Ok(_) | Err(StoreError::Transition(_)) | Err(StoreError::NotFound { .. }) => {}
             Err(e) => return Err(e),
         }
     }

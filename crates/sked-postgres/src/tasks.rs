@@ -715,13 +715,24 @@ pub(crate) async fn finish_many(
 
 pub(crate) async fn cancel(c: &mut Object, channel: &str, p: &TaskCancelParams) -> Result<Task> {
     let tx = c.transaction().await.map_err(db_err)?;
-    let task = row_for_update(&tx, p.id).await?;
+    let task = cancel_in(&tx, p.id, p.now).await?;
+    if task.schedule.is_some() {
+        announce_schedules(&*tx, channel).await?;
+    }
+    tx.commit().await.map_err(db_err)?;
+    Ok(task)
+}
+
+/// Cancels inside a caller's transaction (also materialisation's `replace`): a task that has
+/// not started is cancelled, a running one is asked to stop. Returns the task as it is now.
+pub(crate) async fn cancel_in(tx: &Transaction<'_>, id: TaskId, now: Timestamp) -> Result<Task> {
+    let task = row_for_update(tx, id).await?;
     let row = if task.state == TaskState::Running {
         tx.query_one(
             &format!(
                 "UPDATE sked_tasks t SET cancel_requested = true WHERE t.id = $1 RETURNING {TASK_COLUMNS}"
             ),
-            &[&p.id],
+            &[&id],
         )
         .await
     } else {
@@ -731,39 +742,12 @@ pub(crate) async fn cancel(c: &mut Object, channel: &str, p: &TaskCancelParams) 
                 "UPDATE sked_tasks t SET state = 'cancelled', finished_at = $2 WHERE t.id = $1 \
                  RETURNING {TASK_COLUMNS}"
             ),
-            &[&p.id, &p.now],
+            &[&id, &now],
         )
         .await
     }
     .map_err(db_err)?;
-    let task = task_from_row(&row)?;
-    if task.schedule.is_some() {
-        announce_schedules(&*tx, channel).await?;
-    }
-    tx.commit().await.map_err(db_err)?;
-    Ok(task)
-}
-
-/// Cancels inside a caller's transaction (materialisation's `replace`).
-pub(crate) async fn cancel_in(tx: &Transaction<'_>, id: TaskId, now: Timestamp) -> Result<()> {
-    let task = row_for_update(tx, id).await?;
-    if task.state == TaskState::Running {
-        tx.execute(
-            "UPDATE sked_tasks SET cancel_requested = true WHERE id = $1",
-            &[&id],
-        )
-        .await
-        .map_err(db_err)?;
-    } else {
-        Transition::Cancel.check(task.state)?;
-        tx.execute(
-            "UPDATE sked_tasks SET state = 'cancelled', finished_at = $2 WHERE id = $1",
-            &[&id, &now],
-        )
-        .await
-        .map_err(db_err)?;
-    }
-    Ok(())
+    task_from_row(&row)
 }
 
 pub(crate) async fn retry(c: &mut Object, channel: &str, p: &TaskRetryParams) -> Result<Task> {

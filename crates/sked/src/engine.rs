@@ -40,7 +40,7 @@ impl Default for EngineConfig {
 
 impl EngineConfig {
     /// Settings derived from the task lease TTL: the leader lease lasts as long, at most 15 s,
-    /// and expired leases are looked for every sixth of it (between 250 ms and 5 s).
+    /// and expired leases are looked for every tenth of it (between 250 ms and 3 s).
     pub fn with_lease_ttl(lease_ttl: SignedDuration) -> EngineConfig {
         EngineConfig {
             node_id: default_node_id(),

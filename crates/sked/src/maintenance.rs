@@ -37,7 +37,7 @@ pub async fn run(engine: Engine, mut shutdown: watch::Receiver<bool>) {
     let mut next_prune = Instant::now();
     // When schedules must be looked at: now (just became leader, or told of a change), at the
     // next fire time, or at the latest after the safety interval.
-    let mut next_schedules: Option<Instant> = None;
+    let mut next_schedules = Instant::now();
     loop {
         if *shutdown.borrow() {
             break;
@@ -64,7 +64,7 @@ pub async fn run(engine: Engine, mut shutdown: watch::Receiver<bool>) {
                 Ok(Some(lease)) => {
                     if leader_until.is_none() {
                         tracing::info!(node = %cfg.node_id, token = lease.token, "became leader");
-                        next_schedules = Some(Instant::now());
+                        next_schedules = Instant::now();
                     }
                     leader_until = Some(started + to_std(cfg.leader_ttl * 2 / 3));
                 }
@@ -90,7 +90,7 @@ pub async fn run(engine: Engine, mut shutdown: watch::Receiver<bool>) {
         engine.set_leader(leader);
         let mut wake_at = next_try;
         if leader {
-            if next_schedules.is_none_or(|at| Instant::now() >= at) {
+            if Instant::now() >= next_schedules {
                 next_schedules = materialise(&engine).await;
             }
             if Instant::now() >= next_rescue {
@@ -108,15 +108,13 @@ pub async fn run(engine: Engine, mut shutdown: watch::Receiver<bool>) {
                 next_prune = Instant::now() + PRUNE_EVERY;
             }
             wake_at = wake_at.min(next_rescue).min(next_prune);
-            if let Some(at) = next_schedules {
-                wake_at = wake_at.min(at);
-            }
+            wake_at = wake_at.min(next_schedules);
             if let Some(until) = leader_until {
                 wake_at = wake_at.min(until);
             }
         }
         tokio::select! {
-            _ = &mut schedules_changed, if leader => next_schedules = Some(Instant::now()),
+            _ = &mut schedules_changed, if leader => next_schedules = Instant::now(),
             _ = &mut leases_changed, if !leader => next_try = Instant::now(),
             _ = tokio::time::sleep_until(wake_at) => {}
             _ = shutdown.changed() => {}
@@ -132,7 +130,7 @@ pub async fn run(engine: Engine, mut shutdown: watch::Receiver<bool>) {
 }
 
 /// One materialisation pass; returns when schedules need looking at next.
-async fn materialise(engine: &Engine) -> Option<Instant> {
+async fn materialise(engine: &Engine) -> Instant {
     let safety = if engine.announced() {
         SCHEDULES_ANNOUNCED
     } else {
@@ -141,7 +139,7 @@ async fn materialise(engine: &Engine) -> Option<Instant> {
     let mut next = Instant::now() + safety;
     if let Err(e) = engine.materialise().await {
         tracing::warn!(error = %e, "materialising schedules failed");
-        return Some(Instant::now() + Duration::from_secs(1));
+        return Instant::now() + Duration::from_secs(1);
     }
     match engine.store().schedule_next_fire_at().await {
         Ok(Some(fire)) => {
@@ -153,7 +151,7 @@ async fn materialise(engine: &Engine) -> Option<Instant> {
             next = Instant::now() + Duration::from_secs(1);
         }
     }
-    Some(next)
+    next
 }
 
 fn to_std(d: SignedDuration) -> Duration {
