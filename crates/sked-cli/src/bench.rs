@@ -5,6 +5,10 @@
 //!   and completed in batches by `-c` concurrent no-op workers;
 //! - `latency`: `-n` sequential enqueue→start samples with an idle worker waiting;
 //! - `lateness`: due-time→start of `-n` tasks due over a short window;
+//! - `worker`: pre-insert `-n` tasks, then the time until the Rust worker (no-op handler,
+//!   concurrency `-c`) has ended them all, embedded on the store;
+//! - `remote-worker`: the same worker over HTTP, against a server in this process on a
+//!   loopback port (batched claims, heartbeats and endings);
 //! - `idle`: a whole node (leader duties and a worker) with nothing to do for `-n` seconds:
 //!   how many store operations it runs, and (PostgreSQL) how many transactions the server saw.
 //!
@@ -32,6 +36,8 @@ enum Workload {
     Latency,
     Lateness,
     Idle,
+    Worker,
+    RemoteWorker,
 }
 
 #[derive(Args)]
@@ -98,6 +104,10 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
         Workload::Latency => latency(&engine, a.n).await?,
         Workload::Lateness => lateness(&engine, a.n).await?,
         Workload::Idle => idle(&engine, pg.as_deref(), a.n).await?,
+        Workload::Worker => worker(&engine, a.n, if a.c == 0 { 256 } else { a.c }, false).await?,
+        Workload::RemoteWorker => {
+            worker(&engine, a.n, if a.c == 0 { 256 } else { a.c }, true).await?
+        }
     };
     let mut line = line;
     line["backend"] = json!(store.backend());
@@ -108,6 +118,20 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     drop((engine, store, pg));
     drop(scratch);
     Ok(())
+}
+
+/// A progress bar on stderr, drawn only when stderr is a terminal (the result line on stdout
+/// stays clean). Counting costs an atomic add per batch, nothing per task.
+fn progress(len: usize, what: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(len as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg:>9} {bar:40} {pos}/{len} tasks  {per_sec}  eta {eta}",
+        )
+        .expect("a valid template"),
+    );
+    bar.set_message(what.to_string());
+    bar
 }
 
 fn noop(i: usize) -> NewTask {
@@ -131,16 +155,20 @@ async fn backlog(store: &Arc<dyn Store>, n: usize) -> CliResult {
     let far = jiff::Timestamp::now()
         .checked_add(SignedDuration::from_hours(24 * 365))
         .map_err(CliError::runtime)?;
+    let bar = progress(n, "backlog");
     for start in (0..n).step_by(10_000) {
-        let tasks = (start..n.min(start + 10_000))
+        let tasks: Vec<NewTask> = (start..n.min(start + 10_000))
             .map(|i| {
                 let mut t = noop(i);
                 t.run_at = Some(far);
                 t
             })
             .collect();
+        let len = tasks.len() as u64;
         insert(store, tasks).await?;
+        bar.inc(len);
     }
+    bar.finish_and_clear();
     Ok(())
 }
 
@@ -151,14 +179,17 @@ async fn enqueue(
     parallel: usize,
 ) -> CliResult<serde_json::Value> {
     let parallel = parallel.max(1);
+    let bar = progress(n, "enqueue");
     let started = Instant::now();
     let mut enqueuers = tokio::task::JoinSet::new();
     for p in 0..parallel {
-        let store = store.clone();
+        let (store, bar) = (store.clone(), bar.clone());
         enqueuers.spawn(async move {
             // Enqueuer p takes every `parallel`-th batch.
             for start in (p * batch..n).step_by(batch * parallel) {
-                insert(&store, (start..n.min(start + batch)).map(noop).collect()).await?;
+                let end = n.min(start + batch);
+                insert(&store, (start..end).map(noop).collect()).await?;
+                bar.inc((end - start) as u64);
             }
             Ok::<(), CliError>(())
         });
@@ -167,6 +198,7 @@ async fn enqueue(
         r.map_err(CliError::runtime)??;
     }
     let secs = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
     Ok(json!({
         "workload": "enqueue", "batch": batch, "parallel": parallel,
         "per_s": round(n as f64 / secs), "secs": round(secs)
@@ -174,20 +206,26 @@ async fn enqueue(
 }
 
 async fn drain(store: &Arc<dyn Store>, n: usize, workers: usize) -> CliResult<serde_json::Value> {
+    let setup = progress(n, "insert");
     for start in (0..n).step_by(10_000) {
-        insert(store, (start..n.min(start + 10_000)).map(noop).collect()).await?;
+        let end = n.min(start + 10_000);
+        insert(store, (start..end).map(noop).collect()).await?;
+        setup.inc((end - start) as u64);
     }
+    setup.finish_and_clear();
     store.settle().await.map_err(CliError::runtime)?;
+    let bar = progress(n, "drain");
     let started = Instant::now();
     let mut handles = Vec::new();
     for w in 0..workers {
-        let store = store.clone();
+        let (store, bar) = (store.clone(), bar.clone());
         handles.push(tokio::spawn(async move {
             let mut done = 0usize;
             loop {
                 let now = jiff::Timestamp::now();
                 let claimed = store
                     .task_claim(TaskClaimParams {
+                        min_priority: None,
                         queues: vec![],
                         kinds: vec![],
                         max: 1000,
@@ -203,6 +241,7 @@ async fn drain(store: &Arc<dyn Store>, n: usize, workers: usize) -> CliResult<se
                     r?;
                     done += 1;
                 }
+                bar.inc(claimed.len() as u64);
             }
         }));
     }
@@ -214,6 +253,7 @@ async fn drain(store: &Arc<dyn Store>, n: usize, workers: usize) -> CliResult<se
             .map_err(CliError::runtime)?;
     }
     let secs = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
     if total != n {
         return Err(CliError::runtime(format!(
             "drained {total} tasks, expected {n}"
@@ -222,6 +262,91 @@ async fn drain(store: &Arc<dyn Store>, n: usize, workers: usize) -> CliResult<se
     Ok(
         json!({"workload": "drain", "workers": workers, "per_s": round(n as f64 / secs), "secs": round(secs)}),
     )
+}
+
+/// The Rust worker with a no-op handler drains `n` pre-inserted tasks, embedded or over HTTP.
+async fn worker(
+    engine: &Engine,
+    n: usize,
+    concurrency: usize,
+    remote: bool,
+) -> CliResult<serde_json::Value> {
+    use sked::worker::{HandlerResult, TaskContext, Worker};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let store = engine.store().clone();
+    let setup = progress(n, "insert");
+    for start in (0..n).step_by(10_000) {
+        let end = n.min(start + 10_000);
+        insert(&store, (start..end).map(noop).collect()).await?;
+        setup.inc((end - start) as u64);
+    }
+    setup.finish_and_clear();
+    store.settle().await.map_err(CliError::runtime)?;
+    let client = if remote {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(CliError::runtime)?;
+        let url = format!(
+            "http://{}",
+            listener.local_addr().map_err(CliError::runtime)?
+        );
+        let app = sked_server::router(sked_server::AppState {
+            engine: engine.clone(),
+            token: None,
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        sked::Client::remote(&url).map_err(CliError::runtime)?
+    } else {
+        sked::Client::embedded(engine.clone())
+    };
+    let done = Arc::new(AtomicUsize::new(0));
+    let all_done = Arc::new(tokio::sync::Notify::new());
+    let (d, a) = (done.clone(), all_done.clone());
+    let w = Worker::new(client)
+        .id("bench-worker")
+        .concurrency(concurrency)
+        .handle("noop", move |_ctx: TaskContext, _: serde_json::Value| {
+            if d.fetch_add(1, Ordering::Relaxed) + 1 == n {
+                a.notify_one();
+            }
+            async { HandlerResult::Ok(()) }
+        });
+    // The bar follows the handlers' counter from outside: nothing per task.
+    let bar = progress(n, if remote { "remote" } else { "worker" });
+    let ticker = {
+        let (bar, done) = (bar.clone(), done.clone());
+        tokio::spawn(async move {
+            loop {
+                bar.set_position(done.load(Ordering::Relaxed) as u64);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let started = Instant::now();
+    let report = w
+        .run(async move { all_done.notified().await })
+        .await
+        .map_err(CliError::runtime)?;
+    let secs = started.elapsed().as_secs_f64();
+    ticker.abort();
+    bar.finish_and_clear();
+    let succeeded: u64 = engine
+        .queues()
+        .await
+        .map_err(CliError::runtime)?
+        .iter()
+        .filter_map(|q| q.counts.get(&sked_core::TaskState::Succeeded))
+        .sum();
+    if report.succeeded != n as u64 || succeeded != n as u64 {
+        return Err(CliError::runtime(format!(
+            "the worker ended {} tasks and the store has {succeeded} succeeded, expected {n}",
+            report.succeeded
+        )));
+    }
+    Ok(json!({
+        "workload": if remote { "remote-worker" } else { "worker" },
+        "concurrency": concurrency, "per_s": round(n as f64 / secs), "secs": round(secs)
+    }))
 }
 
 /// An idle worker long-polls; each sample enqueues one task and measures until it is claimed.
@@ -322,12 +447,13 @@ async fn idle(
 ) -> CliResult<serde_json::Value> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let maintenance = tokio::spawn(sked::maintenance::run(engine.clone(), stop_rx.clone()));
-    let worker = sked::worker::Worker::new(
-        engine.clone(),
-        sked::worker::WorkerConfig::new("bench-idle"),
-    )
-    .executor(Arc::new(sked::executors::ShellExecutor));
-    let worker = tokio::spawn(worker.run(stop_rx));
+    let worker = sked::worker::Worker::new(engine.clone())
+        .id("bench-idle")
+        .executor(Arc::new(sked::executors::ShellExecutor));
+    let mut stop = stop_rx.clone();
+    let worker = tokio::spawn(worker.run(async move {
+        let _ = stop.wait_for(|s| *s).await;
+    }));
     // Warm up: leadership taken, first passes done.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let ops_before = pg.map(|p| p.operations());

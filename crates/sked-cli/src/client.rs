@@ -8,13 +8,13 @@ use crate::output::{self, table, text, time};
 use crate::{CliError, CliResult, Remote};
 
 /// A thin HTTP client that turns API errors into exit codes.
-struct Http {
+pub(crate) struct Http {
     remote: Remote,
     client: reqwest::Client,
 }
 
 impl Http {
-    fn new(remote: &Remote) -> Http {
+    pub(crate) fn new(remote: &Remote) -> Http {
         Http {
             remote: remote.clone(),
             client: reqwest::Client::new(),
@@ -59,11 +59,11 @@ impl Http {
         })
     }
 
-    async fn get(&self, path: &str) -> CliResult<Value> {
+    pub(crate) async fn get(&self, path: &str) -> CliResult<Value> {
         self.call(Method::GET, path, None).await
     }
 
-    async fn post(&self, path: &str, body: Option<Value>) -> CliResult<Value> {
+    pub(crate) async fn post(&self, path: &str, body: Option<Value>) -> CliResult<Value> {
         self.call(Method::POST, path, body).await
     }
 
@@ -77,18 +77,7 @@ impl Http {
     }
 }
 
-/// Path segments are escaped, so any name is safe in a URL.
-fn seg(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
+use sked::client::path_segment as seg;
 
 fn parse_payload(p: Option<&str>) -> CliResult<Value> {
     match p {
@@ -137,6 +126,16 @@ pub(crate) enum TaskCmd {
     /// Run a finished task again.
     Retry {
         id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Enqueue every task of a JSON-lines file (one task object per line, the API's shape; `-`
+    /// for stdin). The whole file is checked first: a bad line enqueues nothing.
+    Import {
+        file: String,
+        /// Tasks per request.
+        #[arg(long, default_value_t = 1000)]
+        batch: usize,
         #[command(flatten)]
         remote: Remote,
     },
@@ -323,6 +322,11 @@ pub(crate) async fn task(cmd: TaskCmd) -> CliResult {
         TaskCmd::Retry { id, remote } => {
             state_change(&remote, &format!("/v1/tasks/{}/retry", task_id(&id)?), None).await?
         }
+        TaskCmd::Import {
+            file,
+            batch,
+            remote,
+        } => import(&file, batch, &remote).await?,
         TaskCmd::Reschedule { id, at, remote } => {
             let run_at =
                 sked_core::parse_time(&at, jiff::Timestamp::now()).map_err(CliError::usage)?;
@@ -330,6 +334,88 @@ pub(crate) async fn task(cmd: TaskCmd) -> CliResult {
             state_change(&remote, &path, Some(json!({"run_at": run_at.to_string()}))).await?
         }
     }
+    Ok(())
+}
+
+/// Requests stay well under the server's 2 MiB body limit.
+const IMPORT_BATCH_BYTES: usize = 1536 * 1024;
+
+/// `sked task import`: check every line, then enqueue in batches with a progress bar.
+async fn import(file: &str, batch: usize, remote: &Remote) -> CliResult {
+    use std::io::Read;
+    if batch == 0 || batch > 1000 {
+        return Err(CliError::usage("--batch must be between 1 and 1000"));
+    }
+    let mut text = String::new();
+    let read = if file == "-" {
+        std::io::stdin().read_to_string(&mut text).map(|_| ())
+    } else {
+        std::fs::File::open(file).and_then(|mut f| f.read_to_string(&mut text).map(|_| ()))
+    };
+    read.map_err(|e| CliError::usage(format!("cannot read {file}: {e}")))?;
+    // Every line first: a bad one enqueues nothing.
+    let mut tasks: Vec<(Value, usize)> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let bad = |e: &dyn std::fmt::Display| CliError::usage(format!("{file}:{}: {e}", i + 1));
+        let v: Value = serde_json::from_str(line).map_err(|e| bad(&e))?;
+        let task: sked_core::NewTask = serde_json::from_value(v.clone()).map_err(|e| bad(&e))?;
+        task.validate().map_err(|e| bad(&e))?;
+        tasks.push((v, line.len()));
+    }
+    let http = Http::new(remote);
+    let started = std::time::Instant::now();
+    let bar = indicatif::ProgressBar::new(tasks.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} tasks  {per_sec}  eta {eta}")
+            .expect("a valid template"),
+    );
+    let (mut created, mut duplicates) = (0u64, 0u64);
+    let mut rest = &tasks[..];
+    while !rest.is_empty() {
+        // As many as fit in one request, at least one.
+        let mut n = 0;
+        let mut bytes = 0;
+        while n < rest.len() && n < batch && (n == 0 || bytes + rest[n].1 < IMPORT_BATCH_BYTES) {
+            bytes += rest[n].1;
+            n += 1;
+        }
+        let body = json!({"tasks": rest[..n].iter().map(|(v, _)| v).collect::<Vec<_>>()});
+        let reply = http
+            .post("/v1/tasks/batch", Some(body))
+            .await
+            .map_err(|e| {
+                bar.abandon();
+                let done = created + duplicates;
+                let msg = |m: String| format!("{m} (the first {done} tasks were enqueued)");
+                match e {
+                    CliError::Usage(m) => CliError::Usage(msg(m)),
+                    CliError::Runtime(m) => CliError::Runtime(msg(m)),
+                }
+            })?;
+        for t in reply["tasks"].as_array().into_iter().flatten() {
+            if t["duplicate"] == true {
+                duplicates += 1;
+            } else {
+                created += 1;
+            }
+        }
+        bar.inc(n as u64);
+        rest = &rest[n..];
+    }
+    bar.finish_and_clear();
+    let secs = started.elapsed().as_secs_f64();
+    let v = json!({
+        "imported": created,
+        "duplicates": duplicates,
+        "seconds": (secs * 1000.0).round() / 1000.0,
+    });
+    http.show(&v, |_| {
+        out!("imported {created} tasks ({duplicates} already there by unique key) in {secs:.2}s")
+    });
     Ok(())
 }
 

@@ -5,6 +5,7 @@ mod output;
 mod bench;
 mod client;
 mod run;
+mod top;
 
 use std::process::ExitCode;
 
@@ -75,6 +76,8 @@ enum Command {
     /// Pause, resume and limit queues.
     #[command(subcommand)]
     Queue(client::QueueCmd),
+    /// A live overview: queues, activity, schedules, workers (redrawn until Ctrl-C).
+    Top(top::TopArgs),
     /// Try cron expressions out.
     #[command(subcommand)]
     Cron(CronCmd),
@@ -127,6 +130,7 @@ fn main() -> ExitCode {
                     Command::Schedule(c) => client::schedule(c).await,
                     Command::Queue(c) => client::queue(c).await,
                     Command::Bench(a) => bench::run(a).await,
+                    Command::Top(a) => top::top(a).await,
                     Command::Cron(_) => unreachable!("handled above"),
                 }
             })

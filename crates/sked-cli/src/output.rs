@@ -66,6 +66,11 @@ pub(crate) fn text(v: &Value) -> String {
 
 /// Prints rows under headers, each column as wide as its widest cell.
 pub(crate) fn table(headers: &[&str], rows: Vec<Vec<String>>) {
+    out!("{}", table_string(headers, rows).trim_end_matches('\n'));
+}
+
+/// [`table`] as a string, one line per row.
+pub(crate) fn table_string(headers: &[&str], rows: Vec<Vec<String>>) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -81,12 +86,13 @@ pub(crate) fn table(headers: &[&str], rows: Vec<Vec<String>>) {
                 out.push_str(&format!("{cell:<w$}  "));
             }
         }
-        out!("{}", out.trim_end());
+        out.trim_end().to_string() + "\n"
     };
-    line(headers.iter().map(|h| h.to_string()).collect());
+    let mut text = line(headers.iter().map(|h| h.to_string()).collect());
     for row in rows {
-        line(row);
+        text.push_str(&line(row));
     }
+    text
 }
 
 /// Prints a JSON object as `key: value` lines, for `get` commands.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use sked::worker::{Worker, WorkerConfig};
+use sked::worker::Worker;
 use sked::{Engine, EngineConfig};
 use tokio::sync::watch;
 
@@ -29,8 +29,8 @@ pub(crate) struct Common {
     /// Lease of a claimed task without a heartbeat; the leader lease is this too, at most 15s.
     #[arg(long, default_value = "30s")]
     lease_ttl: String,
-    /// Log as JSON lines instead of text.
-    #[arg(long)]
+    /// Log as JSON lines instead of text (env SKED_LOG_JSON=1).
+    #[arg(long, env = "SKED_LOG_JSON", value_parser = clap::builder::BoolishValueParser::new())]
     log_json: bool,
     /// Pretend this node's clock is off by this much (tests of clock skew), like -1m or 45s.
     #[arg(long, env = "SKED_CLOCK_SKEW", hide = true, allow_hyphen_values = true)]
@@ -56,6 +56,31 @@ pub(crate) struct ServerArgs {
 pub(crate) struct WorkerArgs {
     #[command(flatten)]
     common: Common,
+    /// Work for a sked server over HTTP (remote mode) instead of opening --db.
+    #[arg(long, env = "SKED_SERVER", value_name = "URL")]
+    server: Option<String>,
+    /// API token for --server (env SKED_TOKEN).
+    #[arg(long, env = "SKED_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Run at most this long (for workers started every minute by another scheduler): stop
+    /// claiming when the next task would likely not finish in time, finish, exit 0.
+    #[arg(long, value_name = "DUR")]
+    max_runtime: Option<String>,
+    /// How long running tasks may take to finish after SIGTERM before they are stopped and
+    /// given back.
+    #[arg(long, default_value = "30s", value_name = "DUR")]
+    shutdown_grace: String,
+    /// Claimed tasks that may wait for a free slot (default: --concurrency).
+    #[arg(long, value_name = "N")]
+    prefetch: Option<usize>,
+    /// Schedules this worker declares, kept in sync at start: a JSON array of schedule
+    /// definitions (the API's shape).
+    #[arg(long, value_name = "FILE")]
+    schedules: Option<std::path::PathBuf>,
+    /// The group the declared schedules belong to; schedules the group no longer declares
+    /// are removed.
+    #[arg(long, default_value = "sked-worker", value_name = "NAME")]
+    schedule_group: String,
 }
 
 fn init_logs(json: bool) {
@@ -145,19 +170,26 @@ fn spawn_worker(
     engine: &Engine,
     c: &Common,
     executors: Vec<Arc<dyn sked::executors::Executor>>,
-    shutdown: watch::Receiver<bool>,
+    mut shutdown: watch::Receiver<bool>,
 ) -> Option<tokio::task::JoinHandle<()>> {
     if executors.is_empty() {
         return None;
     }
-    let mut cfg = WorkerConfig::new(format!("{}/exec", engine.config().node_id));
-    cfg.concurrency = c.concurrency;
-    cfg.queues = c.queues.clone();
-    let mut worker = Worker::new(engine.clone(), cfg);
+    let mut worker = Worker::new(engine.clone())
+        .id(format!("{}-exec", engine.config().node_id))
+        .concurrency(c.concurrency)
+        .queues(c.queues.clone());
     for e in executors {
         worker = worker.executor(e);
     }
-    Some(tokio::spawn(worker.run(shutdown)))
+    Some(tokio::spawn(async move {
+        let stop = async move {
+            let _ = shutdown.wait_for(|s| *s).await;
+        };
+        if let Err(e) = worker.run(stop).await {
+            tracing::error!(error = %e, "the worker stopped");
+        }
+    }))
 }
 
 /// Resolves when SIGINT or SIGTERM arrives.
@@ -222,19 +254,85 @@ pub(crate) async fn server(a: ServerArgs) -> CliResult {
     Ok(())
 }
 
+/// Reads `--schedules FILE`: a JSON array of schedule definitions, each checked.
+fn declared_schedules(path: &std::path::Path) -> CliResult<Vec<sked_core::ScheduleDef>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(format!("cannot read --schedules {}: {e}", path.display())))?;
+    let defs: Vec<sked_core::ScheduleDef> = serde_json::from_str(&text).map_err(|e| {
+        CliError::usage(format!(
+            "invalid --schedules {}: {e} (expected a JSON array of schedules)",
+            path.display()
+        ))
+    })?;
+    for d in &defs {
+        d.validate().map_err(|e| {
+            CliError::usage(format!(
+                "invalid --schedules {}: schedule {:?}: {}",
+                path.display(),
+                d.name,
+                e.message()
+            ))
+        })?;
+    }
+    Ok(defs)
+}
+
 pub(crate) async fn worker(a: WorkerArgs) -> CliResult {
-    if settings(&a.common, None)?.1.is_empty() {
+    let (config, executors) = settings(&a.common, None)?;
+    if executors.is_empty() {
         return Err(CliError::usage(
             "a worker needs something to run: pass --exec shell,http",
         ));
     }
+    let max_runtime = a
+        .max_runtime
+        .as_deref()
+        .map(|m| duration("--max-runtime", m))
+        .transpose()?;
+    let grace = sked_core::parse_duration(&a.shutdown_grace)
+        .map_err(|e| CliError::usage(format!("invalid --shutdown-grace: {e}")))?;
+    let declared = a.schedules.as_deref().map(declared_schedules).transpose()?;
+    sked_core::validate_name("--schedule-group", &a.schedule_group)
+        .map_err(|e| CliError::usage(e.message().to_string()))?;
+    let client = match &a.server {
+        Some(url) => sked::Client::remote_with(sked::client::RemoteOptions {
+            token: a.token.clone(),
+            ..sked::client::RemoteOptions::new(url)
+        })
+        .map_err(CliError::usage)?,
+        None => sked::Client::embedded(setup(&a.common, None).await?.0),
+    };
     init_logs(a.common.log_json);
-    let (engine, executors) = setup(&a.common, None).await?;
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let worker =
-        spawn_worker(&engine, &a.common, executors, stop_rx).expect("executors are present");
-    signalled().await;
-    let _ = stop_tx.send(true);
-    let _ = worker.await;
+    let mut worker = Worker::new(client)
+        .concurrency(a.common.concurrency)
+        .queues(a.common.queues.clone())
+        .lease_ttl(
+            std::time::Duration::try_from(config.lease_ttl).unwrap_or(Duration::from_secs(30)),
+        )
+        .shutdown_grace(std::time::Duration::try_from(grace).unwrap_or_default());
+    if let Some(p) = a.prefetch {
+        worker = worker.prefetch(p);
+    }
+    for e in executors {
+        worker = worker.executor(e);
+    }
+    if let Some(defs) = declared {
+        worker = worker.schedules(a.schedule_group.clone(), defs);
+    }
+    let run = match max_runtime {
+        Some(m) => {
+            worker
+                .run_for(
+                    std::time::Duration::try_from(m).unwrap_or_default(),
+                    signalled(),
+                )
+                .await
+        }
+        None => worker.run(signalled()).await,
+    };
+    run.map_err(|e| match e.kind() {
+        sked::store::ErrorKind::Invalid => CliError::usage(e),
+        _ => CliError::runtime(e),
+    })?;
     Ok(())
 }

@@ -13,6 +13,7 @@
 mod codec;
 mod listen;
 mod migrations;
+mod observe;
 mod queues;
 mod schedules;
 mod tasks;
@@ -293,6 +294,11 @@ impl Store for PgStore {
             .await
     }
 
+    async fn schedule_sync(&self, params: ScheduleSyncParams) -> Result<ScheduleSyncReport> {
+        self.op(async |c, ch| schedules::sync(c, ch, &params).await)
+            .await
+    }
+
     async fn schedule_get(&self, name: &str) -> Result<Schedule> {
         self.op(async |c, _| schedules::get(&***c, name).await)
             .await
@@ -328,5 +334,25 @@ impl Store for PgStore {
 
     async fn schedule_next_fire_at(&self) -> Result<Option<jiff::Timestamp>> {
         self.op(async |c, _| schedules::next_fire_at(c).await).await
+    }
+
+    async fn activity(&self, params: ActivityParams) -> Result<Vec<ActivityBucket>> {
+        self.op(async |c, _| observe::activity(c, &params).await)
+            .await
+    }
+
+    async fn worker_beat(&self, params: WorkerBeatParams) -> Result<()> {
+        self.op(async |c, _| observe::worker_beat(c, &params).await)
+            .await
+    }
+
+    async fn worker_list(&self, seen_since: jiff::Timestamp) -> Result<Vec<WorkerInfo>> {
+        self.op(async |c, _| observe::worker_list(c, seen_since).await)
+            .await
+    }
+
+    async fn worker_prune(&self, before: jiff::Timestamp) -> Result<u64> {
+        self.op(async |c, _| observe::worker_prune(c, before).await)
+            .await
     }
 }

@@ -14,7 +14,8 @@ const COLUMNS: &str = "s.name, s.spec, s.tz, s.task, s.overlap, s.catchup, s.cat
     (SELECT started_at FROM sked_tasks t WHERE t.schedule = s.name AND t.started_at IS NOT NULL ORDER BY t.id DESC LIMIT 1), \
     (SELECT finished_at FROM sked_tasks t WHERE t.schedule = s.name AND t.state IN ('succeeded', 'dead', 'cancelled') ORDER BY t.id DESC LIMIT 1), \
     EXISTS (SELECT 1 FROM sked_tasks t WHERE t.schedule = s.name AND t.state = 'running'), \
-    (SELECT state FROM sked_tasks t WHERE t.schedule = s.name AND t.state IN ('succeeded', 'dead', 'cancelled') ORDER BY t.id DESC LIMIT 1)";
+    (SELECT state FROM sked_tasks t WHERE t.schedule = s.name AND t.state IN ('succeeded', 'dead', 'cancelled') ORDER BY t.id DESC LIMIT 1), \
+    s.declared_by";
 
 fn bad(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(format!("bad schedule row: {e}"))
@@ -39,6 +40,7 @@ fn from_row(r: &tokio_postgres::Row) -> Result<Schedule> {
         last_finished_at: col(r, 14)?,
         running: col(r, 15)?,
         last_outcome: col::<Option<&str>>(r, 16)?.map(state).transpose()?,
+        declared_by: col(r, 17)?,
     })
 }
 
@@ -110,6 +112,95 @@ pub(crate) async fn upsert(
     Ok(s)
 }
 
+/// A declared schedule written with its group; an existing one keeps its paused flag, and its
+/// next fire time unless spec or zone changed.
+const SYNC_UPSERT: &str = "INSERT INTO sked_schedules AS s (name, spec, tz, task, overlap, catchup, \
+       catchup_window_ms, paused, anchor_at, next_fire_at, created_at, updated_at, declared_by) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $9, $9, $11) \
+     ON CONFLICT (name) DO UPDATE SET \
+       next_fire_at = CASE WHEN s.spec = excluded.spec AND s.tz = excluded.tz \
+         THEN s.next_fire_at ELSE excluded.next_fire_at END, \
+       anchor_at = CASE WHEN s.spec = excluded.spec THEN s.anchor_at ELSE excluded.anchor_at END, \
+       spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
+       catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
+       declared_by = excluded.declared_by, updated_at = excluded.updated_at";
+
+/// One group's syncs run one at a time (an advisory lock keyed by the group), so instances
+/// starting together see each other's result.
+pub(crate) async fn sync(
+    c: &mut Object,
+    channel: &str,
+    p: &ScheduleSyncParams,
+) -> Result<ScheduleSyncReport> {
+    let tx = c.transaction().await.map_err(db_err)?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('sked_schedule_sync:' || $1))",
+        &[&p.group],
+    )
+    .await
+    .map_err(db_err)?;
+    let mut report = ScheduleSyncReport::default();
+    for d in &p.schedules {
+        let def = &d.def;
+        def.validate()
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let existing = match get(&*tx, &def.name).await {
+            Ok(s) => Some(s),
+            Err(e) if e.kind() == ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let action = rules::sync_action(existing.as_ref(), def, &p.group);
+        if !rules::note_sync(&mut report, action, &def.name) {
+            continue;
+        }
+        let task =
+            serde_json::to_value(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        tx.execute(
+            SYNC_UPSERT,
+            &[
+                &def.name,
+                &def.spec,
+                &def.tz,
+                &task,
+                &def.overlap.as_str(),
+                &def.catchup.as_str(),
+                &ms(def.catchup_window),
+                &def.paused,
+                &p.now,
+                &d.next_fire_at,
+                &p.group,
+            ],
+        )
+        .await
+        .map_err(db_err)?;
+    }
+    let names: Vec<String> = p.schedules.iter().map(|d| d.def.name.clone()).collect();
+    let gone = tx
+        .query(
+            "DELETE FROM sked_schedules WHERE declared_by = $1 AND NOT (name = ANY($2)) RETURNING name",
+            &[&p.group, &names],
+        )
+        .await
+        .map_err(db_err)?;
+    for row in &gone {
+        report.removed.push(col(row, 0)?);
+    }
+    report.removed.sort();
+    if !report.removed.is_empty() {
+        tx.execute(
+            "DELETE FROM sked_occurrences WHERE schedule = ANY($1)",
+            &[&report.removed],
+        )
+        .await
+        .map_err(db_err)?;
+    }
+    if !(report.created.is_empty() && report.updated.is_empty() && report.removed.is_empty()) {
+        announce_schedules(&*tx, channel).await?;
+    }
+    tx.commit().await.map_err(db_err)?;
+    Ok(report)
+}
+
 pub(crate) async fn delete(c: &mut Object, channel: &str, name: &str) -> Result<bool> {
     let tx = c.transaction().await.map_err(db_err)?;
     let n = tx
@@ -172,7 +263,7 @@ pub(crate) async fn due(c: &mut Object, p: &ScheduleDueParams) -> Result<Vec<Due
         .map(|r| {
             Ok(DueSchedule {
                 schedule: from_row(r)?,
-                active_tasks: col(r, 17)?,
+                active_tasks: col(r, 18)?,
             })
         })
         .collect()

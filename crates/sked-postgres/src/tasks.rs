@@ -334,7 +334,7 @@ pub(crate) async fn claim(c: &mut Object, p: &TaskClaimParams) -> Result<Vec<Tas
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let max = i64::from(p.max);
     let mut params: Vec<Param<'_>> = vec![&p.now, &expires, &p.worker, &max];
-    let filter = candidates_filter(&p.queues, &p.kinds, &mut params);
+    let filter = candidates_filter(&p.queues, &p.kinds, &p.min_priority, &mut params);
     // Queues that are paused or limited are left to the slow path below.
     let sql = format!(
         "WITH picked AS ( \
@@ -385,6 +385,7 @@ pub(crate) async fn claim(c: &mut Object, p: &TaskClaimParams) -> Result<Vec<Tas
 fn candidates_filter<'a>(
     queues: &'a Vec<String>,
     kinds: &'a Vec<String>,
+    min_priority: &'a Option<i32>,
     params: &mut Vec<Param<'a>>,
 ) -> String {
     let mut sql = String::from("state = 'available'");
@@ -395,6 +396,10 @@ fn candidates_filter<'a>(
     if !kinds.is_empty() {
         params.push(kinds);
         sql.push_str(&format!(" AND kind = ANY(${})", params.len()));
+    }
+    if let Some(min) = min_priority {
+        params.push(min);
+        sql.push_str(&format!(" AND priority >= ${}", params.len()));
     }
     sql
 }
@@ -427,7 +432,7 @@ async fn claim_limited(
     }
     let max = i64::from(max);
     let mut params: Vec<Param<'_>> = vec![&max];
-    let filter = candidates_filter(limited, &p.kinds, &mut params);
+    let filter = candidates_filter(limited, &p.kinds, &p.min_priority, &mut params);
     let candidates = tx
         .query(
             &format!(

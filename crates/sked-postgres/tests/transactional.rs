@@ -106,6 +106,7 @@ async fn enqueue_in_commits_and_rolls_back_with_the_application() {
     assert_eq!(all[0].state, TaskState::Available);
     let claimed = store
         .task_claim(TaskClaimParams {
+            min_priority: None,
             queues: vec![],
             kinds: vec![],
             max: 10,

@@ -1,8 +1,12 @@
-//! sked's HTTP API: JSON under `/v1`, the worker protocol, `/openapi.json` and `/healthz`.
+//! sked's HTTP API: JSON under `/v1`, the worker protocol, `/openapi.json`, `/metrics`,
+//! `/healthz` and the dashboard at `/`.
 //! [`router`] builds the whole API; it is tested with in-process requests.
 
+mod dashboard;
 mod error;
 mod extract;
+mod guard;
+mod observe;
 mod queues;
 mod schedules;
 mod tasks;
@@ -46,6 +50,11 @@ pub fn router(state: AppState) -> Router {
         .route("/tasks/{id}/fail", post(worker::fail))
         .route("/tasks/{id}/snooze", post(worker::snooze))
         .route("/tasks/{id}/cancelled", post(worker::cancelled))
+        .route("/tasks/{id}/release", post(worker::release))
+        .route("/heartbeat", post(worker::heartbeat_many))
+        .route("/finish", post(worker::finish_many))
+        .route("/work", get(worker::work))
+        .route("/declared/{group}", put(schedules::declare))
         .route("/schedules", get(schedules::list).post(schedules::create))
         .route(
             "/schedules/{name}",
@@ -61,11 +70,24 @@ pub fn router(state: AppState) -> Router {
         .route("/queues/{name}/pause", post(queues::pause))
         .route("/queues/{name}/resume", post(queues::resume))
         .route("/queues/{name}/limit", put(queues::limit))
-        .route("/cron/next", get(schedules::cron_next));
+        .route("/cron/next", get(schedules::cron_next))
+        .route("/workers", get(observe::workers))
+        .route("/workers/{id}", put(observe::beat))
+        .route("/cluster", get(observe::cluster))
+        .route("/activity", get(observe::activity));
     Router::new()
         .nest("/v1", v1)
         .route("/openapi.json", get(openapi))
+        .route("/metrics", get(metrics))
         .layer(middleware::from_fn_with_state(state.clone(), auth))
+        // The page itself holds no data; what it shows comes from /v1, with the token.
+        .route("/", get(dashboard::index))
+        .route("/dashboard/app.js", get(dashboard::app_js))
+        .route("/dashboard/app.css", get(dashboard::app_css))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            guard::same_site,
+        ))
         .route("/healthz", get(healthz))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -82,6 +104,19 @@ async fn healthz(State(state): State<AppState>) -> Json<serde_json::Value> {
         "leader": engine.is_leader(),
         "backend": engine.store().backend(),
     }))
+}
+
+/// Prometheus text exposition format 0.0.4.
+async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let text = state.engine.metrics_text().await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
 }
 
 async fn openapi() -> Response {

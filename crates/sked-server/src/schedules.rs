@@ -13,7 +13,9 @@ use crate::{ApiError, AppState};
 type ApiResult<T = Json<Value>> = Result<T, ApiError>;
 
 pub(crate) async fn list(State(s): State<AppState>) -> ApiResult {
-    Ok(Json(json!({"schedules": s.engine.schedules().await?})))
+    Ok(Json(
+        json!({"schedules": s.engine.schedules().await?.into_iter().map(view).collect::<Vec<_>>()}),
+    ))
 }
 
 /// `POST /v1/schedules` with the whole definition: creates or replaces.
@@ -23,7 +25,7 @@ pub(crate) async fn create(
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     Ok((
         StatusCode::CREATED,
-        Json(json!(s.engine.schedule_put(def).await?)),
+        Json(view(s.engine.schedule_put(def).await?)),
     ))
 }
 
@@ -47,11 +49,11 @@ pub(crate) async fn put(
     }
     let def: ScheduleDef = serde_json::from_value(body)
         .map_err(|e| ApiError::invalid(format!("invalid schedule: {e}")))?;
-    Ok(Json(json!(s.engine.schedule_put(def).await?)))
+    Ok(Json(view(s.engine.schedule_put(def).await?)))
 }
 
 pub(crate) async fn get(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
-    Ok(Json(json!(s.engine.schedule(&name).await?)))
+    Ok(Json(view(s.engine.schedule(&name).await?)))
 }
 
 pub(crate) async fn delete(
@@ -63,11 +65,11 @@ pub(crate) async fn delete(
 }
 
 pub(crate) async fn pause(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
-    Ok(Json(json!(s.engine.schedule_pause(&name, true).await?)))
+    Ok(Json(view(s.engine.schedule_pause(&name, true).await?)))
 }
 
 pub(crate) async fn resume(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
-    Ok(Json(json!(s.engine.schedule_pause(&name, false).await?)))
+    Ok(Json(view(s.engine.schedule_pause(&name, false).await?)))
 }
 
 pub(crate) async fn trigger(
@@ -133,4 +135,30 @@ pub(crate) async fn cron_next(
         }
     }
     Ok(Json(json!({"expr": q.expr, "tz": tz_name, "times": times})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Declared {
+    schedules: Vec<ScheduleDef>,
+}
+
+/// `PUT /v1/declared/{group}`: the schedules a group of code declares (see the worker's
+/// declared schedules): created, updated, or removed when no longer declared.
+pub(crate) async fn declare(
+    State(s): State<AppState>,
+    NamePath(group): NamePath,
+    ApiJson(d): ApiJson<Declared>,
+) -> ApiResult {
+    Ok(Json(json!(
+        s.engine.schedules_sync(&group, d.schedules).await?
+    )))
+}
+
+/// A schedule as the API shows it: the stored fields, and its spec in words.
+fn view(schedule: sked_store::Schedule) -> Value {
+    let description = sked_core::schedule::describe(&schedule.spec);
+    let mut v = json!(schedule);
+    v["description"] = json!(description);
+    v
 }

@@ -11,7 +11,12 @@ use sked::ClaimRequest;
 use sked_core::parse_duration;
 use sked_store::FinishOutcome;
 
-use crate::extract::{ApiJson, TaskIdPath};
+use sked::protocol::{
+    BatchReply, FinishRequest, Finished, HeartbeatRequest, ItemError, ItemResult, WorkReply,
+};
+use sked_store::HeartbeatReply;
+
+use crate::extract::{ApiJson, ApiQuery, TaskIdPath};
 use crate::{ApiError, AppState};
 
 type ApiResult = Result<Json<Value>, ApiError>;
@@ -29,6 +34,8 @@ pub(crate) struct Claim {
     kinds: Vec<String>,
     #[serde(default = "one")]
     max: u32,
+    /// Only tasks of at least this priority.
+    min_priority: Option<i32>,
     /// Long-poll: how long to wait for a task (`"30s"`); none means answer at once.
     wait: Option<String>,
     /// Lease length (`"30s"`); the server's default when absent.
@@ -56,8 +63,8 @@ pub(crate) async fn claim(State(s): State<AppState>, ApiJson(c): ApiJson<Claim>)
     let wait =
         opt_duration(&c.wait)?.map(|w| Duration::try_from(w).unwrap_or_default().min(MAX_WAIT));
     let lease_ttl = opt_duration(&c.lease_ttl)?;
-    if lease_ttl.is_some_and(|t| t < jiff::SignedDuration::from_secs(1)) {
-        return Err(ApiError::invalid("lease_ttl must be at least 1s"));
+    if lease_ttl.is_some_and(|t| t < jiff::SignedDuration::from_millis(100)) {
+        return Err(ApiError::invalid("lease_ttl must be at least 100ms"));
     }
     let tasks = s
         .engine
@@ -66,8 +73,10 @@ pub(crate) async fn claim(State(s): State<AppState>, ApiJson(c): ApiJson<Claim>)
             queues: c.queues,
             kinds: c.kinds,
             max: c.max,
+            min_priority: c.min_priority,
             wait,
             lease_ttl,
+            stop: None,
         })
         .await?;
     Ok(Json(json!({"tasks": tasks})))
@@ -101,11 +110,13 @@ pub(crate) async fn complete(
     TaskIdPath(id): TaskIdPath,
     ApiJson(c): ApiJson<Complete>,
 ) -> ApiResult {
-    let t = s
-        .engine
-        .finish(id, c.attempt, FinishOutcome::Succeeded { result: c.result })
-        .await?;
-    Ok(Json(json!(t)))
+    end_attempt(
+        &s,
+        id,
+        c.attempt,
+        FinishOutcome::Succeeded { result: c.result },
+    )
+    .await
 }
 
 #[derive(Deserialize)]
@@ -127,18 +138,11 @@ pub(crate) async fn fail(
     TaskIdPath(id): TaskIdPath,
     ApiJson(f): ApiJson<Fail>,
 ) -> ApiResult {
-    let t = s
-        .engine
-        .finish(
-            id,
-            f.attempt,
-            FinishOutcome::Failed {
-                error: f.error,
-                retryable: f.retryable,
-            },
-        )
-        .await?;
-    Ok(Json(json!(t)))
+    let outcome = FinishOutcome::Failed {
+        error: f.error,
+        retryable: f.retryable,
+    };
+    end_attempt(&s, id, f.attempt, outcome).await
 }
 
 #[derive(Deserialize)]
@@ -160,11 +164,7 @@ pub(crate) async fn snooze(
         .now()
         .checked_add(d)
         .map_err(|e| ApiError::invalid(e.to_string()))?;
-    Ok(Json(json!(
-        s.engine
-            .finish(id, z.attempt, FinishOutcome::Snoozed { until })
-            .await?
-    )))
+    end_attempt(&s, id, z.attempt, FinishOutcome::Snoozed { until }).await
 }
 
 #[derive(Deserialize)]
@@ -173,14 +173,112 @@ pub(crate) struct Attempt {
     attempt: i32,
 }
 
+pub(crate) async fn release(
+    State(s): State<AppState>,
+    TaskIdPath(id): TaskIdPath,
+    ApiJson(a): ApiJson<Attempt>,
+) -> ApiResult {
+    end_attempt(&s, id, a.attempt, FinishOutcome::Released).await
+}
+
+async fn end_attempt(s: &AppState, id: i64, attempt: i32, outcome: FinishOutcome) -> ApiResult {
+    Ok(Json(json!(s.engine.finish(id, attempt, outcome).await?)))
+}
+
+/// The most items one batch call takes.
+const MAX_BATCH: usize = 10_000;
+
+fn item_error(e: sked::Error) -> ItemError {
+    let e = ApiError::from(e);
+    ItemError {
+        code: e.code.to_string(),
+        message: e.message,
+    }
+}
+
+/// `POST /v1/heartbeat`: extends the leases of many held tasks; one result per task.
+pub(crate) async fn heartbeat_many(
+    State(s): State<AppState>,
+    ApiJson(h): ApiJson<HeartbeatRequest>,
+) -> ApiResult {
+    if h.tasks.len() > MAX_BATCH {
+        return Err(ApiError::invalid(format!(
+            "at most {MAX_BATCH} tasks per heartbeat"
+        )));
+    }
+    let ttl = opt_duration(&h.lease_ttl)?;
+    let items: Vec<(i64, i32)> = h.tasks.iter().map(|t| (t.id, t.attempt)).collect();
+    let replies = s.engine.heartbeat_many(&items, ttl).await?;
+    let results: Vec<ItemResult<HeartbeatReply>> = replies
+        .into_iter()
+        .map(|r| match r {
+            Ok(v) => ItemResult::Ok(v),
+            Err(e) => ItemResult::Err {
+                error: item_error(e),
+            },
+        })
+        .collect();
+    Ok(Json(json!(BatchReply { results })))
+}
+
+/// `POST /v1/finish`: ends many attempts; one result per item. The whole batch is checked
+/// before anything is recorded, so a malformed item changes nothing.
+pub(crate) async fn finish_many(
+    State(s): State<AppState>,
+    ApiJson(f): ApiJson<FinishRequest>,
+) -> ApiResult {
+    if f.results.len() > MAX_BATCH {
+        return Err(ApiError::invalid(format!(
+            "at most {MAX_BATCH} results per call"
+        )));
+    }
+    let now = s.engine.now();
+    let items = f
+        .results
+        .iter()
+        .map(|item| Ok((item.id, item.attempt, item.ending()?.into_outcome(now))))
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(ApiError::invalid)?;
+    let results: Vec<ItemResult<Finished>> = s
+        .engine
+        .finish_many(items)
+        .await?
+        .into_iter()
+        .map(|r| match r {
+            Ok(t) => ItemResult::Ok(Finished {
+                id: t.id,
+                state: t.state,
+            }),
+            Err(e) => ItemResult::Err {
+                error: item_error(e),
+            },
+        })
+        .collect();
+    Ok(Json(json!(BatchReply { results })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WorkQuery {
+    #[serde(default)]
+    after: u64,
+    wait: Option<String>,
+}
+
+/// `GET /v1/work?after=N&wait=30s`: returns when the work counter passes `after` (tasks may
+/// have become claimable) or when the wait is over. It claims nothing, so a client may drop it.
+pub(crate) async fn work(State(s): State<AppState>, ApiQuery(q): ApiQuery<WorkQuery>) -> ApiResult {
+    let wait = opt_duration(&q.wait)?
+        .map(|w| Duration::try_from(w).unwrap_or_default().min(MAX_WAIT))
+        .unwrap_or_default();
+    let epoch = s.engine.work_changed(q.after, wait).await;
+    Ok(Json(json!(WorkReply { epoch })))
+}
+
 pub(crate) async fn cancelled(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,
     ApiJson(a): ApiJson<Attempt>,
 ) -> ApiResult {
-    Ok(Json(json!(
-        s.engine
-            .finish(id, a.attempt, FinishOutcome::Cancelled)
-            .await?
-    )))
+    end_attempt(&s, id, a.attempt, FinishOutcome::Cancelled).await
 }

@@ -7,6 +7,7 @@
 mod checkpoint;
 mod codec;
 mod migrations;
+mod observe;
 mod queues;
 mod schedules;
 mod tasks;
@@ -145,6 +146,15 @@ impl Store for SqliteStore {
         self.write(move |tx| tasks::heartbeat(tx, &params)).await
     }
 
+    /// One transaction (one sync to disk) for the whole batch.
+    async fn task_heartbeat_many(
+        &self,
+        params: Vec<TaskHeartbeatParams>,
+    ) -> Result<Vec<Result<HeartbeatReply>>> {
+        self.write(move |tx| Ok(params.iter().map(|p| tasks::heartbeat(tx, p)).collect()))
+            .await
+    }
+
     async fn task_finish_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<Task>>> {
         self.write(move |tx| Ok(params.iter().map(|p| tasks::finish(tx, p)).collect()))
             .await
@@ -204,6 +214,10 @@ impl Store for SqliteStore {
         self.write(move |tx| schedules::upsert(tx, &params)).await
     }
 
+    async fn schedule_sync(&self, params: ScheduleSyncParams) -> Result<ScheduleSyncReport> {
+        self.write(move |tx| schedules::sync(tx, &params)).await
+    }
+
     async fn schedule_get(&self, name: &str) -> Result<Schedule> {
         let name = name.to_string();
         self.run(move |conn| schedules::get(conn, &name)).await
@@ -238,6 +252,25 @@ impl Store for SqliteStore {
 
     async fn schedule_next_fire_at(&self) -> Result<Option<jiff::Timestamp>> {
         self.run(schedules::next_fire_at).await
+    }
+
+    async fn activity(&self, params: ActivityParams) -> Result<Vec<ActivityBucket>> {
+        self.run(move |conn| observe::activity(conn, &params)).await
+    }
+
+    async fn worker_beat(&self, params: WorkerBeatParams) -> Result<()> {
+        self.write(move |tx| observe::worker_beat(tx, &params))
+            .await
+    }
+
+    async fn worker_list(&self, seen_since: jiff::Timestamp) -> Result<Vec<WorkerInfo>> {
+        self.run(move |conn| observe::worker_list(conn, seen_since))
+            .await
+    }
+
+    async fn worker_prune(&self, before: jiff::Timestamp) -> Result<u64> {
+        self.write(move |tx| observe::worker_prune(tx, before))
+            .await
     }
 }
 

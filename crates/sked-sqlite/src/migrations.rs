@@ -5,7 +5,11 @@ use sked_store::{Result, StoreError};
 
 use crate::codec::db_err;
 
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../migrations/0001_init.sql")),
+    (2, include_str!("../migrations/0002_declared.sql")),
+    (3, include_str!("../migrations/0003_observe.sql")),
+];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {
     conn.execute_batch(

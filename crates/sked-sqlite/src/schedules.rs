@@ -13,7 +13,8 @@ const COLUMNS: &str = "s.name, s.spec, s.tz, s.task, s.overlap, s.catchup, s.cat
     (SELECT started_at FROM tasks t WHERE t.schedule = s.name AND t.started_at IS NOT NULL ORDER BY t.id DESC LIMIT 1), \
     (SELECT finished_at FROM tasks t WHERE t.schedule = s.name AND t.state IN ('succeeded', 'dead', 'cancelled') ORDER BY t.id DESC LIMIT 1), \
     EXISTS (SELECT 1 FROM tasks t WHERE t.schedule = s.name AND t.state = 'running'), \
-    (SELECT state FROM tasks t WHERE t.schedule = s.name AND t.state IN ('succeeded', 'dead', 'cancelled') ORDER BY t.id DESC LIMIT 1)";
+    (SELECT state FROM tasks t WHERE t.schedule = s.name AND t.state IN ('succeeded', 'dead', 'cancelled') ORDER BY t.id DESC LIMIT 1), \
+    s.declared_by";
 
 fn invalid_column(e: impl std::fmt::Display) -> rusqlite::Error {
     rusqlite::Error::InvalidColumnType(0, e.to_string(), rusqlite::types::Type::Text)
@@ -41,6 +42,7 @@ fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Schedule> {
             .get::<_, Option<String>>(16)?
             .map(|s| state(&s))
             .transpose()?,
+        declared_by: r.get(17)?,
     })
 }
 
@@ -99,6 +101,69 @@ pub(crate) fn upsert(tx: &Transaction<'_>, p: &ScheduleUpsertParams) -> Result<S
     ])
     .map_err(db_err)?;
     get(tx, &def.name)
+}
+
+/// A declared schedule written with its group; an existing one keeps its paused flag, and its
+/// next fire time unless spec or zone changed.
+const SYNC_UPSERT: &str = "INSERT INTO schedules (name, spec, tz, task, overlap, catchup, \
+       catchup_window_ms, paused, anchor_at, next_fire_at, created_at, updated_at, declared_by) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?9, ?9, ?11) \
+     ON CONFLICT (name) DO UPDATE SET \
+       next_fire_at = CASE WHEN schedules.spec = excluded.spec AND schedules.tz = excluded.tz \
+         THEN schedules.next_fire_at ELSE excluded.next_fire_at END, \
+       anchor_at = CASE WHEN schedules.spec = excluded.spec THEN schedules.anchor_at ELSE excluded.anchor_at END, \
+       spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
+       catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
+       declared_by = excluded.declared_by, updated_at = excluded.updated_at";
+
+pub(crate) fn sync(tx: &Transaction<'_>, p: &ScheduleSyncParams) -> Result<ScheduleSyncReport> {
+    let mut report = ScheduleSyncReport::default();
+    for d in &p.schedules {
+        let def = &d.def;
+        def.validate()
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let existing = match get(tx, &def.name) {
+            Ok(s) => Some(s),
+            Err(e) if e.kind() == ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let action = rules::sync_action(existing.as_ref(), def, &p.group);
+        if !rules::note_sync(&mut report, action, &def.name) {
+            continue;
+        }
+        let task =
+            serde_json::to_string(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        tx.prepare_cached(SYNC_UPSERT)
+            .map_err(db_err)?
+            .execute(params![
+                def.name,
+                def.spec,
+                def.tz,
+                task,
+                def.overlap.as_str(),
+                def.catchup.as_str(),
+                ms(def.catchup_window),
+                def.paused,
+                ts(p.now),
+                d.next_fire_at.map(ts),
+                p.group,
+            ])
+            .map_err(db_err)?;
+    }
+    let before: Vec<String> = {
+        let mut stmt = tx
+            .prepare_cached("SELECT name FROM schedules WHERE declared_by = ?1 ORDER BY name")
+            .map_err(db_err)?;
+        let rows = stmt.query_map([&p.group], |r| r.get(0)).map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+    };
+    for name in before {
+        if !p.schedules.iter().any(|d| d.def.name == name) {
+            delete(tx, &name)?;
+            report.removed.push(name);
+        }
+    }
+    Ok(report)
 }
 
 pub(crate) fn delete(tx: &Transaction<'_>, name: &str) -> Result<bool> {

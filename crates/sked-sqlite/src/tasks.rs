@@ -216,6 +216,10 @@ pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Tas
     in_list(&mut sql, "queue", false, &p.queues);
     in_list(&mut sql, "queue", true, &excluded);
     in_list(&mut sql, "kind", false, &p.kinds);
+    if let Some(min) = p.min_priority {
+        sql.push_str(" AND priority >= ?");
+        args.push(Value::Integer(i64::from(min)));
+    }
     sql.push_str(" ORDER BY priority DESC, run_at, id LIMIT ?");
     args.push(Value::Integer(i64::from(p.max)));
     let candidates: Vec<(TaskId, String)> = {

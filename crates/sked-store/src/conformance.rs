@@ -23,11 +23,14 @@ macro_rules! conformance_tests {
             concurrency_limit_caps_running, claim_filters_queues_and_kinds,
             heartbeat_extends_and_rejects_stale, complete_records_result_and_attempt,
             fail_retries_with_backoff_until_dead, fatal_failure_is_dead_at_once,
-            snooze_does_not_spend_an_attempt, cancel_before_and_while_running,
+            snooze_does_not_spend_an_attempt, release_gives_the_task_back_at_once,
+            claim_with_min_priority, cancel_before_and_while_running,
             rescue_requeues_expired_and_fences_old_worker, rescue_out_of_attempts_is_dead,
             retry_and_reschedule, prune_removes_old_finished_tasks, list_filters,
             queue_counts, leases_renew_and_take_over, schedule_crud_and_pause,
-            schedule_apply_is_exactly_once, schedule_buffer_release_and_replace);
+            schedule_apply_is_exactly_once, schedule_buffer_release_and_replace,
+            schedule_sync_creates_updates_and_removes, schedule_sync_concurrently_one_copy,
+            activity_counts_ended_work_per_bucket, workers_beat_list_and_prune);
     };
     (@cases $make:expr; $($case:ident),+) => {
         $(
@@ -84,6 +87,7 @@ async fn claim_from(
 ) -> Vec<sked_core::Task> {
     store
         .task_claim(TaskClaimParams {
+            min_priority: None,
             queues: queues.iter().map(|q| q.to_string()).collect(),
             kinds: vec![],
             max,
@@ -327,6 +331,7 @@ pub async fn claim_filters_queues_and_kinds(store: &Shared) {
     }
     let got = store
         .task_claim(TaskClaimParams {
+            min_priority: None,
             queues: vec!["a".into()],
             kinds: vec!["y".into()],
             max: 10,
@@ -474,6 +479,54 @@ pub async fn snooze_does_not_spend_an_attempt(store: &Shared) {
     // The snooze gave the attempt back: a retryable failure now is the last one.
     let f = finish(store, id, 2, failed(true), at(61)).await.unwrap();
     assert_eq!(f.state, TaskState::Dead);
+}
+
+pub async fn release_gives_the_task_back_at_once(store: &Shared) {
+    let mut t = task("k");
+    t.max_attempts = 1;
+    let id = insert(store, t, t0()).await.id;
+    let later = insert(store, task("k"), at(1)).await.id;
+    let c = claim(store, 1, at(2)).await.remove(0);
+    assert_eq!((c.id, c.attempt), (id, 1));
+    let r = finish(store, id, 1, FinishOutcome::Released, at(3))
+        .await
+        .unwrap();
+    assert_eq!(r.state, TaskState::Available);
+    assert_eq!(r.run_at, t0(), "it keeps its place in the queue");
+    assert_eq!(r.max_attempts, 2, "the attempt is given back");
+    assert!(r.lease_expires_at.is_none());
+    // Claimable at once, before the task enqueued after it.
+    let again = claim(store, 1, at(3)).await.remove(0);
+    assert_eq!((again.id, again.attempt), (id, 2));
+    let stale = finish(store, id, 1, FinishOutcome::Released, at(4))
+        .await
+        .unwrap_err();
+    assert_eq!(stale.kind(), ErrorKind::Conflict);
+    let history = store.task_get(id).await.unwrap().attempts;
+    assert_eq!(history[0].outcome, "released");
+    assert_eq!(claim(store, 1, at(4)).await[0].id, later);
+}
+
+pub async fn claim_with_min_priority(store: &Shared) {
+    let mut low = task("k");
+    low.priority = 0;
+    let mut high = task("k");
+    high.priority = 5;
+    insert(store, low, t0()).await;
+    let high = insert(store, high, at(1)).await.id;
+    let ask = |min| TaskClaimParams {
+        min_priority: Some(min),
+        queues: vec![],
+        kinds: vec![],
+        max: 10,
+        worker: "w1".into(),
+        lease_ttl: TTL,
+        now: at(2),
+    };
+    let got = store.task_claim(ask(1)).await.unwrap();
+    assert_eq!(got.iter().map(|t| t.id).collect::<Vec<_>>(), vec![high]);
+    assert!(store.task_claim(ask(1)).await.unwrap().is_empty());
+    assert_eq!(store.task_claim(ask(0)).await.unwrap().len(), 1);
 }
 
 pub async fn cancel_before_and_while_running(store: &Shared) {
@@ -806,6 +859,129 @@ fn def(name: &str, spec: &str) -> ScheduleDef {
     }
 }
 
+fn declared(defs: &[ScheduleDef], now: Timestamp) -> ScheduleSyncParams {
+    ScheduleSyncParams {
+        group: "billing".into(),
+        schedules: defs
+            .iter()
+            .map(|d| DeclaredSchedule {
+                def: d.clone(),
+                next_fire_at: Some(now.checked_add(SignedDuration::from_hours(1)).unwrap()),
+            })
+            .collect(),
+        now,
+    }
+}
+
+pub async fn schedule_sync_creates_updates_and_removes(store: &Shared) {
+    let names = |v: &[String]| v.join(",");
+    // Made at run time: never touched by a group's sync.
+    store
+        .schedule_upsert(ScheduleUpsertParams {
+            def: def("adhoc", "0 5 * * *"),
+            next_fire_at: Some(at(5 * 3600)),
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    let (a, b) = (def("a", "0 1 * * *"), def("b", "0 2 * * *"));
+    let r = store
+        .schedule_sync(declared(&[a.clone(), b.clone()], t0()))
+        .await
+        .unwrap();
+    assert_eq!((names(&r.created), r.updated.len()), ("a,b".into(), 0));
+    let first = store.schedule_get("a").await.unwrap();
+    assert_eq!(first.declared_by.as_deref(), Some("billing"));
+    assert_eq!(first.next_fire_at, Some(at(3600)));
+    // The same declarations again change nothing, not even the next fire time.
+    let r = store
+        .schedule_sync(declared(&[a.clone(), b.clone()], at(60)))
+        .await
+        .unwrap();
+    assert_eq!(names(&r.unchanged), "a,b");
+    assert_eq!(store.schedule_get("a").await.unwrap(), first);
+    // An operator pauses `a`; the next deploy changes its task, drops `b`, adds `c`.
+    store
+        .schedule_set_paused(SchedulePauseParams {
+            name: "a".into(),
+            paused: true,
+            next_fire_at: None,
+            now: at(70),
+        })
+        .await
+        .unwrap();
+    let mut a2 = a.clone();
+    a2.task.priority = 7;
+    let r = store
+        .schedule_sync(declared(&[a2, def("c", "0 3 * * *")], at(80)))
+        .await
+        .unwrap();
+    assert_eq!(
+        (names(&r.created), names(&r.updated), names(&r.removed)),
+        ("c".into(), "a".into(), "b".into())
+    );
+    let a = store.schedule_get("a").await.unwrap();
+    assert!(a.paused, "a pause survives a redeploy");
+    assert_eq!(a.task.priority, 7);
+    assert_eq!(
+        a.next_fire_at, first.next_fire_at,
+        "same spec: same next fire"
+    );
+    assert_eq!(
+        store.schedule_get("b").await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    let adhoc = store.schedule_get("adhoc").await.unwrap();
+    assert_eq!(adhoc.declared_by, None);
+    // A runtime update of a declared schedule keeps it declared.
+    store
+        .schedule_upsert(ScheduleUpsertParams {
+            def: def("c", "0 4 * * *"),
+            next_fire_at: Some(at(4 * 3600)),
+            now: at(90),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .schedule_get("c")
+            .await
+            .unwrap()
+            .declared_by
+            .as_deref(),
+        Some("billing")
+    );
+    // Declaring nothing removes what the group declared, and only that.
+    let r = store.schedule_sync(declared(&[], at(100))).await.unwrap();
+    assert_eq!(names(&r.removed), "a,c");
+    let left: Vec<String> = store
+        .schedule_list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(left, vec!["adhoc".to_string()]);
+}
+
+pub async fn schedule_sync_concurrently_one_copy(store: &Shared) {
+    let defs = vec![def("x", "*/5 * * * *"), def("y", "0 * * * *")];
+    let runs = (0..20).map(|i| {
+        let store = store.clone();
+        let params = declared(&defs, at(i));
+        tokio::spawn(async move { store.schedule_sync(params).await })
+    });
+    let mut created = 0;
+    for run in runs.collect::<Vec<_>>() {
+        let report = run.await.unwrap().unwrap();
+        created += report.created.len();
+        assert!(report.removed.is_empty());
+    }
+    assert_eq!(created, 2, "each schedule is created by exactly one sync");
+    let all = store.schedule_list().await.unwrap();
+    assert_eq!(all.len(), 2);
+}
+
 pub async fn schedule_crud_and_pause(store: &Shared) {
     let s = store
         .schedule_upsert(ScheduleUpsertParams {
@@ -1071,4 +1247,143 @@ pub async fn schedule_buffer_release_and_replace(store: &Shared) {
     assert_eq!(ledger[0].outcome, OccurrenceOutcome::Enqueued);
     assert_eq!(ledger[0].task_id, Some(released[0]));
     assert_eq!(store.schedule_get("b").await.unwrap().buffered_at, None);
+}
+
+pub async fn activity_counts_ended_work_per_bucket(store: &Shared) {
+    // Minute 0: two successes. Minute 1: a failed attempt that is retried, a cancel.
+    // Minute 2: the retried task dies. Before `since`: a success that is not counted.
+    let early = insert(store, task("k"), at(-120)).await.id;
+    let c = claim(store, 1, at(-120)).await;
+    assert_eq!(c[0].id, early);
+    finish(
+        store,
+        early,
+        1,
+        FinishOutcome::Succeeded { result: None },
+        at(-119),
+    )
+    .await
+    .unwrap();
+    for i in 0..2 {
+        let id = insert(store, task("k"), at(i)).await.id;
+        claim(store, 1, at(i)).await;
+        finish(
+            store,
+            id,
+            1,
+            FinishOutcome::Succeeded { result: None },
+            at(10 + i),
+        )
+        .await
+        .unwrap();
+    }
+    let mut t = task("k");
+    t.max_attempts = 2;
+    let flaky = insert(store, t, at(60)).await.id;
+    claim(store, 1, at(60)).await;
+    let f = finish(store, flaky, 1, failed(true), at(70)).await.unwrap();
+    assert_eq!(f.state, TaskState::Retrying);
+    let gone = insert(store, task("k"), at(61)).await.id;
+    store
+        .task_cancel(TaskCancelParams {
+            id: gone,
+            now: at(75),
+        })
+        .await
+        .unwrap();
+    let c = claim(store, 1, f.run_at).await;
+    assert_eq!(c[0].id, flaky);
+    let dies_at = at(130);
+    assert!(f.run_at < dies_at);
+    let d = finish(store, flaky, 2, failed(true), dies_at)
+        .await
+        .unwrap();
+    assert_eq!(d.state, TaskState::Dead);
+
+    let buckets = store
+        .activity(ActivityParams {
+            since: t0(),
+            bucket: SignedDuration::from_secs(60),
+        })
+        .await
+        .unwrap();
+    let b = |start: i64, succeeded, failed, dead, cancelled| ActivityBucket {
+        start: at(start),
+        succeeded,
+        failed,
+        dead,
+        cancelled,
+    };
+    assert_eq!(
+        buckets,
+        vec![b(0, 2, 0, 0, 0), b(60, 0, 1, 0, 1), b(120, 0, 0, 1, 0)]
+    );
+}
+
+pub async fn workers_beat_list_and_prune(store: &Shared) {
+    let beat = |id: &str, role: &str, now: Timestamp, stopping: bool| WorkerBeatParams {
+        id: id.into(),
+        role: role.into(),
+        queues: if role == "worker" {
+            vec!["a".into(), "b".into()]
+        } else {
+            vec![]
+        },
+        concurrency: (role == "worker").then_some(8),
+        stopping,
+        now,
+    };
+    store
+        .worker_beat(beat("w1", "worker", at(0), false))
+        .await
+        .unwrap();
+    store
+        .worker_beat(beat("n1", "node", at(5), false))
+        .await
+        .unwrap();
+    store
+        .worker_beat(beat("w1", "worker", at(10), false))
+        .await
+        .unwrap();
+    // w1 holds a lease on one task.
+    insert(store, task("k"), at(10)).await;
+    claim(store, 1, at(10)).await;
+    let list = store.worker_list(at(0)).await.unwrap();
+    assert_eq!(list.len(), 2);
+    let w1 = &list[0];
+    assert_eq!(
+        (w1.id.as_str(), w1.role.as_str(), w1.concurrency, w1.running),
+        ("w1", "worker", Some(8), 1),
+        "most recently seen first; running counts its leases"
+    );
+    assert_eq!(w1.queues, vec!["a".to_string(), "b".to_string()]);
+    assert_eq!(
+        (w1.started_at, w1.last_seen_at, w1.stopped_at),
+        (at(0), at(10), None)
+    );
+    assert_eq!((list[1].id.as_str(), list[1].running), ("n1", 0));
+    // Goodbye, then back again.
+    store
+        .worker_beat(beat("w1", "worker", at(20), true))
+        .await
+        .unwrap();
+    let w1 = store.worker_list(at(15)).await.unwrap().remove(0);
+    assert_eq!(w1.stopped_at, Some(at(20)));
+    store
+        .worker_beat(beat("w1", "worker", at(30), false))
+        .await
+        .unwrap();
+    // A sign of life that does not know the concurrency (a claim) keeps the one told.
+    let mut seen = beat("w1", "worker", at(31), false);
+    seen.concurrency = None;
+    store.worker_beat(seen).await.unwrap();
+    let list = store.worker_list(at(15)).await.unwrap();
+    assert_eq!(list.len(), 1, "n1 was last seen before the cut");
+    assert_eq!(list[0].stopped_at, None);
+    assert_eq!(
+        (list[0].concurrency, list[0].last_seen_at),
+        (Some(8), at(31))
+    );
+    assert_eq!(store.worker_prune(at(6)).await.unwrap(), 1);
+    assert_eq!(store.worker_list(at(0)).await.unwrap().len(), 1);
 }

@@ -67,6 +67,22 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Extends the lease of a running task held with `attempt`.
     async fn task_heartbeat(&self, params: TaskHeartbeatParams) -> Result<HeartbeatReply>;
 
+    /// Extends the leases of many running tasks (a worker's whole holding, each beat). One
+    /// result per item, in order.
+    async fn task_heartbeat_many(
+        &self,
+        params: Vec<TaskHeartbeatParams>,
+    ) -> Result<Vec<Result<HeartbeatReply>>> {
+        let mut out = Vec::with_capacity(params.len());
+        for p in params {
+            match self.task_heartbeat(p).await {
+                Err(e) if e.kind() == ErrorKind::Unavailable => return Err(e),
+                r => out.push(r),
+            }
+        }
+        Ok(out)
+    }
+
     /// Ends attempts (complete, fail, snooze, acknowledge cancel), each a compare-and-set on
     /// `running` and the attempt number. One result per item, in order.
     async fn task_finish_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<Task>>>;
@@ -109,6 +125,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// spec, zone or paused flag changed; otherwise the stored one is kept.
     async fn schedule_upsert(&self, params: ScheduleUpsertParams) -> Result<Schedule>;
 
+    /// Makes the schedules declared by `group` exist as declared, in one transaction: new ones
+    /// are created, changed ones updated (their paused flag kept, the next fire time kept
+    /// unless spec or zone changed), and those the group declared before but no longer does
+    /// are deleted. A schedule of the same name made at run time or by another group is taken
+    /// over. Concurrent syncs of one group leave one copy of each schedule.
+    async fn schedule_sync(&self, params: ScheduleSyncParams) -> Result<ScheduleSyncReport>;
+
     async fn schedule_get(&self, name: &str) -> Result<Schedule>;
 
     async fn schedule_list(&self) -> Result<Vec<Schedule>>;
@@ -134,4 +157,19 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// The earliest next fire time of an unpaused schedule.
     async fn schedule_next_fire_at(&self) -> Result<Option<jiff::Timestamp>>;
+
+    /// Ended work per time bucket since `since`, across every node: tasks that succeeded, died
+    /// or were cancelled (by their end time) and attempts that failed and were retried. Only
+    /// buckets with something in them.
+    async fn activity(&self, params: ActivityParams) -> Result<Vec<ActivityBucket>>;
+
+    /// Records that a worker or node is alive (or, with `stopping`, that it said goodbye).
+    async fn worker_beat(&self, params: WorkerBeatParams) -> Result<()>;
+
+    /// Workers and nodes seen since `seen_since`, with how many tasks each runs now; most
+    /// recently seen first.
+    async fn worker_list(&self, seen_since: jiff::Timestamp) -> Result<Vec<WorkerInfo>>;
+
+    /// Forgets workers and nodes not seen since `before`. How many were forgotten.
+    async fn worker_prune(&self, before: jiff::Timestamp) -> Result<u64>;
 }

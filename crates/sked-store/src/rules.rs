@@ -85,6 +85,15 @@ pub fn finish(task: &Task, outcome: &FinishOutcome, now: Timestamp, jitter: f64)
             result: None,
             outcome: "snoozed",
         },
+        // Given back: claimable again now, in its old place, the attempt given back like a snooze.
+        FinishOutcome::Released => Finish {
+            state: TaskState::Available,
+            run_at: task.run_at,
+            max_attempts: task.max_attempts.saturating_add(1),
+            error: None,
+            result: None,
+            outcome: "released",
+        },
         FinishOutcome::Cancelled => Finish {
             state: TaskState::Cancelled,
             run_at: task.run_at,
@@ -143,4 +152,47 @@ pub fn add_current_attempt(task: &mut Task) {
             task.attempts.push(current);
         }
     }
+}
+
+/// How a declared schedule compares with the stored one of the same name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncAction {
+    Create,
+    Update,
+    Unchanged,
+}
+
+/// Whether syncing `def` for `group` over `existing` creates, changes or keeps it. The paused
+/// flag is not compared: an operator's pause survives a redeploy.
+pub fn sync_action(
+    existing: Option<&crate::Schedule>,
+    def: &sked_core::ScheduleDef,
+    group: &str,
+) -> SyncAction {
+    let Some(s) = existing else {
+        return SyncAction::Create;
+    };
+    let same = s.spec == def.spec
+        && s.tz == def.tz
+        && s.task == def.task
+        && s.overlap == def.overlap
+        && s.catchup == def.catchup
+        && s.catchup_window == def.catchup_window
+        && s.declared_by.as_deref() == Some(group);
+    if same {
+        SyncAction::Unchanged
+    } else {
+        SyncAction::Update
+    }
+}
+
+/// Records `name` in the report under `action`; whether the schedule must be written.
+pub fn note_sync(report: &mut crate::ScheduleSyncReport, action: SyncAction, name: &str) -> bool {
+    let list = match action {
+        SyncAction::Unchanged => &mut report.unchanged,
+        SyncAction::Create => &mut report.created,
+        SyncAction::Update => &mut report.updated,
+    };
+    list.push(name.to_string());
+    action != SyncAction::Unchanged
 }

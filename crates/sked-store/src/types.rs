@@ -58,6 +58,9 @@ pub struct TaskClaimParams {
     /// Kinds this worker can run; empty means any.
     pub kinds: Vec<String>,
     pub max: u32,
+    /// Only tasks of at least this priority (a worker whose prefetch buffer is full asks
+    /// only for tasks that would start before what it holds).
+    pub min_priority: Option<i32>,
     pub worker: String,
     pub lease_ttl: SignedDuration,
     pub now: Timestamp,
@@ -95,6 +98,9 @@ pub enum FinishOutcome {
     },
     /// The worker stopped because a cancel was requested.
     Cancelled,
+    /// The worker gives the task back unstarted or unfinished (shutting down, or its prefetch
+    /// buffer made room for more urgent work): available again at once, no attempt spent.
+    Released,
 }
 
 #[derive(Debug, Clone)]
@@ -179,6 +185,31 @@ pub struct ScheduleUpsertParams {
     pub now: Timestamp,
 }
 
+/// A declared schedule and when it would fire next if it were new or its timing changed.
+#[derive(Debug, Clone)]
+pub struct DeclaredSchedule {
+    pub def: ScheduleDef,
+    pub next_fire_at: Option<Timestamp>,
+}
+
+/// The schedules a group of code declares, to be made so in one transaction.
+#[derive(Debug, Clone)]
+pub struct ScheduleSyncParams {
+    pub group: String,
+    pub schedules: Vec<DeclaredSchedule>,
+    pub now: Timestamp,
+}
+
+/// What a sync changed, by schedule name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduleSyncReport {
+    pub created: Vec<String>,
+    pub updated: Vec<String>,
+    pub unchanged: Vec<String>,
+    /// Declared by the group before, no longer declared: deleted (their tasks stay).
+    pub removed: Vec<String>,
+}
+
 #[derive(Debug, Clone)]
 pub struct SchedulePauseParams {
     pub name: String,
@@ -213,6 +244,10 @@ pub struct Schedule {
     pub running: bool,
     /// The final state of its most recent finished run.
     pub last_outcome: Option<TaskState>,
+    /// The group of the code that declares it ([`crate::Store::schedule_sync`]); `None` for
+    /// a schedule made at run time through the API or CLI.
+    #[serde(default)]
+    pub declared_by: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -254,6 +289,52 @@ pub struct Occurrence {
     pub task_state: Option<TaskState>,
     pub detail: Option<String>,
     pub recorded_at: Timestamp,
+}
+
+/// Which buckets of ended work to count: from `since`, each `bucket` long.
+#[derive(Debug, Clone)]
+pub struct ActivityParams {
+    pub since: Timestamp,
+    pub bucket: SignedDuration,
+}
+
+/// Work ended within one bucket of time.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActivityBucket {
+    pub start: Timestamp,
+    pub succeeded: u64,
+    /// Attempts that failed and were retried (a task that ran out of attempts is `dead`).
+    pub failed: u64,
+    pub dead: u64,
+    pub cancelled: u64,
+}
+
+/// A process's sign of life.
+#[derive(Debug, Clone)]
+pub struct WorkerBeatParams {
+    pub id: String,
+    /// `worker` (claims tasks) or `node` (a server: API, scheduling, maybe built-in executors).
+    pub role: String,
+    /// The queues it works; empty for all.
+    pub queues: Vec<String>,
+    pub concurrency: Option<u32>,
+    /// It is shutting down: recorded as stopped.
+    pub stopping: bool,
+    pub now: Timestamp,
+}
+
+/// A worker or node as last seen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerInfo {
+    pub id: String,
+    pub role: String,
+    pub queues: Vec<String>,
+    pub concurrency: Option<u32>,
+    pub started_at: Timestamp,
+    pub last_seen_at: Timestamp,
+    pub stopped_at: Option<Timestamp>,
+    /// Tasks it holds a lease on now.
+    pub running: u64,
 }
 
 /// The backoff a failed attempt waits, given the task's own policy.

@@ -12,6 +12,14 @@ pub enum Error {
     Invalid(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// An error answered by a remote sked server (or reaching it failed).
+    #[error("{message}")]
+    Remote {
+        kind: ErrorKind,
+        /// The API's error code (`not_found`, `stale_lease`, `unavailable`, …).
+        code: String,
+        message: String,
+    },
 }
 
 impl Error {
@@ -19,6 +27,23 @@ impl Error {
         match self {
             Error::Invalid(_) => ErrorKind::Invalid,
             Error::Store(e) => e.kind(),
+            Error::Remote { kind, .. } => *kind,
+        }
+    }
+
+    /// An error from the API's code and message.
+    pub(crate) fn remote(code: &str, message: impl Into<String>) -> Error {
+        let kind = match code {
+            "not_found" => ErrorKind::NotFound,
+            "stale_lease" | "conflict" => ErrorKind::Conflict,
+            "unavailable" => ErrorKind::Unavailable,
+            "internal" => ErrorKind::Internal,
+            _ => ErrorKind::Invalid,
+        };
+        Error::Remote {
+            kind,
+            code: code.to_string(),
+            message: message.into(),
         }
     }
 }

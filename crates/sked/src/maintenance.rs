@@ -38,10 +38,17 @@ pub async fn run(engine: Engine, mut shutdown: watch::Receiver<bool>) {
     // When schedules must be looked at: now (just became leader, or told of a change), at the
     // next fire time, or at the latest after the safety interval.
     let mut next_schedules = Instant::now();
+    let mut presence = crate::Presence {
+        id: cfg.node_id.clone(),
+        role: "node".into(),
+        ..crate::Presence::default()
+    };
     loop {
         if *shutdown.borrow() {
             break;
         }
+        // This node's sign of life, for the dashboard's list of nodes (written every minute).
+        engine.seen(&presence.id, || presence.clone()).await;
         // Listen before working, so a change during the pass is not missed.
         let schedules_changed = engine.schedules_changed().notified();
         let leases_changed = engine.leases_changed().notified();
@@ -88,7 +95,7 @@ pub async fn run(engine: Engine, mut shutdown: watch::Receiver<bool>) {
             tracing::warn!(node = %cfg.node_id, "could not renew leadership in time; duties stopped");
         }
         engine.set_leader(leader);
-        let mut wake_at = next_try;
+        let mut wake_at = next_try.min(Instant::now() + crate::BEAT_EVERY);
         if leader {
             if Instant::now() >= next_schedules {
                 next_schedules = materialise(&engine).await;
@@ -121,6 +128,8 @@ pub async fn run(engine: Engine, mut shutdown: watch::Receiver<bool>) {
         }
     }
     engine.set_leader(false);
+    presence.stopping = true;
+    engine.beat(&presence).await;
     if leader_until.is_some() {
         let _ = engine
             .store()

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use jiff::SignedDuration;
 use serde_json::json;
 use sked::executors::ShellExecutor;
-use sked::worker::{Worker, WorkerConfig};
+use sked::worker::Worker;
 use sked::{Engine, EngineConfig};
 use sked_core::{NewTask, TaskState};
 use tokio::sync::watch;
@@ -23,11 +23,20 @@ fn engine(dir: &tempfile::TempDir) -> Engine {
 }
 
 fn start(engine: &Engine) -> (watch::Sender<bool>, tokio::task::JoinHandle<()>) {
-    let (tx, rx) = watch::channel(false);
-    let mut cfg = WorkerConfig::new("w");
-    cfg.shutdown_grace = Duration::from_secs(10);
-    let worker = Worker::new(engine.clone(), cfg).executor(Arc::new(ShellExecutor));
-    (tx, tokio::spawn(worker.run(rx)))
+    let (tx, mut rx) = watch::channel(false);
+    let worker = Worker::new(engine.clone())
+        .id("w")
+        .shutdown_grace(Duration::from_secs(10))
+        .executor(Arc::new(ShellExecutor));
+    let run = worker.run(async move {
+        let _ = rx.wait_for(|s| *s).await;
+    });
+    (
+        tx,
+        tokio::spawn(async move {
+            run.await.unwrap();
+        }),
+    )
 }
 
 async fn wait_state(engine: &Engine, id: i64, want: TaskState) -> sked_core::Task {
@@ -99,8 +108,16 @@ async fn shutdown_lets_in_flight_tasks_finish() {
     let dir = tempfile::tempdir().unwrap();
     let e = engine(&dir);
     let (stop, worker) = start(&e);
-    let id = e.enqueue(shell("sleep 0.5; echo done")).await.unwrap().id;
-    wait_state(&e, id, TaskState::Running).await;
+    // `running` in the store also covers a claimed task still in the prefetch buffer, which
+    // shutdown gives back: wait until the command itself has started.
+    let started = dir.path().join("started");
+    let cmd = format!("touch {}; sleep 0.5; echo done", started.display());
+    let id = e.enqueue(shell(&cmd)).await.unwrap().id;
+    let since = Instant::now();
+    while !started.exists() {
+        assert!(since.elapsed() < Duration::from_secs(15), "never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     stop.send(true).unwrap();
     worker.await.unwrap();
     let t = e.task(id).await.unwrap();

@@ -2,6 +2,7 @@
 //! do when runs overlap or were missed.
 
 pub mod cron;
+mod describe;
 pub mod plan;
 
 use std::fmt;
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::SpecError;
 use crate::{format_duration, parse_duration};
 pub use cron::CronExpr;
+pub use describe::describe;
 
 /// When a schedule fires.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,0 +1,138 @@
+// Drives the dashboard of a running sked server in headless Chromium, as a person would:
+// the schedules page, the failed task, a click on "Retry" and the state changing on screen
+// without a reload, payloads shown as text (no script from a payload runs), a long payload cut
+// with a way to see it whole. Prints what it checked; exits 1 on the first thing that is wrong.
+//
+// node dashboard.mjs URL FAILED_ID XSS_ID BIG_ID SCREENSHOT_DIR
+
+import { chromium } from "playwright-core";
+
+const [url, failedId, xssId, bigId, shots] = process.argv.slice(2);
+const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
+
+const garbled = [];
+/** Notes the page if any of its text reads "[object …]": a value rendered the wrong way. */
+async function notGarbled(page, name) {
+  const text = await page.textContent("main");
+  if (text.includes("[object ")) garbled.push(name);
+}
+
+/** Goes to a page of the dashboard and waits until that very page is drawn (not the last one). */
+async function show(page, route) {
+  await page.goto(`${url}/#${route}`);
+  await page.waitForSelector(`main[data-route="${route}"]`);
+}
+
+function check(cond, what) {
+  if (!cond) throw new Error(`not so: ${what}`);
+  console.log(`ok: ${what}`);
+}
+
+const browser = await chromium.launch({
+  executablePath,
+  headless: true,
+  // The machine's network is closed: Chromium must not try to reach Google's services.
+  args: [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+  ],
+});
+let failed = false;
+try {
+  const page = await browser.newPage({ viewport: { width: 1360, height: 900 } });
+  const dialogs = [];
+  const pageErrors = [];
+  page.on("dialog", (d) => {
+    dialogs.push(d.message());
+    d.dismiss();
+  });
+  page.on("pageerror", (e) => pageErrors.push(String(e)));
+  const cspViolations = [];
+  page.on("console", (m) => {
+    if (m.type() === "error") cspViolations.push(m.text());
+  });
+
+  // Overview: counts, activity, workers, leader.
+  await show(page, "/");
+  check(await page.locator('tr[data-queue="default"]').count() === 1, "the overview lists the default queue");
+  await notGarbled(page, "overview");
+  check((await page.textContent("#leader")).trim().length > 0, "the overview names the leader");
+  await page.waitForFunction(() => Number(document.querySelector('[data-total="dead"]')?.textContent.split(" ")[1]) >= 1);
+  check(true, "the activity chart counts the dead task");
+
+  // Schedules: the blackboard.
+  await page.click('a[data-nav="schedules"]');
+  const nightly = page.locator('tr[data-schedule="nightly"]');
+  await nightly.waitFor();
+  const row = await nightly.textContent();
+  check(row.includes("0 3 * * *") && row.includes("Europe/Berlin"), "the nightly schedule shows its spec and zone");
+  check(/at 03:00/i.test(row), "the nightly schedule's spec is also in words");
+  check(await page.locator('tr[data-schedule="hourly"]').count() === 1, "the hourly schedule is listed");
+  await nightly.locator("a").first().click();
+  await page.waitForSelector('tr[data-outcome="enqueued"]');
+  await notGarbled(page, "schedule");
+  check(true, "a schedule's page shows its occurrence history");
+  if (shots) await page.screenshot({ path: `${shots}/dashboard-schedule.png`, fullPage: true });
+
+  // Tasks: filter by state, find the failed one, retry it, watch it change.
+  await show(page, "/tasks?state=dead");
+  const failedRow = page.locator(`tr[data-task="${failedId}"]`);
+  await failedRow.waitFor();
+  await notGarbled(page, "tasks");
+  check((await failedRow.getAttribute("data-state")) === "dead", `task #${failedId} is shown as dead`);
+  const error = await failedRow.locator("td.error").textContent();
+  check(error.includes("<b>boom</b>"), "its error message is shown as text, markup and all");
+  await show(page, `/tasks/${failedId}`);
+  await page.waitForSelector('h1 .pill[data-state="dead"]');
+  await page.click('button[data-action="retry"]');
+  // No reload: the page follows the task through its new attempt.
+  await page.waitForSelector('h1 .pill[data-state="succeeded"]', { timeout: 20000 });
+  check(true, `after "Retry" task #${failedId} is shown as succeeded, without a reload`);
+  await notGarbled(page, "task");
+  check((await page.locator("table tbody tr").count()) >= 2, "its page lists both attempts");
+  if (shots) await page.screenshot({ path: `${shots}/dashboard-task.png`, fullPage: true });
+
+  // A payload that is markup and script stays text.
+  await show(page, `/tasks/${xssId}`);
+  const pre = page.locator('pre[data-json="payload"]');
+  await pre.waitFor();
+  const shown = await pre.textContent();
+  check(shown.includes("<script>window.pwned=1</script>") && shown.includes("<img src=x onerror=alert(1)>"), "the XSS payload is shown as text");
+  check(await page.evaluate(() => window.pwned === undefined), "its script did not run");
+  check(await page.locator('main img[src="x"]').count() === 0, "its <img> was not made into an element");
+
+  // A large payload is cut, with a button to see it whole.
+  await show(page, `/tasks/${bigId}`);
+  const big = page.locator('pre[data-json="payload"]');
+  await big.waitFor();
+  const before = (await big.textContent()).length;
+  await page.click('button[data-action="show-all-payload"]');
+  const after = (await big.textContent()).length;
+  check(before <= 4000 && after > 20000, `a large payload is cut at ${before} characters and shown whole (${after}) on request`);
+
+  // Workers.
+  await show(page, "/workers");
+  await page.waitForSelector('main[data-loaded="workers"] tr[data-worker]');
+  check(true, "the workers page lists the server's node and its executor");
+  await notGarbled(page, "workers");
+
+  // The overview, for the README.
+  await show(page, "/");
+  if (shots) await page.screenshot({ path: `${shots}/dashboard.png`, fullPage: true });
+
+  check(!garbled.length, `no page showed an object where text belongs (${garbled.join(", ")})`);
+  check(dialogs.length === 0, `no dialog opened (${dialogs.join("; ")})`);
+  check(pageErrors.length === 0, `no script error on the pages (${pageErrors.join("; ")})`);
+  check(cspViolations.filter((m) => /Content Security Policy/i.test(m)).length === 0, `no Content-Security-Policy violation (${cspViolations.join("; ")})`);
+} catch (e) {
+  failed = true;
+  console.error(String(e && e.stack ? e.stack : e));
+} finally {
+  await browser.close();
+}
+process.exit(failed ? 1 : 0);

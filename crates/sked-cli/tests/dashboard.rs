@@ -1,0 +1,123 @@
+//! The dashboard in real headless Chromium (driven by Playwright in tests/browser): schedules
+//! and a failed task are shown, "Retry" is clicked and the task's state changes on screen, an
+//! XSS payload is shown as text, a large payload is cut and shown whole on request.
+//!
+//! Needs `node`, `npm ci` in tests/browser and Chromium at /usr/bin/chromium (or $CHROMIUM):
+//! `.ci/run` sets them up. Outside CI the test says what is missing and skips.
+//! `SKED_SCREENSHOTS=DIR` keeps the screenshots (docs/dashboard.png is one).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{Server, wait_for};
+
+fn browser_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser")
+}
+
+/// What is missing to drive a browser, if anything.
+fn missing() -> Option<String> {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    if !Path::new(&chromium).exists() {
+        return Some(format!("Chromium ({chromium}): apt-get install chromium"));
+    }
+    if !Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        return Some("node".into());
+    }
+    if !browser_dir().join("node_modules/playwright-core").exists() {
+        return Some(format!(
+            "playwright-core: npm ci --prefix {}",
+            browser_dir().display()
+        ));
+    }
+    None
+}
+
+#[test]
+fn dashboard_in_chromium_shows_schedules_and_retries_a_failed_task() {
+    if let Some(what) = missing() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the dashboard test needs {what} in CI (.ci/run installs it)"
+        );
+        eprintln!("skipping: missing {what}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--exec", "shell"]);
+    let add = |kind: &str, payload: &str, extra: &[&str]| -> String {
+        let mut args = vec!["task", "add", "--kind", kind, "--payload", payload];
+        args.extend_from_slice(extra);
+        server.ok(&args).trim().to_string()
+    };
+    server.ok(&[
+        "schedule",
+        "add",
+        "nightly",
+        "--cron",
+        "0 3 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--kind",
+        "report",
+    ]);
+    server.ok(&[
+        "schedule", "add", "hourly", "--every", "1h", "--kind", "report",
+    ]);
+    server.ok(&["schedule", "trigger", "nightly"]);
+    // Fails the first time with markup in its error, succeeds when run again.
+    let marker = dir.path().join("ran-once");
+    let cmd = format!(
+        "test -f {m} || {{ touch {m}; echo '<b>boom</b>' >&2; exit 3; }}",
+        m = marker.display()
+    );
+    let failed = add(
+        "shell",
+        &serde_json::json!({ "command": cmd }).to_string(),
+        &["--max-attempts", "1"],
+    );
+    // Kind `web` has no executor here: these stay available.
+    let xss = add(
+        "web",
+        r#"{"html":"<img src=x onerror=alert(1)><script>window.pwned=1</script>"}"#,
+        &[],
+    );
+    let big = add(
+        "web",
+        &serde_json::json!({ "blob": "x".repeat(30_000) }).to_string(),
+        &[],
+    );
+    wait_for("the failing task to die", Duration::from_secs(20), || {
+        server.task(&failed)["state"] == "dead"
+    });
+
+    let shots = std::env::var("SKED_SCREENSHOTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| dir.path().to_path_buf());
+    let out = Command::new("node")
+        .arg(browser_dir().join("dashboard.mjs"))
+        .args([&server.url, &failed, &xss, &big])
+        .arg(&shots)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "the browser run failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("is shown as succeeded"), "{stdout}");
+    // The click went through the API: the task ran again, to success.
+    let t = server.task(&failed);
+    assert_eq!(t["state"], "succeeded", "{t}");
+    assert_eq!(t["attempts"].as_array().unwrap().len(), 2, "{t}");
+    assert!(shots.join("dashboard.png").exists());
+}

@@ -1,0 +1,108 @@
+//! What the dashboard and `sked top` read besides tasks and schedules: ended work per time
+//! bucket, and the workers and nodes alive.
+
+use std::collections::BTreeMap;
+
+use deadpool_postgres::Object;
+use jiff::Timestamp;
+use sked_store::*;
+
+use crate::codec::{col, db_err};
+
+pub(crate) async fn activity(c: &mut Object, p: &ActivityParams) -> Result<Vec<ActivityBucket>> {
+    let width = p.bucket.as_micros().max(1) as i64;
+    let bucket_of = "(extract(epoch FROM (finished_at - $1)) * 1000000)::bigint / $2::bigint";
+    let ended_sql = format!(
+        "SELECT {bucket_of}, state, count(*) FROM sked_tasks \
+         WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at >= $1 GROUP BY 1, 2"
+    );
+    let failed_sql = format!(
+        "SELECT {bucket_of}, 'failed', count(*) FROM sked_task_attempts \
+         WHERE outcome = 'failed' AND finished_at >= $1 GROUP BY 1"
+    );
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&p.since, &width];
+    let (ended, failed) = tokio::try_join!(
+        c.query(ended_sql.as_str(), &params),
+        c.query(failed_sql.as_str(), &params),
+    )
+    .map_err(db_err)?;
+    let mut buckets: BTreeMap<i64, ActivityBucket> = BTreeMap::new();
+    for r in ended.iter().chain(&failed) {
+        let i: i64 = col(r, 0)?;
+        let what: String = col(r, 1)?;
+        let n = col::<i64>(r, 2)? as u64;
+        let b = buckets.entry(i).or_insert_with(|| ActivityBucket {
+            start: p.since + p.bucket * i32::try_from(i).unwrap_or(i32::MAX),
+            ..ActivityBucket::default()
+        });
+        match what.as_str() {
+            "succeeded" => b.succeeded += n,
+            "dead" => b.dead += n,
+            "cancelled" => b.cancelled += n,
+            _ => b.failed += n,
+        }
+    }
+    Ok(buckets.into_values().collect())
+}
+
+pub(crate) async fn worker_beat(c: &mut Object, p: &WorkerBeatParams) -> Result<()> {
+    let concurrency = p.concurrency.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
+    c.execute(
+        "INSERT INTO sked_workers (id, role, queues, concurrency, started_at, last_seen_at, stopped_at) \
+         VALUES ($1, $2, $3, $4, $5::timestamptz, $5::timestamptz, \
+         CASE WHEN $6::boolean THEN $5::timestamptz END) \
+         ON CONFLICT (id) DO UPDATE SET role = excluded.role, queues = excluded.queues, \
+         concurrency = coalesce(excluded.concurrency, sked_workers.concurrency), last_seen_at = excluded.last_seen_at, \
+         stopped_at = excluded.stopped_at",
+        &[&p.id, &p.role, &p.queues, &concurrency, &p.now, &p.stopping],
+    )
+    .await
+    .map_err(db_err)?;
+    Ok(())
+}
+
+pub(crate) async fn worker_list(c: &mut Object, seen_since: Timestamp) -> Result<Vec<WorkerInfo>> {
+    let since: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&seen_since];
+    let (running, workers) = tokio::try_join!(
+        c.query(
+            "SELECT worker, count(*) FROM sked_tasks WHERE state = 'running' AND worker IS NOT NULL \
+             GROUP BY worker",
+            &[]
+        ),
+        c.query(
+            "SELECT id, role, queues, concurrency, started_at, last_seen_at, stopped_at \
+             FROM sked_workers WHERE last_seen_at >= $1 ORDER BY last_seen_at DESC, id",
+            &since
+        ),
+    )
+    .map_err(db_err)?;
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for r in &running {
+        counts.insert(col(r, 0)?, col::<i64>(r, 1)? as u64);
+    }
+    workers
+        .iter()
+        .map(|r| {
+            let id: String = col(r, 0)?;
+            Ok(WorkerInfo {
+                running: counts.get(&id).copied().unwrap_or(0),
+                id,
+                role: col(r, 1)?,
+                queues: col(r, 2)?,
+                concurrency: col::<Option<i32>>(r, 3)?.map(|n| n.max(0) as u32),
+                started_at: col(r, 4)?,
+                last_seen_at: col(r, 5)?,
+                stopped_at: col(r, 6)?,
+            })
+        })
+        .collect()
+}
+
+pub(crate) async fn worker_prune(c: &mut Object, before: Timestamp) -> Result<u64> {
+    c.execute(
+        "DELETE FROM sked_workers WHERE last_seen_at < $1",
+        &[&before],
+    )
+    .await
+    .map_err(db_err)
+}

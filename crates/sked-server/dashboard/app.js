@@ -1,0 +1,591 @@
+// The sked dashboard: a page of the public HTTP API (/v1), nothing else.
+//
+// Every value from the server reaches the page as text (textContent, attribute values set
+// through the DOM), never as HTML: a payload or error message that looks like markup is shown
+// as what it is. The server's Content-Security-Policy forbids inline script besides.
+
+const REFRESH_MS = 2000;
+const PAYLOAD_PREVIEW = 4000;
+const STATES = ["scheduled", "available", "running", "retrying", "succeeded", "dead", "cancelled"];
+
+let token = sessionStorage.getItem("sked-token");
+let live = true;
+let timer = null;
+let rendering = false;
+let again = false; // a refresh was asked for while one was running: run it after
+
+// ---- DOM helpers -------------------------------------------------------------------------
+
+/** An element with attributes (on* keys become listeners) and children (strings become text). */
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+}
+
+function svg(tag, attrs = {}) {
+  const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  return el;
+}
+
+function pill(state) {
+  return h("span", { class: `pill s-${state}`, "data-state": state }, state);
+}
+
+function truncate(s, n) {
+  if (s === null || s === undefined) return "";
+  s = String(s);
+  return s.length > n ? s.slice(0, n) + "…" : s;
+}
+
+// ---- time ----------------------------------------------------------------------------------
+
+function fmtTime(ts) {
+  if (!ts) return "—";
+  const d = new Date(ts);
+  return d.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" });
+}
+
+function relative(ts) {
+  if (!ts) return "";
+  const diff = (new Date(ts).getTime() - Date.now()) / 1000;
+  const a = Math.abs(diff);
+  const [n, unit] =
+    a < 60 ? [Math.round(a), "s"] : a < 3600 ? [Math.round(a / 60), "m"] : a < 86400 ? [Math.round(a / 3600), "h"] : [Math.round(a / 86400), "d"];
+  return diff >= 0 ? `in ${n}${unit}` : `${n}${unit} ago`;
+}
+
+function when(ts) {
+  if (!ts) return h("span", { class: "muted" }, "—");
+  return h("time", { datetime: ts, title: ts }, fmtTime(ts), h("span", { class: "muted" }, ` (${relative(ts)})`));
+}
+
+/** A schedule's time in the schedule's own zone (as its spec means it), then how far off. */
+function zoned(ts, tz) {
+  if (!ts) return h("span", { class: "muted" }, "—");
+  let text;
+  try {
+    text = new Date(ts).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short", timeZone: tz });
+  } catch {
+    return when(ts);
+  }
+  return h("time", { datetime: ts, title: `${fmtTime(ts)} here; ${ts}` }, `${text} `, h("span", { class: "muted" }, `${tz} (${relative(ts)})`));
+}
+
+// ---- API -----------------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function api(method, path, body) {
+  const headers = { Accept: "application/json" };
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const resp = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    credentials: "omit",
+  });
+  const text = await resp.text();
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = null;
+  }
+  if (!resp.ok) {
+    const err = (data && data.error) || {};
+    if (resp.status === 401) askToken();
+    throw new ApiError(resp.status, err.code || "error", err.message || `${resp.status} ${resp.statusText}`);
+  }
+  return data;
+}
+
+const get = (path) => api("GET", path);
+const post = (path) => api("POST", path);
+
+function askToken() {
+  const dlg = document.getElementById("login");
+  if (!dlg.open) dlg.showModal();
+}
+
+document.getElementById("login-form").addEventListener("submit", () => {
+  token = document.getElementById("login-token").value.trim() || null;
+  if (token) sessionStorage.setItem("sked-token", token);
+  refresh(true);
+});
+
+// ---- flash messages and actions -------------------------------------------------------------
+
+function flash(message, kind = "ok") {
+  const el = document.getElementById("flash");
+  el.textContent = message;
+  el.className = kind;
+  el.hidden = false;
+  clearTimeout(flash.timer);
+  flash.timer = setTimeout(() => (el.hidden = true), 5000);
+}
+
+/** A button that runs `fn`, reports the outcome and refreshes the page. */
+function action(label, fn, opts = {}) {
+  return h(
+    "button",
+    {
+      type: "button",
+      class: opts.danger ? "danger" : "",
+      "data-action": opts.name || label.toLowerCase(),
+      onclick: async (ev) => {
+        if (opts.confirm && !window.confirm(opts.confirm)) return;
+        ev.target.disabled = true;
+        try {
+          await fn();
+          flash(opts.done || `${label}: done`);
+        } catch (e) {
+          flash(`${label} failed: ${e.message}`, "error");
+        } finally {
+          ev.target.disabled = false;
+          refresh(true);
+        }
+      },
+    },
+    label,
+  );
+}
+
+const enc = encodeURIComponent;
+
+// ---- views -----------------------------------------------------------------------------------
+
+function table(headers, rows, empty = "Nothing here.") {
+  if (!rows.length) return h("p", { class: "muted empty" }, empty);
+  return h("table", {}, h("thead", {}, h("tr", {}, headers.map((x) => h("th", {}, x)))), h("tbody", {}, rows));
+}
+
+function queueRow(q) {
+  const counts = STATES.map((s) => {
+    const n = (q.counts && q.counts[s]) || 0;
+    return h("td", { class: n ? "num" : "num zero" }, n ? h("a", { href: `#/tasks?state=${s}&queue=${enc(q.name)}` }, n) : "0");
+  });
+  return h(
+    "tr",
+    { "data-queue": q.name },
+    h("td", {}, h("a", { href: `#/tasks?queue=${enc(q.name)}` }, q.name), q.paused ? h("span", { class: "tag" }, "paused") : null),
+    counts,
+    h("td", { class: "num" }, q.concurrency_limit ?? "—"),
+    h(
+      "td",
+      {},
+      q.paused
+        ? action("Resume", () => post(`/v1/queues/${enc(q.name)}/resume`), { name: "resume-queue" })
+        : action("Pause", () => post(`/v1/queues/${enc(q.name)}/pause`), { name: "pause-queue", confirm: `Pause queue ${q.name}? Workers stop claiming from it.` }),
+    ),
+  );
+}
+
+function activityChart(buckets) {
+  const W = 600, H = 120, pad = 18;
+  const kinds = [["succeeded", "ok"], ["failed", "warn"], ["dead", "bad"], ["cancelled", "muted"]];
+  const max = Math.max(1, ...buckets.map((b) => kinds.reduce((n, [k]) => n + b[k], 0)));
+  const bw = (W - pad) / buckets.length;
+  const chart = svg("svg", { viewBox: `0 0 ${W} ${H + pad}`, class: "chart", role: "img", "aria-label": "Ended tasks per minute" });
+  buckets.forEach((b, i) => {
+    let y = H;
+    for (const [k, cls] of kinds) {
+      if (!b[k]) continue;
+      const bh = (b[k] / max) * (H - 4);
+      y -= bh;
+      const r = svg("rect", { x: pad + i * bw + 1, y, width: Math.max(1, bw - 2), height: bh, class: `bar ${cls}` });
+      const t = svg("title");
+      t.textContent = `${new Date(b.start).toLocaleTimeString()}: ${b[k]} ${k}`;
+      r.append(t);
+      chart.append(r);
+    }
+  });
+  const axis = svg("text", { x: pad, y: H + 14, class: "axis" });
+  axis.textContent = `${buckets.length} min ago`;
+  const now = svg("text", { x: W, y: H + 14, class: "axis", "text-anchor": "end" });
+  now.textContent = "now";
+  const top = svg("text", { x: 0, y: 10, class: "axis" });
+  top.textContent = String(max);
+  chart.append(axis, now, top);
+  const totals = kinds.map(([k, cls]) =>
+    h("span", { class: `legend ${cls}`, "data-total": k }, `${k} ${buckets.reduce((n, b) => n + b[k], 0)}`),
+  );
+  return h("div", {}, chart, h("div", { class: "legends" }, totals));
+}
+
+async function overview(clusterReply) {
+  const [queues, activity, workers, cluster] = await Promise.all([
+    get("/v1/queues"),
+    get("/v1/activity?minutes=15"),
+    get("/v1/workers"),
+    clusterReply,
+  ]);
+  const alive = workers.workers.filter((w) => w.alive);
+  const nodes = alive.filter((w) => w.role === "node");
+  const busy = alive.filter((w) => w.role === "worker");
+  const failing = queues.queues.reduce((n, q) => n + ((q.counts && q.counts.dead) || 0), 0);
+  return [
+    h("h1", {}, "Overview"),
+    h(
+      "section",
+      { class: "cards" },
+      h("div", { class: "card" }, h("div", { class: "big" }, busy.length), "workers alive"),
+      h("div", { class: "card" }, h("div", { class: "big" }, nodes.length), "nodes alive"),
+      h("div", { class: "card" }, h("div", { class: "big", id: "leader" }, cluster.leader || "none"), "leader"),
+      h("div", { class: "card" }, h("div", { class: `big ${failing ? "bad" : ""}` }, failing), h("a", { href: "#/tasks?state=dead" }, "dead tasks")),
+    ),
+    h("h2", {}, "Last 15 minutes"),
+    activityChart(activity.buckets),
+    h("h2", {}, "Queues"),
+    table(["queue", ...STATES, "limit", ""], queues.queues.map(queueRow), "No queues yet: enqueue a task."),
+  ];
+}
+
+function outcome(s) {
+  if (s.running) return pill("running");
+  return s.last_outcome ? pill(s.last_outcome) : h("span", { class: "muted" }, "never ran");
+}
+
+function specCell(s) {
+  return h("td", {}, h("code", {}, s.spec), s.description ? h("div", { class: "muted small" }, s.description) : null);
+}
+
+async function schedules() {
+  const { schedules } = await get("/v1/schedules");
+  const rows = schedules.map((s) =>
+    h(
+      "tr",
+      { "data-schedule": s.name },
+      h("td", {}, h("a", { href: `#/schedules/${enc(s.name)}` }, s.name), s.paused ? h("span", { class: "tag" }, "paused") : null, s.declared_by ? h("span", { class: "tag muted", title: "declared in code" }, s.declared_by) : null),
+      specCell(s),
+      h("td", {}, s.tz),
+      h("td", {}, s.paused ? h("span", { class: "muted" }, "paused") : zoned(s.next_fire_at, s.tz)),
+      h("td", {}, when(s.last_started_at)),
+      h("td", {}, when(s.last_finished_at)),
+      h("td", {}, outcome(s)),
+      h("td", { class: "actions" }, scheduleActions(s)),
+    ),
+  );
+  return [
+    h("h1", {}, "Schedules"),
+    table(["name", "spec", "zone", "next fire", "last start", "last stop", "last outcome", ""], rows, "No schedules yet: sked schedule add …"),
+  ];
+}
+
+function scheduleActions(s) {
+  const n = enc(s.name);
+  return [
+    action("Trigger", () => post(`/v1/schedules/${n}/trigger`), { name: "trigger", done: `${s.name}: triggered` }),
+    s.paused
+      ? action("Resume", () => post(`/v1/schedules/${n}/resume`), { name: "resume" })
+      : action("Pause", () => post(`/v1/schedules/${n}/pause`), { name: "pause" }),
+  ];
+}
+
+async function schedule(name) {
+  const [s, occ] = await Promise.all([
+    get(`/v1/schedules/${enc(name)}`),
+    get(`/v1/schedules/${enc(name)}/occurrences?limit=100`),
+  ]);
+  const dl = (pairs) => h("dl", {}, pairs.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+  const rows = occ.occurrences.map((o) =>
+    h(
+      "tr",
+      { "data-outcome": o.outcome },
+      h("td", {}, zoned(o.nominal_at, s.tz)),
+      h("td", {}, h("span", { class: `pill o-${o.outcome}` }, o.outcome)),
+      h("td", {}, o.task_id ? h("a", { href: `#/tasks/${o.task_id}` }, `#${o.task_id}`) : "—"),
+      h("td", {}, o.task_state ? pill(o.task_state) : "—"),
+      h("td", {}, o.detail || ""),
+    ),
+  );
+  return [
+    h("h1", {}, "Schedule ", h("span", { class: "name" }, s.name), s.paused ? h("span", { class: "tag" }, "paused") : null),
+    h("div", { class: "actions" }, scheduleActions(s), h("a", { class: "button", href: `#/tasks?schedule=${enc(s.name)}` }, "Its tasks")),
+    dl([
+      ["spec", [h("code", {}, s.spec), s.description ? h("div", { class: "muted" }, s.description) : null]],
+      ["time zone", s.tz],
+      ["next fire", s.paused ? "paused" : zoned(s.next_fire_at, s.tz)],
+      ["last start", when(s.last_started_at)],
+      ["last stop", when(s.last_finished_at)],
+      ["running", s.running ? "yes" : "no"],
+      ["last outcome", outcome(s)],
+      ["overlap", s.overlap],
+      ["catch-up", `${s.catchup} (window ${s.catchup_window})`],
+      ["task", h("code", {}, `${s.task.kind} on ${s.task.queue}`)],
+      ["declared by", s.declared_by || "made at run time (API or CLI)"],
+    ]),
+    h("h2", {}, "Occurrences"),
+    h("p", { class: "muted small" }, "Every fire time and what became of it: enqueued, skipped by the overlap policy, buffered, or missed while no scheduler ran."),
+    table(["due", "outcome", "task", "task state", "detail"], rows, "No occurrences yet."),
+  ];
+}
+
+function parseQuery(q) {
+  const p = new URLSearchParams(q || "");
+  return { state: p.get("state") || "", queue: p.get("queue") || "", kind: p.get("kind") || "", schedule: p.get("schedule") || "", before: p.get("before") || "" };
+}
+
+function taskRow(t) {
+  return h(
+    "tr",
+    { "data-task": t.id, "data-state": t.state },
+    h("td", {}, h("a", { href: `#/tasks/${t.id}` }, `#${t.id}`)),
+    h("td", {}, t.kind),
+    h("td", {}, t.queue),
+    h("td", {}, pill(t.state)),
+    h("td", { class: "num" }, `${t.attempt}/${t.max_attempts}`),
+    h("td", {}, when(t.finished_at || t.run_at)),
+    h("td", { class: "error", title: t.last_error || "" }, truncate(t.last_error, 100)),
+    h("td", { class: "actions" }, taskActions(t)),
+  );
+}
+
+function taskActions(t) {
+  const out = [];
+  if (["dead", "cancelled", "succeeded", "retrying", "scheduled"].includes(t.state)) {
+    out.push(action("Retry", () => post(`/v1/tasks/${t.id}/retry`), { name: "retry", done: `#${t.id}: queued to run now` }));
+  }
+  if (!["dead", "cancelled", "succeeded"].includes(t.state)) {
+    out.push(action("Cancel", () => post(`/v1/tasks/${t.id}/cancel`), { name: "cancel", danger: true, confirm: `Cancel task #${t.id}?` }));
+  }
+  return out;
+}
+
+async function tasks(query) {
+  const f = parseQuery(query);
+  const params = new URLSearchParams({ limit: "50" });
+  for (const k of ["state", "queue", "kind", "schedule", "before"]) if (f[k]) params.set(k, f[k]);
+  const { tasks } = await get(`/v1/tasks?${params}`);
+  const form = h(
+    "form",
+    {
+      class: "filters",
+      onsubmit: (ev) => {
+        ev.preventDefault();
+        const d = new FormData(ev.target);
+        const id = String(d.get("id") || "").trim().replace(/^#/, "");
+        if (id) {
+          location.hash = `#/tasks/${enc(id)}`;
+          return;
+        }
+        const p = new URLSearchParams();
+        for (const k of ["state", "queue", "kind"]) if (d.get(k)) p.set(k, d.get(k));
+        location.hash = `#/tasks?${p}`;
+      },
+    },
+    h("label", {}, "state ", h("select", { name: "state" }, h("option", { value: "" }, "any"), STATES.map((s) => h("option", { value: s, selected: s === f.state }, s)))),
+    h("label", {}, "queue ", h("input", { name: "queue", value: f.queue, size: 12 })),
+    h("label", {}, "kind ", h("input", { name: "kind", value: f.kind, size: 12 })),
+    h("button", { type: "submit" }, "Filter"),
+    h("label", {}, "id ", h("input", { name: "id", size: 8, placeholder: "go to #" })),
+  );
+  const older = tasks.length === 50
+    ? h("a", { class: "button", href: `#/tasks?${new URLSearchParams({ ...Object.fromEntries(Object.entries(f).filter(([, v]) => v)), before: tasks[tasks.length - 1].id })}` }, "Older →")
+    : null;
+  return [
+    h("h1", {}, "Tasks", f.schedule ? ` of schedule ${f.schedule}` : ""),
+    form,
+    table(["id", "kind", "queue", "state", "attempt", "ran / runs", "last error", ""], tasks.map(taskRow), "No tasks match."),
+    older,
+  ];
+}
+
+/** JSON shown as text, cut at PAYLOAD_PREVIEW characters with a button for the rest. */
+function jsonBlock(value, name) {
+  const text = JSON.stringify(value, null, 2) ?? "null";
+  const pre = h("pre", { class: "json", "data-json": name });
+  if (text.length <= PAYLOAD_PREVIEW) {
+    pre.textContent = text;
+    return pre;
+  }
+  pre.textContent = text.slice(0, PAYLOAD_PREVIEW);
+  const more = h(
+    "button",
+    {
+      type: "button",
+      "data-action": `show-all-${name}`,
+      onclick: () => {
+        pre.textContent = text;
+        more.remove();
+      },
+    },
+    `Show all (${text.length - PAYLOAD_PREVIEW} more characters)`,
+  );
+  return h("div", {}, pre, more);
+}
+
+function timeline(t) {
+  const events = [["created", t.created_at]];
+  if (t.nominal_at) events.push([`due by schedule ${t.schedule}`, t.nominal_at]);
+  for (const a of t.attempts) {
+    events.push([`attempt ${a.attempt} started on ${a.worker}`, a.started_at]);
+    if (a.finished_at) events.push([`attempt ${a.attempt} ${a.outcome}${a.error ? ": " + truncate(a.error, 200) : ""}`, a.finished_at]);
+  }
+  if (!t.state.match(/succeeded|dead|cancelled|running/)) events.push([`runs (${t.state})`, t.run_at]);
+  events.sort((a, b) => new Date(a[1]) - new Date(b[1]));
+  return h("ol", { class: "timeline" }, events.map(([what, ts]) => h("li", {}, when(ts), " ", what)));
+}
+
+async function task(id) {
+  const t = await get(`/v1/tasks/${enc(id)}`);
+  const dl = (pairs) => h("dl", {}, pairs.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+  const attempts = t.attempts.map((a) =>
+    h(
+      "tr",
+      {},
+      h("td", { class: "num" }, a.attempt),
+      h("td", {}, a.worker),
+      h("td", {}, when(a.started_at)),
+      h("td", {}, when(a.finished_at)),
+      h("td", {}, h("span", { class: `pill o-${a.outcome}` }, a.outcome)),
+      h("td", { class: "error" }, a.error || ""),
+    ),
+  );
+  return [
+    h("h1", {}, `Task #${t.id} `, pill(t.state), t.cancel_requested && t.state === "running" ? h("span", { class: "tag" }, "cancel requested") : null),
+    h("div", { class: "actions" }, taskActions(t)),
+    dl([
+      ["kind", t.kind],
+      ["queue", t.queue],
+      ["priority", t.priority],
+      ["attempt", `${t.attempt} of ${t.max_attempts}`],
+      ["run at", when(t.run_at)],
+      ["schedule", t.schedule ? h("a", { href: `#/schedules/${enc(t.schedule)}` }, t.schedule) : "—"],
+      ["unique key", t.unique_key || "—"],
+      ["worker", t.worker || "—"],
+      ["lease until", when(t.lease_expires_at)],
+      ["last error", t.last_error ? h("span", { class: "error", id: "last-error" }, t.last_error) : "—"],
+    ]),
+    h("h2", {}, "Payload"),
+    jsonBlock(t.payload, "payload"),
+    t.result !== null && t.result !== undefined ? [h("h2", {}, "Result"), jsonBlock(t.result, "result")] : null,
+    h("h2", {}, "Attempts"),
+    table(["#", "worker", "start", "end", "outcome", "error"], attempts, "Not run yet."),
+    h("h2", {}, "Timeline"),
+    timeline(t),
+  ];
+}
+
+async function workers() {
+  const { workers } = await get("/v1/workers");
+  const rows = workers.map((w) =>
+    h(
+      "tr",
+      { "data-worker": w.id, class: w.alive ? "" : "gone" },
+      h("td", {}, w.id),
+      h("td", {}, w.role),
+      h("td", {}, w.alive ? pill("alive") : h("span", { class: "muted" }, w.stopped_at ? "stopped" : "not seen")),
+      h("td", {}, w.queues.length ? w.queues.join(", ") : "all"),
+      h("td", { class: "num" }, w.concurrency ?? "—"),
+      h("td", { class: "num" }, w.running),
+      h("td", {}, when(w.started_at)),
+      h("td", {}, when(w.last_seen_at)),
+    ),
+  );
+  return [
+    h("h1", {}, "Workers and nodes"),
+    h("p", { class: "muted small" }, "Seen in the last day. Alive: seen within the last 3 minutes and not stopped."),
+    table(["id", "role", "status", "queues", "concurrency", "running", "started", "last seen"], rows, "No worker has been seen."),
+  ];
+}
+
+// ---- routing and live updates -----------------------------------------------------------
+
+function route() {
+  const hash = location.hash.replace(/^#/, "") || "/";
+  const [path, query] = hash.split("?");
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === "schedules" && parts[1]) return ["schedules", () => schedule(parts[1])];
+  if (parts[0] === "schedules") return ["schedules", schedules];
+  if (parts[0] === "tasks" && parts[1]) return ["tasks", () => task(parts[1])];
+  if (parts[0] === "tasks") return ["tasks", () => tasks(query)];
+  if (parts[0] === "workers") return ["workers", workers];
+  return ["overview", overview];
+}
+
+async function refresh(force = false) {
+  if (rendering) {
+    // A navigation while a page is being fetched must not be lost: draw again after.
+    again = again || force;
+    return;
+  }
+  const app = document.getElementById("app");
+  // Do not redraw under someone typing in a filter.
+  if (!force && app.contains(document.activeElement) && /INPUT|SELECT|TEXTAREA/.test(document.activeElement.tagName)) return;
+  rendering = true;
+  const hash = location.hash;
+  const [nav, view] = route();
+  for (const a of document.querySelectorAll("[data-nav]")) a.classList.toggle("active", a.dataset.nav === nav);
+  // One /v1/cluster per refresh, shared by the header and the overview.
+  const cluster = get("/v1/cluster");
+  cluster.catch(() => {});
+  try {
+    const content = await view(cluster);
+    // The address changed while this page was fetched: what was fetched is no longer wanted.
+    if (location.hash === hash) {
+      const scroll = window.scrollY;
+      app.replaceChildren(...[content].flat(3).filter(Boolean));
+      window.scrollTo(0, scroll);
+      document.getElementById("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
+      app.dataset.loaded = nav;
+      // The exact page shown, for whoever waits on it (the browser test).
+      app.dataset.route = hash.replace(/^#/, "") || "/";
+    } else {
+      again = true;
+    }
+  } catch (e) {
+    const msg = e instanceof ApiError ? `${e.message} (${e.code})` : String(e.message || e);
+    app.replaceChildren(h("div", { class: "problem" }, h("h1", {}, "Cannot show this page"), h("p", {}, msg)));
+    delete app.dataset.route;
+  } finally {
+    rendering = false;
+  }
+  try {
+    const c = await cluster;
+    document.getElementById("cluster").textContent = `${c.backend} · node ${c.node}${c.leader === c.node ? " (leader)" : ""}`;
+  } catch {
+    /* shown by the page itself */
+  }
+  if (again) {
+    again = false;
+    refresh(true);
+  }
+}
+
+function schedule_refresh() {
+  clearInterval(timer);
+  if (live) timer = setInterval(() => refresh(false), REFRESH_MS);
+}
+
+document.getElementById("live-toggle").addEventListener("click", (ev) => {
+  live = !live;
+  ev.target.textContent = live ? "live" : "paused";
+  ev.target.classList.toggle("off", !live);
+  schedule_refresh();
+});
+
+window.addEventListener("hashchange", () => refresh(true));
+refresh(true);
+schedule_refresh();

@@ -1,0 +1,136 @@
+//! What the dashboard and `sked top` read besides tasks and schedules: ended work per time
+//! bucket, and the workers and nodes alive.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{Connection, Transaction, params};
+use sked_store::*;
+
+use crate::codec::{db_err, from_ts, opt_ts, ts};
+
+pub(crate) fn activity(conn: &Connection, p: &ActivityParams) -> Result<Vec<ActivityBucket>> {
+    let (since, width) = (ts(p.since), p.bucket.as_micros().max(1) as i64);
+    let mut buckets: BTreeMap<i64, ActivityBucket> = BTreeMap::new();
+    fn bucket(
+        buckets: &mut BTreeMap<i64, ActivityBucket>,
+        i: i64,
+        since: i64,
+        width: i64,
+    ) -> &mut ActivityBucket {
+        buckets.entry(i).or_insert_with(|| ActivityBucket {
+            start: from_ts(since + i * width),
+            ..ActivityBucket::default()
+        })
+    }
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT (finished_at - ?1) / ?2, state, count(*) FROM tasks \
+             WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at >= ?1 \
+             GROUP BY 1, 2",
+        )
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map(params![since, width], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })
+        .map_err(db_err)?;
+    for row in rows {
+        let (i, st, n) = row.map_err(db_err)?;
+        let b = bucket(&mut buckets, i, since, width);
+        let n = n as u64;
+        match st.as_str() {
+            "succeeded" => b.succeeded += n,
+            "dead" => b.dead += n,
+            _ => b.cancelled += n,
+        }
+    }
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT (finished_at - ?1) / ?2, count(*) FROM task_attempts \
+             WHERE outcome = 'failed' AND finished_at >= ?1 GROUP BY 1",
+        )
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map(params![since, width], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+        })
+        .map_err(db_err)?;
+    for row in rows {
+        let (i, n) = row.map_err(db_err)?;
+        bucket(&mut buckets, i, since, width).failed += n as u64;
+    }
+    Ok(buckets.into_values().collect())
+}
+
+pub(crate) fn worker_beat(tx: &Transaction<'_>, p: &WorkerBeatParams) -> Result<()> {
+    let queues = serde_json::to_string(&p.queues).expect("strings serialise");
+    let now = ts(p.now);
+    tx.execute(
+        "INSERT INTO workers (id, role, queues, concurrency, started_at, last_seen_at, stopped_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5, CASE WHEN ?6 THEN ?5 END) \
+         ON CONFLICT (id) DO UPDATE SET role = excluded.role, queues = excluded.queues, \
+         concurrency = coalesce(excluded.concurrency, workers.concurrency), last_seen_at = excluded.last_seen_at, \
+         stopped_at = excluded.stopped_at",
+        params![p.id, p.role, queues, p.concurrency, now, p.stopping],
+    )
+    .map_err(db_err)?;
+    Ok(())
+}
+
+pub(crate) fn worker_list(
+    conn: &Connection,
+    seen_since: jiff::Timestamp,
+) -> Result<Vec<WorkerInfo>> {
+    let mut running: BTreeMap<String, u64> = BTreeMap::new();
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT worker, count(*) FROM tasks WHERE state = 'running' AND worker IS NOT NULL \
+             GROUP BY worker",
+        )
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+        .map_err(db_err)?;
+    for row in rows {
+        let (w, n) = row.map_err(db_err)?;
+        running.insert(w, n as u64);
+    }
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT id, role, queues, concurrency, started_at, last_seen_at, stopped_at \
+             FROM workers WHERE last_seen_at >= ?1 ORDER BY last_seen_at DESC, id",
+        )
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map([ts(seen_since)], |r| {
+            Ok(WorkerInfo {
+                id: r.get(0)?,
+                role: r.get(1)?,
+                queues: serde_json::from_str(&r.get::<_, String>(2)?).unwrap_or_default(),
+                concurrency: r.get(3)?,
+                started_at: from_ts(r.get(4)?),
+                last_seen_at: from_ts(r.get(5)?),
+                stopped_at: opt_ts(r.get(6)?),
+                running: 0,
+            })
+        })
+        .map_err(db_err)?;
+    let mut out = Vec::new();
+    for row in rows {
+        let mut w = row.map_err(db_err)?;
+        w.running = running.get(&w.id).copied().unwrap_or(0);
+        out.push(w);
+    }
+    Ok(out)
+}
+
+pub(crate) fn worker_prune(tx: &Transaction<'_>, before: jiff::Timestamp) -> Result<u64> {
+    let n = tx
+        .execute("DELETE FROM workers WHERE last_seen_at < ?1", [ts(before)])
+        .map_err(db_err)?;
+    Ok(n as u64)
+}

@@ -1,0 +1,204 @@
+//! The engine's Prometheus metrics: what passed through this process (claims, endings,
+//! latencies, rescues, schedule occurrences) as counters and histograms, plus gauges read from
+//! the store at scrape time (tasks by queue and state, leadership).
+//!
+//! Counters and histograms are per process: in a cluster, sum them over nodes. The task gauges
+//! come from the shared database, so every node reports the same numbers: take `max` over
+//! nodes, not `sum`.
+
+use jiff::{SignedDuration, Timestamp};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+use sked_core::{Task, TaskState};
+use sked_store::FinishOutcome;
+
+/// Bucket bounds in seconds, from 5 ms to an hour: a scheduler's latencies range from a
+/// busy queue's milliseconds to a backlog's minutes, and run times from no-ops to long jobs.
+const BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+];
+
+#[derive(Clone)]
+pub(crate) struct Metrics {
+    registry: Registry,
+    enqueued: IntCounterVec,
+    claimed: IntCounterVec,
+    finished: IntCounterVec,
+    wait: HistogramVec,
+    lateness: HistogramVec,
+    run_time: HistogramVec,
+    rescued: IntCounter,
+    occurrences: IntCounterVec,
+    tasks: IntGaugeVec,
+    leader: IntGauge,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+    registry
+        .register(Box::new(c.clone()))
+        .expect("unique metric");
+    c
+}
+
+fn histogram(registry: &Registry, name: &str, help: &str) -> HistogramVec {
+    let h = HistogramVec::new(
+        HistogramOpts::new(name, help).buckets(BUCKETS.to_vec()),
+        &["queue"],
+    )
+    .expect("valid metric");
+    registry
+        .register(Box::new(h.clone()))
+        .expect("unique metric");
+    h
+}
+
+fn seconds(d: SignedDuration) -> f64 {
+    d.as_secs_f64().max(0.0)
+}
+
+impl Metrics {
+    pub(crate) fn new() -> Metrics {
+        let r = Registry::new();
+        let rescued = IntCounter::new(
+            "sked_rescued_total",
+            "Tasks whose lease expired and were taken back",
+        )
+        .expect("valid metric");
+        r.register(Box::new(rescued.clone()))
+            .expect("unique metric");
+        let tasks = IntGaugeVec::new(
+            Opts::new(
+                "sked_tasks",
+                "Tasks in the database by queue and state (the same on every node)",
+            ),
+            &["queue", "state"],
+        )
+        .expect("valid metric");
+        r.register(Box::new(tasks.clone())).expect("unique metric");
+        let leader = IntGauge::new("sked_leader", "1 while this node holds the leader lease")
+            .expect("valid metric");
+        r.register(Box::new(leader.clone())).expect("unique metric");
+        Metrics {
+            enqueued: counter(&r, "sked_enqueued_total", "Tasks enqueued", &["queue"]),
+            claimed: counter(
+                &r,
+                "sked_claimed_total",
+                "Tasks claimed by workers",
+                &["queue"],
+            ),
+            finished: counter(
+                &r,
+                "sked_finished_total",
+                "Attempts ended, by outcome: succeeded, failed (to be retried), dead, cancelled, \
+                 snoozed, released",
+                &["queue", "outcome"],
+            ),
+            wait: histogram(
+                &r,
+                "sked_enqueue_to_start_seconds",
+                "From enqueue to the start of the first attempt",
+            ),
+            lateness: histogram(
+                &r,
+                "sked_due_to_start_seconds",
+                "From the time an attempt was due to its start",
+            ),
+            run_time: histogram(
+                &r,
+                "sked_run_seconds",
+                "Run time of attempts that ended (not released ones)",
+            ),
+            rescued,
+            occurrences: counter(
+                &r,
+                "sked_schedule_occurrences_total",
+                "Schedule occurrences by outcome: enqueued, skipped, buffered, missed",
+                &["outcome"],
+            ),
+            tasks,
+            leader,
+            registry: r,
+        }
+    }
+
+    pub(crate) fn enqueued(&self, queue: &str, n: usize) {
+        self.enqueued.with_label_values(&[queue]).inc_by(n as u64);
+    }
+
+    pub(crate) fn claimed(&self, tasks: &[Task], now: Timestamp) {
+        // A claim is nearly always one queue: look the queue's series up once per run of it,
+        // not three times per task.
+        for run in tasks.chunk_by(|a, b| a.queue == b.queue) {
+            let queue = [run[0].queue.as_str()];
+            self.claimed
+                .with_label_values(&queue)
+                .inc_by(run.len() as u64);
+            let (wait, lateness) = (
+                self.wait.with_label_values(&queue),
+                self.lateness.with_label_values(&queue),
+            );
+            for t in run {
+                if t.attempt == 1 {
+                    wait.observe(seconds(now.duration_since(t.created_at)));
+                }
+                lateness.observe(seconds(now.duration_since(t.run_at)));
+            }
+        }
+    }
+
+    pub(crate) fn finished(&self, task: &Task, outcome: &FinishOutcome, now: Timestamp) {
+        let label = match outcome {
+            FinishOutcome::Succeeded { .. } => "succeeded",
+            FinishOutcome::Failed { .. } if task.state == TaskState::Dead => "dead",
+            FinishOutcome::Failed { .. } => "failed",
+            FinishOutcome::Snoozed { .. } => "snoozed",
+            FinishOutcome::Cancelled => "cancelled",
+            FinishOutcome::Released => "released",
+        };
+        self.finished.with_label_values(&[&task.queue, label]).inc();
+        if !matches!(outcome, FinishOutcome::Released)
+            && let Some(started) = task.started_at
+        {
+            self.run_time
+                .with_label_values(&[&task.queue])
+                .observe(seconds(now.duration_since(started)));
+        }
+    }
+
+    pub(crate) fn rescued(&self, n: usize) {
+        self.rescued.inc_by(n as u64);
+    }
+
+    pub(crate) fn occurrence(&self, outcome: &str) {
+        self.occurrences.with_label_values(&[outcome]).inc();
+    }
+
+    /// The text exposition, after setting the gauges from the store's queues: every state of
+    /// every queue, zeros included, so a count that drops to nothing reads 0.
+    pub(crate) fn render(&self, queues: &[sked_store::QueueInfo], leader: bool) -> String {
+        self.tasks.reset();
+        for q in queues {
+            for state in TaskState::ALL {
+                let n = q.counts.get(&state).copied().unwrap_or(0);
+                self.tasks
+                    .with_label_values(&[q.name.as_str(), state.as_str()])
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+        }
+        self.leader.set(i64::from(leader));
+        let mut out = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .expect("text encoding into a Vec does not fail");
+        String::from_utf8(out).expect("the text format is UTF-8")
+    }
+}
