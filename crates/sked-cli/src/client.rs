@@ -4,7 +4,7 @@ use clap::{Args, Subcommand};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::output::{self, table, text, time};
+use crate::output::{self, queue_count, table, text, time};
 use crate::{CliError, CliResult, Remote};
 
 /// A thin HTTP client that turns API errors into exit codes.
@@ -727,7 +727,6 @@ pub(crate) async fn queue(cmd: QueueCmd) -> CliResult {
             let http = Http::new(&remote);
             let v = http.get("/v1/queues").await?;
             http.show(&v, |v| {
-                let count = |q: &Value, s: &str| q["counts"][s].as_u64().unwrap_or(0).to_string();
                 let rows = v["queues"]
                     .as_array()
                     .map(|l| {
@@ -741,13 +740,13 @@ pub(crate) async fn queue(cmd: QueueCmd) -> CliResult {
                                         "no".into()
                                     },
                                     text(&q["concurrency_limit"]),
-                                    count(q, "scheduled"),
-                                    count(q, "available"),
-                                    count(q, "running"),
-                                    count(q, "retrying"),
-                                    count(q, "succeeded"),
-                                    count(q, "dead"),
-                                    count(q, "cancelled"),
+                                    queue_count(q, "scheduled"),
+                                    queue_count(q, "available"),
+                                    queue_count(q, "running"),
+                                    queue_count(q, "retrying"),
+                                    queue_count(q, "succeeded"),
+                                    queue_count(q, "dead"),
+                                    queue_count(q, "cancelled"),
                                 ]
                             })
                             .collect()

@@ -64,6 +64,16 @@ pub(crate) fn text(v: &Value) -> String {
     }
 }
 
+/// A queue's count of tasks in `state` from `/v1/queues`, with `+` when counting stopped at
+/// the limit (the state is in `counts_at_least`).
+pub(crate) fn queue_count(q: &Value, state: &str) -> String {
+    let n = q["counts"][state].as_u64().unwrap_or(0);
+    let more = q["counts_at_least"]
+        .as_array()
+        .is_some_and(|l| l.iter().any(|s| s == state));
+    if more { format!("{n}+") } else { n.to_string() }
+}
+
 /// Prints rows under headers, each column as wide as its widest cell.
 pub(crate) fn table(headers: &[&str], rows: Vec<Vec<String>>) {
     out!("{}", table_string(headers, rows).trim_end_matches('\n'));

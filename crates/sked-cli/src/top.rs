@@ -8,7 +8,7 @@ use clap::Args;
 use serde_json::Value;
 
 use crate::client::Http;
-use crate::output::{table_string, text, time_in};
+use crate::output::{queue_count, table_string, text, time_in};
 use crate::{CliError, CliResult, Remote};
 
 #[derive(Args)]
@@ -114,8 +114,7 @@ async fn frame(http: &Http) -> CliResult<String> {
         .map(|q| {
             let mut row = vec![text(&q["name"])];
             row.extend(
-                sked_core::TaskState::ALL
-                    .map(|s| q["counts"][s.as_str()].as_u64().unwrap_or(0).to_string()),
+                sked_core::TaskState::ALL.map(|s| queue_count(q, s.as_str())),
             );
             row.push(if q["paused"] == true { "paused" } else { "" }.into());
             row

@@ -201,10 +201,11 @@ impl Store for PgStore {
 
     async fn server_time(&self) -> Result<Option<jiff::Timestamp>> {
         self.op(async |c, _| {
-            let row = c
-                .query_one("SELECT clock_timestamp()", &[])
+            let stmt = c
+                .prepare_cached("SELECT clock_timestamp()")
                 .await
                 .map_err(db_err)?;
+            let row = c.query_one(&stmt, &[]).await.map_err(db_err)?;
             Ok(Some(row.get(0)))
         })
         .await
@@ -265,8 +266,9 @@ impl Store for PgStore {
         self.op(async |c, _| tasks::next_run_at(c).await).await
     }
 
-    async fn queue_list(&self) -> Result<Vec<QueueInfo>> {
-        self.op(async |c, _| queues::list(c).await).await
+    async fn queue_list(&self, count_limit: u64) -> Result<Vec<QueueInfo>> {
+        self.op(async |c, _| queues::list(c, count_limit).await)
+            .await
     }
 
     async fn queue_update(&self, params: QueueUpdateParams) -> Result<QueueInfo> {

@@ -47,17 +47,20 @@ pub(crate) async fn activity(c: &mut Object, p: &ActivityParams) -> Result<Vec<A
 
 pub(crate) async fn worker_beat(c: &mut Object, p: &WorkerBeatParams) -> Result<()> {
     let concurrency = p.concurrency.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
-    c.execute(
-        "INSERT INTO sked_workers (id, role, queues, concurrency, started_at, last_seen_at, stopped_at) \
-         VALUES ($1, $2, $3, $4, $5::timestamptz, $5::timestamptz, \
-         CASE WHEN $6::boolean THEN $5::timestamptz END) \
-         ON CONFLICT (id) DO UPDATE SET role = excluded.role, queues = excluded.queues, \
-         concurrency = coalesce(excluded.concurrency, sked_workers.concurrency), last_seen_at = excluded.last_seen_at, \
-         stopped_at = excluded.stopped_at",
-        &[&p.id, &p.role, &p.queues, &concurrency, &p.now, &p.stopping],
-    )
-    .await
-    .map_err(db_err)?;
+    let stmt = c
+        .prepare_cached(
+            "INSERT INTO sked_workers (id, role, queues, concurrency, started_at, last_seen_at, stopped_at) \
+             VALUES ($1, $2, $3, $4, $5::timestamptz, $5::timestamptz, \
+             CASE WHEN $6::boolean THEN $5::timestamptz END) \
+             ON CONFLICT (id) DO UPDATE SET role = excluded.role, queues = excluded.queues, \
+             concurrency = coalesce(excluded.concurrency, sked_workers.concurrency), last_seen_at = excluded.last_seen_at, \
+             stopped_at = excluded.stopped_at",
+        )
+        .await
+        .map_err(db_err)?;
+    c.execute(&stmt, &[&p.id, &p.role, &p.queues, &concurrency, &p.now, &p.stopping])
+        .await
+        .map_err(db_err)?;
     Ok(())
 }
 
@@ -99,10 +102,9 @@ pub(crate) async fn worker_list(c: &mut Object, seen_since: Timestamp) -> Result
 }
 
 pub(crate) async fn worker_prune(c: &mut Object, before: Timestamp) -> Result<u64> {
-    c.execute(
-        "DELETE FROM sked_workers WHERE last_seen_at < $1",
-        &[&before],
-    )
-    .await
-    .map_err(db_err)
+    let stmt = c
+        .prepare_cached("DELETE FROM sked_workers WHERE last_seen_at < $1")
+        .await
+        .map_err(db_err)?;
+    c.execute(&stmt, &[&before]).await.map_err(db_err)
 }

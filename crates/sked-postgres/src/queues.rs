@@ -11,25 +11,43 @@ use crate::codec::{col, db_err, state};
 use crate::tasks::announce_tasks;
 
 fn queue_info(name: String, paused: bool, limit: Option<i32>) -> QueueInfo {
-    QueueInfo {
-        name,
-        paused,
-        concurrency_limit: limit.map(|l| l.max(0) as u32),
-        counts: BTreeMap::new(),
-    }
+    QueueInfo::new(name, paused, limit.map(|l| l.max(0) as u32))
 }
 
-pub(crate) async fn list(c: &mut Object) -> Result<Vec<QueueInfo>> {
-    let (settings, counts) = tokio::try_join!(
-        c.query(
-            "SELECT name, paused, concurrency_limit FROM sked_queues",
-            &[]
-        ),
-        c.query(
-            "SELECT queue, state, count(*) FROM sked_tasks GROUP BY queue, state",
-            &[]
-        )
-    )
+/// Every queue that has tasks (found by skipping through the `(queue, state)` index, one probe
+/// per queue), each state counted up to a limit: bounded by queues × states × limit, however
+/// many finished tasks are kept.
+const COUNTS: &str = "WITH RECURSIVE queues(name) AS ( \
+      SELECT (SELECT queue FROM sked_tasks ORDER BY queue LIMIT 1) \
+      UNION ALL \
+      SELECT (SELECT t.queue FROM sked_tasks t WHERE t.queue > q.name ORDER BY t.queue LIMIT 1) \
+      FROM queues q WHERE q.name IS NOT NULL), \
+    states(state) AS (VALUES ('scheduled'), ('available'), ('running'), ('retrying'), \
+      ('succeeded'), ('dead'), ('cancelled')) \
+    SELECT q.name, s.state, (SELECT count(*) FROM ( \
+      SELECT 1 FROM sked_tasks t WHERE t.queue = q.name AND t.state = s.state LIMIT $1) x) \
+    FROM queues q CROSS JOIN states s WHERE q.name IS NOT NULL";
+
+/// One queue's states, each counted up to a limit.
+const QUEUE_COUNTS: &str = "SELECT s.state, (SELECT count(*) FROM ( \
+      SELECT 1 FROM sked_tasks t WHERE t.queue = $1 AND t.state = s.state LIMIT $2) x) \
+    FROM (VALUES ('scheduled'), ('available'), ('running'), ('retrying'), \
+      ('succeeded'), ('dead'), ('cancelled')) s(state)";
+
+/// `LIMIT` for counting up to `limit`: one more, to know whether there are more.
+fn probe(limit: u64) -> i64 {
+    i64::try_from(limit.min(QUEUE_COUNT_LIMIT_MAX)).unwrap_or(i64::MAX) + 1
+}
+
+pub(crate) async fn list(c: &mut Object, count_limit: u64) -> Result<Vec<QueueInfo>> {
+    let settings = c
+        .prepare_cached("SELECT name, paused, concurrency_limit FROM sked_queues")
+        .await
+        .map_err(db_err)?;
+    let counting = c.prepare_cached(COUNTS).await.map_err(db_err)?;
+    let probe: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&probe(count_limit)];
+    let (settings, counts) =
+        tokio::try_join!(c.query(&settings, &[]), c.query(&counting, &probe))
     .map_err(db_err)?;
     let mut queues: BTreeMap<String, QueueInfo> = BTreeMap::new();
     for r in &settings {
@@ -42,8 +60,7 @@ pub(crate) async fn list(c: &mut Object) -> Result<Vec<QueueInfo>> {
         queues
             .entry(queue.clone())
             .or_insert_with(|| queue_info(queue, false, None))
-            .counts
-            .insert(state(col(r, 1)?)?, n as u64);
+            .set_count(state(col(r, 1)?)?, n as u64, count_limit);
     }
     Ok(queues.into_values().collect())
 }
@@ -72,10 +89,7 @@ pub(crate) async fn update(
         .await
         .map_err(db_err)?;
     let counts = tx
-        .query(
-            "SELECT state, count(*) FROM sked_tasks WHERE queue = $1 GROUP BY state",
-            &[&p.name],
-        )
+        .query(QUEUE_COUNTS, &[&p.name, &probe(QUEUE_COUNT_LIMIT)])
         .await
         .map_err(db_err)?;
     // A resumed or widened queue may have claimable tasks.
@@ -84,7 +98,7 @@ pub(crate) async fn update(
     let mut info = queue_info(p.name.clone(), col(&row, 0)?, col(&row, 1)?);
     for r in &counts {
         let n: i64 = col(r, 1)?;
-        info.counts.insert(state(col(r, 0)?)?, n as u64);
+        info.set_count(state(col(r, 0)?)?, n as u64, QUEUE_COUNT_LIMIT);
     }
     Ok(info)
 }
@@ -148,12 +162,12 @@ pub(crate) async fn lease_release(
 }
 
 pub(crate) async fn lease_get(c: &mut Object, name: &str, now: Timestamp) -> Result<Option<Lease>> {
-    let row = c
-        .query_opt(
+    let stmt = c
+        .prepare_cached(
             "SELECT name, holder, token, expires_at FROM sked_leases WHERE name = $1 AND expires_at >= $2",
-            &[&name, &now],
         )
         .await
         .map_err(db_err)?;
+    let row = c.query_opt(&stmt, &[&name, &now]).await.map_err(db_err)?;
     row.as_ref().map(lease_row).transpose()
 }

@@ -246,19 +246,18 @@ pub(crate) async fn set_paused(
 
 pub(crate) async fn due(c: &mut Object, p: &ScheduleDueParams) -> Result<Vec<DueSchedule>> {
     let limit = i64::from(p.limit);
-    let rows = c
-        .query(
-            &format!(
-                "SELECT {COLUMNS}, ARRAY(SELECT t.id FROM sked_tasks t WHERE t.schedule = s.name \
-                   AND t.state IN ('scheduled', 'available', 'running', 'retrying') ORDER BY t.id) \
-                 FROM sked_schedules s WHERE NOT s.paused \
-                   AND (s.next_fire_at <= $1 OR s.buffered_at IS NOT NULL) \
-                 ORDER BY s.next_fire_at LIMIT $2"
-            ),
-            &[&p.now, &limit],
-        )
+    // The leader runs this on every look at schedules, idle or not: prepared once per connection.
+    let stmt = c
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS}, ARRAY(SELECT t.id FROM sked_tasks t WHERE t.schedule = s.name \
+               AND t.state IN ('scheduled', 'available', 'running', 'retrying') ORDER BY t.id) \
+             FROM sked_schedules s WHERE NOT s.paused \
+               AND (s.next_fire_at <= $1 OR s.buffered_at IS NOT NULL) \
+             ORDER BY s.next_fire_at LIMIT $2"
+        ))
         .await
         .map_err(db_err)?;
+    let rows = c.query(&stmt, &[&p.now, &limit]).await.map_err(db_err)?;
     rows.iter()
         .map(|r| {
             Ok(DueSchedule {

@@ -184,7 +184,11 @@ function table(headers, rows, empty = "Nothing here.") {
 function queueRow(q) {
   const counts = STATES.map((s) => {
     const n = (q.counts && q.counts[s]) || 0;
-    return h("td", { class: n ? "num" : "num zero" }, n ? h("a", { href: `#/tasks?state=${s}&queue=${enc(q.name)}` }, n) : "0");
+    // Counting stops at a limit (10,000 by default): beyond it the count reads "10,000+".
+    const more = (q.counts_at_least || []).includes(s);
+    const shown = `${n.toLocaleString("en-US")}${more ? "+" : ""}`;
+    const title = more ? `${shown}: counting stops here` : null;
+    return h("td", { class: n ? "num" : "num zero", title }, n ? h("a", { href: `#/tasks?state=${s}&queue=${enc(q.name)}` }, shown) : "0");
   });
   return h(
     "tr",

@@ -4,15 +4,32 @@ use axum::Json;
 use axum::extract::State;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sked_store::QueueUpdateParams;
+use sked_store::{QUEUE_COUNT_LIMIT, QUEUE_COUNT_LIMIT_MAX, QueueUpdateParams};
 
-use crate::extract::{ApiJson, NamePath};
+use crate::extract::{ApiJson, ApiQuery, NamePath};
 use crate::{ApiError, AppState};
 
 type ApiResult = Result<Json<Value>, ApiError>;
 
-pub(crate) async fn list(State(s): State<AppState>) -> ApiResult {
-    Ok(Json(json!({"queues": s.engine.queues().await?})))
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    /// Count each queue's tasks of a state up to this many (default 10,000); a state with
+    /// more is listed in the queue's `counts_at_least`.
+    count_limit: Option<u64>,
+}
+
+pub(crate) async fn list(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult {
+    let limit = q.count_limit.unwrap_or(QUEUE_COUNT_LIMIT);
+    if !(1..=QUEUE_COUNT_LIMIT_MAX).contains(&limit) {
+        return Err(ApiError::invalid(format!(
+            "count_limit must be between 1 and {QUEUE_COUNT_LIMIT_MAX}, not {limit}"
+        )));
+    }
+    Ok(Json(json!({"queues": s.engine.queues(limit).await?})))
 }
 
 pub(crate) async fn pause(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {

@@ -126,6 +126,35 @@ async fn enqueue_get_list_cancel() {
 }
 
 #[tokio::test]
+async fn queue_counts_stop_at_the_limit_asked_for() {
+    let a = api(None);
+    for _ in 0..3 {
+        a.call("POST", "/v1/tasks", Some(r#"{"kind": "k", "queue": "q"}"#))
+            .await;
+    }
+    let (s, v) = a.call("GET", "/v1/queues", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["queues"][0]["counts"], json!({"available": 3}));
+    assert!(v["queues"][0].get("counts_at_least").is_none(), "{v}");
+    let (s, v) = a.call("GET", "/v1/queues?count_limit=2", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["queues"][0]["counts"], json!({"available": 2}));
+    assert_eq!(v["queues"][0]["counts_at_least"], json!(["available"]));
+    for bad in ["0", "10000001"] {
+        assert_error(
+            a.call("GET", &format!("/v1/queues?count_limit={bad}"), None)
+                .await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_input",
+            "count_limit",
+        );
+    }
+    let (s, v) = a.call("GET", "/v1/queues?count_limit=lots", None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("count_limit"), "{v}");
+}
+
+#[tokio::test]
 async fn unique_key_returns_the_same_task() {
     let a = api(None);
     let body = r#"{"kind": "k", "unique_key": "once"}"#;

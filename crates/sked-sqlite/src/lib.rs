@@ -185,8 +185,8 @@ impl Store for SqliteStore {
         self.run(tasks::next_run_at).await
     }
 
-    async fn queue_list(&self) -> Result<Vec<QueueInfo>> {
-        self.run(|conn| queues::list(conn)).await
+    async fn queue_list(&self, count_limit: u64) -> Result<Vec<QueueInfo>> {
+        self.run(move |conn| queues::list(conn, count_limit)).await
     }
 
     async fn queue_update(&self, params: QueueUpdateParams) -> Result<QueueInfo> {

@@ -9,6 +9,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_declared.sql")),
     (3, include_str!("../migrations/0003_observe.sql")),
+    (4, include_str!("../migrations/0004_queue_counts.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

@@ -9,30 +9,47 @@ use sked_store::*;
 
 use crate::codec::{db_err, from_ts, state, ts};
 
-pub(crate) fn list(conn: &Connection) -> Result<Vec<QueueInfo>> {
+/// Every queue that has tasks (found by skipping through the `(queue, state)` index, one probe
+/// per queue), each state counted up to a limit: bounded by queues × states × limit, however
+/// many finished tasks are kept.
+const COUNTS: &str = "WITH RECURSIVE queues(name) AS ( \
+      SELECT (SELECT queue FROM tasks ORDER BY queue LIMIT 1) \
+      UNION ALL \
+      SELECT (SELECT t.queue FROM tasks t WHERE t.queue > q.name ORDER BY t.queue LIMIT 1) \
+      FROM queues q WHERE q.name IS NOT NULL), \
+    states(state) AS (VALUES ('scheduled'), ('available'), ('running'), ('retrying'), \
+      ('succeeded'), ('dead'), ('cancelled')) \
+    SELECT q.name, s.state, (SELECT count(*) FROM ( \
+      SELECT 1 FROM tasks t WHERE t.queue = q.name AND t.state = s.state LIMIT ?1)) \
+    FROM queues q CROSS JOIN states s WHERE q.name IS NOT NULL";
+
+/// One queue's states, each counted up to a limit.
+const QUEUE_COUNTS: &str = "WITH states(state) AS (VALUES ('scheduled'), ('available'), \
+      ('running'), ('retrying'), ('succeeded'), ('dead'), ('cancelled')) \
+    SELECT s.state, (SELECT count(*) FROM ( \
+      SELECT 1 FROM tasks t WHERE t.queue = ?1 AND t.state = s.state LIMIT ?2)) \
+    FROM states s";
+
+/// `LIMIT` for counting up to `limit`: one more, to know whether there are more.
+fn probe(limit: u64) -> i64 {
+    i64::try_from(limit.min(QUEUE_COUNT_LIMIT_MAX)).unwrap_or(i64::MAX) + 1
+}
+
+pub(crate) fn list(conn: &Connection, count_limit: u64) -> Result<Vec<QueueInfo>> {
     let mut queues: BTreeMap<String, QueueInfo> = BTreeMap::new();
     let mut stmt = conn
         .prepare_cached("SELECT name, paused, concurrency_limit FROM queues")
         .map_err(db_err)?;
     let rows = stmt
-        .query_map([], |r| {
-            Ok(QueueInfo {
-                name: r.get(0)?,
-                paused: r.get(1)?,
-                concurrency_limit: r.get(2)?,
-                counts: BTreeMap::new(),
-            })
-        })
+        .query_map([], |r| Ok(QueueInfo::new(r.get(0)?, r.get(1)?, r.get(2)?)))
         .map_err(db_err)?;
     for q in rows {
         let q = q.map_err(db_err)?;
         queues.insert(q.name.clone(), q);
     }
-    let mut stmt = conn
-        .prepare_cached("SELECT queue, state, count(*) FROM tasks GROUP BY queue, state")
-        .map_err(db_err)?;
+    let mut stmt = conn.prepare_cached(COUNTS).map_err(db_err)?;
     let rows = stmt
-        .query_map([], |r| {
+        .query_map([probe(count_limit)], |r| {
             Ok((
                 r.get::<_, String>(0)?,
                 state(&r.get::<_, String>(1)?)?,
@@ -44,14 +61,8 @@ pub(crate) fn list(conn: &Connection) -> Result<Vec<QueueInfo>> {
         let (queue, st, n) = row.map_err(db_err)?;
         queues
             .entry(queue.clone())
-            .or_insert_with(|| QueueInfo {
-                name: queue,
-                paused: false,
-                concurrency_limit: None,
-                counts: BTreeMap::new(),
-            })
-            .counts
-            .insert(st, n as u64);
+            .or_insert_with(|| QueueInfo::new(queue, false, None))
+            .set_count(st, n as u64, count_limit);
     }
     Ok(queues.into_values().collect())
 }
@@ -85,25 +96,18 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .map_err(db_err)?;
-    let mut counts = BTreeMap::new();
-    let mut stmt = tx
-        .prepare_cached("SELECT state, count(*) FROM tasks WHERE queue = ?1 GROUP BY state")
-        .map_err(db_err)?;
+    let mut info = QueueInfo::new(p.name.clone(), paused, concurrency_limit);
+    let mut stmt = tx.prepare_cached(QUEUE_COUNTS).map_err(db_err)?;
     let rows = stmt
-        .query_map([&p.name], |r| {
+        .query_map(params![p.name, probe(QUEUE_COUNT_LIMIT)], |r| {
             Ok((state(&r.get::<_, String>(0)?)?, r.get::<_, i64>(1)?))
         })
         .map_err(db_err)?;
     for row in rows {
         let (st, n) = row.map_err(db_err)?;
-        counts.insert(st, n as u64);
+        info.set_count(st, n as u64, QUEUE_COUNT_LIMIT);
     }
-    Ok(QueueInfo {
-        name: p.name.clone(),
-        paused,
-        concurrency_limit,
-        counts,
-    })
+    Ok(info)
 }
 
 fn lease_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Lease> {

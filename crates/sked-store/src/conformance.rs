@@ -790,8 +790,54 @@ pub async fn queue_counts(store: &Shared) {
         insert(store, task("k"), t0()).await;
     }
     claim(store, 1, t0()).await;
-    let queues = store.queue_list().await.unwrap();
+    // Queues before and after "default" in order, one with nothing but settings.
+    for queue in ["a", "mail", "mail", "zz"] {
+        let mut t = task("k");
+        t.queue = queue.into();
+        insert(store, t, t0()).await;
+    }
+    store
+        .queue_update(QueueUpdateParams {
+            name: "idle".into(),
+            paused: Some(true),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let queues = store.queue_list(QUEUE_COUNT_LIMIT).await.unwrap();
+    let names: Vec<&str> = queues.iter().map(|q| q.name.as_str()).collect();
+    assert_eq!(names, ["a", "default", "idle", "mail", "zz"]);
     let q = queues.iter().find(|q| q.name == "default").unwrap();
+    assert_eq!(q.counts.get(&TaskState::Available), Some(&2));
+    assert_eq!(q.counts.get(&TaskState::Running), Some(&1));
+    assert_eq!(q.counts.len(), 2, "states with no task are left out");
+    assert!(q.counts_at_least.is_empty());
+    let idle = queues.iter().find(|q| q.name == "idle").unwrap();
+    assert!(idle.paused && idle.counts.is_empty());
+    // Counting stops at the limit and says so; below it, counts are exact.
+    let queues = store.queue_list(1).await.unwrap();
+    let q = queues.iter().find(|q| q.name == "default").unwrap();
+    assert_eq!(q.counts.get(&TaskState::Available), Some(&1));
+    assert_eq!(q.counts.get(&TaskState::Running), Some(&1));
+    assert_eq!(
+        q.counts_at_least.iter().copied().collect::<Vec<_>>(),
+        [TaskState::Available]
+    );
+    let mail = queues.iter().find(|q| q.name == "mail").unwrap();
+    assert_eq!(mail.counts.get(&TaskState::Available), Some(&1));
+    assert!(mail.counts_at_least.contains(&TaskState::Available));
+    let a = queues.iter().find(|q| q.name == "a").unwrap();
+    assert!(a.counts_at_least.is_empty(), "one task, limit one: exact");
+    // A queue's settings change answers with its counts too.
+    let q = store
+        .queue_update(QueueUpdateParams {
+            name: "default".into(),
+            concurrency_limit: Some(Some(5)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(q.concurrency_limit, Some(5));
     assert_eq!(q.counts.get(&TaskState::Available), Some(&2));
     assert_eq!(q.counts.get(&TaskState::Running), Some(&1));
     let err = store

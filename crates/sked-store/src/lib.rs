@@ -106,8 +106,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// The earliest run_at of a scheduled or retrying task: when a worker should look next.
     async fn task_next_run_at(&self) -> Result<Option<jiff::Timestamp>>;
 
-    /// Every queue that has tasks or settings, with counts per state.
-    async fn queue_list(&self) -> Result<Vec<QueueInfo>>;
+    /// Every queue that has tasks or settings, with counts per state, each counted up to
+    /// `count_limit` (beyond it the state is marked `counts_at_least`). The cost is bounded by
+    /// queues × states × `count_limit`, however many tasks are kept.
+    async fn queue_list(&self, count_limit: u64) -> Result<Vec<QueueInfo>>;
 
     /// Pauses, resumes or limits a queue (created on first use).
     async fn queue_update(&self, params: QueueUpdateParams) -> Result<QueueInfo>;

@@ -1,6 +1,6 @@
 //! Parameter and result types of the [`crate::Store`] operations.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -149,8 +149,44 @@ pub struct QueueInfo {
     pub name: String,
     pub paused: bool,
     pub concurrency_limit: Option<u32>,
-    /// Tasks per state; states with none are left out.
+    /// Tasks per state; states with none are left out. A state is counted only up to the
+    /// limit the caller gave ([`QUEUE_COUNT_LIMIT`] unless told otherwise): see `counts_at_least`.
     pub counts: BTreeMap<TaskState, u64>,
+    /// States that have more tasks than the counting limit: their count is the limit.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub counts_at_least: BTreeSet<TaskState>,
+}
+
+/// How far each queue's tasks of one state are counted unless a caller asks for more: counts
+/// are read every few seconds (dashboard, `sked top`) and must not cost a scan of every task
+/// kept. Counting stops here, and the state is marked `counts_at_least`.
+pub const QUEUE_COUNT_LIMIT: u64 = 10_000;
+
+/// The largest counting limit a caller may ask for.
+pub const QUEUE_COUNT_LIMIT_MAX: u64 = 10_000_000;
+
+impl QueueInfo {
+    /// A queue with no tasks counted yet.
+    pub fn new(name: String, paused: bool, concurrency_limit: Option<u32>) -> QueueInfo {
+        QueueInfo {
+            name,
+            paused,
+            concurrency_limit,
+            counts: BTreeMap::new(),
+            counts_at_least: BTreeSet::new(),
+        }
+    }
+
+    /// Records `n` tasks in `state` as counted with `LIMIT limit + 1`: more than `limit` means
+    /// "at least `limit`". Zero is left out.
+    pub fn set_count(&mut self, state: TaskState, n: u64, limit: u64) {
+        if n > limit {
+            self.counts.insert(state, limit);
+            self.counts_at_least.insert(state);
+        } else if n > 0 {
+            self.counts.insert(state, n);
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]

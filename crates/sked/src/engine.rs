@@ -361,7 +361,11 @@ impl Engine {
     /// from the store now. Counters and histograms are this process's; the task counts are the
     /// whole database's, the same on every node.
     pub async fn metrics_text(&self) -> Result<String> {
-        let queues = self.inner.store.queue_list().await?;
+        let queues = self
+            .inner
+            .store
+            .queue_list(crate::metrics::COUNT_LIMIT)
+            .await?;
         Ok(self.inner.metrics.render(&queues, self.is_leader()))
     }
 
@@ -697,8 +701,10 @@ impl Engine {
 
     // ---- queues ----
 
-    pub async fn queues(&self) -> Result<Vec<QueueInfo>> {
-        Ok(self.inner.store.queue_list().await?)
+    /// Every queue with its counts per state, each counted up to `count_limit`
+    /// ([`sked_store::QUEUE_COUNT_LIMIT`] is the usual one): see [`QueueInfo::counts_at_least`].
+    pub async fn queues(&self, count_limit: u64) -> Result<Vec<QueueInfo>> {
+        Ok(self.inner.store.queue_list(count_limit).await?)
     }
 
     pub async fn queue_update(&self, params: QueueUpdateParams) -> Result<QueueInfo> {

@@ -14,6 +14,11 @@ use prometheus::{
 use sked_core::{Task, TaskState};
 use sked_store::FinishOutcome;
 
+/// How far `sked_tasks` counts each queue's tasks of one state: a scrape reads the counts
+/// every time, and their cost is bounded by queues × states × this, however many tasks are kept.
+/// A gauge at this value means "this many or more".
+pub(crate) const COUNT_LIMIT: u64 = 100_000;
+
 /// Bucket bounds in seconds, from 5 ms to an hour: a scheduler's latencies range from a
 /// busy queue's milliseconds to a backlog's minutes, and run times from no-ops to long jobs.
 const BUCKETS: &[f64] = &[
@@ -78,7 +83,7 @@ impl Metrics {
         let tasks = IntGaugeVec::new(
             Opts::new(
                 "sked_tasks",
-                "Tasks in the database by queue and state (the same on every node)",
+                "Tasks in the database by queue and state, counted up to 100000 (the same on every node)",
             ),
             &["queue", "state"],
         )

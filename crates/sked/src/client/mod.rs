@@ -204,11 +204,15 @@ impl Client {
         }
     }
 
-    pub async fn queues(&self) -> Result<Vec<QueueInfo>> {
+    /// Every queue with its counts per state, each counted up to `count_limit`
+    /// ([`sked_store::QUEUE_COUNT_LIMIT`] is the usual one; more than that is marked in
+    /// [`QueueInfo::counts_at_least`]).
+    pub async fn queues(&self, count_limit: u64) -> Result<Vec<QueueInfo>> {
         match &self.inner {
-            Inner::Embedded(e) => e.queues().await,
+            Inner::Embedded(e) => e.queues(count_limit).await,
             Inner::Remote(r) => {
-                let reply: QueuesReply = r.get("/v1/queues", &[]).await?;
+                let query = [("count_limit", count_limit.to_string())];
+                let reply: QueuesReply = r.get("/v1/queues", &query).await?;
                 Ok(reply.queues)
             }
         }

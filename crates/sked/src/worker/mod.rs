@@ -290,6 +290,11 @@ impl Worker {
             stats: Mutex::new(shared::Stats::default()),
             initial_estimate: self.initial_estimate,
         });
+        // Tell sked this worker is here before any lane claims, so that a claim's sign of life
+        // finds it told (one write, not a claim's and this one's at once).
+        if let Err(e) = self.client.beat(&presence).await {
+            tracing::debug!(error = %e, "could not tell sked this worker is alive");
+        }
         let finisher = tokio::spawn(shared::finish(self.client.clone(), lease_ttl, finish_rx));
         let (stop_tx, stop_rx) = watch::channel(false);
         let heartbeater = tokio::spawn(shared::heartbeat(shared.clone(), stop_rx.clone()));

@@ -127,10 +127,11 @@ pub(crate) async fn heartbeat(shared: Arc<Shared>, mut stop: watch::Receiver<boo
         .max(Duration::from_millis(50));
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_presence: Option<tokio::time::Instant> = None;
+    // The worker told sked it is here just before this started.
+    let mut last_presence = tokio::time::Instant::now();
     loop {
-        if last_presence.is_none_or(|at| at.elapsed() >= crate::BEAT_EVERY) {
-            last_presence = Some(tokio::time::Instant::now());
+        if last_presence.elapsed() >= crate::BEAT_EVERY {
+            last_presence = tokio::time::Instant::now();
             if let Err(e) = shared.client.beat(&shared.presence).await {
                 tracing::debug!(error = %e, "could not tell sked this worker is alive");
             }
