@@ -9,6 +9,9 @@
 //!   concurrency `-c`) has ended them all, embedded on the store;
 //! - `remote-worker`: the same worker over HTTP, against a server in this process on a
 //!   loopback port (batched claims, heartbeats and endings);
+//! - `counts`: pre-insert and drain `-n` tasks, then the time to read the queue counts (what
+//!   the dashboard, `sked top` and /metrics read every few seconds) at the dashboard's
+//!   counting limit, at /metrics' and counting everything;
 //! - `idle`: a whole node (leader duties and a worker) with nothing to do for `-n` seconds:
 //!   how many store operations it runs, and (PostgreSQL) how many transactions the server saw.
 //!
@@ -36,6 +39,7 @@ enum Workload {
     Latency,
     Lateness,
     Idle,
+    Counts,
     Worker,
     RemoteWorker,
 }
@@ -104,6 +108,7 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
         Workload::Latency => latency(&engine, a.n).await?,
         Workload::Lateness => lateness(&engine, a.n).await?,
         Workload::Idle => idle(&engine, pg.as_deref(), a.n).await?,
+        Workload::Counts => counts(&store, &engine, a.n).await?,
         Workload::Worker => worker(&engine, a.n, if a.c == 0 { 256 } else { a.c }, false).await?,
         Workload::RemoteWorker => {
             worker(&engine, a.n, if a.c == 0 { 256 } else { a.c }, true).await?
@@ -436,6 +441,42 @@ async fn lateness(engine: &Engine, n: usize) -> CliResult<serde_json::Value> {
         }
     }
     Ok(summary("lateness", samples))
+}
+
+/// Queue counts over `n` finished tasks: the median of 5 reads at each counting limit.
+async fn counts(
+    store: &Arc<dyn Store>,
+    engine: &Engine,
+    n: usize,
+) -> CliResult<serde_json::Value> {
+    drain(store, n, 4).await?;
+    store.settle().await.map_err(CliError::runtime)?;
+    let mut line = json!({"workload": "counts"});
+    for (name, limit) in [
+        ("dashboard_limit_ms", sked::store::QUEUE_COUNT_LIMIT),
+        ("metrics_limit_ms", 100_000),
+        ("exact_ms", sked::store::QUEUE_COUNT_LIMIT_MAX),
+    ] {
+        let mut ms = Vec::new();
+        for _ in 0..5 {
+            let started = Instant::now();
+            let queues = engine.queues(limit).await.map_err(CliError::runtime)?;
+            ms.push(started.elapsed().as_secs_f64() * 1000.0);
+            let succeeded: u64 = queues
+                .iter()
+                .filter_map(|q| q.counts.get(&sked_core::TaskState::Succeeded))
+                .sum();
+            if succeeded != (n as u64).min(limit) {
+                return Err(CliError::runtime(format!(
+                    "counted {succeeded} succeeded tasks with limit {limit}, expected {}",
+                    (n as u64).min(limit)
+                )));
+            }
+        }
+        ms.sort_by(|a, b| a.total_cmp(b));
+        line[name] = json!(round(ms[2]));
+    }
+    Ok(line)
 }
 
 /// A node with nothing to do: leader duties and a worker waiting for tasks, for `secs` seconds
