@@ -108,7 +108,7 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
         Workload::Latency => latency(&engine, a.n).await?,
         Workload::Lateness => lateness(&engine, a.n).await?,
         Workload::Idle => idle(&engine, pg.as_deref(), a.n).await?,
-        Workload::Counts => counts(&store, &engine, a.n).await?,
+        Workload::Counts => counts(&store, &engine, pg.as_deref(), a.n).await?,
         Workload::Worker => worker(&engine, a.n, if a.c == 0 { 256 } else { a.c }, false).await?,
         Workload::RemoteWorker => {
             worker(&engine, a.n, if a.c == 0 { 256 } else { a.c }, true).await?
@@ -443,15 +443,47 @@ async fn lateness(engine: &Engine, n: usize) -> CliResult<serde_json::Value> {
     Ok(summary("lateness", samples))
 }
 
-/// Queue counts over `n` finished tasks: the median of 5 reads at each counting limit.
+/// Queue counts over `n` finished tasks: the median of 5 reads at each counting limit, right
+/// after the drain and, on PostgreSQL, again after a `VACUUM` (the drain leaves two dead index
+/// entries per task until vacuum, which autovacuum runs soon after in normal operation).
 async fn counts(
     store: &Arc<dyn Store>,
     engine: &Engine,
+    pg: Option<&sked_postgres::PgStore>,
     n: usize,
 ) -> CliResult<serde_json::Value> {
     drain(store, n, 4).await?;
     store.settle().await.map_err(CliError::runtime)?;
     let mut line = json!({"workload": "counts"});
+    line["after_drain"] = read_counts(engine, n).await?;
+    if let Some(pg) = pg {
+        let client = pg.pool().get().await.map_err(CliError::runtime)?;
+        client
+            .batch_execute("VACUUM sked_tasks")
+            .await
+            .map_err(CliError::runtime)?;
+        line["after_vacuum"] = read_counts(engine, n).await?;
+        // What the counts cost before they were bounded: one GROUP BY over every task.
+        let mut ms = Vec::new();
+        for _ in 0..5 {
+            let started = Instant::now();
+            client
+                .query(
+                    "SELECT queue, state, count(*) FROM sked_tasks GROUP BY queue, state",
+                    &[],
+                )
+                .await
+                .map_err(CliError::runtime)?;
+            ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        }
+        ms.sort_by(|a, b| a.total_cmp(b));
+        line["after_vacuum"]["group_by_all_ms"] = json!(round(ms[2]));
+    }
+    Ok(line)
+}
+
+async fn read_counts(engine: &Engine, n: usize) -> CliResult<serde_json::Value> {
+    let mut line = json!({});
     for (name, limit) in [
         ("dashboard_limit_ms", sked::store::QUEUE_COUNT_LIMIT),
         ("metrics_limit_ms", 100_000),

@@ -113,9 +113,7 @@ async fn frame(http: &Http) -> CliResult<String> {
         .iter()
         .map(|q| {
             let mut row = vec![text(&q["name"])];
-            row.extend(
-                sked_core::TaskState::ALL.map(|s| queue_count(q, s.as_str())),
-            );
+            row.extend(sked_core::TaskState::ALL.map(|s| queue_count(q, s.as_str())));
             row.push(if q["paused"] == true { "paused" } else { "" }.into());
             row
         })

@@ -58,9 +58,12 @@ pub(crate) async fn worker_beat(c: &mut Object, p: &WorkerBeatParams) -> Result<
         )
         .await
         .map_err(db_err)?;
-    c.execute(&stmt, &[&p.id, &p.role, &p.queues, &concurrency, &p.now, &p.stopping])
-        .await
-        .map_err(db_err)?;
+    c.execute(
+        &stmt,
+        &[&p.id, &p.role, &p.queues, &concurrency, &p.now, &p.stopping],
+    )
+    .await
+    .map_err(db_err)?;
     Ok(())
 }
 

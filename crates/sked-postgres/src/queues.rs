@@ -4,35 +4,23 @@ use std::collections::BTreeMap;
 
 use deadpool_postgres::Object;
 use jiff::Timestamp;
-use sked_core::validate_name;
+use sked_core::{TaskState, validate_name};
 use sked_store::*;
 
-use crate::codec::{col, db_err, state};
+use crate::codec::{col, db_err};
 use crate::tasks::announce_tasks;
 
 fn queue_info(name: String, paused: bool, limit: Option<i32>) -> QueueInfo {
     QueueInfo::new(name, paused, limit.map(|l| l.max(0) as u32))
 }
 
-/// Every queue that has tasks (found by skipping through the `(queue, state)` index, one probe
-/// per queue), each state counted up to a limit: bounded by queues × states × limit, however
-/// many finished tasks are kept.
-const COUNTS: &str = "WITH RECURSIVE queues(name) AS ( \
-      SELECT (SELECT queue FROM sked_tasks ORDER BY queue LIMIT 1) \
-      UNION ALL \
-      SELECT (SELECT t.queue FROM sked_tasks t WHERE t.queue > q.name ORDER BY t.queue LIMIT 1) \
-      FROM queues q WHERE q.name IS NOT NULL), \
-    states(state) AS (VALUES ('scheduled'), ('available'), ('running'), ('retrying'), \
-      ('succeeded'), ('dead'), ('cancelled')) \
-    SELECT q.name, s.state, (SELECT count(*) FROM ( \
-      SELECT 1 FROM sked_tasks t WHERE t.queue = q.name AND t.state = s.state LIMIT $1) x) \
-    FROM queues q CROSS JOIN states s WHERE q.name IS NOT NULL";
-
-/// One queue's states, each counted up to a limit.
-const QUEUE_COUNTS: &str = "SELECT s.state, (SELECT count(*) FROM ( \
-      SELECT 1 FROM sked_tasks t WHERE t.queue = $1 AND t.state = s.state LIMIT $2) x) \
-    FROM (VALUES ('scheduled'), ('available'), ('running'), ('retrying'), \
-      ('succeeded'), ('dead'), ('cancelled')) s(state)";
+/// A row of [`counts::queue_counts_sql`]: the counts follow the queue, in `TaskState::ALL` order.
+fn set_counts(info: &mut QueueInfo, r: &tokio_postgres::Row, limit: u64) -> Result<()> {
+    for (i, s) in TaskState::ALL.into_iter().enumerate() {
+        info.set_count(s, col::<i64>(r, i + 1)? as u64, limit);
+    }
+    Ok(())
+}
 
 /// `LIMIT` for counting up to `limit`: one more, to know whether there are more.
 fn probe(limit: u64) -> i64 {
@@ -44,11 +32,13 @@ pub(crate) async fn list(c: &mut Object, count_limit: u64) -> Result<Vec<QueueIn
         .prepare_cached("SELECT name, paused, concurrency_limit FROM sked_queues")
         .await
         .map_err(db_err)?;
-    let counting = c.prepare_cached(COUNTS).await.map_err(db_err)?;
+    let counting = c
+        .prepare_cached(&counts::queue_counts_sql("sked_tasks", "$1", None))
+        .await
+        .map_err(db_err)?;
     let probe: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&probe(count_limit)];
     let (settings, counts) =
-        tokio::try_join!(c.query(&settings, &[]), c.query(&counting, &probe))
-    .map_err(db_err)?;
+        tokio::try_join!(c.query(&settings, &[]), c.query(&counting, &probe)).map_err(db_err)?;
     let mut queues: BTreeMap<String, QueueInfo> = BTreeMap::new();
     for r in &settings {
         let q = queue_info(col(r, 0)?, col(r, 1)?, col(r, 2)?);
@@ -56,11 +46,10 @@ pub(crate) async fn list(c: &mut Object, count_limit: u64) -> Result<Vec<QueueIn
     }
     for r in &counts {
         let queue: String = col(r, 0)?;
-        let n: i64 = col(r, 2)?;
-        queues
+        let info = queues
             .entry(queue.clone())
-            .or_insert_with(|| queue_info(queue, false, None))
-            .set_count(state(col(r, 1)?)?, n as u64, count_limit);
+            .or_insert_with(|| queue_info(queue, false, None));
+        set_counts(info, r, count_limit)?;
     }
     Ok(queues.into_values().collect())
 }
@@ -88,18 +77,23 @@ pub(crate) async fn update(
         )
         .await
         .map_err(db_err)?;
+    let counting = tx
+        .prepare_cached(&counts::queue_counts_sql(
+            "sked_tasks",
+            "$2",
+            Some("$1::text"),
+        ))
+        .await
+        .map_err(db_err)?;
     let counts = tx
-        .query(QUEUE_COUNTS, &[&p.name, &probe(QUEUE_COUNT_LIMIT)])
+        .query_one(&counting, &[&p.name, &probe(QUEUE_COUNT_LIMIT)])
         .await
         .map_err(db_err)?;
     // A resumed or widened queue may have claimable tasks.
     announce_tasks(&*tx, channel, None).await?;
     tx.commit().await.map_err(db_err)?;
     let mut info = queue_info(p.name.clone(), col(&row, 0)?, col(&row, 1)?);
-    for r in &counts {
-        let n: i64 = col(r, 1)?;
-        info.set_count(state(col(r, 0)?)?, n as u64, QUEUE_COUNT_LIMIT);
-    }
+    set_counts(&mut info, &counts, QUEUE_COUNT_LIMIT)?;
     Ok(info)
 }
 

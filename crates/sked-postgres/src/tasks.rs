@@ -885,8 +885,9 @@ pub(crate) async fn prune(c: &mut Object, p: &TaskPruneParams) -> Result<u64> {
         .await
         .map_err(db_err)?;
     let params: [Param<'_>; 2] = [&p.finished_before, &limit];
-    let (deleted, _) = tokio::try_join!(tx.query_one(&tasks, &params), tx.execute(&ledger, &params))
-        .map_err(db_err)?;
+    let (deleted, _) =
+        tokio::try_join!(tx.query_one(&tasks, &params), tx.execute(&ledger, &params))
+            .map_err(db_err)?;
     tx.commit().await.map_err(db_err)?;
     Ok(col::<i64>(&deleted, 0)? as u64)
 }

@@ -19,10 +19,7 @@ pub(crate) struct ListQuery {
     count_limit: Option<u64>,
 }
 
-pub(crate) async fn list(
-    State(s): State<AppState>,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> ApiResult {
+pub(crate) async fn list(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>) -> ApiResult {
     let limit = q.count_limit.unwrap_or(QUEUE_COUNT_LIMIT);
     if !(1..=QUEUE_COUNT_LIMIT_MAX).contains(&limit) {
         return Err(ApiError::invalid(format!(

@@ -151,7 +151,13 @@ async fn queue_counts_stop_at_the_limit_asked_for() {
     }
     let (s, v) = a.call("GET", "/v1/queues?count_limit=lots", None).await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("count_limit"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("count_limit"),
+        "{v}"
+    );
 }
 
 #[tokio::test]

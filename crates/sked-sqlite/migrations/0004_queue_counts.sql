@@ -1,4 +1,8 @@
--- Queue counts per state, read by the dashboard, `sked top` and /metrics every few seconds:
--- with this index they walk the distinct queues and count each state only up to a limit,
--- instead of scanning every task ever kept.
-CREATE INDEX tasks_queue_state ON tasks (queue, state);
+-- Queue counts per state, read by the dashboard, `sked top` and /metrics every few seconds.
+-- With these (and the available and running indexes, which already lead with the queue) every
+-- state's tasks sit in a partial index that leads with the queue: the counts walk the distinct
+-- queues and count each state only up to a limit, instead of scanning every task kept (a
+-- GROUP BY over 1,000,000 tasks took 105 ms, on both cores). Partial, so that a task that runs
+-- at once and succeeds adds one index entry (when it finishes), not one per state change.
+CREATE INDEX tasks_waiting_queue ON tasks (queue, state) WHERE state IN ('scheduled', 'retrying');
+CREATE INDEX tasks_finished_queue ON tasks (queue, state) WHERE state IN ('succeeded', 'dead', 'cancelled');

@@ -4,31 +4,25 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
-use sked_core::validate_name;
+use sked_core::{TaskState, validate_name};
 use sked_store::*;
 
-use crate::codec::{db_err, from_ts, state, ts};
+use crate::codec::{db_err, from_ts, ts};
 
-/// Every queue that has tasks (found by skipping through the `(queue, state)` index, one probe
-/// per queue), each state counted up to a limit: bounded by queues × states × limit, however
-/// many finished tasks are kept.
-const COUNTS: &str = "WITH RECURSIVE queues(name) AS ( \
-      SELECT (SELECT queue FROM tasks ORDER BY queue LIMIT 1) \
-      UNION ALL \
-      SELECT (SELECT t.queue FROM tasks t WHERE t.queue > q.name ORDER BY t.queue LIMIT 1) \
-      FROM queues q WHERE q.name IS NOT NULL), \
-    states(state) AS (VALUES ('scheduled'), ('available'), ('running'), ('retrying'), \
-      ('succeeded'), ('dead'), ('cancelled')) \
-    SELECT q.name, s.state, (SELECT count(*) FROM ( \
-      SELECT 1 FROM tasks t WHERE t.queue = q.name AND t.state = s.state LIMIT ?1)) \
-    FROM queues q CROSS JOIN states s WHERE q.name IS NOT NULL";
+/// A row of [`counts::queue_counts_sql`]: the queue, then the counts in `TaskState::ALL` order.
+fn counts_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, [i64; 7])> {
+    let mut n = [0i64; 7];
+    for (i, v) in n.iter_mut().enumerate() {
+        *v = r.get(i + 1)?;
+    }
+    Ok((r.get(0)?, n))
+}
 
-/// One queue's states, each counted up to a limit.
-const QUEUE_COUNTS: &str = "WITH states(state) AS (VALUES ('scheduled'), ('available'), \
-      ('running'), ('retrying'), ('succeeded'), ('dead'), ('cancelled')) \
-    SELECT s.state, (SELECT count(*) FROM ( \
-      SELECT 1 FROM tasks t WHERE t.queue = ?1 AND t.state = s.state LIMIT ?2)) \
-    FROM states s";
+fn set_counts(info: &mut QueueInfo, n: [i64; 7], limit: u64) {
+    for (s, n) in TaskState::ALL.into_iter().zip(n) {
+        info.set_count(s, n as u64, limit);
+    }
+}
 
 /// `LIMIT` for counting up to `limit`: one more, to know whether there are more.
 fn probe(limit: u64) -> i64 {
@@ -47,22 +41,18 @@ pub(crate) fn list(conn: &Connection, count_limit: u64) -> Result<Vec<QueueInfo>
         let q = q.map_err(db_err)?;
         queues.insert(q.name.clone(), q);
     }
-    let mut stmt = conn.prepare_cached(COUNTS).map_err(db_err)?;
+    let mut stmt = conn
+        .prepare_cached(&counts::queue_counts_sql("tasks", "?1", None))
+        .map_err(db_err)?;
     let rows = stmt
-        .query_map([probe(count_limit)], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                state(&r.get::<_, String>(1)?)?,
-                r.get::<_, i64>(2)?,
-            ))
-        })
+        .query_map([probe(count_limit)], counts_row)
         .map_err(db_err)?;
     for row in rows {
-        let (queue, st, n) = row.map_err(db_err)?;
-        queues
+        let (queue, n) = row.map_err(db_err)?;
+        let info = queues
             .entry(queue.clone())
-            .or_insert_with(|| QueueInfo::new(queue, false, None))
-            .set_count(st, n as u64, count_limit);
+            .or_insert_with(|| QueueInfo::new(queue, false, None));
+        set_counts(info, n, count_limit);
     }
     Ok(queues.into_values().collect())
 }
@@ -97,16 +87,12 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
         )
         .map_err(db_err)?;
     let mut info = QueueInfo::new(p.name.clone(), paused, concurrency_limit);
-    let mut stmt = tx.prepare_cached(QUEUE_COUNTS).map_err(db_err)?;
-    let rows = stmt
-        .query_map(params![p.name, probe(QUEUE_COUNT_LIMIT)], |r| {
-            Ok((state(&r.get::<_, String>(0)?)?, r.get::<_, i64>(1)?))
-        })
+    let (_, n) = tx
+        .prepare_cached(&counts::queue_counts_sql("tasks", "?2", Some("?1")))
+        .map_err(db_err)?
+        .query_row(params![p.name, probe(QUEUE_COUNT_LIMIT)], counts_row)
         .map_err(db_err)?;
-    for row in rows {
-        let (st, n) = row.map_err(db_err)?;
-        info.set_count(st, n as u64, QUEUE_COUNT_LIMIT);
-    }
+    set_counts(&mut info, n, QUEUE_COUNT_LIMIT);
     Ok(info)
 }
 

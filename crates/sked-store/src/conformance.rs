@@ -790,11 +790,21 @@ pub async fn queue_counts(store: &Shared) {
         insert(store, task("k"), t0()).await;
     }
     claim(store, 1, t0()).await;
-    // Queues before and after "default" in order, one with nothing but settings.
+    // Queues before and after "default" in order, each found through another index: "a" has
+    // only a finished task, "zz" only a future one, "idle" nothing but settings.
     for queue in ["a", "mail", "mail", "zz"] {
         let mut t = task("k");
         t.queue = queue.into();
-        insert(store, t, t0()).await;
+        if queue == "zz" {
+            t.run_at = Some(at(60));
+        }
+        let id = insert(store, t, t0()).await.id;
+        if queue == "a" {
+            store
+                .task_cancel(TaskCancelParams { id, now: t0() })
+                .await
+                .unwrap();
+        }
     }
     store
         .queue_update(QueueUpdateParams {
@@ -812,6 +822,17 @@ pub async fn queue_counts(store: &Shared) {
     assert_eq!(q.counts.get(&TaskState::Running), Some(&1));
     assert_eq!(q.counts.len(), 2, "states with no task are left out");
     assert!(q.counts_at_least.is_empty());
+    let only = |name: &str| {
+        queues
+            .iter()
+            .find(|q| q.name == name)
+            .unwrap()
+            .counts
+            .clone()
+    };
+    assert_eq!(only("a"), [(TaskState::Cancelled, 1)].into());
+    assert_eq!(only("zz"), [(TaskState::Scheduled, 1)].into());
+    assert_eq!(only("mail"), [(TaskState::Available, 2)].into());
     let idle = queues.iter().find(|q| q.name == "idle").unwrap();
     assert!(idle.paused && idle.counts.is_empty());
     // Counting stops at the limit and says so; below it, counts are exact.

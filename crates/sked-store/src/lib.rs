@@ -6,6 +6,7 @@
 //! backends never read a clock of their own.
 
 pub mod conformance;
+pub mod counts;
 mod error;
 pub mod rules;
 mod types;

@@ -1,0 +1,89 @@
+//! The statement both SQL backends use for queue counts per state, bounded whatever the
+//! number of tasks kept.
+//!
+//! Every state lives in a partial index that leads with the queue (migration 4 adds the two
+//! for waiting and finished tasks): distinct queues are found by skipping through each of them
+//! (one probe per queue), and each queue's tasks of one state are counted with a `LIMIT`. A
+//! state's condition repeats its index's predicate word for word, so that SQLite (which only
+//! matches predicate terms exactly) uses the same indexes PostgreSQL does.
+
+use sked_core::TaskState;
+
+/// The condition of the partial index that holds a state's tasks, with `queue` leading.
+fn index_predicate(state: TaskState) -> &'static str {
+    match state {
+        TaskState::Scheduled | TaskState::Retrying => "state IN ('scheduled', 'retrying')",
+        TaskState::Available => "state = 'available'",
+        TaskState::Running => "state = 'running'",
+        TaskState::Succeeded | TaskState::Dead | TaskState::Cancelled => {
+            "state IN ('succeeded', 'dead', 'cancelled')"
+        }
+    }
+}
+
+/// The index predicates, each once.
+const GROUPS: [&str; 4] = [
+    "state IN ('scheduled', 'retrying')",
+    "state = 'available'",
+    "state = 'running'",
+    "state IN ('succeeded', 'dead', 'cancelled')",
+];
+
+/// `SELECT queue, n_scheduled, n_available, …` (the counts in [`TaskState::ALL`] order), each
+/// count taken with `LIMIT {limit}` (a placeholder: pass the limit plus one). With `queue`
+/// (a placeholder) only that queue's row; otherwise a row for every queue that has tasks.
+pub fn queue_counts_sql(table: &str, limit: &str, queue: Option<&str>) -> String {
+    let counts: Vec<String> = TaskState::ALL
+        .iter()
+        .map(|&s| {
+            format!(
+                "(SELECT count(*) FROM (SELECT 1 FROM {table} t WHERE t.queue = q.name \
+                 AND t.{} AND t.state = '{}' LIMIT {limit}) c)",
+                index_predicate(s),
+                s.as_str()
+            )
+        })
+        .collect();
+    let counts = counts.join(", ");
+    match queue {
+        Some(queue) => format!("SELECT q.name, {counts} FROM (SELECT {queue} AS name) q"),
+        None => {
+            let walks: Vec<String> = GROUPS
+                .iter()
+                .enumerate()
+                .map(|(i, cond)| {
+                    format!(
+                        "g{i}(name) AS ( \
+                           SELECT (SELECT queue FROM {table} WHERE {cond} ORDER BY queue LIMIT 1) \
+                           UNION ALL \
+                           SELECT (SELECT t.queue FROM {table} t WHERE t.{cond} AND t.queue > g.name \
+                             ORDER BY t.queue LIMIT 1) \
+                           FROM g{i} g WHERE g.name IS NOT NULL)"
+                    )
+                })
+                .collect();
+            let union: Vec<String> = (0..GROUPS.len())
+                .map(|i| format!("SELECT name FROM g{i}"))
+                .collect();
+            format!(
+                "WITH RECURSIVE {}, queues(name) AS ({}) \
+                 SELECT q.name, {counts} FROM queues q WHERE q.name IS NOT NULL",
+                walks.join(", "),
+                union.join(" UNION ")
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_state_has_its_index_group() {
+        for s in TaskState::ALL {
+            assert!(GROUPS.contains(&index_predicate(s)), "{s:?}");
+            assert!(index_predicate(s).contains(&format!("'{}'", s.as_str())));
+        }
+    }
+}
