@@ -36,11 +36,16 @@ pub fn queue_counts_sql(table: &str, limit: &str, queue: Option<&str>) -> String
     let counts: Vec<String> = TaskState::ALL
         .iter()
         .map(|&s| {
+            let state = format!("state = '{}'", s.as_str());
+            // The state first: with the group's `IN` first, SQLite seeks each state of the
+            // group and filters (82 ms for no dead task among 1,000,000 succeeded ones).
+            let also = match index_predicate(s) {
+                p if p == state => String::new(),
+                p => format!(" AND t.{p}"),
+            };
             format!(
                 "(SELECT count(*) FROM (SELECT 1 FROM {table} t WHERE t.queue = q.name \
-                 AND t.{} AND t.state = '{}' LIMIT {limit}) c)",
-                index_predicate(s),
-                s.as_str()
+                 AND t.{state}{also} LIMIT {limit}) c)"
             )
         })
         .collect();
