@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use deadpool_postgres::Object;
 use jiff::Timestamp;
-use sked_core::{TaskState, validate_name};
+use sked_core::validate_name;
 use sked_store::*;
 
 use crate::codec::{col, db_err};
@@ -14,17 +14,13 @@ fn queue_info(name: String, paused: bool, limit: Option<i32>) -> QueueInfo {
     QueueInfo::new(name, paused, limit.map(|l| l.max(0) as u32))
 }
 
-/// A row of [`counts::queue_counts_sql`]: the counts follow the queue, in `TaskState::ALL` order.
-fn set_counts(info: &mut QueueInfo, r: &tokio_postgres::Row, limit: u64) -> Result<()> {
-    for (i, s) in TaskState::ALL.into_iter().enumerate() {
-        info.set_count(s, col::<i64>(r, i + 1)? as u64, limit);
+/// A row of [`counts::queue_counts_sql`]: the counts follow the queue.
+fn counts_of(r: &tokio_postgres::Row) -> Result<[i64; 7]> {
+    let mut n = [0i64; 7];
+    for (i, v) in n.iter_mut().enumerate() {
+        *v = col(r, i + 1)?;
     }
-    Ok(())
-}
-
-/// `LIMIT` for counting up to `limit`: one more, to know whether there are more.
-fn probe(limit: u64) -> i64 {
-    i64::try_from(limit.min(QUEUE_COUNT_LIMIT_MAX)).unwrap_or(i64::MAX) + 1
+    Ok(n)
 }
 
 pub(crate) async fn list(c: &mut Object, count_limit: u64) -> Result<Vec<QueueInfo>> {
@@ -36,7 +32,8 @@ pub(crate) async fn list(c: &mut Object, count_limit: u64) -> Result<Vec<QueueIn
         .prepare_cached(&counts::queue_counts_sql("sked_tasks", "$1", None))
         .await
         .map_err(db_err)?;
-    let probe: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&probe(count_limit)];
+    let probe: [&(dyn tokio_postgres::types::ToSql + Sync); 1] =
+        [&counts::limit_probe(count_limit)];
     let (settings, counts) =
         tokio::try_join!(c.query(&settings, &[]), c.query(&counting, &probe)).map_err(db_err)?;
     let mut queues: BTreeMap<String, QueueInfo> = BTreeMap::new();
@@ -49,7 +46,7 @@ pub(crate) async fn list(c: &mut Object, count_limit: u64) -> Result<Vec<QueueIn
         let info = queues
             .entry(queue.clone())
             .or_insert_with(|| queue_info(queue, false, None));
-        set_counts(info, r, count_limit)?;
+        info.set_counts(counts_of(r)?, count_limit);
     }
     Ok(queues.into_values().collect())
 }
@@ -86,14 +83,17 @@ pub(crate) async fn update(
         .await
         .map_err(db_err)?;
     let counts = tx
-        .query_one(&counting, &[&p.name, &probe(QUEUE_COUNT_LIMIT)])
+        .query_one(
+            &counting,
+            &[&p.name, &counts::limit_probe(QUEUE_COUNT_LIMIT)],
+        )
         .await
         .map_err(db_err)?;
     // A resumed or widened queue may have claimable tasks.
     announce_tasks(&*tx, channel, None).await?;
     tx.commit().await.map_err(db_err)?;
     let mut info = queue_info(p.name.clone(), col(&row, 0)?, col(&row, 1)?);
-    set_counts(&mut info, &counts, QUEUE_COUNT_LIMIT)?;
+    info.set_counts(counts_of(&counts)?, QUEUE_COUNT_LIMIT);
     Ok(info)
 }
 

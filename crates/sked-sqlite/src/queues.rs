@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
-use sked_core::{TaskState, validate_name};
+use sked_core::validate_name;
 use sked_store::*;
 
 use crate::codec::{db_err, from_ts, ts};
@@ -16,17 +16,6 @@ fn counts_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, [i64; 7])> {
         *v = r.get(i + 1)?;
     }
     Ok((r.get(0)?, n))
-}
-
-fn set_counts(info: &mut QueueInfo, n: [i64; 7], limit: u64) {
-    for (s, n) in TaskState::ALL.into_iter().zip(n) {
-        info.set_count(s, n as u64, limit);
-    }
-}
-
-/// `LIMIT` for counting up to `limit`: one more, to know whether there are more.
-fn probe(limit: u64) -> i64 {
-    i64::try_from(limit.min(QUEUE_COUNT_LIMIT_MAX)).unwrap_or(i64::MAX) + 1
 }
 
 pub(crate) fn list(conn: &Connection, count_limit: u64) -> Result<Vec<QueueInfo>> {
@@ -45,14 +34,14 @@ pub(crate) fn list(conn: &Connection, count_limit: u64) -> Result<Vec<QueueInfo>
         .prepare_cached(&counts::queue_counts_sql("tasks", "?1", None))
         .map_err(db_err)?;
     let rows = stmt
-        .query_map([probe(count_limit)], counts_row)
+        .query_map([counts::limit_probe(count_limit)], counts_row)
         .map_err(db_err)?;
     for row in rows {
         let (queue, n) = row.map_err(db_err)?;
         let info = queues
             .entry(queue.clone())
             .or_insert_with(|| QueueInfo::new(queue, false, None));
-        set_counts(info, n, count_limit);
+        info.set_counts(n, count_limit);
     }
     Ok(queues.into_values().collect())
 }
@@ -90,9 +79,12 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
     let (_, n) = tx
         .prepare_cached(&counts::queue_counts_sql("tasks", "?2", Some("?1")))
         .map_err(db_err)?
-        .query_row(params![p.name, probe(QUEUE_COUNT_LIMIT)], counts_row)
+        .query_row(
+            params![p.name, counts::limit_probe(QUEUE_COUNT_LIMIT)],
+            counts_row,
+        )
         .map_err(db_err)?;
-    set_counts(&mut info, n, QUEUE_COUNT_LIMIT);
+    info.set_counts(n, QUEUE_COUNT_LIMIT);
     Ok(info)
 }
 

@@ -22,12 +22,20 @@ fn index_predicate(state: TaskState) -> &'static str {
 }
 
 /// The index predicates, each once.
-const GROUPS: [&str; 4] = [
-    "state IN ('scheduled', 'retrying')",
-    "state = 'available'",
-    "state = 'running'",
-    "state IN ('succeeded', 'dead', 'cancelled')",
-];
+fn groups() -> Vec<&'static str> {
+    let mut groups: Vec<&str> = Vec::new();
+    for p in TaskState::ALL.map(index_predicate) {
+        if !groups.contains(&p) {
+            groups.push(p);
+        }
+    }
+    groups
+}
+
+/// The `LIMIT` to bind for counting up to `limit`: one more, to know whether there are more.
+pub fn limit_probe(limit: u64) -> i64 {
+    i64::try_from(limit.min(crate::QUEUE_COUNT_LIMIT_MAX)).unwrap_or(i64::MAX) + 1
+}
 
 /// `SELECT queue, n_scheduled, n_available, …` (the counts in [`TaskState::ALL`] order), each
 /// count taken with `LIMIT {limit}` (a placeholder: pass the limit plus one). With `queue`
@@ -53,7 +61,8 @@ pub fn queue_counts_sql(table: &str, limit: &str, queue: Option<&str>) -> String
     match queue {
         Some(queue) => format!("SELECT q.name, {counts} FROM (SELECT {queue} AS name) q"),
         None => {
-            let walks: Vec<String> = GROUPS
+            let groups = groups();
+            let walks: Vec<String> = groups
                 .iter()
                 .enumerate()
                 .map(|(i, cond)| {
@@ -67,7 +76,7 @@ pub fn queue_counts_sql(table: &str, limit: &str, queue: Option<&str>) -> String
                     )
                 })
                 .collect();
-            let union: Vec<String> = (0..GROUPS.len())
+            let union: Vec<String> = (0..groups.len())
                 .map(|i| format!("SELECT name FROM g{i}"))
                 .collect();
             format!(
@@ -86,8 +95,9 @@ mod tests {
 
     #[test]
     fn every_state_has_its_index_group() {
+        assert_eq!(groups().len(), 4, "waiting, available, running, finished");
         for s in TaskState::ALL {
-            assert!(GROUPS.contains(&index_predicate(s)), "{s:?}");
+            assert!(groups().contains(&index_predicate(s)), "{s:?}");
             assert!(index_predicate(s).contains(&format!("'{}'", s.as_str())));
         }
     }

@@ -177,14 +177,18 @@ impl QueueInfo {
         }
     }
 
-    /// Records `n` tasks in `state` as counted with `LIMIT limit + 1`: more than `limit` means
-    /// "at least `limit`". Zero is left out.
-    pub fn set_count(&mut self, state: TaskState, n: u64, limit: u64) {
-        if n > limit {
-            self.counts.insert(state, limit);
-            self.counts_at_least.insert(state);
-        } else if n > 0 {
-            self.counts.insert(state, n);
+    /// Records a row of [`crate::counts::queue_counts_sql`]: the counts in [`TaskState::ALL`]
+    /// order, each taken with `LIMIT limit + 1`. More than `limit` means "at least `limit`";
+    /// zero is left out.
+    pub fn set_counts(&mut self, counts: [i64; 7], limit: u64) {
+        for (state, n) in TaskState::ALL.into_iter().zip(counts) {
+            let n = n.max(0) as u64;
+            if n > limit {
+                self.counts.insert(state, limit);
+                self.counts_at_least.insert(state);
+            } else if n > 0 {
+                self.counts.insert(state, n);
+            }
         }
     }
 }

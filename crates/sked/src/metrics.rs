@@ -83,7 +83,10 @@ impl Metrics {
         let tasks = IntGaugeVec::new(
             Opts::new(
                 "sked_tasks",
-                "Tasks in the database by queue and state, counted up to 100000 (the same on every node)",
+                format!(
+                    "Tasks in the database by queue and state, counted up to {COUNT_LIMIT} \
+                     (the same on every node)"
+                ),
             ),
             &["queue", "state"],
         )
