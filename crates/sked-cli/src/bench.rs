@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use jiff::SignedDuration;
 use serde_json::json;
-use sked::store::{FinishOutcome, TaskClaimParams, TaskFinishParams, TaskInsert, TaskInsertParams};
+use sked::store::{
+    Diagnostics, FinishOutcome, TaskClaimParams, TaskFinishParams, TaskInsert, TaskInsertParams,
+};
 use sked::{ClaimRequest, Engine, EngineConfig, Store};
 use sked_core::NewTask;
 
@@ -69,28 +71,13 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     if a.n == 0 {
         return Err(CliError::usage("-n must be at least 1"));
     }
-    let tmp = tempfile::tempdir().map_err(CliError::runtime)?;
+    let tmp = TempDir::new().map_err(CliError::runtime)?;
     let url =
         a.db.clone()
             .unwrap_or_else(|| format!("sqlite://{}", tmp.path().join("bench.db").display()));
-    let mut scratch = None;
-    let mut pg = None;
-    let store: Arc<dyn Store> =
-        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let schema = sked_postgres::testing::TestSchema::new(&url);
-            let mut opts = schema.options();
-            opts.pool_size = 8;
-            let store = Arc::new(
-                sked_postgres::PgStore::connect(opts)
-                    .await
-                    .map_err(CliError::usage)?,
-            );
-            scratch = Some(schema);
-            pg = Some(store.clone());
-            store
-        } else {
-            sked::open_store(&url).await.map_err(CliError::usage)?
-        };
+    let (store, scratch) = sked::open_scratch_store(&url, 8)
+        .await
+        .map_err(CliError::usage)?;
     let clock = sked::node_clock(&store, Arc::new(sked_core::SystemClock))
         .await
         .map_err(CliError::runtime)?;
@@ -107,8 +94,8 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
         Workload::Drain => drain(&store, a.n, if a.c == 0 { 4 } else { a.c }).await?,
         Workload::Latency => latency(&engine, a.n).await?,
         Workload::Lateness => lateness(&engine, a.n).await?,
-        Workload::Idle => idle(&engine, pg.as_deref(), a.n).await?,
-        Workload::Counts => counts(&store, &engine, pg.as_deref(), a.n).await?,
+        Workload::Idle => idle(&engine, store.diagnostics(), a.n).await?,
+        Workload::Counts => counts(&store, &engine, a.n).await?,
         Workload::Worker => worker(&engine, a.n, if a.c == 0 { 256 } else { a.c }, false).await?,
         Workload::RemoteWorker => {
             worker(&engine, a.n, if a.c == 0 { 256 } else { a.c }, true).await?
@@ -120,7 +107,7 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     line["backlog"] = json!(a.backlog);
     out!("{line}");
     // Close every connection before the scratch schema is dropped.
-    drop((engine, store, pg));
+    drop((engine, store));
     drop(scratch);
     Ok(())
 }
@@ -446,32 +433,19 @@ async fn lateness(engine: &Engine, n: usize) -> CliResult<serde_json::Value> {
 /// Queue counts over `n` finished tasks: the median of 5 reads at each counting limit, right
 /// after the drain and, on PostgreSQL, again after a `VACUUM` (the drain leaves two dead index
 /// entries per task until vacuum, which autovacuum runs soon after in normal operation).
-async fn counts(
-    store: &Arc<dyn Store>,
-    engine: &Engine,
-    pg: Option<&sked_postgres::PgStore>,
-    n: usize,
-) -> CliResult<serde_json::Value> {
+async fn counts(store: &Arc<dyn Store>, engine: &Engine, n: usize) -> CliResult<serde_json::Value> {
     drain(store, n, 4).await?;
     store.settle().await.map_err(CliError::runtime)?;
     let mut line = json!({"workload": "counts"});
     line["after_drain"] = read_counts(engine, n).await?;
-    if let Some(pg) = pg {
-        let client = pg.pool().get().await.map_err(CliError::runtime)?;
-        client
-            .batch_execute("VACUUM sked_tasks")
-            .await
-            .map_err(CliError::runtime)?;
+    if let Some(diag) = store.diagnostics() {
+        diag.vacuum_tasks().await.map_err(CliError::runtime)?;
         line["after_vacuum"] = read_counts(engine, n).await?;
         // What the counts cost before they were bounded: one GROUP BY over every task.
         let mut ms = Vec::new();
         for _ in 0..5 {
             let started = Instant::now();
-            client
-                .query(
-                    "SELECT queue, state, count(*) FROM sked_tasks GROUP BY queue, state",
-                    &[],
-                )
+            diag.count_tasks_unbounded()
                 .await
                 .map_err(CliError::runtime)?;
             ms.push(started.elapsed().as_secs_f64() * 1000.0);
@@ -516,7 +490,7 @@ async fn read_counts(engine: &Engine, n: usize) -> CliResult<serde_json::Value> 
 /// the server committed meanwhile (all databases' sessions: run it on a quiet server).
 async fn idle(
     engine: &Engine,
-    pg: Option<&sked_postgres::PgStore>,
+    pg: Option<&dyn Diagnostics>,
     secs: usize,
 ) -> CliResult<serde_json::Value> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -559,17 +533,8 @@ async fn idle(
     Ok(line)
 }
 
-async fn server_transactions(pg: &sked_postgres::PgStore) -> CliResult<i64> {
-    let client = pg.pool().get().await.map_err(CliError::runtime)?;
-    let row = client
-        .query_one(
-            "SELECT sum(xact_commit + xact_rollback)::bigint FROM pg_stat_database",
-            &[],
-        )
-        .await
-        .map_err(CliError::runtime)?;
-    // Backends flush these counters at least every ~10 s when idle: measure over minutes.
-    Ok(row.get(0))
+async fn server_transactions(pg: &dyn Diagnostics) -> CliResult<i64> {
+    pg.server_transactions().await.map_err(CliError::runtime)
 }
 
 /// Completions for a batch of claimed no-op tasks, committed together by the caller.
@@ -594,4 +559,39 @@ fn summary(workload: &str, mut ms: Vec<f64>) -> serde_json::Value {
 
 fn round(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
+}
+
+/// A directory of its own under the system's temporary directory, removed when dropped: where
+/// a benchmark without `--db` keeps its SQLite file.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new() -> std::io::Result<TempDir> {
+        let path = std::env::temp_dir().join(format!(
+            "sked-bench-{}-{:08x}",
+            std::process::id(),
+            unique_suffix()
+        ));
+        std::fs::create_dir_all(&path)?;
+        Ok(TempDir(path))
+    }
+
+    fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A number unlikely to repeat between runs started in the same second by the same process id.
+fn unique_suffix() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    nanos ^ std::process::id().rotate_left(16)
 }

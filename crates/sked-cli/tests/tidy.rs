@@ -6,6 +6,9 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
+            if path.file_name().is_some_and(|n| n == "node_modules") {
+                continue;
+            }
             rust_files(&path, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
             out.push(path);
@@ -33,4 +36,141 @@ fn every_file_starts_with_a_doc_line_and_has_no_dbg() {
             f.display()
         );
     }
+}
+
+/// Each workspace crate's layer: a crate may depend (in its normal dependencies) only on crates
+/// of lower layers. The backends are one layer and must not know each other.
+const LAYERS: &[(&str, u32)] = &[
+    ("sked-core", 0),
+    ("sked-store", 1),
+    ("sked-sqlite", 2),
+    ("sked-postgres", 2),
+    ("sked", 3),
+    ("sked-server", 4),
+    ("sked-cli", 5),
+];
+
+/// Crates and features that only tests use: no normal dependency may bring them in.
+const TEST_ONLY: &[&str] = &["tempfile"];
+const TEST_ONLY_FEATURES: &[&str] = &["testing", "conformance"];
+
+fn workspace_metadata() -> serde_json::Value {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root)
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON")
+}
+
+fn layer(name: &str) -> Option<u32> {
+    LAYERS.iter().find(|(n, _)| *n == name).map(|(_, l)| *l)
+}
+
+#[test]
+fn crates_depend_only_downward_and_ship_no_test_support() {
+    let meta = workspace_metadata();
+    let packages = meta["packages"].as_array().expect("packages");
+    assert_eq!(
+        packages.len(),
+        LAYERS.len(),
+        "a crate was added or removed: give it a layer in LAYERS"
+    );
+    for p in packages {
+        let name = p["name"].as_str().unwrap();
+        let own = layer(name).unwrap_or_else(|| panic!("crate {name} has no layer in LAYERS"));
+        for d in p["dependencies"].as_array().unwrap() {
+            if !d["kind"].is_null() {
+                continue; // dev- and build-dependencies
+            }
+            let dep = d["name"].as_str().unwrap();
+            assert!(
+                !TEST_ONLY.contains(&dep),
+                "{name} depends on {dep}, which only tests use: make it a dev-dependency"
+            );
+            for f in d["features"].as_array().unwrap() {
+                let f = f.as_str().unwrap();
+                assert!(
+                    !TEST_ONLY_FEATURES.contains(&f),
+                    "{name} enables {dep}'s test-only feature {f} in a normal dependency"
+                );
+            }
+            if let Some(theirs) = layer(dep) {
+                assert!(
+                    theirs < own,
+                    "{name} (layer {own}) depends on {dep} (layer {theirs}): dependencies point down"
+                );
+            }
+        }
+        if name == "sked" {
+            for d in p["dependencies"].as_array().unwrap() {
+                let dep = d["name"].as_str().unwrap();
+                if dep == "sked-sqlite" || dep == "sked-postgres" {
+                    assert!(
+                        !d["kind"].is_null() || d["optional"] == true,
+                        "sked must build {dep} only behind its cargo feature"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Whether `text` (just after a string literal's opening quote) starts with an SQL keyword
+/// followed by a space or a line break.
+fn starts_with_sql(text: &str) -> Option<&'static str> {
+    const KEYWORDS: &[&str] = &["SELECT", "INSERT", "UPDATE", "DELETE", "VACUUM", "WITH"];
+    let text = text.trim_start_matches([' ', '\n', '\\']);
+    KEYWORDS.iter().copied().find(|k| {
+        text.strip_prefix(k)
+            .is_some_and(|rest| rest.starts_with([' ', '\n', '\\', '(']))
+    })
+}
+
+#[test]
+fn no_sql_outside_the_store_crates() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut files = Vec::new();
+    for krate in ["sked", "sked-server", "sked-cli"] {
+        rust_files(&crates.join(krate), &mut files);
+    }
+    assert!(files.len() > 30, "found only {} files", files.len());
+    // This file holds examples of what it looks for.
+    files.retain(|f| !f.ends_with("tests/tidy.rs"));
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (i, _) in text.match_indices('"') {
+            if let Some(k) = starts_with_sql(&text[i + 1..]) {
+                let line = text[..i].lines().count();
+                panic!(
+                    "{}:{line}: a string literal starts with {k}: SQL belongs in the store crates",
+                    f.display()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_sql_check_sees_sql_and_not_http_methods() {
+    assert_eq!(starts_with_sql("SELECT 1\""), Some("SELECT"));
+    assert_eq!(
+        starts_with_sql("\\\n  UPDATE sked_tasks SET"),
+        Some("UPDATE")
+    );
+    assert_eq!(starts_with_sql("WITH x AS (…)"), Some("WITH"));
+    assert_eq!(starts_with_sql("DELETE\", \"/v1/schedules\""), None);
+    assert_eq!(starts_with_sql("With a note"), None);
 }

@@ -11,13 +11,15 @@
 //!   long as it lasts, bounded by timeouts, and the pool reconnects by itself.
 
 mod codec;
+mod diagnostics;
 mod listen;
 mod migrations;
 mod observe;
 mod queues;
 mod schedules;
+mod scratch;
 mod tasks;
-#[doc(hidden)]
+#[cfg(feature = "testing")]
 pub mod testing;
 mod transactional;
 
@@ -30,6 +32,7 @@ use sked_core::{Task, TaskId};
 use sked_store::*;
 use tokio::sync::broadcast;
 
+pub use scratch::ScratchSchema;
 pub use transactional::enqueue_in;
 
 use crate::codec::{db_err, pool_err};
@@ -197,6 +200,10 @@ impl Store for PgStore {
 
     fn listening(&self) -> bool {
         self.listener.up.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn diagnostics(&self) -> Option<&dyn Diagnostics> {
+        Some(self)
     }
 
     async fn server_time(&self) -> Result<Option<jiff::Timestamp>> {

@@ -14,6 +14,7 @@ mod error;
 pub mod executors;
 pub mod maintenance;
 mod metrics;
+mod open;
 pub mod protocol;
 pub mod server_clock;
 pub mod worker;
@@ -26,16 +27,5 @@ pub use error::{Error, Result};
 pub use sked_core as core;
 pub use sked_store::{self as store, Store};
 
+pub use open::{Scratch, open_scratch_store, open_store};
 pub use server_clock::node_clock;
-
-/// Opens the store named by a database URL: `postgres://…` (or `postgresql://…`) for
-/// PostgreSQL, `sqlite://PATH` or a plain path for SQLite.
-pub async fn open_store(url: &str) -> Result<std::sync::Arc<dyn Store>> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let store = sked_postgres::PgStore::connect_url(url).await?;
-        return Ok(std::sync::Arc::new(store));
-    }
-    Ok(std::sync::Arc::new(sked_sqlite::SqliteStore::open_url(
-        url,
-    )?))
-}

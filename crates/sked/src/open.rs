@@ -1,0 +1,100 @@
+//! Opening a store from a database URL: the one place that knows which backends this build
+//! has (cargo features `sqlite` and `postgres`) and which URL names which.
+
+use std::sync::Arc;
+
+use sked_store::{Store, StoreError};
+
+use crate::Result;
+
+/// The backend a database URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+fn backend_of(url: &str) -> Backend {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Backend::Postgres
+    } else {
+        Backend::Sqlite
+    }
+}
+
+#[allow(dead_code)] // Unused when the build has every backend.
+fn not_built(name: &str, feature: &str) -> crate::Error {
+    StoreError::Invalid(format!(
+        "this build of sked has no {name} backend (cargo feature `{feature}` of the sked crate)"
+    ))
+    .into()
+}
+
+/// Opens the store named by a database URL: `postgres://…` (or `postgresql://…`) for
+/// PostgreSQL, `sqlite://PATH` or a plain path for SQLite. A backend left out of the build is
+/// an invalid-input error naming the feature to enable.
+pub async fn open_store(url: &str) -> Result<Arc<dyn Store>> {
+    match backend_of(url) {
+        #[cfg(feature = "postgres")]
+        Backend::Postgres => Ok(Arc::new(sked_postgres::PgStore::connect_url(url).await?)),
+        #[cfg(not(feature = "postgres"))]
+        Backend::Postgres => Err(not_built("PostgreSQL", "postgres")),
+        #[cfg(feature = "sqlite")]
+        Backend::Sqlite => Ok(Arc::new(sked_sqlite::SqliteStore::open_url(url)?)),
+        #[cfg(not(feature = "sqlite"))]
+        Backend::Sqlite => Err(not_built("SQLite", "sqlite")),
+    }
+}
+
+/// Keeps a scratch store's data alive; dropping it removes the data (PostgreSQL: the scratch
+/// schema and everything in it).
+#[derive(Debug)]
+pub struct Scratch {
+    #[cfg(feature = "postgres")]
+    _schema: Option<sked_postgres::ScratchSchema>,
+}
+
+/// Opens a store for a benchmark run: on PostgreSQL in a schema of its own (with
+/// `pool_size` connections) that is dropped with the returned [`Scratch`]; an SQLite URL is
+/// opened as it is.
+pub async fn open_scratch_store(url: &str, pool_size: usize) -> Result<(Arc<dyn Store>, Scratch)> {
+    match backend_of(url) {
+        #[cfg(feature = "postgres")]
+        Backend::Postgres => {
+            let schema = sked_postgres::ScratchSchema::new(url);
+            let mut opts = schema.options();
+            opts.pool_size = pool_size;
+            let store = sked_postgres::PgStore::connect(opts).await?;
+            Ok((
+                Arc::new(store),
+                Scratch {
+                    _schema: Some(schema),
+                },
+            ))
+        }
+        _ => {
+            let _ = pool_size;
+            let store = open_store(url).await?;
+            Ok((
+                store,
+                Scratch {
+                    #[cfg(feature = "postgres")]
+                    _schema: None,
+                },
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_name_their_backend() {
+        assert_eq!(backend_of("postgres://u@h/db"), Backend::Postgres);
+        assert_eq!(backend_of("postgresql://u@h/db"), Backend::Postgres);
+        assert_eq!(backend_of("sqlite://sked.db"), Backend::Sqlite);
+        assert_eq!(backend_of("sked.db"), Backend::Sqlite);
+    }
+}
