@@ -494,7 +494,11 @@ async fn idle(
     secs: usize,
 ) -> CliResult<serde_json::Value> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let maintenance = tokio::spawn(sked::maintenance::run(engine.clone(), stop_rx.clone()));
+    let maintenance = tokio::spawn(sked::maintenance::run(
+        engine.clone(),
+        sked::MaintenanceConfig::default(),
+        stop_rx.clone(),
+    ));
     let worker = sked::worker::Worker::new(engine.clone())
         .id("bench-idle")
         .executor(Arc::new(sked::executors::ShellExecutor));

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use sked::worker::Worker;
-use sked::{Engine, EngineConfig};
+use sked::{Engine, EngineConfig, MaintenanceConfig};
 use tokio::sync::watch;
 
 use crate::{CliError, CliResult};
@@ -118,32 +118,34 @@ impl sked_core::Clock for SkewedClock {
     }
 }
 
+type Executors = Vec<Arc<dyn sked::executors::Executor>>;
+
 /// Checks the common flags and builds the engine's settings and the executors, before any
 /// connection is made (so bad flags fail fast with exit code 2).
 fn settings(
     c: &Common,
     retention: Option<&str>,
-) -> CliResult<(EngineConfig, Vec<Arc<dyn sked::executors::Executor>>)> {
+) -> CliResult<(EngineConfig, MaintenanceConfig, Executors)> {
     let lease_ttl = duration("--lease-ttl", &c.lease_ttl)?;
     let executors =
         sked::executors::builtin(c.exec.as_deref().unwrap_or("")).map_err(CliError::usage)?;
     if c.concurrency == 0 {
         return Err(CliError::usage("--concurrency must be at least 1"));
     }
-    // A short task lease suggests a quick failover is wanted for the leader too.
-    let mut config = EngineConfig::with_lease_ttl(lease_ttl);
+    let config = EngineConfig::with_lease_ttl(lease_ttl);
+    let mut maintenance = MaintenanceConfig::for_lease_ttl(lease_ttl);
     if let Some(r) = retention {
-        config.retention = duration("--retention", r)?;
+        maintenance = maintenance.retention(duration("--retention", r)?);
     }
-    Ok((config, executors))
+    Ok((config, maintenance, executors))
 }
 
 /// Opens the store and builds the engine and the executors from the common flags.
 async fn setup(
     c: &Common,
     retention: Option<&str>,
-) -> CliResult<(Engine, Vec<Arc<dyn sked::executors::Executor>>)> {
-    let (config, executors) = settings(c, retention)?;
+) -> CliResult<(Engine, MaintenanceConfig, Executors)> {
+    let (config, maintenance, executors) = settings(c, retention)?;
     let local: Arc<dyn sked_core::Clock> = match &c.clock_skew {
         None => Arc::new(sked_core::SystemClock),
         Some(skew) => {
@@ -163,7 +165,11 @@ async fn setup(
     let clock = sked::node_clock(&store, local)
         .await
         .map_err(CliError::runtime)?;
-    Ok((Engine::with_clock(store, clock, config), executors))
+    Ok((
+        Engine::with_clock(store, clock, config),
+        maintenance,
+        executors,
+    ))
 }
 
 fn spawn_worker(
@@ -225,12 +231,16 @@ pub(crate) async fn server(a: ServerArgs) -> CliResult {
         )));
     }
     init_logs(a.common.log_json);
-    let (engine, executors) = setup(&a.common, Some(&a.retention)).await?;
+    let (engine, maintenance, executors) = setup(&a.common, Some(&a.retention)).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| CliError::runtime(format!("cannot listen on {addr}: {e}")))?;
     let (stop_tx, stop_rx) = watch::channel(false);
-    let maintenance = tokio::spawn(sked::maintenance::run(engine.clone(), stop_rx.clone()));
+    let maintenance = tokio::spawn(sked::maintenance::run(
+        engine.clone(),
+        maintenance,
+        stop_rx.clone(),
+    ));
     let worker = spawn_worker(&engine, &a.common, executors, stop_rx.clone());
     let app = sked_server::router(sked_server::AppState {
         engine: engine.clone(),
@@ -278,7 +288,7 @@ fn declared_schedules(path: &std::path::Path) -> CliResult<Vec<sked_core::Schedu
 }
 
 pub(crate) async fn worker(a: WorkerArgs) -> CliResult {
-    let (config, executors) = settings(&a.common, None)?;
+    let (config, _, executors) = settings(&a.common, None)?;
     if executors.is_empty() {
         return Err(CliError::usage(
             "a worker needs something to run: pass --exec shell,http",

@@ -242,6 +242,9 @@ pub(crate) fn default_max_attempts() -> i32 {
 }
 
 impl NewTask {
+    /// A task of this kind: queue `default`, no payload, priority 0, due now, 25 attempts.
+    /// The methods below set the rest:
+    /// `NewTask::new("email").payload(json!({"to": "a@b.c"})).queue("mail").priority(5)`.
     pub fn new(kind: impl Into<String>) -> NewTask {
         NewTask {
             kind: kind.into(),
@@ -254,6 +257,54 @@ impl NewTask {
             unique_key: None,
             backoff: None,
         }
+    }
+
+    /// In this queue.
+    pub fn queue(mut self, queue: impl Into<String>) -> NewTask {
+        self.queue = queue.into();
+        self
+    }
+
+    /// With this JSON payload (at most 1 MiB serialized).
+    pub fn payload(mut self, payload: serde_json::Value) -> NewTask {
+        self.payload = payload;
+        self
+    }
+
+    /// With this priority: higher runs first.
+    pub fn priority(mut self, priority: i32) -> NewTask {
+        self.priority = priority;
+        self
+    }
+
+    /// Due at this time instead of now.
+    pub fn run_at(mut self, at: Timestamp) -> NewTask {
+        self.run_at = Some(at);
+        self
+    }
+
+    /// At most this many attempts before it is dead.
+    pub fn max_attempts(mut self, n: i32) -> NewTask {
+        self.max_attempts = n;
+        self
+    }
+
+    /// Each attempt is stopped after this long.
+    pub fn timeout(mut self, timeout: SignedDuration) -> NewTask {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// While an unfinished task holds this key, enqueuing another returns that one.
+    pub fn unique_key(mut self, key: impl Into<String>) -> NewTask {
+        self.unique_key = Some(key.into());
+        self
+    }
+
+    /// Retries wait `base`, doubling up to `max` (with jitter), instead of the default.
+    pub fn backoff(mut self, base: SignedDuration, max: SignedDuration) -> NewTask {
+        self.backoff = Some(Backoff { base, max });
+        self
     }
 
     /// Checks everything that can be checked without a store.

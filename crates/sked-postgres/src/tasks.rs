@@ -290,7 +290,7 @@ pub(crate) async fn get(c: &mut Object, id: TaskId) -> Result<Task> {
 
 pub(crate) async fn list(c: &mut Object, p: &TaskListParams) -> Result<Vec<Task>> {
     let states: Vec<&str> = p.states.iter().map(|s| s.as_str()).collect();
-    let limit = i64::from(p.limit.clamp(1, 10_000));
+    let limit = i64::from(p.limit.clamp(1, sked_store::rules::STORE_LIST_LIMIT_MAX));
     let mut sql = format!("SELECT {TASK_COLUMNS} FROM sked_tasks t WHERE true");
     let mut params: Vec<Param<'_>> = Vec::new();
     if !states.is_empty() {

@@ -65,11 +65,11 @@ pub(crate) async fn delete(
 }
 
 pub(crate) async fn pause(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
-    Ok(Json(view(s.engine.schedule_pause(&name, true).await?)))
+    Ok(Json(view(s.engine.schedule_pause(&name).await?)))
 }
 
 pub(crate) async fn resume(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
-    Ok(Json(view(s.engine.schedule_pause(&name, false).await?)))
+    Ok(Json(view(s.engine.schedule_resume(&name).await?)))
 }
 
 pub(crate) async fn trigger(
@@ -93,7 +93,7 @@ pub(crate) async fn occurrences(
 ) -> ApiResult {
     let list = s
         .engine
-        .occurrences(&name, q.limit.unwrap_or(100).clamp(1, 1000))
+        .occurrences(&name, sked_store::rules::list_limit(q.limit))
         .await?;
     Ok(Json(json!({"occurrences": list})))
 }

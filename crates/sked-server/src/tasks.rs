@@ -5,8 +5,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use sked::TaskFilter;
 use sked_core::{NewTask, TaskState, parse_time};
-use sked_store::TaskListParams;
 
 use crate::extract::{ApiJson, ApiQuery, TaskIdPath};
 use crate::{ApiError, AppState};
@@ -68,13 +68,15 @@ pub(crate) async fn list(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQu
     };
     let tasks = s
         .engine
-        .tasks(TaskListParams {
-            states,
-            queue: q.queue,
-            kind: q.kind,
-            schedule: q.schedule,
-            before_id: q.before,
-            limit: q.limit.unwrap_or(100).clamp(1, 1000),
+        .tasks({
+            let mut f = TaskFilter::new();
+            f.states = states;
+            f.queue = q.queue;
+            f.kind = q.kind;
+            f.schedule = q.schedule;
+            f.before = q.before;
+            f.limit = q.limit;
+            f
         })
         .await?;
     Ok(Json(json!({"tasks": tasks})))

@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 
 use jiff::SignedDuration;
 use serde_json::json;
+use sked::maintenance::Rescuer;
 use sked::worker::{HandlerResult, TaskContext, TaskError, Worker, WorkerReport};
-use sked::{ClaimRequest, Client, Engine, EngineConfig};
+use sked::{ClaimRequest, Client, Engine, EngineConfig, TaskFilter};
 use sked_core::{ManualClock, NewTask, ScheduleDef, Task, TaskState};
-use sked_store::{FinishOutcome, TaskListParams};
+use sked_store::FinishOutcome;
 use tokio::sync::{Notify, watch};
 
 #[derive(Clone, Copy, Debug)]
@@ -237,7 +238,7 @@ async fn after_a_rescue_the_old_attempt_is_rejected(mode: Mode) {
     let id = e.client.enqueue(job("k", json!(null))).await.unwrap().id;
     wait_state(&e, id, TaskState::Running).await;
     clock.advance(SignedDuration::from_secs(31));
-    assert_eq!(e.engine.rescue().await.unwrap(), vec![id]);
+    assert_eq!(Rescuer::default().pass(&e.engine).await.unwrap(), vec![id]);
     // Attempt 2 goes to worker B.
     let b = e
         .engine
@@ -303,7 +304,7 @@ async fn a_lost_lease_stops_the_handler(mode: Mode) {
     let mut rescued = false;
     for _ in 0..20 {
         clock.advance(SignedDuration::from_secs(5));
-        if e.engine.rescue().await.unwrap() == vec![id] {
+        if Rescuer::default().pass(&e.engine).await.unwrap() == vec![id] {
             rescued = true;
             break;
         }
@@ -450,11 +451,7 @@ async fn shutdown_finishes_in_flight_and_releases_the_rest(mode: Mode) {
     assert_eq!((report.succeeded, report.released), (1, 3));
     let running = e
         .engine
-        .tasks(TaskListParams {
-            states: vec![TaskState::Running],
-            limit: 10,
-            ..TaskListParams::default()
-        })
+        .tasks(TaskFilter::new().state(TaskState::Running).limit(10))
         .await
         .unwrap();
     assert!(running.is_empty(), "nothing is left running");
@@ -555,21 +552,13 @@ async fn run_for_stops_claiming_in_time(mode: Mode) {
     assert!(report.succeeded >= 8, "{report:?}");
     let running = e
         .engine
-        .tasks(TaskListParams {
-            states: vec![TaskState::Running],
-            limit: 100,
-            ..TaskListParams::default()
-        })
+        .tasks(TaskFilter::new().state(TaskState::Running).limit(100))
         .await
         .unwrap();
     assert!(running.is_empty(), "nothing is left running");
     let left = e
         .engine
-        .tasks(TaskListParams {
-            states: vec![TaskState::Available],
-            limit: 100,
-            ..TaskListParams::default()
-        })
+        .tasks(TaskFilter::new().state(TaskState::Available).limit(100))
         .await
         .unwrap();
     assert_eq!(left.len() as u64, 40 - report.succeeded);

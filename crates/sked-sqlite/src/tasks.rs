@@ -144,7 +144,9 @@ pub(crate) fn list(conn: &Connection, p: &TaskListParams) -> Result<Vec<Task>> {
         args.push(Value::Integer(before));
     }
     sql.push_str(" ORDER BY id DESC LIMIT ?");
-    args.push(Value::Integer(i64::from(p.limit.clamp(1, 10_000))));
+    args.push(Value::Integer(i64::from(
+        p.limit.clamp(1, sked_store::rules::STORE_LIST_LIMIT_MAX),
+    )));
     let mut stmt = conn.prepare_cached(&sql).map_err(db_err)?;
     let rows = stmt
         .query_map(params_from_iter(args), task_from_row)

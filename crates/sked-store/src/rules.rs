@@ -196,3 +196,16 @@ pub fn note_sync(report: &mut crate::ScheduleSyncReport, action: SyncAction, nam
     list.push(name.to_string());
     action != SyncAction::Unchanged
 }
+
+/// How many items a list returns when the caller does not say.
+pub const LIST_LIMIT_DEFAULT: u32 = 100;
+/// The most items one list request returns (a page; ask again with `before`).
+pub const LIST_LIMIT_MAX: u32 = 1000;
+/// The most rows a backend returns from one list statement, whatever it is asked.
+pub const STORE_LIST_LIMIT_MAX: u32 = 10_000;
+
+/// A list's page size: the default when none is asked for, else between 1 and
+/// [`LIST_LIMIT_MAX`].
+pub fn list_limit(asked: Option<u32>) -> u32 {
+    asked.unwrap_or(LIST_LIMIT_DEFAULT).clamp(1, LIST_LIMIT_MAX)
+}

@@ -64,7 +64,11 @@ async fn main() -> sked::Result<()> {
             let engine = Engine::new(store, EngineConfig::default());
             // Embedded, this process also does the leader's duties: turning schedules into
             // tasks, rescuing expired leases, pruning.
-            tokio::spawn(sked::maintenance::run(engine.clone(), stopped));
+            tokio::spawn(sked::maintenance::run(
+                engine.clone(),
+                sked::MaintenanceConfig::default(),
+                stopped,
+            ));
             Client::embedded(engine)
         }
     };

@@ -21,9 +21,10 @@ pub mod worker;
 
 pub use client::Client;
 pub use engine::{
-    ALIVE_FOR, BEAT_EVERY, ClaimRequest, ClusterInfo, Engine, EngineConfig, Presence,
+    ALIVE_FOR, BEAT_EVERY, ClaimRequest, ClusterInfo, Engine, EngineConfig, Presence, TaskFilter,
 };
 pub use error::{Error, Result};
+pub use maintenance::MaintenanceConfig;
 pub use sked_core as core;
 pub use sked_store::{self as store, Store};
 

@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use serde_json::json;
-use sked::store::{FinishOutcome, TaskListParams};
-use sked::{ClaimRequest, Engine, EngineConfig};
+use sked::maintenance::{Rescuer, Scheduler};
+use sked::store::FinishOutcome;
+use sked::{ClaimRequest, Engine, EngineConfig, TaskFilter};
 use sked_core::{
     CatchupPolicy, ManualClock, NewTask, OccurrenceOutcome, OverlapPolicy, ScheduleDef, TaskState,
     TaskTemplate,
@@ -21,10 +22,7 @@ fn env(start: &str) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(sked_sqlite::SqliteStore::open(dir.path().join("sked.db")).unwrap());
     let clock = ManualClock::new(start.parse().unwrap());
-    let config = EngineConfig {
-        node_id: "test".into(),
-        ..EngineConfig::default()
-    };
+    let config = EngineConfig::default().node_id("test");
     let engine = Engine::with_clock(store, Arc::new(clock.clone()), config);
     Env {
         engine,
@@ -34,6 +32,14 @@ fn env(start: &str) -> Env {
 }
 
 impl Env {
+    async fn materialise(&self) -> sked::Result<Vec<sked_core::TaskId>> {
+        Scheduler::default().pass(&self.engine).await
+    }
+
+    async fn rescue(&self) -> sked::Result<Vec<sked_core::TaskId>> {
+        Rescuer::default().pass(&self.engine).await
+    }
+
     fn advance(&self, secs: i64) {
         self.clock.advance(SignedDuration::from_secs(secs));
     }
@@ -82,11 +88,7 @@ impl Env {
     async fn schedule_tasks(&self, name: &str) -> Vec<sked_core::Task> {
         let mut t = self
             .engine
-            .tasks(TaskListParams {
-                schedule: Some(name.into()),
-                limit: 1000,
-                ..Default::default()
-            })
+            .tasks(TaskFilter::new().schedule(name).limit(1000))
             .await
             .unwrap();
         t.reverse();
@@ -160,18 +162,15 @@ async fn expired_lease_is_rescued_and_the_stale_worker_is_fenced_off() {
     let id = e.engine.enqueue(NewTask::new("k")).await.unwrap().id;
     let old = e.claim(1).await.remove(0);
     e.advance(29);
-    assert!(
-        e.engine.rescue().await.unwrap().is_empty(),
-        "lease still valid"
-    );
+    assert!(e.rescue().await.unwrap().is_empty(), "lease still valid");
     e.engine.heartbeat(id, old.attempt, None).await.unwrap();
     e.advance(29);
     assert!(
-        e.engine.rescue().await.unwrap().is_empty(),
+        e.rescue().await.unwrap().is_empty(),
         "the heartbeat extended it"
     );
     e.advance(2);
-    assert_eq!(e.engine.rescue().await.unwrap(), vec![id]);
+    assert_eq!(e.rescue().await.unwrap(), vec![id]);
     let new = e.claim(1).await.remove(0);
     assert_eq!(new.attempt, old.attempt + 1);
     let hb = e.engine.heartbeat(id, old.attempt, None).await.unwrap_err();
@@ -203,9 +202,9 @@ async fn overlap(policy: OverlapPolicy) -> (Env, Vec<sked_core::Task>) {
     e.schedule("s", "* * * * *", "UTC", policy, CatchupPolicy::Latest)
         .await;
     e.clock.set("2026-01-01T00:01:00Z".parse().unwrap());
-    assert_eq!(e.engine.materialise().await.unwrap().len(), 1);
+    assert_eq!(e.materialise().await.unwrap().len(), 1);
     e.clock.set("2026-01-01T00:02:00Z".parse().unwrap());
-    e.engine.materialise().await.unwrap();
+    e.materialise().await.unwrap();
     let tasks = e.schedule_tasks("s").await;
     (e, tasks)
 }
@@ -235,7 +234,7 @@ async fn overlap_buffer_one_runs_once_after_the_current_run() {
     let (e, tasks) = overlap(OverlapPolicy::BufferOne).await;
     assert_eq!(tasks.len(), 1);
     e.clock.set("2026-01-01T00:03:00Z".parse().unwrap());
-    e.engine.materialise().await.unwrap();
+    e.materialise().await.unwrap();
     assert_eq!(
         e.schedule_tasks("s").await.len(),
         1,
@@ -247,7 +246,7 @@ async fn overlap_buffer_one_runs_once_after_the_current_run() {
         .finish(c.id, c.attempt, FinishOutcome::Succeeded { result: None })
         .await
         .unwrap();
-    e.engine.materialise().await.unwrap();
+    e.materialise().await.unwrap();
     let tasks = e.schedule_tasks("s").await;
     assert_eq!(tasks.len(), 2);
     assert_eq!(
@@ -273,7 +272,7 @@ async fn overlap_replace_cancels_the_current_run() {
     // A running task is asked to stop instead.
     let running = e.claim(1).await.remove(0);
     e.clock.set("2026-01-01T00:03:00Z".parse().unwrap());
-    e.engine.materialise().await.unwrap();
+    e.materialise().await.unwrap();
     let t = e.engine.task(running.id).await.unwrap();
     assert_eq!(t.state, TaskState::Running);
     assert!(t.cancel_requested);
@@ -285,7 +284,7 @@ async fn downtime(policy: CatchupPolicy, down_for: i64) -> Env {
     e.schedule("s", "* * * * *", "UTC", OverlapPolicy::Allow, policy)
         .await;
     e.advance(down_for);
-    e.engine.materialise().await.unwrap();
+    e.materialise().await.unwrap();
     e
 }
 
@@ -338,7 +337,7 @@ async fn catchup_none_runs_nothing_missed() {
     );
     // On time again afterwards.
     e.clock.set("2026-01-01T00:11:00Z".parse().unwrap());
-    e.engine.materialise().await.unwrap();
+    e.materialise().await.unwrap();
     assert_eq!(e.schedule_tasks("s").await.len(), 1);
 }
 
@@ -393,7 +392,7 @@ async fn berlin_schedule_across_both_dst_changes() {
                     break;
                 }
                 e.clock.set(next);
-                e.engine.materialise().await.unwrap();
+                e.materialise().await.unwrap();
             }
         }
     };
@@ -429,10 +428,10 @@ async fn berlin_schedule_across_both_dst_changes() {
     e.clock.set("2026-10-23T12:00:00Z".parse().unwrap());
     // The schedules were idle for months: re-put them so they fire from now (a changed spec
     // would do the same); catch-up is not what this test is about.
-    e.engine.schedule_pause("fixed", true).await.unwrap();
-    e.engine.schedule_pause("fixed", false).await.unwrap();
-    e.engine.schedule_pause("hourly", true).await.unwrap();
-    e.engine.schedule_pause("hourly", false).await.unwrap();
+    e.engine.schedule_pause("fixed").await.unwrap();
+    e.engine.schedule_resume("fixed").await.unwrap();
+    e.engine.schedule_pause("hourly").await.unwrap();
+    e.engine.schedule_resume("hourly").await.unwrap();
     run_until("2026-10-26T12:00:00Z").await;
     let fixed: Vec<String> = e
         .schedule_tasks("fixed")

@@ -15,10 +15,7 @@ use tokio::sync::watch;
 fn engine(dir: &tempfile::TempDir) -> Engine {
     let store = Arc::new(sked_sqlite::SqliteStore::open(dir.path().join("sked.db")).unwrap());
     // A short lease makes heartbeats (a third of it) frequent.
-    let config = EngineConfig {
-        lease_ttl: SignedDuration::from_millis(300),
-        ..EngineConfig::default()
-    };
+    let config = EngineConfig::with_lease_ttl(SignedDuration::from_millis(300));
     Engine::new(store, config)
 }
 

@@ -190,6 +190,48 @@ pub struct TaskTemplate {
 }
 
 impl TaskTemplate {
+    /// A task of this kind: queue `default`, no payload, priority 0, 25 attempts.
+    pub fn new(kind: impl Into<String>) -> TaskTemplate {
+        TaskTemplate {
+            kind: kind.into(),
+            queue: crate::task::default_queue(),
+            payload: serde_json::Value::Null,
+            priority: 0,
+            max_attempts: crate::task::default_max_attempts(),
+            timeout: None,
+        }
+    }
+
+    /// In this queue.
+    pub fn queue(mut self, queue: impl Into<String>) -> TaskTemplate {
+        self.queue = queue.into();
+        self
+    }
+
+    /// With this JSON payload.
+    pub fn payload(mut self, payload: serde_json::Value) -> TaskTemplate {
+        self.payload = payload;
+        self
+    }
+
+    /// With this priority: higher runs first.
+    pub fn priority(mut self, priority: i32) -> TaskTemplate {
+        self.priority = priority;
+        self
+    }
+
+    /// At most this many attempts per run.
+    pub fn max_attempts(mut self, n: i32) -> TaskTemplate {
+        self.max_attempts = n;
+        self
+    }
+
+    /// Each attempt is stopped after this long.
+    pub fn timeout(mut self, timeout: SignedDuration) -> TaskTemplate {
+        self.timeout = Some(timeout);
+        self
+    }
+
     /// The task one occurrence enqueues.
     pub fn to_new_task(&self) -> crate::NewTask {
         crate::NewTask {
@@ -235,6 +277,53 @@ fn default_window() -> SignedDuration {
 }
 
 impl ScheduleDef {
+    /// A schedule named `name` that enqueues `task` at each occurrence of `spec` (a cron
+    /// expression, `every DUR` or `at TIME`), in UTC, skipping an occurrence while the last
+    /// run is unfinished and catching up the latest missed one within an hour. Checked by
+    /// [`ScheduleDef::validate`] (and when it is stored), not here:
+    /// `ScheduleDef::new("nightly", "0 3 * * *", TaskTemplate::new("report")).tz("Europe/Paris")`.
+    pub fn new(
+        name: impl Into<String>,
+        spec: impl Into<String>,
+        task: TaskTemplate,
+    ) -> ScheduleDef {
+        ScheduleDef {
+            name: name.into(),
+            spec: spec.into(),
+            tz: default_tz(),
+            task,
+            overlap: OverlapPolicy::default(),
+            catchup: CatchupPolicy::default(),
+            catchup_window: default_window(),
+            paused: false,
+        }
+    }
+
+    /// Occurrences are computed in this IANA time zone.
+    pub fn tz(mut self, tz: impl Into<String>) -> ScheduleDef {
+        self.tz = tz.into();
+        self
+    }
+
+    /// What happens when an occurrence comes while a run is unfinished.
+    pub fn overlap(mut self, overlap: OverlapPolicy) -> ScheduleDef {
+        self.overlap = overlap;
+        self
+    }
+
+    /// What happens to occurrences missed while nothing ran, within `window`.
+    pub fn catchup(mut self, catchup: CatchupPolicy, window: SignedDuration) -> ScheduleDef {
+        self.catchup = catchup;
+        self.catchup_window = window;
+        self
+    }
+
+    /// Created paused: nothing fires until it is resumed.
+    pub fn paused(mut self) -> ScheduleDef {
+        self.paused = true;
+        self
+    }
+
     /// Checks the definition and returns its parsed spec and zone.
     pub fn validate(&self) -> Result<(Spec, TimeZone), SpecError> {
         crate::validate_name("schedule name", &self.name)?;

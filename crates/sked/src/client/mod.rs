@@ -9,12 +9,10 @@ use std::time::Duration;
 
 use jiff::SignedDuration;
 use sked_core::{NewTask, ScheduleDef, Task, TaskId};
-use sked_store::{
-    HeartbeatReply, QueueInfo, Schedule, ScheduleSyncReport, TaskInserted, TaskListParams,
-};
+use sked_store::{HeartbeatReply, QueueInfo, Schedule, ScheduleSyncReport, TaskInserted};
 
 use crate::protocol::{Ending, Finished, Held};
-use crate::{ClaimRequest, Engine, Result};
+use crate::{ClaimRequest, Engine, Result, TaskFilter};
 
 use remote::Remote;
 pub use remote::{RemoteOptions, path_segment};
@@ -107,12 +105,15 @@ impl Client {
     }
 
     /// Tasks matching the filter, newest first.
-    pub async fn tasks(&self, filter: TaskListParams) -> Result<Vec<Task>> {
+    pub async fn tasks(&self, filter: TaskFilter) -> Result<Vec<Task>> {
         match &self.inner {
             Inner::Embedded(e) => e.tasks(filter).await,
             Inner::Remote(r) => {
                 let states: Vec<&str> = filter.states.iter().map(|s| s.as_str()).collect();
-                let mut query = vec![("limit", filter.limit.max(1).to_string())];
+                let mut query = vec![(
+                    "limit",
+                    sked_store::rules::list_limit(filter.limit).to_string(),
+                )];
                 if !states.is_empty() {
                     query.push(("state", states.join(",")));
                 }
@@ -120,7 +121,7 @@ impl Client {
                     ("queue", filter.queue),
                     ("kind", filter.kind),
                     ("schedule", filter.schedule),
-                    ("before", filter.before_id.map(|i| i.to_string())),
+                    ("before", filter.before.map(|i| i.to_string())),
                 ] {
                     if let Some(v) = v {
                         query.push((k, v));

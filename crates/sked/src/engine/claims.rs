@@ -1,0 +1,212 @@
+//! The worker's side: claims (with long-poll), heartbeats, and attempt endings (single ones
+//! grouped into one commit, or a worker's batch in one store operation).
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use sked_core::{Task, TaskId};
+use sked_store::{
+    FinishOutcome, HeartbeatReply, TaskClaimParams, TaskFinishParams, TaskHeartbeatParams,
+};
+
+use super::Engine;
+use super::observe::Presence;
+use super::wake::{POLL_ANNOUNCED, POLL_UNANNOUNCED};
+use crate::error::{Error, Result};
+
+/// A claim: up to `max` due tasks from `queues` (all when empty) of `kinds` (any when empty).
+#[derive(Debug, Clone, Default)]
+pub struct ClaimRequest {
+    /// The claiming worker's id, recorded on each attempt.
+    pub worker: String,
+    /// Queues to claim from; every queue when empty.
+    pub queues: Vec<String>,
+    /// Kinds the worker can run; any when empty.
+    pub kinds: Vec<String>,
+    /// At most this many tasks.
+    pub max: u32,
+    /// Only tasks of at least this priority.
+    pub min_priority: Option<i32>,
+    /// Long-poll: wait up to this long for a task when none is due.
+    pub wait: Option<Duration>,
+    /// Lease length; the engine's default when `None`.
+    pub lease_ttl: Option<SignedDuration>,
+    /// Ends a waiting claim early (empty) when it turns true: a worker shutting down.
+    pub stop: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+impl Engine {
+    /// Claims due tasks. With `wait`, returns as soon as a task is claimable (woken by enqueues
+    /// in this process, or at the next task's due time), or empty when the wait is over.
+    pub async fn claim(&self, req: ClaimRequest) -> Result<Vec<Task>> {
+        let deadline = req.wait.map(|w| tokio::time::Instant::now() + w);
+        let params = |now| TaskClaimParams {
+            queues: req.queues.clone(),
+            kinds: req.kinds.clone(),
+            max: req.max,
+            min_priority: req.min_priority,
+            worker: req.worker.clone(),
+            lease_ttl: req.lease_ttl.unwrap_or(self.inner.config.lease_ttl),
+            now,
+        };
+        loop {
+            // A waiting claim is a sign of life too (it looks again at least every 30 s). The
+            // presence is only built when it is due to be written.
+            self.seen(&req.worker, || Presence {
+                id: req.worker.clone(),
+                role: "worker".into(),
+                queues: req.queues.clone(),
+                ..Presence::default()
+            })
+            .await;
+            // Register for wake-ups before looking, so an enqueue in between is not missed.
+            let woken = self.tasks_changed().notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let now = self.now();
+            let claimed = self.inner.store.task_claim(params(now)).await?;
+            self.inner.metrics.claimed(&claimed, now);
+            let Some(deadline) = deadline else {
+                return Ok(claimed);
+            };
+            if !claimed.is_empty() || tokio::time::Instant::now() >= deadline {
+                return Ok(claimed);
+            }
+            // Sleep until the next task is due, a wake-up, or the deadline; poll for tasks
+            // enqueued by other processes unless the store announces them.
+            let poll = if self.announced() {
+                POLL_ANNOUNCED
+            } else {
+                POLL_UNANNOUNCED
+            };
+            let mut until = deadline.min(tokio::time::Instant::now() + poll);
+            if let Some(next) = self.next_due().await? {
+                let wait = next.duration_since(self.now());
+                let wait = Duration::try_from(wait).unwrap_or(Duration::ZERO);
+                until = until.min(tokio::time::Instant::now() + wait);
+            }
+            let mut stop = req.stop.clone();
+            let stopped = async {
+                match stop.as_mut() {
+                    Some(s) => {
+                        let _ = s.wait_for(|s| *s).await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = &mut woken => {}
+                _ = tokio::time::sleep_until(until) => {}
+                _ = stopped => return Ok(Vec::new()),
+            }
+            // Nothing came by the deadline: the caller asks again anyway, and claiming once
+            // more here would double an idle worker's queries.
+            if until >= deadline && tokio::time::Instant::now() >= deadline {
+                return Ok(Vec::new());
+            }
+        }
+    }
+
+    /// Extends the lease of a running task held with `attempt` (by `lease_ttl`, or the
+    /// engine's default). The reply says whether a cancel was requested.
+    pub async fn heartbeat(
+        &self,
+        id: TaskId,
+        attempt: i32,
+        lease_ttl: Option<SignedDuration>,
+    ) -> Result<HeartbeatReply> {
+        Ok(self
+            .inner
+            .store
+            .task_heartbeat(TaskHeartbeatParams {
+                id,
+                attempt,
+                lease_ttl: lease_ttl.unwrap_or(self.inner.config.lease_ttl),
+                now: self.now(),
+            })
+            .await?)
+    }
+
+    /// Ends an attempt. Concurrent calls are committed together (group commit).
+    pub async fn finish(&self, id: TaskId, attempt: i32, outcome: FinishOutcome) -> Result<Task> {
+        let params = self.finish_params(id, attempt, outcome);
+        let (outcome, now) = (params.outcome.clone(), params.now);
+        let task = self.inner.finisher.finish(params).await?;
+        self.finished(&task, &outcome, now);
+        Ok(task)
+    }
+
+    fn finish_params(&self, id: TaskId, attempt: i32, outcome: FinishOutcome) -> TaskFinishParams {
+        TaskFinishParams {
+            id,
+            attempt,
+            outcome,
+            now: self.now(),
+            jitter: fastrand::f64(),
+        }
+    }
+
+    /// Metrics and wake-ups after an attempt ended: a task to run again, a schedule's overlap
+    /// changed.
+    fn finished(&self, task: &Task, outcome: &FinishOutcome, now: Timestamp) {
+        self.inner.metrics.finished(task, outcome, now);
+        if !task.state.is_finished() {
+            if task.run_at <= self.now() {
+                self.wake_workers();
+            } else {
+                self.saw_waiting(Some(task.run_at));
+            }
+        }
+        if task.schedule.is_some() {
+            self.inner.schedules_changed.notify_waiters();
+        }
+    }
+
+    /// Ends many attempts in one store operation (a batch is its own group commit). One
+    /// result per item, in order; the whole call fails only when the store does.
+    pub async fn finish_many(
+        &self,
+        items: Vec<(TaskId, i32, FinishOutcome)>,
+    ) -> Result<Vec<Result<Task>>> {
+        let params: Vec<TaskFinishParams> = items
+            .into_iter()
+            .map(|(id, attempt, outcome)| self.finish_params(id, attempt, outcome))
+            .collect();
+        let outcomes: Vec<(FinishOutcome, Timestamp)> =
+            params.iter().map(|p| (p.outcome.clone(), p.now)).collect();
+        let results = self.inner.store.task_finish_many(params).await?;
+        Ok(results
+            .into_iter()
+            .zip(outcomes)
+            .map(|(r, (outcome, now))| {
+                let task = r?;
+                self.finished(&task, &outcome, now);
+                Ok(task)
+            })
+            .collect())
+    }
+
+    /// Extends the leases of many running tasks in one store operation. One result per item.
+    pub async fn heartbeat_many(
+        &self,
+        items: &[(TaskId, i32)],
+        lease_ttl: Option<SignedDuration>,
+    ) -> Result<Vec<Result<HeartbeatReply>>> {
+        let now = self.now();
+        let lease_ttl = lease_ttl.unwrap_or(self.inner.config.lease_ttl);
+        let params = items
+            .iter()
+            .map(|&(id, attempt)| TaskHeartbeatParams {
+                id,
+                attempt,
+                lease_ttl,
+                now,
+            })
+            .collect();
+        let replies = self.inner.store.task_heartbeat_many(params).await?;
+        Ok(replies
+            .into_iter()
+            .map(|r| r.map_err(Error::from))
+            .collect())
+    }
+}

@@ -1,0 +1,166 @@
+//! What an operator looks at: workers' and nodes' presence, ended work per minute, who leads
+//! the cluster, and the Prometheus metrics.
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use sked_store::{ActivityBucket, ActivityParams, WorkerBeatParams, WorkerInfo};
+
+use super::{Engine, lock};
+use crate::error::{Error, Result};
+
+/// A worker's or node's presence is written at most this often; it counts as alive for
+/// [`ALIVE_FOR`] after it was last seen (three beats, so a busy database does not make it
+/// flicker). Once a minute keeps an idle node within its budget of one query a second: every
+/// 30 s measured 1.14 transactions a second where 0.94 were before (BENCHMARKS.md, idle). A
+/// worker that stops says goodbye at once; one that is killed shows as gone after 3 minutes.
+pub const BEAT_EVERY: Duration = Duration::from_secs(60);
+/// How long after it was last seen a worker or node counts as alive.
+pub const ALIVE_FOR: SignedDuration = SignedDuration::from_secs(180);
+
+/// What a worker or node tells about itself.
+#[derive(Debug, Clone, Default)]
+pub struct Presence {
+    /// The worker's or node's id.
+    pub id: String,
+    /// `worker` or `node`.
+    pub role: String,
+    /// The queues it works (all when empty).
+    pub queues: Vec<String>,
+    /// How many tasks it runs at once.
+    pub concurrency: Option<u32>,
+    /// It is shutting down.
+    pub stopping: bool,
+}
+
+/// Who leads the cluster, as the database has it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ClusterInfo {
+    /// The node answering.
+    pub node: String,
+    /// The holder of the leader lease, `None` while nobody holds it.
+    pub leader: Option<String>,
+    /// When the holder's lease runs out unless renewed.
+    pub leader_until: Option<Timestamp>,
+    /// The store's backend: `sqlite` or `postgres`.
+    pub backend: &'static str,
+}
+
+impl Engine {
+    /// The Prometheus text exposition of this engine's metrics, with the task counts read
+    /// from the store now. Counters and histograms are this process's; the task counts are the
+    /// whole database's, the same on every node.
+    pub async fn metrics_text(&self) -> Result<String> {
+        let queues = self
+            .inner
+            .store
+            .queue_list(crate::metrics::COUNT_LIMIT)
+            .await?;
+        Ok(self.inner.metrics.render(&queues, self.is_leader()))
+    }
+
+    /// Records a worker's or node's presence (a worker sends one every [`BEAT_EVERY`]).
+    /// Presence is advisory: a failure to write it is logged, not returned.
+    pub async fn beat(&self, p: &Presence) {
+        lock(&self.inner.beats).insert(p.id.clone(), std::time::Instant::now());
+        self.write_beat(p.clone()).await;
+    }
+
+    /// A sign of life seen in passing (a claim, a maintenance pass): written only when this
+    /// engine has written none for the id in the last [`BEAT_EVERY`]. It leaves the
+    /// concurrency a worker told as it was.
+    pub(crate) async fn seen(&self, id: &str, presence: impl FnOnce() -> Presence) {
+        let now = std::time::Instant::now();
+        {
+            let mut beats = lock(&self.inner.beats);
+            if beats
+                .get(id)
+                .is_some_and(|last| now.duration_since(*last) < BEAT_EVERY)
+            {
+                return;
+            }
+            if beats.len() > 10_000 {
+                beats.retain(|_, last| now.duration_since(*last) < BEAT_EVERY);
+            }
+            beats.insert(id.to_string(), now);
+        }
+        self.write_beat(presence()).await;
+    }
+
+    async fn write_beat(&self, p: Presence) {
+        let params = WorkerBeatParams {
+            id: p.id,
+            role: p.role,
+            queues: p.queues,
+            concurrency: p.concurrency,
+            stopping: p.stopping,
+            now: self.now(),
+        };
+        if let Err(e) = self.inner.store.worker_beat(params).await {
+            tracing::debug!(error = %e, "could not record a worker's presence");
+        }
+    }
+
+    /// Workers and nodes seen in the last day, most recently seen first.
+    pub async fn workers(&self) -> Result<Vec<WorkerInfo>> {
+        let since = self
+            .now()
+            .checked_sub(SignedDuration::from_hours(24))
+            .unwrap_or(Timestamp::MIN);
+        Ok(self.inner.store.worker_list(since).await?)
+    }
+
+    /// Whether a worker or node counts as alive now.
+    pub fn is_alive(&self, w: &WorkerInfo) -> bool {
+        w.stopped_at.is_none()
+            && self
+                .now()
+                .checked_sub(ALIVE_FOR)
+                .is_ok_and(|cut| w.last_seen_at >= cut)
+    }
+
+    /// Ended work per minute over the last `minutes` minutes (the current one included),
+    /// every minute present, oldest first.
+    pub async fn activity(&self, minutes: u32) -> Result<Vec<ActivityBucket>> {
+        let minute = SignedDuration::from_secs(60);
+        let now = self.now();
+        let this_minute = now.as_second().div_euclid(60) * 60;
+        let since = Timestamp::from_second(this_minute - 60 * i64::from(minutes.max(1) - 1))
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        let found = self
+            .inner
+            .store
+            .activity(ActivityParams {
+                since,
+                bucket: minute,
+            })
+            .await?;
+        let mut out: Vec<ActivityBucket> = (0..minutes.max(1))
+            .map(|i| ActivityBucket {
+                start: since + minute * i32::try_from(i).unwrap_or(0),
+                ..ActivityBucket::default()
+            })
+            .collect();
+        for b in found {
+            if let Some(slot) = out.iter_mut().find(|o| o.start == b.start) {
+                *slot = b;
+            }
+        }
+        Ok(out)
+    }
+
+    /// This node, and the leader as the database has it.
+    pub async fn cluster(&self) -> Result<ClusterInfo> {
+        let lease = self
+            .inner
+            .store
+            .lease_get(crate::maintenance::LEADER_LEASE, self.now())
+            .await?;
+        Ok(ClusterInfo {
+            node: self.inner.config.node_id.clone(),
+            leader_until: lease.as_ref().map(|l| l.expires_at),
+            leader: lease.map(|l| l.holder),
+            backend: self.inner.store.backend(),
+        })
+    }
+}

@@ -1,0 +1,174 @@
+//! Schedules: made at run time or declared in code, paused and resumed, triggered by hand,
+//! and their ledger of occurrences. Turning due occurrences into tasks on time is the
+//! scheduler's job ([`crate::maintenance::Scheduler`]).
+
+use sked_core::{ScheduleDef, Spec, TaskId, parse_zone};
+use sked_store::{
+    DeclaredSchedule, Occurrence, OccurrenceListParams, Schedule, ScheduleApplyParams,
+    SchedulePauseParams, ScheduleSyncParams, ScheduleSyncReport, ScheduleUpsertParams, StoreError,
+};
+
+use super::Engine;
+use crate::error::{Error, Result};
+
+impl Engine {
+    /// Creates or replaces a schedule.
+    pub async fn schedule_put(&self, def: ScheduleDef) -> Result<Schedule> {
+        let (spec, tz) = def.validate()?;
+        let now = self.now();
+        // A new or changed schedule fires from now on; intervals count from now.
+        let next_fire_at = if def.paused {
+            None
+        } else {
+            spec.next_after(now, &tz, now)
+        };
+        let s = self
+            .inner
+            .store
+            .schedule_upsert(ScheduleUpsertParams {
+                def,
+                next_fire_at,
+                now,
+            })
+            .await?;
+        self.inner.schedules_changed.notify_waiters();
+        Ok(s)
+    }
+
+    /// Makes the schedules that `group` declares in code exist as declared (see
+    /// [`sked_store::Store::schedule_sync`]): idempotent, safe when many instances start at
+    /// once.
+    pub async fn schedules_sync(
+        &self,
+        group: &str,
+        defs: Vec<ScheduleDef>,
+    ) -> Result<ScheduleSyncReport> {
+        sked_core::validate_name("schedule group", group)?;
+        let now = self.now();
+        let mut schedules = Vec::with_capacity(defs.len());
+        for def in defs {
+            if schedules
+                .iter()
+                .any(|d: &DeclaredSchedule| d.def.name == def.name)
+            {
+                return Err(Error::Invalid(format!(
+                    "schedule {:?} is declared twice",
+                    def.name
+                )));
+            }
+            let (spec, tz) = def.validate()?;
+            let next_fire_at = spec.next_after(now, &tz, now);
+            schedules.push(DeclaredSchedule { def, next_fire_at });
+        }
+        let report = self
+            .inner
+            .store
+            .schedule_sync(ScheduleSyncParams {
+                group: group.to_string(),
+                schedules,
+                now,
+            })
+            .await?;
+        self.inner.schedules_changed.notify_waiters();
+        Ok(report)
+    }
+
+    /// One schedule, with its next fire time and last run.
+    pub async fn schedule(&self, name: &str) -> Result<Schedule> {
+        Ok(self.inner.store.schedule_get(name).await?)
+    }
+
+    /// Every schedule.
+    pub async fn schedules(&self) -> Result<Vec<Schedule>> {
+        Ok(self.inner.store.schedule_list().await?)
+    }
+
+    /// Deletes a schedule and its ledger; its tasks stay.
+    pub async fn schedule_delete(&self, name: &str) -> Result<()> {
+        if self.inner.store.schedule_delete(name).await? {
+            Ok(())
+        } else {
+            Err(StoreError::schedule_not_found(name).into())
+        }
+    }
+
+    /// Pauses a schedule: no occurrence fires until it is resumed.
+    pub async fn schedule_pause(&self, name: &str) -> Result<Schedule> {
+        self.set_paused(name, true).await
+    }
+
+    /// Resumes a paused schedule from now: the paused time is not caught up.
+    pub async fn schedule_resume(&self, name: &str) -> Result<Schedule> {
+        self.set_paused(name, false).await
+    }
+
+    async fn set_paused(&self, name: &str, paused: bool) -> Result<Schedule> {
+        let now = self.now();
+        let next_fire_at = if paused {
+            None
+        } else {
+            // Resuming does not catch up the paused time: the next occurrence from now.
+            let s = self.inner.store.schedule_get(name).await?;
+            let spec = Spec::parse(&s.spec)?;
+            spec.next_after(now, &parse_zone(&s.tz)?, s.anchor_at)
+        };
+        let s = self
+            .inner
+            .store
+            .schedule_set_paused(SchedulePauseParams {
+                name: name.into(),
+                paused,
+                next_fire_at,
+                now,
+            })
+            .await?;
+        self.inner.schedules_changed.notify_waiters();
+        Ok(s)
+    }
+
+    /// Enqueues a run of the schedule now, outside its spec (recorded in its ledger).
+    pub async fn schedule_trigger(&self, name: &str) -> Result<TaskId> {
+        let s = self.inner.store.schedule_get(name).await?;
+        let now = self.now();
+        let plan = sked_core::Plan {
+            occurrences: vec![sked_core::PlannedOccurrence {
+                nominal_at: now,
+                outcome: sked_core::OccurrenceOutcome::Enqueued,
+                detail: Some("triggered by hand".into()),
+            }],
+            cancel: vec![],
+            buffered: s.buffered_at,
+            next_fire_at: s.next_fire_at,
+        };
+        let ids = self
+            .inner
+            .store
+            .schedule_apply(ScheduleApplyParams {
+                name: name.into(),
+                expected_next_fire_at: s.next_fire_at,
+                plan,
+                task: s.task.clone(),
+                now,
+            })
+            .await?;
+        self.inner.metrics.enqueued(&s.task.queue, ids.len());
+        self.wake_workers();
+        ids.into_iter()
+            .next()
+            .ok_or_else(|| Error::Invalid("nothing was enqueued".into()))
+    }
+
+    /// A schedule's ledger, newest first: every occurrence enqueued, skipped, buffered or
+    /// missed.
+    pub async fn occurrences(&self, name: &str, limit: u32) -> Result<Vec<Occurrence>> {
+        self.inner.store.schedule_get(name).await?;
+        Ok(self
+            .inner
+            .store
+            .occurrence_list(OccurrenceListParams {
+                schedule: name.into(),
+                limit,
+            })
+            .await?)
+    }
+}

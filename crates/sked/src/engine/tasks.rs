@@ -1,0 +1,197 @@
+//! Tasks: enqueue (one or many, all or none), look up and list, cancel, retry, reschedule.
+
+use jiff::Timestamp;
+use sked_core::{NewTask, Task, TaskId, TaskState};
+use sked_store::{
+    TaskCancelParams, TaskInsertParams, TaskInserted, TaskListParams, TaskRescheduleParams,
+    TaskRetryParams, rules,
+};
+
+use super::Engine;
+use crate::error::{Error, Result};
+
+/// Which tasks [`Engine::tasks`] lists, newest first. `TaskFilter::default()` is the newest
+/// 100 tasks of every state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TaskFilter {
+    /// Only tasks in one of these states (any state when empty).
+    pub states: Vec<TaskState>,
+    /// Only tasks of this queue.
+    pub queue: Option<String>,
+    /// Only tasks of this kind.
+    pub kind: Option<String>,
+    /// Only tasks made by this schedule.
+    pub schedule: Option<String>,
+    /// Only tasks with a smaller id: the next page after the last id seen.
+    pub before: Option<TaskId>,
+    /// At most this many (100 when `None`, at most 1,000).
+    pub limit: Option<u32>,
+}
+
+impl TaskFilter {
+    /// Every task, newest first.
+    pub fn new() -> TaskFilter {
+        TaskFilter::default()
+    }
+
+    /// Only tasks in this state (call again for more states).
+    pub fn state(mut self, state: TaskState) -> TaskFilter {
+        self.states.push(state);
+        self
+    }
+
+    /// Only tasks of this queue.
+    pub fn queue(mut self, queue: impl Into<String>) -> TaskFilter {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// Only tasks of this kind.
+    pub fn kind(mut self, kind: impl Into<String>) -> TaskFilter {
+        self.kind = Some(kind.into());
+        self
+    }
+
+    /// Only tasks made by this schedule.
+    pub fn schedule(mut self, schedule: impl Into<String>) -> TaskFilter {
+        self.schedule = Some(schedule.into());
+        self
+    }
+
+    /// Only tasks older than this one (paging).
+    pub fn before(mut self, id: TaskId) -> TaskFilter {
+        self.before = Some(id);
+        self
+    }
+
+    /// At most this many (between 1 and 1,000).
+    pub fn limit(mut self, limit: u32) -> TaskFilter {
+        self.limit = Some(limit);
+        self
+    }
+
+    pub(crate) fn into_params(self) -> TaskListParams {
+        TaskListParams {
+            states: self.states,
+            queue: self.queue,
+            kind: self.kind,
+            schedule: self.schedule,
+            before_id: self.before,
+            limit: rules::list_limit(self.limit),
+        }
+    }
+}
+
+impl Engine {
+    /// Enqueues one task; returns its id (or the id of the unfinished task holding its unique key).
+    pub async fn enqueue(&self, task: NewTask) -> Result<TaskInserted> {
+        Ok(self.enqueue_many(vec![task]).await?.remove(0))
+    }
+
+    /// Enqueues tasks in one transaction: all or none.
+    pub async fn enqueue_many(&self, tasks: Vec<NewTask>) -> Result<Vec<TaskInserted>> {
+        if tasks.is_empty() {
+            return Ok(Vec::new());
+        }
+        for (i, t) in tasks.iter().enumerate() {
+            t.validate().map_err(|e| {
+                if tasks.len() == 1 {
+                    Error::from(e)
+                } else {
+                    Error::Invalid(format!("task {i}: {e}"))
+                }
+            })?;
+        }
+        let now = self.now();
+        let queues = enqueued_per_queue(&tasks);
+        let first_waiting = tasks
+            .iter()
+            .filter_map(|t| t.run_at)
+            .filter(|t| *t > now)
+            .min();
+        let inserted = self
+            .inner
+            .store
+            .task_insert_many(TaskInsertParams {
+                tasks: tasks.into_iter().map(Into::into).collect(),
+                now,
+            })
+            .await?;
+        for (queue, n) in queues {
+            self.inner.metrics.enqueued(&queue, n);
+        }
+        if first_waiting.is_some() {
+            self.saw_waiting(first_waiting);
+        }
+        self.wake_workers();
+        Ok(inserted)
+    }
+
+    /// A task with its attempt history.
+    pub async fn task(&self, id: TaskId) -> Result<Task> {
+        Ok(self.inner.store.task_get(id).await?)
+    }
+
+    /// Tasks matching the filter, newest first, without attempt history.
+    pub async fn tasks(&self, filter: TaskFilter) -> Result<Vec<Task>> {
+        Ok(self.inner.store.task_list(filter.into_params()).await?)
+    }
+
+    /// Cancels a task that has not started; a running one is asked to stop (its worker hears
+    /// it at its next heartbeat).
+    pub async fn cancel(&self, id: TaskId) -> Result<Task> {
+        let t = self
+            .inner
+            .store
+            .task_cancel(TaskCancelParams {
+                id,
+                now: self.now(),
+            })
+            .await?;
+        self.inner.schedules_changed.notify_waiters();
+        Ok(t)
+    }
+
+    /// Runs a finished task again, now, with at least one attempt left.
+    pub async fn retry(&self, id: TaskId) -> Result<Task> {
+        let t = self
+            .inner
+            .store
+            .task_retry(TaskRetryParams {
+                id,
+                now: self.now(),
+            })
+            .await?;
+        self.wake_workers();
+        Ok(t)
+    }
+
+    /// Moves a task that has not started to another run time.
+    pub async fn reschedule(&self, id: TaskId, run_at: Timestamp) -> Result<Task> {
+        let t = self
+            .inner
+            .store
+            .task_reschedule(TaskRescheduleParams {
+                id,
+                run_at,
+                now: self.now(),
+            })
+            .await?;
+        self.saw_waiting(Some(run_at));
+        self.wake_workers();
+        Ok(t)
+    }
+}
+
+/// How many of `tasks` go to each queue (a batch is nearly always one queue).
+fn enqueued_per_queue(tasks: &[NewTask]) -> Vec<(String, usize)> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for t in tasks {
+        match out.iter_mut().find(|(q, _)| *q == t.queue) {
+            Some((_, n)) => *n += 1,
+            None => out.push((t.queue.clone(), 1)),
+        }
+    }
+    out
+}

@@ -1,0 +1,203 @@
+//! Maintenance: the duties one node of the cluster does for all, as separate units, each with
+//! its own settings and tests:
+//!
+//! - [`Elector`] (`leader.rs`): takes and renews the leader lease;
+//! - [`Scheduler`] (`scheduler.rs`): turns due schedule occurrences into tasks;
+//! - [`Rescuer`] (`rescuer.rs`): gives back tasks whose lease expired;
+//! - [`Pruner`] (`pruner.rs`): deletes old finished tasks.
+//!
+//! [`run`] drives them: every node that runs it takes part in the election, and the one
+//! holding the lease does the other three. Idle, a node asks the store only when something is
+//! due; see `BENCHMARKS.md`.
+
+mod leader;
+mod pruner;
+mod rescuer;
+mod scheduler;
+
+use std::time::Duration;
+
+use jiff::SignedDuration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::Engine;
+
+pub use leader::{Elector, LEADER_LEASE, LeaderConfig, Step};
+pub use pruner::{Pruner, PrunerConfig};
+pub use rescuer::{Rescuer, RescuerConfig};
+pub use scheduler::{Scheduler, SchedulerConfig};
+
+/// The settings of every maintenance unit.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct MaintenanceConfig {
+    /// The leader lease.
+    pub leader: LeaderConfig,
+    /// Materialising schedules.
+    pub scheduler: SchedulerConfig,
+    /// Rescuing expired leases.
+    pub rescuer: RescuerConfig,
+    /// Pruning finished tasks.
+    pub pruner: PrunerConfig,
+}
+
+impl MaintenanceConfig {
+    /// Settings that follow the task lease TTL: the leader lease lasts as long, at most 15 s
+    /// (a short task lease suggests a quick failover is wanted for the leader too), and
+    /// expired leases are looked for every tenth of it (between 250 ms and 3 s).
+    pub fn for_lease_ttl(lease_ttl: SignedDuration) -> MaintenanceConfig {
+        MaintenanceConfig {
+            leader: LeaderConfig {
+                ttl: lease_ttl.min(SignedDuration::from_secs(15)),
+            },
+            rescuer: RescuerConfig::for_lease_ttl(lease_ttl),
+            ..MaintenanceConfig::default()
+        }
+    }
+
+    /// The same settings with another retention of finished tasks.
+    pub fn retention(mut self, retention: SignedDuration) -> MaintenanceConfig {
+        self.pruner.retention = retention;
+        self
+    }
+}
+
+/// Runs the election and, while this node leads, the other units, until `shutdown` turns
+/// true; gives the lease up on the way out.
+pub async fn run(engine: Engine, config: MaintenanceConfig, mut shutdown: watch::Receiver<bool>) {
+    let mut elector = Elector::new(config.leader.clone(), Instant::now());
+    let scheduler = Scheduler::new(config.scheduler.clone());
+    let rescuer = Rescuer::new(config.rescuer.clone());
+    let pruner = Pruner::new(config.pruner.clone());
+    let mut next_rescue = Instant::now();
+    let mut next_prune = Instant::now();
+    // When schedules must be looked at: now (just became leader, or told of a change), at the
+    // next fire time, or at the latest after the safety interval.
+    let mut next_schedules = Instant::now();
+    let mut presence = crate::Presence {
+        id: engine.config().node_id.clone(),
+        role: "node".into(),
+        ..crate::Presence::default()
+    };
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        // This node's sign of life, for the dashboard's list of nodes (written every minute).
+        engine.seen(&presence.id, || presence.clone()).await;
+        // Listen before working, so a change during the pass is not missed.
+        let schedules_changed = engine.schedules_changed().notified();
+        let leases_changed = engine.leases_changed().notified();
+        tokio::pin!(schedules_changed, leases_changed);
+        schedules_changed.as_mut().enable();
+        leases_changed.as_mut().enable();
+        let step = elector.step(&engine, Instant::now()).await;
+        if step.became {
+            next_schedules = Instant::now();
+        }
+        let mut wake_at = step.next_try.min(Instant::now() + crate::BEAT_EVERY);
+        if step.leader {
+            if Instant::now() >= next_schedules {
+                next_schedules = Instant::now() + scheduler.pass_and_plan(&engine).await;
+            }
+            if Instant::now() >= next_rescue {
+                if let Err(e) = rescuer.pass(&engine).await {
+                    tracing::warn!(error = %e, "rescue failed");
+                }
+                next_rescue = Instant::now() + to_std(rescuer.config().interval);
+            }
+            if Instant::now() >= next_prune {
+                match pruner.pass(&engine).await {
+                    Ok(n) if n > 0 => tracing::info!(count = n, "pruned finished tasks"),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "pruning failed"),
+                }
+                next_prune = Instant::now() + pruner.config().interval;
+            }
+            wake_at = wake_at.min(next_rescue).min(next_prune).min(next_schedules);
+            if let Some(until) = step.leader_until {
+                wake_at = wake_at.min(until);
+            }
+        }
+        tokio::select! {
+            _ = &mut schedules_changed, if step.leader => next_schedules = Instant::now(),
+            _ = &mut leases_changed, if !step.leader => elector.try_now(Instant::now()),
+            _ = tokio::time::sleep_until(wake_at) => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+    presence.stopping = true;
+    engine.beat(&presence).await;
+    elector.resign(&engine).await;
+}
+
+fn to_std(d: SignedDuration) -> Duration {
+    Duration::try_from(d).unwrap_or(Duration::ZERO)
+}
+
+/// What the units' tests share: engines on one SQLite file, with one manual clock.
+#[cfg(test)]
+pub(crate) mod test_env {
+    use std::sync::Arc;
+
+    use sked_core::{ManualClock, NewTask, Task};
+    use sked_store::{FinishOutcome, Store};
+
+    use crate::{ClaimRequest, Engine, EngineConfig};
+
+    pub(crate) struct Env {
+        pub(crate) store: Arc<dyn Store>,
+        pub(crate) clock: ManualClock,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Env {
+        pub(crate) fn new() -> Env {
+            let dir = tempfile::tempdir().unwrap();
+            let store = sked_sqlite::SqliteStore::open(dir.path().join("sked.db")).unwrap();
+            Env {
+                store: Arc::new(store),
+                clock: ManualClock::new("2026-03-01T00:00:30Z".parse().unwrap()),
+                _dir: dir,
+            }
+        }
+
+        /// A node on the shared store and clock.
+        pub(crate) fn node(&self, id: &str) -> Engine {
+            let config = EngineConfig::default().node_id(id);
+            Engine::with_clock(self.store.clone(), Arc::new(self.clock.clone()), config)
+        }
+
+        pub(crate) fn advance_secs(&self, secs: i64) {
+            self.clock.advance(jiff::SignedDuration::from_secs(secs));
+        }
+    }
+
+    /// Enqueues `n` tasks and claims them all.
+    pub(crate) async fn claimed(engine: &Engine, n: usize) -> Vec<Task> {
+        for _ in 0..n {
+            engine.enqueue(NewTask::new("k")).await.unwrap();
+        }
+        let tasks = engine
+            .claim(ClaimRequest {
+                worker: "w".into(),
+                max: n as u32,
+                ..ClaimRequest::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(tasks.len(), n);
+        tasks
+    }
+
+    /// Enqueues, claims and completes `n` tasks.
+    pub(crate) async fn succeeded(engine: &Engine, n: usize) {
+        for t in claimed(engine, n).await {
+            engine
+                .finish(t.id, t.attempt, FinishOutcome::Succeeded { result: None })
+                .await
+                .unwrap();
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! The rescuer: gives back running tasks whose lease expired (their worker died or lost
+//! touch), so they run again; out of attempts they are dead, with a cancel requested they are
+//! cancelled. The old worker's attempt number is fenced off.
+
+use jiff::SignedDuration;
+use sked_core::TaskId;
+use sked_store::TaskRescueParams;
+
+use crate::{Engine, Result};
+
+/// Settings of the rescuer.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RescuerConfig {
+    /// How often expired leases are looked for.
+    pub interval: SignedDuration,
+    /// Tasks rescued in one pass at most.
+    pub batch: u32,
+}
+
+impl RescuerConfig {
+    /// A tenth of the task lease, between 250 ms and 3 s: a task whose worker died waits at
+    /// most a lease and a tenth.
+    pub fn for_lease_ttl(lease_ttl: SignedDuration) -> RescuerConfig {
+        RescuerConfig {
+            interval: (lease_ttl / 10).clamp(
+                SignedDuration::from_millis(250),
+                SignedDuration::from_secs(3),
+            ),
+            batch: 1000,
+        }
+    }
+}
+
+impl Default for RescuerConfig {
+    fn default() -> RescuerConfig {
+        RescuerConfig::for_lease_ttl(SignedDuration::from_secs(30))
+    }
+}
+
+/// Rescues expired leases.
+#[derive(Debug, Clone, Default)]
+pub struct Rescuer {
+    config: RescuerConfig,
+}
+
+impl Rescuer {
+    /// A rescuer with these settings.
+    pub fn new(config: RescuerConfig) -> Rescuer {
+        Rescuer { config }
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &RescuerConfig {
+        &self.config
+    }
+
+    /// Re-queues tasks whose lease expired by the engine's `now`; returns their ids.
+    /// Leader-only in normal operation.
+    pub async fn pass(&self, engine: &Engine) -> Result<Vec<TaskId>> {
+        let ids = engine
+            .store()
+            .task_rescue(TaskRescueParams {
+                now: engine.now(),
+                limit: self.config.batch,
+            })
+            .await?;
+        if !ids.is_empty() {
+            engine.metrics().rescued(ids.len());
+            tracing::info!(count = ids.len(), "rescued tasks with expired leases");
+            engine.wake_workers();
+            engine.schedules_changed().notify_waiters();
+        }
+        Ok(ids)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::maintenance::test_env::{Env, claimed};
+
+    #[test]
+    fn the_interval_follows_the_lease() {
+        let of = |ms| RescuerConfig::for_lease_ttl(SignedDuration::from_millis(ms)).interval;
+        assert_eq!(of(30_000), SignedDuration::from_secs(3));
+        assert_eq!(of(5_000), SignedDuration::from_millis(500));
+        assert_eq!(of(1_000), SignedDuration::from_millis(250));
+        assert_eq!(of(600_000), SignedDuration::from_secs(3));
+    }
+
+    #[tokio::test]
+    async fn expired_leases_are_rescued_a_batch_at_a_time() {
+        let env = Env::new();
+        let node = env.node("a");
+        let tasks = claimed(&node, 3).await;
+        let rescuer = Rescuer::new(RescuerConfig {
+            batch: 2,
+            ..RescuerConfig::default()
+        });
+        env.advance_secs(29);
+        assert!(rescuer.pass(&node).await.unwrap().is_empty(), "leases hold");
+        env.advance_secs(2);
+        let first = rescuer.pass(&node).await.unwrap();
+        assert_eq!(first.len(), 2, "one batch");
+        let second = rescuer.pass(&node).await.unwrap();
+        assert_eq!(second.len(), 1);
+        assert!(rescuer.pass(&node).await.unwrap().is_empty());
+        for t in tasks {
+            let now = node.task(t.id).await.unwrap();
+            assert_eq!(now.state, sked_core::TaskState::Available);
+            assert_eq!(
+                now.attempts.last().map(|a| a.outcome.as_str()),
+                Some("rescued")
+            );
+        }
+    }
+}
