@@ -29,25 +29,34 @@ use serde_json::json;
 use sked::store::{
     Diagnostics, FinishOutcome, TaskClaimParams, TaskFinishParams, TaskInsert, TaskInsertParams,
 };
-use sked::{ClaimRequest, Engine, EngineConfig, Store};
+use sked::{ClaimRequest, Engine, Node, Store};
 use sked_core::NewTask;
 
 use crate::{CliError, CliResult};
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Workload {
+    /// Bulk enqueue rate, in batches of -c tasks per transaction
     Enqueue,
+    /// Pre-insert -n tasks, then the time until all have succeeded (-c no-op workers)
     Drain,
+    /// -n sequential enqueue-to-start samples with an idle worker waiting
     Latency,
+    /// Due-time-to-start of -n tasks due over a short window
     Lateness,
+    /// A whole node with nothing to do for -n seconds: its store operations
     Idle,
+    /// Queue counts over -n finished tasks
     Counts,
+    /// The Rust worker (no-op handler, concurrency -c) ending -n tasks, embedded
     Worker,
+    /// The same worker over HTTP, against a server in this process
     RemoteWorker,
 }
 
 #[derive(Args)]
 pub(crate) struct BenchArgs {
+    /// What to measure (see `sked bench --help`)
     #[arg(value_enum)]
     workload: Workload,
     /// Database; default a new SQLite file in a temporary directory.
@@ -78,15 +87,29 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     let (store, scratch) = sked::open_scratch_store(&url, 8)
         .await
         .map_err(CliError::usage)?;
-    let clock = sked::node_clock(&store, Arc::new(sked_core::SystemClock))
-        .await
-        .map_err(CliError::runtime)?;
-    let engine = Engine::with_clock(store.clone(), clock, EngineConfig::default());
     if a.backlog > 0 {
         backlog(&store, a.backlog).await?;
     }
     // Measure from a steady state: no deferred work left from the set-up.
     store.settle().await.map_err(CliError::runtime)?;
+    if let Workload::Idle = a.workload {
+        // A whole node of its own, and nothing else on the store.
+        let mut line = idle(&store, a.n).await?;
+        line["backend"] = json!(store.backend());
+        line["n"] = json!(a.n);
+        out!("{line}");
+        drop(store);
+        drop(scratch);
+        return Ok(());
+    }
+    // The engine alone: the workloads drive it (and the store) directly.
+    let node = Node::builder()
+        .store(store.clone())
+        .without_maintenance()
+        .start()
+        .await
+        .map_err(CliError::runtime)?;
+    let engine = node.engine().clone();
     let line = match a.workload {
         Workload::Enqueue => {
             enqueue(&store, a.n, if a.c == 0 { 1000 } else { a.c }, a.parallel).await?
@@ -94,7 +117,7 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
         Workload::Drain => drain(&store, a.n, if a.c == 0 { 4 } else { a.c }).await?,
         Workload::Latency => latency(&engine, a.n).await?,
         Workload::Lateness => lateness(&engine, a.n).await?,
-        Workload::Idle => idle(&engine, store.diagnostics(), a.n).await?,
+        Workload::Idle => unreachable!("measured above"),
         Workload::Counts => counts(&store, &engine, a.n).await?,
         Workload::Worker => worker(&engine, a.n, if a.c == 0 { 256 } else { a.c }, false).await?,
         Workload::RemoteWorker => {
@@ -107,6 +130,7 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     line["backlog"] = json!(a.backlog);
     out!("{line}");
     // Close every connection before the scratch schema is dropped.
+    node.shutdown().await.map_err(CliError::runtime)?;
     drop((engine, store));
     drop(scratch);
     Ok(())
@@ -488,24 +512,17 @@ async fn read_counts(engine: &Engine, n: usize) -> CliResult<serde_json::Value> 
 /// A node with nothing to do: leader duties and a worker waiting for tasks, for `secs` seconds
 /// after a warm-up. Counts the store operations it runs and, on PostgreSQL, the transactions
 /// the server committed meanwhile (all databases' sessions: run it on a quiet server).
-async fn idle(
-    engine: &Engine,
-    pg: Option<&dyn Diagnostics>,
-    secs: usize,
-) -> CliResult<serde_json::Value> {
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let maintenance = tokio::spawn(sked::maintenance::run(
-        engine.clone(),
-        sked::MaintenanceConfig::default(),
-        stop_rx.clone(),
-    ));
-    let worker = sked::worker::Worker::new(engine.clone())
-        .id("bench-idle")
-        .executor(Arc::new(sked::executors::ShellExecutor));
-    let mut stop = stop_rx.clone();
-    let worker = tokio::spawn(worker.run(async move {
-        let _ = stop.wait_for(|s| *s).await;
-    }));
+async fn idle(store: &Arc<dyn Store>, secs: usize) -> CliResult<serde_json::Value> {
+    let node = Node::builder()
+        .store(store.clone())
+        .worker(|w| {
+            w.id("bench-idle")
+                .executor(Arc::new(sked::executors::ShellExecutor))
+        })
+        .start()
+        .await
+        .map_err(CliError::runtime)?;
+    let pg = store.diagnostics();
     // Warm up: leadership taken, first passes done, statements prepared on each connection;
     // then long enough for the backends to have published the warm-up's transaction counts
     // (an idle backend flushes them within 10 s), so they are not counted as the idle node's.
@@ -523,9 +540,7 @@ async fn idle(
         None => None,
     };
     let ops = pg.map(|p| p.operations() - ops_before.unwrap_or(0));
-    let _ = stop_tx.send(true);
-    let _ = worker.await;
-    let _ = maintenance.await;
+    node.shutdown().await.map_err(CliError::runtime)?;
     let mut line = json!({"workload": "idle", "secs": round(elapsed), "leader": true});
     if let Some(ops) = ops {
         line["store_ops_per_s"] = json!(round(ops as f64 / elapsed));

@@ -98,66 +98,67 @@ pub(crate) enum TaskCmd {
     Add(TaskAdd),
     /// Show a task with its attempts.
     Get {
+        /// The task's id
         id: String,
-        #[command(flatten)]
-        remote: Remote,
     },
     /// List tasks, newest first.
     Ls {
-        #[arg(long)]
-        state: Option<String>,
+        /// Only tasks in these states (comma-separated)
+        #[arg(long, value_delimiter = ',', value_parser = STATES, value_name = "STATES")]
+        state: Vec<String>,
+        /// Only tasks of this queue
         #[arg(long)]
         queue: Option<String>,
+        /// Only tasks of this kind
         #[arg(long)]
         kind: Option<String>,
+        /// Only tasks made by this schedule
         #[arg(long)]
         schedule: Option<String>,
-        #[arg(long, default_value_t = 50)]
+        /// At most this many (1 to 1000)
+        #[arg(long, default_value_t = 50, value_name = "N")]
         limit: u32,
-        #[command(flatten)]
-        remote: Remote,
     },
     /// Cancel a task (a running one is told at its next heartbeat).
     Cancel {
+        /// The task's id
         id: String,
-        #[command(flatten)]
-        remote: Remote,
     },
     /// Run a finished task again.
     Retry {
+        /// The task's id
         id: String,
-        #[command(flatten)]
-        remote: Remote,
     },
     /// Enqueue every task of a JSON-lines file (one task object per line, the API's shape; `-`
     /// for stdin). The whole file is checked first: a bad line enqueues nothing.
     Import {
+        /// The file, or - for standard input
         file: String,
         /// Tasks per request.
         #[arg(long, default_value_t = 1000)]
         batch: usize,
-        #[command(flatten)]
-        remote: Remote,
     },
     /// Move a task that has not started to another time.
     Reschedule {
+        /// The task's id
         id: String,
         /// RFC 3339 time, or +DURATION.
         #[arg(long)]
         at: String,
-        #[command(flatten)]
-        remote: Remote,
     },
 }
 
 #[derive(Args)]
 pub(crate) struct TaskAdd {
+    /// What the task is: the name a worker's handler (or a built-in executor: shell, http)
+    /// is registered under
     #[arg(long)]
     kind: String,
+    /// The queue it waits in
     #[arg(long, default_value = "default")]
     queue: String,
-    /// JSON payload.
-    #[arg(long)]
+    /// Its input, as JSON (at most 1 MiB), like '{"command": "echo hi"}' for shell
+    #[arg(long, value_name = "JSON")]
     payload: Option<String>,
     /// Run at this time (RFC 3339).
     #[arg(long, conflicts_with = "in_")]
@@ -165,20 +166,26 @@ pub(crate) struct TaskAdd {
     /// Run after this long (e.g. 5m).
     #[arg(long = "in", id = "in_")]
     in_: Option<String>,
-    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    /// Higher runs first (negative numbers run after the default 0)
+    #[arg(
+        long,
+        default_value_t = 0,
+        allow_hyphen_values = true,
+        value_name = "N"
+    )]
     priority: i32,
-    #[arg(long, default_value_t = sked_core::DEFAULT_MAX_ATTEMPTS)]
+    /// Attempts before the task is dead (retries back off exponentially)
+    #[arg(long, default_value_t = sked_core::DEFAULT_MAX_ATTEMPTS, value_name = "N")]
     max_attempts: i32,
     /// Execution deadline of one attempt (e.g. 30s).
-    #[arg(long)]
+    #[arg(long, value_name = "DUR")]
     timeout: Option<String>,
-    #[arg(long)]
+    /// While an unfinished task holds this key, adding another returns that task's id
+    #[arg(long, value_name = "KEY")]
     unique_key: Option<String>,
-    #[command(flatten)]
-    remote: Remote,
 }
 
-pub(crate) async fn task(cmd: TaskCmd) -> CliResult {
+pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
     match cmd {
         TaskCmd::Add(a) => {
             let now = jiff::Timestamp::now();
@@ -199,12 +206,12 @@ pub(crate) async fn task(cmd: TaskCmd) -> CliResult {
                 "priority": a.priority, "run_at": run_at, "max_attempts": a.max_attempts,
                 "timeout": a.timeout, "unique_key": a.unique_key,
             });
-            let http = Http::new(&a.remote);
+            let http = Http::new(remote);
             let v = http.post("/v1/tasks", Some(body)).await?;
             http.show(&v, |v| out!("{}", text(&v["id"])));
         }
-        TaskCmd::Get { id, remote } => {
-            let http = Http::new(&remote);
+        TaskCmd::Get { id } => {
+            let http = Http::new(remote);
             let v = http.get(&format!("/v1/tasks/{}", task_id(&id)?)).await?;
             http.show(&v, |v| {
                 output::fields(
@@ -260,11 +267,10 @@ pub(crate) async fn task(cmd: TaskCmd) -> CliResult {
             kind,
             schedule,
             limit,
-            remote,
         } => {
             let mut q = format!("/v1/tasks?limit={limit}");
             for (k, v) in [
-                ("state", state),
+                ("state", (!state.is_empty()).then(|| state.join(","))),
                 ("queue", queue),
                 ("kind", kind),
                 ("schedule", schedule),
@@ -273,7 +279,7 @@ pub(crate) async fn task(cmd: TaskCmd) -> CliResult {
                     q.push_str(&format!("&{k}={}", seg(&v).replace("%2C", ",")));
                 }
             }
-            let http = Http::new(&remote);
+            let http = Http::new(remote);
             let v = http.get(&q).await?;
             http.show(&v, |v| {
                 let rows = v["tasks"]
@@ -311,27 +317,18 @@ pub(crate) async fn task(cmd: TaskCmd) -> CliResult {
                 );
             });
         }
-        TaskCmd::Cancel { id, remote } => {
-            state_change(
-                &remote,
-                &format!("/v1/tasks/{}/cancel", task_id(&id)?),
-                None,
-            )
-            .await?
+        TaskCmd::Cancel { id } => {
+            state_change(remote, &format!("/v1/tasks/{}/cancel", task_id(&id)?), None).await?
         }
-        TaskCmd::Retry { id, remote } => {
-            state_change(&remote, &format!("/v1/tasks/{}/retry", task_id(&id)?), None).await?
+        TaskCmd::Retry { id } => {
+            state_change(remote, &format!("/v1/tasks/{}/retry", task_id(&id)?), None).await?
         }
-        TaskCmd::Import {
-            file,
-            batch,
-            remote,
-        } => import(&file, batch, &remote).await?,
-        TaskCmd::Reschedule { id, at, remote } => {
+        TaskCmd::Import { file, batch } => import(&file, batch, remote).await?,
+        TaskCmd::Reschedule { id, at } => {
             let run_at =
                 sked_core::parse_time(&at, jiff::Timestamp::now()).map_err(CliError::usage)?;
             let path = format!("/v1/tasks/{}/reschedule", task_id(&id)?);
-            state_change(&remote, &path, Some(json!({"run_at": run_at.to_string()}))).await?
+            state_change(remote, &path, Some(json!({"run_at": run_at.to_string()}))).await?
         }
     }
     Ok(())
@@ -439,78 +436,98 @@ pub(crate) enum ScheduleCmd {
     /// Create or replace a schedule.
     Add(Box<ScheduleAdd>),
     /// List schedules: next fire, last start and stop, running, last outcome.
-    Ls {
-        #[command(flatten)]
-        remote: Remote,
-    },
+    Ls,
     /// Show a schedule and its recent occurrences.
     Get {
+        /// The schedule's name
         name: String,
-        #[command(flatten)]
-        remote: Remote,
     },
+    /// Pause a schedule: nothing fires until it is resumed.
     Pause {
+        /// The schedule's name
         name: String,
-        #[command(flatten)]
-        remote: Remote,
     },
+    /// Resume a paused schedule from now (the paused time is not caught up).
     Resume {
+        /// The schedule's name
         name: String,
-        #[command(flatten)]
-        remote: Remote,
     },
     /// Enqueue a run now.
     Trigger {
+        /// The schedule's name
         name: String,
-        #[command(flatten)]
-        remote: Remote,
     },
     /// Remove a schedule (its tasks stay).
     Rm {
+        /// The schedule's name
         name: String,
-        #[command(flatten)]
-        remote: Remote,
     },
 }
 
+/// Task states, as `--state` accepts them.
+const STATES: [&str; 7] = [
+    "scheduled",
+    "available",
+    "running",
+    "retrying",
+    "succeeded",
+    "dead",
+    "cancelled",
+];
+
 #[derive(Args)]
 pub(crate) struct ScheduleAdd {
+    /// The schedule's name (a new name creates it, an existing one replaces it)
     name: String,
     /// Cron expression (5 or 6 fields, or a macro like @daily).
-    #[arg(long, group = "when")]
+    #[arg(long, group = "when", value_name = "EXPR")]
     cron: Option<String>,
     /// Interval (e.g. 90s).
-    #[arg(long, group = "when")]
+    #[arg(long, group = "when", value_name = "DUR")]
     every: Option<String>,
     /// IANA time zone.
     #[arg(long, default_value = "UTC")]
     tz: String,
+    /// The kind of task each occurrence enqueues
     #[arg(long, required_unless_present = "shell")]
     kind: Option<String>,
     /// Shorthand for --kind shell --payload '{"command": CMD}'.
-    #[arg(long, conflicts_with_all = ["kind", "payload"])]
+    #[arg(long, conflicts_with_all = ["kind", "payload"], value_name = "CMD")]
     shell: Option<String>,
-    #[arg(long)]
+    /// The tasks' input, as JSON
+    #[arg(long, value_name = "JSON")]
     payload: Option<String>,
+    /// The queue the tasks wait in
     #[arg(long, default_value = "default")]
     queue: String,
-    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    /// The tasks' priority: higher runs first
+    #[arg(
+        long,
+        default_value_t = 0,
+        allow_hyphen_values = true,
+        value_name = "N"
+    )]
     priority: i32,
-    #[arg(long, default_value_t = sked_core::DEFAULT_MAX_ATTEMPTS)]
+    /// Attempts per run before it is dead
+    #[arg(long, default_value_t = sked_core::DEFAULT_MAX_ATTEMPTS, value_name = "N")]
     max_attempts: i32,
-    #[arg(long)]
+    /// Execution deadline of one attempt (e.g. 30s)
+    #[arg(long, value_name = "DUR")]
     timeout: Option<String>,
-    #[arg(long, default_value = "skip")]
+    /// When an occurrence comes while a run is unfinished: skip it, allow both, buffer one
+    /// until the run ends, or replace (cancel) the run
+    #[arg(long, default_value = "skip", value_parser = ["skip", "allow", "buffer_one", "replace"])]
     overlap: String,
-    #[arg(long, default_value = "latest")]
+    /// Occurrences missed while nothing ran (downtime): run the latest one, all of them, or
+    /// none
+    #[arg(long, default_value = "latest", value_parser = ["latest", "all", "none"])]
     catchup: String,
-    #[arg(long, default_value = "1h")]
+    /// How far back missed occurrences are caught up
+    #[arg(long, default_value = "1h", value_name = "DUR")]
     catchup_window: String,
-    #[command(flatten)]
-    remote: Remote,
 }
 
-pub(crate) async fn schedule(cmd: ScheduleCmd) -> CliResult {
+pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
     match cmd {
         ScheduleCmd::Add(a) => {
             let spec = match (&a.cron, &a.every) {
@@ -539,7 +556,7 @@ pub(crate) async fn schedule(cmd: ScheduleCmd) -> CliResult {
             let parsed: sked_core::ScheduleDef = serde_json::from_value(def.clone())
                 .map_err(|e| CliError::usage(format!("invalid schedule: {e}")))?;
             parsed.validate().map_err(CliError::usage)?;
-            let http = Http::new(&a.remote);
+            let http = Http::new(remote);
             let v = http.post("/v1/schedules", Some(def)).await?;
             http.show(&v, |v| {
                 out!(
@@ -549,8 +566,8 @@ pub(crate) async fn schedule(cmd: ScheduleCmd) -> CliResult {
                 )
             });
         }
-        ScheduleCmd::Ls { remote } => {
-            let http = Http::new(&remote);
+        ScheduleCmd::Ls => {
+            let http = Http::new(remote);
             let v = http.get("/v1/schedules").await?;
             http.show(&v, |v| {
                 let rows = v["schedules"]
@@ -596,8 +613,8 @@ pub(crate) async fn schedule(cmd: ScheduleCmd) -> CliResult {
                 );
             });
         }
-        ScheduleCmd::Get { name, remote } => {
-            let http = Http::new(&remote);
+        ScheduleCmd::Get { name } => {
+            let http = Http::new(remote);
             let s = http.get(&format!("/v1/schedules/{}", seg(&name))).await?;
             let occ = http
                 .get(&format!(
@@ -651,17 +668,17 @@ pub(crate) async fn schedule(cmd: ScheduleCmd) -> CliResult {
                 rows,
             );
         }
-        ScheduleCmd::Pause { name, remote } => schedule_action(&remote, &name, "pause").await?,
-        ScheduleCmd::Resume { name, remote } => schedule_action(&remote, &name, "resume").await?,
-        ScheduleCmd::Trigger { name, remote } => {
-            let http = Http::new(&remote);
+        ScheduleCmd::Pause { name } => schedule_action(remote, &name, "pause").await?,
+        ScheduleCmd::Resume { name } => schedule_action(remote, &name, "resume").await?,
+        ScheduleCmd::Trigger { name } => {
+            let http = Http::new(remote);
             let v = http
                 .post(&format!("/v1/schedules/{}/trigger", seg(&name)), None)
                 .await?;
             http.show(&v, |v| out!("{}", text(&v["id"])));
         }
-        ScheduleCmd::Rm { name, remote } => {
-            let http = Http::new(&remote);
+        ScheduleCmd::Rm { name } => {
+            let http = Http::new(remote);
             http.call(
                 Method::DELETE,
                 &format!("/v1/schedules/{}", seg(&name)),
@@ -698,33 +715,31 @@ async fn schedule_action(remote: &Remote, name: &str, action: &str) -> CliResult
 #[derive(Subcommand)]
 pub(crate) enum QueueCmd {
     /// Queues with task counts per state.
-    Ls {
-        #[command(flatten)]
-        remote: Remote,
-    },
+    Ls,
+    /// Pause a queue: its tasks wait, running ones finish.
     Pause {
+        /// The queue's name
         queue: String,
-        #[command(flatten)]
-        remote: Remote,
     },
+    /// Resume a paused queue.
     Resume {
+        /// The queue's name
         queue: String,
-        #[command(flatten)]
-        remote: Remote,
     },
     /// Limit how many tasks of the queue run at once (`none` removes the limit).
     Limit {
+        /// The queue's name
         queue: String,
+        /// Most tasks running at once across every worker, or none
+        #[arg(value_name = "N|none")]
         limit: String,
-        #[command(flatten)]
-        remote: Remote,
     },
 }
 
-pub(crate) async fn queue(cmd: QueueCmd) -> CliResult {
-    let (remote, v) = match cmd {
-        QueueCmd::Ls { remote } => {
-            let http = Http::new(&remote);
+pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
+    let v = match cmd {
+        QueueCmd::Ls => {
+            let http = Http::new(remote);
             let v = http.get("/v1/queues").await?;
             http.show(&v, |v| {
                 let rows = v["queues"]
@@ -770,23 +785,17 @@ pub(crate) async fn queue(cmd: QueueCmd) -> CliResult {
             });
             return Ok(());
         }
-        QueueCmd::Pause { queue, remote } => {
-            let v = Http::new(&remote)
+        QueueCmd::Pause { queue } => {
+            Http::new(remote)
                 .post(&format!("/v1/queues/{}/pause", seg(&queue)), None)
-                .await?;
-            (remote, v)
+                .await?
         }
-        QueueCmd::Resume { queue, remote } => {
-            let v = Http::new(&remote)
+        QueueCmd::Resume { queue } => {
+            Http::new(remote)
                 .post(&format!("/v1/queues/{}/resume", seg(&queue)), None)
-                .await?;
-            (remote, v)
+                .await?
         }
-        QueueCmd::Limit {
-            queue,
-            limit,
-            remote,
-        } => {
+        QueueCmd::Limit { queue, limit } => {
             let limit: Value = if limit == "none" {
                 Value::Null
             } else {
@@ -795,13 +804,12 @@ pub(crate) async fn queue(cmd: QueueCmd) -> CliResult {
                 )))?)
             };
             let path = format!("/v1/queues/{}/limit", seg(&queue));
-            let v = Http::new(&remote)
+            Http::new(remote)
                 .call(Method::PUT, &path, Some(json!({"limit": limit})))
-                .await?;
-            (remote, v)
+                .await?
         }
     };
-    Http::new(&remote).show(&v, |v| {
+    Http::new(remote).show(&v, |v| {
         let paused = if v["paused"] == true {
             "paused"
         } else {

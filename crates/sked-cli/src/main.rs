@@ -9,7 +9,7 @@ mod top;
 
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// A failure and the exit code it maps to.
 #[derive(Debug)]
@@ -39,33 +39,61 @@ pub(crate) type CliResult<T = ()> = Result<T, CliError>;
     about = "A durable, distributed task scheduler"
 )]
 struct Cli {
+    #[command(flatten)]
+    global: Global,
     #[command(subcommand)]
     command: Command,
 }
 
+/// The server URL used when neither `--server` nor `SKED_URL` names one.
+pub(crate) const DEFAULT_SERVER: &str = "http://127.0.0.1:7070";
+
+/// Options every command accepts, before or after the subcommand.
 #[derive(Args, Clone)]
-pub(crate) struct Remote {
-    /// URL of the sked server.
-    #[arg(
-        long = "server",
-        env = "SKED_URL",
-        default_value = "http://127.0.0.1:7070",
-        global = true
-    )]
-    pub(crate) url: String,
-    /// API token (needed when the server listens beyond loopback).
+pub(crate) struct Global {
+    /// URL of the sked server that `task`, `schedule`, `queue`, `top` and `worker` talk to
+    /// [default: http://127.0.0.1:7070]
+    #[arg(long = "server", env = "SKED_URL", global = true, value_name = "URL")]
+    pub(crate) server: Option<String>,
+    /// API token: sent by the client commands and remote workers; required of every client
+    /// by `sked server` when set
     #[arg(long, env = "SKED_TOKEN", global = true, hide_env_values = true)]
     pub(crate) token: Option<String>,
-    /// Print JSON instead of tables.
+    /// Print JSON (the API's values, as the server sent them) instead of tables
     #[arg(long, global = true)]
     pub(crate) json: bool,
+    /// Where `--server` came from: the command line, or only the environment.
+    #[arg(skip)]
+    pub(crate) server_on_command_line: bool,
+}
+
+/// How a client command reaches the server.
+#[derive(Clone)]
+pub(crate) struct Remote {
+    pub(crate) url: String,
+    pub(crate) token: Option<String>,
+    pub(crate) json: bool,
+}
+
+impl Global {
+    pub(crate) fn remote(&self) -> Remote {
+        Remote {
+            url: self
+                .server
+                .clone()
+                .unwrap_or_else(|| DEFAULT_SERVER.to_string()),
+            token: self.token.clone(),
+            json: self.json,
+        }
+    }
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Run the scheduler: HTTP API, schedules, maintenance, and (with --exec) built-in executors.
     Server(run::ServerArgs),
-    /// Run a worker pool on the database directly.
+    /// Run a worker: on the database (--db; it also takes part in maintenance), or through a
+    /// server (--server or SKED_URL).
     Worker(run::WorkerArgs),
     /// Enqueue, inspect and manage tasks.
     #[command(subcommand)]
@@ -89,6 +117,7 @@ enum Command {
 enum CronCmd {
     /// Print the next fire times of an expression, one per line, in RFC 3339.
     Next {
+        /// The cron expression (5 or 6 fields, or a macro like @daily), quoted
         expr: String,
         /// IANA time zone.
         #[arg(long, default_value = "UTC")]
@@ -103,13 +132,18 @@ enum CronCmd {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|m| Ok((Cli::from_arg_matches(&m)?, m)));
+    let (mut cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    cli.global.server_on_command_line = given_on_command_line(&matches, "server");
+    let global = cli.global;
     let result = match cli.command {
         Command::Cron(CronCmd::Next { expr, tz, after, n }) => {
             cron_next(&expr, &tz, after.as_deref(), n)
@@ -124,13 +158,13 @@ fn main() -> ExitCode {
             };
             rt.block_on(async move {
                 match command {
-                    Command::Server(a) => run::server(a).await,
-                    Command::Worker(a) => run::worker(a).await,
-                    Command::Task(c) => client::task(c).await,
-                    Command::Schedule(c) => client::schedule(c).await,
-                    Command::Queue(c) => client::queue(c).await,
+                    Command::Server(a) => run::server(a, &global).await,
+                    Command::Worker(a) => run::worker(a, &global).await,
+                    Command::Task(c) => client::task(c, &global.remote()).await,
+                    Command::Schedule(c) => client::schedule(c, &global.remote()).await,
+                    Command::Queue(c) => client::queue(c, &global.remote()).await,
                     Command::Bench(a) => bench::run(a).await,
-                    Command::Top(a) => top::top(a).await,
+                    Command::Top(a) => top::top(a, &global.remote()).await,
                     Command::Cron(_) => unreachable!("handled above"),
                 }
             })
@@ -170,4 +204,51 @@ fn cron_next(expr: &str, tz: &str, after: Option<&str>, n: u32) -> CliResult {
         t = next;
     }
     Ok(())
+}
+
+/// Whether an option was given on the command line (at any level: global options may follow
+/// the subcommand), not only through its environment variable.
+fn given_on_command_line(m: &ArgMatches, id: &str) -> bool {
+    if m.value_source(id) == Some(clap::parser::ValueSource::CommandLine) {
+        return true;
+    }
+    m.subcommand()
+        .is_some_and(|(_, sub)| given_on_command_line(sub, id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every option and argument of every subcommand says what it is for.
+    #[test]
+    fn every_option_has_help() {
+        fn check(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                if arg.is_hide_set() || ["help", "version"].contains(&arg.get_id().as_str()) {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if sub.get_name() == "help" {
+                    continue;
+                }
+                if sub.get_about().is_none() {
+                    missing.push(format!("{path} {} (the command)", sub.get_name()));
+                }
+                check(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        check(&Cli::command(), "sked", &mut missing);
+        assert!(missing.is_empty(), "without help text: {missing:#?}");
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
 }

@@ -1,35 +1,42 @@
-//! `sked server` and `sked worker`: long-running processes.
+//! `sked server` and `sked worker`: long-running processes, each one [`sked::Node`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use sked::worker::Worker;
-use sked::{Engine, EngineConfig, MaintenanceConfig};
-use tokio::sync::watch;
+use jiff::SignedDuration;
+use sked::executors::Executor;
+use sked::{EngineConfig, MaintenanceConfig, Node, NodeBuilder};
 
-use crate::{CliError, CliResult};
+use crate::{CliError, CliResult, Global};
+
+/// The database a node works on when `--db` is not given.
+const DEFAULT_DB: &str = "sqlite://sked.db";
 
 #[derive(Args)]
 pub(crate) struct Common {
     /// Database: sqlite://PATH (created if missing), or postgres://USER@HOST:PORT/DB shared
-    /// by every node.
-    #[arg(long, env = "SKED_DB", default_value = "sqlite://sked.db")]
-    db: String,
-    /// Built-in executors to run in this process (comma-separated: shell, http).
+    /// by every node [default: sqlite://sked.db]
+    #[arg(long, env = "SKED_DB")]
+    db: Option<String>,
+    /// Built-in executors to run in this process (comma-separated: shell, http)
     #[arg(long, value_name = "LIST")]
     exec: Option<String>,
-    /// Tasks run at once by this process's executors.
-    #[arg(long, default_value_t = 10)]
+    /// Tasks run at once by this process's executors
+    #[arg(long, default_value_t = 10, value_name = "N")]
     concurrency: usize,
-    /// Queues this process's executors work (comma-separated; all when absent).
-    #[arg(long, value_delimiter = ',')]
+    /// Queues this process's executors work (comma-separated; all when absent)
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
     queues: Vec<String>,
-    /// Lease of a claimed task without a heartbeat; the leader lease is this too, at most 15s.
-    #[arg(long, default_value = "30s")]
+    /// Lease of a claimed task without a heartbeat; the leader lease is this too, at most 15s
+    #[arg(long, default_value = "30s", value_name = "DUR")]
     lease_ttl: String,
-    /// Log as JSON lines instead of text (env SKED_LOG_JSON=1).
+    /// How long finished tasks are kept; give every node of a cluster the same value (the
+    /// leader prunes) [default: 7d]
+    #[arg(long, value_name = "DUR")]
+    retention: Option<String>,
+    /// Log as JSON lines instead of text
     #[arg(long, env = "SKED_LOG_JSON", value_parser = clap::builder::BoolishValueParser::new())]
     log_json: bool,
     /// Pretend this node's clock is off by this much (tests of clock skew), like -1m or 45s.
@@ -41,44 +48,32 @@ pub(crate) struct Common {
 pub(crate) struct ServerArgs {
     #[command(flatten)]
     common: Common,
-    /// Address to listen on. Anything but loopback requires --token.
-    #[arg(long, default_value = "127.0.0.1:7070")]
+    /// Address to listen on; anything but loopback requires --token
+    #[arg(long, default_value = "127.0.0.1:7070", value_name = "HOST:PORT")]
     listen: String,
-    /// API token required in `Authorization: Bearer` (env SKED_TOKEN).
-    #[arg(long, env = "SKED_TOKEN", hide_env_values = true)]
-    token: Option<String>,
-    /// How long finished tasks are kept.
-    #[arg(long, default_value = "7d")]
-    retention: String,
 }
 
 #[derive(Args)]
 pub(crate) struct WorkerArgs {
     #[command(flatten)]
     common: Common,
-    /// Work for a sked server over HTTP (remote mode) instead of opening --db.
-    #[arg(long, env = "SKED_SERVER", value_name = "URL")]
-    server: Option<String>,
-    /// API token for --server (env SKED_TOKEN).
-    #[arg(long, env = "SKED_TOKEN", hide_env_values = true)]
-    token: Option<String>,
     /// Run at most this long (for workers started every minute by another scheduler): stop
-    /// claiming when the next task would likely not finish in time, finish, exit 0.
+    /// claiming when the next task would likely not finish in time, finish, exit 0
     #[arg(long, value_name = "DUR")]
     max_runtime: Option<String>,
     /// How long running tasks may take to finish after SIGTERM before they are stopped and
-    /// given back.
+    /// given back
     #[arg(long, default_value = "30s", value_name = "DUR")]
     shutdown_grace: String,
-    /// Claimed tasks that may wait for a free slot (default: --concurrency).
+    /// Claimed tasks that may wait for a free slot [default: --concurrency]
     #[arg(long, value_name = "N")]
     prefetch: Option<usize>,
     /// Schedules this worker declares, kept in sync at start: a JSON array of schedule
-    /// definitions (the API's shape).
+    /// definitions (the API's shape)
     #[arg(long, value_name = "FILE")]
     schedules: Option<std::path::PathBuf>,
     /// The group the declared schedules belong to; schedules the group no longer declares
-    /// are removed.
+    /// are removed
     #[arg(long, default_value = "sked-worker", value_name = "NAME")]
     schedule_group: String,
 }
@@ -98,18 +93,22 @@ fn init_logs(json: bool) {
     }
 }
 
-fn duration(flag: &str, v: &str) -> CliResult<jiff::SignedDuration> {
+fn duration(flag: &str, v: &str) -> CliResult<SignedDuration> {
     let d = sked_core::parse_duration(v)
         .map_err(|e| CliError::usage(format!("invalid {flag}: {e}")))?;
-    if d < jiff::SignedDuration::from_secs(1) {
+    if d < SignedDuration::from_secs(1) {
         return Err(CliError::usage(format!("{flag} must be at least 1s")));
     }
     Ok(d)
 }
 
+fn std_duration(d: SignedDuration) -> Duration {
+    Duration::try_from(d).unwrap_or_default()
+}
+
 /// A clock that is off by a fixed amount: a stand-in for a badly set machine clock.
 #[derive(Debug)]
-struct SkewedClock(jiff::SignedDuration);
+struct SkewedClock(SignedDuration);
 
 impl sked_core::Clock for SkewedClock {
     fn now(&self) -> jiff::Timestamp {
@@ -118,36 +117,29 @@ impl sked_core::Clock for SkewedClock {
     }
 }
 
-type Executors = Vec<Arc<dyn sked::executors::Executor>>;
+/// What the common flags say, checked before any connection is made (so bad flags fail fast
+/// with exit code 2).
+struct Settings {
+    lease_ttl: SignedDuration,
+    retention: Option<SignedDuration>,
+    executors: Vec<Arc<dyn Executor>>,
+    clock: Option<Arc<dyn sked_core::Clock>>,
+}
 
-/// Checks the common flags and builds the engine's settings and the executors, before any
-/// connection is made (so bad flags fail fast with exit code 2).
-fn settings(
-    c: &Common,
-    retention: Option<&str>,
-) -> CliResult<(EngineConfig, MaintenanceConfig, Executors)> {
+fn settings(c: &Common) -> CliResult<Settings> {
     let lease_ttl = duration("--lease-ttl", &c.lease_ttl)?;
     let executors =
         sked::executors::builtin(c.exec.as_deref().unwrap_or("")).map_err(CliError::usage)?;
     if c.concurrency == 0 {
         return Err(CliError::usage("--concurrency must be at least 1"));
     }
-    let config = EngineConfig::with_lease_ttl(lease_ttl);
-    let mut maintenance = MaintenanceConfig::for_lease_ttl(lease_ttl);
-    if let Some(r) = retention {
-        maintenance = maintenance.retention(duration("--retention", r)?);
-    }
-    Ok((config, maintenance, executors))
-}
-
-/// Opens the store and builds the engine and the executors from the common flags.
-async fn setup(
-    c: &Common,
-    retention: Option<&str>,
-) -> CliResult<(Engine, MaintenanceConfig, Executors)> {
-    let (config, maintenance, executors) = settings(c, retention)?;
-    let local: Arc<dyn sked_core::Clock> = match &c.clock_skew {
-        None => Arc::new(sked_core::SystemClock),
+    let retention = c
+        .retention
+        .as_deref()
+        .map(|r| duration("--retention", r))
+        .transpose()?;
+    let clock: Option<Arc<dyn sked_core::Clock>> = match &c.clock_skew {
+        None => None,
         Some(skew) => {
             let (sign, magnitude) = match skew.strip_prefix('-') {
                 Some(rest) => (-1, rest),
@@ -155,47 +147,41 @@ async fn setup(
             };
             let skew = sked_core::parse_duration(magnitude)
                 .map_err(|e| CliError::usage(format!("invalid --clock-skew: {e}")))?;
-            Arc::new(SkewedClock(skew * sign))
+            Some(Arc::new(SkewedClock(skew * sign)))
         }
     };
-    let store = sked::open_store(&c.db).await.map_err(|e| match e.kind() {
-        sked::store::ErrorKind::Invalid => CliError::usage(e),
-        _ => CliError::runtime(e),
-    })?;
-    let clock = sked::node_clock(&store, local)
-        .await
-        .map_err(CliError::runtime)?;
-    Ok((
-        Engine::with_clock(store, clock, config),
-        maintenance,
+    Ok(Settings {
+        lease_ttl,
+        retention,
         executors,
-    ))
+        clock,
+    })
 }
 
-fn spawn_worker(
-    engine: &Engine,
-    c: &Common,
-    executors: Vec<Arc<dyn sked::executors::Executor>>,
-    mut shutdown: watch::Receiver<bool>,
-) -> Option<tokio::task::JoinHandle<()>> {
-    if executors.is_empty() {
-        return None;
+/// A node on `--db` that takes part in maintenance, with the common flags applied.
+fn node(c: &Common, s: &Settings) -> (NodeBuilder, String) {
+    let mut maintenance = MaintenanceConfig::for_lease_ttl(s.lease_ttl);
+    if let Some(r) = s.retention {
+        maintenance = maintenance.retention(r);
     }
-    let mut worker = Worker::new(engine.clone())
-        .id(format!("{}-exec", engine.config().node_id))
-        .concurrency(c.concurrency)
-        .queues(c.queues.clone());
-    for e in executors {
-        worker = worker.executor(e);
+    let config = EngineConfig::with_lease_ttl(s.lease_ttl);
+    let id = config.node_id.clone();
+    let mut node = Node::builder()
+        .db(c.db.clone().unwrap_or_else(|| DEFAULT_DB.to_string()))
+        .config(config)
+        .maintenance(maintenance);
+    if let Some(clock) = &s.clock {
+        node = node.clock(clock.clone());
     }
-    Some(tokio::spawn(async move {
-        let stop = async move {
-            let _ = shutdown.wait_for(|s| *s).await;
-        };
-        if let Err(e) = worker.run(stop).await {
-            tracing::error!(error = %e, "the worker stopped");
-        }
-    }))
+    (node, id)
+}
+
+/// Starting failed: bad input (a malformed URL, say) is exit 2, the rest exit 1.
+fn start_error(e: sked::Error) -> CliError {
+    match e.kind() {
+        sked::store::ErrorKind::Invalid => CliError::usage(e),
+        _ => CliError::runtime(e),
+    }
 }
 
 /// Resolves when SIGINT or SIGTERM arrives.
@@ -217,50 +203,63 @@ async fn signalled() {
     let _ = ctrl_c.await;
 }
 
-pub(crate) async fn server(a: ServerArgs) -> CliResult {
+/// Refuses options that do not apply to a long-running process.
+fn refuse_client_options(command: &str, g: &Global) -> CliResult {
+    if g.server_on_command_line {
+        return Err(CliError::usage(format!(
+            "--server does not apply to `sked {command}`: it works on the database given by --db"
+        )));
+    }
+    if g.json {
+        return Err(CliError::usage(format!(
+            "--json does not apply to `sked {command}`: it prints logs (use --log-json)"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) async fn server(a: ServerArgs, g: &Global) -> CliResult {
+    refuse_client_options("server", g)?;
     let addr: SocketAddr = a.listen.parse().map_err(|_| {
         CliError::usage(format!(
             "invalid --listen address {:?}: expected HOST:PORT like 127.0.0.1:7070",
             a.listen
         ))
     })?;
-    let token = a.token.filter(|t| !t.is_empty());
+    let token = g.token.clone().filter(|t| !t.is_empty());
     if !addr.ip().is_loopback() && token.is_none() {
         return Err(CliError::usage(format!(
             "listening on {addr} (beyond loopback) requires an API token: pass --token or set SKED_TOKEN"
         )));
     }
+    let s = settings(&a.common)?;
     init_logs(a.common.log_json);
-    let (engine, maintenance, executors) = setup(&a.common, Some(&a.retention)).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| CliError::runtime(format!("cannot listen on {addr}: {e}")))?;
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let maintenance = tokio::spawn(sked::maintenance::run(
-        engine.clone(),
-        maintenance,
-        stop_rx.clone(),
-    ));
-    let worker = spawn_worker(&engine, &a.common, executors, stop_rx.clone());
-    let app = sked_server::router(sked_server::AppState {
-        engine: engine.clone(),
-        token: token.map(Arc::from),
-    });
-    tracing::info!(%addr, db = %a.common.db, node = %engine.config().node_id, "sked server listening");
-    let mut http_stop = stop_rx.clone();
-    let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-        let _ = http_stop.wait_for(|s| *s).await;
-    });
-    let server = tokio::spawn(async move { serve.await });
-    signalled().await;
-    tracing::info!("shutting down");
-    let _ = stop_tx.send(true);
-    if let Some(w) = worker {
-        let _ = w.await;
+    let (node, node_id) = node(&a.common, &s);
+    let mut node = node.service(sked_server::HttpService::new(listener, token));
+    if !s.executors.is_empty() {
+        let (executors, concurrency, queues) =
+            (s.executors, a.common.concurrency, a.common.queues.clone());
+        node = node.worker(move |w| {
+            let id = format!("{node_id}-exec");
+            executors
+                .into_iter()
+                .fold(w.id(id).concurrency(concurrency).queues(queues), |w, e| {
+                    w.executor(e)
+                })
+        });
     }
-    let _ = maintenance.await;
-    // Long-polling claims may hold connections open; do not wait for them forever.
-    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    let node = node.start().await.map_err(start_error)?;
+    let engine = node.engine();
+    tracing::info!(%addr, db = %sked::redacted_url(a.common.db.as_deref().unwrap_or(DEFAULT_DB)), node = %engine.config().node_id, "sked server listening");
+    node.run_until(async {
+        signalled().await;
+        tracing::info!("shutting down");
+    })
+    .await
+    .map_err(CliError::runtime)?;
     Ok(())
 }
 
@@ -287,12 +286,39 @@ fn declared_schedules(path: &std::path::Path) -> CliResult<Vec<sked_core::Schedu
     Ok(defs)
 }
 
-pub(crate) async fn worker(a: WorkerArgs) -> CliResult {
-    let (config, _, executors) = settings(&a.common, None)?;
-    if executors.is_empty() {
+/// `sked worker`: on the database (`--db`, a node that also takes part in maintenance), or
+/// through a server (`--server` or `SKED_URL`).
+pub(crate) async fn worker(a: WorkerArgs, g: &Global) -> CliResult {
+    if g.json {
+        return Err(CliError::usage(
+            "--json does not apply to `sked worker`: it prints logs (use --log-json)",
+        ));
+    }
+    let s = settings(&a.common)?;
+    if s.executors.is_empty() {
         return Err(CliError::usage(
             "a worker needs something to run: pass --exec shell,http",
         ));
+    }
+    let remote = g.server.clone();
+    if let Some(url) = &remote {
+        let from = if g.server_on_command_line {
+            "--server"
+        } else {
+            "SKED_URL"
+        };
+        if a.common.db.is_some() {
+            return Err(CliError::usage(format!(
+                "--db and {from} ({url}) both given: a worker works either on the database \
+                 (--db) or through a server ({from}), not both"
+            )));
+        }
+        if a.common.retention.is_some() {
+            return Err(CliError::usage(format!(
+                "--retention does not apply to a worker that works through a server ({from}): \
+                 the server prunes"
+            )));
+        }
     }
     let max_runtime = a
         .max_runtime
@@ -304,45 +330,53 @@ pub(crate) async fn worker(a: WorkerArgs) -> CliResult {
     let declared = a.schedules.as_deref().map(declared_schedules).transpose()?;
     sked_core::validate_name("--schedule-group", &a.schedule_group)
         .map_err(|e| CliError::usage(e.message().to_string()))?;
-    let client = match &a.server {
-        Some(url) => sked::Client::remote_with(sked::client::RemoteOptions {
-            token: a.token.clone(),
-            ..sked::client::RemoteOptions::new(url)
-        })
-        .map_err(CliError::usage)?,
-        None => sked::Client::embedded(setup(&a.common, None).await?.0),
-    };
-    init_logs(a.common.log_json);
-    let mut worker = Worker::new(client)
-        .concurrency(a.common.concurrency)
-        .queues(a.common.queues.clone())
-        .lease_ttl(
-            std::time::Duration::try_from(config.lease_ttl).unwrap_or(Duration::from_secs(30)),
-        )
-        .shutdown_grace(std::time::Duration::try_from(grace).unwrap_or_default());
-    if let Some(p) = a.prefetch {
-        worker = worker.prefetch(p);
-    }
-    for e in executors {
-        worker = worker.executor(e);
-    }
-    if let Some(defs) = declared {
-        worker = worker.schedules(a.schedule_group.clone(), defs);
-    }
-    let run = match max_runtime {
-        Some(m) => {
-            worker
-                .run_for(
-                    std::time::Duration::try_from(m).unwrap_or_default(),
-                    signalled(),
-                )
-                .await
+    let (concurrency, queues, prefetch) =
+        (a.common.concurrency, a.common.queues.clone(), a.prefetch);
+    let lease_ttl = s.lease_ttl;
+    let group = a.schedule_group.clone();
+    let executors = s.executors.clone();
+    let setup = move |w: sked::worker::Worker| {
+        let mut w = w
+            .concurrency(concurrency)
+            .queues(queues)
+            .lease_ttl(std_duration(lease_ttl))
+            .shutdown_grace(std_duration(grace));
+        if let Some(p) = prefetch {
+            w = w.prefetch(p);
         }
-        None => worker.run(signalled()).await,
+        for e in executors {
+            w = w.executor(e);
+        }
+        if let Some(defs) = declared {
+            w = w.schedules(group, defs);
+        }
+        w
     };
-    run.map_err(|e| match e.kind() {
-        sked::store::ErrorKind::Invalid => CliError::usage(e),
-        _ => CliError::runtime(e),
-    })?;
+    let report = match remote {
+        Some(url) => {
+            let client = sked::Client::remote_with(sked::client::RemoteOptions {
+                token: g.token.clone(),
+                ..sked::client::RemoteOptions::new(&url)
+            })
+            .map_err(CliError::usage)?;
+            init_logs(a.common.log_json);
+            let worker = setup(sked::worker::Worker::new(client));
+            match max_runtime {
+                Some(m) => worker.run_for(std_duration(m), signalled()).await,
+                None => worker.run(signalled()).await,
+            }
+            .map(Some)
+        }
+        None => {
+            let mut node = node(&a.common, &s).0.worker(setup);
+            if let Some(m) = max_runtime {
+                node = node.worker_runtime(std_duration(m));
+            }
+            let node = node.start().await.map_err(start_error)?;
+            init_logs(a.common.log_json);
+            node.run_until(signalled()).await
+        }
+    };
+    report.map_err(start_error)?;
     Ok(())
 }

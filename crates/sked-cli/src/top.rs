@@ -19,11 +19,9 @@ pub(crate) struct TopArgs {
     /// Print one frame and exit (also what happens when stdout is not a terminal).
     #[arg(long)]
     once: bool,
-    #[command(flatten)]
-    remote: Remote,
 }
 
-pub(crate) async fn top(a: TopArgs) -> CliResult {
+pub(crate) async fn top(a: TopArgs, remote: &Remote) -> CliResult {
     let interval = sked_core::parse_duration(&a.interval)
         .ok()
         .and_then(|d| Duration::try_from(d).ok())
@@ -34,7 +32,7 @@ pub(crate) async fn top(a: TopArgs) -> CliResult {
                 a.interval
             ))
         })?;
-    let http = Http::new(&a.remote);
+    let http = Http::new(remote);
     let live = !a.once && std::io::stdout().is_terminal();
     loop {
         let frame = frame(&http).await?;

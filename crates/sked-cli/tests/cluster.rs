@@ -254,3 +254,150 @@ fn tasks_enqueued_while_servers_are_killed_all_succeed() {
     let missing: Vec<&String> = ids.difference(&ran).collect();
     assert!(missing.is_empty(), "never ran: {missing:?}");
 }
+
+/// `sked worker --db` processes, killed with `kill -9` when dropped.
+struct Fleet(Vec<std::process::Child>);
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A fleet of workers alone, no `sked server`: they elect a leader among themselves, so the
+/// every-second schedule they declare fires each second once, and a task whose worker was
+/// killed is rescued and runs again on another.
+#[test]
+fn a_fleet_of_workers_alone_fires_schedules_and_rescues() {
+    let Some(url) = database_url() else { return };
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let schema = TestSchema::new(&url);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("ticks.txt");
+    let schedules = dir.path().join("schedules.json");
+    let tick = format!(
+        "echo \"$SKED_NOMINAL_AT $SKED_TASK_ID $SKED_ATTEMPT $(date +%s%N)\" >> {}",
+        log.display()
+    );
+    let declared = serde_json::json!([{
+        "name": "tick",
+        "spec": "* * * * * *",
+        "overlap": "allow",
+        "task": {"kind": "shell", "payload": {"command": tick}},
+    }]);
+    std::fs::write(&schedules, declared.to_string()).unwrap();
+    let db = schema.url();
+    let spawn = |i: usize| {
+        let log = std::fs::File::create(dir.path().join(format!("worker{i}.log"))).unwrap();
+        std::process::Command::new(SKED)
+            .args([
+                "worker",
+                "--db",
+                &db,
+                "--exec",
+                "shell",
+                "--lease-ttl",
+                "2s",
+            ])
+            .arg("--schedules")
+            .arg(&schedules)
+            .args(["--schedule-group", "fleet"])
+            .env_remove("SKED_URL")
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    };
+    let mut fleet = Fleet((0..3).map(spawn).collect());
+    wait_for("five ticks", Duration::from_secs(20), || {
+        ticks(&log).len() >= 5
+    });
+
+    // A task that, on its first attempt, tells which worker runs it and then hangs.
+    let pid_file = dir.path().join("pid");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let engine = rt.block_on(async {
+        let store = sked::open_store(&db).await.unwrap();
+        sked::Engine::new(store, sked::EngineConfig::default())
+    });
+    let command = format!(
+        "if [ \"$SKED_ATTEMPT\" = 1 ]; then echo $PPID > {0}.tmp; mv {0}.tmp {0}; sleep 60; fi; echo done",
+        pid_file.display()
+    );
+    let task = sked::NewTask::new("shell").payload(serde_json::json!({ "command": command }));
+    let id = rt.block_on(engine.enqueue(task)).unwrap().id;
+    wait_for("the task to start", Duration::from_secs(10), || {
+        pid_file.exists()
+    });
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let victim = fleet
+        .0
+        .iter()
+        .position(|c| c.id() == pid)
+        .unwrap_or_else(|| panic!("pid {pid} is none of the workers"));
+    let killed_at = now_ns();
+    fleet.0[victim].kill().unwrap();
+    fleet.0[victim].wait().unwrap();
+    let mut done = None;
+    wait_for(
+        "the task to be rescued and run again",
+        Duration::from_secs(15),
+        || {
+            done = rt
+                .block_on(engine.task(id))
+                .ok()
+                .filter(|t| t.state == sked::TaskState::Succeeded);
+            done.is_some()
+        },
+    );
+    let done = done.unwrap();
+    assert_eq!(done.attempt, 2, "{done:?}");
+    assert_eq!(
+        done.attempts
+            .iter()
+            .map(|a| a.outcome.as_str())
+            .collect::<Vec<_>>(),
+        ["rescued", "succeeded"]
+    );
+    // Firing goes on after the kill (the victim may have been the leader).
+    wait_for("firing to go on", Duration::from_secs(10), || {
+        ticks(&log)
+            .iter()
+            .any(|t| t.nominal_ns >= killed_at + 1_000_000_000)
+    });
+    drop(fleet);
+
+    let runs = ticks(&log);
+    let mut per_second: BTreeMap<i128, usize> = BTreeMap::new();
+    for t in &runs {
+        *per_second.entry(t.nominal_ns).or_default() += 1;
+    }
+    assert!(
+        per_second.values().all(|&n| n == 1),
+        "an occurrence ran more than once: {per_second:?}"
+    );
+    // Every second from the first tick to the kill fired (no node was down then).
+    let first = *per_second.keys().next().unwrap();
+    let seconds_before_kill: Vec<i128> = per_second
+        .keys()
+        .copied()
+        .filter(|&n| n < killed_at - 1_000_000_000)
+        .collect();
+    let expected = (killed_at - 1_000_000_000 - first) / 1_000_000_000;
+    assert!(
+        seconds_before_kill.len() as i128 >= expected,
+        "{} of {expected} seconds fired before the kill",
+        seconds_before_kill.len()
+    );
+    eprintln!(
+        "{} occurrences ran, each once; the killed worker's task ran again as attempt 2",
+        per_second.len()
+    );
+}

@@ -9,6 +9,7 @@ mod guard;
 mod observe;
 mod queues;
 mod schedules;
+mod service;
 mod tasks;
 mod worker;
 
@@ -23,6 +24,7 @@ use axum::{Json, Router};
 use serde_json::json;
 
 pub use error::ApiError;
+pub use service::HttpService;
 
 /// The largest request body accepted (a task payload may be up to 1 MiB, JSON-escaped).
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;

@@ -3,15 +3,15 @@
 //!
 //! ```text
 //! cargo run -p sked --example worker                                  # embedded: ./example.db
-//! SKED_SERVER=http://127.0.0.1:7070 cargo run -p sked --example worker # remote: a sked server
+//! SKED_URL=http://127.0.0.1:7070 cargo run -p sked --example worker    # remote: a sked server
 //! ```
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use sked::worker::{HandlerResult, TaskContext, TaskError, Worker};
-use sked::{Client, Engine, EngineConfig};
-use sked_core::{NewTask, ScheduleDef};
+use sked::{Client, NewTask, Node, ScheduleDef, TaskTemplate};
 
 #[derive(Deserialize)]
 struct Email {
@@ -56,47 +56,44 @@ async fn nightly_report(_ctx: TaskContext, r: Report) -> HandlerResult {
 
 #[tokio::main]
 async fn main() -> sked::Result<()> {
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let client = match std::env::var("SKED_SERVER") {
-        Ok(url) => Client::remote(&url)?,
+    // Declared in code, kept in sync at every start (see docs/worker-protocol.md for the rules).
+    let nightly = ScheduleDef::new(
+        "nightly-report",
+        "0 3 * * *",
+        TaskTemplate::new("report").payload(json!({"format": "pdf"})),
+    )
+    .tz("Europe/Paris");
+    let worker = move |w: Worker| {
+        w.queue("default", 10)
+            .handle("email", send_email)
+            .handle("report", nightly_report)
+            .schedules("example-service", vec![nightly])
+            .shutdown_grace(Duration::from_secs(10))
+    };
+    let email =
+        NewTask::new("email").payload(json!({"to": "ada@example.com", "subject": "Welcome"}));
+    let stop = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let report = match std::env::var("SKED_URL") {
+        // Remote: a sked server does the rest.
+        Ok(url) => {
+            let client = Client::remote(&url)?;
+            println!("enqueued task {}", client.enqueue(email).await?.id);
+            worker(Worker::new(client)).run(stop).await?
+        }
+        // Embedded: this process is a whole node. It also takes part in maintenance (turning
+        // schedules into tasks, rescuing expired leases, pruning).
         Err(_) => {
-            let store = sked::open_store("sqlite://example.db").await?;
-            let engine = Engine::new(store, EngineConfig::default());
-            // Embedded, this process also does the leader's duties: turning schedules into
-            // tasks, rescuing expired leases, pruning.
-            tokio::spawn(sked::maintenance::run(
-                engine.clone(),
-                sked::MaintenanceConfig::default(),
-                stopped,
-            ));
-            Client::embedded(engine)
+            let node = Node::builder()
+                .db("sqlite://example.db")
+                .worker(worker)
+                .start()
+                .await?;
+            println!("enqueued task {}", node.client().enqueue(email).await?.id);
+            node.run_until(stop).await?.unwrap_or_default()
         }
     };
-    // Declared in code, kept in sync at every start (see docs/worker-protocol.md for the rules).
-    let nightly: ScheduleDef = serde_json::from_value(serde_json::json!({
-        "name": "nightly-report",
-        "spec": "0 3 * * *",
-        "tz": "Europe/Paris",
-        "task": {"kind": "report", "payload": {"format": "pdf"}}
-    }))
-    .expect("a valid schedule");
-
-    let mut email = NewTask::new("email");
-    email.payload = serde_json::json!({"to": "ada@example.com", "subject": "Welcome"});
-    let id = client.enqueue(email).await?.id;
-    println!("enqueued task {id}");
-
-    let report = Worker::new(client)
-        .queue("default", 10)
-        .handle("email", send_email)
-        .handle("report", nightly_report)
-        .schedules("example-service", vec![nightly])
-        .shutdown_grace(Duration::from_secs(10))
-        .run(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
-    let _ = stop.send(true);
     println!("stopped: {report:?}");
     Ok(())
 }

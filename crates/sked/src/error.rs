@@ -3,29 +3,41 @@
 use sked_core::{SpecError, TransitionError};
 use sked_store::{ErrorKind, StoreError};
 
+/// The result of sked's operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What went wrong; [`Error::kind`] says what to do about it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// Invalid input: nothing was changed.
     #[error("{0}")]
     Invalid(String),
+    /// A bug: a part of sked panicked.
+    #[error("{0}")]
+    Internal(String),
+    /// The store failed or refused (not found, conflict, unavailable, …).
     #[error(transparent)]
     Store(#[from] StoreError),
     /// An error answered by a remote sked server (or reaching it failed).
     #[error("{message}")]
     Remote {
+        /// The kind, from the code.
         kind: ErrorKind,
         /// The API's error code (`not_found`, `stale_lease`, `unavailable`, …).
         code: String,
+        /// The server's message.
         message: String,
     },
 }
 
 impl Error {
+    /// Invalid input, not found, conflict (a stale lease, say), unavailable (try again
+    /// later) or internal.
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Invalid(_) => ErrorKind::Invalid,
+            Error::Internal(_) => ErrorKind::Internal,
             Error::Store(e) => e.kind(),
             Error::Remote { kind, .. } => *kind,
         }

@@ -1,11 +1,38 @@
 //! The sked engine library: what a Rust service embeds and what `sked server` runs.
 //!
+//! Embedding sked is a [`Node`]: a store (SQLite here; PostgreSQL with the `postgres`
+//! feature), maintenance (schedules fire, expired leases are rescued) and a worker with typed
+//! handlers, stopped gracefully on Ctrl-C:
+//!
+//! ```no_run
+//! use sked::{NewTask, Node, worker::{HandlerResult, TaskContext}};
+//!
+//! #[derive(serde::Deserialize)]
+//! struct Email { to: String }
+//!
+//! async fn send(_ctx: TaskContext, email: Email) -> HandlerResult {
+//!     println!("mailing {}", email.to);
+//!     Ok(())
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> sked::Result<()> {
+//!     let node = Node::builder().db("sqlite://app.db").worker(|w| w.handle("email", send)).start().await?;
+//!     node.client().enqueue(NewTask::new("email").payload(serde_json::json!({"to": "ada@example.com"}))).await?;
+//!     node.run_until(async { tokio::signal::ctrl_c().await.unwrap() }).await?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! The parts, for more control:
 //! - [`Engine`]: enqueue, claim, finish, cancel, schedules and queues, on any [`Store`].
-//! - [`maintenance`]: leader-only duties (materialising schedules, rescuing expired leases,
-//!   pruning), run by whichever node holds the leader lease.
+//! - [`maintenance`]: the duties one node does for all (leader election, materialising
+//!   schedules, rescuing expired leases, pruning), run by every node through [`Node`].
 //! - [`Client`]: enqueue, schedules, status queries and the worker protocol, embedded or remote.
 //! - [`worker`]: typed handlers run with heartbeats, timeouts, cancellation, a priority-ordered
 //!   prefetch buffer, graceful shutdown and bounded runs; schedules declared in code.
+
+#![warn(missing_docs)]
 
 mod batch;
 pub mod client;
@@ -14,9 +41,12 @@ mod error;
 pub mod executors;
 pub mod maintenance;
 mod metrics;
+pub mod node;
 mod open;
+#[doc(hidden)]
+#[allow(missing_docs)] // The worker protocol's messages; documented in docs/worker-protocol.md.
 pub mod protocol;
-pub mod server_clock;
+mod server_clock;
 pub mod worker;
 
 pub use client::Client;
@@ -25,8 +55,14 @@ pub use engine::{
 };
 pub use error::{Error, Result};
 pub use maintenance::MaintenanceConfig;
+pub use node::{Node, NodeBuilder};
 pub use sked_core as core;
+pub use sked_core::{
+    Backoff, CatchupPolicy, Clock, ManualClock, NewTask, OverlapPolicy, ScheduleDef, SystemClock,
+    Task, TaskId, TaskState, TaskTemplate,
+};
 pub use sked_store::{self as store, Store};
+pub use sked_store::{FinishOutcome, Occurrence, QueueInfo, Schedule, TaskInserted};
 
-pub use open::{Scratch, open_scratch_store, open_store};
+pub use open::{Scratch, open_scratch_store, open_store, redacted_url};
 pub use server_clock::node_clock;

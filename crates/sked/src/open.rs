@@ -86,9 +86,40 @@ pub async fn open_scratch_store(url: &str, pool_size: usize) -> Result<(Arc<dyn 
     }
 }
 
+/// The URL with its password (if any) replaced by `…`, for logs.
+pub fn redacted_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    // The authority ends at the first `/`, `?` or `#`; credentials end at its last `@`.
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    match authority.rsplit_once('@') {
+        Some((credentials, host)) => match credentials.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:…@{host}{path}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passwords_are_not_logged() {
+        assert_eq!(
+            redacted_url("postgres://sked:s3cr@t@db.internal:5432/sked?sslmode=require"),
+            "postgres://sked:…@db.internal:5432/sked?sslmode=require"
+        );
+        assert_eq!(
+            redacted_url("postgres://sked@db:5432/sked"),
+            "postgres://sked@db:5432/sked"
+        );
+        assert_eq!(redacted_url("sqlite://sked.db"), "sqlite://sked.db");
+        assert_eq!(redacted_url("sked.db"), "sked.db");
+    }
 
     #[test]
     fn urls_name_their_backend() {

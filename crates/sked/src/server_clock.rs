@@ -14,11 +14,11 @@ use sked_store::Store;
 use crate::Result;
 
 /// How often the offset is measured again.
-pub const RESYNC_EVERY: Duration = Duration::from_secs(30);
+pub(crate) const RESYNC_EVERY: Duration = Duration::from_secs(30);
 
 /// A local clock corrected by a measured offset to the database server's clock.
 #[derive(Debug)]
-pub struct ServerClock {
+pub(crate) struct ServerClock {
     local: Arc<dyn Clock>,
     offset_us: AtomicI64,
 }
@@ -33,7 +33,7 @@ impl Clock for ServerClock {
 
 impl ServerClock {
     /// The offset in use: the server's clock minus the local one.
-    pub fn offset(&self) -> SignedDuration {
+    pub(crate) fn offset(&self) -> SignedDuration {
         SignedDuration::from_micros(self.offset_us.load(Ordering::Relaxed))
     }
 

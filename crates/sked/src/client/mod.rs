@@ -48,6 +48,7 @@ impl Client {
         Client::remote_with(RemoteOptions::new(url))
     }
 
+    /// Talks to a `sked server` with these options (a token, a timeout).
     pub fn remote_with(options: RemoteOptions) -> Result<Client> {
         Ok(Client {
             inner: Inner::Remote(Arc::new(Remote::new(options)?)),
@@ -76,6 +77,7 @@ impl Client {
 
     // ---- tasks ----
 
+    /// Enqueues one task; returns its id (or, with a unique key held, the holder's).
     pub async fn enqueue(&self, task: NewTask) -> Result<TaskInserted> {
         match &self.inner {
             Inner::Embedded(e) => e.enqueue(task).await,
@@ -133,6 +135,7 @@ impl Client {
         }
     }
 
+    /// Cancels a task (a running one is asked to stop).
     pub async fn cancel(&self, id: TaskId) -> Result<Task> {
         match &self.inner {
             Inner::Embedded(e) => e.cancel(id).await,
@@ -140,6 +143,7 @@ impl Client {
         }
     }
 
+    /// Runs a finished task again.
     pub async fn retry(&self, id: TaskId) -> Result<Task> {
         match &self.inner {
             Inner::Embedded(e) => e.retry(id).await,
@@ -157,6 +161,7 @@ impl Client {
         }
     }
 
+    /// One schedule.
     pub async fn schedule(&self, name: &str) -> Result<Schedule> {
         match &self.inner {
             Inner::Embedded(e) => e.schedule(name).await,
@@ -167,6 +172,7 @@ impl Client {
         }
     }
 
+    /// Every schedule.
     pub async fn schedules(&self) -> Result<Vec<Schedule>> {
         match &self.inner {
             Inner::Embedded(e) => e.schedules().await,
@@ -177,6 +183,7 @@ impl Client {
         }
     }
 
+    /// Deletes a schedule; its tasks stay.
     pub async fn schedule_delete(&self, name: &str) -> Result<()> {
         match &self.inner {
             Inner::Embedded(e) => e.schedule_delete(name).await,

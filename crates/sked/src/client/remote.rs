@@ -26,6 +26,7 @@ pub struct RemoteOptions {
 }
 
 impl RemoteOptions {
+    /// Options for the server at `url`: no token, a 30 s timeout.
     pub fn new(url: impl Into<String>) -> RemoteOptions {
         RemoteOptions {
             url: url.into(),

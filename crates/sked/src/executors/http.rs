@@ -11,12 +11,14 @@ use super::{ExecResult, Executor, tail};
 
 const TAIL_BYTES: usize = 4096;
 
+/// The `http` kind: `{"method", "url", "headers", "body"}`; succeeds on a 2xx answer.
 #[derive(Debug, Clone)]
 pub struct HttpExecutor {
     client: reqwest::Client,
 }
 
 impl HttpExecutor {
+    /// An executor with its own HTTP client.
     pub fn new() -> HttpExecutor {
         HttpExecutor {
             client: reqwest::Client::new(),

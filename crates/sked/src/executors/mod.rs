@@ -14,9 +14,13 @@ pub use shell::ShellExecutor;
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExecResult {
+    /// It succeeded, with this result to store.
     Success(Option<serde_json::Value>),
+    /// It failed.
     Failure {
+        /// What went wrong, kept in the attempt history.
         error: String,
+        /// Whether another attempt may succeed (else the task is dead at once).
         retryable: bool,
     },
     /// Run again after this long without spending an attempt.
@@ -27,7 +31,9 @@ pub enum ExecResult {
 /// an executor must stop its work when dropped (e.g. kill its child process).
 #[async_trait]
 pub trait Executor: Send + Sync + 'static {
+    /// The task kind it runs.
     fn kind(&self) -> &str;
+    /// Runs one attempt of `task`.
     async fn run(&self, task: &Task) -> ExecResult;
 }
 

@@ -13,6 +13,8 @@ use super::{ExecResult, Executor, tail};
 
 const TAIL_BYTES: usize = 4096;
 
+/// The `shell` kind: `{"command": "…"}` or `{"argv": […]}`, with optional `env` and `cwd`;
+/// records the exit code and the output's tail.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ShellExecutor;
 

@@ -120,10 +120,12 @@ impl TaskContext {
         &self.task
     }
 
+    /// The task's id.
     pub fn id(&self) -> sked_core::TaskId {
         self.task.id
     }
 
+    /// This attempt's number (1 for the first).
     pub fn attempt(&self) -> i32 {
         self.task.attempt
     }
@@ -151,6 +153,7 @@ pub trait Handler: Send + Sync + 'static {
     /// Stored as the task's result (`()` stores none).
     type Output: Serialize + Send + 'static;
 
+    /// Runs one attempt.
     fn handle(
         &self,
         ctx: TaskContext,

@@ -77,6 +77,8 @@ pub struct Worker {
 }
 
 impl Worker {
+    /// A worker on `client` (embedded or remote), named after the engine's node (or a new
+    /// id when remote), with no handlers yet: 10 tasks at once over every queue.
     pub fn new(client: impl Into<Client>) -> Worker {
         let client = client.into();
         let node = match client.engine() {

@@ -30,10 +30,15 @@ pub(crate) struct Holding {
 /// Counts of how attempts ended in this worker.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorkerReport {
+    /// Attempts claimed.
     pub claimed: u64,
+    /// Attempts that succeeded.
     pub succeeded: u64,
+    /// Attempts that failed (retried or dead).
     pub failed: u64,
+    /// Attempts snoozed.
     pub snoozed: u64,
+    /// Attempts stopped by a cancel.
     pub cancelled: u64,
     /// Given back unstarted or unfinished (shutdown, the prefetch buffer, the deadline).
     pub released: u64,
