@@ -5,42 +5,60 @@ use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use sked::api::{ErrorBody, ErrorCode, ErrorDetail};
 use sked_store::{ErrorKind, StoreError};
 
+/// A failed request: its code (which decides the status, see [`ErrorCode::status`]) and a
+/// message for people.
 #[derive(Debug)]
 pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
+    /// What failed.
+    pub code: ErrorCode,
+    /// For people.
     pub message: String,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+    /// An error with this code and message.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
         ApiError {
-            status,
             code,
             message: message.into(),
         }
     }
 
+    /// A malformed request (400).
     pub fn bad_request(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+        ApiError::new(ErrorCode::InvalidRequest, message)
     }
 
+    /// Invalid input (422).
     pub fn invalid(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", message)
+        ApiError::new(ErrorCode::InvalidInput, message)
     }
 
+    /// Nothing there (404).
     pub fn not_found(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+        ApiError::new(ErrorCode::NotFound, message)
+    }
+
+    /// The body of the answer, as the API sends it.
+    pub fn detail(self) -> ErrorDetail {
+        ErrorDetail {
+            code: self.code,
+            message: self.message,
+        }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"code": self.code, "message": self.message}});
-        (self.status, Json(body)).into_response()
+        let status =
+            StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = ErrorBody {
+            error: self.detail(),
+        };
+        (status, Json(body)).into_response()
     }
 }
 
@@ -58,18 +76,15 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
         match (&e, e.kind()) {
             (StoreError::StaleLease { .. }, _) => {
-                ApiError::new(StatusCode::CONFLICT, "stale_lease", e.to_string())
+                ApiError::new(ErrorCode::StaleLease, e.to_string())
             }
             (_, ErrorKind::NotFound) => ApiError::not_found(e.to_string()),
-            (_, ErrorKind::Conflict) => {
-                ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string())
-            }
+            (_, ErrorKind::Conflict) => ApiError::new(ErrorCode::Conflict, e.to_string()),
             (StoreError::Invalid(m), _) => ApiError::invalid(m.clone()),
             (_, ErrorKind::Unavailable) => {
                 tracing::warn!(error = %e, "store unavailable");
                 ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
+                    ErrorCode::Unavailable,
                     "the store is unavailable; try again",
                 )
             }
@@ -80,41 +95,37 @@ impl From<StoreError> for ApiError {
 
 fn internal(e: impl std::fmt::Display) -> ApiError {
     tracing::error!(error = %e, "internal error");
-    ApiError::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "internal",
-        "internal error; see the server log",
-    )
+    ApiError::new(ErrorCode::Internal, "internal error; see the server log")
 }
 
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> ApiError {
         match r {
             JsonRejection::JsonSyntaxError(e) => ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_json",
+                ErrorCode::InvalidJson,
                 format!("malformed JSON: {}", source_text(&e)),
             ),
             JsonRejection::JsonDataError(e) => {
                 ApiError::invalid(format!("invalid request body: {}", source_text(&e)))
             }
             JsonRejection::MissingJsonContentType(_) => ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
+                ErrorCode::UnsupportedMediaType,
                 "expected a body with Content-Type: application/json",
             ),
             JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
                 too_large()
             }
-            other => ApiError::new(other.status(), "invalid_request", other.body_text()),
+            other => ApiError::new(
+                ErrorCode::from_status(other.status().as_u16()),
+                other.body_text(),
+            ),
         }
     }
 }
 
 pub(crate) fn too_large() -> ApiError {
     ApiError::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "payload_too_large",
+        ErrorCode::PayloadTooLarge,
         format!(
             "request body is larger than {} bytes",
             crate::MAX_BODY_BYTES

@@ -12,7 +12,7 @@
 //!   under `.localhost` is refused.
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -38,7 +38,7 @@ pub(crate) async fn same_site(State(state): State<AppState>, req: Request, next:
 }
 
 fn forbidden(message: &str) -> Response {
-    ApiError::new(StatusCode::FORBIDDEN, "forbidden", message).into_response()
+    ApiError::new(sked::api::ErrorCode::Forbidden, message).into_response()
 }
 
 fn is_cross_site(headers: &HeaderMap) -> bool {

@@ -16,12 +16,11 @@ mod worker;
 use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use serde_json::json;
 
 pub use error::ApiError;
 pub use service::HttpService;
@@ -98,14 +97,14 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Liveness, with who this node is: it does not touch the database.
-async fn healthz(State(state): State<AppState>) -> Json<serde_json::Value> {
+async fn healthz(State(state): State<AppState>) -> Json<sked::api::Health> {
     let engine = &state.engine;
-    Json(json!({
-        "status": "ok",
-        "node": engine.config().node_id,
-        "leader": engine.is_leader(),
-        "backend": engine.store().backend(),
-    }))
+    Json(sked::api::Health {
+        status: "ok".into(),
+        node: engine.config().node_id.clone(),
+        leader: engine.is_leader(),
+        backend: engine.store().backend().into(),
+    })
 }
 
 /// Prometheus text exposition format 0.0.4.
@@ -154,8 +153,7 @@ async fn auth(
                 == 0;
         if !ok {
             return ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
+                sked::api::ErrorCode::Unauthorized,
                 "missing or wrong API token: send Authorization: Bearer <token>",
             )
             .into_response();

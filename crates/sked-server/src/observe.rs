@@ -3,44 +3,26 @@
 use axum::Json;
 use axum::extract::State;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use sked::api::{Ack, Activity, Beat, Cluster, WorkerList, WorkerView};
 
 use crate::extract::{ApiJson, ApiQuery, NamePath};
 use crate::{ApiError, AppState};
 
-type ApiResult = Result<Json<Value>, ApiError>;
+type ApiResult<T> = Result<Json<T>, ApiError>;
 
 /// Workers and nodes seen in the last day, each with `alive`.
-pub(crate) async fn workers(State(s): State<AppState>) -> ApiResult {
-    let list: Vec<Value> = s
+pub(crate) async fn workers(State(s): State<AppState>) -> ApiResult<WorkerList> {
+    let workers = s
         .engine
         .workers()
         .await?
         .into_iter()
-        .map(|w| {
-            let alive = s.engine.is_alive(&w);
-            let mut v = json!(w);
-            v["alive"] = json!(alive);
-            v
+        .map(|w| WorkerView {
+            alive: s.engine.is_alive(&w),
+            worker: w,
         })
         .collect();
-    Ok(Json(json!({"workers": list})))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Beat {
-    #[serde(default = "worker_role")]
-    role: String,
-    #[serde(default)]
-    queues: Vec<String>,
-    concurrency: Option<u32>,
-    #[serde(default)]
-    stopping: bool,
-}
-
-fn worker_role() -> String {
-    "worker".into()
+    Ok(Json(WorkerList { workers }))
 }
 
 /// A worker's sign of life (the worker protocol's presence beat).
@@ -48,7 +30,7 @@ pub(crate) async fn beat(
     State(s): State<AppState>,
     NamePath(id): NamePath,
     ApiJson(b): ApiJson<Beat>,
-) -> ApiResult {
+) -> ApiResult<Ack> {
     sked_core::validate_name("worker", &id).map_err(|e| ApiError::invalid(e.to_string()))?;
     if b.role != "worker" && b.role != "node" {
         return Err(ApiError::invalid(format!(
@@ -68,12 +50,12 @@ pub(crate) async fn beat(
             stopping: b.stopping,
         })
         .await;
-    Ok(Json(json!({"ok": true})))
+    Ok(Json(Ack { ok: true }))
 }
 
 /// This node, the leader, and the backend.
-pub(crate) async fn cluster(State(s): State<AppState>) -> ApiResult {
-    Ok(Json(json!(s.engine.cluster().await?)))
+pub(crate) async fn cluster(State(s): State<AppState>) -> ApiResult<Cluster> {
+    Ok(Json(s.engine.cluster().await?))
 }
 
 #[derive(Deserialize)]
@@ -86,15 +68,15 @@ pub(crate) struct ActivityQuery {
 pub(crate) async fn activity(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<ActivityQuery>,
-) -> ApiResult {
+) -> ApiResult<Activity> {
     let minutes = q.minutes.unwrap_or(15);
     if !(1..=1440).contains(&minutes) {
         return Err(ApiError::invalid(format!(
             "minutes must be between 1 and 1440, got {minutes}"
         )));
     }
-    Ok(Json(json!({
-        "bucket": "1m",
-        "buckets": s.engine.activity(minutes).await?,
-    })))
+    Ok(Json(Activity {
+        bucket: "1m".into(),
+        buckets: s.engine.activity(minutes).await?,
+    }))
 }

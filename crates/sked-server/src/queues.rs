@@ -3,13 +3,13 @@
 use axum::Json;
 use axum::extract::State;
 use serde::Deserialize;
-use serde_json::{Value, json};
-use sked_store::{QUEUE_COUNT_LIMIT, QUEUE_COUNT_LIMIT_MAX, QueueUpdateParams};
+use sked::api::{QueueLimit, QueueList};
+use sked_store::{QUEUE_COUNT_LIMIT, QUEUE_COUNT_LIMIT_MAX, QueueInfo, QueueUpdateParams};
 
 use crate::extract::{ApiJson, ApiQuery, NamePath};
 use crate::{ApiError, AppState};
 
-type ApiResult = Result<Json<Value>, ApiError>;
+type ApiResult<T = QueueInfo> = Result<Json<T>, ApiError>;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -19,14 +19,19 @@ pub(crate) struct ListQuery {
     count_limit: Option<u64>,
 }
 
-pub(crate) async fn list(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>) -> ApiResult {
+pub(crate) async fn list(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult<QueueList> {
     let limit = q.count_limit.unwrap_or(QUEUE_COUNT_LIMIT);
     if !(1..=QUEUE_COUNT_LIMIT_MAX).contains(&limit) {
         return Err(ApiError::invalid(format!(
             "count_limit must be between 1 and {QUEUE_COUNT_LIMIT_MAX}, not {limit}"
         )));
     }
-    Ok(Json(json!({"queues": s.engine.queues(limit).await?})))
+    Ok(Json(QueueList {
+        queues: s.engine.queues(limit).await?,
+    }))
 }
 
 pub(crate) async fn pause(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
@@ -38,7 +43,7 @@ pub(crate) async fn pause(State(s): State<AppState>, NamePath(name): NamePath) -
             ..Default::default()
         })
         .await?;
-    Ok(Json(json!(q)))
+    Ok(Json(q))
 }
 
 pub(crate) async fn resume(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
@@ -50,20 +55,13 @@ pub(crate) async fn resume(State(s): State<AppState>, NamePath(name): NamePath) 
             ..Default::default()
         })
         .await?;
-    Ok(Json(json!(q)))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Limit {
-    /// Tasks of this queue running at once; `null` removes the limit.
-    limit: Option<u32>,
+    Ok(Json(q))
 }
 
 pub(crate) async fn limit(
     State(s): State<AppState>,
     NamePath(name): NamePath,
-    ApiJson(l): ApiJson<Limit>,
+    ApiJson(l): ApiJson<QueueLimit>,
 ) -> ApiResult {
     let q = s
         .engine
@@ -73,5 +71,5 @@ pub(crate) async fn limit(
             ..Default::default()
         })
         .await?;
-    Ok(Json(json!(q)))
+    Ok(Json(q))
 }

@@ -4,28 +4,31 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
+use sked::api::{CronNext, Declared, OccurrenceList, ScheduleList, ScheduleView, Triggered};
 use sked_core::{CronExpr, ScheduleDef, parse_time, parse_zone};
+use sked_store::ScheduleSyncReport;
 
 use crate::extract::{ApiJson, ApiQuery, NamePath};
 use crate::{ApiError, AppState};
 
-type ApiResult<T = Json<Value>> = Result<T, ApiError>;
+type ApiResult<T = Json<ScheduleView>> = Result<T, ApiError>;
 
-pub(crate) async fn list(State(s): State<AppState>) -> ApiResult {
-    Ok(Json(
-        json!({"schedules": s.engine.schedules().await?.into_iter().map(view).collect::<Vec<_>>()}),
-    ))
+pub(crate) async fn list(State(s): State<AppState>) -> ApiResult<Json<ScheduleList>> {
+    let schedules = s.engine.schedules().await?;
+    Ok(Json(ScheduleList {
+        schedules: schedules.into_iter().map(ScheduleView::from).collect(),
+    }))
 }
 
 /// `POST /v1/schedules` with the whole definition: creates or replaces.
 pub(crate) async fn create(
     State(s): State<AppState>,
     ApiJson(def): ApiJson<ScheduleDef>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<ScheduleView>)> {
     Ok((
         StatusCode::CREATED,
-        Json(view(s.engine.schedule_put(def).await?)),
+        Json(s.engine.schedule_put(def).await?.into()),
     ))
 }
 
@@ -49,11 +52,11 @@ pub(crate) async fn put(
     }
     let def: ScheduleDef = serde_json::from_value(body)
         .map_err(|e| ApiError::invalid(format!("invalid schedule: {e}")))?;
-    Ok(Json(view(s.engine.schedule_put(def).await?)))
+    Ok(Json(s.engine.schedule_put(def).await?.into()))
 }
 
 pub(crate) async fn get(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
-    Ok(Json(view(s.engine.schedule(&name).await?)))
+    Ok(Json(s.engine.schedule(&name).await?.into()))
 }
 
 pub(crate) async fn delete(
@@ -65,19 +68,19 @@ pub(crate) async fn delete(
 }
 
 pub(crate) async fn pause(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
-    Ok(Json(view(s.engine.schedule_pause(&name).await?)))
+    Ok(Json(s.engine.schedule_pause(&name).await?.into()))
 }
 
 pub(crate) async fn resume(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
-    Ok(Json(view(s.engine.schedule_resume(&name).await?)))
+    Ok(Json(s.engine.schedule_resume(&name).await?.into()))
 }
 
 pub(crate) async fn trigger(
     State(s): State<AppState>,
     NamePath(name): NamePath,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<Triggered>)> {
     let id = s.engine.schedule_trigger(&name).await?;
-    Ok((StatusCode::CREATED, Json(json!({"id": id}))))
+    Ok((StatusCode::CREATED, Json(Triggered { id })))
 }
 
 #[derive(Deserialize, Default)]
@@ -90,17 +93,17 @@ pub(crate) async fn occurrences(
     State(s): State<AppState>,
     NamePath(name): NamePath,
     ApiQuery(q): ApiQuery<Limit>,
-) -> ApiResult {
-    let list = s
+) -> ApiResult<Json<OccurrenceList>> {
+    let occurrences = s
         .engine
         .occurrences(&name, sked_store::rules::list_limit(q.limit))
         .await?;
-    Ok(Json(json!({"occurrences": list})))
+    Ok(Json(OccurrenceList { occurrences }))
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct CronNext {
+pub(crate) struct CronNextQuery {
     expr: String,
     tz: Option<String>,
     after: Option<String>,
@@ -109,8 +112,8 @@ pub(crate) struct CronNext {
 
 pub(crate) async fn cron_next(
     State(s): State<AppState>,
-    ApiQuery(q): ApiQuery<CronNext>,
-) -> ApiResult {
+    ApiQuery(q): ApiQuery<CronNextQuery>,
+) -> ApiResult<Json<CronNext>> {
     let invalid = |e: sked_core::SpecError| ApiError::invalid(e.to_string());
     let cron = CronExpr::parse(&q.expr).map_err(invalid)?;
     let tz_name = q.tz.unwrap_or_else(|| "UTC".into());
@@ -134,13 +137,11 @@ pub(crate) async fn cron_next(
             None => break,
         }
     }
-    Ok(Json(json!({"expr": q.expr, "tz": tz_name, "times": times})))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Declared {
-    schedules: Vec<ScheduleDef>,
+    Ok(Json(CronNext {
+        expr: q.expr,
+        tz: tz_name,
+        times,
+    }))
 }
 
 /// `PUT /v1/declared/{group}`: the schedules a group of code declares (see the worker's
@@ -149,16 +150,6 @@ pub(crate) async fn declare(
     State(s): State<AppState>,
     NamePath(group): NamePath,
     ApiJson(d): ApiJson<Declared>,
-) -> ApiResult {
-    Ok(Json(json!(
-        s.engine.schedules_sync(&group, d.schedules).await?
-    )))
-}
-
-/// A schedule as the API shows it: the stored fields, and its spec in words.
-fn view(schedule: sked_store::Schedule) -> Value {
-    let description = sked_core::schedule::describe(&schedule.spec);
-    let mut v = json!(schedule);
-    v["description"] = json!(description);
-    v
+) -> ApiResult<Json<ScheduleSyncReport>> {
+    Ok(Json(s.engine.schedules_sync(&group, d.schedules).await?))
 }

@@ -4,44 +4,42 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Value, json};
 use sked::TaskFilter;
-use sked_core::{NewTask, TaskState, parse_time};
+use sked::api::{Reschedule, TaskBatch, TaskList, TasksInserted};
+use sked_core::{NewTask, Task, TaskState, parse_time};
+use sked_store::TaskInserted;
 
 use crate::extract::{ApiJson, ApiQuery, TaskIdPath};
 use crate::{ApiError, AppState};
 
-type ApiResult<T = Json<Value>> = Result<T, ApiError>;
+type ApiResult<T> = Result<T, ApiError>;
 
 pub(crate) async fn enqueue(
     State(s): State<AppState>,
     ApiJson(task): ApiJson<NewTask>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<TaskInserted>)> {
     let ins = s.engine.enqueue(task).await?;
     let status = if ins.duplicate {
         StatusCode::OK
     } else {
         StatusCode::CREATED
     };
-    Ok((status, Json(json!(ins))))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Batch {
-    tasks: Vec<NewTask>,
+    Ok((status, Json(ins)))
 }
 
 pub(crate) async fn enqueue_batch(
     State(s): State<AppState>,
-    ApiJson(b): ApiJson<Batch>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
-    let ins = s.engine.enqueue_many(b.tasks).await?;
-    Ok((StatusCode::CREATED, Json(json!({"tasks": ins}))))
+    ApiJson(b): ApiJson<TaskBatch>,
+) -> ApiResult<(StatusCode, Json<TasksInserted>)> {
+    let tasks = s.engine.enqueue_many(b.tasks).await?;
+    Ok((StatusCode::CREATED, Json(TasksInserted { tasks })))
 }
 
-pub(crate) async fn get(State(s): State<AppState>, TaskIdPath(id): TaskIdPath) -> ApiResult {
-    Ok(Json(json!(s.engine.task(id).await?)))
+pub(crate) async fn get(
+    State(s): State<AppState>,
+    TaskIdPath(id): TaskIdPath,
+) -> ApiResult<Json<Task>> {
+    Ok(Json(s.engine.task(id).await?))
 }
 
 #[derive(Deserialize, Default)]
@@ -56,7 +54,10 @@ pub(crate) struct ListQuery {
     limit: Option<u32>,
 }
 
-pub(crate) async fn list(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>) -> ApiResult {
+pub(crate) async fn list(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult<Json<TaskList>> {
     let states = match &q.state {
         Some(list) => list
             .split(',')
@@ -79,29 +80,28 @@ pub(crate) async fn list(State(s): State<AppState>, ApiQuery(q): ApiQuery<ListQu
             f
         })
         .await?;
-    Ok(Json(json!({"tasks": tasks})))
+    Ok(Json(TaskList { tasks }))
 }
 
-pub(crate) async fn cancel(State(s): State<AppState>, TaskIdPath(id): TaskIdPath) -> ApiResult {
-    Ok(Json(json!(s.engine.cancel(id).await?)))
+pub(crate) async fn cancel(
+    State(s): State<AppState>,
+    TaskIdPath(id): TaskIdPath,
+) -> ApiResult<Json<Task>> {
+    Ok(Json(s.engine.cancel(id).await?))
 }
 
-pub(crate) async fn retry(State(s): State<AppState>, TaskIdPath(id): TaskIdPath) -> ApiResult {
-    Ok(Json(json!(s.engine.retry(id).await?)))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Reschedule {
-    /// RFC 3339, or `+DURATION` from now.
-    run_at: String,
+pub(crate) async fn retry(
+    State(s): State<AppState>,
+    TaskIdPath(id): TaskIdPath,
+) -> ApiResult<Json<Task>> {
+    Ok(Json(s.engine.retry(id).await?))
 }
 
 pub(crate) async fn reschedule(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,
     ApiJson(r): ApiJson<Reschedule>,
-) -> ApiResult {
+) -> ApiResult<Json<Task>> {
     let at = parse_time(&r.run_at, s.engine.now()).map_err(|e| ApiError::invalid(e.to_string()))?;
-    Ok(Json(json!(s.engine.reschedule(id, at).await?)))
+    Ok(Json(s.engine.reschedule(id, at).await?))
 }

@@ -5,42 +5,22 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use serde::Deserialize;
-use serde_json::{Value, json};
 use sked::ClaimRequest;
-use sked_core::parse_duration;
-use sked_store::FinishOutcome;
-
-use sked::protocol::{
-    BatchReply, FinishRequest, Finished, HeartbeatRequest, ItemError, ItemResult, WorkReply,
+use sked::api::ErrorDetail;
+use sked::api::worker::{
+    AttemptRef, BatchReply, Claim, Claimed, Complete, Fail, FinishRequest, Finished, Heartbeat,
+    HeartbeatRequest, ItemResult, Snooze, WorkQuery, WorkReply,
 };
-use sked_store::HeartbeatReply;
+use sked_core::{Task, parse_duration};
+use sked_store::{FinishOutcome, HeartbeatReply};
 
 use crate::extract::{ApiJson, ApiQuery, TaskIdPath};
 use crate::{ApiError, AppState};
 
-type ApiResult = Result<Json<Value>, ApiError>;
+type ApiResult<T> = Result<Json<T>, ApiError>;
 
 /// The longest a claim may wait for work.
 const MAX_WAIT: Duration = Duration::from_secs(60);
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Claim {
-    worker: String,
-    #[serde(default)]
-    queues: Vec<String>,
-    #[serde(default)]
-    kinds: Vec<String>,
-    #[serde(default = "one")]
-    max: u32,
-    /// Only tasks of at least this priority.
-    min_priority: Option<i32>,
-    /// Long-poll: how long to wait for a task (`"30s"`); none means answer at once.
-    wait: Option<String>,
-    /// Lease length (`"30s"`); the server's default when absent.
-    lease_ttl: Option<String>,
-}
 
 /// A duration field of a request (`"30s"`); a bad one is a 422 naming it.
 fn duration(s: &str) -> Result<jiff::SignedDuration, ApiError> {
@@ -51,11 +31,10 @@ fn opt_duration(s: &Option<String>) -> Result<Option<jiff::SignedDuration>, ApiE
     s.as_deref().map(duration).transpose()
 }
 
-fn one() -> u32 {
-    1
-}
-
-pub(crate) async fn claim(State(s): State<AppState>, ApiJson(c): ApiJson<Claim>) -> ApiResult {
+pub(crate) async fn claim(
+    State(s): State<AppState>,
+    ApiJson(c): ApiJson<Claim>,
+) -> ApiResult<Claimed> {
     sked_core::validate_name("worker", &c.worker).map_err(|e| ApiError::invalid(e.to_string()))?;
     if c.max == 0 || c.max > 1000 {
         return Err(ApiError::invalid("max must be between 1 and 1000"));
@@ -79,37 +58,23 @@ pub(crate) async fn claim(State(s): State<AppState>, ApiJson(c): ApiJson<Claim>)
             stop: None,
         })
         .await?;
-    Ok(Json(json!({"tasks": tasks})))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Heartbeat {
-    attempt: i32,
-    lease_ttl: Option<String>,
+    Ok(Json(Claimed { tasks }))
 }
 
 pub(crate) async fn heartbeat(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,
     ApiJson(h): ApiJson<Heartbeat>,
-) -> ApiResult {
+) -> ApiResult<HeartbeatReply> {
     let ttl = opt_duration(&h.lease_ttl)?;
-    Ok(Json(json!(s.engine.heartbeat(id, h.attempt, ttl).await?)))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Complete {
-    attempt: i32,
-    result: Option<Value>,
+    Ok(Json(s.engine.heartbeat(id, h.attempt, ttl).await?))
 }
 
 pub(crate) async fn complete(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,
     ApiJson(c): ApiJson<Complete>,
-) -> ApiResult {
+) -> ApiResult<Task> {
     end_attempt(
         &s,
         id,
@@ -119,25 +84,11 @@ pub(crate) async fn complete(
     .await
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Fail {
-    attempt: i32,
-    error: String,
-    /// `false` ends the task as dead at once.
-    #[serde(default = "yes")]
-    retryable: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
 pub(crate) async fn fail(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,
     ApiJson(f): ApiJson<Fail>,
-) -> ApiResult {
+) -> ApiResult<Task> {
     let outcome = FinishOutcome::Failed {
         error: f.error,
         retryable: f.retryable,
@@ -145,19 +96,11 @@ pub(crate) async fn fail(
     end_attempt(&s, id, f.attempt, outcome).await
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Snooze {
-    attempt: i32,
-    /// How long to wait (`"5m"`).
-    delay: String,
-}
-
 pub(crate) async fn snooze(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,
     ApiJson(z): ApiJson<Snooze>,
-) -> ApiResult {
+) -> ApiResult<Task> {
     let d = duration(&z.delay)?;
     let until = s
         .engine
@@ -167,40 +110,35 @@ pub(crate) async fn snooze(
     end_attempt(&s, id, z.attempt, FinishOutcome::Snoozed { until }).await
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Attempt {
-    attempt: i32,
-}
-
 pub(crate) async fn release(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,
-    ApiJson(a): ApiJson<Attempt>,
-) -> ApiResult {
+    ApiJson(a): ApiJson<AttemptRef>,
+) -> ApiResult<Task> {
     end_attempt(&s, id, a.attempt, FinishOutcome::Released).await
 }
 
-async fn end_attempt(s: &AppState, id: i64, attempt: i32, outcome: FinishOutcome) -> ApiResult {
-    Ok(Json(json!(s.engine.finish(id, attempt, outcome).await?)))
+async fn end_attempt(
+    s: &AppState,
+    id: i64,
+    attempt: i32,
+    outcome: FinishOutcome,
+) -> ApiResult<Task> {
+    Ok(Json(s.engine.finish(id, attempt, outcome).await?))
 }
 
 /// The most items one batch call takes.
 const MAX_BATCH: usize = 10_000;
 
-fn item_error(e: sked::Error) -> ItemError {
-    let e = ApiError::from(e);
-    ItemError {
-        code: e.code.to_string(),
-        message: e.message,
-    }
+fn item_error(e: sked::Error) -> ErrorDetail {
+    ApiError::from(e).detail()
 }
 
 /// `POST /v1/heartbeat`: extends the leases of many held tasks; one result per task.
 pub(crate) async fn heartbeat_many(
     State(s): State<AppState>,
     ApiJson(h): ApiJson<HeartbeatRequest>,
-) -> ApiResult {
+) -> ApiResult<BatchReply<HeartbeatReply>> {
     if h.tasks.len() > MAX_BATCH {
         return Err(ApiError::invalid(format!(
             "at most {MAX_BATCH} tasks per heartbeat"
@@ -218,7 +156,7 @@ pub(crate) async fn heartbeat_many(
             },
         })
         .collect();
-    Ok(Json(json!(BatchReply { results })))
+    Ok(Json(BatchReply { results }))
 }
 
 /// `POST /v1/finish`: ends many attempts; one result per item. The whole batch is checked
@@ -226,7 +164,7 @@ pub(crate) async fn heartbeat_many(
 pub(crate) async fn finish_many(
     State(s): State<AppState>,
     ApiJson(f): ApiJson<FinishRequest>,
-) -> ApiResult {
+) -> ApiResult<BatchReply<Finished>> {
     if f.results.len() > MAX_BATCH {
         return Err(ApiError::invalid(format!(
             "at most {MAX_BATCH} results per call"
@@ -254,31 +192,26 @@ pub(crate) async fn finish_many(
             },
         })
         .collect();
-    Ok(Json(json!(BatchReply { results })))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct WorkQuery {
-    #[serde(default)]
-    after: u64,
-    wait: Option<String>,
+    Ok(Json(BatchReply { results }))
 }
 
 /// `GET /v1/work?after=N&wait=30s`: returns when the work counter passes `after` (tasks may
 /// have become claimable) or when the wait is over. It claims nothing, so a client may drop it.
-pub(crate) async fn work(State(s): State<AppState>, ApiQuery(q): ApiQuery<WorkQuery>) -> ApiResult {
+pub(crate) async fn work(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<WorkQuery>,
+) -> ApiResult<WorkReply> {
     let wait = opt_duration(&q.wait)?
         .map(|w| Duration::try_from(w).unwrap_or_default().min(MAX_WAIT))
         .unwrap_or_default();
     let epoch = s.engine.work_changed(q.after, wait).await;
-    Ok(Json(json!(WorkReply { epoch })))
+    Ok(Json(WorkReply { epoch }))
 }
 
 pub(crate) async fn cancelled(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,
-    ApiJson(a): ApiJson<Attempt>,
-) -> ApiResult {
+    ApiJson(a): ApiJson<AttemptRef>,
+) -> ApiResult<Task> {
     end_attempt(&s, id, a.attempt, FinishOutcome::Cancelled).await
 }

@@ -3,6 +3,8 @@
 use sked_core::{SpecError, TransitionError};
 use sked_store::{ErrorKind, StoreError};
 
+use crate::api::ErrorCode;
+
 /// The result of sked's operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -25,7 +27,7 @@ pub enum Error {
         /// The kind, from the code.
         kind: ErrorKind,
         /// The API's error code (`not_found`, `stale_lease`, `unavailable`, …).
-        code: String,
+        code: ErrorCode,
         /// The server's message.
         message: String,
     },
@@ -44,17 +46,10 @@ impl Error {
     }
 
     /// An error from the API's code and message.
-    pub(crate) fn remote(code: &str, message: impl Into<String>) -> Error {
-        let kind = match code {
-            "not_found" => ErrorKind::NotFound,
-            "stale_lease" | "conflict" => ErrorKind::Conflict,
-            "unavailable" => ErrorKind::Unavailable,
-            "internal" => ErrorKind::Internal,
-            _ => ErrorKind::Invalid,
-        };
+    pub(crate) fn remote(code: ErrorCode, message: impl Into<String>) -> Error {
         Error::Remote {
-            kind,
-            code: code.to_string(),
+            kind: code.kind(),
+            code,
             message: message.into(),
         }
     }

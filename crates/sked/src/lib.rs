@@ -34,6 +34,7 @@
 
 #![warn(missing_docs)]
 
+pub mod api;
 mod batch;
 pub mod client;
 mod engine;
@@ -43,16 +44,11 @@ pub mod maintenance;
 mod metrics;
 pub mod node;
 mod open;
-#[doc(hidden)]
-#[allow(missing_docs)] // The worker protocol's messages; documented in docs/worker-protocol.md.
-pub mod protocol;
 mod server_clock;
 pub mod worker;
 
 pub use client::Client;
-pub use engine::{
-    ALIVE_FOR, BEAT_EVERY, ClaimRequest, ClusterInfo, Engine, EngineConfig, Presence, TaskFilter,
-};
+pub use engine::{ALIVE_FOR, BEAT_EVERY, ClaimRequest, Engine, EngineConfig, Presence, TaskFilter};
 pub use error::{Error, Result};
 pub use maintenance::MaintenanceConfig;
 pub use node::{Node, NodeBuilder};

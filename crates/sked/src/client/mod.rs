@@ -7,11 +7,14 @@ mod remote;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jiff::SignedDuration;
+use jiff::{SignedDuration, Timestamp};
 use sked_core::{NewTask, ScheduleDef, Task, TaskId};
-use sked_store::{HeartbeatReply, QueueInfo, Schedule, ScheduleSyncReport, TaskInserted};
+use sked_store::{
+    HeartbeatReply, Occurrence, QueueInfo, QueueUpdateParams, ScheduleSyncReport, TaskInserted,
+};
 
-use crate::protocol::{Ending, Finished, Held};
+use crate::api::worker::{Ending, Finished, Held};
+use crate::api::{self, ScheduleView, WorkerView};
 use crate::{ClaimRequest, Engine, Result, TaskFilter};
 
 use remote::Remote;
@@ -90,9 +93,8 @@ impl Client {
         match &self.inner {
             Inner::Embedded(e) => e.enqueue_many(tasks).await,
             Inner::Remote(r) => {
-                let reply: TasksReply<TaskInserted> = r
-                    .post("/v1/tasks/batch", &serde_json::json!({ "tasks": tasks }))
-                    .await?;
+                let reply: api::TasksInserted =
+                    r.post("/v1/tasks/batch", &api::TaskBatch { tasks }).await?;
                 Ok(reply.tasks)
             }
         }
@@ -129,7 +131,7 @@ impl Client {
                         query.push((k, v));
                     }
                 }
-                let reply: TasksReply<Task> = r.get("/v1/tasks", &query).await?;
+                let reply: api::TaskList = r.get("/v1/tasks", &query).await?;
                 Ok(reply.tasks)
             }
         }
@@ -151,33 +153,43 @@ impl Client {
         }
     }
 
-    // ---- schedules and queues ----
+    /// Moves a task that has not started to another run time.
+    pub async fn reschedule(&self, id: TaskId, run_at: Timestamp) -> Result<Task> {
+        match &self.inner {
+            Inner::Embedded(e) => e.reschedule(id, run_at).await,
+            Inner::Remote(r) => {
+                let body = api::Reschedule {
+                    run_at: run_at.to_string(),
+                };
+                r.post(&format!("/v1/tasks/{id}/reschedule"), &body).await
+            }
+        }
+    }
+
+    // ---- schedules ----
 
     /// Creates or replaces a schedule (made at run time: no declaring group).
-    pub async fn schedule_put(&self, def: ScheduleDef) -> Result<Schedule> {
+    pub async fn schedule_put(&self, def: ScheduleDef) -> Result<ScheduleView> {
         match &self.inner {
-            Inner::Embedded(e) => e.schedule_put(def).await,
+            Inner::Embedded(e) => Ok(e.schedule_put(def).await?.into()),
             Inner::Remote(r) => r.post("/v1/schedules", &def).await,
         }
     }
 
     /// One schedule.
-    pub async fn schedule(&self, name: &str) -> Result<Schedule> {
+    pub async fn schedule(&self, name: &str) -> Result<ScheduleView> {
         match &self.inner {
-            Inner::Embedded(e) => e.schedule(name).await,
-            Inner::Remote(r) => {
-                r.get(&format!("/v1/schedules/{}", path_segment(name)), &[])
-                    .await
-            }
+            Inner::Embedded(e) => Ok(e.schedule(name).await?.into()),
+            Inner::Remote(r) => r.get(&schedule_path(name, ""), &[]).await,
         }
     }
 
     /// Every schedule.
-    pub async fn schedules(&self) -> Result<Vec<Schedule>> {
+    pub async fn schedules(&self) -> Result<Vec<ScheduleView>> {
         match &self.inner {
-            Inner::Embedded(e) => e.schedules().await,
+            Inner::Embedded(e) => Ok(e.schedules().await?.into_iter().map(Into::into).collect()),
             Inner::Remote(r) => {
-                let reply: SchedulesReply = r.get("/v1/schedules", &[]).await?;
+                let reply: api::ScheduleList = r.get("/v1/schedules", &[]).await?;
                 Ok(reply.schedules)
             }
         }
@@ -187,9 +199,46 @@ impl Client {
     pub async fn schedule_delete(&self, name: &str) -> Result<()> {
         match &self.inner {
             Inner::Embedded(e) => e.schedule_delete(name).await,
+            Inner::Remote(r) => r.delete(&schedule_path(name, "")).await,
+        }
+    }
+
+    /// Pauses a schedule.
+    pub async fn schedule_pause(&self, name: &str) -> Result<ScheduleView> {
+        match &self.inner {
+            Inner::Embedded(e) => Ok(e.schedule_pause(name).await?.into()),
+            Inner::Remote(r) => r.post(&schedule_path(name, "/pause"), &()).await,
+        }
+    }
+
+    /// Resumes a paused schedule from now.
+    pub async fn schedule_resume(&self, name: &str) -> Result<ScheduleView> {
+        match &self.inner {
+            Inner::Embedded(e) => Ok(e.schedule_resume(name).await?.into()),
+            Inner::Remote(r) => r.post(&schedule_path(name, "/resume"), &()).await,
+        }
+    }
+
+    /// Enqueues a run of the schedule now; returns the task's id.
+    pub async fn schedule_trigger(&self, name: &str) -> Result<TaskId> {
+        match &self.inner {
+            Inner::Embedded(e) => e.schedule_trigger(name).await,
             Inner::Remote(r) => {
-                r.delete(&format!("/v1/schedules/{}", path_segment(name)))
-                    .await
+                let t: api::Triggered = r.post(&schedule_path(name, "/trigger"), &()).await?;
+                Ok(t.id)
+            }
+        }
+    }
+
+    /// A schedule's ledger, newest first (at most `limit` lines, at most 1,000).
+    pub async fn occurrences(&self, name: &str, limit: u32) -> Result<Vec<Occurrence>> {
+        match &self.inner {
+            Inner::Embedded(e) => e.occurrences(name, limit).await,
+            Inner::Remote(r) => {
+                let query = [("limit", limit.to_string())];
+                let reply: api::OccurrenceList =
+                    r.get(&schedule_path(name, "/occurrences"), &query).await?;
+                Ok(reply.occurrences)
             }
         }
     }
@@ -205,12 +254,14 @@ impl Client {
             Inner::Remote(r) => {
                 r.put(
                     &format!("/v1/declared/{}", path_segment(group)),
-                    &serde_json::json!({ "schedules": defs }),
+                    &api::Declared { schedules: defs },
                 )
                 .await
             }
         }
     }
+
+    // ---- queues ----
 
     /// Every queue with its counts per state, each counted up to `count_limit`
     /// ([`sked_store::QUEUE_COUNT_LIMIT`] is the usual one; more than that is marked in
@@ -220,8 +271,99 @@ impl Client {
             Inner::Embedded(e) => e.queues(count_limit).await,
             Inner::Remote(r) => {
                 let query = [("count_limit", count_limit.to_string())];
-                let reply: QueuesReply = r.get("/v1/queues", &query).await?;
+                let reply: api::QueueList = r.get("/v1/queues", &query).await?;
                 Ok(reply.queues)
+            }
+        }
+    }
+
+    /// Pauses a queue: its tasks wait; running ones finish.
+    pub async fn queue_pause(&self, name: &str) -> Result<QueueInfo> {
+        self.queue_update(name, "pause", |p| p.paused = Some(true))
+            .await
+    }
+
+    /// Resumes a paused queue.
+    pub async fn queue_resume(&self, name: &str) -> Result<QueueInfo> {
+        self.queue_update(name, "resume", |p| p.paused = Some(false))
+            .await
+    }
+
+    /// Limits how many tasks of the queue run at once (`None` removes the limit).
+    pub async fn queue_limit(&self, name: &str, limit: Option<u32>) -> Result<QueueInfo> {
+        match &self.inner {
+            Inner::Embedded(_) => {
+                self.queue_update(name, "limit", |p| p.concurrency_limit = Some(limit))
+                    .await
+            }
+            Inner::Remote(r) => {
+                let path = format!("/v1/queues/{}/limit", path_segment(name));
+                r.put(&path, &api::QueueLimit { limit }).await
+            }
+        }
+    }
+
+    async fn queue_update(
+        &self,
+        name: &str,
+        action: &str,
+        change: impl FnOnce(&mut QueueUpdateParams),
+    ) -> Result<QueueInfo> {
+        match &self.inner {
+            Inner::Embedded(e) => {
+                let mut params = QueueUpdateParams {
+                    name: name.to_string(),
+                    ..QueueUpdateParams::default()
+                };
+                change(&mut params);
+                e.queue_update(params).await
+            }
+            Inner::Remote(r) => {
+                let path = format!("/v1/queues/{}/{action}", path_segment(name));
+                r.post(&path, &()).await
+            }
+        }
+    }
+
+    // ---- what operators look at ----
+
+    /// Workers and nodes seen in the last day, most recently seen first.
+    pub async fn workers(&self) -> Result<Vec<WorkerView>> {
+        match &self.inner {
+            Inner::Embedded(e) => Ok(e
+                .workers()
+                .await?
+                .into_iter()
+                .map(|w| WorkerView {
+                    alive: e.is_alive(&w),
+                    worker: w,
+                })
+                .collect()),
+            Inner::Remote(r) => {
+                let reply: api::WorkerList = r.get("/v1/workers", &[]).await?;
+                Ok(reply.workers)
+            }
+        }
+    }
+
+    /// The node answering and the cluster's leader.
+    pub async fn cluster(&self) -> Result<api::Cluster> {
+        match &self.inner {
+            Inner::Embedded(e) => e.cluster().await,
+            Inner::Remote(r) => r.get("/v1/cluster", &[]).await,
+        }
+    }
+
+    /// Ended work per minute over the last `minutes` minutes (1 to 1440), oldest first.
+    pub async fn activity(&self, minutes: u32) -> Result<api::Activity> {
+        match &self.inner {
+            Inner::Embedded(e) => Ok(api::Activity {
+                bucket: "1m".into(),
+                buckets: e.activity(minutes).await?,
+            }),
+            Inner::Remote(r) => {
+                let query = [("minutes", minutes.to_string())];
+                r.get("/v1/activity", &query).await
             }
         }
     }
@@ -288,14 +430,14 @@ impl Client {
                 Ok(())
             }
             Inner::Remote(r) => {
-                let body = serde_json::json!({
-                    "role": presence.role,
-                    "queues": presence.queues,
-                    "concurrency": presence.concurrency,
-                    "stopping": presence.stopping,
-                });
+                let body = api::Beat {
+                    role: presence.role.clone(),
+                    queues: presence.queues.clone(),
+                    concurrency: presence.concurrency,
+                    stopping: presence.stopping,
+                };
                 let path = format!("/v1/workers/{}", path_segment(&presence.id));
-                let _: serde_json::Value = r.put(&path, &body).await?;
+                let _: api::Ack = r.put(&path, &body).await?;
                 Ok(())
             }
         }
@@ -311,17 +453,7 @@ impl Client {
     }
 }
 
-#[derive(serde::Deserialize)]
-struct TasksReply<T> {
-    tasks: Vec<T>,
-}
-
-#[derive(serde::Deserialize)]
-struct SchedulesReply {
-    schedules: Vec<Schedule>,
-}
-
-#[derive(serde::Deserialize)]
-struct QueuesReply {
-    queues: Vec<QueueInfo>,
+/// `/v1/schedules/{name}{rest}`, the name escaped.
+fn schedule_path(name: &str, rest: &str) -> String {
+    format!("/v1/schedules/{}{rest}", path_segment(name))
 }

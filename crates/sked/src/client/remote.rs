@@ -8,10 +8,11 @@ use serde::de::DeserializeOwned;
 use sked_core::{Task, TaskId, format_duration};
 use sked_store::HeartbeatReply;
 
-use crate::protocol::{
-    BatchReply, Ending, FinishItem, FinishRequest, Finished, HeartbeatRequest, Held, ItemResult,
-    WorkReply,
+use crate::api::worker::{
+    BatchReply, Claim, Claimed, Ending, FinishItem, FinishRequest, Finished, HeartbeatRequest,
+    Held, ItemResult, WorkReply,
 };
+use crate::api::{ErrorBody, ErrorCode};
 use crate::{ClaimRequest, Error, Result};
 
 /// Where the server is and how to reach it.
@@ -59,7 +60,10 @@ pub fn path_segment(s: &str) -> String {
 
 /// Failing to reach the server is "unavailable": the call may work later.
 fn unreachable(e: reqwest::Error) -> Error {
-    Error::remote("unavailable", format!("cannot reach the sked server: {e}"))
+    Error::remote(
+        ErrorCode::Unavailable,
+        format!("cannot reach the sked server: {e}"),
+    )
 }
 
 impl Remote {
@@ -107,20 +111,14 @@ impl Remote {
             };
             return serde_json::from_slice(body).map_err(|e| {
                 Error::remote(
-                    "internal",
+                    ErrorCode::Internal,
                     format!("unexpected answer from the server: {e}"),
                 )
             });
         }
-        #[derive(serde::Deserialize)]
-        struct Body {
-            error: crate::protocol::ItemError,
-        }
-        Err(match serde_json::from_slice::<Body>(&bytes) {
-            Ok(b) => Error::remote(&b.error.code, b.error.message),
-            Err(_) if status.as_u16() == 503 => Error::remote("unavailable", status.to_string()),
-            Err(_) if status.is_server_error() => Error::remote("internal", status.to_string()),
-            Err(_) => Error::remote("invalid_request", status.to_string()),
+        Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
+            Ok(b) => Error::remote(b.error.code, b.error.message),
+            Err(_) => Error::remote(ErrorCode::from_status(status.as_u16()), status.to_string()),
         })
     }
 
@@ -159,21 +157,17 @@ impl Remote {
     }
 
     pub(super) async fn claim(&self, req: ClaimRequest) -> Result<Vec<Task>> {
-        #[derive(serde::Deserialize)]
-        struct Reply {
-            tasks: Vec<Task>,
-        }
-        let body = serde_json::json!({
-            "worker": req.worker,
-            "queues": req.queues,
-            "kinds": req.kinds,
-            "max": req.max,
-            "min_priority": req.min_priority,
-            "wait": req.wait.map(|w| format!("{}ms", w.as_millis())),
-            "lease_ttl": req.lease_ttl.map(format_duration),
-        });
+        let body = Claim {
+            worker: req.worker,
+            queues: req.queues,
+            kinds: req.kinds,
+            max: req.max,
+            min_priority: req.min_priority,
+            wait: req.wait.map(|w| format!("{}ms", w.as_millis())),
+            lease_ttl: req.lease_ttl.map(format_duration),
+        };
         let wait = req.wait.unwrap_or_default();
-        let reply: Reply = self
+        let reply: Claimed = self
             .send(
                 self.request(reqwest::Method::POST, "/v1/claim")
                     .timeout(self.timeout + wait)
@@ -232,7 +226,7 @@ fn items<T>(reply: BatchReply<T>) -> Vec<Result<T>> {
         .into_iter()
         .map(|r| match r {
             ItemResult::Ok(v) => Ok(v),
-            ItemResult::Err { error } => Err(Error::remote(&error.code, error.message)),
+            ItemResult::Err { error } => Err(Error::remote(error.code, error.message)),
         })
         .collect()
 }

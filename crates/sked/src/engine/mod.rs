@@ -32,7 +32,7 @@ use crate::batch::FinishBatcher;
 use crate::metrics::Metrics;
 
 pub use claims::ClaimRequest;
-pub use observe::{ALIVE_FOR, BEAT_EVERY, ClusterInfo, Presence};
+pub use observe::{ALIVE_FOR, BEAT_EVERY, Presence};
 pub use tasks::TaskFilter;
 
 /// Settings of one engine (one node).

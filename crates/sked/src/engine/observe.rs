@@ -33,19 +33,6 @@ pub struct Presence {
     pub stopping: bool,
 }
 
-/// Who leads the cluster, as the database has it.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct ClusterInfo {
-    /// The node answering.
-    pub node: String,
-    /// The holder of the leader lease, `None` while nobody holds it.
-    pub leader: Option<String>,
-    /// When the holder's lease runs out unless renewed.
-    pub leader_until: Option<Timestamp>,
-    /// The store's backend: `sqlite` or `postgres`.
-    pub backend: &'static str,
-}
-
 impl Engine {
     /// The Prometheus text exposition of this engine's metrics, with the task counts read
     /// from the store now. Counters and histograms are this process's; the task counts are the
@@ -150,17 +137,17 @@ impl Engine {
     }
 
     /// This node, and the leader as the database has it.
-    pub async fn cluster(&self) -> Result<ClusterInfo> {
+    pub async fn cluster(&self) -> Result<crate::api::Cluster> {
         let lease = self
             .inner
             .store
             .lease_get(crate::maintenance::LEADER_LEASE, self.now())
             .await?;
-        Ok(ClusterInfo {
+        Ok(crate::api::Cluster {
             node: self.inner.config.node_id.clone(),
             leader_until: lease.as_ref().map(|l| l.expires_at),
             leader: lease.map(|l| l.holder),
-            backend: self.inner.store.backend(),
+            backend: self.inner.store.backend().to_string(),
         })
     }
 }

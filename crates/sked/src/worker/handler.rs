@@ -14,8 +14,8 @@ use serde::de::DeserializeOwned;
 use sked_core::Task;
 use tokio::sync::watch;
 
+use crate::api::worker::Ending;
 use crate::executors::{ExecResult, Executor};
-use crate::protocol::Ending;
 
 /// What a handler gives back: `Ok(output)` (stored as the task's result unless it is `()`),
 /// or a [`TaskError`].

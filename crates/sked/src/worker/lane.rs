@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::handler::{BoxFuture, Erased, TaskContext};
 use super::shared::{Holding, Shared, lock};
-use crate::protocol::Ending;
+use crate::api::worker::Ending;
 use crate::{ClaimRequest, Result};
 
 #[derive(Debug, Clone)]

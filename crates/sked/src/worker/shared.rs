@@ -13,8 +13,8 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::AbortHandle;
 
 use super::handler::Erased;
+use crate::api::worker::{Ending, Held};
 use crate::client::Client;
-use crate::protocol::{Ending, Held};
 
 /// A claimed attempt until its ending is handed to the finisher. Keyed by task and attempt:
 /// after a rescue, this worker may hold the next attempt of a task whose old one still runs.

@@ -1,19 +1,125 @@
-//! The worker protocol's batch messages, shared by the HTTP server and the remote client so
-//! that both sides read and write one definition. Documented in `docs/worker-protocol.md`.
+//! The worker protocol's messages, shared by the HTTP server and the remote client so that
+//! both sides read and write one definition. Documented in `docs/worker-protocol.md`.
 
 use jiff::SignedDuration;
 use serde::{Deserialize, Serialize};
-use sked_core::{TaskId, TaskState, format_duration, parse_duration};
+use sked_core::{Task, TaskId, TaskState, format_duration, parse_duration};
 use sked_store::FinishOutcome;
+
+use super::ErrorDetail;
+
+/// `POST /v1/claim`: up to `max` due tasks, waiting up to `wait` for one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claim {
+    /// The claiming worker's id.
+    pub worker: String,
+    /// Queues to claim from (all when empty).
+    #[serde(default)]
+    pub queues: Vec<String>,
+    /// Kinds the worker runs (any when empty).
+    #[serde(default)]
+    pub kinds: Vec<String>,
+    /// At most this many (1 to 1000).
+    #[serde(default = "one")]
+    pub max: u32,
+    /// Only tasks of at least this priority.
+    #[serde(default)]
+    pub min_priority: Option<i32>,
+    /// Long-poll: how long to wait for a task (`"30s"`); none means answer at once.
+    #[serde(default)]
+    pub wait: Option<String>,
+    /// Lease length (`"30s"`); the server's default when absent.
+    #[serde(default)]
+    pub lease_ttl: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// The answer to a claim: the tasks claimed, each `running` with a new attempt number.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Claimed {
+    /// The tasks.
+    pub tasks: Vec<Task>,
+}
+
+/// `POST /v1/tasks/{id}/heartbeat`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Heartbeat {
+    /// The attempt held.
+    pub attempt: i32,
+    /// A new lease length (`"30s"`); the server's default when absent.
+    #[serde(default)]
+    pub lease_ttl: Option<String>,
+}
+
+/// `POST /v1/tasks/{id}/complete`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Complete {
+    /// The attempt held.
+    pub attempt: i32,
+    /// Stored as the task's result.
+    #[serde(default)]
+    pub result: Option<serde_json::Value>,
+}
+
+/// `POST /v1/tasks/{id}/fail`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fail {
+    /// The attempt held.
+    pub attempt: i32,
+    /// What went wrong.
+    pub error: String,
+    /// `false` ends the task as dead at once.
+    #[serde(default = "yes")]
+    pub retryable: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `POST /v1/tasks/{id}/snooze`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snooze {
+    /// The attempt held.
+    pub attempt: i32,
+    /// How long to wait (`"5m"`).
+    pub delay: String,
+}
+
+/// `POST /v1/tasks/{id}/release` and `/cancelled`: the attempt, nothing else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttemptRef {
+    /// The attempt held.
+    pub attempt: i32,
+}
 
 /// How a worker ended an attempt, before the engine turns it into a [`FinishOutcome`] (a
 /// snooze is a delay here; the engine fixes the time on its own clock).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Ending {
+    /// It succeeded, with this result.
     Succeeded(Option<serde_json::Value>),
-    Failed { error: String, retryable: bool },
+    /// It failed; `retryable: false` makes it dead at once.
+    Failed {
+        /// What went wrong.
+        error: String,
+        /// Whether another attempt may succeed.
+        retryable: bool,
+    },
+    /// Run again after this long, without spending an attempt.
     Snoozed(SignedDuration),
+    /// Stopped after a cancel request.
     Cancelled,
+    /// Given back unstarted or unfinished.
     Released,
 }
 
@@ -32,8 +138,10 @@ impl Ending {
     }
 }
 
+/// The outcome of a [`FinishItem`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[allow(missing_docs)] // Named as the endings are.
 pub enum OutcomeName {
     Succeeded,
     Failed,
@@ -46,13 +154,19 @@ pub enum OutcomeName {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FinishItem {
+    /// The task.
     pub id: TaskId,
+    /// The attempt held.
     pub attempt: i32,
+    /// How it ended.
     pub outcome: OutcomeName,
+    /// A success's result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<serde_json::Value>,
+    /// A failure's error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Whether a failure may be retried (default `true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retryable: Option<bool>,
     /// A snooze's delay, like `"5m"`.
@@ -61,6 +175,7 @@ pub struct FinishItem {
 }
 
 impl FinishItem {
+    /// The item for an ending.
     pub fn new(id: TaskId, attempt: i32, ending: &Ending) -> FinishItem {
         let mut item = FinishItem {
             id,
@@ -139,16 +254,20 @@ impl FinishItem {
     }
 }
 
+/// `POST /v1/finish`: many ended attempts.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FinishRequest {
+    /// One item per attempt.
     pub results: Vec<FinishItem>,
 }
 
 /// What became of one ended attempt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finished {
+    /// The task.
     pub id: TaskId,
+    /// Its state now.
     pub state: TaskState,
 }
 
@@ -156,35 +275,41 @@ pub struct Finished {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Held {
+    /// The task.
     pub id: TaskId,
+    /// The attempt held.
     pub attempt: i32,
 }
 
+/// `POST /v1/heartbeat`: extends the leases of everything a worker holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatRequest {
+    /// The attempts held.
     pub tasks: Vec<Held>,
+    /// A new lease length (`"30s"`); the server's default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_ttl: Option<String>,
 }
 
-/// An error of one item of a batch, with the same codes as whole requests.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ItemError {
-    pub code: String,
-    pub message: String,
-}
-
-/// One result of a batch: the value, or `{"error": {...}}`.
+/// One result of a batch: the value, or `{"error": {...}}` with the same codes as whole
+/// requests.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ItemResult<T> {
-    Err { error: ItemError },
+    /// This item failed.
+    Err {
+        /// Why.
+        error: ErrorDetail,
+    },
+    /// This item's value.
     Ok(T),
 }
 
+/// The answer to a batch: one result per item, in order.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BatchReply<T> {
+    /// The results.
     pub results: Vec<ItemResult<T>>,
 }
 
@@ -192,7 +317,20 @@ pub struct BatchReply<T> {
 /// claimable.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct WorkReply {
+    /// The counter now.
     pub epoch: u64,
+}
+
+/// `GET /v1/work?after=N&wait=30s`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkQuery {
+    /// The counter last seen (0 at first).
+    #[serde(default)]
+    pub after: u64,
+    /// How long to wait for it to pass `after` (`"30s"`).
+    #[serde(default)]
+    pub wait: Option<String>,
 }
 
 #[cfg(test)]
@@ -237,6 +375,8 @@ mod tests {
             r.results[0],
             ItemResult::Ok(Finished { id: 1, .. })
         ));
-        assert!(matches!(&r.results[1], ItemResult::Err { error } if error.code == "stale_lease"));
+        assert!(
+            matches!(&r.results[1], ItemResult::Err { error } if error.code == super::super::ErrorCode::StaleLease)
+        );
     }
 }

@@ -1,0 +1,250 @@
+//! The wire types of the HTTP API (`/v1`), defined once: the server answers with them, the
+//! remote [`crate::Client`] reads them, and the CLI prints them (`--json` is these values,
+//! serialized). The worker protocol's batch messages are in [`worker`]; the error body and
+//! its codes in [`ErrorCode`].
+
+mod error;
+pub mod worker;
+
+use serde::{Deserialize, Serialize};
+use sked_core::{NewTask, ScheduleDef, Task, TaskId};
+use sked_store::{ActivityBucket, Occurrence, QueueInfo, Schedule, TaskInserted, WorkerInfo};
+
+pub use error::{ErrorBody, ErrorCode, ErrorDetail};
+
+/// `GET /v1/tasks`: tasks, newest first, without attempt history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskList {
+    /// The tasks.
+    pub tasks: Vec<Task>,
+}
+
+/// `POST /v1/tasks/batch`: tasks enqueued in one transaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskBatch {
+    /// The tasks, all or none.
+    pub tasks: Vec<NewTask>,
+}
+
+/// The answer to `POST /v1/tasks/batch`: one line per task, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TasksInserted {
+    /// Each task's id, and whether its unique key was held already.
+    pub tasks: Vec<TaskInserted>,
+}
+
+/// `POST /v1/tasks/{id}/reschedule`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reschedule {
+    /// RFC 3339, or `+DURATION` from now.
+    pub run_at: String,
+}
+
+/// A schedule as the API shows it: the stored fields, and its spec in words.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleView {
+    /// The schedule.
+    #[serde(flatten)]
+    pub schedule: Schedule,
+    /// The spec in words (`every day at 03:00`), when it can be said.
+    pub description: Option<String>,
+}
+
+impl std::ops::Deref for ScheduleView {
+    type Target = Schedule;
+
+    fn deref(&self) -> &Schedule {
+        &self.schedule
+    }
+}
+
+impl From<Schedule> for ScheduleView {
+    fn from(schedule: Schedule) -> ScheduleView {
+        ScheduleView {
+            description: sked_core::schedule::describe(&schedule.spec),
+            schedule,
+        }
+    }
+}
+
+/// `GET /v1/schedules`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleList {
+    /// Every schedule.
+    pub schedules: Vec<ScheduleView>,
+}
+
+/// `GET /v1/schedules/{name}/occurrences`: the ledger, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OccurrenceList {
+    /// Each occurrence: enqueued, skipped, buffered or missed.
+    pub occurrences: Vec<Occurrence>,
+}
+
+/// A schedule with its recent occurrences: what `sked schedule get` shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleDetail {
+    /// The schedule.
+    #[serde(flatten)]
+    pub schedule: ScheduleView,
+    /// Its latest occurrences, newest first.
+    pub occurrences: Vec<Occurrence>,
+}
+
+/// `POST /v1/schedules/{name}/trigger`: the task enqueued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Triggered {
+    /// Its id.
+    pub id: TaskId,
+}
+
+/// `PUT /v1/declared/{group}`: the schedules a group of code declares.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Declared {
+    /// Every schedule the group declares.
+    pub schedules: Vec<ScheduleDef>,
+}
+
+/// `GET /v1/cron/next`: the next fire times of an expression.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CronNext {
+    /// The expression.
+    pub expr: String,
+    /// The zone the times are in.
+    pub tz: String,
+    /// RFC 3339 times with the zone's offset.
+    pub times: Vec<String>,
+}
+
+/// `GET /v1/queues`: every queue with its counts per state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueList {
+    /// The queues.
+    pub queues: Vec<QueueInfo>,
+}
+
+/// `PUT /v1/queues/{name}/limit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueLimit {
+    /// Tasks of the queue running at once; `null` removes the limit.
+    pub limit: Option<u32>,
+}
+
+/// A worker or node as the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerView {
+    /// What it told and what it holds.
+    #[serde(flatten)]
+    pub worker: WorkerInfo,
+    /// Seen in the last three minutes and not stopped.
+    pub alive: bool,
+}
+
+impl std::ops::Deref for WorkerView {
+    type Target = WorkerInfo;
+
+    fn deref(&self) -> &WorkerInfo {
+        &self.worker
+    }
+}
+
+/// `GET /v1/workers`: workers and nodes seen in the last day, most recently seen first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerList {
+    /// The workers and nodes.
+    pub workers: Vec<WorkerView>,
+}
+
+/// `PUT /v1/workers/{id}`: a worker's sign of life.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Beat {
+    /// `worker` or `node`.
+    #[serde(default = "worker_role")]
+    pub role: String,
+    /// The queues it works (all when empty).
+    #[serde(default)]
+    pub queues: Vec<String>,
+    /// How many tasks it runs at once.
+    #[serde(default)]
+    pub concurrency: Option<u32>,
+    /// It is leaving.
+    #[serde(default)]
+    pub stopping: bool,
+}
+
+fn worker_role() -> String {
+    "worker".into()
+}
+
+/// An acknowledgement without a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ack {
+    /// Always `true`.
+    pub ok: bool,
+}
+
+/// `GET /v1/cluster`: the node answering and the leader.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cluster {
+    /// The node answering.
+    pub node: String,
+    /// The holder of the leader lease, `None` while nobody holds it.
+    pub leader: Option<String>,
+    /// When the holder's lease runs out unless renewed.
+    pub leader_until: Option<jiff::Timestamp>,
+    /// The store's backend: `sqlite` or `postgres`.
+    pub backend: String,
+}
+
+/// `GET /v1/activity`: ended work per bucket, oldest first, every bucket present.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Activity {
+    /// The bucket width, like `1m`.
+    pub bucket: String,
+    /// The buckets.
+    pub buckets: Vec<ActivityBucket>,
+}
+
+/// `GET /healthz`: liveness, without touching the database.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    /// Always `ok`.
+    pub status: String,
+    /// This node's id.
+    pub node: String,
+    /// Whether it holds the leader lease.
+    pub leader: bool,
+    /// `sqlite` or `postgres`.
+    pub backend: String,
+}
+
+/// What `sked top` shows: the cluster, queues, ended work, schedules and workers at once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Overview {
+    /// The node answering and the leader.
+    pub cluster: Cluster,
+    /// Queues with counts.
+    pub queues: Vec<QueueInfo>,
+    /// Ended work per minute over the last 15 minutes.
+    pub activity: Activity,
+    /// Schedules.
+    pub schedules: Vec<ScheduleView>,
+    /// Workers and nodes.
+    pub workers: Vec<WorkerView>,
+}
+
+/// What `sked task import` reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImportReport {
+    /// Tasks created.
+    pub imported: u64,
+    /// Tasks whose unique key was held already (not created).
+    pub duplicates: u64,
+    /// How long it took.
+    pub seconds: f64,
+}
