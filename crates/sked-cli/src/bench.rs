@@ -306,11 +306,11 @@ async fn worker(
             "http://{}",
             listener.local_addr().map_err(CliError::runtime)?
         );
-        let app = sked_server::router(sked_server::AppState {
+        let state = sked_server::AppState {
             engine: engine.clone(),
             token: None,
-        });
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        };
+        tokio::spawn(sked_server::serve(listener, state, std::future::pending()));
         sked::Client::remote(&url).map_err(CliError::runtime)?
     } else {
         sked::Client::embedded(engine.clone())

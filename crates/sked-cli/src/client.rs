@@ -1,87 +1,48 @@
-//! Commands that talk to a server over HTTP: tasks, schedules, queues.
+//! Commands that talk to a server: tasks, schedules, queues. They go through the typed
+//! [`sked::Client`]; tables are drawn from its values, and `--json` prints the same values
+//! serialized, as the API sends them.
 
 use clap::{Args, Subcommand};
-use reqwest::{Method, StatusCode};
-use serde_json::{Value, json};
+use serde::Serialize;
+use sked::api::{ImportReport, QueueList, ScheduleDetail, ScheduleList, TaskList, Triggered};
+use sked::{Client, NewTask, QueueInfo, ScheduleDef, Task, TaskFilter, TaskState, TaskTemplate};
 
-use crate::output::{self, queue_count, table, text, time};
+use crate::output::{opt, queue_count, table, time, time_in};
 use crate::{CliError, CliResult, Remote};
 
-/// A thin HTTP client that turns API errors into exit codes.
-pub(crate) struct Http {
-    remote: Remote,
-    client: reqwest::Client,
+/// The typed client for the server `remote` names.
+pub(crate) fn connect(remote: &Remote) -> CliResult<Client> {
+    Client::remote_with(sked::client::RemoteOptions {
+        token: remote.token.clone(),
+        ..sked::client::RemoteOptions::new(&remote.url)
+    })
+    .map_err(CliError::usage)
 }
 
-impl Http {
-    pub(crate) fn new(remote: &Remote) -> Http {
-        Http {
-            remote: remote.clone(),
-            client: reqwest::Client::new(),
-        }
-    }
-
-    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> CliResult<Value> {
-        let url = format!("{}{path}", self.remote.url.trim_end_matches('/'));
-        let mut req = self.client.request(method, &url);
-        if let Some(t) = &self.remote.token {
-            req = req.bearer_auth(t);
-        }
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req.send().await.map_err(|e| {
-            CliError::runtime(format!(
-                "cannot reach the sked server at {}: {e}",
-                self.remote.url
-            ))
-        })?;
-        let status = resp.status();
-        let bytes = resp.bytes().await.map_err(CliError::runtime)?;
-        let v: Value = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
-        };
-        if status.is_success() {
-            return Ok(v);
-        }
-        let msg = v["error"]["message"]
-            .as_str()
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("server answered {status}"));
-        Err(match status {
-            StatusCode::BAD_REQUEST
-            | StatusCode::NOT_FOUND
-            | StatusCode::UNPROCESSABLE_ENTITY
-            | StatusCode::PAYLOAD_TOO_LARGE => CliError::Usage(msg),
-            _ => CliError::Runtime(msg),
-        })
-    }
-
-    pub(crate) async fn get(&self, path: &str) -> CliResult<Value> {
-        self.call(Method::GET, path, None).await
-    }
-
-    pub(crate) async fn post(&self, path: &str, body: Option<Value>) -> CliResult<Value> {
-        self.call(Method::POST, path, body).await
-    }
-
-    /// Prints `v` as JSON when asked, else runs `human`.
-    fn show(&self, v: &Value, human: impl FnOnce(&Value)) {
-        if self.remote.json {
-            out!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
-        } else {
-            human(v);
-        }
+/// An error from sked as an exit code: bad input or nothing there is 2, the rest 1.
+pub(crate) fn failed(e: sked::Error) -> CliError {
+    use sked::store::ErrorKind;
+    match e.kind() {
+        ErrorKind::Invalid | ErrorKind::NotFound => CliError::usage(e),
+        _ => CliError::runtime(e),
     }
 }
 
-use sked::client::path_segment as seg;
+/// Prints `value` as JSON when asked, else runs `human` on it.
+pub(crate) fn show<T: Serialize>(remote: &Remote, value: &T, human: impl FnOnce(&T)) {
+    if remote.json {
+        out!(
+            "{}",
+            serde_json::to_string_pretty(value).unwrap_or_default()
+        );
+    } else {
+        human(value);
+    }
+}
 
-fn parse_payload(p: Option<&str>) -> CliResult<Value> {
+fn parse_payload(p: Option<&str>) -> CliResult<serde_json::Value> {
     match p {
-        None => Ok(Value::Null),
+        None => Ok(serde_json::Value::Null),
         Some(s) => serde_json::from_str(s)
             .map_err(|e| CliError::usage(format!("invalid --payload JSON: {e}"))),
     }
@@ -90,6 +51,10 @@ fn parse_payload(p: Option<&str>) -> CliResult<Value> {
 fn task_id(id: &str) -> CliResult<i64> {
     id.parse()
         .map_err(|_| CliError::usage(format!("invalid task id {id:?}: task ids are integers")))
+}
+
+fn flag_duration(flag: &str, v: &str) -> CliResult<jiff::SignedDuration> {
+    sked_core::parse_duration(v).map_err(|e| CliError::usage(format!("invalid {flag}: {e}")))
 }
 
 #[derive(Subcommand)]
@@ -186,80 +151,37 @@ pub(crate) struct TaskAdd {
 }
 
 pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
+    let client = connect(remote)?;
     match cmd {
         TaskCmd::Add(a) => {
             let now = jiff::Timestamp::now();
-            let run_at = match (&a.at, &a.in_) {
-                (Some(at), _) => Some(sked_core::parse_time(at, now).map_err(CliError::usage)?),
+            let mut task = NewTask::new(a.kind)
+                .queue(a.queue)
+                .payload(parse_payload(a.payload.as_deref())?)
+                .priority(a.priority)
+                .max_attempts(a.max_attempts);
+            match (&a.at, &a.in_) {
+                (Some(at), _) => {
+                    task = task.run_at(sked_core::parse_time(at, now).map_err(CliError::usage)?)
+                }
                 (None, Some(d)) => {
                     let d = sked_core::parse_duration(d).map_err(CliError::usage)?;
-                    Some(now.checked_add(d).map_err(CliError::usage)?)
+                    task = task.run_at(now.checked_add(d).map_err(CliError::usage)?);
                 }
-                (None, None) => None,
-            };
-            if let Some(t) = &a.timeout {
-                sked_core::parse_duration(t)
-                    .map_err(|e| CliError::usage(format!("invalid --timeout: {e}")))?;
+                (None, None) => {}
             }
-            let body = json!({
-                "kind": a.kind, "queue": a.queue, "payload": parse_payload(a.payload.as_deref())?,
-                "priority": a.priority, "run_at": run_at, "max_attempts": a.max_attempts,
-                "timeout": a.timeout, "unique_key": a.unique_key,
-            });
-            let http = Http::new(remote);
-            let v = http.post("/v1/tasks", Some(body)).await?;
-            http.show(&v, |v| out!("{}", text(&v["id"])));
+            if let Some(t) = &a.timeout {
+                task = task.timeout(flag_duration("--timeout", t)?);
+            }
+            if let Some(k) = a.unique_key {
+                task = task.unique_key(k);
+            }
+            let inserted = client.enqueue(task).await.map_err(failed)?;
+            show(remote, &inserted, |t| out!("{}", t.id));
         }
         TaskCmd::Get { id } => {
-            let http = Http::new(remote);
-            let v = http.get(&format!("/v1/tasks/{}", task_id(&id)?)).await?;
-            http.show(&v, |v| {
-                output::fields(
-                    v,
-                    &[
-                        "id",
-                        "kind",
-                        "queue",
-                        "state",
-                        "priority",
-                        "attempt",
-                        "max_attempts",
-                        "run_at",
-                        "created_at",
-                        "started_at",
-                        "finished_at",
-                        "worker",
-                        "schedule",
-                        "nominal_at",
-                        "last_error",
-                    ],
-                );
-                out!("payload       {}", v["payload"]);
-                if !v["result"].is_null() {
-                    out!("result        {}", v["result"]);
-                }
-                if let Some(attempts) = v["attempts"].as_array().filter(|a| !a.is_empty()) {
-                    out!();
-                    table(
-                        &[
-                            "ATTEMPT", "WORKER", "STARTED", "FINISHED", "OUTCOME", "ERROR",
-                        ],
-                        attempts
-                            .iter()
-                            .map(|a| {
-                                vec![
-                                    text(&a["attempt"]),
-                                    text(&a["worker"]),
-                                    time(&a["started_at"]),
-                                    time(&a["finished_at"]),
-                                    text(&a["outcome"]),
-                                    text(&a["error"]),
-                                ]
-                            })
-                            .collect(),
-                    );
-                }
-            });
+            let task = client.task(task_id(&id)?).await.map_err(failed)?;
+            show(remote, &task, print_task);
         }
         TaskCmd::Ls {
             state,
@@ -268,40 +190,31 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
             schedule,
             limit,
         } => {
-            let mut q = format!("/v1/tasks?limit={limit}");
-            for (k, v) in [
-                ("state", (!state.is_empty()).then(|| state.join(","))),
-                ("queue", queue),
-                ("kind", kind),
-                ("schedule", schedule),
-            ] {
-                if let Some(v) = v {
-                    q.push_str(&format!("&{k}={}", seg(&v).replace("%2C", ",")));
-                }
+            let mut filter = TaskFilter::new().limit(limit);
+            for s in &state {
+                filter = filter.state(TaskState::parse(s).map_err(CliError::usage)?);
             }
-            let http = Http::new(remote);
-            let v = http.get(&q).await?;
-            http.show(&v, |v| {
-                let rows = v["tasks"]
-                    .as_array()
-                    .map(|tasks| {
-                        tasks
-                            .iter()
-                            .map(|t| {
-                                vec![
-                                    text(&t["id"]),
-                                    text(&t["queue"]),
-                                    text(&t["kind"]),
-                                    text(&t["state"]),
-                                    text(&t["priority"]),
-                                    format!("{}/{}", text(&t["attempt"]), text(&t["max_attempts"])),
-                                    time(&t["run_at"]),
-                                    text(&t["last_error"]),
-                                ]
-                            })
-                            .collect()
+            filter.queue = queue;
+            filter.kind = kind;
+            filter.schedule = schedule;
+            let tasks = client.tasks(filter).await.map_err(failed)?;
+            show(remote, &TaskList { tasks }, |list| {
+                let rows = list
+                    .tasks
+                    .iter()
+                    .map(|t| {
+                        vec![
+                            t.id.to_string(),
+                            t.queue.clone(),
+                            t.kind.clone(),
+                            t.state.to_string(),
+                            t.priority.to_string(),
+                            format!("{}/{}", t.attempt, t.max_attempts),
+                            time(Some(t.run_at)),
+                            opt(t.last_error.as_ref()),
+                        ]
                     })
-                    .unwrap_or_default();
+                    .collect();
                 table(
                     &[
                         "ID",
@@ -318,27 +231,89 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
             });
         }
         TaskCmd::Cancel { id } => {
-            state_change(remote, &format!("/v1/tasks/{}/cancel", task_id(&id)?), None).await?
+            let task = client.cancel(task_id(&id)?).await.map_err(failed)?;
+            show(remote, &task, print_state);
         }
         TaskCmd::Retry { id } => {
-            state_change(remote, &format!("/v1/tasks/{}/retry", task_id(&id)?), None).await?
+            let task = client.retry(task_id(&id)?).await.map_err(failed)?;
+            show(remote, &task, print_state);
         }
-        TaskCmd::Import { file, batch } => import(&file, batch, remote).await?,
+        TaskCmd::Import { file, batch } => import(&client, &file, batch, remote).await?,
         TaskCmd::Reschedule { id, at } => {
             let run_at =
                 sked_core::parse_time(&at, jiff::Timestamp::now()).map_err(CliError::usage)?;
-            let path = format!("/v1/tasks/{}/reschedule", task_id(&id)?);
-            state_change(remote, &path, Some(json!({"run_at": run_at.to_string()}))).await?
+            let task = client
+                .reschedule(task_id(&id)?, run_at)
+                .await
+                .map_err(failed)?;
+            show(remote, &task, print_state);
         }
     }
     Ok(())
+}
+
+/// A task's fields, payload, result and attempts, for `sked task get`.
+fn print_task(t: &Task) {
+    let fields = [
+        ("id", t.id.to_string()),
+        ("kind", t.kind.clone()),
+        ("queue", t.queue.clone()),
+        ("state", t.state.to_string()),
+        ("priority", t.priority.to_string()),
+        ("attempt", t.attempt.to_string()),
+        ("max_attempts", t.max_attempts.to_string()),
+        ("run_at", time(Some(t.run_at))),
+        ("created_at", time(Some(t.created_at))),
+        ("started_at", time(t.started_at)),
+        ("finished_at", time(t.finished_at)),
+        ("worker", opt(t.worker.as_ref())),
+        ("schedule", opt(t.schedule.as_ref())),
+        ("nominal_at", time(t.nominal_at)),
+        ("last_error", opt(t.last_error.as_ref())),
+    ];
+    crate::output::fields(&fields);
+    out!("payload       {}", t.payload);
+    if let Some(result) = &t.result {
+        out!("result        {result}");
+    }
+    if !t.attempts.is_empty() {
+        out!();
+        table(
+            &[
+                "ATTEMPT", "WORKER", "STARTED", "FINISHED", "OUTCOME", "ERROR",
+            ],
+            t.attempts
+                .iter()
+                .map(|a| {
+                    vec![
+                        a.attempt.to_string(),
+                        a.worker.clone(),
+                        time(Some(a.started_at)),
+                        time(a.finished_at),
+                        a.outcome.clone(),
+                        opt(a.error.as_ref()),
+                    ]
+                })
+                .collect(),
+        );
+    }
+}
+
+/// A task's id and new state, after a state change.
+fn print_state(t: &Task) {
+    let extra = if t.cancel_requested && t.state == TaskState::Running {
+        " (cancel requested)"
+    } else {
+        ""
+    };
+    out!("{} {}{extra}", t.id, t.state);
 }
 
 /// Requests stay well under the server's 2 MiB body limit.
 const IMPORT_BATCH_BYTES: usize = 1536 * 1024;
 
 /// `sked task import`: check every line, then enqueue in batches with a progress bar.
-async fn import(file: &str, batch: usize, remote: &Remote) -> CliResult {
+async fn import(client: &Client, file: &str, batch: usize, remote: &Remote) -> CliResult {
     use std::io::Read;
     if batch == 0 || batch > 1000 {
         return Err(CliError::usage("--batch must be between 1 and 1000"));
@@ -351,19 +326,17 @@ async fn import(file: &str, batch: usize, remote: &Remote) -> CliResult {
     };
     read.map_err(|e| CliError::usage(format!("cannot read {file}: {e}")))?;
     // Every line first: a bad one enqueues nothing.
-    let mut tasks: Vec<(Value, usize)> = Vec::new();
+    let mut tasks: Vec<(NewTask, usize)> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() {
             continue;
         }
         let bad = |e: &dyn std::fmt::Display| CliError::usage(format!("{file}:{}: {e}", i + 1));
-        let v: Value = serde_json::from_str(line).map_err(|e| bad(&e))?;
-        let task: sked_core::NewTask = serde_json::from_value(v.clone()).map_err(|e| bad(&e))?;
+        let task: NewTask = serde_json::from_str(line).map_err(|e| bad(&e))?;
         task.validate().map_err(|e| bad(&e))?;
-        tasks.push((v, line.len()));
+        tasks.push((task, line.len()));
     }
-    let http = Http::new(remote);
     let started = std::time::Instant::now();
     let bar = indicatif::ProgressBar::new(tasks.len() as u64);
     bar.set_style(
@@ -380,21 +353,18 @@ async fn import(file: &str, batch: usize, remote: &Remote) -> CliResult {
             bytes += rest[n].1;
             n += 1;
         }
-        let body = json!({"tasks": rest[..n].iter().map(|(v, _)| v).collect::<Vec<_>>()});
-        let reply = http
-            .post("/v1/tasks/batch", Some(body))
-            .await
-            .map_err(|e| {
-                bar.abandon();
-                let done = created + duplicates;
-                let msg = |m: String| format!("{m} (the first {done} tasks were enqueued)");
-                match e {
-                    CliError::Usage(m) => CliError::Usage(msg(m)),
-                    CliError::Runtime(m) => CliError::Runtime(msg(m)),
-                }
-            })?;
-        for t in reply["tasks"].as_array().into_iter().flatten() {
-            if t["duplicate"] == true {
+        let chunk: Vec<NewTask> = rest[..n].iter().map(|(t, _)| t.clone()).collect();
+        let inserted = client.enqueue_many(chunk).await.map_err(|e| {
+            bar.abandon();
+            let done = created + duplicates;
+            let msg = format!("{e} (the first {done} tasks were enqueued)");
+            match failed(e) {
+                CliError::Usage(_) => CliError::Usage(msg),
+                CliError::Runtime(_) => CliError::Runtime(msg),
+            }
+        })?;
+        for t in inserted {
+            if t.duplicate {
                 duplicates += 1;
             } else {
                 created += 1;
@@ -405,28 +375,13 @@ async fn import(file: &str, batch: usize, remote: &Remote) -> CliResult {
     }
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
-    let v = json!({
-        "imported": created,
-        "duplicates": duplicates,
-        "seconds": (secs * 1000.0).round() / 1000.0,
-    });
-    http.show(&v, |_| {
+    let report = ImportReport {
+        imported: created,
+        duplicates,
+        seconds: (secs * 1000.0).round() / 1000.0,
+    };
+    show(remote, &report, |_| {
         out!("imported {created} tasks ({duplicates} already there by unique key) in {secs:.2}s")
-    });
-    Ok(())
-}
-
-/// Posts a state change and prints the task's id and new state.
-async fn state_change(remote: &Remote, path: &str, body: Option<Value>) -> CliResult {
-    let http = Http::new(remote);
-    let v = http.post(path, body).await?;
-    http.show(&v, |v| {
-        let extra = if v["cancel_requested"] == true && v["state"] == "running" {
-            " (cancel requested)"
-        } else {
-            ""
-        };
-        out!("{} {}{extra}", text(&v["id"]), text(&v["state"]));
     });
     Ok(())
 }
@@ -527,6 +482,12 @@ pub(crate) struct ScheduleAdd {
     catchup_window: String,
 }
 
+/// A policy flag's value, read as the API reads it.
+fn policy<T: serde::de::DeserializeOwned>(flag: &str, v: &str) -> CliResult<T> {
+    serde_json::from_value(serde_json::Value::String(v.to_string()))
+        .map_err(|e| CliError::usage(format!("invalid {flag}: {e}")))
+}
+
 pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
     match cmd {
         ScheduleCmd::Add(a) => {
@@ -539,65 +500,57 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
                     ));
                 }
             };
-            let (kind, payload) = match &a.shell {
-                Some(cmd) => ("shell".to_string(), json!({"command": cmd})),
-                None => (
-                    a.kind.clone().unwrap_or_default(),
-                    parse_payload(a.payload.as_deref())?,
-                ),
+            let mut task = match &a.shell {
+                Some(cmd) => {
+                    TaskTemplate::new("shell").payload(serde_json::json!({ "command": cmd }))
+                }
+                None => TaskTemplate::new(a.kind.clone().unwrap_or_default())
+                    .payload(parse_payload(a.payload.as_deref())?),
             };
-            let def = json!({
-                "name": a.name, "spec": spec, "tz": a.tz,
-                "task": {"kind": kind, "queue": a.queue, "payload": payload, "priority": a.priority,
-                         "max_attempts": a.max_attempts, "timeout": a.timeout},
-                "overlap": a.overlap, "catchup": a.catchup, "catchup_window": a.catchup_window,
-            });
+            task = task
+                .queue(a.queue.clone())
+                .priority(a.priority)
+                .max_attempts(a.max_attempts);
+            if let Some(t) = &a.timeout {
+                task = task.timeout(flag_duration("--timeout", t)?);
+            }
+            let def = ScheduleDef::new(a.name.clone(), spec, task)
+                .tz(a.tz.clone())
+                .overlap(policy("--overlap", &a.overlap)?)
+                .catchup(
+                    policy("--catchup", &a.catchup)?,
+                    flag_duration("--catchup-window", &a.catchup_window)?,
+                );
             // Check locally first, so bad input is reported even without a server.
-            let parsed: sked_core::ScheduleDef = serde_json::from_value(def.clone())
-                .map_err(|e| CliError::usage(format!("invalid schedule: {e}")))?;
-            parsed.validate().map_err(CliError::usage)?;
-            let http = Http::new(remote);
-            let v = http.post("/v1/schedules", Some(def)).await?;
-            http.show(&v, |v| {
-                out!(
-                    "{} next fire {}",
-                    text(&v["name"]),
-                    output::time_in(&v["next_fire_at"], &v["tz"])
-                )
+            def.validate().map_err(CliError::usage)?;
+            let s = connect(remote)?.schedule_put(def).await.map_err(failed)?;
+            show(remote, &s, |s| {
+                out!("{} next fire {}", s.name, time_in(s.next_fire_at, &s.tz))
             });
         }
         ScheduleCmd::Ls => {
-            let http = Http::new(remote);
-            let v = http.get("/v1/schedules").await?;
-            http.show(&v, |v| {
-                let rows = v["schedules"]
-                    .as_array()
-                    .map(|list| {
-                        list.iter()
-                            .map(|s| {
-                                let paused = s["paused"] == true;
-                                vec![
-                                    text(&s["name"]),
-                                    text(&s["spec"]),
-                                    text(&s["tz"]),
-                                    if paused {
-                                        "paused".into()
-                                    } else {
-                                        output::time_in(&s["next_fire_at"], &s["tz"])
-                                    },
-                                    time(&s["last_started_at"]),
-                                    time(&s["last_finished_at"]),
-                                    if s["running"] == true {
-                                        "yes".into()
-                                    } else {
-                                        "no".into()
-                                    },
-                                    text(&s["last_outcome"]),
-                                ]
-                            })
-                            .collect()
+            let schedules = connect(remote)?.schedules().await.map_err(failed)?;
+            show(remote, &ScheduleList { schedules }, |list| {
+                let rows = list
+                    .schedules
+                    .iter()
+                    .map(|s| {
+                        vec![
+                            s.name.clone(),
+                            s.spec.clone(),
+                            s.tz.clone(),
+                            if s.paused {
+                                "paused".into()
+                            } else {
+                                time_in(s.next_fire_at, &s.tz)
+                            },
+                            time(s.last_started_at),
+                            time(s.last_finished_at),
+                            if s.running { "yes" } else { "no" }.into(),
+                            opt(s.last_outcome.as_ref()),
+                        ]
                     })
-                    .unwrap_or_default();
+                    .collect();
                 table(
                     &[
                         "NAME",
@@ -614,77 +567,43 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
             });
         }
         ScheduleCmd::Get { name } => {
-            let http = Http::new(remote);
-            let s = http.get(&format!("/v1/schedules/{}", seg(&name))).await?;
-            let occ = http
-                .get(&format!(
-                    "/v1/schedules/{}/occurrences?limit=20",
-                    seg(&name)
-                ))
-                .await?;
-            if remote.json {
-                let mut s = s;
-                s["occurrences"] = occ["occurrences"].clone();
-                out!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
-                return Ok(());
-            }
-            output::fields(
-                &s,
-                &[
-                    "name",
-                    "spec",
-                    "tz",
-                    "overlap",
-                    "catchup",
-                    "catchup_window",
-                    "paused",
-                    "next_fire_at",
-                    "last_started_at",
-                    "last_finished_at",
-                    "running",
-                    "last_outcome",
-                ],
-            );
-            out!("task               {}", s["task"]);
-            out!();
-            let rows = occ["occurrences"]
-                .as_array()
-                .map(|l| {
-                    l.iter()
-                        .map(|o| {
-                            vec![
-                                time(&o["nominal_at"]),
-                                text(&o["outcome"]),
-                                text(&o["task_id"]),
-                                text(&o["task_state"]),
-                                text(&o["detail"]),
-                            ]
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            table(
-                &["NOMINAL", "OUTCOME", "TASK", "TASK STATE", "DETAIL"],
-                rows,
-            );
+            let client = connect(remote)?;
+            let (schedule, occurrences) =
+                tokio::try_join!(client.schedule(&name), client.occurrences(&name, 20))
+                    .map_err(failed)?;
+            let detail = ScheduleDetail {
+                schedule,
+                occurrences,
+            };
+            show(remote, &detail, print_schedule);
         }
-        ScheduleCmd::Pause { name } => schedule_action(remote, &name, "pause").await?,
-        ScheduleCmd::Resume { name } => schedule_action(remote, &name, "resume").await?,
+        ScheduleCmd::Pause { name } => {
+            let s = connect(remote)?
+                .schedule_pause(&name)
+                .await
+                .map_err(failed)?;
+            show(remote, &s, print_paused);
+        }
+        ScheduleCmd::Resume { name } => {
+            let s = connect(remote)?
+                .schedule_resume(&name)
+                .await
+                .map_err(failed)?;
+            show(remote, &s, print_paused);
+        }
         ScheduleCmd::Trigger { name } => {
-            let http = Http::new(remote);
-            let v = http
-                .post(&format!("/v1/schedules/{}/trigger", seg(&name)), None)
-                .await?;
-            http.show(&v, |v| out!("{}", text(&v["id"])));
+            let id = connect(remote)?
+                .schedule_trigger(&name)
+                .await
+                .map_err(failed)?;
+            show(remote, &Triggered { id }, |t| out!("{}", t.id));
         }
         ScheduleCmd::Rm { name } => {
-            let http = Http::new(remote);
-            http.call(
-                Method::DELETE,
-                &format!("/v1/schedules/{}", seg(&name)),
-                None,
-            )
-            .await?;
+            connect(remote)?
+                .schedule_delete(&name)
+                .await
+                .map_err(failed)?;
+            // The API answers 204 without a body: `--json` prints nothing either.
             if !remote.json {
                 out!("removed {name}");
             }
@@ -693,23 +612,59 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
     Ok(())
 }
 
-async fn schedule_action(remote: &Remote, name: &str, action: &str) -> CliResult {
-    let http = Http::new(remote);
-    let v = http
-        .post(&format!("/v1/schedules/{}/{action}", seg(name)), None)
-        .await?;
-    http.show(&v, |v| {
-        let state = if v["paused"] == true {
-            "paused".to_string()
-        } else {
-            format!(
-                "next fire {}",
-                output::time_in(&v["next_fire_at"], &v["tz"])
-            )
-        };
-        out!("{} {state}", text(&v["name"]));
-    });
-    Ok(())
+/// A schedule's fields and its recent occurrences, for `sked schedule get`.
+fn print_schedule(d: &ScheduleDetail) {
+    let s = &d.schedule;
+    let fields = [
+        ("name", s.name.clone()),
+        ("spec", s.spec.clone()),
+        ("tz", s.tz.clone()),
+        ("overlap", s.overlap.as_str().to_string()),
+        ("catchup", s.catchup.as_str().to_string()),
+        (
+            "catchup_window",
+            sked_core::format_duration(s.catchup_window),
+        ),
+        ("paused", s.paused.to_string()),
+        ("next_fire_at", time(s.next_fire_at)),
+        ("last_started_at", time(s.last_started_at)),
+        ("last_finished_at", time(s.last_finished_at)),
+        ("running", s.running.to_string()),
+        ("last_outcome", opt(s.last_outcome.as_ref())),
+    ];
+    crate::output::fields(&fields);
+    out!(
+        "task               {}",
+        serde_json::to_string(&s.task).unwrap_or_default()
+    );
+    out!();
+    let rows = d
+        .occurrences
+        .iter()
+        .map(|o| {
+            vec![
+                time(Some(o.nominal_at)),
+                o.outcome.as_str().to_string(),
+                opt(o.task_id.as_ref()),
+                opt(o.task_state.as_ref()),
+                opt(o.detail.as_ref()),
+            ]
+        })
+        .collect();
+    table(
+        &["NOMINAL", "OUTCOME", "TASK", "TASK STATE", "DETAIL"],
+        rows,
+    );
+}
+
+/// A schedule's name and whether it is paused or when it fires next.
+fn print_paused(s: &sked::api::ScheduleView) {
+    let state = if s.paused {
+        "paused".to_string()
+    } else {
+        format!("next fire {}", time_in(s.next_fire_at, &s.tz))
+    };
+    out!("{} {state}", s.name);
 }
 
 #[derive(Subcommand)]
@@ -737,36 +692,27 @@ pub(crate) enum QueueCmd {
 }
 
 pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
-    let v = match cmd {
+    let client = connect(remote)?;
+    let q = match cmd {
         QueueCmd::Ls => {
-            let http = Http::new(remote);
-            let v = http.get("/v1/queues").await?;
-            http.show(&v, |v| {
-                let rows = v["queues"]
-                    .as_array()
-                    .map(|l| {
-                        l.iter()
-                            .map(|q| {
-                                vec![
-                                    text(&q["name"]),
-                                    if q["paused"] == true {
-                                        "yes".into()
-                                    } else {
-                                        "no".into()
-                                    },
-                                    text(&q["concurrency_limit"]),
-                                    queue_count(q, "scheduled"),
-                                    queue_count(q, "available"),
-                                    queue_count(q, "running"),
-                                    queue_count(q, "retrying"),
-                                    queue_count(q, "succeeded"),
-                                    queue_count(q, "dead"),
-                                    queue_count(q, "cancelled"),
-                                ]
-                            })
-                            .collect()
+            let queues = client
+                .queues(sked::store::QUEUE_COUNT_LIMIT)
+                .await
+                .map_err(failed)?;
+            show(remote, &QueueList { queues }, |list| {
+                let rows = list
+                    .queues
+                    .iter()
+                    .map(|q| {
+                        let mut row = vec![
+                            q.name.clone(),
+                            if q.paused { "yes" } else { "no" }.into(),
+                            opt(q.concurrency_limit.as_ref()),
+                        ];
+                        row.extend(TaskState::ALL.map(|s| queue_count(q, s)));
+                        row
                     })
-                    .unwrap_or_default();
+                    .collect();
                 table(
                     &[
                         "QUEUE",
@@ -785,40 +731,28 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
             });
             return Ok(());
         }
-        QueueCmd::Pause { queue } => {
-            Http::new(remote)
-                .post(&format!("/v1/queues/{}/pause", seg(&queue)), None)
-                .await?
-        }
-        QueueCmd::Resume { queue } => {
-            Http::new(remote)
-                .post(&format!("/v1/queues/{}/resume", seg(&queue)), None)
-                .await?
-        }
+        QueueCmd::Pause { queue } => client.queue_pause(&queue).await,
+        QueueCmd::Resume { queue } => client.queue_resume(&queue).await,
         QueueCmd::Limit { queue, limit } => {
-            let limit: Value = if limit == "none" {
-                Value::Null
+            let limit = if limit == "none" {
+                None
             } else {
-                json!(limit.parse::<u32>().map_err(|_| CliError::usage(format!(
-                    "invalid limit {limit:?}: expected a whole number or none"
-                )))?)
+                Some(limit.parse::<u32>().map_err(|_| {
+                    CliError::usage(format!(
+                        "invalid limit {limit:?}: expected a whole number or none"
+                    ))
+                })?)
             };
-            let path = format!("/v1/queues/{}/limit", seg(&queue));
-            Http::new(remote)
-                .call(Method::PUT, &path, Some(json!({"limit": limit})))
-                .await?
+            client.queue_limit(&queue, limit).await
         }
-    };
-    Http::new(remote).show(&v, |v| {
-        let paused = if v["paused"] == true {
-            "paused"
-        } else {
-            "running"
-        };
+    }
+    .map_err(failed)?;
+    show(remote, &q, |q: &QueueInfo| {
+        let paused = if q.paused { "paused" } else { "running" };
         out!(
             "{} {paused}, limit {}",
-            text(&v["name"]),
-            text(&v["concurrency_limit"])
+            q.name,
+            opt(q.concurrency_limit.as_ref())
         );
     });
     Ok(())

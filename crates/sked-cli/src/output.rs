@@ -1,4 +1,5 @@
-//! Output for people: aligned tables and short times. (`--json` bypasses all of this.)
+//! Output for people: aligned tables and short times, from typed values. (`--json` bypasses
+//! all of this.)
 
 /// Prints a line to stdout. A closed pipe (`sked … | head`) ends the program quietly, as
 /// command-line tools do, instead of panicking like `println!`.
@@ -26,7 +27,7 @@ pub(crate) fn print_line(args: std::fmt::Arguments<'_>) {
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use serde_json::Value;
+use sked::{QueueInfo, TaskState};
 
 /// RFC 3339 with the zone's offset, whole seconds: `2026-03-29T03:00:00+02:00`.
 pub(crate) fn rfc3339_in(t: Timestamp, tz: &TimeZone) -> String {
@@ -35,43 +36,39 @@ pub(crate) fn rfc3339_in(t: Timestamp, tz: &TimeZone) -> String {
         .to_string()
 }
 
-/// A JSON time field as a short UTC time, or `-`.
-pub(crate) fn time(v: &Value) -> String {
-    match v.as_str().and_then(|s| s.parse::<Timestamp>().ok()) {
+/// A time as a short UTC time, or `-`.
+pub(crate) fn time(t: Option<Timestamp>) -> String {
+    match t {
         Some(t) => t.strftime("%Y-%m-%d %H:%M:%SZ").to_string(),
         None => "-".into(),
     }
 }
 
-/// A JSON time field in an IANA zone (`2026-11-22 03:00:00+01:00`), or `-`.
-pub(crate) fn time_in(v: &Value, tz: &Value) -> String {
-    let zone = tz.as_str().and_then(|z| TimeZone::get(z).ok());
-    match (v.as_str().and_then(|s| s.parse::<Timestamp>().ok()), zone) {
+/// A time in an IANA zone (`2026-11-22 03:00:00+01:00`), or `-`.
+pub(crate) fn time_in(t: Option<Timestamp>, tz: &str) -> String {
+    match (t, TimeZone::get(tz).ok()) {
         (Some(t), Some(zone)) => t
             .to_zoned(zone)
             .strftime("%Y-%m-%d %H:%M:%S%:z")
             .to_string(),
-        _ => time(v),
+        _ => time(t),
     }
 }
 
-/// A JSON value as table text: strings bare, null as `-`.
-pub(crate) fn text(v: &Value) -> String {
-    match v {
-        Value::Null => "-".into(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
+/// An optional value as table text, `-` when there is none.
+pub(crate) fn opt(v: Option<&impl std::fmt::Display>) -> String {
+    v.map_or_else(|| "-".into(), |v| v.to_string())
 }
 
-/// A queue's count of tasks in `state` from `/v1/queues`, with `+` when counting stopped at
-/// the limit (the state is in `counts_at_least`).
-pub(crate) fn queue_count(q: &Value, state: &str) -> String {
-    let n = q["counts"][state].as_u64().unwrap_or(0);
-    let more = q["counts_at_least"]
-        .as_array()
-        .is_some_and(|l| l.iter().any(|s| s == state));
-    if more { format!("{n}+") } else { n.to_string() }
+/// A queue's count of tasks in `state`, with `+` when counting stopped at the limit (the
+/// state is in `counts_at_least`).
+pub(crate) fn queue_count(q: &QueueInfo, state: TaskState) -> String {
+    let n = q.counts.get(&state).copied().unwrap_or(0);
+    if q.counts_at_least.contains(&state) {
+        format!("{n}+")
+    } else {
+        n.to_string()
+    }
 }
 
 /// Prints rows under headers, each column as wide as its widest cell.
@@ -105,16 +102,10 @@ pub(crate) fn table_string(headers: &[&str], rows: Vec<Vec<String>>) -> String {
     text
 }
 
-/// Prints a JSON object as `key: value` lines, for `get` commands.
-pub(crate) fn fields(v: &Value, keys: &[&str]) {
-    let width = keys.iter().map(|k| k.len()).max().unwrap_or(0);
-    for k in keys {
-        let val = &v[*k];
-        let shown = if k.ends_with("_at") {
-            time(val)
-        } else {
-            text(val)
-        };
-        out!("{k:<width$}  {shown}");
+/// Prints `key  value` lines, the keys aligned, for `get` commands.
+pub(crate) fn fields(fields: &[(&str, String)]) {
+    let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (k, v) in fields {
+        out!("{k:<width$}  {v}");
     }
 }

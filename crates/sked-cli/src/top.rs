@@ -5,10 +5,11 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use clap::Args;
-use serde_json::Value;
+use sked::Client;
+use sked::api::Overview;
 
-use crate::client::Http;
-use crate::output::{queue_count, table_string, text, time_in};
+use crate::client::{connect, failed};
+use crate::output::{opt, queue_count, table_string, time_in};
 use crate::{CliError, CliResult, Remote};
 
 #[derive(Args)]
@@ -32,10 +33,18 @@ pub(crate) async fn top(a: TopArgs, remote: &Remote) -> CliResult {
                 a.interval
             ))
         })?;
-    let http = Http::new(remote);
+    let client = connect(remote)?;
+    if remote.json {
+        // One snapshot: the values the frame is drawn from.
+        out!(
+            "{}",
+            serde_json::to_string_pretty(&overview(&client).await?).unwrap_or_default()
+        );
+        return Ok(());
+    }
     let live = !a.once && std::io::stdout().is_terminal();
     loop {
-        let frame = frame(&http).await?;
+        let frame = frame(&overview(&client).await?);
         if live {
             // Home and clear, then the frame: one redraw per interval.
             out!("\x1b[H\x1b[2J{}", frame.trim_end());
@@ -66,36 +75,47 @@ fn spark(values: &[u64]) -> String {
         .collect()
 }
 
-async fn frame(http: &Http) -> CliResult<String> {
+/// Everything a frame shows, read at once.
+async fn overview(client: &Client) -> CliResult<Overview> {
     let (cluster, queues, activity, workers, schedules) = tokio::try_join!(
-        http.get("/v1/cluster"),
-        http.get("/v1/queues"),
-        http.get("/v1/activity?minutes=15"),
-        http.get("/v1/workers"),
-        http.get("/v1/schedules"),
-    )?;
-    let list = |v: &Value, key: &str| v[key].as_array().cloned().unwrap_or_default();
-    let workers = list(&workers, "workers");
-    let alive: Vec<&Value> = workers.iter().filter(|w| w["alive"] == true).collect();
-    let count_role = |role: &str| alive.iter().filter(|w| w["role"] == role).count();
+        client.cluster(),
+        client.queues(sked::store::QUEUE_COUNT_LIMIT),
+        client.activity(15),
+        client.workers(),
+        client.schedules(),
+    )
+    .map_err(failed)?;
+    Ok(Overview {
+        cluster,
+        queues,
+        activity,
+        schedules,
+        workers,
+    })
+}
+
+fn frame(o: &Overview) -> String {
+    let alive: Vec<_> = o.workers.iter().filter(|w| w.alive).collect();
+    let count_role = |role: &str| alive.iter().filter(|w| w.role == role).count();
     let mut f = String::new();
     let _ = writeln!(
         f,
         "sked · {} · leader {} · {} workers, {} nodes alive · {}",
-        text(&cluster["backend"]),
-        text(&cluster["leader"]),
+        o.cluster.backend,
+        opt(o.cluster.leader.as_ref()),
         count_role("worker"),
         count_role("node"),
         jiff::Zoned::now().strftime("%H:%M:%S"),
     );
-    let buckets = list(&activity, "buckets");
-    let series =
-        |k: &str| -> Vec<u64> { buckets.iter().map(|b| b[k].as_u64().unwrap_or(0)).collect() };
+    let buckets = &o.activity.buckets;
+    let series = |k: fn(&sked::store::ActivityBucket) -> u64| -> Vec<u64> {
+        buckets.iter().map(k).collect()
+    };
     let (ok, failed, dead, cancelled) = (
-        series("succeeded"),
-        series("failed"),
-        series("dead"),
-        series("cancelled"),
+        series(|b| b.succeeded),
+        series(|b| b.failed),
+        series(|b| b.dead),
+        series(|b| b.cancelled),
     );
     let _ = writeln!(
         f,
@@ -107,12 +127,13 @@ async fn frame(http: &Http) -> CliResult<String> {
         dead.iter().sum::<u64>(),
         cancelled.iter().sum::<u64>(),
     );
-    let rows = list(&queues, "queues")
+    let rows = o
+        .queues
         .iter()
         .map(|q| {
-            let mut row = vec![text(&q["name"])];
-            row.extend(sked_core::TaskState::ALL.map(|s| queue_count(q, s.as_str())));
-            row.push(if q["paused"] == true { "paused" } else { "" }.into());
+            let mut row = vec![q.name.clone()];
+            row.extend(sked::TaskState::ALL.map(|s| queue_count(q, s)));
+            row.push(if q.paused { "paused" } else { "" }.into());
             row
         })
         .collect();
@@ -122,21 +143,22 @@ async fn frame(http: &Http) -> CliResult<String> {
         ],
         rows,
     ));
-    let rows: Vec<Vec<String>> = list(&schedules, "schedules")
+    let rows: Vec<Vec<String>> = o
+        .schedules
         .iter()
         .map(|s| {
-            let outcome = if s["running"] == true {
+            let outcome = if s.running {
                 "running".to_string()
             } else {
-                text(&s["last_outcome"])
+                opt(s.last_outcome.as_ref())
             };
             vec![
-                text(&s["name"]),
-                text(&s["spec"]),
-                if s["paused"] == true {
+                s.name.clone(),
+                s.spec.clone(),
+                if s.paused {
                     "paused".into()
                 } else {
-                    time_in(&s["next_fire_at"], &s["tz"])
+                    time_in(s.next_fire_at, &s.tz)
                 },
                 outcome,
             ]
@@ -153,10 +175,10 @@ async fn frame(http: &Http) -> CliResult<String> {
         .iter()
         .map(|w| {
             vec![
-                text(&w["id"]),
-                text(&w["role"]),
-                text(&w["running"]),
-                text(&w["concurrency"]),
+                w.id.clone(),
+                w.role.clone(),
+                w.running.to_string(),
+                opt(w.concurrency.as_ref()),
             ]
         })
         .collect();
@@ -167,5 +189,5 @@ async fn frame(http: &Http) -> CliResult<String> {
             rows,
         ));
     }
-    Ok(f)
+    f
 }

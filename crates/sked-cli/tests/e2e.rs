@@ -305,3 +305,107 @@ fn output_into_a_closed_pipe_ends_quietly() {
     assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// Every client command's `--json` is the API's value: it reads back as the wire type of
+/// `sked::api`, and it equals what the typed client gets from the server right after.
+#[test]
+fn every_commands_json_is_the_wire_type() {
+    use sked::api::{
+        ImportReport, Overview, QueueList, ScheduleDetail, ScheduleList, ScheduleView, TaskList,
+        Triggered,
+    };
+    use sked::{QueueInfo, Task, TaskFilter, TaskInserted};
+
+    fn typed<T: serde::de::DeserializeOwned>(srv: &Server, args: &[&str]) -> T {
+        let out = srv.ok(args);
+        serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("sked {args:?} --json is not the wire type: {e}\n{out}"))
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &[]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = sked::Client::remote(&srv.url).unwrap();
+    let get = |id: i64| rt.block_on(client.task(id)).unwrap();
+
+    // Tasks. `--json` goes before or after the subcommand.
+    let added: TaskInserted = typed(
+        &srv,
+        &["--json", "task", "add", "--kind", "k", "--in", "1h"],
+    );
+    assert!(!added.duplicate);
+    assert_eq!(get(added.id).state, added.state);
+    let shown: Task = typed(&srv, &["task", "get", &added.id.to_string(), "--json"]);
+    assert_eq!(shown, get(added.id));
+    let listed: TaskList = typed(&srv, &["task", "ls", "--json"]);
+    let expected = rt
+        .block_on(client.tasks(TaskFilter::new().limit(50)))
+        .unwrap();
+    assert_eq!(listed.tasks, expected);
+    let id = added.id.to_string();
+    let moved: Task = typed(&srv, &["task", "reschedule", &id, "--at", "+2h", "--json"]);
+    assert_eq!(moved, get(added.id));
+    let cancelled: Task = typed(&srv, &["task", "cancel", &id, "--json"]);
+    assert_eq!(cancelled, get(added.id));
+    let retried: Task = typed(&srv, &["task", "retry", &id, "--json"]);
+    assert_eq!(retried, get(added.id));
+    let file = dir.path().join("tasks.jsonl");
+    std::fs::write(&file, "{\"kind\": \"a\"}\n{\"kind\": \"b\"}\n").unwrap();
+    let imported: ImportReport = typed(&srv, &["task", "import", file.to_str().unwrap(), "--json"]);
+    assert_eq!((imported.imported, imported.duplicates), (2, 0));
+
+    // Schedules.
+    let made: ScheduleView = typed(
+        &srv,
+        &[
+            "schedule",
+            "add",
+            "nightly",
+            "--cron",
+            "0 3 * * *",
+            "--kind",
+            "k",
+            "--json",
+        ],
+    );
+    let schedule = |name: &str| rt.block_on(client.schedule(name)).unwrap();
+    assert_eq!(made, schedule("nightly"));
+    let all: ScheduleList = typed(&srv, &["schedule", "ls", "--json"]);
+    assert_eq!(all.schedules, rt.block_on(client.schedules()).unwrap());
+    let paused: ScheduleView = typed(&srv, &["schedule", "pause", "nightly", "--json"]);
+    assert_eq!(paused, schedule("nightly"));
+    assert!(paused.paused);
+    let resumed: ScheduleView = typed(&srv, &["schedule", "resume", "nightly", "--json"]);
+    assert_eq!(resumed, schedule("nightly"));
+    let triggered: Triggered = typed(&srv, &["schedule", "trigger", "nightly", "--json"]);
+    assert_eq!(get(triggered.id).schedule.as_deref(), Some("nightly"));
+    let detail: ScheduleDetail = typed(&srv, &["schedule", "get", "nightly", "--json"]);
+    assert_eq!(detail.schedule, schedule("nightly"));
+    assert_eq!(
+        detail.occurrences,
+        rt.block_on(client.occurrences("nightly", 20)).unwrap()
+    );
+    assert_eq!(srv.ok(&["schedule", "rm", "nightly", "--json"]), "");
+    let gone = rt.block_on(client.schedule("nightly")).unwrap_err();
+    assert_eq!(gone.kind(), sked::store::ErrorKind::NotFound);
+
+    // Queues.
+    let queues = || rt.block_on(client.queues(10_000)).unwrap();
+    let listed: QueueList = typed(&srv, &["queue", "ls", "--json"]);
+    assert_eq!(listed.queues, queues());
+    let find = |name: &str| queues().into_iter().find(|q| q.name == name).unwrap();
+    let paused: QueueInfo = typed(&srv, &["queue", "pause", "default", "--json"]);
+    assert_eq!(paused, find("default"));
+    let resumed: QueueInfo = typed(&srv, &["queue", "resume", "default", "--json"]);
+    assert_eq!(resumed, find("default"));
+    let limited: QueueInfo = typed(&srv, &["queue", "limit", "default", "3", "--json"]);
+    assert_eq!(limited, find("default"));
+    assert_eq!(limited.concurrency_limit, Some(3));
+
+    // The overview `sked top` draws.
+    let overview: Overview = typed(&srv, &["top", "--json"]);
+    assert_eq!(overview.cluster, rt.block_on(client.cluster()).unwrap());
+    assert_eq!(overview.queues, queues());
+    assert_eq!(overview.schedules, rt.block_on(client.schedules()).unwrap());
+    assert_eq!(overview.activity.buckets.len(), 15);
+}

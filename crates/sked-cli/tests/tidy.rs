@@ -174,3 +174,31 @@ fn the_sql_check_sees_sql_and_not_http_methods() {
     assert_eq!(starts_with_sql("DELETE\", \"/v1/schedules\""), None);
     assert_eq!(starts_with_sql("With a note"), None);
 }
+
+/// The CLI reads the API through typed values (`sked::api`), never JSON by key. (The
+/// benchmarks build their result lines as JSON; they read none.)
+#[test]
+fn the_cli_reads_no_json_by_key() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.retain(|f| !f.ends_with("bench.rs"));
+    assert!(files.len() >= 5, "found only {} files", files.len());
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let indexed = line.match_indices("[\"").any(|(i, _)| {
+                line[..i]
+                    .chars()
+                    .last()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ']' || c == ')')
+            });
+            assert!(
+                !indexed && !line.contains("as_object") && !line.contains(".as_array()"),
+                "{}:{}: JSON read by key; use the typed values of sked::api",
+                f.display(),
+                n + 1
+            );
+        }
+    }
+}

@@ -23,7 +23,7 @@ use axum::routing::{get, post, put};
 use axum::{Json, Router};
 
 pub use error::ApiError;
-pub use service::HttpService;
+pub use service::{HttpService, serve};
 
 /// The largest request body accepted (a task payload may be up to 1 MiB, JSON-escaped).
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;

@@ -33,12 +33,18 @@ impl Service for HttpService {
 
     fn run(self: Box<Self>, engine: Engine, stop: Stop) -> ServiceFuture {
         let HttpService { listener, token } = *self;
-        let app = router(AppState { engine, token });
-        Box::pin(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stop.wait())
-                .await
-                .map_err(|e| sked::Error::Internal(format!("the HTTP server failed: {e}")))
-        })
+        Box::pin(serve(listener, AppState { engine, token }, stop.wait()))
     }
+}
+
+/// Serves the API on `listener` until `shutdown` resolves, then lets requests in flight end.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> sked::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| sked::Error::Internal(format!("the HTTP server failed: {e}")))
 }
