@@ -16,13 +16,13 @@ use sked_core::{ManualClock, NewTask, ScheduleDef, Task, TaskState};
 use sked_store::FinishOutcome;
 use tokio::sync::{Notify, watch};
 
+/// Taken by the handler's first run and held across its `.await`s.
+type DropGuard = Arc<Mutex<Option<tokio::sync::oneshot::Sender<()>>>>;
+
 /// A guard to put in a handler's future, and a receiver that resolves when the future is
 /// dropped (stopped at a timeout or a lost lease) or ends: an event to wait for instead of
 /// sleeping "long enough" to see that something did not happen.
-fn on_drop() -> (
-    Arc<Mutex<Option<tokio::sync::oneshot::Sender<()>>>>,
-    tokio::sync::oneshot::Receiver<()>,
-) {
+fn on_drop() -> (DropGuard, tokio::sync::oneshot::Receiver<()>) {
     let (tx, rx) = tokio::sync::oneshot::channel();
     (Arc::new(Mutex::new(Some(tx))), rx)
 }
