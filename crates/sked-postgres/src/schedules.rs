@@ -79,15 +79,20 @@ pub(crate) async fn upsert(
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let task = serde_json::to_value(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
     let tx = c.transaction().await.map_err(db_err)?;
-    // The stored next fire time survives an update that does not change when the schedule fires.
+    let existing = existing_locked(&*tx, &def.name).await?;
+    let (next_fire_at, anchor_at) = rules::rewritten_times(
+        existing.as_ref(),
+        def,
+        rules::Rewrite::RunTime,
+        p.next_fire_at,
+        p.now,
+    );
     tx.execute(
         "INSERT INTO sked_schedules AS s (name, spec, tz, task, overlap, catchup, catchup_window_ms, \
            paused, anchor_at, next_fire_at, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $9, $9) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $11, $10, $9, $9) \
          ON CONFLICT (name) DO UPDATE SET \
-           next_fire_at = CASE WHEN s.spec = excluded.spec AND s.tz = excluded.tz \
-             AND s.paused = excluded.paused THEN s.next_fire_at ELSE excluded.next_fire_at END, \
-           anchor_at = CASE WHEN s.spec = excluded.spec THEN s.anchor_at ELSE excluded.anchor_at END, \
+           next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
            spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
            catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
            paused = excluded.paused, updated_at = excluded.updated_at",
@@ -101,7 +106,8 @@ pub(crate) async fn upsert(
             &ms(def.catchup_window),
             &def.paused,
             &p.now,
-            &p.next_fire_at,
+            &next_fire_at,
+            &anchor_at,
         ],
     )
     .await
@@ -112,18 +118,32 @@ pub(crate) async fn upsert(
     Ok(s)
 }
 
-/// A declared schedule written with its group; an existing one keeps its paused flag, and its
-/// next fire time unless spec or zone changed.
+/// A declared schedule written with its group; an existing one keeps its paused flag (the
+/// next fire time and anchor are decided by [`rules::rewritten_times`]).
 const SYNC_UPSERT: &str = "INSERT INTO sked_schedules AS s (name, spec, tz, task, overlap, catchup, \
        catchup_window_ms, paused, anchor_at, next_fire_at, created_at, updated_at, declared_by) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $9, $9, $11) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $12, $10, $9, $9, $11) \
      ON CONFLICT (name) DO UPDATE SET \
-       next_fire_at = CASE WHEN s.spec = excluded.spec AND s.tz = excluded.tz \
-         THEN s.next_fire_at ELSE excluded.next_fire_at END, \
-       anchor_at = CASE WHEN s.spec = excluded.spec THEN s.anchor_at ELSE excluded.anchor_at END, \
+       next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
        spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
        catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
        declared_by = excluded.declared_by, updated_at = excluded.updated_at";
+
+/// The stored schedule of this name, if there is one, locked until the transaction ends so
+/// that what is written over it is decided from what it is.
+async fn existing_locked<C: GenericClient + Sync>(c: &C, name: &str) -> Result<Option<Schedule>> {
+    c.execute(
+        "SELECT 1 FROM sked_schedules WHERE name = $1 FOR UPDATE",
+        &[&name],
+    )
+    .await
+    .map_err(db_err)?;
+    match get(c, name).await {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
 
 /// One group's syncs run one at a time (an advisory lock keyed by the group), so instances
 /// starting together see each other's result.
@@ -144,15 +164,18 @@ pub(crate) async fn sync(
         let def = &d.def;
         def.validate()
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
-        let existing = match get(&*tx, &def.name).await {
-            Ok(s) => Some(s),
-            Err(e) if e.kind() == ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
-        };
+        let existing = existing_locked(&*tx, &def.name).await?;
         let action = rules::sync_action(existing.as_ref(), def, &p.group);
         if !rules::note_sync(&mut report, action, &def.name) {
             continue;
         }
+        let (next_fire_at, anchor_at) = rules::rewritten_times(
+            existing.as_ref(),
+            def,
+            rules::Rewrite::Declared,
+            d.next_fire_at,
+            p.now,
+        );
         let task =
             serde_json::to_value(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
         tx.execute(
@@ -167,8 +190,9 @@ pub(crate) async fn sync(
                 &ms(def.catchup_window),
                 &def.paused,
                 &p.now,
-                &d.next_fire_at,
+                &next_fire_at,
                 &p.group,
+                &anchor_at,
             ],
         )
         .await
@@ -283,36 +307,24 @@ pub(crate) async fn apply(
         )
         .await
         .map_err(db_err)?;
-    let Some(current) = current else {
-        return Err(StoreError::schedule_not_found(&p.name));
+    let current = match current {
+        Some(row) => Some(col::<Option<Timestamp>>(&row, 0)?),
+        None => None,
     };
-    if col::<Option<Timestamp>>(&current, 0)? != p.expected_next_fire_at {
-        return Err(StoreError::Conflict(format!(
-            "schedule {} was advanced by someone else",
-            p.name
-        )));
-    }
+    rules::check_plan_current(&p.name, current, p.expected_next_fire_at)?;
     for id in &p.plan.cancel {
-        match tasks::cancel_in(&tx, *id, p.now).await {
-            // Already finished: nothing to replace.
-            Ok(_) | Err(StoreError::Transition(_)) | Err(StoreError::NotFound { .. }) => {}
-            Err(e) => return Err(e),
-        }
+        rules::replaced(tasks::cancel_in(&tx, *id, p.now).await)?;
     }
     let mut enqueued = Vec::new();
     for occ in &p.plan.occurrences {
-        let task_id = if occ.outcome == OccurrenceOutcome::Enqueued {
-            let insert = TaskInsert {
-                task: p.task.to_new_task(),
-                schedule: Some(p.name.clone()),
-                nominal_at: Some(occ.nominal_at),
-            };
-            let inserted = tasks::insert_tasks(&*tx, None, channel, &[insert], p.now).await?;
-            let id = inserted[0].id;
-            enqueued.push(id);
-            Some(id)
-        } else {
-            None
+        let task_id = match rules::occurrence_task(p, occ) {
+            Some(insert) => {
+                let inserted = tasks::insert_tasks(&*tx, None, channel, &[insert], p.now).await?;
+                let id = inserted[0].id;
+                enqueued.push(id);
+                Some(id)
+            }
+            None => None,
         };
         // A buffered occurrence is released by turning its ledger line into `enqueued`.
         let released = tx
@@ -331,13 +343,7 @@ pub(crate) async fn apply(
                 &[&p.name, &occ.nominal_at, &occ.outcome.as_str(), &task_id, &occ.detail, &p.now],
             )
             .await
-            .map_err(|e| match db_err(e) {
-                StoreError::Conflict(_) => StoreError::Conflict(format!(
-                    "occurrence {} of schedule {} was already recorded",
-                    occ.nominal_at, p.name
-                )),
-                other => other,
-            })?;
+            .map_err(|e| rules::occurrence_recorded(db_err(e), &p.name, occ.nominal_at))?;
         }
     }
     tx.execute(

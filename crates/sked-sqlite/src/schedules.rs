@@ -72,16 +72,20 @@ pub(crate) fn upsert(tx: &Transaction<'_>, p: &ScheduleUpsertParams) -> Result<S
     def.validate()
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let task = serde_json::to_string(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let now = ts(p.now);
-    // The stored next fire time survives an update that does not change when the schedule fires.
+    let existing = existing(tx, &def.name)?;
+    let (next_fire_at, anchor_at) = rules::rewritten_times(
+        existing.as_ref(),
+        def,
+        rules::Rewrite::RunTime,
+        p.next_fire_at,
+        p.now,
+    );
     tx.prepare_cached(
         "INSERT INTO schedules (name, spec, tz, task, overlap, catchup, catchup_window_ms, paused, \
            anchor_at, next_fire_at, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?9, ?9) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?11, ?10, ?9, ?9) \
          ON CONFLICT (name) DO UPDATE SET \
-           next_fire_at = CASE WHEN schedules.spec = excluded.spec AND schedules.tz = excluded.tz \
-             AND schedules.paused = excluded.paused THEN schedules.next_fire_at ELSE excluded.next_fire_at END, \
-           anchor_at = CASE WHEN schedules.spec = excluded.spec THEN schedules.anchor_at ELSE excluded.anchor_at END, \
+           next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
            spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
            catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
            paused = excluded.paused, updated_at = excluded.updated_at",
@@ -96,22 +100,30 @@ pub(crate) fn upsert(tx: &Transaction<'_>, p: &ScheduleUpsertParams) -> Result<S
         def.catchup.as_str(),
         ms(def.catchup_window),
         def.paused,
-        now,
-        p.next_fire_at.map(ts),
+        ts(p.now),
+        next_fire_at.map(ts),
+        ts(anchor_at),
     ])
     .map_err(db_err)?;
     get(tx, &def.name)
 }
 
-/// A declared schedule written with its group; an existing one keeps its paused flag, and its
-/// next fire time unless spec or zone changed.
+/// The stored schedule of this name, if there is one.
+fn existing(conn: &Connection, name: &str) -> Result<Option<Schedule>> {
+    match get(conn, name) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A declared schedule written with its group; an existing one keeps its paused flag (the
+/// next fire time and anchor are decided by [`rules::rewritten_times`]).
 const SYNC_UPSERT: &str = "INSERT INTO schedules (name, spec, tz, task, overlap, catchup, \
        catchup_window_ms, paused, anchor_at, next_fire_at, created_at, updated_at, declared_by) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?9, ?9, ?11) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?12, ?10, ?9, ?9, ?11) \
      ON CONFLICT (name) DO UPDATE SET \
-       next_fire_at = CASE WHEN schedules.spec = excluded.spec AND schedules.tz = excluded.tz \
-         THEN schedules.next_fire_at ELSE excluded.next_fire_at END, \
-       anchor_at = CASE WHEN schedules.spec = excluded.spec THEN schedules.anchor_at ELSE excluded.anchor_at END, \
+       next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
        spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
        catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
        declared_by = excluded.declared_by, updated_at = excluded.updated_at";
@@ -122,15 +134,18 @@ pub(crate) fn sync(tx: &Transaction<'_>, p: &ScheduleSyncParams) -> Result<Sched
         let def = &d.def;
         def.validate()
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
-        let existing = match get(tx, &def.name) {
-            Ok(s) => Some(s),
-            Err(e) if e.kind() == ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
-        };
+        let existing = existing(tx, &def.name)?;
         let action = rules::sync_action(existing.as_ref(), def, &p.group);
         if !rules::note_sync(&mut report, action, &def.name) {
             continue;
         }
+        let (next_fire_at, anchor_at) = rules::rewritten_times(
+            existing.as_ref(),
+            def,
+            rules::Rewrite::Declared,
+            d.next_fire_at,
+            p.now,
+        );
         let task =
             serde_json::to_string(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
         tx.prepare_cached(SYNC_UPSERT)
@@ -145,8 +160,9 @@ pub(crate) fn sync(tx: &Transaction<'_>, p: &ScheduleSyncParams) -> Result<Sched
                 ms(def.catchup_window),
                 def.paused,
                 ts(p.now),
-                d.next_fire_at.map(ts),
+                next_fire_at.map(ts),
                 p.group,
+                ts(anchor_at),
             ])
             .map_err(db_err)?;
     }
@@ -238,35 +254,21 @@ pub(crate) fn apply(tx: &Transaction<'_>, p: &ScheduleApplyParams) -> Result<Vec
         )
         .optional()
         .map_err(db_err)?;
-    let Some(current) = current else {
-        return Err(StoreError::schedule_not_found(&p.name));
-    };
-    if current != p.expected_next_fire_at.map(ts) {
-        return Err(StoreError::Conflict(format!(
-            "schedule {} was advanced by someone else",
-            p.name
-        )));
-    }
+    // Compared as stored (whole microseconds).
+    let expected = p.expected_next_fire_at.map(|t| from_ts(ts(t)));
+    rules::check_plan_current(&p.name, current.map(|c| c.map(from_ts)), expected)?;
     for id in &p.plan.cancel {
-        match tasks::cancel(tx, *id, p.now) {
-            // Already finished: nothing to replace.
-            Ok(_) | Err(StoreError::Transition(_)) | Err(StoreError::NotFound { .. }) => {}
-            Err(e) => return Err(e),
-        }
+        rules::replaced(tasks::cancel(tx, *id, p.now))?;
     }
     let mut enqueued = Vec::new();
     for occ in &p.plan.occurrences {
-        let task_id = if occ.outcome == OccurrenceOutcome::Enqueued {
-            let insert = TaskInsert {
-                task: p.task.to_new_task(),
-                schedule: Some(p.name.clone()),
-                nominal_at: Some(occ.nominal_at),
-            };
-            let inserted = tasks::insert_one(tx, &insert, p.now)?;
-            enqueued.push(inserted.id);
-            Some(inserted.id)
-        } else {
-            None
+        let task_id = match rules::occurrence_task(p, occ) {
+            Some(insert) => {
+                let inserted = tasks::insert_one(tx, &insert, p.now)?;
+                enqueued.push(inserted.id);
+                Some(inserted.id)
+            }
+            None => None,
         };
         // A buffered occurrence is released by turning its ledger line into `enqueued`.
         let released = tx
@@ -285,13 +287,7 @@ pub(crate) fn apply(tx: &Transaction<'_>, p: &ScheduleApplyParams) -> Result<Vec
             )
             .map_err(db_err)?
             .execute(params![p.name, ts(occ.nominal_at), occ.outcome.as_str(), task_id, occ.detail, ts(p.now)])
-            .map_err(|e| match db_err(e) {
-                StoreError::Conflict(_) => StoreError::Conflict(format!(
-                    "occurrence {} of schedule {} was already recorded",
-                    occ.nominal_at, p.name
-                )),
-                other => other,
-            })?;
+            .map_err(|e| rules::occurrence_recorded(db_err(e), &p.name, occ.nominal_at))?;
         }
     }
     tx.execute(
