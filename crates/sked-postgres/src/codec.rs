@@ -45,14 +45,20 @@ pub(crate) fn state(s: &str) -> Result<TaskState, StoreError> {
     TaskState::parse(s).map_err(|e| StoreError::Backend(e.to_string()))
 }
 
-/// Columns read by [`task_from_row`], in order (qualified by `t.` for joins and RETURNING).
+/// Columns read by [`task_from_row`]: [`sked_store::columns::TASK_COLUMNS`], as SQL (qualified
+/// by `t.` for joins and RETURNING).
 pub(crate) const TASK_COLUMNS: &str = "t.id, t.queue, t.kind, t.payload, t.priority, t.state, t.run_at, \
     t.attempt, t.max_attempts, t.timeout_ms, t.unique_key, t.backoff_base_ms, t.backoff_max_ms, \
     t.schedule, t.nominal_at, t.created_at, t.started_at, t.finished_at, t.lease_expires_at, \
     t.worker, t.cancel_requested, t.last_error, t.result";
 
+/// A task from a row selected with [`TASK_COLUMNS`], by column name.
 pub(crate) fn task_from_row(r: &Row) -> Result<Task, StoreError> {
-    let backoff = match (col::<Option<i64>>(r, 11)?, col::<Option<i64>>(r, 12)?) {
+    use sked_store::columns::TaskColumn as C;
+    let backoff = match (
+        col::<Option<i64>>(r, C::BackoffBaseMs.at())?,
+        col::<Option<i64>>(r, C::BackoffMaxMs.at())?,
+    ) {
         (Some(base), Some(max)) => Some(Backoff {
             base: SignedDuration::from_millis(base),
             max: SignedDuration::from_millis(max),
@@ -60,28 +66,28 @@ pub(crate) fn task_from_row(r: &Row) -> Result<Task, StoreError> {
         _ => None,
     };
     Ok(Task {
-        id: col(r, 0)?,
-        queue: col(r, 1)?,
-        kind: col(r, 2)?,
-        payload: col(r, 3)?,
-        priority: col(r, 4)?,
-        state: state(col(r, 5)?)?,
-        run_at: col(r, 6)?,
-        attempt: col(r, 7)?,
-        max_attempts: col(r, 8)?,
-        timeout: col::<Option<i64>>(r, 9)?.map(SignedDuration::from_millis),
-        unique_key: col(r, 10)?,
+        id: col(r, C::Id.at())?,
+        queue: col(r, C::Queue.at())?,
+        kind: col(r, C::Kind.at())?,
+        payload: col(r, C::Payload.at())?,
+        priority: col(r, C::Priority.at())?,
+        state: state(col(r, C::State.at())?)?,
+        run_at: col(r, C::RunAt.at())?,
+        attempt: col(r, C::Attempt.at())?,
+        max_attempts: col(r, C::MaxAttempts.at())?,
+        timeout: col::<Option<i64>>(r, C::TimeoutMs.at())?.map(SignedDuration::from_millis),
+        unique_key: col(r, C::UniqueKey.at())?,
         backoff,
-        schedule: col(r, 13)?,
-        nominal_at: col(r, 14)?,
-        created_at: col(r, 15)?,
-        started_at: col(r, 16)?,
-        finished_at: col(r, 17)?,
-        lease_expires_at: col(r, 18)?,
-        worker: col(r, 19)?,
-        cancel_requested: col(r, 20)?,
-        last_error: col(r, 21)?,
-        result: col(r, 22)?,
+        schedule: col(r, C::Schedule.at())?,
+        nominal_at: col(r, C::NominalAt.at())?,
+        created_at: col(r, C::CreatedAt.at())?,
+        started_at: col(r, C::StartedAt.at())?,
+        finished_at: col(r, C::FinishedAt.at())?,
+        lease_expires_at: col(r, C::LeaseExpiresAt.at())?,
+        worker: col(r, C::Worker.at())?,
+        cancel_requested: col(r, C::CancelRequested.at())?,
+        last_error: col(r, C::LastError.at())?,
+        result: col(r, C::Result.at())?,
         attempts: Vec::new(),
     })
 }
@@ -97,4 +103,14 @@ pub(crate) fn col<'a, T: tokio_postgres::types::FromSql<'a>>(
 ) -> Result<T, StoreError> {
     r.try_get(i)
         .map_err(|e| StoreError::Backend(format!("bad row: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_task_columns_are_the_stores_list() {
+        assert!(sked_store::columns::selects_task_columns(
+            super::TASK_COLUMNS
+        ));
+    }
 }

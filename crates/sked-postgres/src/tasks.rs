@@ -13,8 +13,7 @@ use tokio_postgres::types::ToSql;
 use crate::codec::{TASK_COLUMNS, col, db_err, ms, state, task_from_row, tasks_from_rows};
 use crate::listen::notify_tasks_sql;
 
-const ACTIVE: &str = "('scheduled', 'available', 'running', 'retrying')";
-const FINISHED: &str = "('succeeded', 'dead', 'cancelled')";
+use sked_store::states::{ACTIVE, FINISHED};
 
 type Param<'a> = &'a (dyn ToSql + Sync);
 

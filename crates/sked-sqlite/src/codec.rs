@@ -44,13 +44,18 @@ pub(crate) fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s).unwrap_or(serde_json::Value::Null)
 }
 
-/// Columns read by [`task_from_row`], in order.
+/// Columns read by [`task_from_row`]: [`sked_store::columns::TASK_COLUMNS`], as SQL.
 pub(crate) const TASK_COLUMNS: &str = "id, queue, kind, payload, priority, state, run_at, attempt, \
     max_attempts, timeout_ms, unique_key, backoff_base_ms, backoff_max_ms, schedule, nominal_at, \
     created_at, started_at, finished_at, lease_expires_at, worker, cancel_requested, last_error, result";
 
+/// A task from a row selected with [`TASK_COLUMNS`], by column name.
 pub(crate) fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
-    let backoff = match (r.get::<_, Option<i64>>(11)?, r.get::<_, Option<i64>>(12)?) {
+    use sked_store::columns::TaskColumn as C;
+    let backoff = match (
+        r.get::<_, Option<i64>>(C::BackoffBaseMs.at())?,
+        r.get::<_, Option<i64>>(C::BackoffMaxMs.at())?,
+    ) {
         (Some(base), Some(max)) => Some(Backoff {
             base: SignedDuration::from_millis(base),
             max: SignedDuration::from_millis(max),
@@ -58,28 +63,42 @@ pub(crate) fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
         _ => None,
     };
     Ok(Task {
-        id: r.get(0)?,
-        queue: r.get(1)?,
-        kind: r.get(2)?,
-        payload: json(&r.get::<_, String>(3)?),
-        priority: r.get(4)?,
-        state: state(&r.get::<_, String>(5)?)?,
-        run_at: from_ts(r.get(6)?),
-        attempt: r.get(7)?,
-        max_attempts: r.get(8)?,
-        timeout: r.get::<_, Option<i64>>(9)?.map(SignedDuration::from_millis),
-        unique_key: r.get(10)?,
+        id: r.get(C::Id.at())?,
+        queue: r.get(C::Queue.at())?,
+        kind: r.get(C::Kind.at())?,
+        payload: json(&r.get::<_, String>(C::Payload.at())?),
+        priority: r.get(C::Priority.at())?,
+        state: state(&r.get::<_, String>(C::State.at())?)?,
+        run_at: from_ts(r.get(C::RunAt.at())?),
+        attempt: r.get(C::Attempt.at())?,
+        max_attempts: r.get(C::MaxAttempts.at())?,
+        timeout: r
+            .get::<_, Option<i64>>(C::TimeoutMs.at())?
+            .map(SignedDuration::from_millis),
+        unique_key: r.get(C::UniqueKey.at())?,
         backoff,
-        schedule: r.get(13)?,
-        nominal_at: opt_ts(r.get(14)?),
-        created_at: from_ts(r.get(15)?),
-        started_at: opt_ts(r.get(16)?),
-        finished_at: opt_ts(r.get(17)?),
-        lease_expires_at: opt_ts(r.get(18)?),
-        worker: r.get(19)?,
-        cancel_requested: r.get::<_, i64>(20)? != 0,
-        last_error: r.get(21)?,
-        result: r.get::<_, Option<String>>(22)?.map(|s| json(&s)),
+        schedule: r.get(C::Schedule.at())?,
+        nominal_at: opt_ts(r.get(C::NominalAt.at())?),
+        created_at: from_ts(r.get(C::CreatedAt.at())?),
+        started_at: opt_ts(r.get(C::StartedAt.at())?),
+        finished_at: opt_ts(r.get(C::FinishedAt.at())?),
+        lease_expires_at: opt_ts(r.get(C::LeaseExpiresAt.at())?),
+        worker: r.get(C::Worker.at())?,
+        cancel_requested: r.get::<_, i64>(C::CancelRequested.at())? != 0,
+        last_error: r.get(C::LastError.at())?,
+        result: r
+            .get::<_, Option<String>>(C::Result.at())?
+            .map(|s| json(&s)),
         attempts: Vec::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_task_columns_are_the_stores_list() {
+        assert!(sked_store::columns::selects_task_columns(
+            super::TASK_COLUMNS
+        ));
+    }
 }

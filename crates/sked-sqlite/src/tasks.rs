@@ -13,8 +13,7 @@ use sked_store::*;
 use crate::codec::{TASK_COLUMNS, db_err, from_ts, ms, opt_ts, task_from_row, ts};
 use sked_store::rules;
 
-const ACTIVE: &str = "('scheduled', 'available', 'running', 'retrying')";
-const FINISHED: &str = "('succeeded', 'dead', 'cancelled')";
+use sked_store::states::{ACTIVE, FINISHED, NOT_STARTED};
 
 /// Inserts one task inside the caller's transaction.
 pub(crate) fn insert_one(
@@ -371,7 +370,7 @@ pub(crate) fn cancel(tx: &Transaction<'_>, id: TaskId, now: Timestamp) -> Result
         Transition::Cancel.check(task.state)?;
         format!(
             "UPDATE tasks SET state = 'cancelled', finished_at = ?2 WHERE id = ?1 \
-             AND state IN ('scheduled', 'available', 'retrying') RETURNING {TASK_COLUMNS}"
+             AND state IN {NOT_STARTED} RETURNING {TASK_COLUMNS}"
         )
     };
     let mut stmt = tx.prepare_cached(&sql).map_err(db_err)?;
@@ -407,7 +406,7 @@ pub(crate) fn reschedule(tx: &Transaction<'_>, p: &TaskRescheduleParams) -> Resu
     let state = rules::state_for_run_at(p.run_at, p.now);
     tx.prepare_cached(&format!(
         "UPDATE tasks SET state = ?2, run_at = ?3 WHERE id = ?1 \
-         AND state IN ('scheduled', 'available', 'retrying') RETURNING {TASK_COLUMNS}"
+         AND state IN {NOT_STARTED} RETURNING {TASK_COLUMNS}"
     ))
     .map_err(db_err)?
     .query_row(params![p.id, state.as_str(), ts(p.run_at)], task_from_row)

@@ -5,11 +5,13 @@
 //! Every operation that depends on the time takes `now` explicitly, so tests control time and
 //! backends never read a clock of their own.
 
+pub mod columns;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod counts;
 mod error;
 pub mod rules;
+pub mod states;
 mod types;
 
 use async_trait::async_trait;
