@@ -1,13 +1,12 @@
 //! `sked worker` as a process: SIGTERM, `--max-runtime`, remote mode, declared schedules
 //! (twenty workers starting at once), and bad flags.
 
-mod common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{SKED, Server, wait_for};
+use crate::common::{SKED, Server, wait_for};
 use serde_json::Value;
 use sked_postgres::testing::{TestSchema, database_url};
 

@@ -3,13 +3,12 @@
 //! numbers say what happened: successes, a dead task, a retry, claims, latencies, schedule
 //! occurrences, leadership.
 
-mod common;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{Server, http_get, wait_for};
+use crate::common::{Server, http_get, wait_for};
 use serde_json::Value;
 
 /// `python3` with `prometheus_client`, or `None` to skip outside CI (CI installs it).

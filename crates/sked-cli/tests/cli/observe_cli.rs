@@ -2,12 +2,11 @@
 //! anything is enqueued), `sked top --once`, JSON logs, and workers appearing in
 //! `/v1/workers` while they run and marked stopped after SIGTERM.
 
-mod common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{SKED, Server, http_get, wait_for};
+use crate::common::{SKED, Server, http_get, wait_for};
 use serde_json::Value;
 
 fn queue_count(server: &Server, queue: &str) -> u64 {
@@ -115,7 +114,7 @@ fn top_once_shows_queues_schedules_workers_and_the_leader() {
         "--kind",
         "report",
     ]);
-    let node = common::health(&server.url).unwrap()["node"]
+    let node = crate::common::health(&server.url).unwrap()["node"]
         .as_str()
         .unwrap()
         .to_string();

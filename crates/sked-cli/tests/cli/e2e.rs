@@ -1,12 +1,11 @@
 //! End-to-end: the real `sked` binary on a temporary SQLite file, driven through the CLI and
 //! HTTP. Waits poll with deadlines instead of sleeping fixed times.
 
-mod common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{SKED, Server, wait_for};
+use crate::common::{SKED, Server, wait_for};
 
 #[test]
 fn shell_task_two_seconds_ahead_runs_exactly_once() {

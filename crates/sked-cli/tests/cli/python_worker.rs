@@ -2,12 +2,11 @@
 //! documented worker protocol: results, a fatal failure, and a cancellation seen through its
 //! heartbeat.
 
-mod common;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Server, wait_for};
+use crate::common::{Server, wait_for};
 
 fn python() -> Option<&'static str> {
     let found = Command::new("python3")

@@ -1,0 +1,5 @@
+//! The integration tests of the PostgreSQL backend, linked as one binary: the conformance
+//! suite and transactional enqueue.
+
+mod conformance;
+mod transactional;

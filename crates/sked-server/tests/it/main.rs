@@ -1,0 +1,5 @@
+//! The integration tests of the HTTP API, linked as one binary: requests against the router,
+//! and the Rust worker embedded and remote.
+
+mod api;
+mod worker_sdk;

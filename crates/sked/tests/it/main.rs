@@ -1,0 +1,6 @@
+//! The integration tests of the sked library, linked as one binary (one link instead of one
+//! per file): the engine on SQLite with a manual clock, the worker, and two nodes on PostgreSQL.
+
+mod engine;
+mod postgres;
+mod worker;
