@@ -1,7 +1,6 @@
 //! End-to-end: the real `sked` binary on a temporary SQLite file, driven through the CLI and
 //! HTTP. Waits poll with deadlines instead of sleeping fixed times.
 
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 

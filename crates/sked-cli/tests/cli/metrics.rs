@@ -3,7 +3,6 @@
 //! numbers say what happened: successes, a dead task, a retry, claims, latencies, schedule
 //! occurrences, leadership.
 
-
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -2,7 +2,6 @@
 //! anything is enqueued), `sked top --once`, JSON logs, and workers appearing in
 //! `/v1/workers` while they run and marked stopped after SIGTERM.
 
-
 use std::process::{Command, Stdio};
 use std::time::Duration;
 

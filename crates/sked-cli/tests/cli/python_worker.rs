@@ -2,7 +2,6 @@
 //! documented worker protocol: results, a fatal failure, and a cancellation seen through its
 //! heartbeat.
 
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

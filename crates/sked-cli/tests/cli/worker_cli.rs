@@ -1,7 +1,6 @@
 //! `sked worker` as a process: SIGTERM, `--max-runtime`, remote mode, declared schedules
 //! (twenty workers starting at once), and bad flags.
 
-
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
