@@ -1,0 +1,255 @@
+//! `sked bench`: measures the store and engine in-process with no-op tasks and prints one JSON
+//! line. Workloads:
+//! - `enqueue`: bulk enqueue rate, in batches of `-c` tasks per transaction;
+//! - `drain`: pre-insert `-n` tasks, then the time until all have succeeded, claimed in batches
+//!   and completed in batches by `-c` concurrent no-op workers;
+//! - `latency`: `-n` sequential enqueue→start samples with an idle worker waiting;
+//! - `lateness`: due-time→start of `-n` tasks due over a short window;
+//! - `worker`: pre-insert `-n` tasks, then the time until the Rust worker (no-op handler,
+//!   concurrency `-c`) has ended them all, embedded on the store;
+//! - `remote-worker`: the same worker over HTTP, against a server in this process on a
+//!   loopback port (batched claims, heartbeats and endings);
+//! - `counts`: pre-insert and drain `-n` tasks, then the time to read the queue counts (what
+//!   the dashboard, `sked top` and /metrics read every few seconds) at the dashboard's
+//!   counting limit, at /metrics' and counting everything;
+//! - `idle`: a whole node (leader duties and a worker) with nothing to do for `-n` seconds:
+//!   how many store operations it runs, and (PostgreSQL) how many transactions the server saw.
+//!
+//! With `--db postgres://…` each run works in a scratch schema of its own, dropped at the end.
+//!
+//! `--backlog N` first inserts N far-future tasks (for `drain` and `lateness`), to show that
+//! they cost nothing per claim.//!
+//! Files: `throughput` (enqueue, drain, worker), `latency` (latency, lateness), `node`
+//! (counts, idle); here the command, its arguments and what the workloads share.
+
+mod latency;
+mod node;
+mod throughput;
+
+use latency::{latency, lateness};
+use node::{counts, idle};
+use throughput::{drain, enqueue, worker};
+
+use std::sync::Arc;
+
+use clap::{Args, ValueEnum};
+use jiff::SignedDuration;
+use serde_json::json;
+use sked::store::{FinishOutcome, TaskFinishParams, TaskInsert, TaskInsertParams};
+use sked::{Node, Store};
+use sked_core::NewTask;
+
+use crate::{CliError, CliResult};
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Workload {
+    /// Bulk enqueue rate, in batches of -c tasks per transaction
+    Enqueue,
+    /// Pre-insert -n tasks, then the time until all have succeeded (-c no-op workers)
+    Drain,
+    /// -n sequential enqueue-to-start samples with an idle worker waiting
+    Latency,
+    /// Due-time-to-start of -n tasks due over a short window
+    Lateness,
+    /// A whole node with nothing to do for -n seconds: its store operations
+    Idle,
+    /// Queue counts over -n finished tasks
+    Counts,
+    /// The Rust worker (no-op handler, concurrency -c) ending -n tasks, embedded
+    Worker,
+    /// The same worker over HTTP, against a server in this process
+    RemoteWorker,
+}
+
+#[derive(Args)]
+pub(crate) struct BenchArgs {
+    /// What to measure (see `sked bench --help`)
+    #[arg(value_enum)]
+    workload: Workload,
+    /// Database; default a new SQLite file in a temporary directory.
+    #[arg(long)]
+    db: Option<String>,
+    /// Number of tasks (samples for latency).
+    #[arg(short = 'n', default_value_t = 100_000)]
+    n: usize,
+    /// Batch size (enqueue) or concurrent workers (drain).
+    #[arg(short = 'c', default_value_t = 0)]
+    c: usize,
+    /// Far-future tasks inserted first (drain, lateness).
+    #[arg(long, default_value_t = 0)]
+    backlog: usize,
+    /// Enqueuers inserting batches at once, each on its own connection (enqueue).
+    #[arg(long, default_value_t = 1)]
+    parallel: usize,
+}
+
+pub(crate) async fn run(a: BenchArgs) -> CliResult {
+    if a.n == 0 {
+        return Err(CliError::usage("-n must be at least 1"));
+    }
+    let tmp = TempDir::new().map_err(CliError::runtime)?;
+    let url =
+        a.db.clone()
+            .unwrap_or_else(|| format!("sqlite://{}", tmp.path().join("bench.db").display()));
+    let (store, scratch) = sked::open_scratch_store(&url, 8)
+        .await
+        .map_err(CliError::usage)?;
+    if a.backlog > 0 {
+        backlog(&store, a.backlog).await?;
+    }
+    // Measure from a steady state: no deferred work left from the set-up.
+    store.settle().await.map_err(CliError::runtime)?;
+    if let Workload::Idle = a.workload {
+        // A whole node of its own, and nothing else on the store.
+        let mut line = idle(&store, a.n).await?;
+        line["backend"] = json!(store.backend());
+        line["n"] = json!(a.n);
+        out!("{line}");
+        drop(store);
+        drop(scratch);
+        return Ok(());
+    }
+    // The engine alone: the workloads drive it (and the store) directly.
+    let node = Node::builder()
+        .store(store.clone())
+        .without_maintenance()
+        .start()
+        .await
+        .map_err(CliError::runtime)?;
+    let engine = node.engine().clone();
+    let line = match a.workload {
+        Workload::Enqueue => {
+            enqueue(&store, a.n, if a.c == 0 { 1000 } else { a.c }, a.parallel).await?
+        }
+        Workload::Drain => drain(&store, a.n, if a.c == 0 { 4 } else { a.c }).await?,
+        Workload::Latency => latency(&engine, a.n).await?,
+        Workload::Lateness => lateness(&engine, a.n).await?,
+        Workload::Idle => unreachable!("measured above"),
+        Workload::Counts => counts(&store, &engine, a.n).await?,
+        Workload::Worker => worker(&engine, a.n, if a.c == 0 { 256 } else { a.c }, false).await?,
+        Workload::RemoteWorker => {
+            worker(&engine, a.n, if a.c == 0 { 256 } else { a.c }, true).await?
+        }
+    };
+    let mut line = line;
+    line["backend"] = json!(store.backend());
+    line["n"] = json!(a.n);
+    line["backlog"] = json!(a.backlog);
+    out!("{line}");
+    // Close every connection before the scratch schema is dropped.
+    node.shutdown().await.map_err(CliError::runtime)?;
+    drop((engine, store));
+    drop(scratch);
+    Ok(())
+}
+
+/// A progress bar on stderr, drawn only when stderr is a terminal (the result line on stdout
+/// stays clean). Counting costs an atomic add per batch, nothing per task.
+pub(super) fn progress(len: usize, what: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(len as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg:>9} {bar:40} {pos}/{len} tasks  {per_sec}  eta {eta}",
+        )
+        .expect("a valid template"),
+    );
+    bar.set_message(what.to_string());
+    bar
+}
+
+pub(super) fn noop(i: usize) -> NewTask {
+    let mut t = NewTask::new("noop");
+    t.payload = json!({"i": i});
+    t
+}
+
+pub(super) async fn insert(store: &Arc<dyn Store>, tasks: Vec<NewTask>) -> CliResult {
+    store
+        .task_insert_many(TaskInsertParams {
+            tasks: tasks.into_iter().map(TaskInsert::from).collect(),
+            now: jiff::Timestamp::now(),
+        })
+        .await
+        .map_err(CliError::runtime)?;
+    Ok(())
+}
+
+async fn backlog(store: &Arc<dyn Store>, n: usize) -> CliResult {
+    let far = jiff::Timestamp::now()
+        .checked_add(SignedDuration::from_hours(24 * 365))
+        .map_err(CliError::runtime)?;
+    let bar = progress(n, "backlog");
+    for start in (0..n).step_by(10_000) {
+        let tasks: Vec<NewTask> = (start..n.min(start + 10_000))
+            .map(|i| {
+                let mut t = noop(i);
+                t.run_at = Some(far);
+                t
+            })
+            .collect();
+        let len = tasks.len() as u64;
+        insert(store, tasks).await?;
+        bar.inc(len);
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// Completions for a batch of claimed no-op tasks, committed together by the caller.
+pub(super) fn succeeded(tasks: &[sked_core::Task], now: jiff::Timestamp) -> Vec<TaskFinishParams> {
+    tasks
+        .iter()
+        .map(|t| TaskFinishParams {
+            id: t.id,
+            attempt: t.attempt,
+            outcome: FinishOutcome::Succeeded { result: None },
+            now,
+            jitter: 0.5,
+        })
+        .collect()
+}
+
+pub(super) fn summary(workload: &str, mut ms: Vec<f64>) -> serde_json::Value {
+    ms.sort_by(|a, b| a.total_cmp(b));
+    let pct = |p: f64| ms[((ms.len() as f64 - 1.0) * p).round() as usize];
+    json!({"workload": workload, "p50_ms": round(pct(0.5)), "p99_ms": round(pct(0.99)), "max_ms": round(pct(1.0))})
+}
+
+pub(super) fn round(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// A directory of its own under the system's temporary directory, removed when dropped: where
+/// a benchmark without `--db` keeps its SQLite file.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new() -> std::io::Result<TempDir> {
+        let path = std::env::temp_dir().join(format!(
+            "sked-bench-{}-{:08x}",
+            std::process::id(),
+            unique_suffix()
+        ));
+        std::fs::create_dir_all(&path)?;
+        Ok(TempDir(path))
+    }
+
+    fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A number unlikely to repeat between runs started in the same second by the same process id.
+fn unique_suffix() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    nanos ^ std::process::id().rotate_left(16)
+}

@@ -1,0 +1,195 @@
+//! Throughput: bulk enqueue, the store-level drain, the Rust worker embedded or over HTTP.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::SignedDuration;
+use serde_json::json;
+use sked::store::TaskClaimParams;
+use sked::{Engine, Store};
+
+use crate::{CliError, CliResult};
+
+use super::{insert, noop, progress, round, succeeded};
+
+pub(super) async fn enqueue(
+    store: &Arc<dyn Store>,
+    n: usize,
+    batch: usize,
+    parallel: usize,
+) -> CliResult<serde_json::Value> {
+    let parallel = parallel.max(1);
+    let bar = progress(n, "enqueue");
+    let started = Instant::now();
+    let mut enqueuers = tokio::task::JoinSet::new();
+    for p in 0..parallel {
+        let (store, bar) = (store.clone(), bar.clone());
+        enqueuers.spawn(async move {
+            // Enqueuer p takes every `parallel`-th batch.
+            for start in (p * batch..n).step_by(batch * parallel) {
+                let end = n.min(start + batch);
+                insert(&store, (start..end).map(noop).collect()).await?;
+                bar.inc((end - start) as u64);
+            }
+            Ok::<(), CliError>(())
+        });
+    }
+    while let Some(r) = enqueuers.join_next().await {
+        r.map_err(CliError::runtime)??;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    Ok(json!({
+        "workload": "enqueue", "batch": batch, "parallel": parallel,
+        "per_s": round(n as f64 / secs), "secs": round(secs)
+    }))
+}
+
+pub(super) async fn drain(
+    store: &Arc<dyn Store>,
+    n: usize,
+    workers: usize,
+) -> CliResult<serde_json::Value> {
+    let setup = progress(n, "insert");
+    for start in (0..n).step_by(10_000) {
+        let end = n.min(start + 10_000);
+        insert(store, (start..end).map(noop).collect()).await?;
+        setup.inc((end - start) as u64);
+    }
+    setup.finish_and_clear();
+    store.settle().await.map_err(CliError::runtime)?;
+    let bar = progress(n, "drain");
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for w in 0..workers {
+        let (store, bar) = (store.clone(), bar.clone());
+        handles.push(tokio::spawn(async move {
+            let mut done = 0usize;
+            loop {
+                let now = jiff::Timestamp::now();
+                let claimed = store
+                    .task_claim(TaskClaimParams {
+                        min_priority: None,
+                        queues: vec![],
+                        kinds: vec![],
+                        max: 1000,
+                        worker: format!("bench-{w}"),
+                        lease_ttl: SignedDuration::from_secs(60),
+                        now,
+                    })
+                    .await?;
+                if claimed.is_empty() {
+                    return Ok::<usize, sked::store::StoreError>(done);
+                }
+                for r in store.task_finish_many(succeeded(&claimed, now)).await? {
+                    r?;
+                    done += 1;
+                }
+                bar.inc(claimed.len() as u64);
+            }
+        }));
+    }
+    let mut total = 0;
+    for h in handles {
+        total += h
+            .await
+            .map_err(CliError::runtime)?
+            .map_err(CliError::runtime)?;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    if total != n {
+        return Err(CliError::runtime(format!(
+            "drained {total} tasks, expected {n}"
+        )));
+    }
+    Ok(
+        json!({"workload": "drain", "workers": workers, "per_s": round(n as f64 / secs), "secs": round(secs)}),
+    )
+}
+
+/// The Rust worker with a no-op handler drains `n` pre-inserted tasks, embedded or over HTTP.
+pub(super) async fn worker(
+    engine: &Engine,
+    n: usize,
+    concurrency: usize,
+    remote: bool,
+) -> CliResult<serde_json::Value> {
+    use sked::worker::{HandlerResult, TaskContext, Worker};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let store = engine.store().clone();
+    let setup = progress(n, "insert");
+    for start in (0..n).step_by(10_000) {
+        let end = n.min(start + 10_000);
+        insert(&store, (start..end).map(noop).collect()).await?;
+        setup.inc((end - start) as u64);
+    }
+    setup.finish_and_clear();
+    store.settle().await.map_err(CliError::runtime)?;
+    let client = if remote {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(CliError::runtime)?;
+        let url = format!(
+            "http://{}",
+            listener.local_addr().map_err(CliError::runtime)?
+        );
+        let state = sked_server::AppState {
+            engine: engine.clone(),
+            token: None,
+        };
+        tokio::spawn(sked_server::serve(listener, state, std::future::pending()));
+        sked::Client::remote(&url).map_err(CliError::runtime)?
+    } else {
+        sked::Client::embedded(engine.clone())
+    };
+    let done = Arc::new(AtomicUsize::new(0));
+    let all_done = Arc::new(tokio::sync::Notify::new());
+    let (d, a) = (done.clone(), all_done.clone());
+    let w = Worker::new(client)
+        .id("bench-worker")
+        .concurrency(concurrency)
+        .handle("noop", move |_ctx: TaskContext, _: serde_json::Value| {
+            if d.fetch_add(1, Ordering::Relaxed) + 1 == n {
+                a.notify_one();
+            }
+            async { HandlerResult::Ok(()) }
+        });
+    // The bar follows the handlers' counter from outside: nothing per task.
+    let bar = progress(n, if remote { "remote" } else { "worker" });
+    let ticker = {
+        let (bar, done) = (bar.clone(), done.clone());
+        tokio::spawn(async move {
+            loop {
+                bar.set_position(done.load(Ordering::Relaxed) as u64);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let started = Instant::now();
+    let report = w
+        .run(async move { all_done.notified().await })
+        .await
+        .map_err(CliError::runtime)?;
+    let secs = started.elapsed().as_secs_f64();
+    ticker.abort();
+    bar.finish_and_clear();
+    // Counted exactly: the limit is what is expected.
+    let succeeded: u64 = engine
+        .queues(n as u64)
+        .await
+        .map_err(CliError::runtime)?
+        .iter()
+        .filter_map(|q| q.counts.get(&sked_core::TaskState::Succeeded))
+        .sum();
+    if report.succeeded != n as u64 || succeeded != n as u64 {
+        return Err(CliError::runtime(format!(
+            "the worker ended {} tasks and the store has {succeeded} succeeded, expected {n}",
+            report.succeeded
+        )));
+    }
+    Ok(json!({
+        "workload": if remote { "remote-worker" } else { "worker" },
+        "concurrency": concurrency, "per_s": round(n as f64 / secs), "secs": round(secs)
+    }))
+}

@@ -1,0 +1,339 @@
+//! `sked task …`: enqueue, list, inspect and act on tasks; import them in bulk.
+
+use clap::{Args, Subcommand};
+use sked::api::{ImportReport, TaskList};
+use sked::{Client, NewTask, Task, TaskFilter, TaskState};
+
+use crate::output::{opt, table, time};
+use crate::{CliError, CliResult, Remote};
+
+use super::{STATES, connect, failed, flag_duration, parse_payload, show, task_id};
+
+#[derive(Subcommand)]
+pub(crate) enum TaskCmd {
+    /// Enqueue a task; prints its id.
+    Add(TaskAdd),
+    /// Show a task with its attempts.
+    Get {
+        /// The task's id
+        id: String,
+    },
+    /// List tasks, newest first.
+    Ls {
+        /// Only tasks in these states (comma-separated)
+        #[arg(long, value_delimiter = ',', value_parser = STATES, value_name = "STATES")]
+        state: Vec<String>,
+        /// Only tasks of this queue
+        #[arg(long)]
+        queue: Option<String>,
+        /// Only tasks of this kind
+        #[arg(long)]
+        kind: Option<String>,
+        /// Only tasks made by this schedule
+        #[arg(long)]
+        schedule: Option<String>,
+        /// At most this many (1 to 1000)
+        #[arg(long, default_value_t = 50, value_name = "N")]
+        limit: u32,
+    },
+    /// Cancel a task (a running one is told at its next heartbeat).
+    Cancel {
+        /// The task's id
+        id: String,
+    },
+    /// Run a finished task again.
+    Retry {
+        /// The task's id
+        id: String,
+    },
+    /// Enqueue every task of a JSON-lines file (one task object per line, the API's shape; `-`
+    /// for stdin). The whole file is checked first: a bad line enqueues nothing.
+    Import {
+        /// The file, or - for standard input
+        file: String,
+        /// Tasks per request.
+        #[arg(long, default_value_t = 1000)]
+        batch: usize,
+    },
+    /// Move a task that has not started to another time.
+    Reschedule {
+        /// The task's id
+        id: String,
+        /// RFC 3339 time, or +DURATION.
+        #[arg(long)]
+        at: String,
+    },
+}
+
+#[derive(Args)]
+pub(crate) struct TaskAdd {
+    /// What the task is: the name a worker's handler (or a built-in executor: shell, http)
+    /// is registered under
+    #[arg(long)]
+    kind: String,
+    /// The queue it waits in
+    #[arg(long, default_value = "default")]
+    queue: String,
+    /// Its input, as JSON (at most 1 MiB), like '{"command": "echo hi"}' for shell
+    #[arg(long, value_name = "JSON")]
+    payload: Option<String>,
+    /// Run at this time (RFC 3339).
+    #[arg(long, conflicts_with = "in_")]
+    at: Option<String>,
+    /// Run after this long (e.g. 5m).
+    #[arg(long = "in", id = "in_")]
+    in_: Option<String>,
+    /// Higher runs first (negative numbers run after the default 0)
+    #[arg(
+        long,
+        default_value_t = 0,
+        allow_hyphen_values = true,
+        value_name = "N"
+    )]
+    priority: i32,
+    /// Attempts before the task is dead (retries back off exponentially)
+    #[arg(long, default_value_t = sked_core::DEFAULT_MAX_ATTEMPTS, value_name = "N")]
+    max_attempts: i32,
+    /// Execution deadline of one attempt (e.g. 30s).
+    #[arg(long, value_name = "DUR")]
+    timeout: Option<String>,
+    /// While an unfinished task holds this key, adding another returns that task's id
+    #[arg(long, value_name = "KEY")]
+    unique_key: Option<String>,
+}
+
+pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
+    let client = connect(remote)?;
+    match cmd {
+        TaskCmd::Add(a) => {
+            let now = jiff::Timestamp::now();
+            let mut task = NewTask::new(a.kind)
+                .queue(a.queue)
+                .payload(parse_payload(a.payload.as_deref())?)
+                .priority(a.priority)
+                .max_attempts(a.max_attempts);
+            match (&a.at, &a.in_) {
+                (Some(at), _) => {
+                    task = task.run_at(sked_core::parse_time(at, now).map_err(CliError::usage)?)
+                }
+                (None, Some(d)) => {
+                    let d = sked_core::parse_duration(d).map_err(CliError::usage)?;
+                    task = task.run_at(now.checked_add(d).map_err(CliError::usage)?);
+                }
+                (None, None) => {}
+            }
+            if let Some(t) = &a.timeout {
+                task = task.timeout(flag_duration("--timeout", t)?);
+            }
+            if let Some(k) = a.unique_key {
+                task = task.unique_key(k);
+            }
+            let inserted = client.enqueue(task).await.map_err(failed)?;
+            show(remote, &inserted, |t| out!("{}", t.id));
+        }
+        TaskCmd::Get { id } => {
+            let task = client.task(task_id(&id)?).await.map_err(failed)?;
+            show(remote, &task, print_task);
+        }
+        TaskCmd::Ls {
+            state,
+            queue,
+            kind,
+            schedule,
+            limit,
+        } => {
+            let mut filter = TaskFilter::new().limit(limit);
+            for s in &state {
+                filter = filter.state(TaskState::parse(s).map_err(CliError::usage)?);
+            }
+            filter.queue = queue;
+            filter.kind = kind;
+            filter.schedule = schedule;
+            let tasks = client.tasks(filter).await.map_err(failed)?;
+            show(remote, &TaskList { tasks }, |list| {
+                let rows = list
+                    .tasks
+                    .iter()
+                    .map(|t| {
+                        vec![
+                            t.id.to_string(),
+                            t.queue.clone(),
+                            t.kind.clone(),
+                            t.state.to_string(),
+                            t.priority.to_string(),
+                            format!("{}/{}", t.attempt, t.max_attempts),
+                            time(Some(t.run_at)),
+                            opt(t.last_error.as_ref()),
+                        ]
+                    })
+                    .collect();
+                table(
+                    &[
+                        "ID",
+                        "QUEUE",
+                        "KIND",
+                        "STATE",
+                        "PRI",
+                        "ATTEMPT",
+                        "RUN AT",
+                        "LAST ERROR",
+                    ],
+                    rows,
+                );
+            });
+        }
+        TaskCmd::Cancel { id } => {
+            let task = client.cancel(task_id(&id)?).await.map_err(failed)?;
+            show(remote, &task, print_state);
+        }
+        TaskCmd::Retry { id } => {
+            let task = client.retry(task_id(&id)?).await.map_err(failed)?;
+            show(remote, &task, print_state);
+        }
+        TaskCmd::Import { file, batch } => import(&client, &file, batch, remote).await?,
+        TaskCmd::Reschedule { id, at } => {
+            let run_at =
+                sked_core::parse_time(&at, jiff::Timestamp::now()).map_err(CliError::usage)?;
+            let task = client
+                .reschedule(task_id(&id)?, run_at)
+                .await
+                .map_err(failed)?;
+            show(remote, &task, print_state);
+        }
+    }
+    Ok(())
+}
+
+/// A task's fields, payload, result and attempts, for `sked task get`.
+fn print_task(t: &Task) {
+    let fields = [
+        ("id", t.id.to_string()),
+        ("kind", t.kind.clone()),
+        ("queue", t.queue.clone()),
+        ("state", t.state.to_string()),
+        ("priority", t.priority.to_string()),
+        ("attempt", t.attempt.to_string()),
+        ("max_attempts", t.max_attempts.to_string()),
+        ("run_at", time(Some(t.run_at))),
+        ("created_at", time(Some(t.created_at))),
+        ("started_at", time(t.started_at)),
+        ("finished_at", time(t.finished_at)),
+        ("worker", opt(t.worker.as_ref())),
+        ("schedule", opt(t.schedule.as_ref())),
+        ("nominal_at", time(t.nominal_at)),
+        ("last_error", opt(t.last_error.as_ref())),
+    ];
+    crate::output::fields(&fields);
+    out!("payload       {}", t.payload);
+    if let Some(result) = &t.result {
+        out!("result        {result}");
+    }
+    if !t.attempts.is_empty() {
+        out!();
+        table(
+            &[
+                "ATTEMPT", "WORKER", "STARTED", "FINISHED", "OUTCOME", "ERROR",
+            ],
+            t.attempts
+                .iter()
+                .map(|a| {
+                    vec![
+                        a.attempt.to_string(),
+                        a.worker.clone(),
+                        time(Some(a.started_at)),
+                        time(a.finished_at),
+                        a.outcome.clone(),
+                        opt(a.error.as_ref()),
+                    ]
+                })
+                .collect(),
+        );
+    }
+}
+
+/// A task's id and new state, after a state change.
+fn print_state(t: &Task) {
+    let extra = if t.cancel_requested && t.state == TaskState::Running {
+        " (cancel requested)"
+    } else {
+        ""
+    };
+    out!("{} {}{extra}", t.id, t.state);
+}
+
+/// Requests stay well under the server's 2 MiB body limit.
+const IMPORT_BATCH_BYTES: usize = 1536 * 1024;
+
+/// `sked task import`: check every line, then enqueue in batches with a progress bar.
+async fn import(client: &Client, file: &str, batch: usize, remote: &Remote) -> CliResult {
+    use std::io::Read;
+    if batch == 0 || batch > 1000 {
+        return Err(CliError::usage("--batch must be between 1 and 1000"));
+    }
+    let mut text = String::new();
+    let read = if file == "-" {
+        std::io::stdin().read_to_string(&mut text).map(|_| ())
+    } else {
+        std::fs::File::open(file).and_then(|mut f| f.read_to_string(&mut text).map(|_| ()))
+    };
+    read.map_err(|e| CliError::usage(format!("cannot read {file}: {e}")))?;
+    // Every line first: a bad one enqueues nothing.
+    let mut tasks: Vec<(NewTask, usize)> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let bad = |e: &dyn std::fmt::Display| CliError::usage(format!("{file}:{}: {e}", i + 1));
+        let task: NewTask = serde_json::from_str(line).map_err(|e| bad(&e))?;
+        task.validate().map_err(|e| bad(&e))?;
+        tasks.push((task, line.len()));
+    }
+    let started = std::time::Instant::now();
+    let bar = indicatif::ProgressBar::new(tasks.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} tasks  {per_sec}  eta {eta}")
+            .expect("a valid template"),
+    );
+    let (mut created, mut duplicates) = (0u64, 0u64);
+    let mut rest = &tasks[..];
+    while !rest.is_empty() {
+        // As many as fit in one request, at least one.
+        let mut n = 0;
+        let mut bytes = 0;
+        while n < rest.len() && n < batch && (n == 0 || bytes + rest[n].1 < IMPORT_BATCH_BYTES) {
+            bytes += rest[n].1;
+            n += 1;
+        }
+        let chunk: Vec<NewTask> = rest[..n].iter().map(|(t, _)| t.clone()).collect();
+        let inserted = client.enqueue_many(chunk).await.map_err(|e| {
+            bar.abandon();
+            let done = created + duplicates;
+            let msg = format!("{e} (the first {done} tasks were enqueued)");
+            match failed(e) {
+                CliError::Usage(_) => CliError::Usage(msg),
+                CliError::Runtime(_) => CliError::Runtime(msg),
+            }
+        })?;
+        for t in inserted {
+            if t.duplicate {
+                duplicates += 1;
+            } else {
+                created += 1;
+            }
+        }
+        bar.inc(n as u64);
+        rest = &rest[n..];
+    }
+    bar.finish_and_clear();
+    let secs = started.elapsed().as_secs_f64();
+    let report = ImportReport {
+        imported: created,
+        duplicates,
+        seconds: (secs * 1000.0).round() / 1000.0,
+    };
+    show(remote, &report, |_| {
+        out!("imported {created} tasks ({duplicates} already there by unique key) in {secs:.2}s")
+    });
+    Ok(())
+}

@@ -1,0 +1,208 @@
+//! Claiming tasks (staging due ones first) and extending leases.
+
+use std::collections::HashMap;
+
+use deadpool_postgres::Object;
+use jiff::Timestamp;
+use sked_core::{Task, TaskId};
+use sked_store::states::WAITING;
+use sked_store::*;
+use tokio_postgres::GenericClient;
+
+use super::Param;
+use crate::codec::{TASK_COLUMNS, col, db_err, tasks_from_rows};
+
+/// Due scheduled/retrying tasks become available. Rows another node is staging are skipped.
+static STAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "UPDATE sked_tasks SET state = 'available' WHERE id IN ( \
+           SELECT id FROM sked_tasks WHERE state IN {WAITING} AND run_at <= $1 \
+           ORDER BY run_at LIMIT 10000 FOR UPDATE SKIP LOCKED)"
+    )
+});
+
+/// Paused queues and queues with a concurrency limit.
+const QUEUE_SETTINGS: &str = "SELECT q.name, q.paused, q.concurrency_limit FROM sked_queues q \
+    WHERE q.paused OR q.concurrency_limit IS NOT NULL";
+
+pub(crate) async fn claim(c: &mut Object, p: &TaskClaimParams) -> Result<Vec<Task>> {
+    let expires = p
+        .now
+        .checked_add(p.lease_ttl)
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let max = i64::from(p.max);
+    let mut params: Vec<Param<'_>> = vec![&p.now, &expires, &p.worker, &max];
+    let filter = candidates_filter(&p.queues, &p.kinds, &p.min_priority, &mut params);
+    // Queues that are paused or limited are left to the slow path below.
+    let sql = format!(
+        "WITH picked AS ( \
+           SELECT id FROM sked_tasks c WHERE {filter} AND NOT EXISTS ( \
+             SELECT 1 FROM sked_queues q WHERE q.name = c.queue \
+               AND (q.paused OR q.concurrency_limit IS NOT NULL)) \
+           ORDER BY priority DESC, run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED) \
+         UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, started_at = $1, \
+           lease_expires_at = $2, worker = $3, cancel_requested = false \
+         FROM picked WHERE t.id = picked.id RETURNING {TASK_COLUMNS}"
+    );
+    let stage = c.prepare_cached(&STAGE).await.map_err(db_err)?;
+    let settings = c.prepare_cached(QUEUE_SETTINGS).await.map_err(db_err)?;
+    let take = c.prepare_cached(&sql).await.map_err(db_err)?;
+    let now: [Param<'_>; 1] = [&p.now];
+    // Three statements in one round trip, run in order: the claim sees what staging made
+    // available.
+    let (_, settings, rows) = tokio::try_join!(
+        c.execute(&stage, &now),
+        c.query(&settings, &[]),
+        c.query(&take, &params)
+    )
+    .map_err(db_err)?;
+    let mut claimed = tasks_from_rows(&rows)?;
+    let mut limited: Vec<String> = Vec::new();
+    for row in &settings {
+        let name: String = col(row, 0)?;
+        let (paused, limit) = (col::<bool>(row, 1)?, col::<Option<i32>>(row, 2)?);
+        if !paused && limit.is_some() && (p.queues.is_empty() || p.queues.contains(&name)) {
+            limited.push(name);
+        }
+    }
+    let left = p.max.saturating_sub(claimed.len() as u32);
+    if left > 0 && !limited.is_empty() {
+        claimed.extend(claim_limited(c, p, &limited, left, expires).await?);
+    }
+    // RETURNING has no order of its own.
+    claimed.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then(a.run_at.cmp(&b.run_at))
+            .then(a.id.cmp(&b.id))
+    });
+    Ok(claimed)
+}
+
+/// The `WHERE` of a claim's candidate scan, with its parameters appended to `params`.
+fn candidates_filter<'a>(
+    queues: &'a Vec<String>,
+    kinds: &'a Vec<String>,
+    min_priority: &'a Option<i32>,
+    params: &mut Vec<Param<'a>>,
+) -> String {
+    let mut sql = String::from("state = 'available'");
+    if !queues.is_empty() {
+        params.push(queues);
+        sql.push_str(&format!(" AND queue = ANY(${})", params.len()));
+    }
+    if !kinds.is_empty() {
+        params.push(kinds);
+        sql.push_str(&format!(" AND kind = ANY(${})", params.len()));
+    }
+    if let Some(min) = min_priority {
+        params.push(min);
+        sql.push_str(&format!(" AND priority >= ${}", params.len()));
+    }
+    sql
+}
+
+/// With concurrency limits in play, the limited queues' rows are locked for the transaction,
+/// so that nodes claiming at once cannot together exceed a limit.
+async fn claim_limited(
+    c: &mut Object,
+    p: &TaskClaimParams,
+    limited: &Vec<String>,
+    max: u32,
+    expires: Timestamp,
+) -> Result<Vec<Task>> {
+    let tx = c.transaction().await.map_err(db_err)?;
+    let limits = tx
+        .query(
+            "SELECT q.name, q.concurrency_limit, \
+               (SELECT count(*) FROM sked_tasks t WHERE t.state = 'running' AND t.queue = q.name) \
+             FROM sked_queues q WHERE q.name = ANY($1) AND NOT q.paused \
+               AND q.concurrency_limit IS NOT NULL ORDER BY q.name FOR UPDATE",
+            &[limited],
+        )
+        .await
+        .map_err(db_err)?;
+    let mut quota: HashMap<String, i64> = HashMap::new();
+    for row in &limits {
+        let limit: i32 = col(row, 1)?;
+        let running: i64 = col(row, 2)?;
+        quota.insert(col(row, 0)?, i64::from(limit) - running);
+    }
+    let max = i64::from(max);
+    let mut params: Vec<Param<'_>> = vec![&max];
+    let filter = candidates_filter(limited, &p.kinds, &p.min_priority, &mut params);
+    let candidates = tx
+        .query(
+            &format!(
+                "SELECT id, queue FROM sked_tasks WHERE {filter} \
+                 ORDER BY priority DESC, run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED"
+            ),
+            &params,
+        )
+        .await
+        .map_err(db_err)?;
+    let mut chosen: Vec<TaskId> = Vec::new();
+    for row in &candidates {
+        let queue: String = col(row, 1)?;
+        if let Some(left) = quota.get_mut(&queue) {
+            if *left <= 0 {
+                continue;
+            }
+            *left -= 1;
+        }
+        chosen.push(col(row, 0)?);
+    }
+    let rows = tx
+        .query(
+            &format!(
+                "UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, started_at = $2, \
+                   lease_expires_at = $3, worker = $4, cancel_requested = false \
+                 WHERE t.id = ANY($1) RETURNING {TASK_COLUMNS}"
+            ),
+            &[&chosen, &p.now, &expires, &p.worker],
+        )
+        .await
+        .map_err(db_err)?;
+    tx.commit().await.map_err(db_err)?;
+    tasks_from_rows(&rows)
+}
+
+/// The error for a compare-and-set that matched nothing: the task is gone, or not held so.
+async fn stale_or_missing<C: GenericClient + Sync>(c: &C, id: TaskId, attempt: i32) -> StoreError {
+    match c
+        .query_opt("SELECT 1 FROM sked_tasks WHERE id = $1", &[&id])
+        .await
+    {
+        Ok(Some(_)) => StoreError::StaleLease { id, attempt },
+        Ok(None) => StoreError::task_not_found(id),
+        Err(e) => db_err(e),
+    }
+}
+
+pub(crate) async fn heartbeat(c: &mut Object, p: &TaskHeartbeatParams) -> Result<HeartbeatReply> {
+    let expires = p
+        .now
+        .checked_add(p.lease_ttl)
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let stmt = c
+        .prepare_cached(
+            "UPDATE sked_tasks SET lease_expires_at = $3 \
+             WHERE id = $1 AND state = 'running' AND attempt = $2 RETURNING cancel_requested",
+        )
+        .await
+        .map_err(db_err)?;
+    match c
+        .query_opt(&stmt, &[&p.id, &p.attempt, &expires])
+        .await
+        .map_err(db_err)?
+    {
+        Some(row) => Ok(HeartbeatReply {
+            lease_expires_at: expires,
+            cancel_requested: col(&row, 0)?,
+        }),
+        None => {
+            let client: &tokio_postgres::Client = c;
+            Err(stale_or_missing(client, p.id, p.attempt).await)
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! Ending attempts: the row changes and attempt history lines that finishing and rescuing
+//! write, each as one statement over parallel arrays, and the announcements that follow.
+
+use std::collections::HashMap;
+
+use deadpool_postgres::{Object, Transaction};
+use jiff::Timestamp;
+use sked_core::{Task, TaskId, TaskState, Transition};
+use sked_store::*;
+use tokio_postgres::GenericClient;
+
+use crate::codec::{TASK_COLUMNS, col, db_err, task_from_row, tasks_from_rows};
+use crate::listen::notify_tasks_sql;
+
+/// Attempt history lines, as parallel arrays.
+#[derive(Default)]
+pub(super) struct AttemptRows {
+    task_id: Vec<TaskId>,
+    attempt: Vec<i32>,
+    worker: Vec<String>,
+    started_at: Vec<Timestamp>,
+    finished_at: Vec<Timestamp>,
+    outcome: Vec<String>,
+    error: Vec<Option<String>>,
+}
+
+impl AttemptRows {
+    pub(super) fn push(
+        &mut self,
+        task: &Task,
+        outcome: &str,
+        error: Option<&str>,
+        finished_at: Timestamp,
+    ) {
+        self.task_id.push(task.id);
+        self.attempt.push(task.attempt);
+        self.worker.push(task.worker.clone().unwrap_or_default());
+        self.started_at.push(task.started_at.unwrap_or(finished_at));
+        self.finished_at.push(finished_at);
+        self.outcome.push(outcome.to_string());
+        self.error.push(error.map(str::to_string));
+    }
+
+    pub(super) async fn insert(&self, tx: &Transaction<'_>) -> Result<()> {
+        if self.task_id.is_empty() {
+            return Ok(());
+        }
+        let stmt = tx
+            .prepare_cached(
+                "INSERT INTO sked_task_attempts (task_id, attempt, worker, started_at, finished_at, outcome, error) \
+                 SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::timestamptz[], \
+                   $5::timestamptz[], $6::text[], $7::text[]) \
+                 ON CONFLICT (task_id, attempt) DO UPDATE SET worker = excluded.worker, \
+                   started_at = excluded.started_at, finished_at = excluded.finished_at, \
+                   outcome = excluded.outcome, error = excluded.error",
+            )
+            .await
+            .map_err(db_err)?;
+        tx.execute(
+            &stmt,
+            &[
+                &self.task_id,
+                &self.attempt,
+                &self.worker,
+                &self.started_at,
+                &self.finished_at,
+                &self.outcome,
+                &self.error,
+            ],
+        )
+        .await
+        .map_err(db_err)?;
+        Ok(())
+    }
+}
+
+/// New values of changed task rows, as parallel arrays, written with one statement.
+#[derive(Default)]
+struct RowChanges {
+    id: Vec<TaskId>,
+    state: Vec<String>,
+    run_at: Vec<Timestamp>,
+    max_attempts: Vec<i32>,
+    finished_at: Vec<Option<Timestamp>>,
+    last_error: Vec<Option<String>>,
+    result: Vec<Option<serde_json::Value>>,
+    /// Earliest run time among tasks left waiting or available (for the announcement).
+    first_run_at: Option<Timestamp>,
+    /// A task of a schedule changed state.
+    schedules: bool,
+}
+
+impl RowChanges {
+    fn push(&mut self, after: &Task) {
+        self.id.push(after.id);
+        self.state.push(after.state.as_str().to_string());
+        self.run_at.push(after.run_at);
+        self.max_attempts.push(after.max_attempts);
+        self.finished_at.push(after.finished_at);
+        self.last_error.push(after.last_error.clone());
+        self.result.push(after.result.clone());
+        if !after.state.is_finished() {
+            self.first_run_at = Some(
+                self.first_run_at
+                    .map_or(after.run_at, |t| t.min(after.run_at)),
+            );
+        }
+        self.schedules |= after.schedule.is_some();
+    }
+
+    /// Writes the changes (rows must be locked by the caller) and announces them.
+    async fn write(&self, tx: &Transaction<'_>, channel: &str) -> Result<()> {
+        if self.id.is_empty() {
+            return Ok(());
+        }
+        let stmt = tx
+            .prepare_cached(
+                "UPDATE sked_tasks t SET state = u.state, run_at = u.run_at, \
+                   max_attempts = u.max_attempts, finished_at = u.finished_at, \
+                   last_error = u.last_error, result = u.result, lease_expires_at = NULL \
+                 FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::int[], \
+                   $5::timestamptz[], $6::text[], $7::jsonb[]) \
+                   AS u(id, state, run_at, max_attempts, finished_at, last_error, result) \
+                 WHERE t.id = u.id",
+            )
+            .await
+            .map_err(db_err)?;
+        tx.execute(
+            &stmt,
+            &[
+                &self.id,
+                &self.state,
+                &self.run_at,
+                &self.max_attempts,
+                &self.finished_at,
+                &self.last_error,
+                &self.result,
+            ],
+        )
+        .await
+        .map_err(db_err)?;
+        if let Some(first) = self.first_run_at {
+            announce_tasks(&**tx, channel, Some(first)).await?;
+        }
+        if self.schedules {
+            announce_schedules(&**tx, channel).await?;
+        }
+        Ok(())
+    }
+}
+
+pub(crate) async fn announce_tasks<C: GenericClient + Sync>(
+    c: &C,
+    channel: &str,
+    run_at: Option<Timestamp>,
+) -> Result<()> {
+    c.execute(
+        &format!("SELECT {}", notify_tasks_sql("$2::timestamptz")),
+        &[&channel, &run_at],
+    )
+    .await
+    .map_err(db_err)?;
+    Ok(())
+}
+
+pub(crate) async fn announce_schedules<C: GenericClient + Sync>(
+    c: &C,
+    channel: &str,
+) -> Result<()> {
+    c.execute("SELECT pg_notify($1, 's')", &[&channel])
+        .await
+        .map_err(db_err)?;
+    Ok(())
+}
+
+async fn lock_rows(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<HashMap<TaskId, Task>> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT {TASK_COLUMNS} FROM sked_tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR UPDATE"
+        ))
+        .await
+        .map_err(db_err)?;
+    let rows = tx.query(&stmt, &[&ids]).await.map_err(db_err)?;
+    rows.iter()
+        .map(|r| task_from_row(r).map(|t| (t.id, t)))
+        .collect()
+}
+
+pub(crate) async fn finish_many(
+    c: &mut Object,
+    channel: &str,
+    ps: &[TaskFinishParams],
+) -> Result<Vec<Result<Task>>> {
+    if ps.is_empty() {
+        return Ok(Vec::new());
+    }
+    let tx = c.transaction().await.map_err(db_err)?;
+    let ids: Vec<TaskId> = ps.iter().map(|p| p.id).collect();
+    let mut current = lock_rows(&tx, &ids).await?;
+    let mut changes = RowChanges::default();
+    let mut attempts = AttemptRows::default();
+    let mut out = Vec::with_capacity(ps.len());
+    for p in ps {
+        let Some(task) = current.get(&p.id) else {
+            out.push(Err(StoreError::task_not_found(p.id)));
+            continue;
+        };
+        if task.state != TaskState::Running || task.attempt != p.attempt {
+            out.push(Err(StoreError::StaleLease {
+                id: p.id,
+                attempt: p.attempt,
+            }));
+            continue;
+        }
+        let change = rules::finish(task, &p.outcome, p.now, p.jitter);
+        let after = change.apply(task, p.now);
+        if !change.state.is_finished() {
+            attempts.push(task, change.outcome, change.error.as_deref(), p.now);
+        }
+        changes.push(&after);
+        current.insert(p.id, after.clone());
+        out.push(Ok(after));
+    }
+    changes.write(&tx, channel).await?;
+    attempts.insert(&tx).await?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(out)
+}
+
+pub(crate) async fn rescue(
+    c: &mut Object,
+    channel: &str,
+    p: &TaskRescueParams,
+) -> Result<Vec<TaskId>> {
+    // Most of the time nothing has expired: find that out in one statement, without a
+    // transaction.
+    let any = c
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM sked_tasks WHERE state = 'running' AND lease_expires_at < $1)",
+        )
+        .await
+        .map_err(db_err)?;
+    if !col::<bool>(&c.query_one(&any, &[&p.now]).await.map_err(db_err)?, 0)? {
+        return Ok(Vec::new());
+    }
+    let tx = c.transaction().await.map_err(db_err)?;
+    let limit = i64::from(p.limit);
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT {TASK_COLUMNS} FROM sked_tasks t WHERE t.state = 'running' AND t.lease_expires_at < $1 \
+             ORDER BY t.lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+        ))
+        .await
+        .map_err(db_err)?;
+    let rows = tx.query(&stmt, &[&p.now, &limit]).await.map_err(db_err)?;
+    let expired = tasks_from_rows(&rows)?;
+    let mut changes = RowChanges::default();
+    let mut attempts = AttemptRows::default();
+    for task in &expired {
+        Transition::Rescue.check(task.state)?;
+        let (state, error) = rules::rescue(task);
+        let after = Task {
+            state,
+            run_at: p.now,
+            finished_at: state.is_finished().then_some(p.now),
+            last_error: Some(error.clone()),
+            lease_expires_at: None,
+            ..task.clone()
+        };
+        attempts.push(task, "rescued", Some(&error), p.now);
+        changes.push(&after);
+    }
+    changes.write(&tx, channel).await?;
+    attempts.insert(&tx).await?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(expired.iter().map(|t| t.id).collect())
+}

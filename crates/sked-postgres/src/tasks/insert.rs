@@ -1,0 +1,228 @@
+//! Inserting tasks: one `unnest` statement for tasks without a unique key, one statement each
+//! for tasks with one.
+
+use jiff::Timestamp;
+use sked_core::TaskState;
+use sked_store::states::ACTIVE;
+use sked_store::*;
+use tokio_postgres::GenericClient;
+
+use super::Param;
+use crate::codec::{col, db_err, ms, state};
+use crate::listen::notify_tasks_sql;
+use deadpool_postgres::Object;
+
+/// Inserts tasks. Tasks without a unique key go in with one `unnest` statement; each task with
+/// a key goes in on its own, `ON CONFLICT DO NOTHING` against the partial unique index, and
+/// returns the holder when the key is taken. Several statements need a transaction around
+/// them: `c` is one whenever `tasks` has a unique key (see [`needs_transaction`]).
+pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
+    c: &C,
+    prepared: Option<&tokio_postgres::Statement>,
+    channel: &str,
+    tasks: &[TaskInsert],
+    now: Timestamp,
+) -> Result<Vec<TaskInserted>> {
+    for t in tasks {
+        t.task
+            .validate()
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    }
+    let mut out: Vec<Option<TaskInserted>> = vec![None; tasks.len()];
+    let plain: Vec<usize> = (0..tasks.len())
+        .filter(|&i| tasks[i].task.unique_key.is_none())
+        .collect();
+    if !plain.is_empty() {
+        let rows = Columns::of(plain.iter().map(|&i| &tasks[i]), now);
+        let params: [Param<'_>; 14] = [
+            &channel,
+            &now,
+            &rows.queue,
+            &rows.kind,
+            &rows.payload,
+            &rows.priority,
+            &rows.state,
+            &rows.run_at,
+            &rows.max_attempts,
+            &rows.timeout_ms,
+            &rows.backoff_base_ms,
+            &rows.backoff_max_ms,
+            &rows.schedule,
+            &rows.nominal_at,
+        ];
+        let ids = match prepared {
+            Some(stmt) => c.query(stmt, &params).await,
+            None => c.query(PLAIN_INSERT.as_str(), &params).await,
+        }
+        .map_err(db_err)?;
+        // Identity values are handed out in insertion order, which is the input order.
+        for (k, row) in ids.iter().enumerate() {
+            let i = plain[k];
+            out[i] = Some(TaskInserted {
+                id: col(row, 0)?,
+                state: TaskState::parse(&rows.state[k])
+                    .map_err(|e| StoreError::Backend(e.to_string()))?,
+                duplicate: false,
+            });
+        }
+    }
+    for (i, t) in tasks.iter().enumerate() {
+        if t.task.unique_key.is_some() {
+            out[i] = Some(insert_unique(c, channel, t, now).await?);
+        }
+    }
+    out.into_iter()
+        .map(|o| o.ok_or_else(|| StoreError::Backend("a task was not inserted".into())))
+        .collect()
+}
+
+/// Inserts tasks without unique keys, as many as given, and announces them: one statement.
+static PLAIN_INSERT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH ins AS ( \
+               INSERT INTO sked_tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
+                 timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at) \
+               SELECT queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
+                 backoff_base_ms, backoff_max_ms, schedule, nominal_at, $2 \
+               FROM unnest($3::text[], $4::text[], $5::jsonb[], $6::int[], $7::text[], \
+                 $8::timestamptz[], $9::int[], $10::bigint[], $11::bigint[], $12::bigint[], \
+                 $13::text[], $14::timestamptz[]) WITH ORDINALITY \
+                 AS u(queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
+                 backoff_base_ms, backoff_max_ms, schedule, nominal_at, ord) \
+               ORDER BY ord RETURNING id, run_at), \
+             announced AS (SELECT {} FROM (SELECT min(run_at) AS first FROM ins) f) \
+             SELECT id FROM ins, announced ORDER BY id",
+        notify_tasks_sql("f.first")
+    )
+});
+
+/// Whether inserting `tasks` takes more than one statement.
+fn needs_transaction(tasks: &[TaskInsert]) -> bool {
+    tasks.iter().any(|t| t.task.unique_key.is_some())
+}
+
+async fn insert_unique<C: GenericClient + Sync>(
+    c: &C,
+    channel: &str,
+    t: &TaskInsert,
+    now: Timestamp,
+) -> Result<TaskInserted> {
+    let rows = Columns::of(std::iter::once(t), now);
+    let key = &t.task.unique_key;
+    let sql = format!(
+        "WITH ins AS ( \
+           INSERT INTO sked_tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
+             timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at, unique_key) \
+           VALUES ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $2, $15) \
+           ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN {ACTIVE} DO NOTHING \
+           RETURNING id, run_at) \
+         SELECT id, {} FROM ins",
+        notify_tasks_sql("ins.run_at")
+    );
+    // A holder that finishes between the insert and the lookup frees the key: try again.
+    for _ in 0..5 {
+        let params: [Param<'_>; 15] = [
+            &channel,
+            &now,
+            &rows.queue[0],
+            &rows.kind[0],
+            &rows.payload[0],
+            &rows.priority[0],
+            &rows.state[0],
+            &rows.run_at[0],
+            &rows.max_attempts[0],
+            &rows.timeout_ms[0],
+            &rows.backoff_base_ms[0],
+            &rows.backoff_max_ms[0],
+            &rows.schedule[0],
+            &rows.nominal_at[0],
+            key,
+        ];
+        if let Some(row) = c.query_opt(&sql, &params).await.map_err(db_err)? {
+            return Ok(TaskInserted {
+                id: col(&row, 0)?,
+                state: state(&rows.state[0])?,
+                duplicate: false,
+            });
+        }
+        let holder = c
+            .query_opt(
+                &format!(
+                    "SELECT id, state FROM sked_tasks WHERE unique_key = $1 AND state IN {ACTIVE}"
+                ),
+                &[key],
+            )
+            .await
+            .map_err(db_err)?;
+        if let Some(row) = holder {
+            return Ok(TaskInserted {
+                id: col(&row, 0)?,
+                state: state(col(&row, 1)?)?,
+                duplicate: true,
+            });
+        }
+    }
+    Err(StoreError::Unavailable(
+        "the unique key kept changing hands; try again".into(),
+    ))
+}
+
+/// Task fields as parallel arrays, for `unnest`.
+#[derive(Default)]
+struct Columns {
+    queue: Vec<String>,
+    kind: Vec<String>,
+    payload: Vec<serde_json::Value>,
+    priority: Vec<i32>,
+    state: Vec<String>,
+    run_at: Vec<Timestamp>,
+    max_attempts: Vec<i32>,
+    timeout_ms: Vec<Option<i64>>,
+    backoff_base_ms: Vec<Option<i64>>,
+    backoff_max_ms: Vec<Option<i64>>,
+    schedule: Vec<Option<String>>,
+    nominal_at: Vec<Option<Timestamp>>,
+}
+
+impl Columns {
+    fn of<'a>(tasks: impl Iterator<Item = &'a TaskInsert>, now: Timestamp) -> Columns {
+        let mut c = Columns::default();
+        for t in tasks {
+            let task = &t.task;
+            let run_at = task.run_at.unwrap_or(now);
+            c.queue.push(task.queue.clone());
+            c.kind.push(task.kind.clone());
+            c.payload.push(task.payload.clone());
+            c.priority.push(task.priority);
+            c.state
+                .push(rules::state_for_run_at(run_at, now).as_str().to_string());
+            c.run_at.push(run_at);
+            c.max_attempts.push(task.max_attempts);
+            c.timeout_ms.push(task.timeout.map(ms));
+            c.backoff_base_ms.push(task.backoff.map(|b| ms(b.base)));
+            c.backoff_max_ms.push(task.backoff.map(|b| ms(b.max)));
+            c.schedule.push(t.schedule.clone());
+            c.nominal_at.push(t.nominal_at);
+        }
+        c
+    }
+}
+
+pub(crate) async fn insert_many(
+    c: &mut Object,
+    channel: &str,
+    p: &TaskInsertParams,
+) -> Result<Vec<TaskInserted>> {
+    if p.tasks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let stmt = c.prepare_cached(&PLAIN_INSERT).await.map_err(db_err)?;
+    if !needs_transaction(&p.tasks) {
+        let client: &tokio_postgres::Client = c;
+        return insert_tasks(client, Some(&stmt), channel, &p.tasks, p.now).await;
+    }
+    let tx = c.transaction().await.map_err(db_err)?;
+    let out = insert_tasks(&*tx, Some(&stmt), channel, &p.tasks, p.now).await?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(out)
+}

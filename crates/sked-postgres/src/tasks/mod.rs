@@ -1,0 +1,248 @@
+//! Task operations. Every state change is a compare-and-set on the expected state (and, for a
+//! running task, the attempt number); rows read to compute a change are locked `FOR UPDATE`.
+//!
+//! - [`insert`]: new tasks.
+//! - [`claim`]: staging due tasks, claiming, heartbeats.
+//! - [`ending`]: finishing attempts and rescuing expired ones.
+//! - here: reading tasks and the operator's actions (cancel, retry, reschedule), pruning.
+
+mod claim;
+mod ending;
+mod insert;
+
+pub(crate) use claim::{claim, heartbeat};
+pub(crate) use ending::{announce_schedules, announce_tasks, finish_many, rescue};
+pub(crate) use insert::{insert_many, insert_tasks};
+
+use deadpool_postgres::{Object, Transaction};
+use jiff::Timestamp;
+use sked_core::{Task, TaskId, TaskState, Transition};
+use sked_store::states::{FINISHED, WAITING};
+use sked_store::*;
+use tokio_postgres::types::ToSql;
+
+use crate::codec::{TASK_COLUMNS, col, db_err, task_from_row, tasks_from_rows};
+use ending::AttemptRows;
+
+type Param<'a> = &'a (dyn ToSql + Sync);
+
+async fn row_for_update(tx: &Transaction<'_>, id: TaskId) -> Result<Task> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT {TASK_COLUMNS} FROM sked_tasks t WHERE t.id = $1 FOR UPDATE"
+        ))
+        .await
+        .map_err(db_err)?;
+    let row = tx.query_opt(&stmt, &[&id]).await.map_err(db_err)?;
+    row.as_ref()
+        .map(task_from_row)
+        .transpose()?
+        .ok_or_else(|| StoreError::task_not_found(id))
+}
+
+pub(crate) async fn get(c: &mut Object, id: TaskId) -> Result<Task> {
+    let stmt = c
+        .prepare_cached(&format!(
+            "SELECT {TASK_COLUMNS} FROM sked_tasks t WHERE t.id = $1"
+        ))
+        .await
+        .map_err(db_err)?;
+    let attempts = c
+        .prepare_cached(
+            "SELECT attempt, worker, started_at, finished_at, outcome, error \
+             FROM sked_task_attempts WHERE task_id = $1 ORDER BY attempt",
+        )
+        .await
+        .map_err(db_err)?;
+    // Both in one round trip.
+    let params: [Param<'_>; 1] = [&id];
+    let (row, attempt_rows) =
+        tokio::try_join!(c.query_opt(&stmt, &params), c.query(&attempts, &params))
+            .map_err(db_err)?;
+    let mut task = row
+        .as_ref()
+        .map(task_from_row)
+        .transpose()?
+        .ok_or_else(|| StoreError::task_not_found(id))?;
+    task.attempts = attempt_rows
+        .iter()
+        .map(|r| {
+            Ok(sked_core::Attempt {
+                attempt: col(r, 0)?,
+                worker: col(r, 1)?,
+                started_at: col(r, 2)?,
+                finished_at: col(r, 3)?,
+                outcome: col(r, 4)?,
+                error: col(r, 5)?,
+            })
+        })
+        .collect::<Result<_>>()?;
+    rules::add_current_attempt(&mut task);
+    Ok(task)
+}
+
+pub(crate) async fn list(c: &mut Object, p: &TaskListParams) -> Result<Vec<Task>> {
+    let states: Vec<&str> = p.states.iter().map(|s| s.as_str()).collect();
+    let limit = i64::from(p.limit.clamp(1, sked_store::rules::STORE_LIST_LIMIT_MAX));
+    let mut sql = format!("SELECT {TASK_COLUMNS} FROM sked_tasks t WHERE true");
+    let mut params: Vec<Param<'_>> = Vec::new();
+    if !states.is_empty() {
+        params.push(&states);
+        sql.push_str(&format!(" AND t.state = ANY(${})", params.len()));
+    }
+    for (column, value) in [
+        ("queue", &p.queue),
+        ("kind", &p.kind),
+        ("schedule", &p.schedule),
+    ] {
+        if let Some(v) = value {
+            params.push(v);
+            sql.push_str(&format!(" AND t.{column} = ${}", params.len()));
+        }
+    }
+    if let Some(before) = &p.before_id {
+        params.push(before);
+        sql.push_str(&format!(" AND t.id < ${}", params.len()));
+    }
+    params.push(&limit);
+    sql.push_str(&format!(" ORDER BY t.id DESC LIMIT ${}", params.len()));
+    let stmt = c.prepare_cached(&sql).await.map_err(db_err)?;
+    let rows = c.query(&stmt, &params).await.map_err(db_err)?;
+    tasks_from_rows(&rows)
+}
+
+pub(crate) async fn cancel(c: &mut Object, channel: &str, p: &TaskCancelParams) -> Result<Task> {
+    let tx = c.transaction().await.map_err(db_err)?;
+    let task = cancel_in(&tx, p.id, p.now).await?;
+    if task.schedule.is_some() {
+        announce_schedules(&*tx, channel).await?;
+    }
+    tx.commit().await.map_err(db_err)?;
+    Ok(task)
+}
+
+/// Cancels inside a caller's transaction (also materialisation's `replace`): a task that has
+/// not started is cancelled, a running one is asked to stop. Returns the task as it is now.
+pub(crate) async fn cancel_in(tx: &Transaction<'_>, id: TaskId, now: Timestamp) -> Result<Task> {
+    let task = row_for_update(tx, id).await?;
+    let row = if task.state == TaskState::Running {
+        tx.query_one(
+            &format!(
+                "UPDATE sked_tasks t SET cancel_requested = true WHERE t.id = $1 RETURNING {TASK_COLUMNS}"
+            ),
+            &[&id],
+        )
+        .await
+    } else {
+        Transition::Cancel.check(task.state)?;
+        tx.query_one(
+            &format!(
+                "UPDATE sked_tasks t SET state = 'cancelled', finished_at = $2 WHERE t.id = $1 \
+                 RETURNING {TASK_COLUMNS}"
+            ),
+            &[&id, &now],
+        )
+        .await
+    }
+    .map_err(db_err)?;
+    task_from_row(&row)
+}
+
+pub(crate) async fn retry(c: &mut Object, channel: &str, p: &TaskRetryParams) -> Result<Task> {
+    let tx = c.transaction().await.map_err(db_err)?;
+    let task = row_for_update(&tx, p.id).await?;
+    Transition::Retry.check(task.state)?;
+    // The row is about to describe a new attempt: keep the one that ended the task.
+    if let Some(last) = rules::current_attempt(&task) {
+        let mut rows = AttemptRows::default();
+        rows.push(
+            &task,
+            &last.outcome,
+            last.error.as_deref(),
+            last.finished_at.unwrap_or(p.now),
+        );
+        rows.insert(&tx).await?;
+    }
+    let row = tx
+        .query_one(
+            &format!(
+                "UPDATE sked_tasks t SET state = 'available', run_at = $2, finished_at = NULL, \
+                   cancel_requested = false, lease_expires_at = NULL, \
+                   max_attempts = greatest(t.max_attempts, t.attempt + 1) \
+                 WHERE t.id = $1 RETURNING {TASK_COLUMNS}"
+            ),
+            &[&p.id, &p.now],
+        )
+        .await
+        .map_err(db_err)?;
+    announce_tasks(&*tx, channel, Some(p.now)).await?;
+    tx.commit().await.map_err(db_err)?;
+    task_from_row(&row)
+}
+
+pub(crate) async fn reschedule(
+    c: &mut Object,
+    channel: &str,
+    p: &TaskRescheduleParams,
+) -> Result<Task> {
+    let tx = c.transaction().await.map_err(db_err)?;
+    let task = row_for_update(&tx, p.id).await?;
+    Transition::Reschedule.check(task.state)?;
+    let state = rules::state_for_run_at(p.run_at, p.now);
+    let row = tx
+        .query_one(
+            &format!(
+                "UPDATE sked_tasks t SET state = $2, run_at = $3 WHERE t.id = $1 RETURNING {TASK_COLUMNS}"
+            ),
+            &[&p.id, &state.as_str(), &p.run_at],
+        )
+        .await
+        .map_err(db_err)?;
+    announce_tasks(&*tx, channel, Some(p.run_at)).await?;
+    tx.commit().await.map_err(db_err)?;
+    task_from_row(&row)
+}
+
+pub(crate) async fn prune(c: &mut Object, p: &TaskPruneParams) -> Result<u64> {
+    let limit = i64::from(p.limit);
+    let tx = c.transaction().await.map_err(db_err)?;
+    // The leader runs this every minute, mostly to find nothing: both statements are prepared
+    // once per connection.
+    let tasks = tx
+        .prepare_cached(&format!(
+            // Oldest first, in batches: each delete is short, and vacuum reclaims the space.
+            "WITH doomed AS ( \
+               SELECT id FROM sked_tasks WHERE state IN {FINISHED} AND finished_at < $1 \
+               ORDER BY finished_at LIMIT $2), \
+             attempts AS (DELETE FROM sked_task_attempts WHERE task_id IN (SELECT id FROM doomed)), \
+             tasks AS (DELETE FROM sked_tasks WHERE id IN (SELECT id FROM doomed) RETURNING 1) \
+             SELECT count(*) FROM tasks"
+        ))
+        .await
+        .map_err(db_err)?;
+    // The occurrence ledger follows the same retention.
+    let ledger = tx
+        .prepare_cached(
+            "DELETE FROM sked_occurrences WHERE (schedule, nominal_at) IN ( \
+               SELECT schedule, nominal_at FROM sked_occurrences WHERE recorded_at < $1 LIMIT $2)",
+        )
+        .await
+        .map_err(db_err)?;
+    let params: [Param<'_>; 2] = [&p.finished_before, &limit];
+    let (deleted, _) =
+        tokio::try_join!(tx.query_one(&tasks, &params), tx.execute(&ledger, &params))
+            .map_err(db_err)?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(col::<i64>(&deleted, 0)? as u64)
+}
+
+pub(crate) async fn next_run_at(c: &mut Object) -> Result<Option<Timestamp>> {
+    let stmt = c
+        .prepare_cached(&format!(
+            "SELECT min(run_at) FROM sked_tasks WHERE state IN {WAITING}"
+        ))
+        .await
+        .map_err(db_err)?;
+    let row = c.query_one(&stmt, &[]).await.map_err(db_err)?;
+    col(&row, 0)
+}

@@ -1,0 +1,139 @@
+//! The conformance suite: the behaviour every [`Store`] backend must have. A backend runs it
+//! with [`conformance_tests!`](crate::conformance_tests), which makes one test per case, each on
+//! a fresh store. A change to store behaviour comes with a case here.
+//!
+//! The cases live by concern: `tasks` (inserting, claiming, ending attempts), `operations`
+//! (cancel, rescue, retry, reschedule, prune, list), `queues` (counts, limits, leases),
+//! `schedules` (declaring, applying plans), `observe` (activity, workers); here the macro and
+//! the helpers they share.
+
+mod observe;
+mod operations;
+mod queues;
+mod schedules;
+mod tasks;
+
+pub use observe::*;
+pub use operations::*;
+pub use queues::*;
+pub use schedules::*;
+pub use tasks::*;
+
+use jiff::{SignedDuration, Timestamp};
+use sked_core::NewTask;
+
+use crate::*;
+
+/// Makes one `#[tokio::test]` per conformance case. `$make` is an async block that returns
+/// `Some((store, guard))`, or `None` to skip the case (no test database configured); the
+/// guard (say, a temporary directory) lives until the test ends.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($make:expr) => {
+        $crate::conformance_tests!(@cases $make;
+            insert_and_get, unique_key_returns_the_holder, unique_key_under_concurrency,
+            claim_in_priority_order, future_tasks_wait_until_due, paused_queue_gives_nothing,
+            concurrency_limit_caps_running, claim_filters_queues_and_kinds,
+            heartbeat_extends_and_rejects_stale, complete_records_result_and_attempt,
+            fail_retries_with_backoff_until_dead, fatal_failure_is_dead_at_once,
+            snooze_does_not_spend_an_attempt, release_gives_the_task_back_at_once,
+            claim_with_min_priority, cancel_before_and_while_running,
+            rescue_requeues_expired_and_fences_old_worker, rescue_out_of_attempts_is_dead,
+            retry_and_reschedule, prune_removes_old_finished_tasks, list_filters,
+            queue_counts, leases_renew_and_take_over, schedule_crud_and_pause,
+            schedule_apply_is_exactly_once, schedule_buffer_release_and_replace,
+            schedule_sync_creates_updates_and_removes, schedule_sync_concurrently_one_copy,
+            activity_counts_ended_work_per_bucket, workers_beat_list_and_prune);
+    };
+    (@cases $make:expr; $($case:ident),+) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                let Some((store, _guard)) = $make.await else {
+                    return;
+                };
+                let store: ::std::sync::Arc<dyn $crate::Store> = ::std::sync::Arc::new(store);
+                $crate::conformance::$case(&store).await;
+            }
+        )+
+    };
+}
+/// A fixed start time for every case.
+pub fn t0() -> Timestamp {
+    "2026-01-01T00:00:00Z".parse().unwrap()
+}
+
+pub(crate) fn at(secs: i64) -> Timestamp {
+    t0().checked_add(SignedDuration::from_secs(secs)).unwrap()
+}
+
+/// Cases take a shared store so that they can hand it to spawned tasks.
+pub type Shared = std::sync::Arc<dyn Store>;
+
+pub(crate) const TTL: SignedDuration = SignedDuration::from_secs(30);
+
+pub(crate) async fn insert(store: &Shared, task: NewTask, now: Timestamp) -> TaskInserted {
+    store
+        .task_insert_many(TaskInsertParams {
+            tasks: vec![task.into()],
+            now,
+        })
+        .await
+        .unwrap()
+        .remove(0)
+}
+
+pub(crate) fn task(kind: &str) -> NewTask {
+    NewTask::new(kind)
+}
+
+pub(crate) async fn claim(store: &Shared, max: u32, now: Timestamp) -> Vec<sked_core::Task> {
+    claim_from(store, &[], max, now).await
+}
+
+pub(crate) async fn claim_from(
+    store: &Shared,
+    queues: &[&str],
+    max: u32,
+    now: Timestamp,
+) -> Vec<sked_core::Task> {
+    store
+        .task_claim(TaskClaimParams {
+            min_priority: None,
+            queues: queues.iter().map(|q| q.to_string()).collect(),
+            kinds: vec![],
+            max,
+            worker: "w1".into(),
+            lease_ttl: TTL,
+            now,
+        })
+        .await
+        .unwrap()
+}
+
+pub(crate) async fn finish(
+    store: &Shared,
+    id: i64,
+    attempt: i32,
+    outcome: FinishOutcome,
+    now: Timestamp,
+) -> Result<sked_core::Task> {
+    store
+        .task_finish_many(vec![TaskFinishParams {
+            id,
+            attempt,
+            outcome,
+            now,
+            jitter: 0.5,
+        }])
+        .await
+        .unwrap()
+        .remove(0)
+}
+
+pub(crate) fn failed(retryable: bool) -> FinishOutcome {
+    FinishOutcome::Failed {
+        error: "boom".into(),
+        retryable,
+    }
+}

@@ -1,0 +1,264 @@
+//! What operators and maintenance do to tasks: cancel, rescue, retry, reschedule, prune, list.
+
+use serde_json::json;
+use sked_core::TaskState;
+
+use crate::*;
+
+use super::*;
+
+pub async fn cancel_before_and_while_running(store: &Shared) {
+    let a = insert(store, task("k"), t0()).await.id;
+    let c = store
+        .task_cancel(TaskCancelParams { id: a, now: at(1) })
+        .await
+        .unwrap();
+    assert_eq!(c.state, TaskState::Cancelled);
+    assert!(
+        claim(store, 1, at(2)).await.is_empty(),
+        "a cancelled task never runs"
+    );
+    let err = store
+        .task_cancel(TaskCancelParams { id: a, now: at(3) })
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Conflict);
+
+    let b = insert(store, task("k"), at(4)).await.id;
+    let running = claim(store, 1, at(4)).await.remove(0);
+    let c = store
+        .task_cancel(TaskCancelParams { id: b, now: at(5) })
+        .await
+        .unwrap();
+    assert_eq!(c.state, TaskState::Running);
+    assert!(c.cancel_requested);
+    let hb = store
+        .task_heartbeat(TaskHeartbeatParams {
+            id: b,
+            attempt: running.attempt,
+            lease_ttl: TTL,
+            now: at(6),
+        })
+        .await
+        .unwrap();
+    assert!(
+        hb.cancel_requested,
+        "the worker hears of it at its next heartbeat"
+    );
+    let done = finish(store, b, running.attempt, FinishOutcome::Cancelled, at(7))
+        .await
+        .unwrap();
+    assert_eq!(done.state, TaskState::Cancelled);
+    assert_eq!(
+        store
+            .task_cancel(TaskCancelParams {
+                id: 77_777,
+                now: at(8)
+            })
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotFound
+    );
+}
+
+pub async fn rescue_requeues_expired_and_fences_old_worker(store: &Shared) {
+    let id = insert(store, task("k"), t0()).await.id;
+    let old = claim(store, 1, t0()).await.remove(0);
+    assert!(
+        store
+            .task_rescue(TaskRescueParams {
+                now: at(30),
+                limit: 100
+            })
+            .await
+            .unwrap()
+            .is_empty(),
+        "not expired yet"
+    );
+    let rescued = store
+        .task_rescue(TaskRescueParams {
+            now: at(31),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!(rescued, vec![id]);
+    let t = store.task_get(id).await.unwrap();
+    assert_eq!(t.state, TaskState::Available);
+    assert_eq!(t.attempts.last().unwrap().outcome, "rescued");
+    let new = claim(store, 1, at(32)).await.remove(0);
+    assert_eq!(new.attempt, old.attempt + 1);
+    // The old worker wakes up: its heartbeat and complete are rejected and change nothing.
+    let hb = store
+        .task_heartbeat(TaskHeartbeatParams {
+            id,
+            attempt: old.attempt,
+            lease_ttl: TTL,
+            now: at(33),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(hb.kind(), ErrorKind::Conflict);
+    let err = finish(
+        store,
+        id,
+        old.attempt,
+        FinishOutcome::Succeeded { result: None },
+        at(33),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, StoreError::StaleLease { .. }));
+    assert_eq!(store.task_get(id).await.unwrap().state, TaskState::Running);
+    let done = finish(
+        store,
+        id,
+        new.attempt,
+        FinishOutcome::Succeeded {
+            result: Some(json!(2)),
+        },
+        at(34),
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.state, TaskState::Succeeded);
+    assert_eq!(done.result, Some(json!(2)));
+}
+
+pub async fn rescue_out_of_attempts_is_dead(store: &Shared) {
+    let mut t = task("k");
+    t.max_attempts = 1;
+    let id = insert(store, t, t0()).await.id;
+    claim(store, 1, t0()).await;
+    store
+        .task_rescue(TaskRescueParams {
+            now: at(31),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    let t = store.task_get(id).await.unwrap();
+    assert_eq!(t.state, TaskState::Dead);
+    assert!(t.last_error.unwrap().contains("lease expired"));
+}
+
+pub async fn retry_and_reschedule(store: &Shared) {
+    let mut t = task("k");
+    t.max_attempts = 1;
+    let id = insert(store, t, t0()).await.id;
+    claim(store, 1, t0()).await;
+    finish(store, id, 1, failed(true), t0()).await.unwrap();
+    let r = store
+        .task_retry(TaskRetryParams { id, now: at(5) })
+        .await
+        .unwrap();
+    assert_eq!(r.state, TaskState::Available);
+    assert_eq!(
+        r.max_attempts, 2,
+        "a manual retry always has an attempt left"
+    );
+    assert_eq!(claim(store, 1, at(5)).await.len(), 1);
+    let err = store
+        .task_retry(TaskRetryParams { id, now: at(6) })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.kind(),
+        ErrorKind::Conflict,
+        "a running task cannot be retried"
+    );
+
+    let id2 = insert(store, task("k"), at(10)).await.id;
+    let moved = store
+        .task_reschedule(TaskRescheduleParams {
+            id: id2,
+            run_at: at(100),
+            now: at(10),
+        })
+        .await
+        .unwrap();
+    assert_eq!((moved.state, moved.run_at), (TaskState::Scheduled, at(100)));
+    assert!(claim(store, 1, at(99)).await.is_empty());
+    assert_eq!(claim(store, 1, at(100)).await.len(), 1);
+}
+
+pub async fn prune_removes_old_finished_tasks(store: &Shared) {
+    let old = insert(store, task("k"), t0()).await.id;
+    claim(store, 1, t0()).await;
+    finish(
+        store,
+        old,
+        1,
+        FinishOutcome::Succeeded { result: None },
+        t0(),
+    )
+    .await
+    .unwrap();
+    let pending = insert(store, task("k"), t0()).await.id;
+    let n = store
+        .task_prune(TaskPruneParams {
+            finished_before: at(1),
+            limit: 1000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(
+        store.task_get(old).await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    assert!(
+        store.task_get(pending).await.is_ok(),
+        "unfinished tasks are never pruned"
+    );
+}
+
+pub async fn list_filters(store: &Shared) {
+    for (q, k) in [("a", "x"), ("a", "y"), ("b", "x")] {
+        let mut t = task(k);
+        t.queue = q.into();
+        insert(store, t, t0()).await;
+    }
+    let list = |p: TaskListParams| store.task_list(TaskListParams { limit: 100, ..p });
+    assert_eq!(list(TaskListParams::default()).await.unwrap().len(), 3);
+    assert_eq!(
+        list(TaskListParams {
+            queue: Some("a".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .len(),
+        2
+    );
+    assert_eq!(
+        list(TaskListParams {
+            kind: Some("x".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .len(),
+        2
+    );
+    assert_eq!(
+        list(TaskListParams {
+            states: vec![TaskState::Running],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .len(),
+        0
+    );
+    let all = list(TaskListParams::default()).await.unwrap();
+    assert!(all[0].id > all[1].id, "newest first");
+    let page = list(TaskListParams {
+        before_id: Some(all[0].id),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(page.len(), 2);
+}

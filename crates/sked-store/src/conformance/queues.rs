@@ -1,0 +1,128 @@
+//! Queue counts and leases.
+
+use sked_core::TaskState;
+
+use crate::*;
+
+use super::*;
+
+pub async fn queue_counts(store: &Shared) {
+    for _ in 0..3 {
+        insert(store, task("k"), t0()).await;
+    }
+    claim(store, 1, t0()).await;
+    // Queues before and after "default" in order, each found through another index: "a" has
+    // only a finished task, "zz" only a future one, "idle" nothing but settings.
+    for queue in ["a", "mail", "mail", "zz"] {
+        let mut t = task("k");
+        t.queue = queue.into();
+        if queue == "zz" {
+            t.run_at = Some(at(60));
+        }
+        let id = insert(store, t, t0()).await.id;
+        if queue == "a" {
+            store
+                .task_cancel(TaskCancelParams { id, now: t0() })
+                .await
+                .unwrap();
+        }
+    }
+    store
+        .queue_update(QueueUpdateParams {
+            name: "idle".into(),
+            paused: Some(true),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let queues = store.queue_list(QUEUE_COUNT_LIMIT).await.unwrap();
+    let names: Vec<&str> = queues.iter().map(|q| q.name.as_str()).collect();
+    assert_eq!(names, ["a", "default", "idle", "mail", "zz"]);
+    let q = queues.iter().find(|q| q.name == "default").unwrap();
+    assert_eq!(q.counts.get(&TaskState::Available), Some(&2));
+    assert_eq!(q.counts.get(&TaskState::Running), Some(&1));
+    assert_eq!(q.counts.len(), 2, "states with no task are left out");
+    assert!(q.counts_at_least.is_empty());
+    let only = |name: &str| {
+        queues
+            .iter()
+            .find(|q| q.name == name)
+            .unwrap()
+            .counts
+            .clone()
+    };
+    assert_eq!(only("a"), [(TaskState::Cancelled, 1)].into());
+    assert_eq!(only("zz"), [(TaskState::Scheduled, 1)].into());
+    assert_eq!(only("mail"), [(TaskState::Available, 2)].into());
+    let idle = queues.iter().find(|q| q.name == "idle").unwrap();
+    assert!(idle.paused && idle.counts.is_empty());
+    // Counting stops at the limit and says so; below it, counts are exact.
+    let queues = store.queue_list(1).await.unwrap();
+    let q = queues.iter().find(|q| q.name == "default").unwrap();
+    assert_eq!(q.counts.get(&TaskState::Available), Some(&1));
+    assert_eq!(q.counts.get(&TaskState::Running), Some(&1));
+    assert_eq!(
+        q.counts_at_least.iter().copied().collect::<Vec<_>>(),
+        [TaskState::Available]
+    );
+    let mail = queues.iter().find(|q| q.name == "mail").unwrap();
+    assert_eq!(mail.counts.get(&TaskState::Available), Some(&1));
+    assert!(mail.counts_at_least.contains(&TaskState::Available));
+    let a = queues.iter().find(|q| q.name == "a").unwrap();
+    assert!(a.counts_at_least.is_empty(), "one task, limit one: exact");
+    // A queue's settings change answers with its counts too.
+    let q = store
+        .queue_update(QueueUpdateParams {
+            name: "default".into(),
+            concurrency_limit: Some(Some(5)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(q.concurrency_limit, Some(5));
+    assert_eq!(q.counts.get(&TaskState::Available), Some(&2));
+    assert_eq!(q.counts.get(&TaskState::Running), Some(&1));
+    let err = store
+        .queue_update(QueueUpdateParams {
+            name: "".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Invalid);
+}
+
+pub async fn leases_renew_and_take_over(store: &Shared) {
+    let acquire = |holder: &str, now| {
+        store.lease_acquire(LeaseAcquireParams {
+            name: "leader".into(),
+            holder: holder.into(),
+            ttl: TTL,
+            now,
+        })
+    };
+    let a = acquire("a", t0()).await.unwrap().expect("free lease");
+    assert!(acquire("b", at(10)).await.unwrap().is_none(), "held by a");
+    let renewed = acquire("a", at(20)).await.unwrap().unwrap();
+    assert_eq!(renewed.token, a.token, "renewal keeps the token");
+    assert_eq!(renewed.expires_at, at(50));
+    let b = acquire("b", at(51))
+        .await
+        .unwrap()
+        .expect("expired lease is taken over");
+    assert!(b.token > a.token, "a takeover gets a new fencing token");
+    assert!(acquire("a", at(52)).await.unwrap().is_none());
+    assert_eq!(
+        store
+            .lease_get("leader", at(52))
+            .await
+            .unwrap()
+            .unwrap()
+            .holder,
+        "b"
+    );
+    store.lease_release("leader", "b").await.unwrap();
+    assert!(store.lease_get("leader", at(53)).await.unwrap().is_none());
+    let a2 = acquire("a", at(53)).await.unwrap().unwrap();
+    assert!(a2.token > b.token);
+}
