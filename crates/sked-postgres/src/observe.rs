@@ -8,13 +8,14 @@ use jiff::Timestamp;
 use sked_store::*;
 
 use crate::codec::{col, db_err};
+use sked_store::states::FINISHED;
 
 pub(crate) async fn activity(c: &mut Object, p: &ActivityParams) -> Result<Vec<ActivityBucket>> {
     let width = p.bucket.as_micros().max(1) as i64;
     let bucket_of = "(extract(epoch FROM (finished_at - $1)) * 1000000)::bigint / $2::bigint";
     let ended_sql = format!(
         "SELECT {bucket_of}, state, count(*) FROM sked_tasks \
-         WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at >= $1 GROUP BY 1, 2"
+         WHERE state IN {FINISHED} AND finished_at >= $1 GROUP BY 1, 2"
     );
     let failed_sql = format!(
         "SELECT {bucket_of}, 'failed', count(*) FROM sked_task_attempts \

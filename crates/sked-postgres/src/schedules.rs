@@ -3,51 +3,54 @@
 use deadpool_postgres::Object;
 use jiff::{SignedDuration, Timestamp};
 use sked_core::{OccurrenceOutcome, TaskId};
+use sked_store::states::ACTIVE;
 use sked_store::*;
 use tokio_postgres::GenericClient;
 
 use crate::codec::{col, db_err, ms, state};
 use crate::tasks::{self, announce_schedules};
 
-const COLUMNS: &str = "s.name, s.spec, s.tz, s.task, s.overlap, s.catchup, s.catchup_window_ms, s.paused, \
-    s.anchor_at, s.next_fire_at, s.buffered_at, s.created_at, s.updated_at, \
-    (SELECT started_at FROM sked_tasks t WHERE t.schedule = s.name AND t.started_at IS NOT NULL ORDER BY t.id DESC LIMIT 1), \
-    (SELECT finished_at FROM sked_tasks t WHERE t.schedule = s.name AND t.state IN ('succeeded', 'dead', 'cancelled') ORDER BY t.id DESC LIMIT 1), \
-    EXISTS (SELECT 1 FROM sked_tasks t WHERE t.schedule = s.name AND t.state = 'running'), \
-    (SELECT state FROM sked_tasks t WHERE t.schedule = s.name AND t.state IN ('succeeded', 'dead', 'cancelled') ORDER BY t.id DESC LIMIT 1), \
-    s.declared_by";
+/// The schedule select list, in [`columns::ScheduleColumn`]'s order.
+static COLUMNS: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| columns::schedule_columns("sked_tasks"));
 
 fn bad(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(format!("bad schedule row: {e}"))
 }
 
 fn from_row(r: &tokio_postgres::Row) -> Result<Schedule> {
+    use sked_store::columns::ScheduleColumn as C;
     Ok(Schedule {
-        name: col(r, 0)?,
-        spec: col(r, 1)?,
-        tz: col(r, 2)?,
-        task: serde_json::from_value(col(r, 3)?).map_err(bad)?,
-        overlap: col::<String>(r, 4)?.parse().map_err(bad)?,
-        catchup: col::<String>(r, 5)?.parse().map_err(bad)?,
-        catchup_window: SignedDuration::from_millis(col(r, 6)?),
-        paused: col(r, 7)?,
-        anchor_at: col(r, 8)?,
-        next_fire_at: col(r, 9)?,
-        buffered_at: col(r, 10)?,
-        created_at: col(r, 11)?,
-        updated_at: col(r, 12)?,
-        last_started_at: col(r, 13)?,
-        last_finished_at: col(r, 14)?,
-        running: col(r, 15)?,
-        last_outcome: col::<Option<&str>>(r, 16)?.map(state).transpose()?,
-        declared_by: col(r, 17)?,
+        name: col(r, C::Name.at())?,
+        spec: col(r, C::Spec.at())?,
+        tz: col(r, C::Tz.at())?,
+        task: serde_json::from_value(col(r, C::Task.at())?).map_err(bad)?,
+        overlap: col::<String>(r, C::Overlap.at())?.parse().map_err(bad)?,
+        catchup: col::<String>(r, C::Catchup.at())?.parse().map_err(bad)?,
+        catchup_window: SignedDuration::from_millis(col(r, C::CatchupWindowMs.at())?),
+        paused: col(r, C::Paused.at())?,
+        anchor_at: col(r, C::AnchorAt.at())?,
+        next_fire_at: col(r, C::NextFireAt.at())?,
+        buffered_at: col(r, C::BufferedAt.at())?,
+        created_at: col(r, C::CreatedAt.at())?,
+        updated_at: col(r, C::UpdatedAt.at())?,
+        last_started_at: col(r, C::LastStartedAt.at())?,
+        last_finished_at: col(r, C::LastFinishedAt.at())?,
+        running: col(r, C::Running.at())?,
+        last_outcome: col::<Option<&str>>(r, C::LastOutcome.at())?
+            .map(state)
+            .transpose()?,
+        declared_by: col(r, C::DeclaredBy.at())?,
     })
 }
 
 pub(crate) async fn get<C: GenericClient + Sync>(c: &C, name: &str) -> Result<Schedule> {
     let row = c
         .query_opt(
-            &format!("SELECT {COLUMNS} FROM sked_schedules s WHERE s.name = $1"),
+            &format!(
+                "SELECT {columns} FROM sked_schedules s WHERE s.name = $1",
+                columns = COLUMNS.as_str()
+            ),
             &[&name],
         )
         .await
@@ -61,7 +64,10 @@ pub(crate) async fn get<C: GenericClient + Sync>(c: &C, name: &str) -> Result<Sc
 pub(crate) async fn list(c: &mut Object) -> Result<Vec<Schedule>> {
     let rows = c
         .query(
-            &format!("SELECT {COLUMNS} FROM sked_schedules s ORDER BY s.name"),
+            &format!(
+                "SELECT {columns} FROM sked_schedules s ORDER BY s.name",
+                columns = COLUMNS.as_str()
+            ),
             &[],
         )
         .await
@@ -273,11 +279,12 @@ pub(crate) async fn due(c: &mut Object, p: &ScheduleDueParams) -> Result<Vec<Due
     // The leader runs this on every look at schedules, idle or not: prepared once per connection.
     let stmt = c
         .prepare_cached(&format!(
-            "SELECT {COLUMNS}, ARRAY(SELECT t.id FROM sked_tasks t WHERE t.schedule = s.name \
-               AND t.state IN ('scheduled', 'available', 'running', 'retrying') ORDER BY t.id) \
+            "SELECT {columns}, ARRAY(SELECT t.id FROM sked_tasks t WHERE t.schedule = s.name \
+               AND t.state IN {ACTIVE} ORDER BY t.id) \
              FROM sked_schedules s WHERE NOT s.paused \
                AND (s.next_fire_at <= $1 OR s.buffered_at IS NOT NULL) \
-             ORDER BY s.next_fire_at LIMIT $2"
+             ORDER BY s.next_fire_at LIMIT $2",
+            columns = COLUMNS.as_str()
         ))
         .await
         .map_err(db_err)?;
@@ -286,7 +293,7 @@ pub(crate) async fn due(c: &mut Object, p: &ScheduleDueParams) -> Result<Vec<Due
         .map(|r| {
             Ok(DueSchedule {
                 schedule: from_row(r)?,
-                active_tasks: col(r, 18)?,
+                active_tasks: col(r, columns::ScheduleColumn::DeclaredBy.at() + 1)?,
             })
         })
         .collect()

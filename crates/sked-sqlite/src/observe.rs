@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use rusqlite::{Connection, Transaction, params};
+use sked_store::states::FINISHED;
 use sked_store::*;
 
 use crate::codec::{db_err, from_ts, opt_ts, ts};
@@ -23,11 +24,11 @@ pub(crate) fn activity(conn: &Connection, p: &ActivityParams) -> Result<Vec<Acti
         })
     }
     let mut stmt = conn
-        .prepare_cached(
+        .prepare_cached(&format!(
             "SELECT (finished_at - ?1) / ?2, state, count(*) FROM tasks \
-             WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at >= ?1 \
-             GROUP BY 1, 2",
-        )
+             WHERE state IN {FINISHED} AND finished_at >= ?1 \
+             GROUP BY 1, 2"
+        ))
         .map_err(db_err)?;
     let rows = stmt
         .query_map(params![since, width], |r| {

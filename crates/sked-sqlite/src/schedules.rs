@@ -3,52 +3,57 @@
 use jiff::{SignedDuration, Timestamp};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use sked_core::{OccurrenceOutcome, TaskId};
+use sked_store::states::ACTIVE;
 use sked_store::*;
 
 use crate::codec::{db_err, from_ts, ms, opt_ts, state, ts};
 use crate::tasks;
 
-const COLUMNS: &str = "s.name, s.spec, s.tz, s.task, s.overlap, s.catchup, s.catchup_window_ms, s.paused, \
-    s.anchor_at, s.next_fire_at, s.buffered_at, s.created_at, s.updated_at, \
-    (SELECT started_at FROM tasks t WHERE t.schedule = s.name AND t.started_at IS NOT NULL ORDER BY t.id DESC LIMIT 1), \
-    (SELECT finished_at FROM tasks t WHERE t.schedule = s.name AND t.state IN ('succeeded', 'dead', 'cancelled') ORDER BY t.id DESC LIMIT 1), \
-    EXISTS (SELECT 1 FROM tasks t WHERE t.schedule = s.name AND t.state = 'running'), \
-    (SELECT state FROM tasks t WHERE t.schedule = s.name AND t.state IN ('succeeded', 'dead', 'cancelled') ORDER BY t.id DESC LIMIT 1), \
-    s.declared_by";
+/// The schedule select list, in [`columns::ScheduleColumn`]'s order.
+static COLUMNS: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| columns::schedule_columns("tasks"));
 
 fn invalid_column(e: impl std::fmt::Display) -> rusqlite::Error {
     rusqlite::Error::InvalidColumnType(0, e.to_string(), rusqlite::types::Type::Text)
 }
 
 fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Schedule> {
+    use sked_store::columns::ScheduleColumn as C;
     Ok(Schedule {
-        name: r.get(0)?,
-        spec: r.get(1)?,
-        tz: r.get(2)?,
-        task: serde_json::from_str(&r.get::<_, String>(3)?).map_err(invalid_column)?,
-        overlap: r.get::<_, String>(4)?.parse().map_err(invalid_column)?,
-        catchup: r.get::<_, String>(5)?.parse().map_err(invalid_column)?,
-        catchup_window: SignedDuration::from_millis(r.get(6)?),
-        paused: r.get(7)?,
-        anchor_at: from_ts(r.get(8)?),
-        next_fire_at: opt_ts(r.get(9)?),
-        buffered_at: opt_ts(r.get(10)?),
-        created_at: from_ts(r.get(11)?),
-        updated_at: from_ts(r.get(12)?),
-        last_started_at: opt_ts(r.get(13)?),
-        last_finished_at: opt_ts(r.get(14)?),
-        running: r.get(15)?,
+        name: r.get(C::Name.at())?,
+        spec: r.get(C::Spec.at())?,
+        tz: r.get(C::Tz.at())?,
+        task: serde_json::from_str(&r.get::<_, String>(C::Task.at())?).map_err(invalid_column)?,
+        overlap: r
+            .get::<_, String>(C::Overlap.at())?
+            .parse()
+            .map_err(invalid_column)?,
+        catchup: r
+            .get::<_, String>(C::Catchup.at())?
+            .parse()
+            .map_err(invalid_column)?,
+        catchup_window: SignedDuration::from_millis(r.get(C::CatchupWindowMs.at())?),
+        paused: r.get(C::Paused.at())?,
+        anchor_at: from_ts(r.get(C::AnchorAt.at())?),
+        next_fire_at: opt_ts(r.get(C::NextFireAt.at())?),
+        buffered_at: opt_ts(r.get(C::BufferedAt.at())?),
+        created_at: from_ts(r.get(C::CreatedAt.at())?),
+        updated_at: from_ts(r.get(C::UpdatedAt.at())?),
+        last_started_at: opt_ts(r.get(C::LastStartedAt.at())?),
+        last_finished_at: opt_ts(r.get(C::LastFinishedAt.at())?),
+        running: r.get(C::Running.at())?,
         last_outcome: r
-            .get::<_, Option<String>>(16)?
+            .get::<_, Option<String>>(C::LastOutcome.at())?
             .map(|s| state(&s))
             .transpose()?,
-        declared_by: r.get(17)?,
+        declared_by: r.get(C::DeclaredBy.at())?,
     })
 }
 
 pub(crate) fn get(conn: &Connection, name: &str) -> Result<Schedule> {
     conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM schedules s WHERE s.name = ?1"
+        "SELECT {columns} FROM schedules s WHERE s.name = ?1",
+        columns = COLUMNS.as_str()
     ))
     .map_err(db_err)?
     .query_row([name], from_row)
@@ -60,7 +65,8 @@ pub(crate) fn get(conn: &Connection, name: &str) -> Result<Schedule> {
 pub(crate) fn list(conn: &Connection) -> Result<Vec<Schedule>> {
     let mut stmt = conn
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM schedules s ORDER BY s.name"
+            "SELECT {columns} FROM schedules s ORDER BY s.name",
+            columns = COLUMNS.as_str()
         ))
         .map_err(db_err)?;
     let rows = stmt.query_map([], from_row).map_err(db_err)?;
@@ -212,9 +218,9 @@ pub(crate) fn set_paused(tx: &Transaction<'_>, p: &SchedulePauseParams) -> Resul
 
 fn active_tasks(conn: &Connection, name: &str) -> Result<Vec<TaskId>> {
     let mut stmt = conn
-        .prepare_cached(
-            "SELECT id FROM tasks WHERE schedule = ?1 AND state IN ('scheduled', 'available', 'running', 'retrying') ORDER BY id",
-        )
+        .prepare_cached(&format!(
+            "SELECT id FROM tasks WHERE schedule = ?1 AND state IN {ACTIVE} ORDER BY id"
+        ))
         .map_err(db_err)?;
     let rows = stmt.query_map([name], |r| r.get(0)).map_err(db_err)?;
     rows.collect::<rusqlite::Result<_>>().map_err(db_err)
@@ -224,8 +230,8 @@ pub(crate) fn due(conn: &Connection, p: &ScheduleDueParams) -> Result<Vec<DueSch
     let schedules: Vec<Schedule> = {
         let mut stmt = conn
             .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM schedules s WHERE s.paused = 0 \
-                 AND (s.next_fire_at <= ?1 OR s.buffered_at IS NOT NULL) ORDER BY s.next_fire_at LIMIT ?2"
+                "SELECT {columns} FROM schedules s WHERE s.paused = 0 \
+                 AND (s.next_fire_at <= ?1 OR s.buffered_at IS NOT NULL) ORDER BY s.next_fire_at LIMIT ?2", columns = COLUMNS.as_str()
             ))
             .map_err(db_err)?;
         let rows = stmt

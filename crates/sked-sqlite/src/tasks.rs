@@ -13,7 +13,7 @@ use sked_store::*;
 use crate::codec::{TASK_COLUMNS, db_err, from_ts, ms, opt_ts, task_from_row, ts};
 use sked_store::rules;
 
-use sked_store::states::{ACTIVE, FINISHED, NOT_STARTED};
+use sked_store::states::{ACTIVE, FINISHED, NOT_STARTED, WAITING};
 
 /// Inserts one task inside the caller's transaction.
 pub(crate) fn insert_one(
@@ -155,12 +155,13 @@ pub(crate) fn list(conn: &Connection, p: &TaskListParams) -> Result<Vec<Task>> {
 
 /// Moves due scheduled/retrying tasks to available.
 fn stage(tx: &Transaction<'_>, now: Timestamp) -> Result<usize> {
-    tx.prepare_cached(
-        "UPDATE tasks SET state = 'available' WHERE state IN ('scheduled', 'retrying') AND run_at <= ?1",
-    )
-    .map_err(db_err)?
-    .execute([ts(now)])
-    .map_err(db_err)
+    static STAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!("UPDATE tasks SET state = 'available' WHERE state IN {WAITING} AND run_at <= ?1")
+    });
+    tx.prepare_cached(&STAGE)
+        .map_err(db_err)?
+        .execute([ts(now)])
+        .map_err(db_err)
 }
 
 pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Task>> {
@@ -490,7 +491,9 @@ pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
 
 pub(crate) fn next_run_at(conn: &mut Connection) -> Result<Option<Timestamp>> {
     let us: Option<i64> = conn
-        .prepare_cached("SELECT min(run_at) FROM tasks WHERE state IN ('scheduled', 'retrying')")
+        .prepare_cached(&format!(
+            "SELECT min(run_at) FROM tasks WHERE state IN {WAITING}"
+        ))
         .map_err(db_err)?
         .query_row([], |r| r.get(0))
         .map_err(db_err)?;

@@ -1,6 +1,9 @@
-//! The task columns every backend reads, named once. Backends select them in this order and
-//! decode a row by these names ([`TaskColumn::at`]), so that no backend holds a list of
-//! positions of its own; each backend's tests check its column list against [`TASK_COLUMNS`].
+//! The task and schedule columns every backend reads, named once. Backends select them in this
+//! order and decode a row by these names ([`TaskColumn::at`], [`ScheduleColumn::at`]), so that
+//! no backend holds a list of positions of its own; each backend's tests check its task column
+//! list against [`TASK_COLUMNS`], and both select schedules with [`schedule_columns`].
+
+use crate::states::FINISHED;
 
 /// A column of a task row, in the order backends select them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +81,78 @@ pub fn selects_task_columns(list: &str) -> bool {
     names == TASK_COLUMNS
 }
 
+/// A column of a schedule row selected with [`schedule_columns`], in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScheduleColumn {
+    /// The schedule's name.
+    Name,
+    /// Its spec (cron expression or interval).
+    Spec,
+    /// Its time zone.
+    Tz,
+    /// The task template, as JSON.
+    Task,
+    /// The overlap policy.
+    Overlap,
+    /// The catch-up policy.
+    Catchup,
+    /// The catch-up window, in milliseconds.
+    CatchupWindowMs,
+    /// Whether it is paused.
+    Paused,
+    /// Where intervals count from.
+    AnchorAt,
+    /// Its next occurrence, unless paused.
+    NextFireAt,
+    /// The occurrence held back by `buffer_one`.
+    BufferedAt,
+    /// When it was created.
+    CreatedAt,
+    /// When it was last changed.
+    UpdatedAt,
+    /// When its latest task started (derived from its tasks).
+    LastStartedAt,
+    /// When its latest finished task ended (derived).
+    LastFinishedAt,
+    /// Whether one of its tasks is running (derived).
+    Running,
+    /// How its latest finished task ended (derived).
+    LastOutcome,
+    /// The node that declared it, if declared in code.
+    DeclaredBy,
+}
+
+impl ScheduleColumn {
+    /// Its position in a row selected with [`schedule_columns`].
+    pub const fn at(self) -> usize {
+        self as usize
+    }
+}
+
+/// The select list of a schedule row, the schedules table aliased `s`, its task figures
+/// computed from `tasks_table` (the backend's name for the task table). Columns come in
+/// [`ScheduleColumn`]'s order; a backend may append more after them.
+pub fn schedule_columns(tasks_table: &str) -> String {
+    let latest_finished = |column: &str| {
+        format!(
+            "(SELECT {column} FROM {tasks_table} t WHERE t.schedule = s.name AND t.state IN {FINISHED} \
+             ORDER BY t.id DESC LIMIT 1)"
+        )
+    };
+    format!(
+        "s.name, s.spec, s.tz, s.task, s.overlap, s.catchup, s.catchup_window_ms, s.paused, \
+         s.anchor_at, s.next_fire_at, s.buffered_at, s.created_at, s.updated_at, \
+         (SELECT started_at FROM {tasks_table} t WHERE t.schedule = s.name AND t.started_at IS NOT NULL \
+           ORDER BY t.id DESC LIMIT 1), \
+         {}, \
+         EXISTS (SELECT 1 FROM {tasks_table} t WHERE t.schedule = s.name AND t.state = 'running'), \
+         {}, \
+         s.declared_by",
+        latest_finished("finished_at"),
+        latest_finished("state"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,5 +168,33 @@ mod tests {
         assert_eq!(TaskColumn::Result.at() + 1, TASK_COLUMNS.len());
         assert!(selects_task_columns(&TASK_COLUMNS.join(", ")));
         assert!(!selects_task_columns("id, kind, queue"));
+    }
+
+    #[test]
+    fn schedule_positions_follow_the_select_list() {
+        let list = schedule_columns("tasks");
+        // Split on the commas between top-level items only.
+        let (mut depth, mut items, mut item) = (0, Vec::new(), String::new());
+        for ch in list.chars() {
+            match ch {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                ',' if depth == 0 => {
+                    items.push(std::mem::take(&mut item).trim().to_string());
+                    continue;
+                }
+                _ => {}
+            }
+            item.push(ch);
+        }
+        items.push(item.trim().to_string());
+        assert_eq!(items.len(), ScheduleColumn::DeclaredBy.at() + 1);
+        assert_eq!(items[ScheduleColumn::Name.at()], "s.name");
+        assert_eq!(items[ScheduleColumn::UpdatedAt.at()], "s.updated_at");
+        assert!(items[ScheduleColumn::LastStartedAt.at()].starts_with("(SELECT started_at"));
+        assert!(items[ScheduleColumn::LastFinishedAt.at()].starts_with("(SELECT finished_at"));
+        assert!(items[ScheduleColumn::Running.at()].starts_with("EXISTS"));
+        assert!(items[ScheduleColumn::LastOutcome.at()].starts_with("(SELECT state"));
+        assert_eq!(items[ScheduleColumn::DeclaredBy.at()], "s.declared_by");
     }
 }

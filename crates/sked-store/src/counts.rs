@@ -9,7 +9,8 @@
 
 use sked_core::TaskState;
 
-/// The condition of the partial index that holds a state's tasks, with `queue` leading.
+/// The condition of the partial index that holds a state's tasks, with `queue` leading. The
+/// lists are [`crate::states`]' (a test checks), written out to stay `&'static str`.
 fn index_predicate(state: TaskState) -> &'static str {
     match state {
         TaskState::Scheduled | TaskState::Retrying => "state IN ('scheduled', 'retrying')",
@@ -100,5 +101,18 @@ mod tests {
             assert!(groups().contains(&index_predicate(s)), "{s:?}");
             assert!(index_predicate(s).contains(&format!("'{}'", s.as_str())));
         }
+    }
+
+    #[test]
+    fn the_groups_are_spelled_as_the_state_lists() {
+        use crate::states::{FINISHED, WAITING};
+        assert_eq!(
+            index_predicate(TaskState::Retrying),
+            format!("state IN {WAITING}")
+        );
+        assert_eq!(
+            index_predicate(TaskState::Dead),
+            format!("state IN {FINISHED}")
+        );
     }
 }
