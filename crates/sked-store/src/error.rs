@@ -30,6 +30,7 @@ pub enum StoreError {
 
 /// What kind of failure, for callers that map errors (to HTTP statuses, exit codes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ErrorKind {
     NotFound,
     Conflict,

@@ -81,7 +81,8 @@ pub struct HeartbeatReply {
     pub cancel_requested: bool,
 }
 
-/// How an attempt ended.
+/// How an attempt ended. Exhaustive on purpose (unlike the enums embedders match on): the
+/// engine and every backend must handle each outcome, and a new one should fail their build.
 #[derive(Debug, Clone, PartialEq)]
 pub enum FinishOutcome {
     Succeeded {
@@ -386,7 +387,8 @@ pub fn retry_delay(
     RetryPolicy::for_task(backoff).delay(attempt, jitter)
 }
 
-/// A change announced by the backend, made by this or another process.
+/// A change announced by the backend, made by this or another process. Exhaustive on purpose:
+/// the engine's wake-ups must handle each event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreEvent {
     /// Tasks were inserted or may have become claimable; `run_at` is the earliest run time

@@ -19,6 +19,7 @@ pub use describe::describe;
 
 /// When a schedule fires.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Spec {
     Cron(CronExpr),
     /// Every fixed duration, counted from the schedule's anchor time.

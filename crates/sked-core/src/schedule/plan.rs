@@ -12,6 +12,7 @@ use crate::task::TaskId;
 /// How an occurrence ended up, as recorded in the schedule's ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum OccurrenceOutcome {
     /// A task was enqueued for it.
     Enqueued,

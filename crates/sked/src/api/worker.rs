@@ -105,6 +105,7 @@ pub struct AttemptRef {
 /// How a worker ended an attempt, before the engine turns it into a [`FinishOutcome`] (a
 /// snooze is a delay here; the engine fixes the time on its own clock).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Ending {
     /// It succeeded, with this result.
     Succeeded(Option<serde_json::Value>),
@@ -142,6 +143,7 @@ impl Ending {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)] // Named as the endings are.
+#[non_exhaustive]
 pub enum OutcomeName {
     Succeeded,
     Failed,

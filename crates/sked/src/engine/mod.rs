@@ -32,7 +32,8 @@ use crate::batch::FinishBatcher;
 use crate::metrics::Metrics;
 
 pub use claims::ClaimRequest;
-pub use observe::{ALIVE_FOR, BEAT_EVERY, Presence};
+pub(crate) use observe::BEAT_EVERY;
+pub use observe::Presence;
 pub use tasks::TaskFilter;
 
 /// Settings of one engine (one node).

@@ -14,9 +14,9 @@ use crate::error::{Error, Result};
 /// flicker). Once a minute keeps an idle node within its budget of one query a second: every
 /// 30 s measured 1.14 transactions a second where 0.94 were before (BENCHMARKS.md, idle). A
 /// worker that stops says goodbye at once; one that is killed shows as gone after 3 minutes.
-pub const BEAT_EVERY: Duration = Duration::from_secs(60);
+pub(crate) const BEAT_EVERY: Duration = Duration::from_secs(60);
 /// How long after it was last seen a worker or node counts as alive.
-pub const ALIVE_FOR: SignedDuration = SignedDuration::from_secs(180);
+pub(crate) const ALIVE_FOR: SignedDuration = SignedDuration::from_secs(180);
 
 /// What a worker or node tells about itself.
 #[derive(Debug, Clone, Default)]
@@ -46,7 +46,7 @@ impl Engine {
         Ok(self.inner.metrics.render(&queues, self.is_leader()))
     }
 
-    /// Records a worker's or node's presence (a worker sends one every [`BEAT_EVERY`]).
+    /// Records a worker's or node's presence (a worker sends one every minute).
     /// Presence is advisory: a failure to write it is logged, not returned.
     pub async fn beat(&self, p: &Presence) {
         lock(&self.inner.beats).insert(p.id.clone(), std::time::Instant::now());

@@ -13,6 +13,7 @@ pub use shell::ShellExecutor;
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ExecResult {
     /// It succeeded, with this result to store.
     Success(Option<serde_json::Value>),

@@ -96,7 +96,9 @@ pub async fn run(engine: Engine, config: MaintenanceConfig, mut shutdown: watch:
         if step.became {
             next_schedules = Instant::now();
         }
-        let mut wake_at = step.next_try.min(Instant::now() + crate::BEAT_EVERY);
+        let mut wake_at = step
+            .next_try
+            .min(Instant::now() + crate::engine::BEAT_EVERY);
         if step.leader {
             if Instant::now() >= next_schedules {
                 next_schedules = Instant::now() + scheduler.pass_and_plan(&engine).await;

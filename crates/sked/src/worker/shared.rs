@@ -135,7 +135,7 @@ pub(crate) async fn heartbeat(shared: Arc<Shared>, mut stop: watch::Receiver<boo
     // The worker told sked it is here just before this started.
     let mut last_presence = tokio::time::Instant::now();
     loop {
-        if last_presence.elapsed() >= crate::BEAT_EVERY {
+        if last_presence.elapsed() >= crate::engine::BEAT_EVERY {
             last_presence = tokio::time::Instant::now();
             if let Err(e) = shared.client.beat(&shared.presence).await {
                 tracing::debug!(error = %e, "could not tell sked this worker is alive");
