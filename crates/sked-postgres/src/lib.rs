@@ -10,6 +10,7 @@
 //! - A dropped connection or a restarted server gives `Unavailable` errors (HTTP 503) for as
 //!   long as it lasts, bounded by timeouts, and the pool reconnects by itself.
 
+mod ceiling;
 mod codec;
 mod diagnostics;
 mod listen;
@@ -203,6 +204,10 @@ impl Store for PgStore {
     }
 
     fn diagnostics(&self) -> Option<&dyn Diagnostics> {
+        Some(self)
+    }
+
+    fn ceiling(&self) -> Option<&dyn sked_store::ceiling::Ceiling> {
         Some(self)
     }
 

@@ -4,6 +4,7 @@
 //! All access goes through one connection on a blocking thread: SQLite has one writer at a
 //! time anyway, and every write is a short `BEGIN IMMEDIATE` transaction.
 
+mod ceiling;
 mod checkpoint;
 mod codec;
 mod migrations;
@@ -116,6 +117,10 @@ fn transact<T>(conn: &mut Connection, f: impl FnOnce(&Transaction<'_>) -> Result
 impl Store for SqliteStore {
     fn backend(&self) -> &'static str {
         "sqlite"
+    }
+
+    fn ceiling(&self) -> Option<&dyn sked_store::ceiling::Ceiling> {
+        Some(self)
     }
 
     async fn settle(&self) -> Result<()> {

@@ -5,6 +5,7 @@
 //! Every operation that depends on the time takes `now` explicitly, so tests control time and
 //! backends never read a clock of their own.
 
+pub mod ceiling;
 pub mod columns;
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -56,6 +57,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// What benchmarks read and do beside the operations, when the backend offers it. sked
     /// itself never uses it.
     fn diagnostics(&self) -> Option<&dyn Diagnostics> {
+        None
+    }
+
+    /// The bare-SQL ceiling of this database for queue work, when the backend offers it (see
+    /// [`ceiling`]). sked itself never uses it.
+    fn ceiling(&self) -> Option<&dyn ceiling::Ceiling> {
         None
     }
 

@@ -18,14 +18,17 @@
 //! With `--db postgres://…` each run works in a scratch schema of its own, dropped at the end.
 //!
 //! `--backlog N` first inserts N far-future tasks (for `drain` and `lateness`), to show that
-//! they cost nothing per claim.//!
+//! they cost nothing per claim.
+//!
 //! Files: `throughput` (enqueue, drain, worker), `latency` (latency, lateness), `node`
-//! (counts, idle); here the command, its arguments and what the workloads share.
+//! (counts, idle), `ceiling`; here the command, its arguments and what the workloads share.
 
+mod ceiling;
 mod latency;
 mod node;
 mod throughput;
 
+use ceiling::{ceiling, ceiling_per_s};
 use latency::{latency, lateness};
 use node::{counts, idle};
 use throughput::{drain, enqueue, worker};
@@ -35,11 +38,19 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 use jiff::SignedDuration;
 use serde_json::json;
+use sked::store::ceiling::CeilingWorkload;
 use sked::store::{FinishOutcome, TaskFinishParams, TaskInsert, TaskInsertParams};
 use sked::{Node, Store};
 use sked_core::NewTask;
 
 use crate::{CliError, CliResult};
+
+/// Tasks per enqueue transaction, unless `-c` says otherwise.
+const ENQUEUE_BATCH: usize = 1000;
+/// Concurrent no-op workers of `drain`, unless `-c` says otherwise.
+const DRAIN_WORKERS: usize = 4;
+/// Tasks per claim in `drain`.
+pub(super) const CLAIM_BATCH: usize = 1000;
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Workload {
@@ -59,6 +70,8 @@ enum Workload {
     Worker,
     /// The same worker over HTTP, against a server in this process
     RemoteWorker,
+    /// The bare SQL a queue needs, drain and insert, shaped as drain and enqueue run them
+    Ceiling,
 }
 
 #[derive(Args)]
@@ -81,11 +94,17 @@ pub(crate) struct BenchArgs {
     /// Enqueuers inserting batches at once, each on its own connection (enqueue).
     #[arg(long, default_value_t = 1)]
     parallel: usize,
+    /// Also run the bare-SQL ceiling of the same shape and report the ratio (drain, enqueue).
+    #[arg(long)]
+    vs_ceiling: bool,
 }
 
 pub(crate) async fn run(a: BenchArgs) -> CliResult {
     if a.n == 0 {
         return Err(CliError::usage("-n must be at least 1"));
+    }
+    if a.vs_ceiling && !matches!(a.workload, Workload::Drain | Workload::Enqueue) {
+        return Err(CliError::usage("--vs-ceiling applies to drain and enqueue"));
     }
     let tmp = TempDir::new().map_err(CliError::runtime)?;
     let url =
@@ -117,11 +136,14 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
         .await
         .map_err(CliError::runtime)?;
     let engine = node.engine().clone();
-    let line = match a.workload {
-        Workload::Enqueue => {
-            enqueue(&store, a.n, if a.c == 0 { 1000 } else { a.c }, a.parallel).await?
-        }
-        Workload::Drain => drain(&store, a.n, if a.c == 0 { 4 } else { a.c }).await?,
+    let (batch, workers) = (
+        if a.c == 0 { ENQUEUE_BATCH } else { a.c },
+        if a.c == 0 { DRAIN_WORKERS } else { a.c },
+    );
+    let mut line = match a.workload {
+        Workload::Enqueue => enqueue(&store, a.n, batch, a.parallel).await?,
+        Workload::Drain => drain(&store, a.n, workers).await?,
+        Workload::Ceiling => ceiling(&store, a.n, batch, a.parallel).await?,
         Workload::Latency => latency(&engine, a.n).await?,
         Workload::Lateness => lateness(&engine, a.n).await?,
         Workload::Idle => unreachable!("measured above"),
@@ -131,7 +153,17 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
             worker(&engine, a.n, if a.c == 0 { 256 } else { a.c }, true).await?
         }
     };
-    let mut line = line;
+    if a.vs_ceiling {
+        let shape = match a.workload {
+            Workload::Drain => (CeilingWorkload::Drain, CLAIM_BATCH, workers),
+            Workload::Enqueue => (CeilingWorkload::Insert, batch, a.parallel),
+            _ => unreachable!("refused before the run"),
+        };
+        let ceiling = ceiling_per_s(&store, shape.0, a.n, shape.1, shape.2).await?;
+        let per_s = line["per_s"].as_f64().unwrap_or_default();
+        line["ceiling_per_s"] = json!(round(ceiling));
+        line["ratio"] = json!((per_s / ceiling * 1000.0).round() / 1000.0);
+    }
     line["backend"] = json!(store.backend());
     line["n"] = json!(a.n);
     line["backlog"] = json!(a.backlog);

@@ -72,7 +72,7 @@ pub(super) async fn drain(
                         min_priority: None,
                         queues: vec![],
                         kinds: vec![],
-                        max: 1000,
+                        max: super::CLAIM_BATCH as u32,
                         worker: format!("bench-{w}"),
                         lease_ttl: SignedDuration::from_secs(60),
                         now,

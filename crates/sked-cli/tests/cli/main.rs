@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod bench_cli;
 mod e2e;
 mod metrics;
 mod observe_cli;

@@ -1,0 +1,61 @@
+//! The ceiling: the bare SQL a queue cannot do without, run by the backend on the same database
+//! (`sked_store::ceiling`), shaped as `drain` and `enqueue` run sked.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use sked::Store;
+use sked::store::ceiling::{CeilingParams, CeilingWorkload};
+
+use crate::{CliError, CliResult};
+
+use super::{CLAIM_BATCH, DRAIN_WORKERS, round};
+
+/// Rows a second of one ceiling run.
+pub(super) async fn ceiling_per_s(
+    store: &Arc<dyn Store>,
+    workload: CeilingWorkload,
+    n: usize,
+    batch: usize,
+    clients: usize,
+) -> CliResult<f64> {
+    let ceiling = store.ceiling().ok_or_else(|| {
+        CliError::usage(format!(
+            "the {} backend has no ceiling run",
+            store.backend()
+        ))
+    })?;
+    let report = ceiling
+        .ceiling(CeilingParams {
+            workload,
+            n,
+            batch,
+            clients,
+        })
+        .await
+        .map_err(CliError::runtime)?;
+    if report.rows != n {
+        return Err(CliError::runtime(format!(
+            "the ceiling handled {} rows, expected {n}",
+            report.rows
+        )));
+    }
+    Ok(report.per_s())
+}
+
+/// Both ceilings: the drain as `drain` runs (claims of [`CLAIM_BATCH`], its default workers),
+/// the insert as `enqueue` runs (`batch` rows per transaction, `parallel` connections).
+pub(super) async fn ceiling(
+    store: &Arc<dyn Store>,
+    n: usize,
+    batch: usize,
+    parallel: usize,
+) -> CliResult<serde_json::Value> {
+    let drain = ceiling_per_s(store, CeilingWorkload::Drain, n, CLAIM_BATCH, DRAIN_WORKERS).await?;
+    let insert = ceiling_per_s(store, CeilingWorkload::Insert, n, batch, parallel).await?;
+    Ok(json!({
+        "workload": "ceiling",
+        "drain_per_s": round(drain), "drain_batch": CLAIM_BATCH, "drain_clients": DRAIN_WORKERS,
+        "insert_per_s": round(insert), "insert_batch": batch, "insert_clients": parallel,
+    }))
+}

@@ -1,0 +1,76 @@
+//! `sked bench` as a user runs it: the ceiling and `--vs-ceiling` lines, on SQLite and (with a
+//! test database) PostgreSQL, and bad flags refused before anything runs.
+
+use std::process::Command;
+
+use serde_json::Value;
+use sked_postgres::testing::database_url;
+
+use crate::common::SKED;
+
+/// Runs `sked bench ARGS`, which must succeed, and reads its one JSON line.
+fn bench(args: &[&str]) -> Value {
+    let out = Command::new(SKED).arg("bench").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "sked bench {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "one line: {stdout}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+fn positive(line: &Value, key: &str) -> f64 {
+    let v = line[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} in {line}"));
+    assert!(v > 0.0, "{key} in {line}");
+    v
+}
+
+/// The ratio is the workload's rate over the ceiling's, both measured in the run.
+fn check_ratio(line: &Value) {
+    let (per_s, ceiling) = (positive(line, "per_s"), positive(line, "ceiling_per_s"));
+    let ratio = positive(line, "ratio");
+    assert!(
+        (ratio - per_s / ceiling).abs() < 0.001,
+        "ratio {ratio} is not {per_s}/{ceiling}"
+    );
+}
+
+fn ceiling_and_ratios(db: &[&str]) {
+    let line = bench(&[&["ceiling", "-n", "3000"], db].concat());
+    assert_eq!(line["workload"], "ceiling");
+    positive(&line, "drain_per_s");
+    positive(&line, "insert_per_s");
+    assert_eq!(line["drain_batch"], 1000);
+    assert_eq!(line["insert_batch"], 1000);
+    let drain = bench(&[&["drain", "-n", "3000", "--vs-ceiling"], db].concat());
+    assert_eq!(drain["workload"], "drain");
+    check_ratio(&drain);
+    let enqueue = bench(&[&["enqueue", "-n", "3000", "-c", "500", "--vs-ceiling"], db].concat());
+    check_ratio(&enqueue);
+}
+
+#[test]
+fn ceiling_and_ratios_on_sqlite() {
+    ceiling_and_ratios(&[]);
+}
+
+#[test]
+fn ceiling_and_ratios_on_postgres() {
+    let Some(url) = database_url() else { return };
+    ceiling_and_ratios(&["--db", &url]);
+}
+
+#[test]
+fn vs_ceiling_elsewhere_is_refused_before_running() {
+    let out = Command::new(SKED)
+        .args(["bench", "latency", "-n", "1000000", "--vs-ceiling"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--vs-ceiling"), "{stderr}");
+}

@@ -1,0 +1,105 @@
+//! [`Ceiling`] for PostgreSQL: the bare queue loop on the store's pool (same database and
+//! schema), `clients` connections at once, each statement its own transaction.
+
+use std::time::Instant;
+
+use async_trait::async_trait;
+use sked_store::ceiling::{Ceiling, CeilingParams, CeilingReport, CeilingWorkload, payload};
+use sked_store::{Result, StoreError};
+
+use crate::PgStore;
+use crate::codec::db_err;
+
+const CREATE: &str = "DROP TABLE IF EXISTS sked_ceiling_jobs;
+    CREATE TABLE sked_ceiling_jobs (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, queue text NOT NULL,
+        kind text NOT NULL, payload jsonb NOT NULL, priority int NOT NULL,
+        run_at timestamptz NOT NULL, state text NOT NULL);
+    CREATE INDEX sked_ceiling_jobs_available ON sked_ceiling_jobs (priority DESC, run_at, id)
+        WHERE state = 'available';";
+
+const INSERT: &str = "INSERT INTO sked_ceiling_jobs (queue, kind, payload, priority, run_at, state) \
+    SELECT 'default', 'noop', p, 0, now(), 'available' FROM unnest($1::jsonb[]) AS u(p)";
+
+const CLAIM: &str = "UPDATE sked_ceiling_jobs SET state = 'running' WHERE id IN ( \
+    SELECT id FROM sked_ceiling_jobs WHERE state = 'available' \
+    ORDER BY priority DESC, run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) RETURNING id";
+
+const DELETE: &str = "DELETE FROM sked_ceiling_jobs WHERE id = ANY($1)";
+
+#[async_trait]
+impl Ceiling for PgStore {
+    async fn ceiling(&self, p: CeilingParams) -> Result<CeilingReport> {
+        if p.batch == 0 {
+            return Err(StoreError::Invalid(
+                "the batch size must be at least 1".into(),
+            ));
+        }
+        let clients = p.clients.max(1);
+        let setup = self.client().await?;
+        setup.batch_execute(CREATE).await.map_err(db_err)?;
+        let out = match p.workload {
+            CeilingWorkload::Insert => {
+                let started = Instant::now();
+                let parts = (0..clients).map(|k| self.insert(p.n, p.batch, k, clients));
+                futures_util::future::try_join_all(parts).await?;
+                CeilingReport {
+                    secs: started.elapsed().as_secs_f64(),
+                    rows: p.n,
+                }
+            }
+            CeilingWorkload::Drain => {
+                // Inserted as `sked bench drain` inserts its tasks, and nothing done after.
+                self.insert(p.n, 10_000, 0, 1).await?;
+                let started = Instant::now();
+                let parts = (0..clients).map(|_| self.drain(p.batch));
+                let rows = futures_util::future::try_join_all(parts).await?;
+                CeilingReport {
+                    secs: started.elapsed().as_secs_f64(),
+                    rows: rows.iter().sum(),
+                }
+            }
+        };
+        setup
+            .batch_execute("DROP TABLE sked_ceiling_jobs")
+            .await
+            .map_err(db_err)?;
+        Ok(out)
+    }
+}
+
+impl PgStore {
+    /// Client `k` of `clients` inserts every `clients`-th batch of `n` rows.
+    async fn insert(&self, n: usize, batch: usize, k: usize, clients: usize) -> Result<()> {
+        let c = self.client().await?;
+        let stmt = c.prepare(INSERT).await.map_err(db_err)?;
+        for start in (k * batch..n).step_by(batch * clients) {
+            let rows: Vec<serde_json::Value> = (start..n.min(start + batch)).map(payload).collect();
+            c.execute(&stmt, &[&rows]).await.map_err(db_err)?;
+        }
+        Ok(())
+    }
+
+    /// Claims and deletes until nothing is left; the rows this client handled.
+    async fn drain(&self, batch: usize) -> Result<usize> {
+        let c = self.client().await?;
+        let claim = c.prepare(CLAIM).await.map_err(db_err)?;
+        let delete = c.prepare(DELETE).await.map_err(db_err)?;
+        let limit = batch as i64;
+        let mut done = 0;
+        loop {
+            let ids: Vec<i64> = c
+                .query(&claim, &[&limit])
+                .await
+                .map_err(db_err)?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            if ids.is_empty() {
+                return Ok(done);
+            }
+            c.execute(&delete, &[&ids]).await.map_err(db_err)?;
+            done += ids.len();
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! [`Ceiling`] for SQLite: the bare queue loop on the store's own connection (same file, WAL,
+//! `synchronous=FULL`), one writer as the store has.
+
+use std::time::Instant;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, TransactionBehavior, params};
+use sked_store::ceiling::{Ceiling, CeilingParams, CeilingReport, CeilingWorkload, payload};
+use sked_store::{Result, StoreError};
+
+use crate::SqliteStore;
+use crate::codec::db_err;
+
+const CREATE: &str = "DROP TABLE IF EXISTS ceiling_jobs;
+    CREATE TABLE ceiling_jobs (
+        id INTEGER PRIMARY KEY, queue TEXT NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL,
+        priority INTEGER NOT NULL, run_at INTEGER NOT NULL, state TEXT NOT NULL);
+    CREATE INDEX ceiling_jobs_available ON ceiling_jobs (priority DESC, run_at, id)
+        WHERE state = 'available';";
+
+const INSERT: &str = "INSERT INTO ceiling_jobs (queue, kind, payload, priority, run_at, state) \
+    VALUES ('default', 'noop', ?1, 0, ?2, 'available')";
+
+const CLAIM: &str = "UPDATE ceiling_jobs SET state = 'running' WHERE id IN ( \
+    SELECT id FROM ceiling_jobs WHERE state = 'available' ORDER BY priority DESC, run_at, id \
+    LIMIT ?1) RETURNING id";
+
+const DELETE: &str = "DELETE FROM ceiling_jobs WHERE id = ?1";
+
+#[async_trait]
+impl Ceiling for SqliteStore {
+    async fn ceiling(&self, p: CeilingParams) -> Result<CeilingReport> {
+        if p.batch == 0 {
+            return Err(StoreError::Invalid(
+                "the batch size must be at least 1".into(),
+            ));
+        }
+        self.run(move |conn| {
+            conn.execute_batch(CREATE).map_err(db_err)?;
+            let out = match p.workload {
+                CeilingWorkload::Insert => {
+                    let started = Instant::now();
+                    insert(conn, p.n, p.batch)?;
+                    CeilingReport {
+                        secs: started.elapsed().as_secs_f64(),
+                        rows: p.n,
+                    }
+                }
+                CeilingWorkload::Drain => {
+                    // Inserted as `sked bench drain` inserts its tasks, then the same settling.
+                    insert(conn, p.n, 10_000)?;
+                    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+                        .map_err(db_err)?;
+                    let started = Instant::now();
+                    let rows = drain(conn, p.batch)?;
+                    CeilingReport {
+                        secs: started.elapsed().as_secs_f64(),
+                        rows,
+                    }
+                }
+            };
+            conn.execute_batch("DROP TABLE ceiling_jobs")
+                .map_err(db_err)?;
+            Ok(out)
+        })
+        .await
+    }
+}
+
+/// `n` rows in transactions of `batch`, one prepared statement per row.
+fn insert(conn: &mut Connection, n: usize, batch: usize) -> Result<()> {
+    let now = jiff::Timestamp::now().as_microsecond();
+    for start in (0..n).step_by(batch) {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_err)?;
+        {
+            let mut stmt = tx.prepare_cached(INSERT).map_err(db_err)?;
+            for i in start..n.min(start + batch) {
+                stmt.execute(params![payload(i).to_string(), now])
+                    .map_err(db_err)?;
+            }
+        }
+        tx.commit().map_err(db_err)?;
+    }
+    Ok(())
+}
+
+/// Claims and deletes until nothing is left; the rows it handled.
+fn drain(conn: &mut Connection, batch: usize) -> Result<usize> {
+    let mut done = 0;
+    loop {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_err)?;
+        let ids: Vec<i64> = {
+            let mut stmt = tx.prepare_cached(CLAIM).map_err(db_err)?;
+            stmt.query_map([batch as i64], |r| r.get(0))
+                .map_err(db_err)?
+                .collect::<rusqlite::Result<_>>()
+                .map_err(db_err)?
+        };
+        tx.commit().map_err(db_err)?;
+        if ids.is_empty() {
+            return Ok(done);
+        }
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_err)?;
+        {
+            let mut stmt = tx.prepare_cached(DELETE).map_err(db_err)?;
+            for id in &ids {
+                stmt.execute([id]).map_err(db_err)?;
+            }
+        }
+        tx.commit().map_err(db_err)?;
+        done += ids.len();
+    }
+}

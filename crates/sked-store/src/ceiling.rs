@@ -1,0 +1,65 @@
+//! The ceiling of a database for queue work: the bare SQL a queue cannot do without, run on the
+//! same database with the store's settings, so that a benchmark of sked can say how close it
+//! comes to what the database itself can do (machines differ by 2–3×; a ratio measured in the
+//! same run does not).
+//!
+//! The bare queue is one table of its own (created for the run, dropped after) with the columns
+//! a queue needs to claim in order: `id`, `queue`, `kind`, `payload` (JSON), `priority`,
+//! `run_at`, `state`, and one partial index of available rows in claim order
+//! (`priority DESC, run_at, id`). No history, no attempts, no leases, no announcements.
+
+use async_trait::async_trait;
+
+use crate::Result;
+
+/// What a ceiling run measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CeilingWorkload {
+    /// `n` rows inserted first (not timed); then each client loops: claim up to `batch`
+    /// available rows with one `UPDATE … RETURNING id` (one transaction), delete them (a second
+    /// transaction), until none are left.
+    Drain,
+    /// `n` rows inserted in transactions of `batch` rows, by `clients` connections at once.
+    Insert,
+}
+
+/// A ceiling run.
+#[derive(Debug, Clone, Copy)]
+pub struct CeilingParams {
+    /// What to measure.
+    pub workload: CeilingWorkload,
+    /// Rows.
+    pub n: usize,
+    /// Rows per claim or per insert transaction.
+    pub batch: usize,
+    /// Connections working at once (SQLite has one writer: it uses one).
+    pub clients: usize,
+}
+
+/// What a ceiling run measured.
+#[derive(Debug, Clone, Copy)]
+pub struct CeilingReport {
+    /// Wall time of the timed part, in seconds.
+    pub secs: f64,
+    /// Rows it handled (claimed and deleted, or inserted).
+    pub rows: usize,
+}
+
+impl CeilingReport {
+    /// Rows a second.
+    pub fn per_s(&self) -> f64 {
+        self.rows as f64 / self.secs.max(1e-9)
+    }
+}
+
+/// A backend's ceiling runs, for `sked bench`. sked itself never uses it.
+#[async_trait]
+pub trait Ceiling: Send + Sync {
+    /// Runs `p` on the bare queue table (created before, dropped after).
+    async fn ceiling(&self, p: CeilingParams) -> Result<CeilingReport>;
+}
+
+/// The payload of bare row `i`: what `sked bench` gives its no-op tasks.
+pub fn payload(i: usize) -> serde_json::Value {
+    serde_json::json!({ "i": i })
+}
