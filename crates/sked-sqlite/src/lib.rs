@@ -161,8 +161,7 @@ impl Store for SqliteStore {
     }
 
     async fn task_finish_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<Task>>> {
-        self.write(move |tx| Ok(params.iter().map(|p| tasks::finish(tx, p)).collect()))
-            .await
+        self.write(move |tx| tasks::finish_many(tx, &params)).await
     }
 
     async fn task_cancel(&self, params: TaskCancelParams) -> Result<Task> {

@@ -235,19 +235,7 @@ pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Tas
         .now
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?);
-    // No RETURNING on hot paths: SQLite buffers RETURNING rows in an ephemeral table per
-    // statement, which costs more than reading the row back with a cached statement.
-    let mut update = tx
-        .prepare_cached(
-            "UPDATE tasks SET state = 'running', attempt = attempt + 1, started_at = ?2, \
-             lease_expires_at = ?3, worker = ?4, cancel_requested = 0 \
-             WHERE id = ?1 AND state = 'available'",
-        )
-        .map_err(db_err)?;
-    let mut read = tx
-        .prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))
-        .map_err(db_err)?;
-    let mut claimed = Vec::with_capacity(candidates.len());
+    let mut chosen: Vec<TaskId> = Vec::with_capacity(candidates.len());
     for (id, queue) in candidates {
         if let Some(left) = quota.get_mut(&queue) {
             if *left <= 0 {
@@ -255,15 +243,64 @@ pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Tas
             }
             *left -= 1;
         }
-        if update
-            .execute(params![id, ts(p.now), expires, p.worker])
-            .map_err(db_err)?
-            == 1
-        {
-            claimed.push(read.query_row([id], task_from_row).map_err(db_err)?);
-        }
+        chosen.push(id);
     }
-    Ok(claimed)
+    if chosen.is_empty() {
+        return Ok(Vec::new());
+    }
+    // One statement for the batch, not one per task: SQLite builds the temporary b-trees of
+    // the partial indexes' `IN` lists once per statement execution, which per task cost more
+    // than the update itself. The rows are read back in claim order (no RETURNING: SQLite
+    // buffers its rows in yet another temporary table).
+    let ids = id_list(&chosen);
+    let n = tx
+        .prepare_cached(
+            "UPDATE tasks SET state = 'running', attempt = attempt + 1, started_at = ?2, \
+             lease_expires_at = ?3, worker = ?4, cancel_requested = 0 \
+             WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'available'",
+        )
+        .map_err(db_err)?
+        .execute(params![ids, ts(p.now), expires, p.worker])
+        .map_err(db_err)?;
+    if n != chosen.len() {
+        // The candidates were read in this transaction, which holds the write lock.
+        return Err(StoreError::Backend(format!(
+            "claimed {n} of {} candidates",
+            chosen.len()
+        )));
+    }
+    read_in_order(tx, &ids)
+}
+
+/// A list of ids as `json_each` reads it.
+fn id_list(ids: &[TaskId]) -> String {
+    let mut s = String::with_capacity(ids.len() * 8 + 2);
+    s.push('[');
+    for (i, id) in ids.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&id.to_string());
+    }
+    s.push(']');
+    s
+}
+
+/// The tasks of an [`id_list`], in its order (missing ones left out).
+fn read_in_order(conn: &Connection, ids: &str) -> Result<Vec<Task>> {
+    static READ: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let columns: Vec<String> = TASK_COLUMNS
+            .split(',')
+            .map(|c| format!("t.{}", c.trim()))
+            .collect();
+        format!(
+            "SELECT {} FROM json_each(?1) j JOIN tasks t ON t.id = j.value ORDER BY j.key",
+            columns.join(", ")
+        )
+    });
+    let mut stmt = conn.prepare_cached(&READ).map_err(db_err)?;
+    let rows = stmt.query_map([ids], task_from_row).map_err(db_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(db_err)
 }
 
 /// Reads the state and attempt of a task, for error messages after a failed compare-and-set.
@@ -322,43 +359,76 @@ fn record_attempt(
     Ok(())
 }
 
-pub(crate) fn finish(tx: &Transaction<'_>, p: &TaskFinishParams) -> Result<Task> {
-    let task = get_row(tx, p.id)?;
-    if task.state != TaskState::Running || task.attempt != p.attempt {
-        return Err(StoreError::StaleLease {
-            id: p.id,
-            attempt: p.attempt,
-        });
+/// Ends attempts, a batch in one statement (see [`claim`] for why): the rows are read at once,
+/// each ending checked and computed in order (an id given twice finds its first ending), and
+/// the changed rows written with one `UPDATE … FROM json_each`.
+pub(crate) fn finish_many(
+    tx: &Transaction<'_>,
+    ps: &[TaskFinishParams],
+) -> Result<Vec<Result<Task>>> {
+    if ps.is_empty() {
+        return Ok(Vec::new());
     }
-    let change = rules::finish(&task, &p.outcome, p.now, p.jitter);
-    let finished_at = change.state.is_finished().then_some(ts(p.now));
-    let n = tx
-        .prepare_cached(
-            "UPDATE tasks SET state = ?3, run_at = ?4, max_attempts = ?5, finished_at = ?6, \
-             last_error = coalesce(?7, last_error), result = ?8, lease_expires_at = NULL \
-             WHERE id = ?1 AND state = 'running' AND attempt = ?2",
-        )
-        .map_err(db_err)?
-        .execute(params![
+    let ids: Vec<TaskId> = ps.iter().map(|p| p.id).collect();
+    let mut current: HashMap<TaskId, Task> = read_in_order(tx, &id_list(&ids))?
+        .into_iter()
+        .map(|t| (t.id, t))
+        .collect();
+    let mut out = Vec::with_capacity(ps.len());
+    let mut changes: Vec<serde_json::Value> = Vec::with_capacity(ps.len());
+    for p in ps {
+        let Some(task) = current.get(&p.id) else {
+            out.push(Err(StoreError::task_not_found(p.id)));
+            continue;
+        };
+        if task.state != TaskState::Running || task.attempt != p.attempt {
+            out.push(Err(StoreError::StaleLease {
+                id: p.id,
+                attempt: p.attempt,
+            }));
+            continue;
+        }
+        let change = rules::finish(task, &p.outcome, p.now, p.jitter);
+        if !change.state.is_finished() {
+            record_attempt(tx, task, change.outcome, change.error.as_deref(), p.now)?;
+        }
+        changes.push(serde_json::json!([
             p.id,
             p.attempt,
             change.state.as_str(),
             ts(change.run_at),
             change.max_attempts,
-            finished_at,
+            change.state.is_finished().then_some(ts(p.now)),
             change.error,
-            change.result.as_ref().map(|r| r.to_string())
-        ])
-        .map_err(db_err)?;
-    if n != 1 {
-        return Err(stale_or_missing(tx, p.id, p.attempt));
+            change.result.as_ref().map(|r| r.to_string()),
+        ]));
+        let after = change.apply(task, p.now);
+        current.insert(p.id, after.clone());
+        out.push(Ok(after));
     }
-    // The row as it is now, without reading it again.
-    let updated = change.apply(&task, p.now);
-    if !change.state.is_finished() {
-        record_attempt(tx, &task, change.outcome, change.error.as_deref(), p.now)?;
+    if !changes.is_empty() {
+        let n = tx
+            .prepare_cached(
+                "UPDATE tasks SET state = c.value ->> 2, run_at = c.value ->> 3, \
+                   max_attempts = c.value ->> 4, finished_at = c.value ->> 5, \
+                   last_error = coalesce(c.value ->> 6, last_error), result = c.value ->> 7, \
+                   lease_expires_at = NULL \
+                 FROM json_each(?1) c \
+                 WHERE tasks.id = c.value ->> 0 AND tasks.state = 'running' \
+                   AND tasks.attempt = c.value ->> 1",
+            )
+            .map_err(db_err)?
+            .execute([serde_json::Value::Array(changes).to_string()])
+            .map_err(db_err)?;
+        let expected = out.iter().filter(|r| r.is_ok()).count();
+        if n != expected {
+            // Every row was checked in this transaction, which holds the write lock.
+            return Err(StoreError::Backend(format!(
+                "ended {n} of {expected} attempts"
+            )));
+        }
     }
-    Ok(updated)
+    Ok(out)
 }
 
 pub(crate) fn cancel(tx: &Transaction<'_>, id: TaskId, now: Timestamp) -> Result<Task> {
