@@ -34,6 +34,30 @@ pub async fn insert_and_get(store: &Shared) {
     assert!(ins2.id > ins.id, "ids grow in insertion order");
     assert_eq!(store.task_next_run_at().await.unwrap(), Some(at(60)));
 
+    // A batch: each answer is its own task's, in the order given, however the backend writes
+    // the batch; a task with a unique key may sit among them.
+    let mut keyed = task("batch-keyed");
+    keyed.unique_key = Some("in-a-batch".into());
+    let mut future = task("batch-1");
+    future.run_at = Some(at(90));
+    let batch = vec![task("batch-0"), future, keyed, task("batch-3")];
+    let answers = store
+        .task_insert_many(TaskInsertParams {
+            tasks: batch.iter().cloned().map(Into::into).collect(),
+            now,
+        })
+        .await
+        .unwrap();
+    assert_eq!(answers.len(), 4);
+    for (sent, answer) in batch.iter().zip(&answers) {
+        let got = store.task_get(answer.id).await.unwrap();
+        assert_eq!(got.kind, sent.kind);
+        assert_eq!(got.state, answer.state);
+        assert!(!answer.duplicate);
+    }
+    assert_eq!(answers[1].state, TaskState::Scheduled);
+    assert!(answers[0].id < answers[1].id && answers[1].id < answers[3].id);
+
     let err = store.task_get(999_999).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
     let mut bad = task("x");
