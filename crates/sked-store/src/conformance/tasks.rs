@@ -40,7 +40,7 @@ pub async fn insert_and_get(store: &Shared) {
     keyed.unique_key = Some("in-a-batch".into());
     let mut future = task("batch-1");
     future.run_at = Some(at(90));
-    let batch = vec![task("batch-0"), future, keyed, task("batch-3")];
+    let batch = [task("batch-0"), future, keyed, task("batch-3")];
     let answers = store
         .task_insert_many(TaskInsertParams {
             tasks: batch.iter().cloned().map(Into::into).collect(),
