@@ -2,7 +2,7 @@
 //! new run time does to a task. Backends only store the result.
 
 use jiff::Timestamp;
-use sked_core::{Attempt, Task, TaskState, state_after_failure};
+use sked_core::{Attempt, Task, TaskId, TaskState, state_after_failure};
 
 use crate::{FinishOutcome, retry_delay};
 
@@ -41,6 +41,18 @@ impl Finish {
             lease_expires_at: None,
             ..task.clone()
         }
+    }
+}
+
+/// The task an attempt ending names, if that attempt still holds it: a missing task is not
+/// found, one no longer running as that attempt is a stale lease.
+pub fn held(current: Option<&Task>, id: TaskId, attempt: i32) -> crate::Result<&Task> {
+    match current {
+        None => Err(crate::StoreError::task_not_found(id)),
+        Some(t) if t.state != TaskState::Running || t.attempt != attempt => {
+            Err(crate::StoreError::StaleLease { id, attempt })
+        }
+        Some(t) => Ok(t),
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use deadpool_postgres::{Object, Transaction};
 use jiff::Timestamp;
-use sked_core::{Task, TaskId, TaskState, Transition};
+use sked_core::{Task, TaskId, Transition};
 use sked_store::*;
 use tokio_postgres::GenericClient;
 
@@ -201,17 +201,13 @@ pub(crate) async fn finish_many(
     let mut attempts = AttemptRows::default();
     let mut out = Vec::with_capacity(ps.len());
     for p in ps {
-        let Some(task) = current.get(&p.id) else {
-            out.push(Err(StoreError::task_not_found(p.id)));
-            continue;
+        let task = match rules::held(current.get(&p.id), p.id, p.attempt) {
+            Ok(task) => task,
+            Err(e) => {
+                out.push(Err(e));
+                continue;
+            }
         };
-        if task.state != TaskState::Running || task.attempt != p.attempt {
-            out.push(Err(StoreError::StaleLease {
-                id: p.id,
-                attempt: p.attempt,
-            }));
-            continue;
-        }
         let change = rules::finish(task, &p.outcome, p.now, p.jitter);
         let after = change.apply(task, p.now);
         if !change.state.is_finished() {

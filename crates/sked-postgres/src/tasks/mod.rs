@@ -236,13 +236,13 @@ pub(crate) async fn prune(c: &mut Object, p: &TaskPruneParams) -> Result<u64> {
     Ok(col::<i64>(&deleted, 0)? as u64)
 }
 
+/// When the earliest waiting task is due.
+static NEXT_RUN_AT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("SELECT min(run_at) FROM sked_tasks WHERE state IN {WAITING}")
+});
+
 pub(crate) async fn next_run_at(c: &mut Object) -> Result<Option<Timestamp>> {
-    let stmt = c
-        .prepare_cached(&format!(
-            "SELECT min(run_at) FROM sked_tasks WHERE state IN {WAITING}"
-        ))
-        .await
-        .map_err(db_err)?;
+    let stmt = c.prepare_cached(&NEXT_RUN_AT).await.map_err(db_err)?;
     let row = c.query_one(&stmt, &[]).await.map_err(db_err)?;
     col(&row, 0)
 }

@@ -315,17 +315,13 @@ pub(crate) fn finish_many(
     let mut out = Vec::with_capacity(ps.len());
     let mut changes: Vec<serde_json::Value> = Vec::with_capacity(ps.len());
     for p in ps {
-        let Some(task) = current.get(&p.id) else {
-            out.push(Err(StoreError::task_not_found(p.id)));
-            continue;
+        let task = match rules::held(current.get(&p.id), p.id, p.attempt) {
+            Ok(task) => task,
+            Err(e) => {
+                out.push(Err(e));
+                continue;
+            }
         };
-        if task.state != TaskState::Running || task.attempt != p.attempt {
-            out.push(Err(StoreError::StaleLease {
-                id: p.id,
-                attempt: p.attempt,
-            }));
-            continue;
-        }
         let change = rules::finish(task, &p.outcome, p.now, p.jitter);
         if !change.state.is_finished() {
             record_attempt(tx, task, change.outcome, change.error.as_deref(), p.now)?;
@@ -497,11 +493,13 @@ pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
     Ok(ids.len() as u64)
 }
 
+/// When the earliest waiting task is due.
+static NEXT_RUN_AT: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("SELECT min(run_at) FROM tasks WHERE state IN {WAITING}"));
+
 pub(crate) fn next_run_at(conn: &mut Connection) -> Result<Option<Timestamp>> {
     let us: Option<i64> = conn
-        .prepare_cached(&format!(
-            "SELECT min(run_at) FROM tasks WHERE state IN {WAITING}"
-        ))
+        .prepare_cached(&NEXT_RUN_AT)
         .map_err(db_err)?
         .query_row([], |r| r.get(0))
         .map_err(db_err)?;
