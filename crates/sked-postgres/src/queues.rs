@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use deadpool_postgres::Object;
 use jiff::Timestamp;
 use sked_core::validate_name;
+use sked_store::states::Spelling;
 use sked_store::*;
 
 use crate::codec::{col, db_err};
@@ -29,7 +30,12 @@ pub(crate) async fn list(c: &mut Object, count_limit: u64) -> Result<Vec<QueueIn
         .await
         .map_err(db_err)?;
     let counting = c
-        .prepare_cached(&counts::queue_counts_sql("sked_tasks", "$1", None))
+        .prepare_cached(&counts::queue_counts_sql(
+            "sked_tasks",
+            "$1",
+            None,
+            Spelling::InList,
+        ))
         .await
         .map_err(db_err)?;
     let probe: [&(dyn tokio_postgres::types::ToSql + Sync); 1] =
@@ -79,6 +85,7 @@ pub(crate) async fn update(
             "sked_tasks",
             "$2",
             Some("$1::text"),
+            Spelling::InList,
         ))
         .await
         .map_err(db_err)?;

@@ -49,6 +49,14 @@ pub(crate) const TASK_COLUMNS: &str = "id, queue, kind, payload, priority, state
     max_attempts, timeout_ms, unique_key, backoff_base_ms, backoff_max_ms, schedule, nominal_at, \
     created_at, started_at, finished_at, lease_expires_at, worker, cancel_requested, last_error, result";
 
+/// A text column, borrowed from the row (no copy).
+fn text<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<&'r str> {
+    let value = r.get_ref(i)?;
+    value
+        .as_str()
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, value.data_type(), Box::new(e)))
+}
+
 /// A task from a row selected with [`TASK_COLUMNS`], by column name.
 pub(crate) fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
     use sked_store::columns::TaskColumn as C;
@@ -66,9 +74,9 @@ pub(crate) fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
         id: r.get(C::Id.at())?,
         queue: r.get(C::Queue.at())?,
         kind: r.get(C::Kind.at())?,
-        payload: json(&r.get::<_, String>(C::Payload.at())?),
+        payload: json(text(r, C::Payload.at())?),
         priority: r.get(C::Priority.at())?,
-        state: state(&r.get::<_, String>(C::State.at())?)?,
+        state: state(text(r, C::State.at())?)?,
         run_at: from_ts(r.get(C::RunAt.at())?),
         attempt: r.get(C::Attempt.at())?,
         max_attempts: r.get(C::MaxAttempts.at())?,
@@ -86,9 +94,10 @@ pub(crate) fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
         worker: r.get(C::Worker.at())?,
         cancel_requested: r.get::<_, i64>(C::CancelRequested.at())? != 0,
         last_error: r.get(C::LastError.at())?,
-        result: r
-            .get::<_, Option<String>>(C::Result.at())?
-            .map(|s| json(&s)),
+        result: match r.get_ref(C::Result.at())? {
+            rusqlite::types::ValueRef::Null => None,
+            _ => Some(json(text(r, C::Result.at())?)),
+        },
         attempts: Vec::new(),
     })
 }

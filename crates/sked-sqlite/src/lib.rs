@@ -7,6 +7,7 @@
 mod ceiling;
 mod checkpoint;
 mod codec;
+mod indexed;
 mod migrations;
 mod observe;
 mod queues;

@@ -10,6 +10,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("../migrations/0002_declared.sql")),
     (3, include_str!("../migrations/0003_observe.sql")),
     (4, include_str!("../migrations/0004_queue_counts.sql")),
+    (5, include_str!("../migrations/0005_any_of.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

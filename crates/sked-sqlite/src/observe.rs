@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use rusqlite::{Connection, Transaction, params};
-use sked_store::states::FINISHED;
 use sked_store::*;
 
 use crate::codec::{db_err, from_ts, opt_ts, ts};
@@ -24,11 +23,7 @@ pub(crate) fn activity(conn: &Connection, p: &ActivityParams) -> Result<Vec<Acti
         })
     }
     let mut stmt = conn
-        .prepare_cached(&format!(
-            "SELECT (finished_at - ?1) / ?2, state, count(*) FROM tasks \
-             WHERE state IN {FINISHED} AND finished_at >= ?1 \
-             GROUP BY 1, 2"
-        ))
+        .prepare_cached(&crate::indexed::ACTIVITY)
         .map_err(db_err)?;
     let rows = stmt
         .query_map(params![since, width], |r| {

@@ -31,7 +31,7 @@ pub(crate) fn list(conn: &Connection, count_limit: u64) -> Result<Vec<QueueInfo>
         queues.insert(q.name.clone(), q);
     }
     let mut stmt = conn
-        .prepare_cached(&counts::queue_counts_sql("tasks", "?1", None))
+        .prepare_cached(&crate::indexed::COUNTS)
         .map_err(db_err)?;
     let rows = stmt
         .query_map([counts::limit_probe(count_limit)], counts_row)
@@ -77,7 +77,7 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
         .map_err(db_err)?;
     let mut info = QueueInfo::new(p.name.clone(), paused, concurrency_limit);
     let (_, n) = tx
-        .prepare_cached(&counts::queue_counts_sql("tasks", "?2", Some("?1")))
+        .prepare_cached(&crate::indexed::QUEUE_COUNTS)
         .map_err(db_err)?
         .query_row(
             params![p.name, counts::limit_probe(QUEUE_COUNT_LIMIT)],

@@ -3,7 +3,6 @@
 use jiff::{SignedDuration, Timestamp};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use sked_core::{OccurrenceOutcome, TaskId};
-use sked_store::states::ACTIVE;
 use sked_store::*;
 
 use crate::codec::{db_err, from_ts, ms, opt_ts, state, ts};
@@ -218,9 +217,7 @@ pub(crate) fn set_paused(tx: &Transaction<'_>, p: &SchedulePauseParams) -> Resul
 
 fn active_tasks(conn: &Connection, name: &str) -> Result<Vec<TaskId>> {
     let mut stmt = conn
-        .prepare_cached(&format!(
-            "SELECT id FROM tasks WHERE schedule = ?1 AND state IN {ACTIVE} ORDER BY id"
-        ))
+        .prepare_cached(&crate::indexed::SCHEDULE_ACTIVE)
         .map_err(db_err)?;
     let rows = stmt.query_map([name], |r| r.get(0)).map_err(db_err)?;
     rows.collect::<rusqlite::Result<_>>().map_err(db_err)

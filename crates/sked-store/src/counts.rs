@@ -9,23 +9,23 @@
 
 use sked_core::TaskState;
 
-/// The condition of the partial index that holds a state's tasks, with `queue` leading. The
-/// lists are [`crate::states`]' (a test checks), written out to stay `&'static str`.
-fn index_predicate(state: TaskState) -> &'static str {
+use crate::states::{Spelling, WAITING};
+
+/// The condition of the partial index that holds a state's tasks, with `queue` leading, as the
+/// backend's indexes spell it.
+fn index_predicate(state: TaskState, spelling: Spelling) -> String {
     match state {
-        TaskState::Scheduled | TaskState::Retrying => "state IN ('scheduled', 'retrying')",
-        TaskState::Available => "state = 'available'",
-        TaskState::Running => "state = 'running'",
-        TaskState::Succeeded | TaskState::Dead | TaskState::Cancelled => {
-            "state IN ('succeeded', 'dead', 'cancelled')"
-        }
+        TaskState::Scheduled | TaskState::Retrying => format!("state IN {WAITING}"),
+        TaskState::Available => "state = 'available'".into(),
+        TaskState::Running => "state = 'running'".into(),
+        TaskState::Succeeded | TaskState::Dead | TaskState::Cancelled => spelling.finished(),
     }
 }
 
 /// The index predicates, each once.
-fn groups() -> Vec<&'static str> {
-    let mut groups: Vec<&str> = Vec::new();
-    for p in TaskState::ALL.map(index_predicate) {
+fn groups(spelling: Spelling) -> Vec<String> {
+    let mut groups: Vec<String> = Vec::new();
+    for p in TaskState::ALL.map(|s| index_predicate(s, spelling)) {
         if !groups.contains(&p) {
             groups.push(p);
         }
@@ -41,20 +41,25 @@ pub fn limit_probe(limit: u64) -> i64 {
 /// `SELECT queue, n_scheduled, n_available, …` (the counts in [`TaskState::ALL`] order), each
 /// count taken with `LIMIT {limit}` (a placeholder: pass the limit plus one). With `queue`
 /// (a placeholder) only that queue's row; otherwise a row for every queue that has tasks.
-pub fn queue_counts_sql(table: &str, limit: &str, queue: Option<&str>) -> String {
+pub fn queue_counts_sql(
+    table: &str,
+    limit: &str,
+    queue: Option<&str>,
+    spelling: Spelling,
+) -> String {
     let counts: Vec<String> = TaskState::ALL
         .iter()
         .map(|&s| {
             let state = format!("state = '{}'", s.as_str());
             // The state first: with the group's `IN` first, SQLite seeks each state of the
             // group and filters (82 ms for no dead task among 1,000,000 succeeded ones).
-            let also = match index_predicate(s) {
+            let also = match index_predicate(s, spelling) {
                 p if p == state => String::new(),
-                p => format!(" AND t.{p}"),
+                p => format!(" AND {p}"),
             };
             format!(
                 "(SELECT count(*) FROM (SELECT 1 FROM {table} t WHERE t.queue = q.name \
-                 AND t.{state}{also} LIMIT {limit}) c)"
+                 AND {state}{also} LIMIT {limit}) c)"
             )
         })
         .collect();
@@ -62,7 +67,7 @@ pub fn queue_counts_sql(table: &str, limit: &str, queue: Option<&str>) -> String
     match queue {
         Some(queue) => format!("SELECT q.name, {counts} FROM (SELECT {queue} AS name) q"),
         None => {
-            let groups = groups();
+            let groups = groups(spelling);
             let walks: Vec<String> = groups
                 .iter()
                 .enumerate()
@@ -71,7 +76,7 @@ pub fn queue_counts_sql(table: &str, limit: &str, queue: Option<&str>) -> String
                         "g{i}(name) AS ( \
                            SELECT (SELECT queue FROM {table} WHERE {cond} ORDER BY queue LIMIT 1) \
                            UNION ALL \
-                           SELECT (SELECT t.queue FROM {table} t WHERE t.{cond} AND t.queue > g.name \
+                           SELECT (SELECT t.queue FROM {table} t WHERE {cond} AND t.queue > g.name \
                              ORDER BY t.queue LIMIT 1) \
                            FROM g{i} g WHERE g.name IS NOT NULL)"
                     )
@@ -96,23 +101,31 @@ mod tests {
 
     #[test]
     fn every_state_has_its_index_group() {
-        assert_eq!(groups().len(), 4, "waiting, available, running, finished");
-        for s in TaskState::ALL {
-            assert!(groups().contains(&index_predicate(s)), "{s:?}");
-            assert!(index_predicate(s).contains(&format!("'{}'", s.as_str())));
+        for spelling in [Spelling::InList, Spelling::AnyOf] {
+            let groups = groups(spelling);
+            assert_eq!(groups.len(), 4, "waiting, available, running, finished");
+            for s in TaskState::ALL {
+                let p = index_predicate(s, spelling);
+                assert!(groups.contains(&p), "{s:?}");
+                assert!(p.contains(&format!("'{}'", s.as_str())));
+            }
         }
     }
 
     #[test]
     fn the_groups_are_spelled_as_the_state_lists() {
-        use crate::states::{FINISHED, WAITING};
+        use crate::states::{FINISHED, FINISHED_ANY};
         assert_eq!(
-            index_predicate(TaskState::Retrying),
+            index_predicate(TaskState::Retrying, Spelling::AnyOf),
             format!("state IN {WAITING}")
         );
         assert_eq!(
-            index_predicate(TaskState::Dead),
+            index_predicate(TaskState::Dead, Spelling::InList),
             format!("state IN {FINISHED}")
+        );
+        assert_eq!(
+            index_predicate(TaskState::Dead, Spelling::AnyOf),
+            FINISHED_ANY
         );
     }
 }

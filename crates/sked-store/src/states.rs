@@ -13,6 +13,54 @@ pub const WAITING: &str = "('scheduled', 'retrying')";
 /// Tasks that have not started: they can be cancelled or moved without a worker.
 pub const NOT_STARTED: &str = "('scheduled', 'available', 'retrying')";
 
+/// [`ACTIVE`] as a disjunction, for SQLite's partial indexes (see [`any_of`]).
+pub const ACTIVE_ANY: &str =
+    "(state = 'scheduled' OR state = 'available' OR state = 'running' OR state = 'retrying')";
+/// [`FINISHED`] as a disjunction, for SQLite's partial indexes (see [`any_of`]).
+pub const FINISHED_ANY: &str = "(state = 'succeeded' OR state = 'dead' OR state = 'cancelled')";
+
+/// A group of states as a disjunction: `(state = 'a' OR state = 'b')`, in [`TaskState::ALL`]'s
+/// order. SQLite evaluates an `IN` list of three or more constants by building a temporary
+/// b-tree, once for each execution of a statement; in a partial index's predicate that happens
+/// for every statement that writes a task, and cost more than the write. A disjunction is a few
+/// comparisons. Its partial indexes spell the larger groups this way, and its statements repeat
+/// the spelling, since SQLite matches a partial index's predicate term by term.
+pub fn any_of(keep: impl Fn(TaskState) -> bool) -> String {
+    let terms: Vec<String> = TaskState::ALL
+        .into_iter()
+        .filter(|s| keep(*s))
+        .map(|s| format!("state = '{}'", s.as_str()))
+        .collect();
+    format!("({})", terms.join(" OR "))
+}
+
+/// How a backend's partial indexes spell the groups of three or more states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spelling {
+    /// `state IN ('a', 'b', 'c')`: PostgreSQL.
+    InList,
+    /// `(state = 'a' OR state = 'b' OR state = 'c')`: SQLite (see [`any_of`]).
+    AnyOf,
+}
+
+impl Spelling {
+    /// The condition "the task has finished", as this spelling's indexes write it.
+    pub fn finished(self) -> String {
+        match self {
+            Spelling::InList => format!("state IN {FINISHED}"),
+            Spelling::AnyOf => FINISHED_ANY.to_string(),
+        }
+    }
+
+    /// The condition "the task has not finished", as this spelling's indexes write it.
+    pub fn active(self) -> String {
+        match self {
+            Spelling::InList => format!("state IN {ACTIVE}"),
+            Spelling::AnyOf => ACTIVE_ANY.to_string(),
+        }
+    }
+}
+
 /// An SQL list of states: `('a', 'b')`, in [`TaskState::ALL`]'s order.
 pub fn sql_list(keep: impl Fn(TaskState) -> bool) -> String {
     let names: Vec<String> = TaskState::ALL
@@ -37,5 +85,7 @@ mod tests {
             NOT_STARTED,
             sql_list(|s| matches!(s, Scheduled | Available | Retrying))
         );
+        assert_eq!(ACTIVE_ANY, any_of(|s| !s.is_finished()));
+        assert_eq!(FINISHED_ANY, any_of(|s| s.is_finished()));
     }
 }

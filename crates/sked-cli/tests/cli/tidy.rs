@@ -176,11 +176,12 @@ fn backends_spell_no_state_list_of_their_own() {
     // Where the lists are defined, and the count predicates tested against them.
     files.retain(|f| !f.ends_with("states.rs") && !f.ends_with("counts.rs"));
     let list = ["IN (", "'"].concat();
+    let disjunction = ["OR state = ", "'"].concat();
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
         for (n, line) in text.lines().enumerate() {
             assert!(
-                !line.contains(&list),
+                !line.contains(&list) && !line.contains(&disjunction),
                 "{}:{}: a state list spelled out; use sked_store::states",
                 f.display(),
                 n + 1

@@ -13,14 +13,20 @@ use sked_store::*;
 use crate::codec::{TASK_COLUMNS, db_err, from_ts, opt_ts, task_from_row, ts};
 use sked_store::rules;
 
-use sked_store::states::{FINISHED, NOT_STARTED, WAITING};
+use sked_store::states::{FINISHED_ANY, NOT_STARTED};
+
+use crate::indexed;
 
 mod insert;
 
 pub(crate) use insert::{insert_many, insert_one};
 
+/// A task row by id.
+static GET_ROW: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"));
+
 fn get_row(conn: &Connection, id: TaskId) -> Result<Task> {
-    conn.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))
+    conn.prepare_cached(&GET_ROW)
         .map_err(db_err)?
         .query_row([id], task_from_row)
         .optional()
@@ -93,10 +99,7 @@ pub(crate) fn list(conn: &Connection, p: &TaskListParams) -> Result<Vec<Task>> {
 
 /// Moves due scheduled/retrying tasks to available.
 fn stage(tx: &Transaction<'_>, now: Timestamp) -> Result<usize> {
-    static STAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        format!("UPDATE tasks SET state = 'available' WHERE state IN {WAITING} AND run_at <= ?1")
-    });
-    tx.prepare_cached(&STAGE)
+    tx.prepare_cached(&indexed::STAGE)
         .map_err(db_err)?
         .execute([ts(now)])
         .map_err(db_err)
@@ -140,7 +143,7 @@ pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Tas
             }
         }
     }
-    let mut sql = String::from("SELECT id, queue FROM tasks WHERE state = 'available'");
+    let mut sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE state = 'available'");
     let mut args: Vec<Value> = Vec::new();
     let mut in_list = |sql: &mut String, col: &str, not: bool, items: &[String]| {
         if items.is_empty() {
@@ -162,83 +165,55 @@ pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Tas
     }
     sql.push_str(" ORDER BY priority DESC, run_at, id LIMIT ?");
     args.push(Value::Integer(i64::from(p.max)));
-    let candidates: Vec<(TaskId, String)> = {
+    let candidates: Vec<Task> = {
         let mut stmt = tx.prepare_cached(&sql).map_err(db_err)?;
         let rows = stmt
-            .query_map(params_from_iter(args), |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map(params_from_iter(args), task_from_row)
             .map_err(db_err)?;
         rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
     };
-    let expires = ts(p
+    let expires = p
         .now
         .checked_add(p.lease_ttl)
-        .map_err(|e| StoreError::Invalid(e.to_string()))?);
-    let mut chosen: Vec<TaskId> = Vec::with_capacity(candidates.len());
-    for (id, queue) in candidates {
-        if let Some(left) = quota.get_mut(&queue) {
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    // One short statement per task: with no `IN` list of three or more constants in any
+    // partial index's predicate (migration 5), a prepared one-row update costs little more than
+    // the row and index writes themselves. The claimed rows were read whole above, so the
+    // claim's change is applied to them here rather than read back.
+    let mut update = tx
+        .prepare_cached(
+            "UPDATE tasks SET state = 'running', attempt = attempt + 1, started_at = ?2, \
+             lease_expires_at = ?3, worker = ?4, cancel_requested = 0 \
+             WHERE id = ?1 AND state = 'available'",
+        )
+        .map_err(db_err)?;
+    let mut claimed = Vec::with_capacity(candidates.len());
+    for mut task in candidates {
+        if let Some(left) = quota.get_mut(&task.queue) {
             if *left <= 0 {
                 continue;
             }
             *left -= 1;
         }
-        chosen.push(id);
-    }
-    if chosen.is_empty() {
-        return Ok(Vec::new());
-    }
-    // One statement for the batch, not one per task: SQLite builds the temporary b-trees of
-    // the partial indexes' `IN` lists once per statement execution, which per task cost more
-    // than the update itself. The rows are read back in claim order (no RETURNING: SQLite
-    // buffers its rows in yet another temporary table).
-    let ids = id_list(&chosen);
-    let n = tx
-        .prepare_cached(
-            "UPDATE tasks SET state = 'running', attempt = attempt + 1, started_at = ?2, \
-             lease_expires_at = ?3, worker = ?4, cancel_requested = 0 \
-             WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'available'",
-        )
-        .map_err(db_err)?
-        .execute(params![ids, ts(p.now), expires, p.worker])
-        .map_err(db_err)?;
-    if n != chosen.len() {
-        // The candidates were read in this transaction, which holds the write lock.
-        return Err(StoreError::Backend(format!(
-            "claimed {n} of {} candidates",
-            chosen.len()
-        )));
-    }
-    read_in_order(tx, &ids)
-}
-
-/// A list of ids as `json_each` reads it.
-fn id_list(ids: &[TaskId]) -> String {
-    let mut s = String::with_capacity(ids.len() * 8 + 2);
-    s.push('[');
-    for (i, id) in ids.iter().enumerate() {
-        if i > 0 {
-            s.push(',');
+        let n = update
+            .execute(params![task.id, ts(p.now), ts(expires), p.worker])
+            .map_err(db_err)?;
+        if n != 1 {
+            // The candidates were read in this transaction, which holds the write lock.
+            return Err(StoreError::Backend(format!(
+                "task {} was not available to claim",
+                task.id
+            )));
         }
-        s.push_str(&id.to_string());
+        task.state = TaskState::Running;
+        task.attempt += 1;
+        task.started_at = Some(p.now);
+        task.lease_expires_at = Some(expires);
+        task.worker = Some(p.worker.clone());
+        task.cancel_requested = false;
+        claimed.push(task);
     }
-    s.push(']');
-    s
-}
-
-/// The tasks of an [`id_list`], in its order (missing ones left out).
-fn read_in_order(conn: &Connection, ids: &str) -> Result<Vec<Task>> {
-    static READ: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        let columns: Vec<String> = TASK_COLUMNS
-            .split(',')
-            .map(|c| format!("t.{}", c.trim()))
-            .collect();
-        format!(
-            "SELECT {} FROM json_each(?1) j JOIN tasks t ON t.id = j.value ORDER BY j.key",
-            columns.join(", ")
-        )
-    });
-    let mut stmt = conn.prepare_cached(&READ).map_err(db_err)?;
-    let rows = stmt.query_map([ids], task_from_row).map_err(db_err)?;
-    rows.collect::<rusqlite::Result<_>>().map_err(db_err)
+    Ok(claimed)
 }
 
 /// Reads the state and attempt of a task, for error messages after a failed compare-and-set.
@@ -297,25 +272,36 @@ fn record_attempt(
     Ok(())
 }
 
-/// Ends attempts, a batch in one statement (see [`claim`] for why): the rows are read at once,
-/// each ending checked and computed in order (an id given twice finds its first ending), and
-/// the changed rows written with one `UPDATE … FROM json_each`.
+/// Ends attempts: each row read, its ending checked and computed in order (an id given twice
+/// finds its first ending), and written with a one-row prepared statement (see [`claim`]).
 pub(crate) fn finish_many(
     tx: &Transaction<'_>,
     ps: &[TaskFinishParams],
 ) -> Result<Vec<Result<Task>>> {
-    if ps.is_empty() {
-        return Ok(Vec::new());
-    }
-    let ids: Vec<TaskId> = ps.iter().map(|p| p.id).collect();
-    let mut current: HashMap<TaskId, Task> = read_in_order(tx, &id_list(&ids))?
-        .into_iter()
-        .map(|t| (t.id, t))
-        .collect();
-    let mut out = Vec::with_capacity(ps.len());
-    let mut changes: Vec<serde_json::Value> = Vec::with_capacity(ps.len());
+    let mut out: Vec<Result<Task>> = Vec::with_capacity(ps.len());
+    // Where in `out` each id's latest ending is, for an id given twice.
+    let mut latest: HashMap<TaskId, usize> = HashMap::with_capacity(ps.len());
+    let mut update = tx
+        .prepare_cached(
+            "UPDATE tasks SET state = ?3, run_at = ?4, max_attempts = ?5, finished_at = ?6, \
+               last_error = coalesce(?7, last_error), result = ?8, lease_expires_at = NULL \
+             WHERE id = ?1 AND state = 'running' AND attempt = ?2",
+        )
+        .map_err(db_err)?;
     for p in ps {
-        let task = match rules::held(current.get(&p.id), p.id, p.attempt) {
+        let read;
+        let current = match latest.get(&p.id) {
+            Some(&i) => out[i].as_ref().ok(),
+            None => match get_row(tx, p.id) {
+                Ok(task) => {
+                    read = task;
+                    Some(&read)
+                }
+                Err(StoreError::NotFound { .. }) => None,
+                Err(e) => return Err(e),
+            },
+        };
+        let task = match rules::held(current, p.id, p.attempt) {
             Ok(task) => task,
             Err(e) => {
                 out.push(Err(e));
@@ -326,41 +312,28 @@ pub(crate) fn finish_many(
         if !change.state.is_finished() {
             record_attempt(tx, task, change.outcome, change.error.as_deref(), p.now)?;
         }
-        changes.push(serde_json::json!([
-            p.id,
-            p.attempt,
-            change.state.as_str(),
-            ts(change.run_at),
-            change.max_attempts,
-            change.state.is_finished().then_some(ts(p.now)),
-            change.error,
-            change.result.as_ref().map(|r| r.to_string()),
-        ]));
-        let after = change.apply(task, p.now);
-        current.insert(p.id, after.clone());
-        out.push(Ok(after));
-    }
-    if !changes.is_empty() {
-        let n = tx
-            .prepare_cached(
-                "UPDATE tasks SET state = c.value ->> 2, run_at = c.value ->> 3, \
-                   max_attempts = c.value ->> 4, finished_at = c.value ->> 5, \
-                   last_error = coalesce(c.value ->> 6, last_error), result = c.value ->> 7, \
-                   lease_expires_at = NULL \
-                 FROM json_each(?1) c \
-                 WHERE tasks.id = c.value ->> 0 AND tasks.state = 'running' \
-                   AND tasks.attempt = c.value ->> 1",
-            )
-            .map_err(db_err)?
-            .execute([serde_json::Value::Array(changes).to_string()])
+        let n = update
+            .execute(params![
+                p.id,
+                p.attempt,
+                change.state.as_str(),
+                ts(change.run_at),
+                change.max_attempts,
+                change.state.is_finished().then_some(ts(p.now)),
+                change.error,
+                change.result.as_ref().map(|r| r.to_string()),
+            ])
             .map_err(db_err)?;
-        let expected = out.iter().filter(|r| r.is_ok()).count();
-        if n != expected {
-            // Every row was checked in this transaction, which holds the write lock.
+        if n != 1 {
+            // The row was checked in this transaction, which holds the write lock.
             return Err(StoreError::Backend(format!(
-                "ended {n} of {expected} attempts"
+                "the attempt {} of task {} was not running",
+                p.attempt, p.id
             )));
         }
+        let after = change.apply(task, p.now);
+        latest.insert(p.id, out.len());
+        out.push(Ok(after));
     }
     Ok(out)
 }
@@ -398,7 +371,7 @@ pub(crate) fn retry(tx: &Transaction<'_>, p: &TaskRetryParams) -> Result<Task> {
     tx.prepare_cached(&format!(
         "UPDATE tasks SET state = 'available', run_at = ?2, finished_at = NULL, cancel_requested = 0, \
          lease_expires_at = NULL, max_attempts = max(max_attempts, attempt + 1) \
-         WHERE id = ?1 AND state IN {FINISHED} RETURNING {TASK_COLUMNS}"
+         WHERE id = ?1 AND {FINISHED_ANY} RETURNING {TASK_COLUMNS}"
     ))
     .map_err(db_err)?
     .query_row(params![p.id, ts(p.now)], task_from_row)
@@ -462,11 +435,7 @@ pub(crate) fn rescue(tx: &Transaction<'_>, p: &TaskRescueParams) -> Result<Vec<T
 pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
     let cutoff = ts(p.finished_before);
     let ids: Vec<TaskId> = {
-        let mut stmt = tx
-            .prepare_cached(&format!(
-                "SELECT id FROM tasks WHERE state IN {FINISHED} AND finished_at < ?1 LIMIT ?2"
-            ))
-            .map_err(db_err)?;
+        let mut stmt = tx.prepare_cached(&indexed::PRUNABLE).map_err(db_err)?;
         let rows = stmt
             .query_map(params![cutoff, p.limit], |r| r.get(0))
             .map_err(db_err)?;
@@ -493,13 +462,9 @@ pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
     Ok(ids.len() as u64)
 }
 
-/// When the earliest waiting task is due.
-static NEXT_RUN_AT: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| format!("SELECT min(run_at) FROM tasks WHERE state IN {WAITING}"));
-
 pub(crate) fn next_run_at(conn: &mut Connection) -> Result<Option<Timestamp>> {
     let us: Option<i64> = conn
-        .prepare_cached(&NEXT_RUN_AT)
+        .prepare_cached(&indexed::NEXT_RUN_AT)
         .map_err(db_err)?
         .query_row([], |r| r.get(0))
         .map_err(db_err)?;
