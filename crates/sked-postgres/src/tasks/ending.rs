@@ -194,6 +194,9 @@ pub(crate) async fn finish_many(
     if ps.is_empty() {
         return Ok(Vec::new());
     }
+    if let Some(successes) = Successes::of(ps) {
+        return successes.write(c, channel).await;
+    }
     let tx = c.transaction().await.map_err(db_err)?;
     let ids: Vec<TaskId> = ps.iter().map(|p| p.id).collect();
     let mut current = lock_rows(&tx, &ids).await?;
@@ -271,3 +274,100 @@ pub(crate) async fn rescue(
     tx.commit().await.map_err(db_err)?;
     Ok(expired.iter().map(|t| t.id).collect())
 }
+
+/// A batch of successes, each task named once: the common case, written with one statement
+/// that checks and changes each row (no locking read first, no transaction around it). What a
+/// success changes is what [`rules::finish`] says for it: the state, the finish time and the
+/// result; the run time, attempts left and last error stay.
+struct Successes {
+    id: Vec<TaskId>,
+    attempt: Vec<i32>,
+    now: Vec<Timestamp>,
+    result: Vec<Option<serde_json::Value>>,
+}
+
+impl Successes {
+    fn of(ps: &[TaskFinishParams]) -> Option<Successes> {
+        let mut seen = std::collections::HashSet::with_capacity(ps.len());
+        let mut out = Successes {
+            id: Vec::with_capacity(ps.len()),
+            attempt: Vec::with_capacity(ps.len()),
+            now: Vec::with_capacity(ps.len()),
+            result: Vec::with_capacity(ps.len()),
+        };
+        for p in ps {
+            let FinishOutcome::Succeeded { result } = &p.outcome else {
+                return None;
+            };
+            if !seen.insert(p.id) {
+                return None;
+            }
+            out.id.push(p.id);
+            out.attempt.push(p.attempt);
+            out.now.push(p.now);
+            out.result.push(result.clone());
+        }
+        Some(out)
+    }
+
+    async fn write(&self, c: &mut Object, channel: &str) -> Result<Vec<Result<Task>>> {
+        let stmt = c.prepare_cached(&SUCCEED).await.map_err(db_err)?;
+        let rows = c
+            .query(&stmt, &[&self.id, &self.attempt, &self.now, &self.result])
+            .await
+            .map_err(db_err)?;
+        let mut done: HashMap<TaskId, Task> = tasks_from_rows(&rows)?
+            .into_iter()
+            .map(|t| (t.id, t))
+            .collect();
+        if done.values().any(|t| t.schedule.is_some()) {
+            announce_schedules(&***c, channel).await?;
+        }
+        // The rows not changed: missing, or no longer running as that attempt.
+        let missed: Vec<TaskId> = self
+            .id
+            .iter()
+            .copied()
+            .filter(|id| !done.contains_key(id))
+            .collect();
+        let mut current: HashMap<TaskId, Task> = HashMap::new();
+        if !missed.is_empty() {
+            let stmt = c
+                .prepare_cached(&format!(
+                    "SELECT {TASK_COLUMNS} FROM sked_tasks t WHERE t.id = ANY($1)"
+                ))
+                .await
+                .map_err(db_err)?;
+            let rows = c.query(&stmt, &[&missed]).await.map_err(db_err)?;
+            current = tasks_from_rows(&rows)?
+                .into_iter()
+                .map(|t| (t.id, t))
+                .collect();
+        }
+        Ok(self
+            .id
+            .iter()
+            .zip(&self.attempt)
+            .map(|(id, attempt)| match done.remove(id) {
+                Some(task) => Ok(task),
+                None => Err(rules::held(current.get(id), *id, *attempt).err().unwrap_or(
+                    StoreError::StaleLease {
+                        id: *id,
+                        attempt: *attempt,
+                    },
+                )),
+            })
+            .collect())
+    }
+}
+
+static SUCCEED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "UPDATE sked_tasks t SET state = 'succeeded', finished_at = u.now, result = u.result, \
+           lease_expires_at = NULL \
+         FROM unnest($1::bigint[], $2::int[], $3::timestamptz[], $4::jsonb[]) \
+           AS u(id, attempt, now, result) \
+         WHERE t.id = u.id AND t.state = 'running' AND t.attempt = u.attempt \
+         RETURNING {TASK_COLUMNS}"
+    )
+});
