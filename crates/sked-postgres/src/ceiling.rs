@@ -4,7 +4,9 @@
 use std::time::Instant;
 
 use async_trait::async_trait;
-use sked_store::ceiling::{Ceiling, CeilingParams, CeilingReport, CeilingWorkload, payload};
+use sked_store::ceiling::{
+    Ceiling, CeilingParams, CeilingReport, CeilingWorkload, HeldSnapshot, payload,
+};
 use sked_store::{Result, StoreError};
 
 use crate::PgStore;
@@ -65,6 +67,40 @@ impl Ceiling for PgStore {
             .await
             .map_err(db_err)?;
         Ok(out)
+    }
+
+    async fn hold_snapshot(&self) -> Result<Box<dyn HeldSnapshot>> {
+        let c = self.client().await?;
+        // The snapshot is taken by the transaction's first statement and kept to its end.
+        c.batch_execute(HOLD).await.map_err(db_err)?;
+        Ok(Box::new(PgSnapshot(Some(c))))
+    }
+}
+
+/// Takes and keeps a snapshot (the comment names the connection in `pg_stat_activity`).
+const HOLD: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ; \
+    SELECT count(*) FROM sked_queues /* sked bench: held snapshot */";
+
+/// A pooled connection inside a `REPEATABLE READ` transaction.
+struct PgSnapshot(Option<deadpool_postgres::Object>);
+
+#[async_trait]
+impl HeldSnapshot for PgSnapshot {
+    async fn release(mut self: Box<Self>) -> Result<()> {
+        if let Some(c) = self.0.take() {
+            c.batch_execute("ROLLBACK").await.map_err(db_err)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PgSnapshot {
+    fn drop(&mut self) {
+        // Not released: the connection leaves the pool (closing it ends the transaction)
+        // rather than going back to it inside one.
+        if let Some(c) = self.0.take() {
+            drop(deadpool_postgres::Object::take(c));
+        }
     }
 }
 

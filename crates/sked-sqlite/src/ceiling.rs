@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use rusqlite::{Connection, TransactionBehavior, params};
-use sked_store::ceiling::{Ceiling, CeilingParams, CeilingReport, CeilingWorkload, payload};
+use sked_store::ceiling::{
+    Ceiling, CeilingParams, CeilingReport, CeilingWorkload, HeldSnapshot, payload,
+};
 use sked_store::{Result, StoreError};
 
 use crate::SqliteStore;
@@ -65,6 +67,30 @@ impl Ceiling for SqliteStore {
         })
         .await
     }
+
+    async fn hold_snapshot(&self) -> Result<Box<dyn HeldSnapshot>> {
+        let path = self.path.clone();
+        let conn = tokio::task::spawn_blocking(move || -> Result<Connection> {
+            let conn = Connection::open(&path).map_err(db_err)?;
+            // A deferred transaction takes its snapshot at its first read.
+            conn.execute_batch("BEGIN; SELECT count(*) FROM queues;")
+                .map_err(db_err)?;
+            Ok(conn)
+        })
+        .await
+        .map_err(|e| StoreError::Backend(e.to_string()))??;
+        Ok(Box::new(SqliteSnapshot(conn)))
+    }
+}
+
+/// A connection of its own inside a read transaction (closing it ends the transaction).
+struct SqliteSnapshot(Connection);
+
+#[async_trait]
+impl HeldSnapshot for SqliteSnapshot {
+    async fn release(self: Box<Self>) -> Result<()> {
+        self.0.execute_batch("ROLLBACK").map_err(db_err)
+    }
 }
 
 /// `n` rows in transactions of `batch`, one prepared statement per row.
@@ -115,5 +141,35 @@ fn drain(conn: &mut Connection, batch: usize) -> Result<usize> {
         }
         tx.commit().map_err(db_err)?;
         done += ids.len();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `(busy, …)` of a full checkpoint: busy while a reader holds an older snapshot.
+    fn checkpoint_busy(conn: &Connection) -> i64 {
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_held_snapshot_holds_back_checkpoints_until_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("held.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let held = store.hold_snapshot().await.unwrap();
+        let writer = Connection::open(&path).unwrap();
+        writer
+            .execute("INSERT INTO queues (name, updated_at) VALUES ('q', 0)", [])
+            .unwrap();
+        assert_eq!(
+            checkpoint_busy(&writer),
+            1,
+            "the reader's snapshot is older"
+        );
+        held.release().await.unwrap();
+        assert_eq!(checkpoint_busy(&writer), 0);
     }
 }

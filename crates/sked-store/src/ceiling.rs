@@ -57,6 +57,19 @@ impl CeilingReport {
 pub trait Ceiling: Send + Sync {
     /// Runs `p` on the bare queue table (created before, dropped after).
     async fn ceiling(&self, p: CeilingParams) -> Result<CeilingReport>;
+
+    /// Opens a read transaction on a connection of its own and keeps its snapshot until
+    /// [`HeldSnapshot::release`]: what a long report or a forgotten `BEGIN` does to a queue
+    /// (on PostgreSQL vacuum cannot remove the rows changed meanwhile; on SQLite checkpoints
+    /// cannot pass it and the WAL grows).
+    async fn hold_snapshot(&self) -> Result<Box<dyn HeldSnapshot>>;
+}
+
+/// A snapshot held open by [`Ceiling::hold_snapshot`].
+#[async_trait]
+pub trait HeldSnapshot: Send {
+    /// Ends the transaction that holds it.
+    async fn release(self: Box<Self>) -> Result<()>;
 }
 
 /// The payload of bare row `i`: what `sked bench` gives its no-op tasks.

@@ -11,6 +11,19 @@ use crate::{CliError, CliResult};
 
 use super::{CLAIM_BATCH, DRAIN_WORKERS, round};
 
+/// A read snapshot held open on a connection of its own until released.
+pub(super) async fn hold_snapshot(
+    store: &Arc<dyn Store>,
+) -> CliResult<Box<dyn sked::store::ceiling::HeldSnapshot>> {
+    let ceiling = store.ceiling().ok_or_else(|| {
+        CliError::usage(format!(
+            "the {} backend cannot hold a snapshot for a benchmark",
+            store.backend()
+        ))
+    })?;
+    ceiling.hold_snapshot().await.map_err(CliError::runtime)
+}
+
 /// Rows a second of one ceiling run.
 pub(super) async fn ceiling_per_s(
     store: &Arc<dyn Store>,

@@ -28,7 +28,7 @@ mod latency;
 mod node;
 mod throughput;
 
-use ceiling::{ceiling, ceiling_per_s};
+use ceiling::{ceiling, ceiling_per_s, hold_snapshot};
 use latency::{latency, lateness};
 use node::{counts, idle};
 use throughput::{drain, enqueue, worker};
@@ -97,6 +97,10 @@ pub(crate) struct BenchArgs {
     /// Also run the bare-SQL ceiling of the same shape and report the ratio (drain, enqueue).
     #[arg(long)]
     vs_ceiling: bool,
+    /// Hold a read snapshot open on a connection of its own for the whole run, as a long
+    /// report or a forgotten `BEGIN` would (drain, enqueue).
+    #[arg(long)]
+    hold_snapshot: bool,
 }
 
 pub(crate) async fn run(a: BenchArgs) -> CliResult {
@@ -105,6 +109,11 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     }
     if a.vs_ceiling && !matches!(a.workload, Workload::Drain | Workload::Enqueue) {
         return Err(CliError::usage("--vs-ceiling applies to drain and enqueue"));
+    }
+    if a.hold_snapshot && !matches!(a.workload, Workload::Drain | Workload::Enqueue) {
+        return Err(CliError::usage(
+            "--hold-snapshot applies to drain and enqueue",
+        ));
     }
     let tmp = TempDir::new().map_err(CliError::runtime)?;
     let url =
@@ -140,6 +149,10 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
         if a.c == 0 { ENQUEUE_BATCH } else { a.c },
         if a.c == 0 { DRAIN_WORKERS } else { a.c },
     );
+    let held = match a.hold_snapshot {
+        true => Some(hold_snapshot(&store).await?),
+        false => None,
+    };
     let mut line = match a.workload {
         Workload::Enqueue => enqueue(&store, a.n, batch, a.parallel).await?,
         Workload::Drain => drain(&store, a.n, workers).await?,
@@ -153,6 +166,11 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
             worker(&engine, a.n, if a.c == 0 { 256 } else { a.c }, true).await?
         }
     };
+    if let Some(held) = held {
+        // Released before the ceiling runs: the ceiling stays the bare one.
+        held.release().await.map_err(CliError::runtime)?;
+        line["held_snapshot"] = json!(true);
+    }
     if a.vs_ceiling {
         let shape = match a.workload {
             Workload::Drain => (CeilingWorkload::Drain, CLAIM_BATCH, workers),

@@ -74,3 +74,31 @@ fn vs_ceiling_elsewhere_is_refused_before_running() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--vs-ceiling"), "{stderr}");
 }
+
+fn held_snapshot(db: &[&str]) {
+    let line = bench(&[&["drain", "-n", "2000", "--hold-snapshot"], db].concat());
+    assert_eq!(line["held_snapshot"], true, "{line}");
+    positive(&line, "per_s");
+}
+
+#[test]
+fn drain_with_a_held_snapshot_on_sqlite() {
+    held_snapshot(&[]);
+}
+
+#[test]
+fn drain_with_a_held_snapshot_on_postgres() {
+    let Some(url) = database_url() else { return };
+    held_snapshot(&["--db", &url]);
+}
+
+#[test]
+fn hold_snapshot_elsewhere_is_refused_before_running() {
+    let out = Command::new(SKED)
+        .args(["bench", "latency", "-n", "1000000", "--hold-snapshot"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--hold-snapshot"), "{stderr}");
+}

@@ -2,4 +2,5 @@
 //! suite and transactional enqueue.
 
 mod conformance;
+mod snapshot;
 mod transactional;
