@@ -110,12 +110,19 @@ pub async fn run(engine: Engine, config: MaintenanceConfig, mut shutdown: watch:
                 next_rescue = Instant::now() + to_std(rescuer.config().interval);
             }
             if Instant::now() >= next_prune {
-                match pruner.pass(&engine).await {
-                    Ok(n) if n > 0 => tracing::info!(count = n, "pruned finished tasks"),
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "pruning failed"),
-                }
-                next_prune = Instant::now() + pruner.config().interval;
+                let pruned = match pruner.pass(&engine).await {
+                    Ok(n) => {
+                        if n > 0 {
+                            tracing::info!(count = n, "pruned finished tasks");
+                        }
+                        n
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "pruning failed");
+                        0
+                    }
+                };
+                next_prune = Instant::now() + pruner.wait_after(pruned);
             }
             wake_at = wake_at.min(next_rescue).min(next_prune).min(next_schedules);
             if let Some(until) = step.leader_until {

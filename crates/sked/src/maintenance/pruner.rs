@@ -50,6 +50,17 @@ impl Pruner {
         &self.config
     }
 
+    /// How long to wait before the next pass after one that deleted `deleted` tasks: none
+    /// after a full batch (more are due: under a steady load above a batch per interval the
+    /// table would otherwise grow without bound), the interval otherwise.
+    pub fn wait_after(&self, deleted: u64) -> Duration {
+        if deleted >= u64::from(self.config.batch) {
+            Duration::ZERO
+        } else {
+            self.config.interval
+        }
+    }
+
     /// Deletes up to a batch of tasks finished longer than the retention before the engine's
     /// `now`, and forgets workers gone long enough. Returns how many tasks were deleted.
     /// Leader-only in normal operation.
@@ -78,6 +89,17 @@ mod tests {
     use super::*;
     use crate::Presence;
     use crate::maintenance::test_env::{Env, succeeded};
+
+    #[test]
+    fn a_full_batch_is_followed_at_once_by_another_pass() {
+        let pruner = Pruner::new(PrunerConfig {
+            batch: 100,
+            ..PrunerConfig::default()
+        });
+        assert_eq!(pruner.wait_after(100), Duration::ZERO);
+        assert_eq!(pruner.wait_after(99), pruner.config().interval);
+        assert_eq!(pruner.wait_after(0), pruner.config().interval);
+    }
 
     #[tokio::test]
     async fn old_finished_tasks_go_a_batch_at_a_time_and_recent_ones_stay() {
