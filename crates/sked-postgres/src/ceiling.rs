@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use sked_store::ceiling::{
-    Ceiling, CeilingParams, CeilingReport, CeilingWorkload, HeldSnapshot, payload,
+    Ceiling, CeilingParams, CeilingReport, CeilingWorkload, HeldSnapshot, TableSizes, payload,
 };
 use sked_store::{Result, StoreError};
 
@@ -74,6 +74,22 @@ impl Ceiling for PgStore {
         // The snapshot is taken by the transaction's first statement and kept to its end.
         c.batch_execute(HOLD).await.map_err(db_err)?;
         Ok(Box::new(PgSnapshot(Some(c))))
+    }
+
+    async fn sizes(&self) -> Result<TableSizes> {
+        let c = self.client().await?;
+        let row = c
+            .query_one(
+                "SELECT (SELECT count(*) FROM sked_tasks), \
+                   pg_total_relation_size('sked_tasks') + pg_total_relation_size('sked_task_attempts')",
+                &[],
+            )
+            .await
+            .map_err(db_err)?;
+        Ok(TableSizes {
+            tasks: u64::try_from(row.get::<_, i64>(0)).unwrap_or(0),
+            bytes: u64::try_from(row.get::<_, i64>(1)).unwrap_or(0),
+        })
     }
 }
 

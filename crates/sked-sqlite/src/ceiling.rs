@@ -6,7 +6,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use rusqlite::{Connection, TransactionBehavior, params};
 use sked_store::ceiling::{
-    Ceiling, CeilingParams, CeilingReport, CeilingWorkload, HeldSnapshot, payload,
+    Ceiling, CeilingParams, CeilingReport, CeilingWorkload, HeldSnapshot, TableSizes, payload,
 };
 use sked_store::{Result, StoreError};
 
@@ -80,6 +80,28 @@ impl Ceiling for SqliteStore {
         .await
         .map_err(|e| StoreError::Backend(e.to_string()))??;
         Ok(Box::new(SqliteSnapshot(conn)))
+    }
+
+    async fn sizes(&self) -> Result<TableSizes> {
+        let mut wal = self.path.clone().into_os_string();
+        wal.push("-wal");
+        let (tasks, file) = self
+            .run(|conn| {
+                conn.query_row(
+                    "SELECT (SELECT count(*) FROM tasks), \
+                       (SELECT page_count FROM pragma_page_count()) \
+                       * (SELECT page_size FROM pragma_page_size())",
+                    [],
+                    |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+                )
+                .map_err(db_err)
+            })
+            .await?;
+        let wal = std::fs::metadata(wal).map(|m| m.len()).unwrap_or(0);
+        Ok(TableSizes {
+            tasks: u64::try_from(tasks).unwrap_or(0),
+            bytes: u64::try_from(file).unwrap_or(0) + wal,
+        })
     }
 }
 

@@ -63,6 +63,19 @@ pub trait Ceiling: Send + Sync {
     /// (on PostgreSQL vacuum cannot remove the rows changed meanwhile; on SQLite checkpoints
     /// cannot pass it and the WAL grows).
     async fn hold_snapshot(&self) -> Result<Box<dyn HeldSnapshot>>;
+
+    /// How big the task tables are now (for `sked bench soak`, to see growth).
+    async fn sizes(&self) -> Result<TableSizes>;
+}
+
+/// The size of the task tables.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TableSizes {
+    /// Task rows kept, finished ones included.
+    pub tasks: u64,
+    /// Bytes on disk: on PostgreSQL the task and attempt tables with their indexes and TOAST;
+    /// on SQLite the database file and its WAL.
+    pub bytes: u64,
 }
 
 /// A snapshot held open by [`Ceiling::hold_snapshot`].

@@ -26,21 +26,24 @@
 mod ceiling;
 mod latency;
 mod node;
+mod soak;
 mod throughput;
 
 use ceiling::{ceiling, ceiling_per_s, hold_snapshot};
 use latency::{latency, lateness};
 use node::{counts, idle};
+use soak::{SoakPlan, soak};
 use throughput::{drain, enqueue, worker};
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use jiff::SignedDuration;
 use serde_json::json;
 use sked::store::ceiling::CeilingWorkload;
 use sked::store::{FinishOutcome, TaskFinishParams, TaskInsert, TaskInsertParams};
-use sked::{Node, Store};
+use sked::{MaintenanceConfig, Node, Store};
 use sked_core::NewTask;
 
 use crate::{CliError, CliResult};
@@ -72,6 +75,9 @@ enum Workload {
     RemoteWorker,
     /// The bare SQL a queue needs, drain and insert, shaped as drain and enqueue run them
     Ceiling,
+    /// A whole node (worker, maintenance) enqueued into at --rate for --duration: a line per
+    /// --interval, then a summary of the first and last windows
+    Soak,
 }
 
 #[derive(Args)]
@@ -98,9 +104,40 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     vs_ceiling: bool,
     /// Hold a read snapshot open on a connection of its own for the whole run, as a long
-    /// report or a forgotten `BEGIN` would (drain, enqueue).
+    /// report or a forgotten `BEGIN` would (drain, enqueue, soak).
     #[arg(long)]
     hold_snapshot: bool,
+    /// Tasks enqueued a second (soak).
+    #[arg(long, default_value_t = 1000)]
+    rate: u32,
+    /// How long to run (soak), e.g. 30m.
+    #[arg(long, default_value = "1m")]
+    duration: String,
+    /// Between two progress lines (soak).
+    #[arg(long, default_value = "10s")]
+    interval: String,
+    /// How long finished tasks are kept (soak).
+    #[arg(long, default_value = "1m")]
+    retention: String,
+}
+
+/// Maintenance as a node runs it, with the soak's retention, pruned twice per retention (at
+/// least every minute, at most every second) so that the tables stay bounded by it.
+fn soak_maintenance(retention: SignedDuration) -> MaintenanceConfig {
+    let mut config = MaintenanceConfig::default().retention(retention);
+    let half = Duration::try_from(retention / 2).unwrap_or(Duration::ZERO);
+    config.pruner.interval = half.clamp(Duration::from_secs(1), Duration::from_secs(60));
+    config
+}
+
+/// A positive duration option.
+fn positive_duration(name: &str, value: &str) -> CliResult<Duration> {
+    let d = sked_core::parse_duration(value)
+        .map_err(|e| CliError::usage(format!("--{name} {value}: {e}")))?;
+    match d.is_positive() {
+        true => Duration::try_from(d).map_err(|e| CliError::usage(format!("--{name}: {e}"))),
+        false => Err(CliError::usage(format!("--{name} must be more than zero"))),
+    }
 }
 
 pub(crate) async fn run(a: BenchArgs) -> CliResult {
@@ -110,11 +147,37 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     if a.vs_ceiling && !matches!(a.workload, Workload::Drain | Workload::Enqueue) {
         return Err(CliError::usage("--vs-ceiling applies to drain and enqueue"));
     }
-    if a.hold_snapshot && !matches!(a.workload, Workload::Drain | Workload::Enqueue) {
+    if a.hold_snapshot
+        && !matches!(
+            a.workload,
+            Workload::Drain | Workload::Enqueue | Workload::Soak
+        )
+    {
         return Err(CliError::usage(
-            "--hold-snapshot applies to drain and enqueue",
+            "--hold-snapshot applies to drain, enqueue and soak",
         ));
     }
+    let soak_plan = match a.workload {
+        Workload::Soak => {
+            let duration = positive_duration("duration", &a.duration)?;
+            let interval = positive_duration("interval", &a.interval)?;
+            if interval > duration {
+                return Err(CliError::usage("--interval is longer than --duration"));
+            }
+            if a.rate == 0 {
+                return Err(CliError::usage("--rate must be at least 1"));
+            }
+            Some(SoakPlan {
+                rate: a.rate,
+                duration,
+                interval,
+                window: SoakPlan::window_for(duration),
+            })
+        }
+        _ => None,
+    };
+    let retention = sked_core::parse_duration(&a.retention)
+        .map_err(|e| CliError::usage(format!("--retention {}: {e}", a.retention)))?;
     let tmp = TempDir::new().map_err(CliError::runtime)?;
     let url =
         a.db.clone()
@@ -137,13 +200,16 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
         drop(scratch);
         return Ok(());
     }
-    // The engine alone: the workloads drive it (and the store) directly.
-    let node = Node::builder()
-        .store(store.clone())
-        .without_maintenance()
-        .start()
-        .await
-        .map_err(CliError::runtime)?;
+    // The engine alone, but for the soak: a node as it runs, pruning after a short retention.
+    let node = match soak_plan {
+        Some(_) => Node::builder()
+            .store(store.clone())
+            .maintenance(soak_maintenance(retention)),
+        None => Node::builder().store(store.clone()).without_maintenance(),
+    }
+    .start()
+    .await
+    .map_err(CliError::runtime)?;
     let engine = node.engine().clone();
     let (batch, workers) = (
         if a.c == 0 { ENQUEUE_BATCH } else { a.c },
@@ -160,6 +226,10 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
         Workload::Latency => latency(&engine, a.n).await?,
         Workload::Lateness => lateness(&engine, a.n).await?,
         Workload::Idle => unreachable!("measured above"),
+        Workload::Soak => match soak_plan {
+            Some(ref plan) => soak(&engine, &store, plan).await?,
+            None => unreachable!("planned above"),
+        },
         Workload::Counts => counts(&store, &engine, a.n).await?,
         Workload::Worker => worker(&engine, a.n, if a.c == 0 { 256 } else { a.c }, false).await?,
         Workload::RemoteWorker => {
@@ -183,8 +253,10 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
         line["ratio"] = json!((per_s / ceiling * 1000.0).round() / 1000.0);
     }
     line["backend"] = json!(store.backend());
-    line["n"] = json!(a.n);
-    line["backlog"] = json!(a.backlog);
+    if soak_plan.is_none() {
+        line["n"] = json!(a.n);
+        line["backlog"] = json!(a.backlog);
+    }
     out!("{line}");
     // Close every connection before the scratch schema is dropped.
     node.shutdown().await.map_err(CliError::runtime)?;

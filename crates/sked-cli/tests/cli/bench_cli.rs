@@ -102,3 +102,70 @@ fn hold_snapshot_elsewhere_is_refused_before_running() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--hold-snapshot"), "{stderr}");
 }
+
+/// A short soak: a line per interval, then the summary; every task enqueued ran, and
+/// retention keeps the table bounded.
+fn soak(db: &[&str]) {
+    let args = [
+        &["bench", "soak", "--rate", "200", "--duration", "4s"][..],
+        &["--interval", "1s", "--retention", "1s"],
+        db,
+    ]
+    .concat();
+    let out = Command::new(SKED).args(&args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5, "four intervals and the summary: {lines:?}");
+    for (i, line) in lines[..4].iter().enumerate() {
+        assert_eq!(line["t_s"], i as u64 + 1, "{line}");
+        positive(line, "per_s");
+        positive(line, "rss_mb");
+        positive(line, "bytes");
+    }
+    let summary = &lines[4];
+    assert_eq!(summary["summary"], true, "{summary}");
+    assert_eq!(summary["enqueued"], 800, "{summary}");
+    assert_eq!(summary["done"], 800, "{summary}");
+    positive(summary, "p99_first_ms");
+    positive(summary, "p99_last_ms");
+    // Pruned every second after a second's retention: well under the 800 enqueued.
+    let last_tasks = lines[3]["tasks"].as_u64().unwrap();
+    assert!(last_tasks < 700, "{}", lines[3]);
+}
+
+#[test]
+fn soak_on_sqlite() {
+    soak(&[]);
+}
+
+#[test]
+fn soak_on_postgres() {
+    let Some(url) = database_url() else { return };
+    soak(&["--db", &url]);
+}
+
+#[test]
+fn soak_with_bad_numbers_is_refused_before_running() {
+    for (args, named) in [
+        (&["--rate", "0"][..], "--rate"),
+        (&["--duration", "0s"], "--duration"),
+        (&["--duration", "2s", "--interval", "5s"], "--interval"),
+        (&["--retention", "soon"], "--retention"),
+    ] {
+        let out = Command::new(SKED)
+            .args([&["bench", "soak"][..], args].concat())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(named), "{args:?}: {stderr}");
+    }
+}

@@ -1,0 +1,190 @@
+//! The soak: a whole node (worker and maintenance, with a short retention) enqueued into at a
+//! fixed rate for a long time. A line per interval (throughput, enqueue→start latency, RSS,
+//! table sizes), then a summary that compares the first and the last window, so that growth
+//! shows.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use sked::worker::{HandlerResult, TaskContext, Worker};
+use sked::{Engine, Store};
+
+use crate::{CliError, CliResult};
+
+use super::{noop, round};
+
+/// What a soak runs.
+pub(super) struct SoakPlan {
+    /// Tasks enqueued a second.
+    pub(super) rate: u32,
+    pub(super) duration: Duration,
+    /// Between two progress lines.
+    pub(super) interval: Duration,
+    /// The first and last windows compared in the summary.
+    pub(super) window: Duration,
+}
+
+impl SoakPlan {
+    /// The windows compared: five minutes, or a third of a shorter run.
+    pub(super) fn window_for(duration: Duration) -> Duration {
+        Duration::from_secs(300).min(duration / 3)
+    }
+}
+
+/// Latencies (ms) of the tasks started since the last take, and of the first and last windows.
+#[derive(Default)]
+struct Samples {
+    interval: Vec<f64>,
+    first: Vec<f64>,
+    last: Vec<f64>,
+}
+
+pub(super) async fn soak(
+    engine: &Engine,
+    store: &Arc<dyn Store>,
+    plan: &SoakPlan,
+) -> CliResult<serde_json::Value> {
+    let sizes = store.ceiling().ok_or_else(|| {
+        CliError::usage(format!("the {} backend cannot be soaked", store.backend()))
+    })?;
+    let started = Instant::now();
+    let samples = Arc::new(Mutex::new(Samples::default()));
+    let done = Arc::new(AtomicU64::new(0));
+    let (s, d) = (samples.clone(), done.clone());
+    let (first_end, last_start) = (plan.window, plan.duration.saturating_sub(plan.window));
+    let worker = Worker::new(sked::Client::embedded(engine.clone()))
+        .id("soak-worker")
+        .concurrency(64)
+        .handle("noop", move |ctx: TaskContext, _: serde_json::Value| {
+            let ms = jiff::Timestamp::now()
+                .duration_since(ctx.task().created_at)
+                .as_secs_f64()
+                * 1000.0;
+            let at = started.elapsed();
+            let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+            s.interval.push(ms);
+            if at < first_end {
+                s.first.push(ms);
+            } else if at >= last_start {
+                s.last.push(ms);
+            }
+            d.fetch_add(1, Ordering::Relaxed);
+            async { HandlerResult::Ok(()) }
+        });
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run(async move {
+        let _ = stop_rx.await;
+    }));
+    // The enqueuer keeps to the rate over the whole run, in small batches every 10 ms.
+    let enqueued = Arc::new(AtomicU64::new(0));
+    let enqueuer = {
+        let (engine, enqueued) = (engine.clone(), enqueued.clone());
+        let (rate, duration) = (plan.rate, plan.duration);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(10));
+            loop {
+                tick.tick().await;
+                let at = started.elapsed().min(duration);
+                let due = (at.as_secs_f64() * f64::from(rate)) as u64;
+                let sent = enqueued.load(Ordering::Relaxed);
+                if due > sent {
+                    let tasks = (sent..due).map(|i| noop(i as usize)).collect();
+                    engine.enqueue_many(tasks).await?;
+                    enqueued.store(due, Ordering::Relaxed);
+                }
+                if at >= duration {
+                    return Ok::<(), sked::Error>(());
+                }
+            }
+        })
+    };
+    let mut lines = Vec::new();
+    let mut rss_after_first = None;
+    let (mut max_tasks, mut max_bytes, mut last_done) = (0u64, 0u64, 0u64);
+    let mut next = plan.interval;
+    while next <= plan.duration {
+        tokio::time::sleep_until(tokio::time::Instant::from_std(started + next)).await;
+        let ms = std::mem::take(&mut samples.lock().unwrap_or_else(|e| e.into_inner()).interval);
+        let size = sizes.sizes().await.map_err(CliError::runtime)?;
+        let now_done = done.load(Ordering::Relaxed);
+        let rss = rss_mb();
+        if rss_after_first.is_none() && next >= plan.window {
+            rss_after_first = rss;
+        }
+        (max_tasks, max_bytes) = (max_tasks.max(size.tasks), max_bytes.max(size.bytes));
+        let mut line = json!({
+            "workload": "soak", "t_s": next.as_secs(),
+            "per_s": round((now_done - last_done) as f64 / plan.interval.as_secs_f64()),
+            "enqueued": enqueued.load(Ordering::Relaxed), "done": now_done,
+            "tasks": size.tasks, "bytes": size.bytes, "rss_mb": rss.map(round),
+        });
+        if !ms.is_empty() {
+            let pct = percentiles(ms);
+            line["p50_ms"] = json!(pct.0);
+            line["p99_ms"] = json!(pct.1);
+        }
+        out!("{line}");
+        lines.push(line);
+        last_done = now_done;
+        next += plan.interval;
+    }
+    enqueuer
+        .await
+        .map_err(CliError::runtime)?
+        .map_err(CliError::runtime)?;
+    // Every task enqueued must have run before the summary.
+    let total = enqueued.load(Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while done.load(Ordering::Relaxed) < total {
+        if Instant::now() > deadline {
+            return Err(CliError::runtime(format!(
+                "{} of {total} tasks ran within a minute of the last enqueue",
+                done.load(Ordering::Relaxed)
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = stop_tx.send(());
+    running
+        .await
+        .map_err(CliError::runtime)?
+        .map_err(CliError::runtime)?;
+    let s = std::mem::take(&mut *samples.lock().unwrap_or_else(|e| e.into_inner()));
+    let (first, last) = (percentiles(s.first).1, percentiles(s.last).1);
+    let rss_last = rss_mb();
+    Ok(json!({
+        "workload": "soak", "summary": true, "rate": plan.rate,
+        "secs": plan.duration.as_secs(), "window_s": plan.window.as_secs(),
+        "enqueued": total, "done": done.load(Ordering::Relaxed),
+        "p99_first_ms": first, "p99_last_ms": last,
+        "p99_growth": round(last / first.max(1e-9) - 1.0),
+        "rss_mb_after_first": rss_after_first.map(round), "rss_mb_last": rss_last.map(round),
+        "tasks_max": max_tasks, "bytes_max": max_bytes,
+    }))
+}
+
+/// p50 and p99 of `ms` (0 for none).
+fn percentiles(mut ms: Vec<f64>) -> (f64, f64) {
+    if ms.is_empty() {
+        return (0.0, 0.0);
+    }
+    ms.sort_by(|a, b| a.total_cmp(b));
+    let pct = |p: f64| round(ms[((ms.len() as f64 - 1.0) * p).round() as usize]);
+    (pct(0.5), pct(0.99))
+}
+
+/// This process's resident memory in MiB (Linux), where the node runs.
+fn rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}
