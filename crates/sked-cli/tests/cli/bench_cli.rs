@@ -64,15 +64,20 @@ fn ceiling_and_ratios_on_postgres() {
     ceiling_and_ratios(&["--db", &url]);
 }
 
+/// `sked bench ARGS` exits with 2 and a message naming `named`.
+fn refused(args: &[&str], named: &str) {
+    let out = Command::new(SKED).arg("bench").args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(named), "{args:?}: {stderr}");
+}
+
 #[test]
 fn vs_ceiling_elsewhere_is_refused_before_running() {
-    let out = Command::new(SKED)
-        .args(["bench", "latency", "-n", "1000000", "--vs-ceiling"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--vs-ceiling"), "{stderr}");
+    refused(
+        &["latency", "-n", "1000000", "--vs-ceiling"],
+        "--vs-ceiling",
+    );
 }
 
 fn held_snapshot(db: &[&str]) {
@@ -94,13 +99,10 @@ fn drain_with_a_held_snapshot_on_postgres() {
 
 #[test]
 fn hold_snapshot_elsewhere_is_refused_before_running() {
-    let out = Command::new(SKED)
-        .args(["bench", "latency", "-n", "1000000", "--hold-snapshot"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--hold-snapshot"), "{stderr}");
+    refused(
+        &["latency", "-n", "1000000", "--hold-snapshot"],
+        "--hold-snapshot",
+    );
 }
 
 /// A short soak: a line per interval, then the summary; every task enqueued ran, and
@@ -160,12 +162,6 @@ fn soak_with_bad_numbers_is_refused_before_running() {
         (&["--duration", "2s", "--interval", "5s"], "--interval"),
         (&["--retention", "soon"], "--retention"),
     ] {
-        let out = Command::new(SKED)
-            .args([&["bench", "soak"][..], args].concat())
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains(named), "{args:?}: {stderr}");
+        refused(&[&["soak"][..], args].concat(), named);
     }
 }
