@@ -113,11 +113,23 @@ impl PgStore {
             .map_err(|e| StoreError::Invalid(format!("cannot build the connection pool: {e}")))?;
         let mut client = pool.get().await.map_err(pool_err)?;
         migrations::run(&mut client, opts.schema.as_deref()).await?;
-        let schema: String = client
-            .query_one("SELECT current_schema()", &[])
+        let row = client
+            .query_one(
+                "SELECT current_schema(), current_setting('autovacuum') = 'on'",
+                &[],
+            )
             .await
-            .map_err(db_err)?
-            .get(0);
+            .map_err(db_err)?;
+        let (schema, autovacuum): (String, bool) = (row.get(0), row.get(1));
+        if !autovacuum {
+            // Every claim and ending leaves a dead row version; without vacuum none is ever
+            // reclaimed.
+            tracing::warn!(
+                "autovacuum is off on this PostgreSQL: the task rows sked updates and deletes \
+                 are never reclaimed, so its tables grow without bound and claims slow down; \
+                 turn it on (autovacuum = on) or VACUUM the sked_* tables regularly"
+            );
+        }
         drop(client);
         let channel = listen::channel_for(&schema);
         let (events, _) = broadcast::channel(1024);
