@@ -5,7 +5,7 @@
 use std::sync::LazyLock;
 
 use sked_store::counts;
-use sked_store::states::{ACTIVE_ANY, FINISHED_ANY, Spelling, WAITING};
+use sked_store::states::{ACTIVE_ANY, FINISHED, FINISHED_ANY, Spelling, WAITING};
 
 /// Waiting tasks that are due become available (`?1`: now).
 pub(crate) static STAGE: LazyLock<String> = LazyLock::new(|| {
@@ -25,16 +25,49 @@ pub(crate) static SCHEDULE_ACTIVE: LazyLock<String> = LazyLock::new(|| {
     format!("SELECT id FROM tasks WHERE schedule = ?1 AND {ACTIVE_ANY} ORDER BY id")
 });
 
-/// Finished tasks that retention removes: finished before `?1`, at most `?2`.
+/// The distinct queues of the tasks that match `cond` (see [`counts::queue_walk`]), as the
+/// recursive CTE `g`.
+fn walk(cond: &str) -> String {
+    counts::queue_walk("g", "tasks", cond)
+}
+
+/// The queues that have available tasks.
+pub(crate) static AVAILABLE_QUEUES: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH RECURSIVE {} SELECT name FROM g WHERE name IS NOT NULL",
+        walk("state = 'available'")
+    )
+});
+
+/// The first available tasks of one queue (`?1`) in claim order, at most `?2`: their keys in
+/// that order, read from the index alone. `filter` adds conditions, numbering its parameters
+/// from `?3`.
+pub(crate) fn claim_keys(filter: &str) -> String {
+    format!(
+        "SELECT priority, run_at, id FROM tasks WHERE state = 'available' AND queue = ?1{filter} \
+         ORDER BY priority DESC, run_at, id LIMIT ?2"
+    )
+}
+
+/// Finished tasks that retention removes: finished before `?1`, at most `?2`, found queue by
+/// queue and state by state.
 pub(crate) static PRUNABLE: LazyLock<String> = LazyLock::new(|| {
-    format!("SELECT id FROM tasks WHERE {FINISHED_ANY} AND finished_at < ?1 LIMIT ?2")
+    format!(
+        "WITH RECURSIVE {} SELECT t.id FROM g CROSS JOIN tasks t \
+         WHERE g.name IS NOT NULL AND t.queue = g.name AND t.state IN {FINISHED} \
+         AND {FINISHED_ANY} AND t.finished_at < ?1 LIMIT ?2",
+        walk(FINISHED_ANY)
+    )
 });
 
 /// Ended tasks per time bucket and state since `?1`, buckets `?2` µs wide.
 pub(crate) static ACTIVITY: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT (finished_at - ?1) / ?2, state, count(*) FROM tasks \
-         WHERE {FINISHED_ANY} AND finished_at >= ?1 GROUP BY 1, 2"
+        "WITH RECURSIVE {} SELECT (t.finished_at - ?1) / ?2, t.state, count(*) \
+         FROM g CROSS JOIN tasks t \
+         WHERE g.name IS NOT NULL AND t.queue = g.name AND t.state IN {FINISHED} \
+         AND {FINISHED_ANY} AND t.finished_at >= ?1 GROUP BY 1, 2",
+        walk(FINISHED_ANY)
     )
 });
 
@@ -65,20 +98,29 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut conn = rusqlite::Connection::open(dir.path().join("plans.db")).unwrap();
         crate::migrations::run(&mut conn).unwrap();
-        let cases: [(&str, &[&str]); 8] = [
+        let claim_keys = claim_keys(" AND priority >= ?3");
+        let cases: [(&str, &[&str]); 10] = [
             (&STAGE, &["tasks_waiting"]),
             (&NEXT_RUN_AT, &["tasks_waiting"]),
             (&UNIQUE_KEY_HOLDER, &["tasks_unique_key"]),
             (&SCHEDULE_ACTIVE, &["tasks_schedule_active"]),
-            (&PRUNABLE, &["tasks_finished"]),
-            (&ACTIVITY, &["tasks_finished"]),
+            (&AVAILABLE_QUEUES, &["tasks_available_queue"]),
+            (&claim_keys, &["COVERING INDEX tasks_available_queue"]),
+            (
+                &PRUNABLE,
+                &["tasks_finished (queue=? AND state=? AND finished_at<?)"],
+            ),
+            (
+                &ACTIVITY,
+                &["tasks_finished (queue=? AND state=? AND finished_at>?)"],
+            ),
             (
                 &COUNTS,
                 &[
                     "tasks_waiting_queue",
                     "tasks_available_queue",
                     "tasks_running",
-                    "tasks_finished_queue",
+                    "tasks_finished",
                 ],
             ),
             (
@@ -87,10 +129,15 @@ mod tests {
                     "tasks_waiting_queue",
                     "tasks_available_queue",
                     "tasks_running",
-                    "tasks_finished_queue",
+                    "tasks_finished",
                 ],
             ),
         ];
+        let keys_plan = plan(&conn, &claim_keys);
+        assert!(
+            !keys_plan.contains("TEMP B-TREE"),
+            "a claim sorts a queue's tasks:\n{keys_plan}"
+        );
         for (sql, indexes) in cases {
             let plan = plan(&conn, sql);
             let steps: Vec<&str> = plan.lines().collect();
@@ -99,10 +146,11 @@ mod tests {
                 "{sql} reads every task:\n{plan}"
             );
             for index in indexes {
-                assert!(
-                    steps.iter().any(|s| s.split(' ').any(|w| w == *index)),
-                    "{sql} does not use {index}:\n{plan}"
-                );
+                // A whole word or words of a step: `tasks_finished` is not `tasks_finished_x`.
+                let used = steps
+                    .iter()
+                    .any(|s| format!(" {s} ").contains(&format!(" {index} ")));
+                assert!(used, "{sql} does not use {index}:\n{plan}");
             }
         }
     }

@@ -11,6 +11,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("../migrations/0003_observe.sql")),
     (4, include_str!("../migrations/0004_queue_counts.sql")),
     (5, include_str!("../migrations/0005_any_of.sql")),
+    (6, include_str!("../migrations/0006_fewer_indexes.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

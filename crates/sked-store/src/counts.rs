@@ -38,6 +38,21 @@ pub fn limit_probe(limit: u64) -> i64 {
     i64::try_from(limit.min(crate::QUEUE_COUNT_LIMIT_MAX)).unwrap_or(i64::MAX) + 1
 }
 
+/// `{name}(name) AS (…)`, for a `WITH RECURSIVE`: the distinct queues of the tasks that match
+/// `cond`, in order and then one NULL, found by skipping from each queue to the next (one probe
+/// per queue) through a partial index whose predicate `cond` repeats and that leads with the
+/// queue.
+pub fn queue_walk(name: &str, table: &str, cond: &str) -> String {
+    format!(
+        "{name}(name) AS ( \
+           SELECT (SELECT queue FROM {table} WHERE {cond} ORDER BY queue LIMIT 1) \
+           UNION ALL \
+           SELECT (SELECT t.queue FROM {table} t WHERE {cond} AND t.queue > g.name \
+             ORDER BY t.queue LIMIT 1) \
+           FROM {name} g WHERE g.name IS NOT NULL)"
+    )
+}
+
 /// `SELECT queue, n_scheduled, n_available, …` (the counts in [`TaskState::ALL`] order), each
 /// count taken with `LIMIT {limit}` (a placeholder: pass the limit plus one). With `queue`
 /// (a placeholder) only that queue's row; otherwise a row for every queue that has tasks.
@@ -71,16 +86,7 @@ pub fn queue_counts_sql(
             let walks: Vec<String> = groups
                 .iter()
                 .enumerate()
-                .map(|(i, cond)| {
-                    format!(
-                        "g{i}(name) AS ( \
-                           SELECT (SELECT queue FROM {table} WHERE {cond} ORDER BY queue LIMIT 1) \
-                           UNION ALL \
-                           SELECT (SELECT t.queue FROM {table} t WHERE {cond} AND t.queue > g.name \
-                             ORDER BY t.queue LIMIT 1) \
-                           FROM g{i} g WHERE g.name IS NOT NULL)"
-                    )
-                })
+                .map(|(i, cond)| queue_walk(&format!("g{i}"), table, cond))
                 .collect();
             let union: Vec<String> = (0..groups.len())
                 .map(|i| format!("SELECT name FROM g{i}"))

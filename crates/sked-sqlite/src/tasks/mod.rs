@@ -17,8 +17,10 @@ use sked_store::states::{FINISHED_ANY, NOT_STARTED};
 
 use crate::indexed;
 
+mod claim;
 mod insert;
 
+pub(crate) use claim::claim;
 pub(crate) use insert::{insert_many, insert_one};
 
 /// A task row by id.
@@ -95,125 +97,6 @@ pub(crate) fn list(conn: &Connection, p: &TaskListParams) -> Result<Vec<Task>> {
         .query_map(params_from_iter(args), task_from_row)
         .map_err(db_err)?;
     rows.collect::<rusqlite::Result<_>>().map_err(db_err)
-}
-
-/// Moves due scheduled/retrying tasks to available.
-fn stage(tx: &Transaction<'_>, now: Timestamp) -> Result<usize> {
-    tx.prepare_cached(&indexed::STAGE)
-        .map_err(db_err)?
-        .execute([ts(now)])
-        .map_err(db_err)
-}
-
-pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Task>> {
-    stage(tx, p.now)?;
-    if p.max == 0 {
-        return Ok(Vec::new());
-    }
-    // Queue settings: paused queues are left out, limited ones get what their limit leaves.
-    let mut excluded: Vec<String> = Vec::new();
-    let mut quota: HashMap<String, i64> = HashMap::new();
-    {
-        let mut stmt = tx
-            .prepare_cached(
-                "SELECT q.name, q.paused, q.concurrency_limit, \
-                 (SELECT count(*) FROM tasks t WHERE t.state = 'running' AND t.queue = q.name) \
-                 FROM queues q WHERE q.paused = 1 OR q.concurrency_limit IS NOT NULL",
-            )
-            .map_err(db_err)?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, bool>(1)?,
-                    r.get::<_, Option<i64>>(2)?,
-                    r.get::<_, i64>(3)?,
-                ))
-            })
-            .map_err(db_err)?;
-        for row in rows {
-            let (name, paused, limit, running) = row.map_err(db_err)?;
-            match (paused, limit) {
-                (true, _) => excluded.push(name),
-                (false, Some(limit)) if running >= limit => excluded.push(name),
-                (false, Some(limit)) => {
-                    quota.insert(name, limit - running);
-                }
-                (false, None) => {}
-            }
-        }
-    }
-    let mut sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE state = 'available'");
-    let mut args: Vec<Value> = Vec::new();
-    let mut in_list = |sql: &mut String, col: &str, not: bool, items: &[String]| {
-        if items.is_empty() {
-            return;
-        }
-        sql.push_str(&format!(" AND {col} {}IN (", if not { "NOT " } else { "" }));
-        for (i, item) in items.iter().enumerate() {
-            sql.push_str(if i == 0 { "?" } else { ", ?" });
-            args.push(Value::Text(item.clone()));
-        }
-        sql.push(')');
-    };
-    in_list(&mut sql, "queue", false, &p.queues);
-    in_list(&mut sql, "queue", true, &excluded);
-    in_list(&mut sql, "kind", false, &p.kinds);
-    if let Some(min) = p.min_priority {
-        sql.push_str(" AND priority >= ?");
-        args.push(Value::Integer(i64::from(min)));
-    }
-    sql.push_str(" ORDER BY priority DESC, run_at, id LIMIT ?");
-    args.push(Value::Integer(i64::from(p.max)));
-    let candidates: Vec<Task> = {
-        let mut stmt = tx.prepare_cached(&sql).map_err(db_err)?;
-        let rows = stmt
-            .query_map(params_from_iter(args), task_from_row)
-            .map_err(db_err)?;
-        rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
-    };
-    let expires = p
-        .now
-        .checked_add(p.lease_ttl)
-        .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    // One short statement per task: with no `IN` list of three or more constants in any
-    // partial index's predicate (migration 5), a prepared one-row update costs little more than
-    // the row and index writes themselves. The claimed rows were read whole above, so the
-    // claim's change is applied to them here rather than read back.
-    let mut update = tx
-        .prepare_cached(
-            "UPDATE tasks SET state = 'running', attempt = attempt + 1, started_at = ?2, \
-             lease_expires_at = ?3, worker = ?4, cancel_requested = 0 \
-             WHERE id = ?1 AND state = 'available'",
-        )
-        .map_err(db_err)?;
-    let mut claimed = Vec::with_capacity(candidates.len());
-    for mut task in candidates {
-        if let Some(left) = quota.get_mut(&task.queue) {
-            if *left <= 0 {
-                continue;
-            }
-            *left -= 1;
-        }
-        let n = update
-            .execute(params![task.id, ts(p.now), ts(expires), p.worker])
-            .map_err(db_err)?;
-        if n != 1 {
-            // The candidates were read in this transaction, which holds the write lock.
-            return Err(StoreError::Backend(format!(
-                "task {} was not available to claim",
-                task.id
-            )));
-        }
-        task.state = TaskState::Running;
-        task.attempt += 1;
-        task.started_at = Some(p.now);
-        task.lease_expires_at = Some(expires);
-        task.worker = Some(p.worker.clone());
-        task.cancel_requested = false;
-        claimed.push(task);
-    }
-    Ok(claimed)
 }
 
 /// Reads the state and attempt of a task, for error messages after a failed compare-and-set.

@@ -32,7 +32,7 @@ macro_rules! conformance_tests {
     ($make:expr) => {
         $crate::conformance_tests!(@cases $make;
             insert_and_get, unique_key_returns_the_holder, unique_key_under_concurrency,
-            claim_in_priority_order, future_tasks_wait_until_due, paused_queue_gives_nothing,
+            claim_in_priority_order, claim_merges_queues_in_priority_order, future_tasks_wait_until_due, paused_queue_gives_nothing,
             concurrency_limit_caps_running, claim_filters_queues_and_kinds,
             heartbeat_extends_and_rejects_stale, complete_records_result_and_attempt,
             fail_retries_with_backoff_until_dead, fatal_failure_is_dead_at_once,

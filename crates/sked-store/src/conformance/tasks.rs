@@ -158,6 +158,38 @@ pub async fn claim_in_priority_order(store: &Shared) {
     );
 }
 
+/// Claims over several queues take the first tasks in claim order across all of them, not each
+/// queue's first ones, whether the queues are named (even twice) or not.
+pub async fn claim_merges_queues_in_priority_order(store: &Shared) {
+    let mut ids = Vec::new();
+    for (q, p, secs) in [
+        ("a", 0, 0),
+        ("b", 5, 3),
+        ("c", 0, -9),
+        ("a", 5, 1),
+        ("b", 0, -4),
+        ("c", 9, 2),
+    ] {
+        let mut t = task("k");
+        t.queue = q.into();
+        t.priority = p;
+        t.run_at = Some(at(secs));
+        ids.push(insert(store, t, at(-20)).await.id);
+    }
+    let order = |tasks: Vec<sked_core::Task>| tasks.iter().map(|t| t.id).collect::<Vec<_>>();
+    assert_eq!(
+        order(claim_from(store, &["c", "a", "c"], 2, at(10)).await),
+        vec![ids[5], ids[3]],
+        "the first two of queues a and c"
+    );
+    assert_eq!(
+        order(claim(store, 3, at(10)).await),
+        vec![ids[1], ids[2], ids[4]],
+        "the first three left of every queue"
+    );
+    assert_eq!(order(claim(store, 3, at(10)).await), vec![ids[0]]);
+}
+
 pub async fn future_tasks_wait_until_due(store: &Shared) {
     let mut t = task("k");
     t.run_at = Some(at(30));
