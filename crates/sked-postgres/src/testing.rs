@@ -28,3 +28,9 @@ pub async fn fresh_store() -> Option<(crate::PgStore, TestSchema)> {
         .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"));
     Some((store, schema))
 }
+
+/// The statement of a claim over every queue (`$1` now, `$2` the lease's end, `$3` the
+/// worker, `$4` at most how many), for tests of its query plan.
+pub fn claim_sql() -> String {
+    crate::tasks::claim_sql("state = 'available'")
+}

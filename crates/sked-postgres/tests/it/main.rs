@@ -2,5 +2,6 @@
 //! suite and transactional enqueue.
 
 mod conformance;
+mod plans;
 mod snapshot;
 mod transactional;
