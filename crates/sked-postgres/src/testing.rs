@@ -32,5 +32,5 @@ pub async fn fresh_store() -> Option<(crate::PgStore, TestSchema)> {
 /// The statement of a claim over every queue (`$1` now, `$2` the lease's end, `$3` the
 /// worker, `$4` at most how many), for tests of its query plan.
 pub fn claim_sql() -> String {
-    crate::tasks::claim_sql("state = 'available'")
+    crate::tasks::claim::claim_sql("state = 'available'")
 }

@@ -6,11 +6,11 @@
 //! - [`ending`]: finishing attempts and rescuing expired ones.
 //! - here: reading tasks and the operator's actions (cancel, retry, reschedule), pruning.
 
-mod claim;
+pub(crate) mod claim;
 mod ending;
 mod insert;
 
-pub(crate) use claim::{claim, claim_sql, heartbeat};
+pub(crate) use claim::{claim, heartbeat};
 pub(crate) use ending::{announce_schedules, announce_tasks, finish_many, rescue};
 pub(crate) use insert::{insert_many, insert_tasks};
 
