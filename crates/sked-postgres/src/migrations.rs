@@ -10,6 +10,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (2, include_str!("../migrations/0002_declared.sql")),
     (3, include_str!("../migrations/0003_observe.sql")),
     (4, include_str!("../migrations/0004_queue_counts.sql")),
+    (5, include_str!("../migrations/0005_analyze_queues.sql")),
 ];
 
 /// Brings the schema up to date, creating `schema` first when given (its name is validated).

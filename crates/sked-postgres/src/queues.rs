@@ -99,6 +99,11 @@ pub(crate) async fn update(
     // A resumed or widened queue may have claimable tasks.
     announce_tasks(&*tx, channel, None).await?;
     tx.commit().await.map_err(db_err)?;
+    // Fresh statistics keep claims walking the claim index (see `tasks::claim::claim_sql`).
+    // The change is committed: a failure here is only worth a warning.
+    if let Err(e) = c.batch_execute("ANALYZE sked_queues").await {
+        tracing::warn!(error = %e, "cannot analyze sked_queues; claims may plan badly");
+    }
     let mut info = queue_info(p.name.clone(), col(&row, 0)?, col(&row, 1)?);
     info.set_counts(counts_of(&counts)?, QUEUE_COUNT_LIMIT);
     Ok(info)

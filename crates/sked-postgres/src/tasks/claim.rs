@@ -29,18 +29,19 @@ const QUEUE_SETTINGS: &str = "SELECT q.name, q.paused, q.concurrency_limit FROM 
 /// `$3` the worker, `$4` at most how many), in claim order. Queues that are paused or limited
 /// are left to the slow path ([`claim_limited`]).
 ///
-/// They are left out by a scalar subquery per candidate rather than `NOT EXISTS`: the planner
-/// turns `NOT EXISTS` into an anti-join whose cost it takes from `sked_queues`' statistics,
-/// and that small table is seldom analyzed (autovacuum's threshold is 50 changed rows), so it
-/// assumed a table of some size and read and sorted every available task for each claim
-/// (375 ms for 250,000 available tasks, against 10 ms walking the claim index in order). With
-/// the subquery the scan walks the index in claim order whatever the statistics say.
+/// The planner costs the `NOT EXISTS` from `sked_queues`' statistics. Without any (the table
+/// is small and changes seldom, so autovacuum seldom analyzes it) it assumed a table of some
+/// size, chose a hash anti-join and read and sorted every available task for each claim (375 ms
+/// for 250,000 available tasks, against 10 ms walking the claim index in order). So the
+/// migrations and every change of queue settings analyze `sked_queues`
+/// ([`crate::queues::update`]). A scalar subquery per candidate instead of `NOT EXISTS` did
+/// not depend on the statistics, but cost a fifth of the drain's throughput.
 pub(crate) fn claim_sql(filter: &str) -> String {
     format!(
         "WITH picked AS ( \
-           SELECT id FROM sked_tasks c WHERE {filter} AND NOT coalesce(( \
-             SELECT q.paused OR q.concurrency_limit IS NOT NULL FROM sked_queues q \
-             WHERE q.name = c.queue), false) \
+           SELECT id FROM sked_tasks c WHERE {filter} AND NOT EXISTS ( \
+             SELECT 1 FROM sked_queues q WHERE q.name = c.queue \
+               AND (q.paused OR q.concurrency_limit IS NOT NULL)) \
            ORDER BY priority DESC, run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED) \
          UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, started_at = $1, \
            lease_expires_at = $2, worker = $3, cancel_requested = false \

@@ -1,9 +1,9 @@
-//! Query plans that must not depend on statistics the database may not have: PostgreSQL plans
-//! each statement from its tables' statistics, and a small table that autovacuum seldom
-//! analyzes can turn a claim into a read of every available task.
+//! Query plans: PostgreSQL plans each statement from its tables' statistics, and a small table
+//! that autovacuum seldom analyzes (queue settings) turned a claim into a read and sort of every
+//! available task.
 
 use sked_postgres::testing::{claim_sql, fresh_store};
-use sked_store::{Store, TaskInsert, TaskInsertParams};
+use sked_store::{QueueUpdateParams, Store, TaskInsert, TaskInsertParams};
 
 #[tokio::test]
 async fn a_claim_walks_the_claim_index_whatever_the_queue_statistics() {
@@ -24,15 +24,19 @@ async fn a_claim_walks_the_claim_index_whatever_the_queue_statistics() {
         .await
         .unwrap();
     tokio::spawn(conn);
-    // The tasks analyzed, as autovacuum would; the queue settings written but never analyzed,
-    // as in a deployment that paused a few queues.
-    c.batch_execute(
-        "ANALYZE sked_tasks; \
-         INSERT INTO sked_queues (name, paused, updated_at) \
-           SELECT 'q' || g, g % 2 = 0, now() FROM generate_series(1, 10) g",
-    )
-    .await
-    .unwrap();
+    // Queue settings as a deployment has them: a few queues paused or limited, through sked.
+    for i in 0..10 {
+        store
+            .queue_update(QueueUpdateParams {
+                name: format!("q{i}"),
+                paused: Some(i % 2 == 0),
+                concurrency_limit: Some((i % 2 == 1).then_some(5)),
+            })
+            .await
+            .unwrap();
+    }
+    // The tasks analyzed, as autovacuum would.
+    c.batch_execute("ANALYZE sked_tasks").await.unwrap();
     let max: i64 = 1000;
     let worker = "w".to_string();
     let plan: Vec<String> = c
