@@ -31,13 +31,14 @@ fn walk(cond: &str) -> String {
     counts::queue_walk("g", "tasks", cond)
 }
 
-/// The queues that have available tasks.
-pub(crate) static AVAILABLE_QUEUES: LazyLock<String> = LazyLock::new(|| {
+/// The first available tasks of every queue in claim order, at most `?1`: their keys and queue,
+/// read from the index alone. `filter` adds conditions, numbering its parameters from `?2`.
+pub(crate) fn claim_keys_all(filter: &str) -> String {
     format!(
-        "WITH RECURSIVE {} SELECT name FROM g WHERE name IS NOT NULL",
-        walk("state = 'available'")
+        "SELECT priority, run_at, id, queue FROM tasks WHERE state = 'available'{filter} \
+         ORDER BY priority DESC, run_at, id LIMIT ?1"
     )
-});
+}
 
 /// The first available tasks of one queue (`?1`) in claim order, at most `?2`: their keys in
 /// that order, read from the index alone. `filter` adds conditions, numbering its parameters
@@ -99,13 +100,14 @@ mod tests {
         let mut conn = rusqlite::Connection::open(dir.path().join("plans.db")).unwrap();
         crate::migrations::run(&mut conn).unwrap();
         let claim_keys = claim_keys(" AND priority >= ?3");
+        let claim_keys_all = claim_keys_all(" AND queue NOT IN (?2, ?3) AND priority >= ?4");
         let cases: [(&str, &[&str]); 10] = [
             (&STAGE, &["tasks_waiting"]),
             (&NEXT_RUN_AT, &["tasks_waiting"]),
             (&UNIQUE_KEY_HOLDER, &["tasks_unique_key"]),
             (&SCHEDULE_ACTIVE, &["tasks_schedule_active"]),
-            (&AVAILABLE_QUEUES, &["tasks_available_queue"]),
             (&claim_keys, &["COVERING INDEX tasks_available_queue"]),
+            (&claim_keys_all, &["COVERING INDEX tasks_available"]),
             (
                 &PRUNABLE,
                 &["tasks_finished (queue=? AND state=? AND finished_at<?)"],
@@ -133,11 +135,13 @@ mod tests {
                 ],
             ),
         ];
-        let keys_plan = plan(&conn, &claim_keys);
-        assert!(
-            !keys_plan.contains("TEMP B-TREE"),
-            "a claim sorts a queue's tasks:\n{keys_plan}"
-        );
+        for sql in [&claim_keys, &claim_keys_all] {
+            let keys_plan = plan(&conn, sql);
+            assert!(
+                !keys_plan.contains("TEMP B-TREE"),
+                "a claim sorts tasks:\n{keys_plan}"
+            );
+        }
         for (sql, indexes) in cases {
             let plan = plan(&conn, sql);
             let steps: Vec<&str> = plan.lines().collect();

@@ -12,6 +12,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("../migrations/0004_queue_counts.sql")),
     (5, include_str!("../migrations/0005_any_of.sql")),
     (6, include_str!("../migrations/0006_fewer_indexes.sql")),
+    (
+        7,
+        include_str!("../migrations/0007_available_all_queues.sql"),
+    ),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

@@ -59,64 +59,11 @@ pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Tas
             }
         }
     }
-    let queues: Vec<String> = if p.queues.is_empty() {
-        let mut stmt = tx
-            .prepare_cached(&indexed::AVAILABLE_QUEUES)
-            .map_err(db_err)?;
-        let rows = stmt.query_map([], |r| r.get(0)).map_err(db_err)?;
-        rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+    let keys = if p.queues.is_empty() {
+        keys_of_all(tx, p, &excluded, &mut quota)?
     } else {
-        let mut queues = p.queues.clone();
-        queues.sort_unstable();
-        queues.dedup();
-        queues
+        keys_of_named(tx, p, &excluded, &quota)?
     };
-    // Each queue's first tasks in claim order, from the available index alone, then merged:
-    // the first `max` of all of them are claimed.
-    let mut filter = String::new();
-    let mut extra: Vec<Value> = Vec::new();
-    if !p.kinds.is_empty() {
-        filter.push_str(" AND kind IN (");
-        for (i, kind) in p.kinds.iter().enumerate() {
-            let sep = if i == 0 { "" } else { ", " };
-            filter.push_str(&format!("{sep}?{}", 3 + extra.len()));
-            extra.push(Value::Text(kind.clone()));
-        }
-        filter.push(')');
-    }
-    if let Some(min) = p.min_priority {
-        filter.push_str(&format!(" AND priority >= ?{}", 3 + extra.len()));
-        extra.push(Value::Integer(i64::from(min)));
-    }
-    let mut keys: Vec<(Reverse<i64>, i64, TaskId)> = Vec::new();
-    {
-        let mut stmt = tx
-            .prepare_cached(&indexed::claim_keys(&filter))
-            .map_err(db_err)?;
-        for queue in &queues {
-            if excluded.contains(queue) {
-                continue;
-            }
-            let limit = quota
-                .get(queue)
-                .map_or(i64::from(p.max), |&left| left.min(i64::from(p.max)));
-            let args = [Value::Text(queue.clone()), Value::Integer(limit)]
-                .into_iter()
-                .chain(extra.iter().cloned());
-            let rows = stmt
-                .query_map(params_from_iter(args), |r| {
-                    Ok((Reverse(r.get(0)?), r.get(1)?, r.get(2)?))
-                })
-                .map_err(db_err)?;
-            for row in rows {
-                keys.push(row.map_err(db_err)?);
-            }
-        }
-    }
-    if queues.len() > 1 {
-        keys.sort_unstable();
-    }
-    keys.truncate(p.max as usize);
     let expires = p
         .now
         .checked_add(p.lease_ttl)
@@ -133,7 +80,7 @@ pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Tas
         )
         .map_err(db_err)?;
     let mut claimed = Vec::with_capacity(keys.len());
-    for (_, _, id) in keys {
+    for id in keys {
         let mut task = get_row(tx, id)?;
         let n = update
             .execute(params![task.id, ts(p.now), ts(expires), p.worker])
@@ -154,4 +101,107 @@ pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Tas
         claimed.push(task);
     }
     Ok(claimed)
+}
+
+/// The conditions of a claim's filters on kinds and priority, numbering parameters after
+/// `first` (`?{first}` onwards), with their values.
+fn filters(p: &TaskClaimParams, first: usize) -> (String, Vec<Value>) {
+    let mut filter = String::new();
+    let mut values: Vec<Value> = Vec::new();
+    if !p.kinds.is_empty() {
+        filter.push_str(" AND kind IN (");
+        for (i, kind) in p.kinds.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            filter.push_str(&format!("{sep}?{}", first + values.len()));
+            values.push(Value::Text(kind.clone()));
+        }
+        filter.push(')');
+    }
+    if let Some(min) = p.min_priority {
+        filter.push_str(&format!(" AND priority >= ?{}", first + values.len()));
+        values.push(Value::Integer(i64::from(min)));
+    }
+    (filter, values)
+}
+
+/// A claim over every queue: the first available tasks of all queues but the `excluded` ones,
+/// walking one index in claim order; a limited queue's tasks beyond its `quota` are skipped.
+fn keys_of_all(
+    tx: &Transaction<'_>,
+    p: &TaskClaimParams,
+    excluded: &[String],
+    quota: &mut HashMap<String, i64>,
+) -> Result<Vec<TaskId>> {
+    let mut filter = String::new();
+    let mut values: Vec<Value> = vec![Value::Integer(i64::from(p.max))];
+    if !excluded.is_empty() {
+        filter.push_str(" AND queue NOT IN (");
+        for (i, queue) in excluded.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            filter.push_str(&format!("{sep}?{}", 1 + values.len()));
+            values.push(Value::Text(queue.clone()));
+        }
+        filter.push(')');
+    }
+    let (more, more_values) = filters(p, 1 + values.len());
+    filter.push_str(&more);
+    values.extend(more_values);
+    let mut stmt = tx
+        .prepare_cached(&indexed::claim_keys_all(&filter))
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map(params_from_iter(values), |r| {
+            Ok((r.get::<_, TaskId>(2)?, r.get::<_, String>(3)?))
+        })
+        .map_err(db_err)?;
+    let mut keys = Vec::new();
+    for row in rows {
+        let (id, queue) = row.map_err(db_err)?;
+        if let Some(left) = quota.get_mut(&queue) {
+            if *left <= 0 {
+                continue;
+            }
+            *left -= 1;
+        }
+        keys.push(id);
+    }
+    Ok(keys)
+}
+
+/// A claim over named queues: each queue's first tasks in claim order (at most what its quota
+/// leaves), from the per-queue index alone, merged; the first `max` of them.
+fn keys_of_named(
+    tx: &Transaction<'_>,
+    p: &TaskClaimParams,
+    excluded: &[String],
+    quota: &HashMap<String, i64>,
+) -> Result<Vec<TaskId>> {
+    let mut queues = p.queues.clone();
+    queues.sort_unstable();
+    queues.dedup();
+    let (filter, values) = filters(p, 3);
+    let mut stmt = tx
+        .prepare_cached(&indexed::claim_keys(&filter))
+        .map_err(db_err)?;
+    let mut keys: Vec<(Reverse<i64>, i64, TaskId)> = Vec::new();
+    for queue in queues.iter().filter(|q| !excluded.contains(q)) {
+        let max = i64::from(p.max);
+        let limit = quota.get(queue).map_or(max, |&left| left.min(max));
+        let args = [Value::Text(queue.clone()), Value::Integer(limit)]
+            .into_iter()
+            .chain(values.iter().cloned());
+        let rows = stmt
+            .query_map(params_from_iter(args), |r| {
+                Ok((Reverse(r.get(0)?), r.get(1)?, r.get(2)?))
+            })
+            .map_err(db_err)?;
+        for row in rows {
+            keys.push(row.map_err(db_err)?);
+        }
+    }
+    if queues.len() > 1 {
+        keys.sort_unstable();
+    }
+    keys.truncate(p.max as usize);
+    Ok(keys.into_iter().map(|(_, _, id)| id).collect())
 }
