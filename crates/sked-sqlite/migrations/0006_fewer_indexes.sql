@@ -6,7 +6,9 @@
 --   finish time, which retention and the activity chart range over queue by queue (walking the
 --   distinct queues the way the counts do: one probe per queue).
 -- * Available tasks have one index, led by the queue. A claim over several or all queues
---   reads each queue's first tasks in claim order from it and merges them.
+--   reads each queue's first tasks in claim order from it and merges them. (Migration 7
+--   brings back the index over all queues: the merge read queues × batch entries per claim.
+--   With it, such a task enters or leaves eight entries.)
 DROP INDEX tasks_finished;
 DROP INDEX tasks_finished_queue;
 CREATE INDEX tasks_finished ON tasks (queue, state, finished_at)

@@ -103,25 +103,50 @@ pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Tas
     Ok(claimed)
 }
 
-/// The conditions of a claim's filters on kinds and priority, numbering parameters after
-/// `first` (`?{first}` onwards), with their values.
-fn filters(p: &TaskClaimParams, first: usize) -> (String, Vec<Value>) {
-    let mut filter = String::new();
-    let mut values: Vec<Value> = Vec::new();
-    if !p.kinds.is_empty() {
-        filter.push_str(" AND kind IN (");
-        for (i, kind) in p.kinds.iter().enumerate() {
-            let sep = if i == 0 { "" } else { ", " };
-            filter.push_str(&format!("{sep}?{}", first + values.len()));
-            values.push(Value::Text(kind.clone()));
+/// Conditions added to a claim's statement, with their values, parameters numbered from
+/// `first` on.
+struct Conditions {
+    sql: String,
+    values: Vec<Value>,
+    first: usize,
+}
+
+impl Conditions {
+    fn new(first: usize) -> Conditions {
+        Conditions {
+            sql: String::new(),
+            values: Vec::new(),
+            first,
         }
-        filter.push(')');
     }
-    if let Some(min) = p.min_priority {
-        filter.push_str(&format!(" AND priority >= ?{}", first + values.len()));
-        values.push(Value::Integer(i64::from(min)));
+
+    fn next(&self) -> usize {
+        self.first + self.values.len()
     }
-    (filter, values)
+
+    /// ` AND {test} (?a, ?b, …)` (`test` as `kind IN`), unless `items` is empty.
+    fn list(mut self, test: &str, items: &[String]) -> Conditions {
+        if !items.is_empty() {
+            self.sql.push_str(&format!(" AND {test} ("));
+            for (i, item) in items.iter().enumerate() {
+                let sep = if i == 0 { "" } else { ", " };
+                self.sql.push_str(&format!("{sep}?{}", self.next()));
+                self.values.push(Value::Text(item.clone()));
+            }
+            self.sql.push(')');
+        }
+        self
+    }
+
+    /// The claim's filters on kinds and priority.
+    fn claim_filters(self, p: &TaskClaimParams) -> Conditions {
+        let mut c = self.list("kind IN", &p.kinds);
+        if let Some(min) = p.min_priority {
+            c.sql.push_str(&format!(" AND priority >= ?{}", c.next()));
+            c.values.push(Value::Integer(i64::from(min)));
+        }
+        c
+    }
 }
 
 /// A claim over every queue: the first available tasks of all queues but the `excluded` ones,
@@ -132,22 +157,12 @@ fn keys_of_all(
     excluded: &[String],
     quota: &mut HashMap<String, i64>,
 ) -> Result<Vec<TaskId>> {
-    let mut filter = String::new();
-    let mut values: Vec<Value> = vec![Value::Integer(i64::from(p.max))];
-    if !excluded.is_empty() {
-        filter.push_str(" AND queue NOT IN (");
-        for (i, queue) in excluded.iter().enumerate() {
-            let sep = if i == 0 { "" } else { ", " };
-            filter.push_str(&format!("{sep}?{}", 1 + values.len()));
-            values.push(Value::Text(queue.clone()));
-        }
-        filter.push(')');
-    }
-    let (more, more_values) = filters(p, 1 + values.len());
-    filter.push_str(&more);
-    values.extend(more_values);
+    let c = Conditions::new(2)
+        .list("queue NOT IN", excluded)
+        .claim_filters(p);
+    let values = std::iter::once(Value::Integer(i64::from(p.max))).chain(c.values);
     let mut stmt = tx
-        .prepare_cached(&indexed::claim_keys_all(&filter))
+        .prepare_cached(&indexed::claim_keys_all(&c.sql))
         .map_err(db_err)?;
     let rows = stmt
         .query_map(params_from_iter(values), |r| {
@@ -179,9 +194,9 @@ fn keys_of_named(
     let mut queues = p.queues.clone();
     queues.sort_unstable();
     queues.dedup();
-    let (filter, values) = filters(p, 3);
+    let c = Conditions::new(3).claim_filters(p);
     let mut stmt = tx
-        .prepare_cached(&indexed::claim_keys(&filter))
+        .prepare_cached(&indexed::claim_keys(&c.sql))
         .map_err(db_err)?;
     let mut keys: Vec<(Reverse<i64>, i64, TaskId)> = Vec::new();
     for queue in queues.iter().filter(|q| !excluded.contains(q)) {
@@ -189,7 +204,7 @@ fn keys_of_named(
         let limit = quota.get(queue).map_or(max, |&left| left.min(max));
         let args = [Value::Text(queue.clone()), Value::Integer(limit)]
             .into_iter()
-            .chain(values.iter().cloned());
+            .chain(c.values.iter().cloned());
         let rows = stmt
             .query_map(params_from_iter(args), |r| {
                 Ok((Reverse(r.get(0)?), r.get(1)?, r.get(2)?))
