@@ -25,6 +25,7 @@ pub mod testing;
 mod transactional;
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -75,6 +76,8 @@ pub struct PgStore {
     op_timeout: Duration,
     /// Store operations run so far (for measuring how chatty a node is).
     operations: std::sync::atomic::AtomicU64,
+    /// Where claims resume in the claim index (see [`tasks::cursor`]).
+    cursors: Arc<tasks::cursor::ClaimCursors>,
     listener: listen::Listener,
 }
 
@@ -133,13 +136,16 @@ impl PgStore {
         drop(client);
         let channel = listen::channel_for(&schema);
         let (events, _) = broadcast::channel(1024);
-        let listener = listen::Listener::start(config, channel.clone(), events.clone());
+        let cursors = Arc::new(tasks::cursor::ClaimCursors::default());
+        let listener =
+            listen::Listener::start(config, channel.clone(), events.clone(), cursors.clone());
         Ok(PgStore {
             pool,
             channel,
             events,
             op_timeout: opts.op_timeout,
             operations: std::sync::atomic::AtomicU64::new(0),
+            cursors,
             listener,
         })
     }
@@ -164,6 +170,19 @@ impl PgStore {
     }
 
     /// Runs one operation on a pooled connection, bounded by the operation timeout.
+    /// Moves this store's claim positions back to the first of tasks it has just made
+    /// claimable (priority, run time), without waiting for its own announcement to come back
+    /// through the listener: a claim that follows at once sees them.
+    fn claimable(&self, tasks: impl IntoIterator<Item = (i32, jiff::Timestamp)>) {
+        let first = tasks
+            .into_iter()
+            .reduce(|(p, r), (q, s)| (p.max(q), r.min(s)));
+        if let Some((priority, run_at)) = first {
+            self.cursors
+                .move_back(tasks::cursor::Key::before(priority, run_at));
+        }
+    }
+
     async fn op<T, F>(&self, f: F) -> Result<T>
     where
         F: AsyncFnOnce(&mut deadpool_postgres::Object, &str) -> Result<T>,
@@ -236,8 +255,14 @@ impl Store for PgStore {
     }
 
     async fn task_insert_many(&self, params: TaskInsertParams) -> Result<Vec<TaskInserted>> {
-        self.op(async |c, ch| tasks::insert_many(c, ch, &params).await)
-            .await
+        let inserted = self
+            .op(async |c, ch| tasks::insert_many(c, ch, &params).await)
+            .await?;
+        self.claimable(params.tasks.iter().map(|t| {
+            let run_at = t.task.run_at.unwrap_or(params.now);
+            (t.task.priority, run_at)
+        }));
+        Ok(inserted)
     }
 
     async fn task_get(&self, id: TaskId) -> Result<Task> {
@@ -249,7 +274,9 @@ impl Store for PgStore {
     }
 
     async fn task_claim(&self, params: TaskClaimParams) -> Result<Vec<Task>> {
-        self.op(async |c, _| tasks::claim(c, &params).await).await
+        let cursors = &self.cursors;
+        self.op(async |c, channel| tasks::claim(c, channel, cursors, &params).await)
+            .await
     }
 
     async fn task_heartbeat(&self, params: TaskHeartbeatParams) -> Result<HeartbeatReply> {
@@ -258,8 +285,17 @@ impl Store for PgStore {
     }
 
     async fn task_finish_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<Task>>> {
-        self.op(async |c, ch| tasks::finish_many(c, ch, &params).await)
-            .await
+        let ended = self
+            .op(async |c, ch| tasks::finish_many(c, ch, &params).await)
+            .await?;
+        self.claimable(
+            ended
+                .iter()
+                .flatten()
+                .filter(|t| !t.state.is_finished())
+                .map(key),
+        );
+        Ok(ended)
     }
 
     async fn task_cancel(&self, params: TaskCancelParams) -> Result<Task> {
@@ -268,18 +304,29 @@ impl Store for PgStore {
     }
 
     async fn task_retry(&self, params: TaskRetryParams) -> Result<Task> {
-        self.op(async |c, ch| tasks::retry(c, ch, &params).await)
-            .await
+        let task = self
+            .op(async |c, ch| tasks::retry(c, ch, &params).await)
+            .await?;
+        self.claimable([key(&task)]);
+        Ok(task)
     }
 
     async fn task_reschedule(&self, params: TaskRescheduleParams) -> Result<Task> {
-        self.op(async |c, ch| tasks::reschedule(c, ch, &params).await)
-            .await
+        let task = self
+            .op(async |c, ch| tasks::reschedule(c, ch, &params).await)
+            .await?;
+        self.claimable([key(&task)]);
+        Ok(task)
     }
 
     async fn task_rescue(&self, params: TaskRescueParams) -> Result<Vec<TaskId>> {
-        self.op(async |c, ch| tasks::rescue(c, ch, &params).await)
-            .await
+        let rescued = self
+            .op(async |c, ch| tasks::rescue(c, ch, &params).await)
+            .await?;
+        if !rescued.is_empty() {
+            self.cursors.forget();
+        }
+        Ok(rescued)
     }
 
     async fn task_prune(&self, params: TaskPruneParams) -> Result<u64> {
@@ -296,8 +343,12 @@ impl Store for PgStore {
     }
 
     async fn queue_update(&self, params: QueueUpdateParams) -> Result<QueueInfo> {
-        self.op(async |c, ch| queues::update(c, ch, &params).await)
-            .await
+        let info = self
+            .op(async |c, ch| queues::update(c, ch, &params).await)
+            .await?;
+        // A resumed or widened queue's tasks may lie anywhere in claim order.
+        self.cursors.forget();
+        Ok(info)
     }
 
     async fn lease_acquire(&self, params: LeaseAcquireParams) -> Result<Option<Lease>> {
@@ -381,4 +432,9 @@ impl Store for PgStore {
         self.op(async |c, _| observe::worker_prune(c, before).await)
             .await
     }
+}
+
+/// A task's priority and run time (see [`PgStore::claimable`]).
+fn key(task: &Task) -> (i32, jiff::Timestamp) {
+    (task.priority, task.run_at)
 }

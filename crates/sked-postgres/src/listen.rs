@@ -2,8 +2,12 @@
 //!
 //! Every statement that makes work appear sends one `pg_notify` on the schema's channel (one
 //! per statement, not per row, however many tasks it inserts). Payloads:
-//! `t` (tasks may be claimable now), `t<µs>` (the earliest run time among new tasks, in
-//! microseconds since the epoch), `s` (schedules changed) and `l<name>` (a lease was given up).
+//! `t` (tasks may be claimable now), `t<µs>p<priority>` (the earliest run time among new tasks,
+//! in microseconds since the epoch, and their highest priority), `s` (schedules changed) and
+//! `l<name>` (a lease was given up).
+//!
+//! The listener moves the store's claim positions back before it passes a task announcement on
+//! (see [`crate::tasks::cursor`]), so a claim woken by it starts early enough.
 //!
 //! One dedicated connection per store listens and turns notifications into [`StoreEvent`]s.
 //! When it drops, subscribers get [`StoreEvent::Deaf`] and poll; it reconnects with backoff and
@@ -19,16 +23,29 @@ use sked_store::StoreEvent;
 use tokio::sync::{broadcast, mpsc};
 use tokio_postgres::AsyncMessage;
 
+use crate::tasks::cursor::{ClaimCursors, Key};
+
 /// The channel of one schema's announcements.
 pub(crate) fn channel_for(schema: &str) -> String {
     format!("sked_{schema}")
 }
 
-/// The `pg_notify` call that announces tasks, given the SQL expression of their earliest run time.
-pub(crate) fn notify_tasks_sql(run_at: &str) -> String {
+/// The `pg_notify` call that announces tasks, given the SQL expressions of their earliest run
+/// time and highest priority.
+pub(crate) fn notify_tasks_sql(run_at: &str, priority: &str) -> String {
     format!(
-        "pg_notify($1, 't' || coalesce((extract(epoch from {run_at}) * 1000000)::bigint::text, ''))"
+        "pg_notify($1, 't' || coalesce((extract(epoch from {run_at}) * 1000000)::bigint::text, '') \
+           || coalesce('p' || ({priority})::text, ''))"
     )
+}
+
+/// A task announcement's first claim-order position: `None` when it names none.
+fn announced_first(rest: &str) -> Option<Key> {
+    let (us, priority) = rest.split_once('p')?;
+    Some(Key::before(
+        priority.parse().ok()?,
+        Timestamp::from_microsecond(us.parse().ok()?).ok()?,
+    ))
 }
 
 pub(crate) fn parse(payload: &str) -> Option<StoreEvent> {
@@ -37,13 +54,24 @@ pub(crate) fn parse(payload: &str) -> Option<StoreEvent> {
         "t" if rest.is_empty() => Some(StoreEvent::Tasks { run_at: None }),
         "t" => Some(StoreEvent::Tasks {
             run_at: rest
-                .parse::<i64>()
-                .ok()
+                .split('p')
+                .next()
+                .and_then(|us| us.parse::<i64>().ok())
                 .and_then(|us| Timestamp::from_microsecond(us).ok()),
         }),
         "s" => Some(StoreEvent::Schedules),
         "l" => Some(StoreEvent::LeaseReleased { name: rest.into() }),
         _ => None,
+    }
+}
+
+/// Moves claim positions back for a notification, if it announces tasks.
+fn move_claims_back(cursors: &ClaimCursors, payload: &str) {
+    if let Some(rest) = payload.strip_prefix('t') {
+        match announced_first(rest) {
+            Some(first) => cursors.move_back(first),
+            None => cursors.forget(),
+        }
     }
 }
 
@@ -66,10 +94,11 @@ impl Listener {
         config: tokio_postgres::Config,
         channel: String,
         events: broadcast::Sender<StoreEvent>,
+        cursors: Arc<ClaimCursors>,
     ) -> Listener {
         let up = Arc::new(AtomicBool::new(false));
         Listener {
-            task: tokio::spawn(run(config, channel, events, up.clone())),
+            task: tokio::spawn(run(config, channel, events, cursors, up.clone())),
             up,
         }
     }
@@ -79,17 +108,20 @@ async fn run(
     config: tokio_postgres::Config,
     channel: String,
     events: broadcast::Sender<StoreEvent>,
+    cursors: Arc<ClaimCursors>,
     up: Arc<AtomicBool>,
 ) {
     let mut backoff = Duration::from_millis(100);
     loop {
-        match listen_once(&config, &channel, &events, &up).await {
+        match listen_once(&config, &channel, &events, &cursors, &up).await {
             Ok(()) => backoff = Duration::from_millis(100),
             Err(e) => {
                 tracing::warn!(error = %e, "PostgreSQL listener disconnected; polling until it is back")
             }
         }
         up.store(false, Ordering::SeqCst);
+        // Announcements sent while deaf are lost.
+        cursors.forget();
         let _ = events.send(StoreEvent::Deaf);
         tokio::time::sleep(backoff + Duration::from_millis(fastrand::u64(..100))).await;
         backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -101,6 +133,7 @@ async fn listen_once(
     config: &tokio_postgres::Config,
     channel: &str,
     events: &broadcast::Sender<StoreEvent>,
+    cursors: &ClaimCursors,
     up: &AtomicBool,
 ) -> Result<(), tokio_postgres::Error> {
     let (client, mut connection) = config.connect(tokio_postgres::NoTls).await?;
@@ -131,10 +164,12 @@ async fn listen_once(
     }
     tracing::debug!(%channel, "listening for announcements");
     up.store(true, Ordering::SeqCst);
+    cursors.forget();
     let _ = events.send(StoreEvent::Listening);
     let result = loop {
         match rx.recv().await {
             Some(Ok(payload)) => {
+                move_claims_back(cursors, &payload);
                 if let Some(event) = parse(&payload) {
                     let _ = events.send(event);
                 }
@@ -161,6 +196,18 @@ mod tests {
                 run_at: Some("2026-01-01T00:00:00Z".parse().unwrap())
             })
         );
+        assert_eq!(
+            parse("t1767225600000000p-3"),
+            Some(StoreEvent::Tasks {
+                run_at: Some("2026-01-01T00:00:00Z".parse().unwrap())
+            })
+        );
+        assert_eq!(
+            announced_first("1767225600000000p-3"),
+            Some(Key::before(-3, "2026-01-01T00:00:00Z".parse().unwrap()))
+        );
+        assert_eq!(announced_first("1767225600000000"), None);
+        assert_eq!(announced_first(""), None);
         assert_eq!(parse("s"), Some(StoreEvent::Schedules));
         assert_eq!(
             parse("lleader"),

@@ -30,7 +30,8 @@ pub async fn fresh_store() -> Option<(crate::PgStore, TestSchema)> {
 }
 
 /// The statement of a claim over every queue (`$1` now, `$2` the lease's end, `$3` the
-/// worker, `$4` at most how many), for tests of its query plan.
-pub fn claim_sql() -> String {
-    crate::tasks::claim::claim_sql("state = 'available'")
+/// worker, `$4` at most how many), for tests of its query plan; with `after`, the claim that
+/// resumes after a claim-order key (`$5` priority, `$6` run time, `$7` id).
+pub fn claim_sql(after: bool) -> String {
+    crate::tasks::claim::claim_sql("state = 'available'", after)
 }

@@ -1,6 +1,7 @@
 //! Claiming tasks (staging due ones first) and extending leases.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use deadpool_postgres::Object;
 use jiff::Timestamp;
@@ -10,14 +11,24 @@ use sked_store::*;
 use tokio_postgres::GenericClient;
 
 use super::Param;
+use super::cursor::{ClaimCursors, Key};
 use crate::codec::{TASK_COLUMNS, col, db_err, tasks_from_rows};
+use crate::listen::notify_tasks_sql;
 
-/// Due scheduled/retrying tasks become available. Rows another node is staging are skipped.
+/// Due scheduled/retrying tasks become available (`$1` the channel, `$2` now) and are announced
+/// by their highest priority and earliest run time (one row, or none when nothing was due).
+/// Rows another node is staging are skipped.
 static STAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
-        "UPDATE sked_tasks SET state = 'available' WHERE id IN ( \
-           SELECT id FROM sked_tasks WHERE state IN {WAITING} AND run_at <= $1 \
-           ORDER BY run_at LIMIT 10000 FOR UPDATE SKIP LOCKED)"
+        "WITH staged AS ( \
+           UPDATE sked_tasks SET state = 'available' WHERE id IN ( \
+             SELECT id FROM sked_tasks WHERE state IN {WAITING} AND run_at <= $2 \
+             ORDER BY run_at LIMIT 10000 FOR UPDATE SKIP LOCKED) \
+           RETURNING priority, run_at) \
+         SELECT f.top, f.first, {} FROM ( \
+           SELECT max(priority) AS top, min(run_at) AS first FROM staged) f \
+         WHERE f.first IS NOT NULL",
+        notify_tasks_sql("f.first", "f.top")
     )
 });
 
@@ -29,6 +40,10 @@ const QUEUE_SETTINGS: &str = "SELECT q.name, q.paused, q.concurrency_limit FROM 
 /// `$3` the worker, `$4` at most how many), in claim order. Queues that are paused or limited
 /// are left to the slow path ([`claim_limited`]).
 ///
+/// With `after`, the claim starts after the claim-order key (`$5` priority, `$6` run time,
+/// `$7` id) where the store's previous claim ended (see [`super::cursor`]): the rest of that
+/// priority, then the lower ones.
+///
 /// The planner costs the `NOT EXISTS` from `sked_queues`' statistics. Without any (the table
 /// is small and changes seldom, so autovacuum seldom analyzes it) it assumed a table of some
 /// size, chose a hash anti-join and read and sorted every available task for each claim (a
@@ -36,41 +51,71 @@ const QUEUE_SETTINGS: &str = "SELECT q.name, q.paused, q.concurrency_limit FROM 
 /// in order). So the migrations and every change of queue settings analyze `sked_queues`
 /// ([`crate::queues::update`]). A scalar subquery per candidate instead of `NOT EXISTS` did not
 /// depend on the statistics, but cost a fifth of the drain's throughput.
-pub(crate) fn claim_sql(filter: &str) -> String {
+pub(crate) fn claim_sql(filter: &str, after: bool) -> String {
+    let open = "NOT EXISTS (SELECT 1 FROM sked_queues q WHERE q.name = c.queue \
+                  AND (q.paused OR q.concurrency_limit IS NOT NULL))";
+    let picked = match after {
+        false => format!(
+            "picked AS (SELECT id FROM sked_tasks c WHERE {filter} AND {open} \
+               ORDER BY priority DESC, run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)"
+        ),
+        true => format!(
+            "same AS (SELECT id FROM sked_tasks c WHERE {filter} AND priority = $5 \
+               AND (run_at, id) > ($6, $7) AND {open} \
+               ORDER BY run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED), \
+             lower AS (SELECT id FROM sked_tasks c WHERE {filter} AND priority < $5 AND {open} \
+               ORDER BY priority DESC, run_at, id LIMIT $4 - (SELECT count(*) FROM same) \
+               FOR UPDATE SKIP LOCKED), \
+             picked AS (SELECT id FROM same UNION ALL SELECT id FROM lower)"
+        ),
+    };
     format!(
-        "WITH picked AS ( \
-           SELECT id FROM sked_tasks c WHERE {filter} AND NOT EXISTS ( \
-             SELECT 1 FROM sked_queues q WHERE q.name = c.queue \
-               AND (q.paused OR q.concurrency_limit IS NOT NULL)) \
-           ORDER BY priority DESC, run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED) \
+        "WITH {picked} \
          UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, started_at = $1, \
            lease_expires_at = $2, worker = $3, cancel_requested = false \
          FROM picked WHERE t.id = picked.id RETURNING {TASK_COLUMNS}"
     )
 }
 
-pub(crate) async fn claim(c: &mut Object, p: &TaskClaimParams) -> Result<Vec<Task>> {
+pub(crate) async fn claim(
+    c: &mut Object,
+    channel: &str,
+    cursors: &ClaimCursors,
+    p: &TaskClaimParams,
+) -> Result<Vec<Task>> {
     let expires = p
         .now
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let max = i64::from(p.max);
+    let start = cursors.start(&format!("{:?} {:?}", p.queues, p.kinds), p.now);
+    let after = start.after;
     let mut params: Vec<Param<'_>> = vec![&p.now, &expires, &p.worker, &max];
+    if let Some(key) = &after {
+        params.extend([&key.priority as Param<'_>, &key.run_at, &key.id]);
+    }
     let filter = candidates_filter(&p.queues, &p.kinds, &p.min_priority, &mut params);
-    let sql = claim_sql(&filter);
+    let sql = claim_sql(&filter, after.is_some());
+    let began = Instant::now();
     let stage = c.prepare_cached(&STAGE).await.map_err(db_err)?;
     let settings = c.prepare_cached(QUEUE_SETTINGS).await.map_err(db_err)?;
     let take = c.prepare_cached(&sql).await.map_err(db_err)?;
-    let now: [Param<'_>; 1] = [&p.now];
+    let stage_params: [Param<'_>; 2] = [&channel, &p.now];
     // Three statements in one round trip, run in order: the claim sees what staging made
     // available.
-    let (_, settings, rows) = tokio::try_join!(
-        c.execute(&stage, &now),
+    let (staged, settings, rows) = tokio::try_join!(
+        c.query(&stage, &stage_params),
         c.query(&settings, &[]),
         c.query(&take, &params)
     )
     .map_err(db_err)?;
     let mut claimed = tasks_from_rows(&rows)?;
+    // RETURNING has no order of its own.
+    claimed.sort_by_key(|t| Key::of(t).order());
+    if let Some(row) = staged.first() {
+        cursors.move_back(Key::before(col(row, 0)?, col(row, 1)?));
+    }
+    cursors.finish(start, claimed.last().map(Key::of), p.now, began.elapsed());
     let mut limited: Vec<String> = Vec::new();
     for row in &settings {
         let name: String = col(row, 0)?;
@@ -82,14 +127,8 @@ pub(crate) async fn claim(c: &mut Object, p: &TaskClaimParams) -> Result<Vec<Tas
     let left = p.max.saturating_sub(claimed.len() as u32);
     if left > 0 && !limited.is_empty() {
         claimed.extend(claim_limited(c, p, &limited, left, expires).await?);
+        claimed.sort_by_key(|t| Key::of(t).order());
     }
-    // RETURNING has no order of its own.
-    claimed.sort_by(|a, b| {
-        b.priority
-            .cmp(&a.priority)
-            .then(a.run_at.cmp(&b.run_at))
-            .then(a.id.cmp(&b.id))
-    });
     Ok(claimed)
 }
 

@@ -9,6 +9,7 @@ use sked_core::{Task, TaskId, Transition};
 use sked_store::*;
 use tokio_postgres::GenericClient;
 
+use super::cursor::Key;
 use crate::codec::{TASK_COLUMNS, col, db_err, task_from_row, tasks_from_rows};
 use crate::listen::notify_tasks_sql;
 
@@ -84,8 +85,9 @@ struct RowChanges {
     finished_at: Vec<Option<Timestamp>>,
     last_error: Vec<Option<String>>,
     result: Vec<Option<serde_json::Value>>,
-    /// Earliest run time among tasks left waiting or available (for the announcement).
-    first_run_at: Option<Timestamp>,
+    /// The first claim-order position among tasks left waiting or available (the highest
+    /// priority, the earliest run time), for the announcement.
+    first: Option<Key>,
     /// A task of a schedule changed state.
     schedules: bool,
 }
@@ -100,9 +102,11 @@ impl RowChanges {
         self.last_error.push(after.last_error.clone());
         self.result.push(after.result.clone());
         if !after.state.is_finished() {
-            self.first_run_at = Some(
-                self.first_run_at
-                    .map_or(after.run_at, |t| t.min(after.run_at)),
+            self.first = Some(
+                self.first
+                    .map_or(Key::before(after.priority, after.run_at), |k| {
+                        Key::before(k.priority.max(after.priority), k.run_at.min(after.run_at))
+                    }),
             );
         }
         self.schedules |= after.schedule.is_some();
@@ -139,7 +143,7 @@ impl RowChanges {
         )
         .await
         .map_err(db_err)?;
-        if let Some(first) = self.first_run_at {
+        if let Some(first) = self.first {
             announce_tasks(&**tx, channel, Some(first)).await?;
         }
         if self.schedules {
@@ -149,14 +153,17 @@ impl RowChanges {
     }
 }
 
+/// Announces tasks that may be claimable from `first` on (their first claim-order position;
+/// `None`: anywhere).
 pub(crate) async fn announce_tasks<C: GenericClient + Sync>(
     c: &C,
     channel: &str,
-    run_at: Option<Timestamp>,
+    first: Option<Key>,
 ) -> Result<()> {
+    let (run_at, priority) = (first.map(|k| k.run_at), first.map(|k| k.priority));
     c.execute(
-        &format!("SELECT {}", notify_tasks_sql("$2::timestamptz")),
-        &[&channel, &run_at],
+        &format!("SELECT {}", notify_tasks_sql("$2::timestamptz", "$3::int")),
+        &[&channel, &run_at, &priority],
     )
     .await
     .map_err(db_err)?;

@@ -7,6 +7,7 @@
 //! - here: reading tasks and the operator's actions (cancel, retry, reschedule), pruning.
 
 pub(crate) mod claim;
+pub(crate) mod cursor;
 mod ending;
 mod insert;
 
@@ -22,6 +23,7 @@ use sked_store::*;
 use tokio_postgres::types::ToSql;
 
 use crate::codec::{TASK_COLUMNS, col, db_err, task_from_row, tasks_from_rows};
+use cursor::Key;
 use ending::AttemptRows;
 
 type Param<'a> = &'a (dyn ToSql + Sync);
@@ -175,7 +177,7 @@ pub(crate) async fn retry(c: &mut Object, channel: &str, p: &TaskRetryParams) ->
         )
         .await
         .map_err(db_err)?;
-    announce_tasks(&*tx, channel, Some(p.now)).await?;
+    announce_tasks(&*tx, channel, Some(Key::before(task.priority, p.now))).await?;
     tx.commit().await.map_err(db_err)?;
     task_from_row(&row)
 }
@@ -198,7 +200,7 @@ pub(crate) async fn reschedule(
         )
         .await
         .map_err(db_err)?;
-    announce_tasks(&*tx, channel, Some(p.run_at)).await?;
+    announce_tasks(&*tx, channel, Some(Key::before(task.priority, p.run_at))).await?;
     tx.commit().await.map_err(db_err)?;
     task_from_row(&row)
 }

@@ -3,5 +3,6 @@
 
 mod conformance;
 mod plans;
+mod resume;
 mod snapshot;
 mod transactional;

@@ -39,19 +39,32 @@ async fn a_claim_walks_the_claim_index_whatever_the_queue_statistics() {
     c.batch_execute("ANALYZE sked_tasks").await.unwrap();
     let max: i64 = 1000;
     let worker = "w".to_string();
-    let plan: Vec<String> = c
-        .query(
-            &format!("EXPLAIN {}", claim_sql()),
-            &[&now, &now, &worker, &max],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let plan = plan.join("\n");
+    let explain = async |sql: String, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]| {
+        let rows = c.query(&format!("EXPLAIN {sql}"), params).await.unwrap();
+        rows.iter()
+            .map(|r| r.get(0))
+            .collect::<Vec<String>>()
+            .join("\n")
+    };
+    let plan = explain(claim_sql(false), &[&now, &now, &worker, &max]).await;
     assert!(
         plan.contains("Index Scan using sked_tasks_available") && !plan.contains("Sort"),
         "a claim does not walk the claim index in order:\n{plan}"
+    );
+    // Resuming after a key: that priority from the key on, then the lower ones, both in index
+    // order and the first starting at the key rather than filtering up to it.
+    let (priority, id) = (0i32, 25_000i64);
+    let plan = explain(
+        claim_sql(true),
+        &[&now, &now, &worker, &max, &priority, &now, &id],
+    )
+    .await;
+    assert!(
+        plan.matches("Index Scan using sked_tasks_available")
+            .count()
+            == 2
+            && plan.contains("(ROW(run_at, id) > ROW(")
+            && !plan.contains("Sort Key: c."),
+        "a resumed claim does not start at its key in the claim index:\n{plan}"
     );
 }

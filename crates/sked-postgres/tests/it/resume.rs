@@ -1,0 +1,194 @@
+//! Claims resume where the store's previous claim ended, so that a held snapshot (which keeps
+//! every claimed task's entry in the claim index) does not make each claim walk all of them;
+//! tasks that appear before that point are still claimed first.
+
+use std::time::{Duration, Instant};
+
+use jiff::{SignedDuration, Timestamp};
+use sked_core::{NewTask, Task};
+use sked_postgres::PgStore;
+use sked_postgres::testing::{TestSchema, fresh_store};
+use sked_store::{FinishOutcome, Store, TaskClaimParams, TaskFinishParams, TaskInsertParams};
+
+fn task(priority: i32) -> sked_store::TaskInsert {
+    let mut t = NewTask::new("noop");
+    t.priority = priority;
+    t.into()
+}
+
+async fn insert(store: &PgStore, priorities: &[i32], now: Timestamp) -> Vec<i64> {
+    let tasks = priorities.iter().map(|p| task(*p)).collect();
+    let inserted = store
+        .task_insert_many(TaskInsertParams { tasks, now })
+        .await
+        .unwrap();
+    inserted.iter().map(|t| t.id).collect()
+}
+
+async fn claim(store: &PgStore, max: u32, now: Timestamp) -> Vec<Task> {
+    store
+        .task_claim(TaskClaimParams {
+            queues: vec![],
+            kinds: vec![],
+            max,
+            min_priority: None,
+            worker: "w".into(),
+            lease_ttl: SignedDuration::from_secs(60),
+            now,
+        })
+        .await
+        .unwrap()
+}
+
+async fn complete(store: &PgStore, tasks: &[Task], now: Timestamp) {
+    let ps = tasks
+        .iter()
+        .map(|t| TaskFinishParams {
+            id: t.id,
+            attempt: t.attempt,
+            outcome: FinishOutcome::Succeeded { result: None },
+            now,
+            jitter: 0.5,
+        })
+        .collect();
+    for r in store.task_finish_many(ps).await.unwrap() {
+        r.unwrap();
+    }
+}
+
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    c
+}
+
+/// Entries the claim index has handed out to scans of it, once every connection of the schema's
+/// stores has ended (a backend's counters are published when it exits).
+async fn claim_index_reads(c: &tokio_postgres::Client, schema: &TestSchema) -> i64 {
+    let started = Instant::now();
+    loop {
+        let open: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                &[&schema.name],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if open == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "stores did not disconnect"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    c.batch_execute("SELECT pg_stat_clear_snapshot()")
+        .await
+        .unwrap();
+    c.query_one(
+        "SELECT idx_tup_read FROM pg_stat_user_indexes \
+         WHERE schemaname = $1 AND indexrelname = 'sked_tasks_available'",
+        &[&schema.name],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+#[tokio::test]
+async fn with_a_snapshot_held_claims_do_not_walk_what_was_claimed_before() {
+    let Some((store, schema)) = fresh_store().await else {
+        return;
+    };
+    let now = Timestamp::now();
+    let holder = connect(&schema.base_url).await;
+    holder
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM pg_class")
+        .await
+        .unwrap();
+    let n = 3000;
+    insert(&store, &vec![0; n], now).await;
+    let mut claimed = 0;
+    loop {
+        let tasks = claim(&store, 100, now).await;
+        if tasks.is_empty() {
+            break;
+        }
+        claimed += tasks.len();
+        complete(&store, &tasks, now).await;
+    }
+    assert_eq!(claimed, n);
+    drop(store);
+    let reads = claim_index_reads(&connect(&schema.base_url).await, &schema).await;
+    // From the front every time, the 30 claims would read 100 + 200 + … + 3,000 entries
+    // (46,500): each claimed task's entry stays while the snapshot is held.
+    assert!(
+        reads < 2 * n as i64,
+        "{reads} claim index entries read to claim {n} tasks"
+    );
+    holder.batch_execute("ROLLBACK").await.unwrap();
+}
+
+#[tokio::test]
+async fn a_higher_priority_task_is_claimed_next_whoever_inserted_it() {
+    let Some((a, schema)) = fresh_store().await else {
+        return;
+    };
+    let b = PgStore::connect(schema.options()).await.unwrap();
+    let now = Timestamp::now();
+    insert(&a, &[0, 0, 0, 0], now).await;
+    assert_eq!(claim(&a, 1, now).await[0].priority, 0);
+    // Inserted through this store: the next claim takes it.
+    let [mine] = insert(&a, &[5], now).await[..] else {
+        unreachable!()
+    };
+    assert_eq!(claim(&a, 1, now).await[0].id, mine);
+    // Inserted through another: the announcement moves this store's claims back to it (the
+    // clock stands still, so no claim from the front finds it instead). It may arrive after a
+    // claim or two of the others.
+    let [theirs] = insert(&b, &[7], now).await[..] else {
+        unreachable!()
+    };
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    while !seen.contains(&theirs) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the task inserted elsewhere was not claimed; claimed {seen:?}"
+        );
+        seen.extend(claim(&a, 1, now).await.iter().map(|t| t.id));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_task_passed_over_while_locked_is_claimed_within_a_second() {
+    let Some((store, schema)) = fresh_store().await else {
+        return;
+    };
+    let now = Timestamp::now();
+    let ids = insert(&store, &[0, 0, 0, 0], now).await;
+    let first = claim(&store, 1, now).await;
+    assert_eq!(first[0].id, ids[0]);
+    // Another transaction holds the next task while a claim passes it.
+    let other = connect(&schema.url()).await;
+    other
+        .batch_execute(&format!(
+            "BEGIN; SELECT 1 FROM sked_tasks WHERE id = {} FOR UPDATE",
+            ids[1]
+        ))
+        .await
+        .unwrap();
+    assert_eq!(claim(&store, 1, now).await[0].id, ids[2]);
+    other.batch_execute("ROLLBACK").await.unwrap();
+    let later = now + SignedDuration::from_secs(1);
+    let mut seen: Vec<i64> = Vec::new();
+    for _ in 0..2 {
+        seen.extend(claim(&store, 1, later).await.iter().map(|t| t.id));
+    }
+    assert!(seen.contains(&ids[1]), "claimed {seen:?}");
+}
