@@ -274,8 +274,8 @@ impl Store for PgStore {
     }
 
     async fn task_claim(&self, params: TaskClaimParams) -> Result<Vec<Task>> {
-        let cursors = &self.cursors;
-        self.op(async |c, channel| tasks::claim(c, channel, cursors, &params).await)
+        let (pool, cursors) = (&self.pool, &self.cursors);
+        self.op(async |c, channel| tasks::claim(c, pool, channel, cursors, &params).await)
             .await
     }
 

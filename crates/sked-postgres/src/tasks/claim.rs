@@ -1,9 +1,10 @@
 //! Claiming tasks (staging due ones first) and extending leases.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
-use deadpool_postgres::Object;
+use deadpool_postgres::{Object, Pool};
 use jiff::Timestamp;
 use sked_core::{Task, TaskId};
 use sked_store::states::WAITING;
@@ -32,6 +33,10 @@ static STAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     )
 });
 
+/// Candidates `c` of a queue that is neither paused nor limited.
+const OPEN: &str = "NOT EXISTS (SELECT 1 FROM sked_queues q WHERE q.name = c.queue \
+    AND (q.paused OR q.concurrency_limit IS NOT NULL))";
+
 /// Paused queues and queues with a concurrency limit.
 const QUEUE_SETTINGS: &str = "SELECT q.name, q.paused, q.concurrency_limit FROM sked_queues q \
     WHERE q.paused OR q.concurrency_limit IS NOT NULL";
@@ -52,8 +57,7 @@ const QUEUE_SETTINGS: &str = "SELECT q.name, q.paused, q.concurrency_limit FROM 
 /// ([`crate::queues::update`]). A scalar subquery per candidate instead of `NOT EXISTS` did not
 /// depend on the statistics, but cost a fifth of the drain's throughput.
 pub(crate) fn claim_sql(filter: &str, after: bool) -> String {
-    let open = "NOT EXISTS (SELECT 1 FROM sked_queues q WHERE q.name = c.queue \
-                  AND (q.paused OR q.concurrency_limit IS NOT NULL))";
+    let open = OPEN;
     let picked = match after {
         false => format!(
             "picked AS (SELECT id FROM sked_tasks c WHERE {filter} AND {open} \
@@ -79,8 +83,9 @@ pub(crate) fn claim_sql(filter: &str, after: bool) -> String {
 
 pub(crate) async fn claim(
     c: &mut Object,
+    pool: &Pool,
     channel: &str,
-    cursors: &ClaimCursors,
+    cursors: &Arc<ClaimCursors>,
     p: &TaskClaimParams,
 ) -> Result<Vec<Task>> {
     let expires = p
@@ -88,7 +93,11 @@ pub(crate) async fn claim(
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let max = i64::from(p.max);
-    let start = cursors.start(&format!("{:?} {:?}", p.queues, p.kinds), p.now);
+    let filter_key = format!("{:?} {:?}", p.queues, p.kinds);
+    let start = cursors.start(&filter_key, p.now);
+    if start.probe {
+        tokio::spawn(probe(pool.clone(), cursors.clone(), filter_key, p.clone()));
+    }
     let after = start.after;
     let mut params: Vec<Param<'_>> = vec![&p.now, &expires, &p.worker, &max];
     if let Some(key) = &after {
@@ -96,7 +105,6 @@ pub(crate) async fn claim(
     }
     let filter = candidates_filter(&p.queues, &p.kinds, &p.min_priority, &mut params);
     let sql = claim_sql(&filter, after.is_some());
-    let began = Instant::now();
     let stage = c.prepare_cached(&STAGE).await.map_err(db_err)?;
     let settings = c.prepare_cached(QUEUE_SETTINGS).await.map_err(db_err)?;
     let take = c.prepare_cached(&sql).await.map_err(db_err)?;
@@ -115,7 +123,7 @@ pub(crate) async fn claim(
     if let Some(row) = staged.first() {
         cursors.move_back(Key::before(col(row, 0)?, col(row, 1)?));
     }
-    cursors.finish(start, claimed.last().map(Key::of), p.now, began.elapsed());
+    cursors.finish(start, claimed.last().map(Key::of));
     let mut limited: Vec<String> = Vec::new();
     for row in &settings {
         let name: String = col(row, 0)?;
@@ -130,6 +138,42 @@ pub(crate) async fn claim(
         claimed.sort_by_key(|t| Key::of(t).order());
     }
     Ok(claimed)
+}
+
+/// Looks for the first claimable task from the front of the claim index, apart from the
+/// claims (with a snapshot held it walks every task claimed since), and hands it to
+/// [`ClaimCursors::probed`]. A failure only delays the next probe.
+async fn probe(pool: Pool, cursors: Arc<ClaimCursors>, filter_key: String, p: TaskClaimParams) {
+    let began = Instant::now();
+    let first = async {
+        let c = pool
+            .get()
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let mut params: Vec<Param<'_>> = Vec::new();
+        let filter = candidates_filter(&p.queues, &p.kinds, &None, &mut params);
+        let stmt = c
+            .prepare_cached(&format!(
+                "SELECT priority, run_at, id FROM sked_tasks c WHERE {filter} AND {OPEN} \
+                 ORDER BY priority DESC, run_at, id LIMIT 1"
+            ))
+            .await
+            .map_err(db_err)?;
+        let row = c.query_opt(&stmt, &params).await.map_err(db_err)?;
+        row.map(|r| -> Result<Key> {
+            Ok(Key {
+                priority: col(&r, 0)?,
+                run_at: col(&r, 1)?,
+                id: col(&r, 2)?,
+            })
+        })
+        .transpose()
+    };
+    let first = first.await.unwrap_or_else(|e| {
+        tracing::debug!(error = %e, "the claim probe failed");
+        None
+    });
+    cursors.probed(&filter_key, first, p.now, began.elapsed());
 }
 
 /// The `WHERE` of a claim's candidate scan, with its parameters appended to `params`.

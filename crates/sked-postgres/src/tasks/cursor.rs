@@ -14,10 +14,13 @@
 //!   earliest run time among them (see [`crate::listen`]), and the announcement moves every
 //!   position back to that bound (an announcement without them, or a lost listener, moves
 //!   them to the front);
-//! - the store's own staging moves them back at once, without waiting for its announcement;
-//! - and, for what no announcement covers, a claim starts from the front at least once a
-//!   second, and no more often than keeps those claims within a twentieth of the time spent
-//!   claiming (so a held snapshot cannot make them the bulk of the work).
+//! - the store's own changes and staging move them back at once, without waiting for their
+//!   announcement;
+//! - and, for what no announcement covers, a probe beside the claims looks for the first
+//!   claimable task from the front, at least once a second and no more often than keeps it
+//!   within a twentieth of the time (with a snapshot held, it walks everything claimed since);
+//!   when that task lies before the position, claims move back to it. The probe runs apart
+//!   from the claims, so its walk never holds up a claim.
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
@@ -56,6 +59,14 @@ impl Key {
     pub(crate) fn order(&self) -> (Reverse<i32>, Timestamp, TaskId) {
         (Reverse(self.priority), self.run_at, self.id)
     }
+
+    /// The position just before this key (claims after it start with this task).
+    fn just_before(&self) -> Key {
+        Key {
+            id: self.id.saturating_sub(1),
+            ..*self
+        }
+    }
 }
 
 /// Where one set of queues and kinds resumes.
@@ -63,8 +74,10 @@ impl Key {
 struct Position {
     /// Claims start after this key; `None`: at the front.
     after: Option<Key>,
-    /// When the next claim starts at the front whatever `after` says.
-    front_due: Option<Timestamp>,
+    /// When the next probe from the front is due (`None`: at the next claim).
+    probe_due: Option<Timestamp>,
+    /// A probe is under way.
+    probing: bool,
 }
 
 #[derive(Debug, Default)]
@@ -85,14 +98,16 @@ pub(crate) struct ClaimCursors {
 pub(crate) struct Start {
     /// Claim the tasks after this key; `None`: from the front.
     pub(crate) after: Option<Key>,
+    /// This claim starts a probe from the front (see [`ClaimCursors::probed`]).
+    pub(crate) probe: bool,
     filter: String,
     epoch: u64,
 }
 
-/// The shortest and the longest time between claims from the front.
-const FRONT_EVERY: SignedDuration = SignedDuration::from_secs(1);
-/// Claims from the front take at most this share of the time (1/20).
-const FRONT_SHARE: u32 = 20;
+/// The longest time between probes from the front.
+const PROBE_EVERY: SignedDuration = SignedDuration::from_secs(1);
+/// Probes take at most this share of the time (1/20).
+const PROBE_SHARE: u32 = 20;
 
 impl ClaimCursors {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -101,47 +116,59 @@ impl ClaimCursors {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Where a claim for `filter` (its queues and kinds) starts at `now`.
+    /// Where a claim for `filter` (its queues and kinds) starts at `now`, and whether it is
+    /// time for a probe.
     pub(crate) fn start(&self, filter: &str, now: Timestamp) -> Start {
         let mut inner = self.lock();
         let epoch = inner.epoch;
-        let after = match inner.positions.get_mut(filter) {
-            Some(p) if p.front_due.is_some_and(|due| now < due) => p.after,
+        let (after, probe) = match inner.positions.get_mut(filter) {
             Some(p) => {
-                // One claim from the front at a time: claims that start while it runs resume
-                // from the position (it sets the next time when it ends).
-                p.front_due = Some(now.saturating_add(FRONT_EVERY).unwrap_or(Timestamp::MAX));
-                None
+                let probe =
+                    p.after.is_some() && !p.probing && p.probe_due.is_none_or(|due| now >= due);
+                p.probing |= probe;
+                (p.after, probe)
             }
-            None => None,
+            None => (None, false),
         };
         Start {
             after,
+            probe,
             filter: filter.to_owned(),
             epoch,
         }
     }
 
-    /// Records a claim's end: `last`, the last task it took in claim order, and `took`, how
-    /// long the claim ran.
-    pub(crate) fn finish(&self, start: Start, last: Option<Key>, now: Timestamp, took: Duration) {
+    /// Records a claim's end: `last`, the last task it took in claim order.
+    pub(crate) fn finish(&self, start: Start, last: Option<Key>) {
         let mut inner = self.lock();
         let unchanged = inner.epoch == start.epoch;
         let position = inner.positions.entry(start.filter).or_default();
-        if start.after.is_none() {
-            let wait = SignedDuration::try_from(took * FRONT_SHARE)
-                .unwrap_or(SignedDuration::MAX)
-                .max(FRONT_EVERY);
-            position.front_due = Some(now.saturating_add(wait).unwrap_or(Timestamp::MAX));
-        }
         let Some(last) = last.filter(|_| unchanged) else {
             return;
         };
-        // A claim from the front took what it found first, missed tasks included, and there
-        // may be more of those up to where claims had got to: carry on from what it took.
-        // Claims that ran side by side from a position: the furthest one counts.
+        // Claims that ran side by side from a position: the furthest one counts. A claim
+        // from the front took the first tasks there were: carry on from there.
         if start.after.is_none() || position.after.is_none_or(|a| a.order() < last.order()) {
             position.after = Some(last);
+        }
+    }
+
+    /// Records a probe's end: `first`, the first claimable task from the front (`None`: there
+    /// is none, or the probe failed); it started at `now` and took `took`.
+    pub(crate) fn probed(&self, filter: &str, first: Option<Key>, now: Timestamp, took: Duration) {
+        let mut inner = self.lock();
+        let Some(position) = inner.positions.get_mut(filter) else {
+            return;
+        };
+        position.probing = false;
+        let wait = SignedDuration::try_from(took * (PROBE_SHARE + 1))
+            .unwrap_or(SignedDuration::MAX)
+            .max(PROBE_EVERY);
+        position.probe_due = Some(now.saturating_add(wait).unwrap_or(Timestamp::MAX));
+        if let (Some(first), Some(after)) = (first, position.after) {
+            if first.order() <= after.order() {
+                position.after = Some(first.just_before());
+            }
         }
     }
 
@@ -187,22 +214,24 @@ mod tests {
         let cursors = ClaimCursors::default();
         let first = cursors.start("all", at(0));
         assert_eq!(first.after, None, "the first claim starts at the front");
-        cursors.finish(first, Some(key(0, 5, 7)), at(0), Duration::from_millis(1));
+        assert!(!first.probe);
+        cursors.finish(first, Some(key(0, 5, 7)));
         assert_eq!(cursors.start("all", at(0)).after, Some(key(0, 5, 7)));
         assert_eq!(cursors.start("other", at(0)).after, None, "per filter");
         // A claim that took nothing leaves the position where it was.
         let s = cursors.start("all", at(0));
-        cursors.finish(s, None, at(0), Duration::from_millis(1));
+        cursors.finish(s, None);
         assert_eq!(cursors.start("all", at(0)).after, Some(key(0, 5, 7)));
         // Concurrent claims: the furthest one wins.
         let (a, b) = (cursors.start("all", at(0)), cursors.start("all", at(0)));
-        cursors.finish(b, Some(key(0, 9, 1)), at(0), Duration::ZERO);
-        cursors.finish(a, Some(key(0, 6, 1)), at(0), Duration::ZERO);
+        cursors.finish(b, Some(key(0, 9, 1)));
+        cursors.finish(a, Some(key(0, 6, 1)));
         assert_eq!(cursors.start("all", at(0)).after, Some(key(0, 9, 1)));
         // A claim from the front carries on from what it took, even behind the position.
+        cursors.forget();
         let front = cursors.start("all", at(5));
         assert_eq!(front.after, None);
-        cursors.finish(front, Some(key(0, 2, 3)), at(5), Duration::ZERO);
+        cursors.finish(front, Some(key(0, 2, 3)));
         assert_eq!(cursors.start("all", at(5)).after, Some(key(0, 2, 3)));
     }
 
@@ -210,7 +239,7 @@ mod tests {
     fn announcements_move_positions_back_never_forward() {
         let cursors = ClaimCursors::default();
         let s = cursors.start("all", at(0));
-        cursors.finish(s, Some(key(0, 5, 7)), at(0), Duration::ZERO);
+        cursors.finish(s, Some(key(0, 5, 7)));
         cursors.move_back(Key::before(0, at(9)));
         assert_eq!(cursors.start("all", at(0)).after, Some(key(0, 5, 7)));
         cursors.move_back(Key::before(0, at(3)));
@@ -232,10 +261,10 @@ mod tests {
     fn a_claim_that_began_before_a_move_back_does_not_undo_it() {
         let cursors = ClaimCursors::default();
         let s = cursors.start("all", at(0));
-        cursors.finish(s, Some(key(0, 5, 7)), at(0), Duration::ZERO);
+        cursors.finish(s, Some(key(0, 5, 7)));
         let running = cursors.start("all", at(0));
         cursors.move_back(Key::before(0, at(1)));
-        cursors.finish(running, Some(key(0, 8, 1)), at(0), Duration::ZERO);
+        cursors.finish(running, Some(key(0, 8, 1)));
         assert_eq!(
             cursors.start("all", at(0)).after,
             Some(Key::before(0, at(1)))
@@ -243,23 +272,24 @@ mod tests {
     }
 
     #[test]
-    fn claims_start_at_the_front_every_second_or_twenty_times_their_cost() {
+    fn probes_run_one_at_a_time_every_second_or_twenty_times_their_cost() {
         let cursors = ClaimCursors::default();
         let s = cursors.start("all", at(0));
-        cursors.finish(s, Some(key(0, 5, 7)), at(0), Duration::from_millis(2));
-        assert!(cursors.start("all", at(0)).after.is_some());
-        let front = cursors.start("all", at(1));
-        assert_eq!(front.after, None, "a second later");
-        assert!(
-            cursors.start("all", at(1)).after.is_some(),
-            "one claim from the front at a time"
-        );
-        cursors.finish(front, Some(key(0, 6, 1)), at(1), Duration::from_millis(2));
-        // A front claim that took 500 ms: the next one no sooner than 10 s on.
-        let s = cursors.start("all", at(2));
-        assert_eq!(s.after, None);
-        cursors.finish(s, Some(key(0, 6, 1)), at(2), Duration::from_millis(500));
-        assert!(cursors.start("all", at(11)).after.is_some());
-        assert_eq!(cursors.start("all", at(12)).after, None);
+        cursors.finish(s, Some(key(0, 5, 7)));
+        let s = cursors.start("all", at(0));
+        assert!(s.probe, "the first claim from a position starts a probe");
+        assert_eq!(s.after, Some(key(0, 5, 7)), "and claims from the position");
+        assert!(!cursors.start("all", at(0)).probe, "one probe at a time");
+        // Nothing claimable before the position: it stays; the next probe a second later.
+        cursors.probed("all", Some(key(0, 9, 1)), at(0), Duration::from_millis(2));
+        assert_eq!(cursors.start("all", at(0)).after, Some(key(0, 5, 7)));
+        assert!(!cursors.start("all", at(0)).probe);
+        assert!(cursors.start("all", at(1)).probe);
+        // A task before the position (one another transaction held while claims passed it):
+        // claims move back to it. The probe took 500 ms: the next no sooner than 10.5 s on.
+        cursors.probed("all", Some(key(0, 2, 3)), at(1), Duration::from_millis(500));
+        assert_eq!(cursors.start("all", at(1)).after, Some(key(0, 2, 2)));
+        assert!(!cursors.start("all", at(11)).probe);
+        assert!(cursors.start("all", at(12)).probe);
     }
 }
