@@ -199,3 +199,65 @@ async fn a_task_passed_over_while_locked_is_claimed_after_the_next_probe() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// Two stores claiming side by side while tasks of mixed priorities keep arriving through both:
+/// every task is claimed, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_claiming_while_tasks_arrive_claim_every_task_once() {
+    let Some((a, schema)) = fresh_store().await else {
+        return;
+    };
+    let b = PgStore::connect(schema.options()).await.unwrap();
+    let stores = std::sync::Arc::new([a, b]);
+    let (batches, per_batch) = (40, 50);
+    let inserting = {
+        let stores = stores.clone();
+        tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for i in 0..batches {
+                let priorities: Vec<i32> = (0..per_batch).map(|k| (i * 7 + k) % 5).collect();
+                ids.extend(insert(&stores[i as usize % 2], &priorities, Timestamp::now()).await);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            ids
+        })
+    };
+    let claimers: Vec<_> = (0..4)
+        .map(|w| {
+            let stores = stores.clone();
+            tokio::spawn(async move {
+                let store = &stores[w % 2];
+                let mut mine = Vec::new();
+                let started = Instant::now();
+                let mut idle_since: Option<Instant> = None;
+                // Until nothing has come for 2 s (more than a probe's interval).
+                while idle_since.is_none_or(|t| t.elapsed() < Duration::from_secs(2)) {
+                    assert!(started.elapsed() < Duration::from_secs(60));
+                    let tasks = claim(store, 10, Timestamp::now()).await;
+                    if tasks.is_empty() {
+                        idle_since.get_or_insert_with(Instant::now);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                    idle_since = None;
+                    complete(store, &tasks, Timestamp::now()).await;
+                    mine.extend(tasks.iter().map(|t| t.id));
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut inserted = inserting.await.unwrap();
+    let mut claimed = Vec::new();
+    for c in claimers {
+        claimed.extend(c.await.unwrap());
+    }
+    inserted.sort_unstable();
+    claimed.sort_unstable();
+    assert_eq!(
+        claimed.len(),
+        inserted.len(),
+        "a task was claimed twice or not at all"
+    );
+    assert_eq!(claimed, inserted);
+}
