@@ -12,26 +12,31 @@ use sked_store::*;
 use tokio_postgres::GenericClient;
 
 use super::Param;
-use super::cursor::{ClaimCursors, Key};
+use super::cursor::{ClaimCursors, Key, NextDue, QueueSetting};
 use crate::codec::{TASK_COLUMNS, col, db_err, tasks_from_rows};
 use crate::listen::notify_tasks_sql;
 
-/// Due scheduled/retrying tasks become available (`$1` the channel, `$2` now) and are announced
-/// by their highest priority and earliest run time (one row, or none when nothing was due).
-/// Rows another node is staging are skipped.
+/// Due scheduled/retrying tasks become available (`$1` the channel, `$2` now), at most
+/// [`STAGE_BATCH`], and are announced by their highest priority and earliest run time. One
+/// row: that priority and run time (null when none was due), how many, and when the next
+/// waiting task is due. Rows another node is staging are skipped.
 static STAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH staged AS ( \
            UPDATE sked_tasks SET state = 'available' WHERE id IN ( \
              SELECT id FROM sked_tasks WHERE state IN {WAITING} AND run_at <= $2 \
-             ORDER BY run_at LIMIT 10000 FOR UPDATE SKIP LOCKED) \
+             ORDER BY run_at LIMIT {STAGE_BATCH} FOR UPDATE SKIP LOCKED) \
            RETURNING priority, run_at) \
-         SELECT f.top, f.first, {} FROM ( \
-           SELECT max(priority) AS top, min(run_at) AS first FROM staged) f \
-         WHERE f.first IS NOT NULL",
+         SELECT f.top, f.first, f.n, \
+           (SELECT min(run_at) FROM sked_tasks WHERE state IN {WAITING} AND run_at > $2), \
+           CASE WHEN f.n > 0 THEN {} END \
+         FROM (SELECT max(priority) AS top, min(run_at) AS first, count(*) AS n FROM staged) f",
         notify_tasks_sql("f.first", "f.top")
     )
 });
+
+/// At most this many tasks staged per claim.
+const STAGE_BATCH: i64 = 10_000;
 
 /// Candidates `c` of a queue that is neither paused nor limited.
 const OPEN: &str = "NOT EXISTS (SELECT 1 FROM sked_queues q WHERE q.name = c.queue \
@@ -105,29 +110,50 @@ pub(crate) async fn claim(
     }
     let filter = candidates_filter(&p.queues, &p.kinds, &p.min_priority, &mut params);
     let sql = claim_sql(&filter, after.is_some());
+    // Staging and the queue settings only when they may have changed (see `super::known`).
+    let (stage_first, known_settings) = cursors.before_claim(p.now);
     let stage = c.prepare_cached(&STAGE).await.map_err(db_err)?;
     let settings = c.prepare_cached(QUEUE_SETTINGS).await.map_err(db_err)?;
     let take = c.prepare_cached(&sql).await.map_err(db_err)?;
     let stage_params: [Param<'_>; 2] = [&channel, &p.now];
-    // Three statements in one round trip, run in order: the claim sees what staging made
-    // available.
-    let (staged, settings, rows) = tokio::try_join!(
-        c.query(&stage, &stage_params),
-        c.query(&settings, &[]),
+    // Up to three statements in one round trip, run in order: the claim sees what staging
+    // made available.
+    let (staged, read_settings, rows) = tokio::try_join!(
+        async {
+            match stage_first {
+                true => c.query_one(&stage, &stage_params).await.map(Some),
+                false => Ok(None),
+            }
+        },
+        async {
+            match known_settings {
+                None => c.query(&settings, &[]).await.map(Some),
+                Some(_) => Ok(None),
+            }
+        },
         c.query(&take, &params)
     )
     .map_err(db_err)?;
     let mut claimed = tasks_from_rows(&rows)?;
     // RETURNING has no order of its own.
     claimed.sort_by_key(|t| Key::of(t).order());
-    if let Some(row) = staged.first() {
-        cursors.move_back(Key::before(col(row, 0)?, col(row, 1)?));
+    let next_due = match &staged {
+        Some(row) => Some(staged_next(row, p.now)?),
+        None => None,
+    };
+    let read_settings = match read_settings {
+        Some(rows) => Some(queue_settings(&rows)?),
+        None => None,
+    };
+    cursors.learnt(&start, next_due, read_settings.clone(), p.now);
+    if let Some(row) = &staged {
+        if let (Some(top), Some(first)) = (col(row, 0)?, col(row, 1)?) {
+            cursors.move_back(Key::before(top, first));
+        }
     }
     cursors.finish(start, claimed.last().map(Key::of));
     let mut limited: Vec<String> = Vec::new();
-    for row in &settings {
-        let name: String = col(row, 0)?;
-        let (paused, limit) = (col::<bool>(row, 1)?, col::<Option<i32>>(row, 2)?);
+    for (name, paused, limit) in read_settings.or(known_settings).unwrap_or_default() {
         if !paused && limit.is_some() && (p.queues.is_empty() || p.queues.contains(&name)) {
             limited.push(name);
         }
@@ -138,6 +164,23 @@ pub(crate) async fn claim(
         claimed.sort_by_key(|t| Key::of(t).order());
     }
     Ok(claimed)
+}
+
+/// When the next waiting task is due, from staging's row (not known when it staged a full batch:
+/// more may be due).
+fn staged_next(row: &tokio_postgres::Row, now: Timestamp) -> Result<NextDue> {
+    let (n, next): (i64, Option<Timestamp>) = (col(row, 2)?, col(row, 3)?);
+    Ok(match (n >= STAGE_BATCH, next) {
+        (true, _) => NextDue::Unknown,
+        (false, None) => NextDue::Never { checked: now },
+        (false, Some(at)) => NextDue::At { at, checked: now },
+    })
+}
+
+fn queue_settings(rows: &[tokio_postgres::Row]) -> Result<Vec<QueueSetting>> {
+    rows.iter()
+        .map(|row| Ok((col(row, 0)?, col(row, 1)?, col(row, 2)?)))
+        .collect()
 }
 
 /// Looks for the first claimable task from the front of the claim index, apart from the

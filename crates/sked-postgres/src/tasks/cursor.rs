@@ -22,6 +22,8 @@
 //!   when that task lies before the position, claims move back to it. The probe runs apart
 //!   from the claims, so its walk never holds up a claim.
 
+pub(crate) use super::known::{NextDue, QueueSetting};
+
 use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -85,6 +87,10 @@ struct Inner {
     /// Counts the moves back, so that a claim that began before one does not undo it.
     epoch: u64,
     positions: HashMap<String, Position>,
+    /// When the earliest waiting task is due (see [`super::known`]).
+    next_due: NextDue,
+    /// The queue settings a claim needs, and when they were read (`None`: read them).
+    settings: Option<(Vec<QueueSetting>, Timestamp)>,
 }
 
 /// The positions of one store's claims.
@@ -172,10 +178,12 @@ impl ClaimCursors {
         }
     }
 
-    /// Tasks from `bound` on may have become available: claims start there at the latest.
+    /// Tasks from `bound` on may have become available (or will at its run time): claims
+    /// start there at the latest, and staging runs by then.
     pub(crate) fn move_back(&self, bound: Key) {
         let mut inner = self.lock();
         inner.epoch += 1;
+        inner.next_due.lower(bound.run_at);
         for position in inner.positions.values_mut() {
             if position.after.is_some_and(|a| bound.order() < a.order()) {
                 position.after = Some(bound);
@@ -183,12 +191,50 @@ impl ClaimCursors {
         }
     }
 
-    /// Anything may have become available: claims start at the front.
+    /// Anything may have changed: claims start at the front, stage, and read the queue
+    /// settings again.
     pub(crate) fn forget(&self) {
         let mut inner = self.lock();
         inner.epoch += 1;
+        inner.next_due = NextDue::Unknown;
+        inner.settings = None;
         for position in inner.positions.values_mut() {
             position.after = None;
+        }
+    }
+
+    /// Whether a claim at `now` stages due waiting tasks first, and the queue settings, if
+    /// known and read within [`super::known::REFRESH`].
+    pub(crate) fn before_claim(&self, now: Timestamp) -> (bool, Option<Vec<QueueSetting>>) {
+        let inner = self.lock();
+        let settings = inner.settings.as_ref().and_then(|(s, read)| {
+            (now < read
+                .saturating_add(super::known::REFRESH)
+                .unwrap_or(Timestamp::MAX))
+            .then(|| s.clone())
+        });
+        (inner.next_due.stage(now), settings)
+    }
+
+    /// Records what a claim that began as `start` learnt: when the next waiting task is due
+    /// after its staging (if it staged), and the queue settings (if it read them). Dropped if
+    /// anything was announced meanwhile, which the claim's statements may not have seen.
+    pub(crate) fn learnt(
+        &self,
+        start: &Start,
+        next_due: Option<NextDue>,
+        settings: Option<Vec<QueueSetting>>,
+        now: Timestamp,
+    ) {
+        let mut inner = self.lock();
+        if inner.epoch != start.epoch {
+            return;
+        }
+        if let Some(next) = next_due {
+            inner.next_due = next;
+        }
+        if let Some(settings) = settings {
+            inner.settings = Some((settings, now));
         }
     }
 }

@@ -10,6 +10,7 @@ pub(crate) mod claim;
 pub(crate) mod cursor;
 mod ending;
 mod insert;
+mod known;
 
 pub(crate) use claim::{claim, heartbeat};
 pub(crate) use ending::{announce_schedules, announce_tasks, finish_many, rescue};

@@ -2,6 +2,7 @@
 //! suite and transactional enqueue.
 
 mod conformance;
+mod known;
 mod plans;
 mod resume;
 mod snapshot;

@@ -1,0 +1,96 @@
+//! A store stages due waiting tasks only when one may be due: announcements and its own
+//! changes say when, and it looks anyway once a second.
+
+use std::time::{Duration, Instant};
+
+use jiff::{SignedDuration, Timestamp};
+use sked_core::NewTask;
+use sked_postgres::PgStore;
+use sked_postgres::testing::fresh_store;
+use sked_store::{Store, TaskClaimParams, TaskInsertParams};
+
+async fn claim_ids(store: &PgStore, now: Timestamp) -> Vec<i64> {
+    let tasks = store
+        .task_claim(TaskClaimParams {
+            queues: vec![],
+            kinds: vec![],
+            max: 10,
+            min_priority: None,
+            worker: "w".into(),
+            lease_ttl: SignedDuration::from_secs(60),
+            now,
+        })
+        .await
+        .unwrap();
+    tasks.iter().map(|t| t.id).collect()
+}
+
+async fn insert_due(store: &PgStore, run_at: Timestamp, now: Timestamp) -> i64 {
+    let mut t = NewTask::new("noop");
+    t.run_at = Some(run_at);
+    let inserted = store
+        .task_insert_many(TaskInsertParams {
+            tasks: vec![t.into()],
+            now,
+        })
+        .await
+        .unwrap();
+    inserted[0].id
+}
+
+#[tokio::test]
+async fn a_task_due_soon_is_staged_when_due_whoever_inserted_it() {
+    let Some((a, schema)) = fresh_store().await else {
+        return;
+    };
+    let b = PgStore::connect(schema.options()).await.unwrap();
+    let now = Timestamp::now();
+    // A learns that nothing waits.
+    assert!(claim_ids(&a, now).await.is_empty());
+    // Its own insert, due in half a second: claimed when due, without waiting for a second.
+    let soon = now + SignedDuration::from_millis(500);
+    let mine = insert_due(&a, soon, now).await;
+    assert!(claim_ids(&a, now).await.is_empty(), "not due yet");
+    assert_eq!(claim_ids(&a, soon).await, vec![mine]);
+    // Inserted through another store: the announcement tells it (it may take a moment).
+    let later = soon + SignedDuration::from_millis(300);
+    let theirs = insert_due(&b, later, soon).await;
+    let started = Instant::now();
+    loop {
+        let got = claim_ids(&a, later).await;
+        if got == vec![theirs] {
+            break;
+        }
+        assert!(got.is_empty(), "claimed {got:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the task inserted elsewhere was not staged when due"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_unannounced_task_is_staged_within_a_second() {
+    let Some((store, schema)) = fresh_store().await else {
+        return;
+    };
+    let now = Timestamp::now();
+    assert!(claim_ids(&store, now).await.is_empty());
+    // Made waiting behind the store's back: nothing announces it.
+    let due = now + SignedDuration::from_millis(100);
+    let id = insert_due(&store, now + SignedDuration::from_secs(3600), now).await;
+    let (c, conn) = tokio_postgres::connect(&schema.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    c.execute(
+        "UPDATE sked_tasks SET run_at = $1 WHERE id = $2",
+        &[&due, &id],
+    )
+    .await
+    .unwrap();
+    let mut seen = claim_ids(&store, due).await;
+    seen.extend(claim_ids(&store, now + SignedDuration::from_secs(1)).await);
+    assert_eq!(seen, vec![id], "staged by the look a second after the last");
+}
