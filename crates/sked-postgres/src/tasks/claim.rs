@@ -101,7 +101,14 @@ pub(crate) async fn claim(
     let filter_key = format!("{:?} {:?}", p.queues, p.kinds);
     let start = cursors.start(&filter_key, p.now);
     if start.probe {
-        tokio::spawn(probe(pool.clone(), cursors.clone(), filter_key, p.clone()));
+        let seen = start.after;
+        tokio::spawn(probe(
+            pool.clone(),
+            cursors.clone(),
+            filter_key,
+            seen,
+            p.clone(),
+        ));
     }
     let after = start.after;
     let mut params: Vec<Param<'_>> = vec![&p.now, &expires, &p.worker, &max];
@@ -186,7 +193,13 @@ fn queue_settings(rows: &[tokio_postgres::Row]) -> Result<Vec<QueueSetting>> {
 /// Looks for the first claimable task from the front of the claim index, apart from the
 /// claims (with a snapshot held it walks every task claimed since), and hands it to
 /// [`ClaimCursors::probed`]. A failure only delays the next probe.
-async fn probe(pool: Pool, cursors: Arc<ClaimCursors>, filter_key: String, p: TaskClaimParams) {
+async fn probe(
+    pool: Pool,
+    cursors: Arc<ClaimCursors>,
+    filter_key: String,
+    seen: Option<Key>,
+    p: TaskClaimParams,
+) {
     let began = Instant::now();
     let first = async {
         let c = pool
@@ -216,7 +229,7 @@ async fn probe(pool: Pool, cursors: Arc<ClaimCursors>, filter_key: String, p: Ta
         tracing::debug!(error = %e, "the claim probe failed");
         None
     });
-    cursors.probed(&filter_key, first, p.now, began.elapsed());
+    cursors.probed(&filter_key, first, seen, p.now, began.elapsed());
 }
 
 /// The `WHERE` of a claim's candidate scan, with its parameters appended to `params`.

@@ -160,8 +160,17 @@ impl ClaimCursors {
     }
 
     /// Records a probe's end: `first`, the first claimable task from the front (`None`: there
-    /// is none, or the probe failed); it started at `now` and took `took`.
-    pub(crate) fn probed(&self, filter: &str, first: Option<Key>, now: Timestamp, took: Duration) {
+    /// is none, or the probe failed), as the probe's snapshot saw it, when claims were at
+    /// `seen` (the position when it started); it started at `now` and took `took`. Only a task
+    /// before `seen` was missed: tasks claimed while the probe walked look claimable to it.
+    pub(crate) fn probed(
+        &self,
+        filter: &str,
+        first: Option<Key>,
+        seen: Option<Key>,
+        now: Timestamp,
+        took: Duration,
+    ) {
         let mut inner = self.lock();
         let Some(position) = inner.positions.get_mut(filter) else {
             return;
@@ -171,7 +180,8 @@ impl ClaimCursors {
             .unwrap_or(SignedDuration::MAX)
             .max(PROBE_EVERY);
         position.probe_due = Some(now.saturating_add(wait).unwrap_or(Timestamp::MAX));
-        if let (Some(first), Some(after)) = (first, position.after) {
+        let missed = first.filter(|f| seen.is_some_and(|s| f.order() <= s.order()));
+        if let (Some(first), Some(after)) = (missed, position.after) {
             if first.order() <= after.order() {
                 position.after = Some(first.just_before());
             }
@@ -327,15 +337,35 @@ mod tests {
         assert_eq!(s.after, Some(key(0, 5, 7)), "and claims from the position");
         assert!(!cursors.start("all", at(0)).probe, "one probe at a time");
         // Nothing claimable before the position: it stays; the next probe a second later.
-        cursors.probed("all", Some(key(0, 9, 1)), at(0), Duration::from_millis(2));
+        let seen = Some(key(0, 5, 7));
+        cursors.probed(
+            "all",
+            Some(key(0, 9, 1)),
+            seen,
+            at(0),
+            Duration::from_millis(2),
+        );
         assert_eq!(cursors.start("all", at(0)).after, Some(key(0, 5, 7)));
         assert!(!cursors.start("all", at(0)).probe);
         assert!(cursors.start("all", at(1)).probe);
         // A task before the position (one another transaction held while claims passed it):
         // claims move back to it. The probe took 500 ms: the next no sooner than 10.5 s on.
-        cursors.probed("all", Some(key(0, 2, 3)), at(1), Duration::from_millis(500));
+        cursors.probed(
+            "all",
+            Some(key(0, 2, 3)),
+            seen,
+            at(1),
+            Duration::from_millis(500),
+        );
         assert_eq!(cursors.start("all", at(1)).after, Some(key(0, 2, 2)));
         assert!(!cursors.start("all", at(11)).probe);
-        assert!(cursors.start("all", at(12)).probe);
+        let s = cursors.start("all", at(12));
+        assert!(s.probe);
+        // Claims went on while that probe walked: what they took since it began looks
+        // claimable to it, and is not missed.
+        let c = cursors.start("all", at(12));
+        cursors.finish(c, Some(key(0, 8, 1)));
+        cursors.probed("all", Some(key(0, 3, 1)), s.after, at(12), Duration::ZERO);
+        assert_eq!(cursors.start("all", at(12)).after, Some(key(0, 8, 1)));
     }
 }
