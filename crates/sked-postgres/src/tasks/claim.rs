@@ -200,12 +200,14 @@ async fn probe(
     seen: Option<Key>,
     p: TaskClaimParams,
 ) {
-    let began = Instant::now();
+    // Its cost is the walk: the time to get a connection does not count.
+    let mut began = Instant::now();
     let first = async {
         let c = pool
             .get()
             .await
             .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        began = Instant::now();
         let mut params: Vec<Param<'_>> = Vec::new();
         let filter = candidates_filter(&p.queues, &p.kinds, &None, &mut params);
         let stmt = c

@@ -9,6 +9,15 @@ use sked_postgres::PgStore;
 use sked_postgres::testing::fresh_store;
 use sked_store::{Store, TaskClaimParams, TaskInsertParams};
 
+/// Waits until the store listens (its first connection makes what it knows unknown).
+async fn listening(store: &PgStore) {
+    let started = Instant::now();
+    while !store.listening() {
+        assert!(started.elapsed() < Duration::from_secs(10), "not listening");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 async fn claim_ids(store: &PgStore, now: Timestamp) -> Vec<i64> {
     let tasks = store
         .task_claim(TaskClaimParams {
@@ -44,6 +53,7 @@ async fn a_task_due_soon_is_staged_when_due_whoever_inserted_it() {
         return;
     };
     let b = PgStore::connect(schema.options()).await.unwrap();
+    listening(&a).await;
     let now = Timestamp::now();
     // A learns that nothing waits.
     assert!(claim_ids(&a, now).await.is_empty());
@@ -75,6 +85,7 @@ async fn an_unannounced_task_is_staged_within_a_second() {
     let Some((store, schema)) = fresh_store().await else {
         return;
     };
+    listening(&store).await;
     let now = Timestamp::now();
     assert!(claim_ids(&store, now).await.is_empty());
     // Made waiting behind the store's back: nothing announces it.

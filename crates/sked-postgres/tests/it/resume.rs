@@ -139,6 +139,12 @@ async fn a_higher_priority_task_is_claimed_next_whoever_inserted_it() {
         return;
     };
     let b = PgStore::connect(schema.options()).await.unwrap();
+    // Its listener's first connection sends claims to the front: let that happen first.
+    let started = Instant::now();
+    while !a.listening() {
+        assert!(started.elapsed() < Duration::from_secs(10), "not listening");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let now = Timestamp::now();
     insert(&a, &[0, 0, 0, 0], now).await;
     assert_eq!(claim(&a, 1, now).await[0].priority, 0);
@@ -185,9 +191,10 @@ async fn a_task_passed_over_while_locked_is_claimed_after_the_next_probe() {
         .unwrap();
     assert_eq!(claim(&store, 1, now).await[0].id, ids[2]);
     other.batch_execute("ROLLBACK").await.unwrap();
-    // A second on, a claim starts a probe from the front, which finds it before the position;
-    // the claims after the probe's answer take it.
-    let later = now + SignedDuration::from_secs(1);
+    // Later (a probe runs at least once a second, less often when it was slow), a claim starts
+    // a probe from the front, which finds it before the position; the claims after the
+    // probe's answer take it.
+    let later = now + SignedDuration::from_secs(60);
     let started = Instant::now();
     let mut seen: Vec<i64> = Vec::new();
     while !seen.contains(&ids[1]) {
