@@ -169,20 +169,20 @@ impl PgStore {
         self.pool.get().await.map_err(pool_err)
     }
 
-    /// Runs one operation on a pooled connection, bounded by the operation timeout.
     /// Moves this store's claim positions back to the first of tasks it has just made
     /// claimable (priority, run time), without waiting for its own announcement to come back
     /// through the listener: a claim that follows at once sees them.
     fn claimable(&self, tasks: impl IntoIterator<Item = (i32, jiff::Timestamp)>) {
         let first = tasks
             .into_iter()
-            .reduce(|(p, r), (q, s)| (p.max(q), r.min(s)));
-        if let Some((priority, run_at)) = first {
-            self.cursors
-                .move_back(tasks::cursor::Key::before(priority, run_at));
+            .map(|(priority, run_at)| tasks::cursor::Key::before(priority, run_at))
+            .reduce(tasks::cursor::Key::covering);
+        if let Some(first) = first {
+            self.cursors.move_back(first);
         }
     }
 
+    /// Runs one operation on a pooled connection, bounded by the operation timeout.
     async fn op<T, F>(&self, f: F) -> Result<T>
     where
         F: AsyncFnOnce(&mut deadpool_postgres::Object, &str) -> Result<T>,

@@ -100,17 +100,11 @@ pub(crate) async fn claim(
     let max = i64::from(p.max);
     let filter_key = format!("{:?} {:?}", p.queues, p.kinds);
     let start = cursors.start(&filter_key, p.now);
-    if start.probe {
-        let seen = start.after;
-        tokio::spawn(probe(
-            pool.clone(),
-            cursors.clone(),
-            filter_key,
-            seen,
-            p.clone(),
-        ));
-    }
     let after = start.after;
+    if start.probe {
+        let (pool, cursors) = (pool.clone(), cursors.clone());
+        tokio::spawn(probe(pool, cursors, filter_key, after, p.clone()));
+    }
     let mut params: Vec<Param<'_>> = vec![&p.now, &expires, &p.worker, &max];
     if let Some(key) = &after {
         params.extend([&key.priority as Param<'_>, &key.run_at, &key.id]);
@@ -152,19 +146,19 @@ pub(crate) async fn claim(
         Some(rows) => Some(queue_settings(&rows)?),
         None => None,
     };
-    cursors.learnt(&start, next_due, read_settings.clone(), p.now);
+    let mut limited: Vec<String> = Vec::new();
+    for (name, paused, limit) in read_settings.iter().chain(&known_settings).flatten() {
+        if !paused && limit.is_some() && (p.queues.is_empty() || p.queues.contains(name)) {
+            limited.push(name.clone());
+        }
+    }
+    cursors.learnt(&start, next_due, read_settings, p.now);
     if let Some(row) = &staged {
         if let (Some(top), Some(first)) = (col(row, 0)?, col(row, 1)?) {
             cursors.move_back(Key::before(top, first));
         }
     }
     cursors.finish(start, claimed.last().map(Key::of));
-    let mut limited: Vec<String> = Vec::new();
-    for (name, paused, limit) in read_settings.or(known_settings).unwrap_or_default() {
-        if !paused && limit.is_some() && (p.queues.is_empty() || p.queues.contains(&name)) {
-            limited.push(name);
-        }
-    }
     let left = p.max.saturating_sub(claimed.len() as u32);
     if left > 0 && !limited.is_empty() {
         claimed.extend(claim_limited(c, p, &limited, left, expires).await?);

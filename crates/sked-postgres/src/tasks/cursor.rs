@@ -17,10 +17,13 @@
 //! - the store's own changes and staging move them back at once, without waiting for their
 //!   announcement;
 //! - and, for what no announcement covers, a probe beside the claims looks for the first
-//!   claimable task from the front, at least once a second and no more often than keeps it
-//!   within a twentieth of the time (with a snapshot held, it walks everything claimed since);
-//!   when that task lies before the position, claims move back to it. The probe runs apart
-//!   from the claims, so its walk never holds up a claim.
+//!   claimable task from the front, once a second, or less often when it is slow, so that
+//!   probes take at most a twentieth of the time (with a snapshot held, it walks everything
+//!   claimed since); when that task lies before the position, claims move back to it. The
+//!   probe runs apart from the claims, so its walk never holds up a claim.
+//!
+//! The same state keeps what [`super::known`] describes (when the next waiting task is due,
+//! the queue settings), moved by the same announcements.
 
 pub(crate) use super::known::{NextDue, QueueSetting};
 
@@ -58,6 +61,14 @@ impl Key {
         }
     }
 
+    /// A bound just before both this and `other`: the higher priority, the earlier run time.
+    pub(crate) fn covering(self, other: Key) -> Key {
+        Key::before(
+            self.priority.max(other.priority),
+            self.run_at.min(other.run_at),
+        )
+    }
+
     pub(crate) fn order(&self) -> (Reverse<i32>, Timestamp, TaskId) {
         (Reverse(self.priority), self.run_at, self.id)
     }
@@ -84,7 +95,8 @@ struct Position {
 
 #[derive(Debug, Default)]
 struct Inner {
-    /// Counts the moves back, so that a claim that began before one does not undo it.
+    /// Counts the moves back, so that a claim that began before one does not undo it (nor
+    /// record what it learnt from statements that may not have seen what was announced).
     epoch: u64,
     positions: HashMap<String, Position>,
     /// When the earliest waiting task is due (see [`super::known`]).
@@ -93,7 +105,7 @@ struct Inner {
     settings: Option<(Vec<QueueSetting>, Timestamp)>,
 }
 
-/// The positions of one store's claims.
+/// The positions of one store's claims, and what they know between claims.
 #[derive(Debug, Default)]
 pub(crate) struct ClaimCursors {
     inner: Mutex<Inner>,
@@ -110,7 +122,7 @@ pub(crate) struct Start {
     epoch: u64,
 }
 
-/// The longest time between probes from the front.
+/// The shortest time between probes from the front.
 const PROBE_EVERY: SignedDuration = SignedDuration::from_secs(1);
 /// Probes take at most this share of the time (1/20).
 const PROBE_SHARE: u32 = 20;

@@ -102,12 +102,8 @@ impl RowChanges {
         self.last_error.push(after.last_error.clone());
         self.result.push(after.result.clone());
         if !after.state.is_finished() {
-            self.first = Some(
-                self.first
-                    .map_or(Key::before(after.priority, after.run_at), |k| {
-                        Key::before(k.priority.max(after.priority), k.run_at.min(after.run_at))
-                    }),
-            );
+            let this = Key::before(after.priority, after.run_at);
+            self.first = Some(self.first.map_or(this, |k| k.covering(this)));
         }
         self.schedules |= after.schedule.is_some();
     }
