@@ -196,6 +196,8 @@ impl ClaimCursors {
         if let (Some(first), Some(after)) = (missed, position.after) {
             if first.order() <= after.order() {
                 position.after = Some(first.just_before());
+                // Claims under way began further on: they must not undo it.
+                inner.epoch += 1;
             }
         }
     }
@@ -379,5 +381,24 @@ mod tests {
         cursors.finish(c, Some(key(0, 8, 1)));
         cursors.probed("all", Some(key(0, 3, 1)), s.after, at(12), Duration::ZERO);
         assert_eq!(cursors.start("all", at(12)).after, Some(key(0, 8, 1)));
+    }
+
+    #[test]
+    fn a_claim_under_way_does_not_undo_a_probes_move_back() {
+        let cursors = ClaimCursors::default();
+        let s = cursors.start("all", at(0));
+        cursors.finish(s, Some(key(0, 5, 7)));
+        let probing = cursors.start("all", at(0));
+        assert!(probing.probe);
+        let claiming = cursors.start("all", at(0));
+        cursors.probed(
+            "all",
+            Some(key(0, 2, 3)),
+            probing.after,
+            at(0),
+            Duration::ZERO,
+        );
+        cursors.finish(claiming, Some(key(0, 9, 1)));
+        assert_eq!(cursors.start("all", at(0)).after, Some(key(0, 2, 2)));
     }
 }
