@@ -20,7 +20,8 @@ pub use schedule::{
 };
 pub use task::{
     Attempt, Backoff, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_PAYLOAD_BYTES, NewTask, Task,
-    TaskId, TaskState, Transition, TransitionError, state_after_failure, validate_name,
+    TaskId, TaskState, Transition, TransitionError, check_payload_size, state_after_failure,
+    validate_name,
 };
 
 // Re-exported so users of sked-core name the same time types.

@@ -309,6 +309,17 @@ impl NewTask {
 
     /// Checks everything that can be checked without a store.
     pub fn validate(&self) -> Result<(), SpecError> {
+        self.validate_fields()?;
+        let size = serde_json::to_vec(&self.payload)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        check_payload_size(size)
+    }
+
+    /// Checks everything [`validate`](Self::validate) checks but the payload's size, for a
+    /// caller that serializes the payload anyway and gives its length to
+    /// [`check_payload_size`].
+    pub fn validate_fields(&self) -> Result<(), SpecError> {
         validate_name("kind", &self.kind)?;
         validate_name("queue", &self.queue)?;
         if self.max_attempts < 1 {
@@ -332,16 +343,18 @@ impl NewTask {
                 return Err(SpecError::new("backoff needs base > 0 and max >= base"));
             }
         }
-        let size = serde_json::to_vec(&self.payload)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX);
-        if size > MAX_PAYLOAD_BYTES {
-            return Err(SpecError::new(format!(
-                "payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes"
-            )));
-        }
         Ok(())
     }
+}
+
+/// A payload of `size` bytes of JSON is within [`MAX_PAYLOAD_BYTES`].
+pub fn check_payload_size(size: usize) -> Result<(), SpecError> {
+    if size > MAX_PAYLOAD_BYTES {
+        return Err(SpecError::new(format!(
+            "payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes"
+        )));
+    }
+    Ok(())
 }
 
 /// Names of kinds, queues and schedules: 1 to 128 characters, no control characters.

@@ -1,12 +1,95 @@
 //! Inserting tasks.
 
+use std::sync::LazyLock;
+
 use jiff::Timestamp;
-use rusqlite::{OptionalExtension, Transaction, params};
-use sked_core::TaskId;
+use rusqlite::{OptionalExtension, Statement, ToSql, Transaction};
+use sked_core::{SpecError, TaskId, TaskState};
 use sked_store::rules;
 use sked_store::*;
 
 use crate::codec::{db_err, ms, ts};
+
+/// The columns an insert writes, in the order of [`Row::bind`].
+const COLUMNS: &str = "queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
+    unique_key, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at";
+const PER_ROW: usize = 14;
+
+/// Rows written by one statement of a bulk insert, largest first: few enough that a statement's
+/// parameters (14 a row) stay far below SQLite's limit, many enough that what a statement costs
+/// beyond its rows (cursors opened and closed, the program started and reset) is paid rarely.
+/// A batch is written in statements of these sizes, so four statements are ever prepared.
+const STATEMENT_ROWS: [usize; 4] = [64, 16, 4, 1];
+const ROWS_PER_STATEMENT: usize = STATEMENT_ROWS[0];
+
+/// `INSERT INTO tasks (…) VALUES (…), (…), …` with `rows` rows of parameters.
+fn insert_sql(rows: usize) -> String {
+    let mut sql = format!("INSERT INTO tasks ({COLUMNS}) VALUES ");
+    for r in 0..rows {
+        sql.push_str(if r == 0 { "(" } else { ", (" });
+        for c in 0..PER_ROW {
+            let sep = if c == 0 { "" } else { ", " };
+            sql.push_str(&format!("{sep}?{}", r * PER_ROW + c + 1));
+        }
+        sql.push(')');
+    }
+    sql
+}
+
+/// The statements of [`STATEMENT_ROWS`] rows, in that order.
+static INSERTS: LazyLock<[String; 4]> = LazyLock::new(|| STATEMENT_ROWS.map(insert_sql));
+
+/// A checked task, ready to be bound to an insert's parameters.
+struct Row<'a> {
+    t: &'a TaskInsert,
+    state: TaskState,
+    run_at: i64,
+    payload: String,
+    now: i64,
+}
+
+impl<'a> Row<'a> {
+    fn new(t: &'a TaskInsert, now: Timestamp) -> Result<Row<'a>> {
+        let invalid = |e: SpecError| StoreError::Invalid(e.to_string());
+        t.task.validate_fields().map_err(invalid)?;
+        let payload = serde_json::to_string(&t.task.payload)
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        sked_core::check_payload_size(payload.len()).map_err(invalid)?;
+        let run_at = t.task.run_at.unwrap_or(now);
+        Ok(Row {
+            t,
+            state: rules::state_for_run_at(run_at, now),
+            run_at: ts(run_at),
+            payload,
+            now: ts(now),
+        })
+    }
+
+    /// Binds this row to the parameters after `first` (1-based numbering: `first + 1` on).
+    fn bind(&self, stmt: &mut Statement<'_>, first: usize) -> Result<()> {
+        let task = &self.t.task;
+        let values: [&dyn ToSql; PER_ROW] = [
+            &task.queue,
+            &task.kind,
+            &self.payload,
+            &task.priority,
+            &self.state.as_str(),
+            &self.run_at,
+            &task.max_attempts,
+            &task.timeout.map(ms),
+            &task.unique_key,
+            &task.backoff.map(|b| ms(b.base)),
+            &task.backoff.map(|b| ms(b.max)),
+            &self.t.schedule,
+            &self.t.nominal_at.map(ts),
+            &self.now,
+        ];
+        for (i, v) in values.into_iter().enumerate() {
+            stmt.raw_bind_parameter(first + i + 1, v).map_err(db_err)?;
+        }
+        Ok(())
+    }
+}
 
 /// Inserts one task inside the caller's transaction.
 pub(crate) fn insert_one(
@@ -14,10 +97,8 @@ pub(crate) fn insert_one(
     t: &TaskInsert,
     now: Timestamp,
 ) -> Result<TaskInserted> {
-    let task = &t.task;
-    task.validate()
-        .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    if let Some(key) = &task.unique_key {
+    let row = Row::new(t, now)?;
+    if let Some(key) = &t.task.unique_key {
         let held: Option<(TaskId, String)> = tx
             .prepare_cached(&crate::indexed::UNIQUE_KEY_HOLDER)
             .map_err(db_err)?
@@ -33,43 +114,80 @@ pub(crate) fn insert_one(
             });
         }
     }
-    let run_at = task.run_at.unwrap_or(now);
-    let state = rules::state_for_run_at(run_at, now);
-    let payload =
-        serde_json::to_string(&task.payload).map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let mut stmt = tx
-        .prepare_cached(
-            "INSERT INTO tasks (queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
-             unique_key, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-        )
-        .map_err(db_err)?;
-    stmt.execute(params![
-        task.queue,
-        task.kind,
-        payload,
-        task.priority,
-        state.as_str(),
-        ts(run_at),
-        task.max_attempts,
-        task.timeout.map(ms),
-        task.unique_key,
-        task.backoff.map(|b| ms(b.base)),
-        task.backoff.map(|b| ms(b.max)),
-        t.schedule,
-        t.nominal_at.map(ts),
-        ts(now),
-    ])
-    .map_err(db_err)?;
+    let mut stmt = tx.prepare_cached(&INSERTS[3]).map_err(db_err)?;
+    row.bind(&mut stmt, 0)?;
+    stmt.raw_execute().map_err(db_err)?;
     Ok(TaskInserted {
         id: tx.last_insert_rowid(),
-        state,
+        state: row.state,
         duplicate: false,
     })
 }
 
-/// Inserts tasks in order, each with the prepared one-row statement of [`insert_one`] (see
-/// [`super::claim`] for why one row per statement is cheap).
+/// Inserts tasks in order. Tasks without a unique key go in statements of up to
+/// [`ROWS_PER_STATEMENT`] rows; one with a key is looked up and inserted alone, after the rows
+/// before it, so that a key given twice in one call finds its first task.
 pub(crate) fn insert_many(tx: &Transaction<'_>, p: &TaskInsertParams) -> Result<Vec<TaskInserted>> {
-    p.tasks.iter().map(|t| insert_one(tx, t, p.now)).collect()
+    let mut out = Vec::with_capacity(p.tasks.len());
+    let mut pending: Vec<Row<'_>> = Vec::with_capacity(ROWS_PER_STATEMENT.min(p.tasks.len()));
+    for t in &p.tasks {
+        if t.task.unique_key.is_some() {
+            write_rows(tx, &mut pending, &mut out)?;
+            out.push(insert_one(tx, t, p.now)?);
+            continue;
+        }
+        pending.push(Row::new(t, p.now)?);
+        if pending.len() == ROWS_PER_STATEMENT {
+            write_rows(tx, &mut pending, &mut out)?;
+        }
+    }
+    write_rows(tx, &mut pending, &mut out)?;
+    Ok(out)
+}
+
+/// Writes `rows`, in order, with statements of [`STATEMENT_ROWS`] rows, and empties it.
+fn write_rows(
+    tx: &Transaction<'_>,
+    rows: &mut Vec<Row<'_>>,
+    out: &mut Vec<TaskInserted>,
+) -> Result<()> {
+    let mut rest = &rows[..];
+    for (size, sql) in STATEMENT_ROWS.iter().zip(INSERTS.iter()) {
+        while rest.len() >= *size {
+            let (now, later) = rest.split_at(*size);
+            write_statement(tx, sql, now, out)?;
+            rest = later;
+        }
+    }
+    rows.clear();
+    Ok(())
+}
+
+/// Writes `rows` with the statement `sql` of as many rows. Their ids are consecutive: the
+/// table's ids come from `AUTOINCREMENT`, one more than the largest so far for each row in
+/// turn, and this transaction is the only writer.
+fn write_statement(
+    tx: &Transaction<'_>,
+    sql: &str,
+    rows: &[Row<'_>],
+    out: &mut Vec<TaskInserted>,
+) -> Result<()> {
+    let mut stmt = tx.prepare_cached(sql).map_err(db_err)?;
+    for (i, row) in rows.iter().enumerate() {
+        row.bind(&mut stmt, i * PER_ROW)?;
+    }
+    let n = stmt.raw_execute().map_err(db_err)?;
+    if n != rows.len() {
+        return Err(StoreError::Backend(format!(
+            "inserted {n} of {} tasks",
+            rows.len()
+        )));
+    }
+    let first = tx.last_insert_rowid() - rows.len() as i64 + 1;
+    out.extend(rows.iter().enumerate().map(|(i, row)| TaskInserted {
+        id: first + i as i64,
+        state: row.state,
+        duplicate: false,
+    }));
+    Ok(())
 }

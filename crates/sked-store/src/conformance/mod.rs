@@ -31,7 +31,7 @@ use crate::*;
 macro_rules! conformance_tests {
     ($make:expr) => {
         $crate::conformance_tests!(@cases $make;
-            insert_and_get, unique_key_returns_the_holder, unique_key_under_concurrency,
+            insert_and_get, a_large_batch_answers_in_order, unique_key_returns_the_holder, unique_key_under_concurrency,
             claim_in_priority_order, claim_merges_queues_in_priority_order, future_tasks_wait_until_due, paused_queue_gives_nothing,
             concurrency_limit_caps_running, claim_filters_queues_and_kinds,
             heartbeat_extends_and_rejects_stale, complete_records_result_and_attempt,
@@ -73,14 +73,22 @@ pub type Shared = std::sync::Arc<dyn Store>;
 pub(crate) const TTL: SignedDuration = SignedDuration::from_secs(30);
 
 pub(crate) async fn insert(store: &Shared, task: NewTask, now: Timestamp) -> TaskInserted {
+    insert_batch(store, &[task], now).await.remove(0)
+}
+
+/// Inserts `tasks` in one call; the answers in their order.
+pub(crate) async fn insert_batch(
+    store: &Shared,
+    tasks: &[NewTask],
+    now: Timestamp,
+) -> Vec<TaskInserted> {
     store
         .task_insert_many(TaskInsertParams {
-            tasks: vec![task.into()],
+            tasks: tasks.iter().cloned().map(Into::into).collect(),
             now,
         })
         .await
         .unwrap()
-        .remove(0)
 }
 
 pub(crate) fn task(kind: &str) -> NewTask {

@@ -41,13 +41,7 @@ pub async fn insert_and_get(store: &Shared) {
     let mut future = task("batch-1");
     future.run_at = Some(at(90));
     let batch = [task("batch-0"), future, keyed, task("batch-3")];
-    let answers = store
-        .task_insert_many(TaskInsertParams {
-            tasks: batch.iter().cloned().map(Into::into).collect(),
-            now,
-        })
-        .await
-        .unwrap();
+    let answers = insert_batch(store, &batch, now).await;
     assert_eq!(answers.len(), 4);
     for (sent, answer) in batch.iter().zip(&answers) {
         let got = store.task_get(answer.id).await.unwrap();
@@ -70,6 +64,54 @@ pub async fn insert_and_get(store: &Shared) {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Invalid);
+}
+
+/// A batch large enough for any way a backend may split it into statements, with tasks that
+/// have unique keys (one of them given twice) among the others: each answer is its own task's.
+pub async fn a_large_batch_answers_in_order(store: &Shared) {
+    let now = t0();
+    let batch: Vec<NewTask> = (0..300)
+        .map(|i| {
+            let mut t = task(&format!("k{i}"));
+            t.payload = json!({ "i": i });
+            t.priority = i % 3;
+            if i % 7 == 0 {
+                t.run_at = Some(at(60));
+            }
+            if i == 70 || i == 200 || i == 201 {
+                t.unique_key = Some(format!("large-{}", i.min(200)));
+            }
+            t
+        })
+        .collect();
+    let answers = insert_batch(store, &batch, now).await;
+    assert_eq!(answers.len(), batch.len());
+    for (i, (sent, answer)) in batch.iter().zip(&answers).enumerate() {
+        if i == 201 {
+            assert!(
+                answer.duplicate,
+                "the second task with a key finds the first"
+            );
+            assert_eq!(answer.id, answers[200].id);
+            continue;
+        }
+        assert!(!answer.duplicate);
+        let got = store.task_get(answer.id).await.unwrap();
+        assert_eq!((&got.kind, &got.payload), (&sent.kind, &sent.payload));
+        assert_eq!(got.state, answer.state);
+        let due_later = i % 7 == 0;
+        assert_eq!(answer.state == TaskState::Scheduled, due_later, "task {i}");
+    }
+    // Tasks without a key get ids that grow in the order given (a keyed task may be written
+    // apart from them).
+    let unkeyed: Vec<i64> = (0..batch.len())
+        .filter(|i| batch[*i].unique_key.is_none())
+        .map(|i| answers[i].id)
+        .collect();
+    assert!(
+        unkeyed.windows(2).all(|w| w[0] < w[1]),
+        "ids grow in the order given"
+    );
 }
 
 pub async fn unique_key_returns_the_holder(store: &Shared) {
