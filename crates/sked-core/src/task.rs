@@ -70,6 +70,11 @@ impl TaskState {
         })
     }
 
+    /// Waiting states (scheduled, retrying) become available when their run time comes.
+    pub fn is_waiting(self) -> bool {
+        matches!(self, TaskState::Scheduled | TaskState::Retrying)
+    }
+
     /// Finished states never change again except by a manual retry.
     pub fn is_finished(self) -> bool {
         matches!(

@@ -170,15 +170,24 @@ impl PgStore {
     }
 
     /// Moves this store's claim positions back to the first of tasks it has just made
-    /// claimable (priority, run time), without waiting for its own announcement to come back
+    /// claimable or waiting (priority, run time, whether it waits), and notes when the first
+    /// of those that wait is due, without waiting for its own announcement to come back
     /// through the listener: a claim that follows at once sees them.
-    fn claimable(&self, tasks: impl IntoIterator<Item = (i32, jiff::Timestamp)>) {
-        let first = tasks
-            .into_iter()
-            .map(|(priority, run_at)| tasks::cursor::Key::before(priority, run_at))
-            .reduce(tasks::cursor::Key::covering);
+    fn claimable(&self, tasks: impl IntoIterator<Item = (i32, jiff::Timestamp, bool)>) {
+        let mut first: Option<tasks::cursor::Key> = None;
+        let mut waiting: Option<jiff::Timestamp> = None;
+        for (priority, run_at, waits) in tasks {
+            let key = tasks::cursor::Key::before(priority, run_at);
+            first = Some(first.map_or(key, |f| f.covering(key)));
+            if waits {
+                waiting = Some(waiting.map_or(run_at, |w| w.min(run_at)));
+            }
+        }
         if let Some(first) = first {
             self.cursors.move_back(first);
+        }
+        if let Some(at) = waiting {
+            self.cursors.waiting(at);
         }
     }
 
@@ -260,7 +269,8 @@ impl Store for PgStore {
             .await?;
         self.claimable(params.tasks.iter().map(|t| {
             let run_at = t.task.run_at.unwrap_or(params.now);
-            (t.task.priority, run_at)
+            let waits = sked_store::rules::state_for_run_at(run_at, params.now).is_waiting();
+            (t.task.priority, run_at, waits)
         }));
         Ok(inserted)
     }
@@ -435,6 +445,6 @@ impl Store for PgStore {
 }
 
 /// A task's priority and run time (see [`PgStore::claimable`]).
-fn key(task: &Task) -> (i32, jiff::Timestamp) {
-    (task.priority, task.run_at)
+fn key(task: &Task) -> (i32, jiff::Timestamp, bool) {
+    (task.priority, task.run_at, task.state.is_waiting())
 }

@@ -3,8 +3,9 @@
 //! Every statement that makes work appear sends one `pg_notify` on the schema's channel (one
 //! per statement, not per row, however many tasks it inserts). Payloads:
 //! `t` (tasks may be claimable now), `t<µs>p<priority>` (the earliest run time among new tasks,
-//! in microseconds since the epoch, and their highest priority), `s` (schedules changed) and
-//! `l<name>` (a lease was given up).
+//! in microseconds since the epoch, and their highest priority), followed by `w<µs>` when some of
+//! them wait (scheduled or retrying: the earliest of their run times), `s` (schedules changed)
+//! and `l<name>` (a lease was given up).
 //!
 //! The listener moves the store's claim positions back before it passes a task announcement on
 //! (see [`crate::tasks::cursor`]), so a claim woken by it starts early enough.
@@ -31,21 +32,29 @@ pub(crate) fn channel_for(schema: &str) -> String {
 }
 
 /// The `pg_notify` call that announces tasks, given the SQL expressions of their earliest run
-/// time and highest priority.
-pub(crate) fn notify_tasks_sql(run_at: &str, priority: &str) -> String {
+/// time, their highest priority, and the earliest run time of those that wait (null when none
+/// does).
+pub(crate) fn notify_tasks_sql(run_at: &str, priority: &str, waiting: &str) -> String {
     format!(
         "pg_notify($1, 't' || coalesce((extract(epoch from {run_at}) * 1000000)::bigint::text, '') \
-           || coalesce('p' || ({priority})::text, ''))"
+           || coalesce('p' || ({priority})::text, '') \
+           || coalesce('w' || (extract(epoch from {waiting}) * 1000000)::bigint::text, ''))"
     )
 }
 
-/// A task announcement's first claim-order position: `None` when it names none.
-fn announced_first(rest: &str) -> Option<Key> {
-    let (us, priority) = rest.split_once('p')?;
-    Some(Key::before(
-        priority.parse().ok()?,
-        Timestamp::from_microsecond(us.parse().ok()?).ok()?,
-    ))
+/// What a task announcement names: the first claim-order position of its tasks, and when the
+/// earliest of those that wait is due. `None` when it names no position.
+fn announced(rest: &str) -> Option<(Key, Option<Timestamp>)> {
+    let (us, rest) = rest.split_once('p')?;
+    let (priority, waiting) = match rest.split_once('w') {
+        Some((priority, waiting)) => (priority, Some(micros(waiting)?)),
+        None => (rest, None),
+    };
+    Some((Key::before(priority.parse().ok()?, micros(us)?), waiting))
+}
+
+fn micros(us: &str) -> Option<Timestamp> {
+    Timestamp::from_microsecond(us.parse().ok()?).ok()
 }
 
 pub(crate) fn parse(payload: &str) -> Option<StoreEvent> {
@@ -53,11 +62,10 @@ pub(crate) fn parse(payload: &str) -> Option<StoreEvent> {
     match kind {
         "t" if rest.is_empty() => Some(StoreEvent::Tasks { run_at: None }),
         "t" => Some(StoreEvent::Tasks {
-            run_at: rest
-                .split('p')
-                .next()
-                .and_then(|us| us.parse::<i64>().ok())
-                .and_then(|us| Timestamp::from_microsecond(us).ok()),
+            run_at: match announced(rest) {
+                Some((first, waiting)) => waiting.or(Some(first.run_at)),
+                None => micros(rest),
+            },
         }),
         "s" => Some(StoreEvent::Schedules),
         "l" => Some(StoreEvent::LeaseReleased { name: rest.into() }),
@@ -68,8 +76,13 @@ pub(crate) fn parse(payload: &str) -> Option<StoreEvent> {
 /// Moves claim positions back for a notification, if it announces tasks.
 fn move_claims_back(cursors: &ClaimCursors, payload: &str) {
     if let Some(rest) = payload.strip_prefix('t') {
-        match announced_first(rest) {
-            Some(first) => cursors.move_back(first),
+        match announced(rest) {
+            Some((first, waiting)) => {
+                cursors.move_back(first);
+                if let Some(at) = waiting {
+                    cursors.waiting(at);
+                }
+            }
             None => cursors.forget(),
         }
     }
@@ -203,11 +216,28 @@ mod tests {
             })
         );
         assert_eq!(
-            announced_first("1767225600000000p-3"),
-            Some(Key::before(-3, "2026-01-01T00:00:00Z".parse().unwrap()))
+            announced("1767225600000000p-3"),
+            Some((
+                Key::before(-3, "2026-01-01T00:00:00Z".parse().unwrap()),
+                None
+            ))
         );
-        assert_eq!(announced_first("1767225600000000"), None);
-        assert_eq!(announced_first(""), None);
+        // Some wait: the engine learns when the first of them is due.
+        let first = "2026-01-01T00:00:00Z".parse().unwrap();
+        let waiting = "2026-01-01T00:00:05Z".parse().unwrap();
+        assert_eq!(
+            announced("1767225600000000p2w1767225605000000"),
+            Some((Key::before(2, first), Some(waiting)))
+        );
+        assert_eq!(
+            parse("t1767225600000000p2w1767225605000000"),
+            Some(StoreEvent::Tasks {
+                run_at: Some(waiting)
+            })
+        );
+        assert_eq!(announced("1767225600000000"), None);
+        assert_eq!(announced("1767225600000000p2wx"), None);
+        assert_eq!(announced(""), None);
         assert_eq!(parse("s"), Some(StoreEvent::Schedules));
         assert_eq!(
             parse("lleader"),

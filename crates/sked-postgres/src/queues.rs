@@ -97,7 +97,7 @@ pub(crate) async fn update(
         .await
         .map_err(db_err)?;
     // A resumed or widened queue may have claimable tasks.
-    announce_tasks(&*tx, channel, None).await?;
+    announce_tasks(&*tx, channel, None, None).await?;
     tx.commit().await.map_err(db_err)?;
     // Fresh statistics keep claims walking the claim index (see `tasks::claim::claim_sql`).
     // The change is committed: a failure here is only worth a warning.

@@ -391,8 +391,9 @@ pub fn retry_delay(
 /// the engine's wake-ups must handle each event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreEvent {
-    /// Tasks were inserted or may have become claimable; `run_at` is the earliest run time
-    /// among them when known.
+    /// Tasks were inserted or may have become claimable. `run_at`, when known, is when the
+    /// first of them that waits (scheduled or retrying) is due, or, when none waits, the
+    /// earliest run time among them.
     Tasks { run_at: Option<Timestamp> },
     /// A schedule changed, or a scheduled task finished (overlap and buffers depend on it).
     Schedules,

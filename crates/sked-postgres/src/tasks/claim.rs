@@ -31,7 +31,7 @@ static STAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
            (SELECT min(run_at) FROM sked_tasks WHERE state IN {WAITING} AND run_at > $2), \
            CASE WHEN f.n > 0 THEN {} END \
          FROM (SELECT max(priority) AS top, min(run_at) AS first, count(*) AS n FROM staged) f",
-        notify_tasks_sql("f.first", "f.top")
+        notify_tasks_sql("f.first", "f.top", "NULL::timestamptz")
     )
 });
 

@@ -202,17 +202,23 @@ impl ClaimCursors {
         }
     }
 
-    /// Tasks from `bound` on may have become available (or will at its run time): claims
-    /// start there at the latest, and staging runs by then.
+    /// Tasks from `bound` on may have become available (or will when staged): claims start
+    /// there at the latest.
     pub(crate) fn move_back(&self, bound: Key) {
         let mut inner = self.lock();
         inner.epoch += 1;
-        inner.next_due.lower(bound.run_at);
         for position in inner.positions.values_mut() {
             if position.after.is_some_and(|a| bound.order() < a.order()) {
                 position.after = Some(bound);
             }
         }
+    }
+
+    /// A task waits until `at`: staging runs by then.
+    pub(crate) fn waiting(&self, at: Timestamp) {
+        let mut inner = self.lock();
+        inner.epoch += 1;
+        inner.next_due.lower(at);
     }
 
     /// Anything may have changed: claims start at the front, stage, and read the queue

@@ -88,6 +88,8 @@ struct RowChanges {
     /// The first claim-order position among tasks left waiting or available (the highest
     /// priority, the earliest run time), for the announcement.
     first: Option<Key>,
+    /// When the first of the tasks left waiting is due, for the announcement.
+    waiting: Option<Timestamp>,
     /// A task of a schedule changed state.
     schedules: bool,
 }
@@ -104,6 +106,9 @@ impl RowChanges {
         if !after.state.is_finished() {
             let this = Key::before(after.priority, after.run_at);
             self.first = Some(self.first.map_or(this, |k| k.covering(this)));
+        }
+        if after.state.is_waiting() {
+            self.waiting = Some(self.waiting.map_or(after.run_at, |w| w.min(after.run_at)));
         }
         self.schedules |= after.schedule.is_some();
     }
@@ -140,7 +145,7 @@ impl RowChanges {
         .await
         .map_err(db_err)?;
         if let Some(first) = self.first {
-            announce_tasks(&**tx, channel, Some(first)).await?;
+            announce_tasks(&**tx, channel, Some(first), self.waiting).await?;
         }
         if self.schedules {
             announce_schedules(&**tx, channel).await?;
@@ -150,16 +155,20 @@ impl RowChanges {
 }
 
 /// Announces tasks that may be claimable from `first` on (their first claim-order position;
-/// `None`: anywhere).
+/// `None`: anywhere), and when the first of them that waits is due.
 pub(crate) async fn announce_tasks<C: GenericClient + Sync>(
     c: &C,
     channel: &str,
     first: Option<Key>,
+    waiting: Option<Timestamp>,
 ) -> Result<()> {
     let (run_at, priority) = (first.map(|k| k.run_at), first.map(|k| k.priority));
     c.execute(
-        &format!("SELECT {}", notify_tasks_sql("$2::timestamptz", "$3::int")),
-        &[&channel, &run_at, &priority],
+        &format!(
+            "SELECT {}",
+            notify_tasks_sql("$2::timestamptz", "$3::int", "$4::timestamptz")
+        ),
+        &[&channel, &run_at, &priority, &waiting],
     )
     .await
     .map_err(db_err)?;

@@ -89,11 +89,12 @@ static PLAIN_INSERT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
                  $13::text[], $14::timestamptz[]) WITH ORDINALITY \
                  AS u(queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
                  backoff_base_ms, backoff_max_ms, schedule, nominal_at, ord) \
-               ORDER BY ord RETURNING id, run_at, priority), \
+               ORDER BY ord RETURNING id, run_at, priority, state), \
              announced AS (SELECT {} FROM ( \
-               SELECT min(run_at) AS first, max(priority) AS top FROM ins) f) \
+               SELECT min(run_at) AS first, max(priority) AS top, \
+                 min(run_at) FILTER (WHERE state <> 'available') AS waiting FROM ins) f) \
              SELECT id FROM ins, announced ORDER BY id",
-        notify_tasks_sql("f.first", "f.top")
+        notify_tasks_sql("f.first", "f.top", "f.waiting")
     )
 });
 
@@ -116,9 +117,13 @@ async fn insert_unique<C: GenericClient + Sync>(
              timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at, unique_key) \
            VALUES ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $2, $15) \
            ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN {ACTIVE} DO NOTHING \
-           RETURNING id, run_at, priority) \
+           RETURNING id, run_at, priority, state) \
          SELECT id, {} FROM ins",
-        notify_tasks_sql("ins.run_at", "ins.priority")
+        notify_tasks_sql(
+            "ins.run_at",
+            "ins.priority",
+            "CASE WHEN ins.state <> 'available' THEN ins.run_at END"
+        )
     );
     // A holder that finishes between the insert and the lookup frees the key: try again.
     for _ in 0..5 {

@@ -178,7 +178,7 @@ pub(crate) async fn retry(c: &mut Object, channel: &str, p: &TaskRetryParams) ->
         )
         .await
         .map_err(db_err)?;
-    announce_tasks(&*tx, channel, Some(Key::before(task.priority, p.now))).await?;
+    announce_tasks(&*tx, channel, Some(Key::before(task.priority, p.now)), None).await?;
     tx.commit().await.map_err(db_err)?;
     task_from_row(&row)
 }
@@ -201,7 +201,14 @@ pub(crate) async fn reschedule(
         )
         .await
         .map_err(db_err)?;
-    announce_tasks(&*tx, channel, Some(Key::before(task.priority, p.run_at))).await?;
+    let waiting = state.is_waiting().then_some(p.run_at);
+    announce_tasks(
+        &*tx,
+        channel,
+        Some(Key::before(task.priority, p.run_at)),
+        waiting,
+    )
+    .await?;
     tx.commit().await.map_err(db_err)?;
     task_from_row(&row)
 }

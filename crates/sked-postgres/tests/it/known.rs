@@ -105,3 +105,58 @@ async fn an_unannounced_task_is_staged_within_a_second() {
     seen.extend(claim_ids(&store, now + SignedDuration::from_secs(1)).await);
     assert_eq!(seen, vec![id], "staged by the look a second after the last");
 }
+
+#[tokio::test]
+async fn tasks_that_do_not_wait_do_not_make_claims_stage() {
+    let Some((a, schema)) = fresh_store().await else {
+        return;
+    };
+    let b = PgStore::connect(schema.options()).await.unwrap();
+    listening(&a).await;
+    let mut events = a.subscribe().expect("announcements");
+    let now = Timestamp::now();
+    assert!(
+        claim_ids(&a, now).await.is_empty(),
+        "learns that nothing waits"
+    );
+    // A waiting task made due behind the store's back: only staging finds it.
+    let hidden = insert_due(&a, now + SignedDuration::from_secs(3600), now).await;
+    let (c, conn) = tokio_postgres::connect(&schema.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    c.execute(
+        "UPDATE sked_tasks SET run_at = $1 WHERE id = $2",
+        &[&(now - SignedDuration::from_millis(1)), &hidden],
+    )
+    .await
+    .unwrap();
+    // A task due now, inserted through another store: its announcement reaches this one.
+    let theirs = insert_due(&b, now, now).await;
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("the other store's announcement")
+            .unwrap();
+        // PostgreSQL keeps microseconds.
+        if let sked_store::StoreEvent::Tasks { run_at: Some(t) } = event
+            && t.as_microsecond() == now.as_microsecond()
+        {
+            break;
+        }
+    }
+    let soon = now + SignedDuration::from_millis(10);
+    assert_eq!(
+        claim_ids(&a, soon).await,
+        vec![theirs],
+        "a task that does not wait needs no staging"
+    );
+    let mine = insert_due(&a, now, now).await;
+    assert_eq!(claim_ids(&a, soon).await, vec![mine], "nor does its own");
+    // Staged by the look a second after the last; it sits before where claims resume, so the
+    // claim after the staging one takes it.
+    let later = now + SignedDuration::from_secs(1);
+    let mut seen = claim_ids(&a, later).await;
+    seen.extend(claim_ids(&a, later).await);
+    assert_eq!(seen, vec![hidden], "staged a second after the last look");
+}
