@@ -275,6 +275,20 @@ impl Store for PgStore {
         Ok(inserted)
     }
 
+    async fn task_insert_claimed(
+        &self,
+        params: TaskInsertClaimedParams,
+    ) -> Result<(TaskInserted, Option<Task>)> {
+        let (inserted, task) = self
+            .op(async |c, ch| tasks::insert_claimed(c, ch, &params).await)
+            .await?;
+        if task.is_none() {
+            let run_at = params.task.task.run_at.unwrap_or(params.now);
+            self.claimable([(params.task.task.priority, run_at, false)]);
+        }
+        Ok((inserted, task))
+    }
+
     async fn task_get(&self, id: TaskId) -> Result<Task> {
         self.op(async |c, _| tasks::get(c, id).await).await
     }

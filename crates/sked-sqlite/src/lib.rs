@@ -136,6 +136,14 @@ impl Store for SqliteStore {
         self.write(move |tx| tasks::insert_many(tx, &params)).await
     }
 
+    async fn task_insert_claimed(
+        &self,
+        params: TaskInsertClaimedParams,
+    ) -> Result<(TaskInserted, Option<Task>)> {
+        self.write(move |tx| tasks::insert_claimed(tx, &params))
+            .await
+    }
+
     async fn task_get(&self, id: TaskId) -> Result<Task> {
         self.run(move |conn| tasks::get(conn, id)).await
     }

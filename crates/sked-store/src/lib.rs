@@ -70,6 +70,16 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// is not inserted; that task's id is returned with `duplicate: true`.
     async fn task_insert_many(&self, params: TaskInsertParams) -> Result<Vec<TaskInserted>>;
 
+    /// Inserts one task and leases it at once to `worker`, as a claim would (attempt 1,
+    /// running, the lease ending `lease_ttl` after `now`), unless its queue is paused or has a
+    /// concurrency limit: then it is inserted available, as by [`Store::task_insert_many`],
+    /// and announced. The leased task comes back with its answer. The task must be due at
+    /// `now` and have no unique key.
+    async fn task_insert_claimed(
+        &self,
+        params: TaskInsertClaimedParams,
+    ) -> Result<(TaskInserted, Option<Task>)>;
+
     /// A task with its attempt history.
     async fn task_get(&self, id: TaskId) -> Result<Task>;
 

@@ -15,6 +15,23 @@ pub fn state_for_run_at(run_at: Timestamp, now: Timestamp) -> TaskState {
     }
 }
 
+/// A task may be inserted already leased only when it is due at once and has no unique key
+/// (a key may name another task, which a worker cannot be handed instead).
+pub fn check_insert_claimed(p: &crate::TaskInsertClaimedParams) -> crate::Result<()> {
+    let task = &p.task.task;
+    if task.unique_key.is_some() {
+        return Err(crate::StoreError::Invalid(
+            "a task with a unique key cannot be inserted leased".into(),
+        ));
+    }
+    if task.run_at.is_some_and(|at| at > p.now) {
+        return Err(crate::StoreError::Invalid(
+            "a task due later cannot be inserted leased".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// What ending an attempt changes on the task row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finish {

@@ -51,6 +51,16 @@ pub struct TaskListParams {
     pub limit: u32,
 }
 
+/// One task, due now and without a unique key, to insert already leased to a worker that waits
+/// for work on this node (see [`crate::Store::task_insert_claimed`]).
+#[derive(Debug, Clone)]
+pub struct TaskInsertClaimedParams {
+    pub task: TaskInsert,
+    pub worker: String,
+    pub lease_ttl: SignedDuration,
+    pub now: Timestamp,
+}
+
 #[derive(Debug, Clone)]
 pub struct TaskClaimParams {
     /// Queues to claim from; empty means every queue.

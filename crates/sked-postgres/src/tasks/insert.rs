@@ -2,13 +2,13 @@
 //! for tasks with one.
 
 use jiff::Timestamp;
-use sked_core::TaskState;
+use sked_core::{Task, TaskState};
 use sked_store::states::ACTIVE;
 use sked_store::*;
 use tokio_postgres::GenericClient;
 
 use super::Param;
-use crate::codec::{col, db_err, ms, state};
+use crate::codec::{TASK_COLUMNS, col, db_err, ms, state, task_from_row};
 use crate::listen::notify_tasks_sql;
 use deadpool_postgres::Object;
 
@@ -98,6 +98,59 @@ static PLAIN_INSERT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     )
 });
 
+/// Inserts one task (`$3`–`$14` as for [`Columns::first_row`]), leased to a worker (`$16`,
+/// until `$15`) unless its queue is paused or limited; then it is inserted available (`$7`)
+/// and announced. One statement, returning the row.
+static INSERT_CLAIMED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH open AS (SELECT NOT EXISTS (SELECT 1 FROM sked_queues q WHERE q.name = $3::text \
+               AND (q.paused OR q.concurrency_limit IS NOT NULL)) AS ok), \
+             ins AS ( \
+               INSERT INTO sked_tasks AS t (queue, kind, payload, priority, state, run_at, \
+                 max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, \
+                 created_at, attempt, started_at, lease_expires_at, worker) \
+               SELECT $3::text, $4::text, $5::jsonb, $6::int, \
+                 CASE WHEN ok THEN 'running' ELSE $7::text END, $8::timestamptz, $9::int, \
+                 $10::bigint, $11::bigint, $12::bigint, $13::text, $14::timestamptz, \
+                 $2::timestamptz, CASE WHEN ok THEN 1 ELSE 0 END, \
+                 CASE WHEN ok THEN $2::timestamptz END, CASE WHEN ok THEN $15::timestamptz END, \
+                 CASE WHEN ok THEN $16::text END \
+               FROM open RETURNING {TASK_COLUMNS}) \
+         SELECT ins.*, CASE WHEN ins.state = 'available' THEN {} END FROM ins",
+        notify_tasks_sql("ins.run_at", "ins.priority", "NULL::timestamptz")
+    )
+});
+
+/// Inserts one task due now and, unless its queue is paused or limited, leases it to a
+/// waiting worker at once (see [`sked_store::Store::task_insert_claimed`]).
+pub(crate) async fn insert_claimed(
+    c: &Object,
+    channel: &str,
+    p: &TaskInsertClaimedParams,
+) -> Result<(TaskInserted, Option<Task>)> {
+    rules::check_insert_claimed(p)?;
+    p.task
+        .task
+        .validate()
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let expires = p
+        .now
+        .checked_add(p.lease_ttl)
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let rows = Columns::of(std::iter::once(&p.task), p.now);
+    let mut params = rows.first_row(&channel, &p.now);
+    params.extend([&expires as Param<'_>, &p.worker]);
+    let stmt = c.prepare_cached(&INSERT_CLAIMED).await.map_err(db_err)?;
+    let row = c.query_one(&stmt, &params).await.map_err(db_err)?;
+    let task = task_from_row(&row)?;
+    let inserted = TaskInserted {
+        id: task.id,
+        state: task.state,
+        duplicate: false,
+    };
+    Ok((inserted, (task.state == TaskState::Running).then_some(task)))
+}
+
 /// Whether inserting `tasks` takes more than one statement.
 fn needs_transaction(tasks: &[TaskInsert]) -> bool {
     tasks.iter().any(|t| t.task.unique_key.is_some())
@@ -127,23 +180,8 @@ async fn insert_unique<C: GenericClient + Sync>(
     );
     // A holder that finishes between the insert and the lookup frees the key: try again.
     for _ in 0..5 {
-        let params: [Param<'_>; 15] = [
-            &channel,
-            &now,
-            &rows.queue[0],
-            &rows.kind[0],
-            &rows.payload[0],
-            &rows.priority[0],
-            &rows.state[0],
-            &rows.run_at[0],
-            &rows.max_attempts[0],
-            &rows.timeout_ms[0],
-            &rows.backoff_base_ms[0],
-            &rows.backoff_max_ms[0],
-            &rows.schedule[0],
-            &rows.nominal_at[0],
-            key,
-        ];
+        let mut params = rows.first_row(&channel, &now);
+        params.push(key);
         if let Some(row) = c.query_opt(&sql, &params).await.map_err(db_err)? {
             return Ok(TaskInserted {
                 id: col(&row, 0)?,
@@ -191,6 +229,27 @@ struct Columns {
 }
 
 impl Columns {
+    /// The parameters `$1`–`$14` of a one-task insert: the channel, now, then the first
+    /// task's fields in the order of the table's columns.
+    fn first_row<'a>(&'a self, channel: &'a &str, now: &'a Timestamp) -> Vec<Param<'a>> {
+        vec![
+            channel,
+            now,
+            &self.queue[0],
+            &self.kind[0],
+            &self.payload[0],
+            &self.priority[0],
+            &self.state[0],
+            &self.run_at[0],
+            &self.max_attempts[0],
+            &self.timeout_ms[0],
+            &self.backoff_base_ms[0],
+            &self.backoff_max_ms[0],
+            &self.schedule[0],
+            &self.nominal_at[0],
+        ]
+    }
+
     fn of<'a>(tasks: impl Iterator<Item = &'a TaskInsert>, now: Timestamp) -> Columns {
         let mut c = Columns::default();
         for t in tasks {

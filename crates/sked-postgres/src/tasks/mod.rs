@@ -14,7 +14,7 @@ mod known;
 
 pub(crate) use claim::{claim, heartbeat};
 pub(crate) use ending::{announce_schedules, announce_tasks, finish_many, rescue};
-pub(crate) use insert::{insert_many, insert_tasks};
+pub(crate) use insert::{insert_claimed, insert_many, insert_tasks};
 
 use deadpool_postgres::{Object, Transaction};
 use jiff::Timestamp;

@@ -68,39 +68,58 @@ pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Tas
         .now
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    // One short statement per task: with no `IN` list of three or more constants in any
-    // partial index's predicate (migration 5), a prepared one-row update costs little more than
-    // the row and index writes themselves. Each claimed row is read whole before its update,
-    // and the claim's change is applied to it here rather than read back.
-    let mut update = tx
+    keys.into_iter()
+        .map(|id| lease(tx, id, &p.worker, p.now, expires))
+        .collect()
+}
+
+/// Leases the available task `id` to `worker` from `now` until `expires`; the task after.
+///
+/// One short statement per task: with no `IN` list of three or more constants in any partial
+/// index's predicate (migration 5), a prepared one-row update costs little more than the row
+/// and index writes themselves. The row is read whole before its update, and the claim's
+/// change is applied to it here rather than read back.
+pub(crate) fn lease(
+    tx: &Transaction<'_>,
+    id: TaskId,
+    worker: &str,
+    now: Timestamp,
+    expires: Timestamp,
+) -> Result<Task> {
+    let mut task = get_row(tx, id)?;
+    let n = tx
         .prepare_cached(
             "UPDATE tasks SET state = 'running', attempt = attempt + 1, started_at = ?2, \
              lease_expires_at = ?3, worker = ?4, cancel_requested = 0 \
              WHERE id = ?1 AND state = 'available'",
         )
+        .map_err(db_err)?
+        .execute(params![id, ts(now), ts(expires), worker])
         .map_err(db_err)?;
-    let mut claimed = Vec::with_capacity(keys.len());
-    for id in keys {
-        let mut task = get_row(tx, id)?;
-        let n = update
-            .execute(params![task.id, ts(p.now), ts(expires), p.worker])
-            .map_err(db_err)?;
-        if n != 1 {
-            // The candidates were read in this transaction, which holds the write lock.
-            return Err(StoreError::Backend(format!(
-                "task {} was not available to claim",
-                task.id
-            )));
-        }
-        task.state = TaskState::Running;
-        task.attempt += 1;
-        task.started_at = Some(p.now);
-        task.lease_expires_at = Some(expires);
-        task.worker = Some(p.worker.clone());
-        task.cancel_requested = false;
-        claimed.push(task);
+    if n != 1 {
+        // The task was read in this transaction, which holds the write lock.
+        return Err(StoreError::Backend(format!(
+            "task {id} was not available to claim"
+        )));
     }
-    Ok(claimed)
+    task.state = TaskState::Running;
+    task.attempt += 1;
+    task.started_at = Some(now);
+    task.lease_expires_at = Some(expires);
+    task.worker = Some(worker.to_string());
+    task.cancel_requested = false;
+    Ok(task)
+}
+
+/// Whether claims take tasks of `queue` as they come: it is neither paused nor limited.
+pub(crate) fn queue_is_open(tx: &Transaction<'_>, queue: &str) -> Result<bool> {
+    tx.prepare_cached(
+        "SELECT NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1 \
+           AND (paused = 1 OR concurrency_limit IS NOT NULL))",
+    )
+    .map_err(db_err)?
+    .query_row([queue], |r| r.get(0))
+    .map_err(db_err)
 }
 
 /// Conditions added to a claim's statement, with their values, parameters numbered from

@@ -4,7 +4,7 @@ use std::sync::LazyLock;
 
 use jiff::Timestamp;
 use rusqlite::{OptionalExtension, Statement, ToSql, Transaction};
-use sked_core::{SpecError, TaskId, TaskState};
+use sked_core::{SpecError, Task, TaskId, TaskState};
 use sked_store::rules;
 use sked_store::*;
 
@@ -122,6 +122,31 @@ pub(crate) fn insert_one(
         state: row.state,
         duplicate: false,
     })
+}
+
+/// Inserts one task due now and, unless its queue is paused or limited, leases it to a
+/// waiting worker at once (see [`sked_store::Store::task_insert_claimed`]).
+pub(crate) fn insert_claimed(
+    tx: &Transaction<'_>,
+    p: &TaskInsertClaimedParams,
+) -> Result<(TaskInserted, Option<Task>)> {
+    rules::check_insert_claimed(p)?;
+    let inserted = insert_one(tx, &p.task, p.now)?;
+    if !super::claim::queue_is_open(tx, &p.task.task.queue)? {
+        return Ok((inserted, None));
+    }
+    let expires = p
+        .now
+        .checked_add(p.lease_ttl)
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let task = super::claim::lease(tx, inserted.id, &p.worker, p.now, expires)?;
+    Ok((
+        TaskInserted {
+            state: task.state,
+            ..inserted
+        },
+        Some(task),
+    ))
 }
 
 /// Inserts tasks in order. Tasks without a unique key go in statements of up to

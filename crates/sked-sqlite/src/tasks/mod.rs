@@ -21,7 +21,7 @@ mod claim;
 mod insert;
 
 pub(crate) use claim::claim;
-pub(crate) use insert::{insert_many, insert_one};
+pub(crate) use insert::{insert_claimed, insert_many, insert_one};
 
 /// A task row by id.
 static GET_ROW: std::sync::LazyLock<String> =

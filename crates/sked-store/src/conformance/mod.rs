@@ -7,12 +7,14 @@
 //! `schedules` (declaring, applying plans), `observe` (activity, workers); here the macro and
 //! the helpers they share.
 
+mod inserts;
 mod observe;
 mod operations;
 mod queues;
 mod schedules;
 mod tasks;
 
+pub use inserts::*;
 pub use observe::*;
 pub use operations::*;
 pub use queues::*;
@@ -31,7 +33,7 @@ use crate::*;
 macro_rules! conformance_tests {
     ($make:expr) => {
         $crate::conformance_tests!(@cases $make;
-            insert_and_get, a_large_batch_answers_in_order, unique_key_returns_the_holder, unique_key_under_concurrency,
+            insert_and_get, a_large_batch_answers_in_order, insert_claimed_leases_unless_held_back, unique_key_returns_the_holder, unique_key_under_concurrency,
             claim_in_priority_order, claim_merges_queues_in_priority_order, future_tasks_wait_until_due, paused_queue_gives_nothing,
             concurrency_limit_caps_running, claim_filters_queues_and_kinds,
             heartbeat_extends_and_rejects_stale, complete_records_result_and_attempt,

@@ -9,9 +9,10 @@ use sked_store::{
     FinishOutcome, HeartbeatReply, TaskClaimParams, TaskFinishParams, TaskHeartbeatParams,
 };
 
-use super::Engine;
+use super::handoff::Wanted;
 use super::observe::Presence;
 use super::wake::{POLL_ANNOUNCED, POLL_UNANNOUNCED};
+use super::{Engine, lock};
 use crate::error::{Error, Result};
 
 /// A claim: up to `max` due tasks from `queues` (all when empty) of `kinds` (any when empty).
@@ -94,10 +95,44 @@ impl Engine {
                     None => std::future::pending().await,
                 }
             };
+            // A task enqueued on this node meanwhile may come straight here (see `handoff`);
+            // not to a claim of no tasks, whose receiver never hears.
+            let (_never_sent, never) = tokio::sync::oneshot::channel();
+            let (ticket, mut handed) = match req.max {
+                0 => (None, never),
+                _ => {
+                    let (ticket, handed) = lock(&self.inner.waiters).wait(Wanted {
+                        queues: req.queues.clone(),
+                        kinds: req.kinds.clone(),
+                        min_priority: req.min_priority,
+                        worker: req.worker.clone(),
+                        lease_ttl: params(now).lease_ttl,
+                    });
+                    (Some(ticket), handed)
+                }
+            };
+            let leave =
+                |ticket: Option<u64>| ticket.is_none_or(|t| lock(&self.inner.waiters).leave(t));
             tokio::select! {
+                task = &mut handed => match task {
+                    Ok(task) => return Ok(self.handed(task)),
+                    // Inserted available after all (its queue is paused or limited): look.
+                    Err(_) => continue,
+                },
                 _ = &mut woken => {}
                 _ = tokio::time::sleep_until(until) => {}
-                _ = stopped => return Ok(Vec::new()),
+                _ = stopped => {
+                    // A task on its way finds this claim gone and is given back.
+                    leave(ticket);
+                    return Ok(Vec::new());
+                }
+            }
+            if !leave(ticket) {
+                // A task is on its way: take it, or look if it went in available.
+                if let Ok(task) = handed.await {
+                    return Ok(self.handed(task));
+                }
+                continue;
             }
             // Nothing came by the deadline: the caller asks again anyway, and claiming once
             // more here would double an idle worker's queries.
@@ -105,6 +140,19 @@ impl Engine {
                 return Ok(Vec::new());
             }
         }
+    }
+
+    /// How many claims wait on this node for work (long-polls with nothing to claim yet). A
+    /// task enqueued on this node goes straight to the longest-waiting one that takes it.
+    pub fn waiting_claims(&self) -> usize {
+        lock(&self.inner.waiters).count()
+    }
+
+    /// A task handed to a waiting claim, counted as claimed.
+    fn handed(&self, task: Task) -> Vec<Task> {
+        let claimed = vec![task];
+        self.inner.metrics.claimed(&claimed, self.now());
+        claimed
     }
 
     /// Extends the lease of a running task held with `attempt` (by `lease_ttl`, or the

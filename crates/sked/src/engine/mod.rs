@@ -3,6 +3,7 @@
 //!
 //! - `tasks.rs`: enqueue, look up, cancel, retry, reschedule;
 //! - `claims.rs`: claims (with long-poll), heartbeats and attempt endings;
+//! - `handoff.rs`: a task enqueued here goes straight to a worker waiting here;
 //! - `schedules.rs`: schedules made at run time or declared in code, trigger, the ledger, and
 //!   one materialisation pass;
 //! - `queues.rs`: queue counts, pause, resume, limits;
@@ -14,6 +15,7 @@
 //! are in [`crate::maintenance`].
 
 mod claims;
+mod handoff;
 mod observe;
 mod queues;
 mod schedules;
@@ -108,6 +110,8 @@ struct Inner {
     /// When each worker's presence was last written, to write it at most every
     /// [`BEAT_EVERY`].
     beats: Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    /// Claims waiting here for work, which a task enqueued here may go to directly.
+    waiters: Mutex<handoff::Waiters>,
 }
 
 impl Engine {
@@ -139,6 +143,7 @@ impl Engine {
             finisher,
             metrics: Metrics::new(),
             beats: Mutex::new(std::collections::HashMap::new()),
+            waiters: Mutex::new(handoff::Waiters::default()),
         });
         if let (Some(events), Ok(rt)) = (events, tokio::runtime::Handle::try_current()) {
             // Subscribed first: a change of state after this read arrives as an event.

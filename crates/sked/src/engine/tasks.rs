@@ -3,11 +3,11 @@
 use jiff::Timestamp;
 use sked_core::{NewTask, Task, TaskId, TaskState};
 use sked_store::{
-    TaskCancelParams, TaskInsertParams, TaskInserted, TaskListParams, TaskRescheduleParams,
-    TaskRetryParams, rules,
+    FinishOutcome, TaskCancelParams, TaskInsertClaimedParams, TaskInsertParams, TaskInserted,
+    TaskListParams, TaskRescheduleParams, TaskRetryParams, rules,
 };
 
-use super::Engine;
+use super::{Engine, lock};
 use crate::error::{Error, Result};
 
 /// Which tasks [`Engine::tasks`] lists, newest first. `TaskFilter::default()` is the newest
@@ -104,6 +104,13 @@ impl Engine {
             })?;
         }
         let now = self.now();
+        if let [task] = tasks.as_slice() {
+            let waiter = lock(&self.inner.waiters).take_for(task, now);
+            if let Some(waiter) = waiter {
+                let task = tasks.into_iter().next().expect("one task");
+                return Ok(vec![self.hand_over(task, waiter, now).await?]);
+            }
+        }
         let queues = enqueued_per_queue(&tasks);
         let first_waiting = tasks
             .iter()
@@ -125,6 +132,39 @@ impl Engine {
             self.saw_waiting(first_waiting);
         }
         self.wake_workers();
+        Ok(inserted)
+    }
+
+    /// Inserts `task` leased to a claim waiting on this node and hands it over (see
+    /// `handoff`); gives it back at once if that claim has gone meanwhile.
+    async fn hand_over(
+        &self,
+        task: NewTask,
+        waiter: super::handoff::Waiter,
+        now: Timestamp,
+    ) -> Result<TaskInserted> {
+        let queue = task.queue.clone();
+        let (inserted, leased) = self
+            .inner
+            .store
+            .task_insert_claimed(TaskInsertClaimedParams {
+                task: task.into(),
+                worker: waiter.worker.clone(),
+                lease_ttl: waiter.lease_ttl,
+                now,
+            })
+            .await?;
+        self.inner.metrics.enqueued(&queue, 1);
+        match leased {
+            Some(task) => {
+                if let Err(task) = waiter.send.send(task) {
+                    self.finish(task.id, task.attempt, FinishOutcome::Released)
+                        .await?;
+                }
+            }
+            // Its queue is paused or limited: the waiting claim looks as usual.
+            None => self.wake_workers(),
+        }
         Ok(inserted)
     }
 
@@ -194,4 +234,49 @@ fn enqueued_per_queue(tasks: &[NewTask]) -> Vec<(String, usize)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::engine::handoff::Wanted;
+    use crate::{ClaimRequest, EngineConfig};
+
+    #[tokio::test]
+    async fn a_task_for_a_claim_that_has_gone_is_given_back_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sked_sqlite::SqliteStore::open(dir.path().join("sked.db")).unwrap();
+        let engine = Engine::new(Arc::new(store), EngineConfig::default());
+        let (_, handed) = lock(&engine.inner.waiters).wait(Wanted {
+            queues: vec![],
+            kinds: vec![],
+            min_priority: None,
+            worker: "gone".into(),
+            lease_ttl: jiff::SignedDuration::from_secs(30),
+        });
+        let task = NewTask::new("k");
+        let now = engine.now();
+        let waiter = lock(&engine.inner.waiters)
+            .take_for(&task, now)
+            .expect("the waiting claim takes it");
+        // The claim goes away while its task is being inserted.
+        drop(handed);
+        let inserted = engine.hand_over(task, waiter, now).await.unwrap();
+        let t = engine.task(inserted.id).await.unwrap();
+        assert_eq!(t.state, TaskState::Available, "given back, not stranded");
+        let claimed = engine
+            .claim(ClaimRequest {
+                worker: "next".into(),
+                max: 1,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            claimed.iter().map(|t| t.id).collect::<Vec<_>>(),
+            vec![inserted.id]
+        );
+    }
 }

@@ -462,3 +462,115 @@ async fn berlin_schedule_across_both_dst_changes() {
         .count();
     assert_eq!(oct25, 25, "fall back: 25 hourly runs");
 }
+
+/// Waits (in real time) until `n` claims wait on the engine.
+async fn until_waiting(engine: &Engine, n: usize) {
+    let started = std::time::Instant::now();
+    while engine.waiting_claims() != n {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{} claims wait, not {n}",
+            engine.waiting_claims()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+}
+
+fn waiting_claim(engine: &Engine) -> tokio::task::JoinHandle<Vec<sked_core::Task>> {
+    let engine = engine.clone();
+    tokio::spawn(async move {
+        engine
+            .claim(ClaimRequest {
+                worker: "w".into(),
+                max: 10,
+                wait: Some(std::time::Duration::from_secs(60)),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+    })
+}
+
+#[tokio::test]
+async fn a_task_enqueued_here_goes_straight_to_a_waiting_claim() {
+    let e = env("2026-01-01T00:00:00Z");
+    let claim = waiting_claim(&e.engine);
+    until_waiting(&e.engine, 1).await;
+    let inserted = e.engine.enqueue(NewTask::new("k")).await.unwrap();
+    assert_eq!(inserted.state, TaskState::Running, "leased in its insert");
+    let got = claim.await.unwrap();
+    assert_eq!(got.len(), 1);
+    let now = e.engine.now();
+    let stored = e.engine.task(inserted.id).await.unwrap();
+    for t in [&got[0], &stored] {
+        assert_eq!(t.id, inserted.id);
+        assert_eq!((t.state, t.attempt), (TaskState::Running, 1));
+        assert_eq!(t.worker.as_deref(), Some("w"));
+        assert_eq!(
+            t.lease_expires_at,
+            Some(now + SignedDuration::from_secs(30))
+        );
+    }
+    assert_eq!(e.engine.waiting_claims(), 0);
+    assert!(e.claim(10).await.is_empty(), "claimed once");
+}
+
+#[tokio::test]
+async fn a_task_of_a_paused_queue_is_not_handed_over() {
+    let e = env("2026-01-01T00:00:00Z");
+    e.engine
+        .queue_update(sked::store::QueueUpdateParams {
+            name: "held".into(),
+            paused: Some(true),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut claim = waiting_claim(&e.engine);
+    until_waiting(&e.engine, 1).await;
+    let mut held = NewTask::new("k");
+    held.queue = "held".into();
+    let inserted = e.engine.enqueue(held).await.unwrap();
+    assert_eq!(inserted.state, TaskState::Available);
+    // The claim looked (the paused queue gives nothing) and waits again.
+    until_waiting(&e.engine, 1).await;
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(50), &mut claim)
+            .await
+            .is_err()
+    );
+    let open = e.engine.enqueue(NewTask::new("k")).await.unwrap();
+    assert_eq!(open.state, TaskState::Running);
+    let got = claim.await.unwrap();
+    assert_eq!(got.iter().map(|t| t.id).collect::<Vec<_>>(), vec![open.id]);
+}
+
+#[tokio::test]
+async fn a_batch_a_due_later_task_and_a_keyed_task_are_not_handed_over() {
+    let e = env("2026-01-01T00:00:00Z");
+    let claim = waiting_claim(&e.engine);
+    until_waiting(&e.engine, 1).await;
+    let mut later = NewTask::new("k");
+    later.run_at = Some(e.engine.now() + SignedDuration::from_secs(60));
+    assert_eq!(
+        e.engine.enqueue(later).await.unwrap().state,
+        TaskState::Scheduled
+    );
+    until_waiting(&e.engine, 1).await;
+    let mut keyed = NewTask::new("k");
+    keyed.unique_key = Some("once".into());
+    let keyed = e.engine.enqueue(keyed).await.unwrap();
+    assert_eq!(keyed.state, TaskState::Available);
+    // The claim takes it the usual way, woken by the enqueue.
+    let got = claim.await.unwrap();
+    assert_eq!(got.iter().map(|t| t.id).collect::<Vec<_>>(), vec![keyed.id]);
+    let claim = waiting_claim(&e.engine);
+    until_waiting(&e.engine, 1).await;
+    let batch = e
+        .engine
+        .enqueue_many(vec![NewTask::new("a"), NewTask::new("b")])
+        .await
+        .unwrap();
+    assert!(batch.iter().all(|i| i.state == TaskState::Available));
+    assert_eq!(claim.await.unwrap().len(), 2);
+}
