@@ -139,7 +139,8 @@ pub(crate) fn insert_claimed(
         .now
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let task = super::claim::lease(tx, inserted.id, &p.worker, p.now, expires)?;
+    let mut update = tx.prepare_cached(super::claim::LEASE).map_err(db_err)?;
+    let task = super::claim::lease(tx, &mut update, inserted.id, &p.worker, p.now, expires)?;
     Ok((
         TaskInserted {
             state: task.state,
