@@ -108,7 +108,15 @@ impl Engine {
             let waiter = lock(&self.inner.waiters).take_for(task, now);
             if let Some(waiter) = waiter {
                 let task = tasks.into_iter().next().expect("one task");
-                return Ok(vec![self.hand_over(task, waiter, now).await?]);
+                // On a task of its own, so that a caller that goes away mid-way (a client
+                // that hung up) cannot leave the task leased to a claim that never gets it.
+                let engine = self.clone();
+                let handing =
+                    tokio::spawn(async move { engine.hand_over(task, waiter, now).await });
+                let inserted = handing
+                    .await
+                    .map_err(|e| Error::Internal(format!("handing a task over failed: {e}")))??;
+                return Ok(vec![inserted]);
             }
         }
         let queues = enqueued_per_queue(&tasks);
