@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use jiff::{SignedDuration, Timestamp};
 use sked_core::NewTask;
 use sked_postgres::PgStore;
-use sked_postgres::testing::fresh_store;
+use sked_postgres::testing::{TestSchema, fresh_store};
 use sked_store::{Store, TaskClaimParams, TaskInsertParams};
 
 /// Waits until the store listens (its first connection makes what it knows unknown).
@@ -45,6 +45,20 @@ async fn insert_due(store: &PgStore, run_at: Timestamp, now: Timestamp) -> i64 {
         .await
         .unwrap();
     inserted[0].id
+}
+
+/// Moves a waiting task's run time to `due` with plain SQL: nothing announces it.
+async fn due_behind_the_back(schema: &TestSchema, id: i64, due: Timestamp) {
+    let (c, conn) = tokio_postgres::connect(&schema.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    c.execute(
+        "UPDATE sked_tasks SET run_at = $1 WHERE id = $2",
+        &[&due, &id],
+    )
+    .await
+    .unwrap();
 }
 
 #[tokio::test]
@@ -91,16 +105,7 @@ async fn an_unannounced_task_is_staged_within_a_second() {
     // Made waiting behind the store's back: nothing announces it.
     let due = now + SignedDuration::from_millis(100);
     let id = insert_due(&store, now + SignedDuration::from_secs(3600), now).await;
-    let (c, conn) = tokio_postgres::connect(&schema.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    c.execute(
-        "UPDATE sked_tasks SET run_at = $1 WHERE id = $2",
-        &[&due, &id],
-    )
-    .await
-    .unwrap();
+    due_behind_the_back(&schema, id, due).await;
     let mut seen = claim_ids(&store, due).await;
     seen.extend(claim_ids(&store, now + SignedDuration::from_secs(1)).await);
     assert_eq!(seen, vec![id], "staged by the look a second after the last");
@@ -121,16 +126,7 @@ async fn tasks_that_do_not_wait_do_not_make_claims_stage() {
     );
     // A waiting task made due behind the store's back: only staging finds it.
     let hidden = insert_due(&a, now + SignedDuration::from_secs(3600), now).await;
-    let (c, conn) = tokio_postgres::connect(&schema.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    c.execute(
-        "UPDATE sked_tasks SET run_at = $1 WHERE id = $2",
-        &[&(now - SignedDuration::from_millis(1)), &hidden],
-    )
-    .await
-    .unwrap();
+    due_behind_the_back(&schema, hidden, now - SignedDuration::from_millis(1)).await;
     // A task due now, inserted through another store: its announcement reaches this one.
     let theirs = insert_due(&b, now, now).await;
     loop {
