@@ -4,8 +4,27 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::error::SpecError;
 
+/// The longest duration sked accepts anywhere: 3650 days, about ten years. Every duration it
+/// stores (timeouts, backoffs, catch-up windows, intervals) then fits its columns in
+/// milliseconds and can be added to any time sked handles.
+pub const MAX_DURATION: SignedDuration = SignedDuration::from_hours(24 * 3650);
+
+/// Checks a duration given to sked as `what`: not negative and at most [`MAX_DURATION`].
+pub fn check_duration(what: &str, d: SignedDuration) -> Result<(), SpecError> {
+    if d.is_negative() {
+        return Err(SpecError::new(format!("{what} must not be negative")));
+    }
+    if d > MAX_DURATION {
+        return Err(SpecError::new(format!(
+            "{what} is longer than the limit of {}",
+            format_duration(MAX_DURATION)
+        )));
+    }
+    Ok(())
+}
+
 /// Parses a non-negative duration such as `90s`, `5m`, `1h30m`, `2d`, `250ms` or ISO 8601
-/// `PT1H`. Days are 24 hours.
+/// `PT1H`. Days are 24 hours. At most [`MAX_DURATION`].
 pub fn parse_duration(input: &str) -> Result<SignedDuration, SpecError> {
     let s = input.trim();
     let invalid = || {
@@ -52,6 +71,7 @@ pub fn parse_duration(input: &str) -> Result<SignedDuration, SpecError> {
     if d.is_negative() {
         return Err(invalid());
     }
+    check_duration(&format!("duration {input:?}"), d)?;
     Ok(d)
 }
 

@@ -10,7 +10,7 @@ pub mod serde_duration;
 mod task;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use duration::{format_duration, parse_duration, parse_time};
+pub use duration::{MAX_DURATION, check_duration, format_duration, parse_duration, parse_time};
 pub use error::SpecError;
 pub use retry::RetryPolicy;
 pub use schedule::plan::{OccurrenceOutcome, Plan, PlanInput, PlannedOccurrence};

@@ -337,6 +337,7 @@ impl NewTask {
             if t <= SignedDuration::ZERO {
                 return Err(SpecError::new("timeout must be positive"));
             }
+            crate::check_duration("timeout", t)?;
         }
         if let Some(k) = &self.unique_key {
             if k.is_empty() || k.len() > 512 {
@@ -347,6 +348,7 @@ impl NewTask {
             if b.base <= SignedDuration::ZERO || b.max < b.base {
                 return Err(SpecError::new("backoff needs base > 0 and max >= base"));
             }
+            crate::check_duration("backoff max", b.max)?;
         }
         Ok(())
     }

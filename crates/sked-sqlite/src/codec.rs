@@ -30,8 +30,10 @@ pub(crate) fn opt_ts(us: Option<i64>) -> Option<Timestamp> {
     us.map(from_ts)
 }
 
+/// Milliseconds of a duration checked by [`sked_core::check_duration`] (so they fit); one out of
+/// range is stored as the farthest value rather than wrapped.
 pub(crate) fn ms(d: SignedDuration) -> i64 {
-    d.as_millis() as i64
+    i64::try_from(d.as_millis()).unwrap_or(if d.is_negative() { i64::MIN } else { i64::MAX })
 }
 
 pub(crate) fn state(s: &str) -> rusqlite::Result<TaskState> {

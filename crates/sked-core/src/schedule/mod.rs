@@ -332,9 +332,7 @@ impl ScheduleDef {
         let tz = parse_zone(&self.tz)?;
         let task = self.task.to_new_task();
         task.validate()?;
-        if self.catchup_window < SignedDuration::ZERO {
-            return Err(SpecError::new("catchup_window must not be negative"));
-        }
+        crate::check_duration("catchup_window", self.catchup_window)?;
         Ok((spec, tz))
     }
 }

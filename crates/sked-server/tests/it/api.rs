@@ -1,85 +1,10 @@
 //! The HTTP API in-process (no socket): contracts, and bad input answered with 4xx JSON errors
 //! that change nothing.
 
-use std::sync::Arc;
-
-use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use http_body_util::BodyExt;
+use axum::http::StatusCode;
 use serde_json::{Value, json};
-use sked_server::{AppState, router};
-use tower::ServiceExt;
 
-struct Api {
-    app: Router,
-    _dir: tempfile::TempDir,
-}
-
-fn api(token: Option<&str>) -> Api {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(sked_sqlite::SqliteStore::open(dir.path().join("sked.db")).unwrap());
-    let engine = sked::Engine::new(store, sked::EngineConfig::default());
-    Api {
-        app: router(AppState {
-            engine,
-            token: token.map(Arc::from),
-        }),
-        _dir: dir,
-    }
-}
-
-impl Api {
-    async fn call(&self, method: &str, uri: &str, body: Option<&str>) -> (StatusCode, Value) {
-        self.call_with(method, uri, body, None).await
-    }
-
-    async fn call_with(
-        &self,
-        method: &str,
-        uri: &str,
-        body: Option<&str>,
-        token: Option<&str>,
-    ) -> (StatusCode, Value) {
-        let mut req = Request::builder().method(method).uri(uri);
-        if body.is_some() {
-            req = req.header("content-type", "application/json");
-        }
-        if let Some(t) = token {
-            req = req.header("authorization", format!("Bearer {t}"));
-        }
-        let req = req
-            .body(
-                body.map(|b| Body::from(b.to_string()))
-                    .unwrap_or_else(Body::empty),
-            )
-            .unwrap();
-        let resp = self.app.clone().oneshot(req).await.unwrap();
-        let status = resp.status();
-        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-        let json = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).expect("JSON body")
-        };
-        (status, json)
-    }
-
-    async fn task_count(&self) -> usize {
-        self.call("GET", "/v1/tasks", None).await.1["tasks"]
-            .as_array()
-            .unwrap()
-            .len()
-    }
-}
-
-#[track_caller]
-fn assert_error(got: (StatusCode, Value), status: StatusCode, code: &str, needle: &str) {
-    assert_eq!(got.0, status, "{}", got.1);
-    assert_eq!(got.1["error"]["code"], code, "{}", got.1);
-    let msg = got.1["error"]["message"].as_str().unwrap();
-    assert!(msg.contains(needle), "{msg:?} should mention {needle:?}");
-}
+use crate::support::{api, assert_error};
 
 #[tokio::test]
 async fn enqueue_get_list_cancel() {

@@ -2,4 +2,6 @@
 //! and the Rust worker embedded and remote.
 
 mod api;
+mod hostile;
+mod support;
 mod worker_sdk;
