@@ -303,6 +303,14 @@ fn invalid_and_never_firing_expressions_are_rejected() {
     rejects("* * * * * * *", "has 7 fields");
     rejects("", "empty");
     rejects("*/0 * * * *", "invalid step");
+    // A step past the field's range fired every second (and overflowed in a debug build).
+    rejects("59/4294967295 * * * * *", "expected 1 to 59");
+    rejects("*/60 * * * *", "expected 1 to 59");
+    rejects("0 0 */32 * *", "expected 1 to 31");
+    let long = vec!["1"; 150_000].join(",");
+    rejects(&format!("{long} * * * *"), "the limit is 1024");
+    let every_value = (0..60).map(|v| v.to_string()).collect::<Vec<_>>().join(",");
+    assert!(Spec::parse(&format!("{every_value} {every_value} * * * *")).is_ok());
     rejects("5-1 * * * *", "runs backwards");
     rejects("1,,2 * * * *", "empty list item");
     rejects("@reboot", "unknown cron macro");

@@ -74,11 +74,21 @@ const DAY_NAMES: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 /// expression that matches no day in 401 years never fires.
 const HORIZON_YEARS: i16 = 401;
 
+/// The longest cron expression accepted, in bytes: room for every value of every field
+/// listed one by one, and no more.
+pub const MAX_CRON_LEN: usize = 1024;
+
 impl CronExpr {
     /// Parses a 5-field (`m h dom mon dow`) or 6-field (`s m h dom mon dow`) expression or a
     /// macro, and rejects expressions that can never fire.
     pub fn parse(input: &str) -> Result<CronExpr, SpecError> {
         let source = input.trim();
+        if source.len() > MAX_CRON_LEN {
+            return Err(SpecError::new(format!(
+                "cron expression is {} bytes long; the limit is {MAX_CRON_LEN}",
+                source.len()
+            )));
+        }
         let expanded = match source.to_ascii_lowercase().as_str() {
             "@yearly" | "@annually" => "0 0 1 1 *",
             "@monthly" => "0 0 1 * *",
@@ -409,19 +419,25 @@ fn parse_item(item: &str, kind: Field, field: &str) -> Result<u64, SpecError> {
             kind.name()
         )));
     }
+    let (min, max) = kind.range();
     let (range, step) = match item.split_once('/') {
         Some((r, s)) => {
-            let step: u32 = s.parse().ok().filter(|s| *s > 0).ok_or_else(|| {
-                SpecError::new(format!(
-                    "invalid step {s:?} in {} field {field:?}",
-                    kind.name()
-                ))
-            })?;
+            // A step longer than the field never repeats within it: refused, like a value out
+            // of range (and so `v + step` below cannot overflow).
+            let step: u32 = s
+                .parse()
+                .ok()
+                .filter(|s| (1..=max).contains(s))
+                .ok_or_else(|| {
+                    SpecError::new(format!(
+                        "invalid step {s:?} in {} field {field:?}: expected 1 to {max}",
+                        kind.name()
+                    ))
+                })?;
             (r, Some(step))
         }
         None => (item, None),
     };
-    let (min, max) = kind.range();
     let max = if matches!(kind, Field::DayOfWeek) {
         6
     } else {

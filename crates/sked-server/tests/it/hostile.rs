@@ -48,3 +48,26 @@ async fn durations_beyond_the_limit_are_refused() {
     let (_, got) = a.call("GET", &format!("/v1/tasks/{}", t["id"]), None).await;
     assert_eq!(got["timeout"], "3650d");
 }
+
+/// A cron step past its field's range fired every second; a cron of 300,000 list items was
+/// accepted.
+#[tokio::test]
+async fn cron_steps_and_sizes_are_bounded() {
+    let a = api(None);
+    let long = vec!["1"; 300_000].join(",");
+    for (spec, needle) in [
+        ("59/4294967295 * * * * *", "expected 1 to 59"),
+        (long.as_str(), "the limit is 1024"),
+    ] {
+        let body = serde_json::json!({"name": "s", "spec": spec, "task": {"kind": "k"}});
+        assert_error(
+            a.call("POST", "/v1/schedules", Some(&body.to_string()))
+                .await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_input",
+            needle,
+        );
+    }
+    let (_, list) = a.call("GET", "/v1/schedules", None).await;
+    assert_eq!(list["schedules"], serde_json::json!([]));
+}
