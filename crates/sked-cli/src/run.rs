@@ -218,6 +218,19 @@ fn refuse_client_options(command: &str, g: &Global) -> CliResult {
     Ok(())
 }
 
+/// A server's token: visible ASCII only, so that it cannot be blank, and a client sends in its
+/// `Authorization` header exactly what the server compares.
+fn check_token(token: &str) -> CliResult<String> {
+    if token.bytes().all(|b| b.is_ascii_graphic()) {
+        Ok(token.to_string())
+    } else {
+        Err(CliError::usage(
+            "invalid --token: use visible ASCII characters only, without spaces \
+             (for example the output of `openssl rand -hex 32`)",
+        ))
+    }
+}
+
 pub(crate) async fn server(a: ServerArgs, g: &Global) -> CliResult {
     refuse_client_options("server", g)?;
     let addr: SocketAddr = a.listen.parse().map_err(|_| {
@@ -226,7 +239,10 @@ pub(crate) async fn server(a: ServerArgs, g: &Global) -> CliResult {
             a.listen
         ))
     })?;
-    let token = g.token.clone().filter(|t| !t.is_empty());
+    let token = match g.token.as_deref() {
+        None | Some("") => None,
+        Some(t) => Some(check_token(t)?),
+    };
     if !addr.ip().is_loopback() && token.is_none() {
         return Err(CliError::usage(format!(
             "listening on {addr} (beyond loopback) requires an API token: pass --token or set SKED_TOKEN"

@@ -58,7 +58,7 @@ fn is_cross_site(headers: &HeaderMap) -> bool {
 }
 
 /// `Host` without its port is an IP address, `localhost`, or a name under `.localhost`.
-fn is_local_host(host: &str) -> bool {
+pub(crate) fn is_local_host(host: &str) -> bool {
     if let Some(rest) = host.strip_prefix('[') {
         // [v6] or [v6]:port
         let ip = rest.split(']').next().unwrap_or("");

@@ -96,14 +96,23 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Liveness, with who this node is: it does not touch the database.
-async fn healthz(State(state): State<AppState>) -> Json<sked::api::Health> {
+/// Liveness: it does not touch the database. Who this node is (its id, whether it leads, its
+/// backend) only to a trusted client: one with the token, or, without a token, one that
+/// reached the server by a loopback name (a page that rebinds its own name gets `status`).
+async fn healthz(State(state): State<AppState>, headers: HeaderMap) -> Json<sked::api::Health> {
+    let trusted = match &state.token {
+        Some(token) => has_token(&headers, token),
+        None => headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .is_none_or(guard::is_local_host),
+    };
     let engine = &state.engine;
     Json(sked::api::Health {
         status: "ok".into(),
-        node: engine.config().node_id.clone(),
-        leader: engine.is_leader(),
-        backend: engine.store().backend().into(),
+        node: trusted.then(|| engine.config().node_id.clone()),
+        leader: trusted.then(|| engine.is_leader()),
+        backend: trusted.then(|| engine.store().backend().into()),
     })
 }
 
@@ -140,18 +149,7 @@ async fn auth(
     next: Next,
 ) -> Response {
     if let Some(token) = &state.token {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        let ok = given.len() == token.len()
-            && given
-                .bytes()
-                .zip(token.bytes())
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0;
-        if !ok {
+        if !has_token(&headers, token) {
             return ApiError::new(
                 sked::api::ErrorCode::Unauthorized,
                 "missing or wrong API token: send Authorization: Bearer <token>",
@@ -160,6 +158,22 @@ async fn auth(
         }
     }
     next.run(req).await
+}
+
+/// Whether the request carries `Authorization: Bearer <token>`, compared in constant time over
+/// the token's length.
+fn has_token(headers: &HeaderMap, token: &str) -> bool {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    given.len() == token.len()
+        && given
+            .bytes()
+            .zip(token.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
 }
 
 /// Refuses a body whose declared length is over the limit before reading any of it; bodies

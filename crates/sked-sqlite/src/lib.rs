@@ -34,6 +34,7 @@ impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore> {
         let path = path.as_ref().to_path_buf();
+        create_private(&path)?;
         let mut conn = Connection::open_with_flags(
             &path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -103,6 +104,34 @@ impl SqliteStore {
     {
         self.run(move |conn| transact(conn, f)).await
     }
+}
+
+/// Creates the database file readable and writable by its owner only, unless it exists (its
+/// journal files take the same mode from it): tasks, payloads and results are not for every
+/// user of the machine.
+fn create_private(path: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(StoreError::Unavailable(format!(
+                    "cannot create {}: {e}",
+                    path.display()
+                )));
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
 }
 
 fn transact<T>(conn: &mut Connection, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {

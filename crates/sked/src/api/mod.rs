@@ -210,17 +210,22 @@ pub struct Activity {
     pub buckets: Vec<ActivityBucket>,
 }
 
-/// `GET /healthz`: liveness, without touching the database.
+/// `GET /healthz`: liveness, without touching the database. Who the node is only to a client
+/// the server trusts (the token, or without a token a loopback host name); anyone else gets
+/// `status` alone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Health {
     /// Always `ok`.
     pub status: String,
     /// This node's id.
-    pub node: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// Whether it holds the leader lease.
-    pub leader: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<bool>,
     /// `sqlite` or `postgres`.
-    pub backend: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
 }
 
 /// What `sked top` shows: the cluster, queues, ended work, schedules and workers at once.

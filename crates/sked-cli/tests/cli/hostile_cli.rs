@@ -1,0 +1,77 @@
+//! Hostile conditions around the real binary: what the server leaves readable, which tokens
+//! it accepts, and what it tells strangers.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::{SKED, Server};
+
+/// `GET /healthz` over a socket with the given `Host` and token; the JSON body.
+fn healthz(srv: &Server, host: &str, token: Option<&str>) -> Value {
+    let mut sock = std::net::TcpStream::connect(srv.url.trim_start_matches("http://")).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let auth = token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"));
+    let head = format!("GET /healthz HTTP/1.1\r\nhost: {host}\r\n{auth}connection: close\r\n\r\n");
+    sock.write_all(head.as_bytes()).unwrap();
+    let mut answer = String::new();
+    sock.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    serde_json::from_str(answer.split_once("\r\n\r\n").unwrap().1).unwrap()
+}
+
+/// The database file (tasks, payloads, results) was created readable by every user.
+#[test]
+fn the_sqlite_file_is_readable_by_its_owner_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &[]);
+    srv.ok(&["task", "add", "--kind", "k"]);
+    for file in ["sked.db", "sked.db-wal"] {
+        let mode = std::fs::metadata(dir.path().join(file))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{file}: {mode:o}");
+    }
+}
+
+/// `--token " "` was accepted: a token no client could tell from none.
+#[test]
+fn a_blank_token_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for token in [" ", "\t", "  x  "] {
+        let out = Command::new(SKED)
+            .args(["server", "--token", token, "--db", "sqlite://x.db"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{token:?}: {stderr}");
+        assert!(stderr.contains("--token"), "{stderr}");
+    }
+    assert!(!dir.path().join("x.db").exists());
+}
+
+/// `/healthz` told any `Host` the node's id and whether it leads.
+#[test]
+fn healthz_tells_who_the_node_is_only_to_trusted_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = Server::start(dir.path(), &[]);
+    let full = healthz(&open, "127.0.0.1", None);
+    assert_eq!(full["status"], "ok");
+    assert!(full["node"].is_string(), "{full}");
+    assert_eq!(full["backend"], "sqlite");
+    let stranger = healthz(&open, "rebound.example.com", None);
+    assert_eq!(stranger, serde_json::json!({"status": "ok"}));
+    drop(open);
+    let dir = tempfile::tempdir().unwrap();
+    let guarded = Server::start(dir.path(), &["--token", "s3cret-token"]);
+    let without = healthz(&guarded, "127.0.0.1", None);
+    assert_eq!(without, serde_json::json!({"status": "ok"}));
+    let with = healthz(&guarded, "127.0.0.1", Some("s3cret-token"));
+    assert!(with["node"].is_string(), "{with}");
+    assert_eq!(with["leader"], true);
+}
