@@ -86,21 +86,48 @@ pub async fn open_scratch_store(url: &str, pool_size: usize) -> Result<(Arc<dyn 
     }
 }
 
-/// The URL with its password (if any) replaced by `…`, for logs.
+/// The URL with every password in it replaced by `…`, for logs and errors: the one in its
+/// user information (`postgres://user:…@host`) and the value of any `password=` or
+/// `sslpassword=` parameter (`?password=…`, or a `key=value` connection string).
 pub fn redacted_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    // The authority ends at the first `/`, `?` or `#`; credentials end at its last `@`.
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(end);
-    match authority.rsplit_once('@') {
-        Some((credentials, host)) => match credentials.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:…@{host}{path}"),
-            None => url.to_string(),
-        },
+    let url = match url.split_once("://") {
+        Some((scheme, rest)) => {
+            // The authority ends at the first `/`, `?` or `#`; credentials end at its last `@`.
+            let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(end);
+            match authority.rsplit_once('@') {
+                Some((credentials, host)) => match credentials.split_once(':') {
+                    Some((user, _)) => format!("{scheme}://{user}:…@{host}{path}"),
+                    None => url.to_string(),
+                },
+                None => url.to_string(),
+            }
+        }
         None => url.to_string(),
+    };
+    redact_parameters(&url)
+}
+
+/// `…` for the value of every parameter whose name ends in `password` (ASCII case ignored),
+/// up to the next `&`, `#` or white space (a quoted value up to its closing quote).
+fn redact_parameters(s: &str) -> String {
+    const KEY: &str = "password=";
+    let lower = s.to_ascii_lowercase();
+    let mut out = String::with_capacity(s.len());
+    let mut at = 0;
+    while let Some(found) = lower[at..].find(KEY) {
+        let value = at + found + KEY.len();
+        out.push_str(&s[at..value]);
+        out.push('…');
+        let rest = &s[value..];
+        let len = match rest.strip_prefix('\'') {
+            Some(quoted) => quoted.find('\'').map_or(rest.len(), |end| end + 2),
+            None => rest.find(['&', '#', ' ', '\t', '\n']).unwrap_or(rest.len()),
+        };
+        at = value + len;
     }
+    out.push_str(&s[at..]);
+    out
 }
 
 #[cfg(test)]
@@ -118,6 +145,14 @@ mod tests {
             "postgres://sked@db:5432/sked"
         );
         assert_eq!(redacted_url("sqlite://sked.db"), "sqlite://sked.db");
+        assert_eq!(
+            redacted_url("postgres://u:one@db/sked?password=two&sslmode=require&SSLPassword=3"),
+            "postgres://u:…@db/sked?password=…&sslmode=require&SSLPassword=…"
+        );
+        assert_eq!(
+            redacted_url("host=db password='a b' user=u password=c"),
+            "host=db password=… user=u password=…"
+        );
         assert_eq!(redacted_url("sked.db"), "sked.db");
     }
 

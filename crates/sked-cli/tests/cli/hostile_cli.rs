@@ -75,3 +75,52 @@ fn healthz_tells_who_the_node_is_only_to_trusted_clients() {
     assert!(with["node"].is_string(), "{with}");
     assert_eq!(with["leader"], true);
 }
+
+/// A database password must not reach the output, whether the server starts or fails to.
+#[test]
+fn a_database_password_is_never_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // Nothing listens there: the server gives up, and says why.
+    let url = format!("postgres://sked:SECRET-ONE@127.0.0.1:{port}/sked?password=SECRET-TWO");
+    let out = Command::new(SKED)
+        .args(["server", "--listen", "127.0.0.1:0", "--db", &url])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{all}");
+    assert!(!all.contains("SECRET"), "{all}");
+}
+
+/// The same on a server that starts: its log, `/healthz` and the dashboard page. Skipped
+/// without a test database (not under CI).
+#[test]
+fn a_database_password_is_never_printed_by_a_running_server() {
+    let Some(base) = sked_postgres::testing::database_url() else {
+        return;
+    };
+    let schema = sked_postgres::testing::TestSchema::new(&base);
+    // The test database trusts its clients, so the password is sent and ignored.
+    let url = schema.url().replacen('@', ":SECRET-ONE@", 1) + "&password=SECRET-TWO";
+    assert!(url.contains(":SECRET-ONE@"), "{url}");
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start_on(dir.path(), &url, &[], &[], "server.log");
+    srv.ok(&["task", "add", "--kind", "k"]);
+    let (_, health) = crate::common::http_get(&srv.url, "/healthz").unwrap();
+    let (_, page) = crate::common::http_get(&srv.url, "/").unwrap();
+    drop(srv);
+    let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap();
+    assert!(log.contains("sked server listening"), "{log}");
+    for (what, text) in [("log", &log), ("/healthz", &health), ("/", &page)] {
+        assert!(!text.contains("SECRET"), "{what}: {text}");
+    }
+}
