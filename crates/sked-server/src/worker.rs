@@ -35,7 +35,6 @@ pub(crate) async fn claim(
     State(s): State<AppState>,
     ApiJson(c): ApiJson<Claim>,
 ) -> ApiResult<Claimed> {
-    sked_core::validate_name("worker", &c.worker).map_err(|e| ApiError::invalid(e.to_string()))?;
     if c.max == 0 || c.max > 1000 {
         return Err(ApiError::invalid("max must be between 1 and 1000"));
     }

@@ -2,6 +2,7 @@
 //! error that names the problem and changes nothing.
 
 use axum::http::StatusCode;
+use serde_json::json;
 
 use crate::support::{api, assert_error};
 
@@ -70,4 +71,40 @@ async fn cron_steps_and_sizes_are_bounded() {
     }
     let (_, list) = a.call("GET", "/v1/schedules", None).await;
     assert_eq!(list["schedules"], serde_json::json!([]));
+}
+
+/// A claim naming 32,766 queues answered 500 ("too many SQL variables"); names went unchecked.
+#[tokio::test]
+async fn a_claim_names_few_and_valid_queues_and_kinds() {
+    let a = api(None);
+    let many: Vec<String> = (0..32_766).map(|i| format!("q{i}")).collect();
+    for (body, needle) in [
+        (json!({"worker": "w", "queues": many}), "at most 100"),
+        (json!({"worker": "w", "kinds": many}), "at most 100"),
+        (
+            json!({"worker": "w", "queues": ["a b"]}),
+            "queue \"a b\" contains",
+        ),
+        (
+            json!({"worker": "w", "kinds": [""]}),
+            "kind must be 1 to 128",
+        ),
+        (json!({"worker": ""}), "worker must be 1 to 128"),
+    ] {
+        assert_error(
+            a.call("POST", "/v1/claim", Some(&body.to_string())).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_input",
+            needle,
+        );
+    }
+    let hundred: Vec<String> = (0..100).map(|i| format!("q{i}")).collect();
+    let (s, got) = a
+        .call(
+            "POST",
+            "/v1/claim",
+            Some(&json!({"worker": "w", "queues": hundred}).to_string()),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{got}");
 }

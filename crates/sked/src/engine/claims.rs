@@ -36,10 +36,35 @@ pub struct ClaimRequest {
     pub stop: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
+/// The most queues, and the most kinds, one claim may name.
+pub const MAX_CLAIM_NAMES: usize = 100;
+
+impl ClaimRequest {
+    /// Checks the names a claim gives: its worker, and at most [`MAX_CLAIM_NAMES`] valid queue
+    /// and kind names each (a claim naming tens of thousands made a statement the database
+    /// refused).
+    fn validate(&self) -> Result<()> {
+        sked_core::validate_name("worker", &self.worker)?;
+        for (what, names) in [("queue", &self.queues), ("kind", &self.kinds)] {
+            if names.len() > MAX_CLAIM_NAMES {
+                return Err(Error::Invalid(format!(
+                    "a claim names {} {what}s; at most {MAX_CLAIM_NAMES}",
+                    names.len()
+                )));
+            }
+            for name in names {
+                sked_core::validate_name(what, name)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Engine {
     /// Claims due tasks. With `wait`, returns as soon as a task is claimable (woken by enqueues
     /// in this process, or at the next task's due time), or empty when the wait is over.
     pub async fn claim(&self, req: ClaimRequest) -> Result<Vec<Task>> {
+        req.validate()?;
         let deadline = req.wait.map(|w| tokio::time::Instant::now() + w);
         let params = |now| TaskClaimParams {
             queues: req.queues.clone(),
