@@ -51,6 +51,12 @@ pub(crate) struct ServerArgs {
     /// Address to listen on; anything but loopback requires --token
     #[arg(long, default_value = "127.0.0.1:7070", value_name = "HOST:PORT")]
     listen: String,
+    /// Connections kept open at once; at the limit a new one closes the oldest idle one
+    #[arg(long, default_value_t = 1024, value_name = "N")]
+    max_connections: usize,
+    /// How long a client may take to send a request's head, or keep a connection idle
+    #[arg(long, default_value = "10s", value_name = "DUR")]
+    header_timeout: String,
 }
 
 #[derive(Args)]
@@ -248,13 +254,19 @@ pub(crate) async fn server(a: ServerArgs, g: &Global) -> CliResult {
             "listening on {addr} (beyond loopback) requires an API token: pass --token or set SKED_TOKEN"
         )));
     }
+    let limits = sked_server::Limits {
+        max_connections: a.max_connections.max(1),
+        header_read_timeout: duration("--header-timeout", &a.header_timeout)?
+            .try_into()
+            .map_err(|_| CliError::usage("invalid --header-timeout"))?,
+    };
     let s = settings(&a.common)?;
     init_logs(a.common.log_json);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| CliError::runtime(format!("cannot listen on {addr}: {e}")))?;
     let (node, node_id) = node(&a.common, &s);
-    let mut node = node.service(sked_server::HttpService::new(listener, token));
+    let mut node = node.service(sked_server::HttpService::new(listener, token).limits(limits));
     if !s.executors.is_empty() {
         let (executors, concurrency, queues) =
             (s.executors, a.common.concurrency, a.common.queues.clone());

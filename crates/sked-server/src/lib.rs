@@ -2,6 +2,7 @@
 //! `/healthz` and the dashboard at `/`.
 //! [`router`] builds the whole API; it is tested with in-process requests.
 
+mod connections;
 mod dashboard;
 mod error;
 mod extract;
@@ -22,6 +23,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 
+pub use connections::Limits;
 pub use error::ApiError;
 pub use service::{HttpService, serve};
 

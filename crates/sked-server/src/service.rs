@@ -6,6 +6,7 @@ use std::sync::Arc;
 use sked::Engine;
 use sked::node::{Service, ServiceFuture, Stop};
 
+use crate::connections::{self, Limits};
 use crate::{AppState, router};
 
 /// The HTTP API on a listener, as a part of a [`sked::Node`].
@@ -13,6 +14,7 @@ use crate::{AppState, router};
 pub struct HttpService {
     listener: tokio::net::TcpListener,
     token: Option<Arc<str>>,
+    limits: Limits,
 }
 
 impl HttpService {
@@ -22,7 +24,14 @@ impl HttpService {
         HttpService {
             listener,
             token: token.filter(|t| !t.is_empty()).map(Arc::from),
+            limits: Limits::default(),
         }
+    }
+
+    /// Bounds on the connections it keeps ([`Limits::default`] unless set).
+    pub fn limits(mut self, limits: Limits) -> HttpService {
+        self.limits = limits;
+        self
     }
 }
 
@@ -32,19 +41,26 @@ impl Service for HttpService {
     }
 
     fn run(self: Box<Self>, engine: Engine, stop: Stop) -> ServiceFuture {
-        let HttpService { listener, token } = *self;
-        Box::pin(serve(listener, AppState { engine, token }, stop.wait()))
+        let HttpService {
+            listener,
+            token,
+            limits,
+        } = *self;
+        let app = router(AppState { engine, token });
+        Box::pin(async move {
+            connections::serve(listener, app, limits, stop.wait()).await;
+            Ok(())
+        })
     }
 }
 
-/// Serves the API on `listener` until `shutdown` resolves, then lets requests in flight end.
+/// Serves the API on `listener` within the default [`Limits`] until `shutdown` resolves, then
+/// lets requests in flight end.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> sked::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| sked::Error::Internal(format!("the HTTP server failed: {e}")))
+    connections::serve(listener, router(state), Limits::default(), shutdown).await;
+    Ok(())
 }

@@ -48,7 +48,7 @@ mod server_clock;
 pub mod worker;
 
 pub use client::Client;
-pub use engine::{ClaimRequest, Engine, EngineConfig, Presence, TaskFilter};
+pub use engine::{ClaimRequest, Engine, EngineConfig, MAX_CLAIM_NAMES, Presence, TaskFilter};
 pub use error::{Error, Result};
 pub use maintenance::MaintenanceConfig;
 pub use node::{Node, NodeBuilder};

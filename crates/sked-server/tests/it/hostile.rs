@@ -14,7 +14,7 @@ async fn durations_beyond_the_limit_are_refused() {
     let huge = "106751991167300d";
     for body in [
         format!(r#"{{"kind": "k", "timeout": "{huge}"}}"#),
-        format!(r#"{{"kind": "k", "timeout": "3651d"}}"#),
+        r#"{"kind": "k", "timeout": "3651d"}"#.to_string(),
         format!(r#"{{"kind": "k", "backoff": {{"base": "1s", "max": "{huge}"}}}}"#),
         format!(r#"{{"kind": "k", "backoff": {{"base": "{huge}", "max": "{huge}"}}}}"#),
     ] {

@@ -33,7 +33,7 @@ use tokio::sync::Notify;
 use crate::batch::FinishBatcher;
 use crate::metrics::Metrics;
 
-pub use claims::ClaimRequest;
+pub use claims::{ClaimRequest, MAX_CLAIM_NAMES};
 pub(crate) use observe::BEAT_EVERY;
 pub use observe::Presence;
 pub use tasks::TaskFilter;
