@@ -54,7 +54,7 @@ pub(crate) struct ServerArgs {
     /// Connections kept open at once; at the limit a new one closes the oldest idle one
     #[arg(long, default_value_t = 1024, value_name = "N")]
     max_connections: usize,
-    /// How long a client may take to send a request's head, or keep a connection idle
+    /// How long a client may take to send a request's head (request line and headers)
     #[arg(long, default_value = "10s", value_name = "DUR")]
     header_timeout: String,
 }

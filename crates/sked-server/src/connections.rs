@@ -26,8 +26,7 @@ use tower::ServiceExt;
 pub struct Limits {
     /// Connections open at once; at the limit the oldest idle one is closed for a new one.
     pub max_connections: usize,
-    /// How long a client may take to send a request's head (the request line and headers),
-    /// and how long a kept-alive connection may sit idle before it.
+    /// How long a client may take to send a request's head (the request line and headers).
     pub header_read_timeout: Duration,
 }
 

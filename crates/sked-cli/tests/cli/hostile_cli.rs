@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::{SKED, Server};
+use crate::common::{SKED, Server, free_port};
 
 /// `GET /healthz` over a socket with the given `Host` and token; the JSON body.
 fn healthz(srv: &Server, host: &str, token: Option<&str>) -> Value {
@@ -80,11 +80,7 @@ fn healthz_tells_who_the_node_is_only_to_trusted_clients() {
 #[test]
 fn a_database_password_is_never_printed() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     // Nothing listens there: the server gives up, and says why.
     let url = format!("postgres://sked:SECRET-ONE@127.0.0.1:{port}/sked?password=SECRET-TWO");
     let out = Command::new(SKED)
@@ -132,11 +128,7 @@ fn a_database_password_is_never_printed_by_a_running_server() {
 #[test]
 fn half_open_connections_neither_lock_others_out_nor_stay() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let mut server = Command::new("sh")
         .args([
             "-c",

@@ -35,11 +35,7 @@ impl Server {
         env: &[(&str, &str)],
         log: &str,
     ) -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let mut args = vec![
             "server".to_string(),
             "--db".into(),
@@ -170,6 +166,15 @@ pub fn http_get(url: &str, path: &str) -> Option<(u16, String)> {
     let status = buf.split(' ').nth(1)?.parse().ok()?;
     let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
     Some((status, body))
+}
+
+/// A loopback port nothing listens on at the moment.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// True when `/healthz` answers 200.
