@@ -1,8 +1,8 @@
 //! End-to-end tests of the `sked` binary that can share a process, linked as one binary (one
 //! link instead of one per file): the CLI and HTTP on SQLite, `sked top` and import, `/metrics`,
 //! `sked worker` as a process, the Python worker, and the tidy checks. The PostgreSQL cluster,
-//! restart and browser tests stay binaries of their own: they measure failover times or drive
-//! Chromium, and run after these, not beside them.
+//! restart, browser and half-open connection tests stay binaries of their own: they measure
+//! failover times, drive Chromium or load the machine, and run after these, not beside them.
 
 #[path = "../common/mod.rs"]
 mod common;
