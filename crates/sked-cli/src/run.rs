@@ -23,6 +23,13 @@ pub(crate) struct Common {
     /// Built-in executors to run in this process (comma-separated: shell, http)
     #[arg(long, value_name = "LIST")]
     exec: Option<String>,
+    /// Networks the http executor may connect to (comma-separated CIDR blocks or addresses),
+    /// instead of the default: anywhere but loopback, link-local, multicast and unspecified
+    #[arg(long, value_name = "LIST")]
+    http_allow: Option<String>,
+    /// The longest an http task without its own timeout may take
+    #[arg(long, default_value = "5m", value_name = "DUR")]
+    http_timeout: String,
     /// Tasks run at once by this process's executors
     #[arg(long, default_value_t = 10, value_name = "N")]
     concurrency: usize,
@@ -134,8 +141,19 @@ struct Settings {
 
 fn settings(c: &Common) -> CliResult<Settings> {
     let lease_ttl = duration("--lease-ttl", &c.lease_ttl)?;
-    let executors =
-        sked::executors::builtin(c.exec.as_deref().unwrap_or("")).map_err(CliError::usage)?;
+    let exec = c.exec.as_deref().unwrap_or("");
+    let mut options = sked::executors::BuiltinOptions::default();
+    if let Some(list) = &c.http_allow {
+        if !exec.split(',').any(|e| e.trim() == "http") {
+            return Err(CliError::usage(
+                "--http-allow applies to the http executor: pass --exec http",
+            ));
+        }
+        options.http_policy = sked::executors::HttpPolicy::allow_only(list)
+            .map_err(|e| CliError::usage(format!("invalid --http-allow: {e}")))?;
+    }
+    options.http_timeout = Some(std_duration(duration("--http-timeout", &c.http_timeout)?));
+    let executors = sked::executors::builtin(exec, &options).map_err(CliError::usage)?;
     if c.concurrency == 0 {
         return Err(CliError::usage("--concurrency must be at least 1"));
     }

@@ -66,3 +66,16 @@ impl From<TransitionError> for Error {
         Error::Store(StoreError::Transition(e))
     }
 }
+
+/// An error with its causes, `outer: inner: innermost` (many libraries' own messages omit
+/// them, like reqwest's "error sending request").
+pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}

@@ -9,6 +9,7 @@ mod common;
 
 mod bench_cli;
 mod e2e;
+mod executors_cli;
 mod hostile_cli;
 mod metrics;
 mod observe_cli;

@@ -9,7 +9,7 @@ use crate::common::{SKED, Server, wait_for};
 use serde_json::Value;
 use sked_postgres::testing::{TestSchema, database_url};
 
-fn worker(dir: &Path, args: &[&str], log: &str) -> Child {
+pub(crate) fn worker(dir: &Path, args: &[&str], log: &str) -> Child {
     let log = std::fs::File::create(dir.join(log)).unwrap();
     Command::new(SKED)
         .arg("worker")
@@ -293,6 +293,22 @@ fn bad_worker_flags_exit_2_naming_the_problem() {
             "server URL",
         ),
         (vec![], "--exec"),
+        (
+            vec!["--exec", "shell", "--http-allow", "10.0.0.0/8"],
+            "--exec http",
+        ),
+        (
+            vec!["--exec", "http", "--http-allow", "10.0.0.0/33"],
+            "invalid --http-allow",
+        ),
+        (
+            vec!["--exec", "http", "--http-allow", "intranet"],
+            "invalid --http-allow",
+        ),
+        (
+            vec!["--exec", "http", "--http-timeout", "soon"],
+            "invalid --http-timeout",
+        ),
     ];
     for (args, expect) in cases {
         let out = Command::new(SKED)

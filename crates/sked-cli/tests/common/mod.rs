@@ -97,6 +97,11 @@ impl Server {
         child.wait().unwrap();
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the server is running").id()
+    }
+
     pub fn is_running(&self) -> bool {
         self.child.is_some()
     }

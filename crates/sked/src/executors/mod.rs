@@ -2,14 +2,16 @@
 //! (`--exec shell,http`); Rust services add their own.
 
 mod http;
+mod policy;
 mod shell;
 
 use async_trait::async_trait;
 use jiff::SignedDuration;
 use sked_core::Task;
 
-pub use http::HttpExecutor;
-pub use shell::ShellExecutor;
+pub use http::{DEFAULT_HTTP_TIMEOUT, HttpExecutor};
+pub use policy::HttpPolicy;
+pub use shell::{KILL_GRACE, ShellExecutor};
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,13 +40,29 @@ pub trait Executor: Send + Sync + 'static {
     async fn run(&self, task: &Task) -> ExecResult;
 }
 
+/// How the built-in executors are set up.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct BuiltinOptions {
+    /// Where `http` tasks may connect.
+    pub http_policy: HttpPolicy,
+    /// How long an `http` task without a timeout may take (default [`DEFAULT_HTTP_TIMEOUT`]).
+    pub http_timeout: Option<std::time::Duration>,
+}
+
 /// The built-in executors named in `--exec` (comma-separated `shell`, `http`).
-pub fn builtin(names: &str) -> Result<Vec<std::sync::Arc<dyn Executor>>, String> {
+pub fn builtin(
+    names: &str,
+    options: &BuiltinOptions,
+) -> Result<Vec<std::sync::Arc<dyn Executor>>, String> {
     let mut out: Vec<std::sync::Arc<dyn Executor>> = Vec::new();
     for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         match name {
             "shell" => out.push(std::sync::Arc::new(ShellExecutor)),
-            "http" => out.push(std::sync::Arc::new(HttpExecutor::new())),
+            "http" => out.push(std::sync::Arc::new(
+                HttpExecutor::with_policy(options.http_policy.clone())
+                    .default_timeout(options.http_timeout.unwrap_or(DEFAULT_HTTP_TIMEOUT)),
+            )),
             other => {
                 return Err(format!(
                     "unknown executor {other:?}: expected shell or http"

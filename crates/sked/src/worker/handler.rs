@@ -56,14 +56,7 @@ impl TaskError {
 
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for TaskError {
     fn from(e: E) -> TaskError {
-        let mut message = e.to_string();
-        let mut source = e.source();
-        while let Some(s) = source {
-            message.push_str(": ");
-            message.push_str(&s.to_string());
-            source = s.source();
-        }
-        TaskError::retry(message)
+        TaskError::retry(crate::error::with_causes(&e))
     }
 }
 
