@@ -13,7 +13,9 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use duration::{MAX_DURATION, check_duration, format_duration, parse_duration, parse_time};
 pub use error::SpecError;
 pub use retry::RetryPolicy;
-pub use schedule::plan::{OccurrenceOutcome, Plan, PlanInput, PlannedOccurrence};
+pub use schedule::plan::{
+    DEFAULT_CATCHUP_LIMIT, OccurrenceOutcome, Plan, PlanInput, PlannedOccurrence,
+};
 pub use schedule::{
     CatchupPolicy, CronExpr, DEFAULT_CATCHUP_WINDOW, OverlapPolicy, ScheduleDef, Spec,
     TaskTemplate, parse_zone,

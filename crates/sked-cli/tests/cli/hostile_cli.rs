@@ -120,3 +120,59 @@ fn a_database_password_is_never_printed_by_a_running_server() {
         assert!(!text.contains("SECRET"), "{what}: {text}");
     }
 }
+
+/// An every-second schedule with catch-up `all` and a 30-day window, created by a server whose
+/// clock was 30 days behind, then served by one with the right time: a 30-day gap. The server
+/// enqueues at most the catch-up limit (the ledger line for the rest is checked by the
+/// engine's tests) and answers meanwhile.
+#[test]
+fn a_thirty_day_catch_up_is_bounded_and_the_server_answers_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("sked.db").display());
+    let past = Server::start_on(
+        dir.path(),
+        &db,
+        &[],
+        &[("SKED_CLOCK_SKEW", "-30d")],
+        "past.log",
+    );
+    past.ok(&[
+        "schedule",
+        "add",
+        "s",
+        "--every",
+        "1s",
+        "--kind",
+        "k",
+        "--overlap",
+        "allow",
+        "--catchup",
+        "all",
+        "--catchup-window",
+        "30d",
+    ]);
+    drop(past);
+    let now = Server::start_on(dir.path(), &db, &[], &[], "server.log");
+    let mut slowest = Duration::ZERO;
+    let started = std::time::Instant::now();
+    // Task ids count up from 1: the newest one says how many were made.
+    let mut made = 0;
+    while started.elapsed() < Duration::from_secs(5) && made < 1000 {
+        let asked = std::time::Instant::now();
+        let newest = now.json(&["task", "ls", "--limit", "1"]);
+        slowest = slowest.max(asked.elapsed());
+        made = newest["tasks"][0]["id"].as_u64().unwrap_or(0);
+    }
+    let waited = started.elapsed().as_secs();
+    eprintln!("after a 30-day gap: {made} tasks made, slowest `task ls` {slowest:?}");
+    assert!(made >= 1000, "{made} tasks after 5s");
+    // The limit, and an occurrence for each second since.
+    assert!(
+        made <= 1000 + waited + 2,
+        "{made} tasks: more than the limit"
+    );
+    assert!(
+        slowest < Duration::from_secs(1),
+        "`task ls` took {slowest:?}"
+    );
+}

@@ -67,7 +67,14 @@ pub struct PlanInput<'a> {
     pub active_tasks: &'a [TaskId],
     /// An occurrence held back by `buffer_one`.
     pub buffered: Option<Timestamp>,
+    /// At most this many of the due occurrences inside the catch-up window are planned one by
+    /// one (the most recent); older ones are recorded as missed in one line. With catch-up
+    /// `all`, this is the most runs one catch-up makes.
+    pub catchup_limit: usize,
 }
+
+/// The default [`PlanInput::catchup_limit`].
+pub const DEFAULT_CATCHUP_LIMIT: usize = 1_000;
 
 /// What to do, applied by the store in one transaction.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -92,6 +99,49 @@ impl Plan {
 /// At most this many occurrences are examined one by one in one plan; beyond the catch-up
 /// window they are counted, not listed.
 const MAX_LISTED: usize = 10_000;
+/// Occurrences inside the window walked before the walk jumps ahead, from the spacing seen so
+/// far, to a little before the ones it keeps (at most [`MAX_JUMPS`] times).
+const WALK_BEFORE_JUMP: usize = 20_000;
+const MAX_JUMPS: usize = 3;
+
+/// Due occurrences left out of a plan: counted, and recorded as one ledger line.
+#[derive(Default)]
+struct LeftOut {
+    count: u64,
+    first: Option<Timestamp>,
+    last: Option<Timestamp>,
+    /// The walk jumped over some: `count` is an estimate and they end before this.
+    jumped_to: Option<Timestamp>,
+}
+
+impl LeftOut {
+    fn add(&mut self, t: Timestamp) {
+        self.count += 1;
+        self.first.get_or_insert(t);
+        self.last = Some(t);
+    }
+
+    fn line(&self, reason: &str) -> Option<PlannedOccurrence> {
+        let first = self.first?;
+        let detail = match (self.jumped_to, self.last) {
+            (Some(to), last) => format!(
+                "missed about {} occurrences from {first} to {}: {reason}",
+                self.count,
+                last.map_or(to, |l| l.max(to))
+            ),
+            (None, Some(last)) if self.count > 1 => format!(
+                "missed {} occurrences from {first} to {last}: {reason}",
+                self.count
+            ),
+            _ => format!("missed: {reason}"),
+        };
+        Some(PlannedOccurrence {
+            nominal_at: first,
+            outcome: OccurrenceOutcome::Missed,
+            detail: Some(detail),
+        })
+    }
+}
 
 /// Plans every occurrence due at `now`.
 pub fn plan(input: &PlanInput<'_>, now: Timestamp) -> Plan {
@@ -166,10 +216,18 @@ pub fn plan(input: &PlanInput<'_>, now: Timestamp) -> Plan {
         });
     }
 
-    // Occurrences inside the window up to now: late ones go through the catch-up policy.
-    let mut due = Vec::new();
-    while n <= now && due.len() < MAX_LISTED {
-        due.push(n);
+    // Occurrences inside the window up to now: the most recent `catchup_limit` of them go
+    // through the catch-up policy, older ones are left out.
+    let keep = input.catchup_limit.max(1);
+    let mut due = std::collections::VecDeque::new();
+    let mut left_out = LeftOut::default();
+    let (walk_start, mut walked, mut jumps) = (n, 0usize, 0usize);
+    while n <= now {
+        due.push_back(n);
+        if due.len() > keep {
+            left_out.add(due.pop_front().expect("more than one"));
+        }
+        walked += 1;
         match next(n) {
             Some(t) => n = t,
             None => {
@@ -177,8 +235,47 @@ pub fn plan(input: &PlanInput<'_>, now: Timestamp) -> Plan {
                 break;
             }
         }
+        if walked % WALK_BEFORE_JUMP == 0 && n <= now && jumps < MAX_JUMPS {
+            // Jump to twice the kept number of occurrences before now, at the spacing seen so
+            // far; the last jump keeps only what is on time.
+            jumps += 1;
+            let spacing = n.duration_since(walk_start) / walked as i32;
+            let back = if jumps == MAX_JUMPS {
+                input.misfire_grace
+            } else {
+                spacing
+                    .checked_mul(2 * keep as i32)
+                    .unwrap_or(input.catchup_window)
+            };
+            let target = now.checked_sub(back).unwrap_or(now);
+            if target > n {
+                due.drain(..).for_each(|t| left_out.add(t));
+                left_out.jumped_to = Some(target);
+                let skipped = target.duration_since(n).as_secs_f64() / spacing.as_secs_f64();
+                if skipped.is_finite() {
+                    left_out.count += skipped as u64;
+                }
+                match target
+                    .checked_sub(SignedDuration::from_nanos(1))
+                    .ok()
+                    .and_then(next)
+                {
+                    Some(t) => n = t,
+                    None => {
+                        n = Timestamp::MAX;
+                        break;
+                    }
+                }
+            }
+        }
     }
     plan.next_fire_at = (n != Timestamp::MAX).then_some(n);
+    let reason = match input.catchup {
+        CatchupPolicy::All => format!("catch-up all runs at most the latest {keep}"),
+        other => format!("catch-up policy {other}"),
+    };
+    plan.occurrences.extend(left_out.line(&reason));
+    let due: Vec<Timestamp> = due.into();
 
     let late = due.iter().filter(|t| **t < late_before).count();
     let run: Vec<bool> = due

@@ -28,6 +28,13 @@ pub struct SchedulerConfig {
     pub look_every_unannounced: Duration,
     /// Schedules handled in one pass at most.
     pub batch: u32,
+    /// The most recent due occurrences of a schedule planned one by one when it catches up
+    /// (with catch-up `all`, the most tasks one catch-up enqueues); older ones are recorded as
+    /// missed in one ledger line.
+    pub catchup_limit: usize,
+    /// A pass ends once it has enqueued this many tasks; schedules still due are handled by
+    /// the next pass, so that a burst of catch-ups is spread out.
+    pub max_enqueued_per_pass: usize,
 }
 
 impl Default for SchedulerConfig {
@@ -37,6 +44,8 @@ impl Default for SchedulerConfig {
             look_every_announced: Duration::from_secs(30),
             look_every_unannounced: Duration::from_secs(5),
             batch: 1000,
+            catchup_limit: sked_core::DEFAULT_CATCHUP_LIMIT,
+            max_enqueued_per_pass: 10_000,
         }
     }
 }
@@ -71,6 +80,9 @@ impl Scheduler {
             active_tasks,
         } in due
         {
+            if enqueued.len() >= self.config.max_enqueued_per_pass {
+                break;
+            }
             let (spec, tz) = match (Spec::parse(&s.spec), parse_zone(&s.tz)) {
                 (Ok(spec), Ok(tz)) => (spec, tz),
                 (Err(e), _) | (_, Err(e)) => {
@@ -89,6 +101,7 @@ impl Scheduler {
                 misfire_grace: self.config.misfire_grace,
                 active_tasks: &active_tasks,
                 buffered: s.buffered_at,
+                catchup_limit: self.config.catchup_limit,
             };
             let plan = sked_core::schedule::plan::plan(&input, now);
             let outcomes: Vec<&'static str> = plan

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use serde_json::json;
-use sked::maintenance::{Rescuer, Scheduler};
+use sked::maintenance::{Rescuer, Scheduler, SchedulerConfig};
 use sked::store::FinishOutcome;
 use sked::{ClaimRequest, Engine, EngineConfig, TaskFilter};
 use sked_core::{
@@ -361,6 +361,74 @@ async fn catchup_ignores_occurrences_older_than_the_window() {
         .pop()
         .unwrap();
     assert!(summary.detail.unwrap().contains("missed 120 occurrences"));
+}
+
+/// An every-second schedule with catch-up `all` and a 30-day window, after a 30-day gap:
+/// the most recent 1,000 occurrences run, the 2.6 million before them are one ledger line.
+#[tokio::test]
+async fn catchup_all_after_a_long_gap_runs_at_most_the_limit() {
+    for (spec, policy) in [
+        ("* * * * * *", CatchupPolicy::All),
+        ("every 1s", CatchupPolicy::All),
+        ("* * * * * *", CatchupPolicy::Latest),
+    ] {
+        let e = env("2026-01-01T00:00:00Z");
+        let mut def = ScheduleDef::new("s", spec, TaskTemplate::new("k"));
+        def.catchup = policy;
+        def.overlap = OverlapPolicy::Allow;
+        def.catchup_window = SignedDuration::from_hours(24 * 30);
+        e.engine.schedule_put(def).await.unwrap();
+        e.advance(30 * 24 * 3600);
+        let started = std::time::Instant::now();
+        let enqueued = e.materialise().await.unwrap();
+        let took = started.elapsed();
+        let want = if policy == CatchupPolicy::All {
+            sked_core::DEFAULT_CATCHUP_LIMIT
+        } else {
+            1
+        };
+        assert_eq!(enqueued.len(), want, "{spec} {policy}");
+        let ledger = e.engine.occurrences("s", 5000).await.unwrap();
+        assert!(
+            ledger.len() <= sked_core::DEFAULT_CATCHUP_LIMIT + 1,
+            "{}",
+            ledger.len()
+        );
+        let summary = ledger.last().unwrap();
+        assert_eq!(summary.outcome, OccurrenceOutcome::Missed);
+        let detail = summary.detail.as_deref().unwrap();
+        assert!(detail.starts_with("missed "), "{detail}");
+        // Caught up: the next pass has nothing late left.
+        assert_eq!(
+            e.engine.schedule("s").await.unwrap().next_fire_at,
+            Some("2026-01-31T00:00:01Z".parse().unwrap())
+        );
+        assert!(e.materialise().await.unwrap().is_empty());
+        eprintln!(
+            "{spec} {policy}: {} enqueued, plan and apply took {took:?}; {detail}",
+            enqueued.len()
+        );
+    }
+}
+
+/// A pass stops after its budget of enqueued tasks; the schedules still due are the next
+/// pass's.
+#[tokio::test]
+async fn a_pass_enqueues_at_most_its_budget() {
+    let e = env("2026-01-01T00:00:00Z");
+    for name in ["a", "b", "c"] {
+        let mut def = ScheduleDef::new(name, "every 1s", TaskTemplate::new("k"));
+        def.catchup = CatchupPolicy::All;
+        def.overlap = OverlapPolicy::Allow;
+        e.engine.schedule_put(def).await.unwrap();
+    }
+    e.advance(1800);
+    let mut config = SchedulerConfig::default();
+    config.max_enqueued_per_pass = 1500;
+    let scheduler = Scheduler::new(config);
+    assert_eq!(scheduler.pass(&e.engine).await.unwrap().len(), 2000);
+    assert_eq!(scheduler.pass(&e.engine).await.unwrap().len(), 1000);
+    assert!(scheduler.pass(&e.engine).await.unwrap().is_empty());
 }
 
 #[tokio::test]
