@@ -400,6 +400,8 @@ pub struct Task {
     pub id: TaskId,
     pub queue: String,
     pub kind: String,
+    /// Null in lists that leave payloads out.
+    #[serde(default)]
     pub payload: serde_json::Value,
     pub priority: i32,
     pub state: TaskState,

@@ -54,6 +54,14 @@ pub(crate) const TASK_COLUMNS: &str = "t.id, t.queue, t.kind, t.payload, t.prior
     t.schedule, t.nominal_at, t.created_at, t.started_at, t.finished_at, t.lease_expires_at, \
     t.worker, t.cancel_requested, t.last_error, t.result";
 
+/// [`TASK_COLUMNS`] for lists without payloads: payload and result read as null, the error
+/// cut short, so that none of them is read whole (or de-TOASTed).
+pub(crate) const TASK_COLUMNS_LEAN: &str = "t.id, t.queue, t.kind, 'null'::jsonb AS payload, \
+    t.priority, t.state, t.run_at, t.attempt, t.max_attempts, t.timeout_ms, t.unique_key, \
+    t.backoff_base_ms, t.backoff_max_ms, t.schedule, t.nominal_at, t.created_at, t.started_at, \
+    t.finished_at, t.lease_expires_at, t.worker, t.cancel_requested, \
+    left(t.last_error,1024) AS last_error, NULL::jsonb AS result";
+
 /// A task from a row selected with [`TASK_COLUMNS`], by column name.
 pub(crate) fn task_from_row(r: &Row) -> Result<Task, StoreError> {
     use sked_store::columns::TaskColumn as C;
@@ -114,5 +122,11 @@ mod tests {
         assert!(sked_store::columns::selects_task_columns(
             super::TASK_COLUMNS
         ));
+        assert!(sked_store::columns::selects_task_columns(
+            super::TASK_COLUMNS_LEAN
+        ));
+        assert!(
+            super::TASK_COLUMNS_LEAN.contains(&format!(",{})", sked_store::page::LEAN_ERROR_CHARS))
+        );
     }
 }

@@ -293,7 +293,7 @@ impl Store for PgStore {
         self.op(async |c, _| tasks::get(c, id).await).await
     }
 
-    async fn task_list(&self, params: TaskListParams) -> Result<Vec<Task>> {
+    async fn task_list(&self, params: TaskListParams) -> Result<TaskPage> {
         self.op(async |c, _| tasks::list(c, &params).await).await
     }
 

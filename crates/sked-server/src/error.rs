@@ -93,7 +93,7 @@ impl From<StoreError> for ApiError {
     }
 }
 
-fn internal(e: impl std::fmt::Display) -> ApiError {
+pub(crate) fn internal(e: impl std::fmt::Display) -> ApiError {
     tracing::error!(error = %e, "internal error");
     ApiError::new(ErrorCode::Internal, "internal error; see the server log")
 }

@@ -52,12 +52,27 @@ pub(crate) struct ListQuery {
     schedule: Option<String>,
     before: Option<i64>,
     limit: Option<u32>,
+    /// Comma-separated: `payload`, `result` (left out of lists otherwise).
+    include: Option<String>,
 }
 
 pub(crate) async fn list(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<ListQuery>,
-) -> ApiResult<Json<TaskList>> {
+) -> ApiResult<Json<serde_json::Value>> {
+    let (mut payload, mut result) = (false, false);
+    for part in q.include.as_deref().unwrap_or("").split(',') {
+        match part.trim() {
+            "payload" => payload = true,
+            "result" => result = true,
+            "" => {}
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "invalid include {other:?}: expected payload, result or both, comma-separated"
+                )));
+            }
+        }
+    }
     let states = match &q.state {
         Some(list) => list
             .split(',')
@@ -67,9 +82,9 @@ pub(crate) async fn list(
             .map_err(|e| ApiError::bad_request(e.to_string()))?,
         None => Vec::new(),
     };
-    let tasks = s
+    let page = s
         .engine
-        .tasks({
+        .task_page({
             let mut f = TaskFilter::new();
             f.states = states;
             f.queue = q.queue;
@@ -77,10 +92,28 @@ pub(crate) async fn list(
             f.schedule = q.schedule;
             f.before = q.before;
             f.limit = q.limit;
+            f.with_payloads = payload || result;
             f
         })
         .await?;
-    Ok(Json(TaskList { tasks }))
+    let next_before = page.tasks.last().filter(|_| page.more).map(|t| t.id);
+    let list = TaskList {
+        tasks: page.tasks,
+        next_before,
+    };
+    let mut body = serde_json::to_value(&list).map_err(crate::error::internal)?;
+    // What was not asked for is left out, not shown as null (a payload may be null).
+    for task in body["tasks"].as_array_mut().into_iter().flatten() {
+        if let Some(fields) = task.as_object_mut() {
+            if !payload {
+                fields.remove("payload");
+            }
+            if !result {
+                fields.remove("result");
+            }
+        }
+    }
+    Ok(Json(body))
 }
 
 pub(crate) async fn cancel(

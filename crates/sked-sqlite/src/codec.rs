@@ -51,6 +51,13 @@ pub(crate) const TASK_COLUMNS: &str = "id, queue, kind, payload, priority, state
     max_attempts, timeout_ms, unique_key, backoff_base_ms, backoff_max_ms, schedule, nominal_at, \
     created_at, started_at, finished_at, lease_expires_at, worker, cancel_requested, last_error, result";
 
+/// [`TASK_COLUMNS`] for lists without payloads: payload and result read as null, the error
+/// cut short, so that none of them is read whole.
+pub(crate) const TASK_COLUMNS_LEAN: &str = "id, queue, kind, 'null' AS payload, priority, state, run_at, \
+    attempt, max_attempts, timeout_ms, unique_key, backoff_base_ms, backoff_max_ms, schedule, \
+    nominal_at, created_at, started_at, finished_at, lease_expires_at, worker, cancel_requested, \
+    substr(last_error,1,1024) AS last_error, NULL AS result";
+
 /// A text column, borrowed from the row (no copy).
 fn text<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<&'r str> {
     let value = r.get_ref(i)?;
@@ -111,5 +118,12 @@ mod tests {
         assert!(sked_store::columns::selects_task_columns(
             super::TASK_COLUMNS
         ));
+        assert!(sked_store::columns::selects_task_columns(
+            super::TASK_COLUMNS_LEAN
+        ));
+        assert!(
+            super::TASK_COLUMNS_LEAN
+                .contains(&format!("1,{})", sked_store::page::LEAN_ERROR_CHARS))
+        );
     }
 }

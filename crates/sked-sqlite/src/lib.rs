@@ -49,7 +49,7 @@ impl SqliteStore {
              PRAGMA synchronous = FULL;
              PRAGMA foreign_keys = ON;
              PRAGMA temp_store = MEMORY;
-             PRAGMA cache_size = -65536;
+             PRAGMA cache_size = -16384;
              PRAGMA wal_autocheckpoint = 0;",
         )
         .map_err(codec::db_err)?;
@@ -177,7 +177,7 @@ impl Store for SqliteStore {
         self.run(move |conn| tasks::get(conn, id)).await
     }
 
-    async fn task_list(&self, params: TaskListParams) -> Result<Vec<Task>> {
+    async fn task_list(&self, params: TaskListParams) -> Result<TaskPage> {
         self.run(move |conn| tasks::list(conn, &params)).await
     }
 

@@ -68,13 +68,16 @@ pub const TASK_COLUMNS: [&str; 23] = [
     "result",
 ];
 
-/// Whether a backend's select list (`"id, queue, …"`, optionally qualified like `t.id`) names
-/// the task columns in order.
+/// Whether a backend's select list (`"id, queue, …"`, optionally qualified like `t.id`, or
+/// `expression AS name`) names the task columns in order.
 pub fn selects_task_columns(list: &str) -> bool {
     let names: Vec<&str> = list
-        .split(',')
+        .split(", ")
         .map(|c| {
             let c = c.trim();
+            if let Some((_, name)) = c.rsplit_once(" AS ") {
+                return name;
+            }
             c.rsplit_once('.').map_or(c, |(_, name)| name)
         })
         .collect();

@@ -11,6 +11,7 @@ pub mod columns;
 pub mod conformance;
 pub mod counts;
 mod error;
+pub mod page;
 pub mod rules;
 pub mod states;
 mod types;
@@ -19,6 +20,7 @@ use async_trait::async_trait;
 use sked_core::{Task, TaskId};
 
 pub use error::{ErrorKind, Result, StoreError};
+pub use page::TaskPage;
 pub use types::*;
 
 /// Persistence for tasks, queues, schedules, their occurrence ledger and leases.
@@ -83,8 +85,11 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// A task with its attempt history.
     async fn task_get(&self, id: TaskId) -> Result<Task>;
 
-    /// Tasks matching the filters, newest first, without attempt history.
-    async fn task_list(&self, params: TaskListParams) -> Result<Vec<Task>>;
+    /// A page of the tasks matching the filters, newest first, without attempt history; at
+    /// most `limit` tasks and about [`page::LIST_BYTES_MAX`] bytes (read row by row with a
+    /// [`page::PageBuilder`]). Without `with_payloads`, payloads and results are null and
+    /// errors are cut to [`page::LEAN_ERROR_CHARS`], none of them read whole.
+    async fn task_list(&self, params: TaskListParams) -> Result<TaskPage>;
 
     /// Makes due scheduled/retrying tasks available, then claims up to `max` available tasks in
     /// priority order, then run_at, then id; paused queues and queues at their concurrency

@@ -49,6 +49,8 @@ pub struct TaskListParams {
     /// Only tasks with a smaller id (for paging).
     pub before_id: Option<TaskId>,
     pub limit: u32,
+    /// Read payloads and results (else they are null and errors are cut short).
+    pub with_payloads: bool,
 }
 
 /// One task, due now and without a unique key, to insert already leased to a worker that waits

@@ -1,7 +1,7 @@
 //! `sked task …`: enqueue, list, inspect and act on tasks; import them in bulk.
 
 use clap::{Args, Subcommand};
-use sked::api::{ImportReport, TaskList};
+use sked::api::ImportReport;
 use sked::{Client, NewTask, Task, TaskFilter, TaskState};
 
 use crate::output::{opt, table, time};
@@ -35,6 +35,9 @@ pub(crate) enum TaskCmd {
         /// At most this many (1 to 1000)
         #[arg(long, default_value_t = 50, value_name = "N")]
         limit: u32,
+        /// Only tasks older than this id: the next page
+        #[arg(long, value_name = "ID")]
+        before: Option<i64>,
     },
     /// Cancel a task (a running one is told at its next heartbeat).
     Cancel {
@@ -141,6 +144,7 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
             kind,
             schedule,
             limit,
+            before,
         } => {
             let mut filter = TaskFilter::new().limit(limit);
             for s in &state {
@@ -149,8 +153,12 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
             filter.queue = queue;
             filter.kind = kind;
             filter.schedule = schedule;
-            let tasks = client.tasks(filter).await.map_err(failed)?;
-            show(remote, &TaskList { tasks }, |list| {
+            filter.before = before;
+            let page = client.task_page(filter).await.map_err(failed)?;
+            if let (Some(next), false) = (page.next_before, remote.json) {
+                eprintln!("more tasks match: add --before {next} for the next page");
+            }
+            show(remote, &page, |list| {
                 let rows = list
                     .tasks
                     .iter()

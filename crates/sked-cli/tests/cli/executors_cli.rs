@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::common::{Server, wait_for};
 
 /// The peak resident memory of a process, in bytes.
-fn peak_rss(pid: u32) -> u64 {
+pub(crate) fn peak_rss(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let kb: u64 = status
         .lines()

@@ -176,3 +176,78 @@ fn a_thirty_day_catch_up_is_bounded_and_the_server_answers_meanwhile() {
         "`task ls` took {slowest:?}"
     );
 }
+
+/// One request over a socket; the status and body.
+fn request(srv: &Server, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut sock = std::net::TcpStream::connect(srv.url.trim_start_matches("http://")).unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.0\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    sock.write_all(head.as_bytes()).unwrap();
+    sock.write_all(body.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    sock.read_to_end(&mut answer).unwrap();
+    let answer = String::from_utf8(answer).unwrap();
+    let status = answer[9..12].parse().unwrap();
+    (status, answer.split_once("\r\n\r\n").unwrap().1.to_string())
+}
+
+/// 150 tasks with 1 MiB payloads: a list of 1,000 leaves payloads out unless asked, asked it
+/// stops at about 8 MiB with the next page's `before`, and the server stays under 100 MB.
+#[test]
+fn lists_of_large_tasks_stay_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut srv = Server::start(dir.path(), &[]);
+    let payload = "x".repeat((1 << 20) - 64);
+    let task = serde_json::json!({"kind": "big", "payload": {"data": payload}}).to_string();
+    for _ in 0..150 {
+        assert_eq!(request(&srv, "POST", "/v1/tasks", &task).0, 201);
+    }
+    eprintln!(
+        "peak after enqueueing: {} MB",
+        crate::executors_cli::peak_rss(srv.pid()) >> 20
+    );
+    // A fresh process, so that the peak is the lists'.
+    srv.kill_and_restart();
+    let (status, lean) = request(&srv, "GET", "/v1/tasks?limit=1000", "");
+    assert_eq!(status, 200);
+    let lean: Value = serde_json::from_str(&lean).unwrap();
+    let tasks = lean["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 150);
+    assert!(
+        tasks
+            .iter()
+            .all(|t| t.get("payload").is_none() && t.get("result").is_none())
+    );
+    assert_eq!(lean["next_before"], Value::Null);
+    eprintln!(
+        "peak after the lean list: {} MB",
+        crate::executors_cli::peak_rss(srv.pid()) >> 20
+    );
+
+    let (status, full) = request(&srv, "GET", "/v1/tasks?limit=1000&include=payload", "");
+    assert_eq!(status, 200);
+    let full: Value = serde_json::from_str(&full).unwrap();
+    let tasks = full["tasks"].as_array().unwrap();
+    assert!(
+        (1..=9).contains(&tasks.len()),
+        "{} tasks in a page",
+        tasks.len()
+    );
+    assert_eq!(
+        tasks[0]["payload"]["data"].as_str().unwrap().len(),
+        payload.len()
+    );
+    let last = tasks.last().unwrap()["id"].as_i64().unwrap();
+    assert_eq!(full["next_before"], last);
+    let (status, _) = request(&srv, "GET", "/v1/tasks?include=payloads", "");
+    assert_eq!(status, 400);
+
+    let peak = crate::executors_cli::peak_rss(srv.pid());
+    eprintln!(
+        "server peak RSS after listing 150 tasks of 1 MiB: {} MB",
+        peak >> 20
+    );
+    assert!(peak < 100 << 20, "peak RSS {} MB", peak >> 20);
+}

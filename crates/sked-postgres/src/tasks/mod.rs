@@ -23,7 +23,7 @@ use sked_store::states::{FINISHED, WAITING};
 use sked_store::*;
 use tokio_postgres::types::ToSql;
 
-use crate::codec::{TASK_COLUMNS, col, db_err, task_from_row, tasks_from_rows};
+use crate::codec::{TASK_COLUMNS, TASK_COLUMNS_LEAN, col, db_err, task_from_row};
 use cursor::Key;
 use ending::AttemptRows;
 
@@ -84,10 +84,18 @@ pub(crate) async fn get(c: &mut Object, id: TaskId) -> Result<Task> {
     Ok(task)
 }
 
-pub(crate) async fn list(c: &mut Object, p: &TaskListParams) -> Result<Vec<Task>> {
+pub(crate) async fn list(c: &mut Object, p: &TaskListParams) -> Result<TaskPage> {
+    use futures_util::TryStreamExt;
     let states: Vec<&str> = p.states.iter().map(|s| s.as_str()).collect();
-    let limit = i64::from(p.limit.clamp(1, sked_store::rules::STORE_LIST_LIMIT_MAX));
-    let mut sql = format!("SELECT {TASK_COLUMNS} FROM sked_tasks t WHERE true");
+    let limit = p.limit.clamp(1, sked_store::rules::STORE_LIST_LIMIT_MAX);
+    // One row more than the page: it says whether more follow.
+    let fetch = i64::from(limit) + 1;
+    let columns = if p.with_payloads {
+        TASK_COLUMNS
+    } else {
+        TASK_COLUMNS_LEAN
+    };
+    let mut sql = format!("SELECT {columns} FROM sked_tasks t WHERE true");
     let mut params: Vec<Param<'_>> = Vec::new();
     if !states.is_empty() {
         params.push(&states);
@@ -107,11 +115,22 @@ pub(crate) async fn list(c: &mut Object, p: &TaskListParams) -> Result<Vec<Task>
         params.push(before);
         sql.push_str(&format!(" AND t.id < ${}", params.len()));
     }
-    params.push(&limit);
+    params.push(&fetch);
     sql.push_str(&format!(" ORDER BY t.id DESC LIMIT ${}", params.len()));
     let stmt = c.prepare_cached(&sql).await.map_err(db_err)?;
-    let rows = c.query(&stmt, &params).await.map_err(db_err)?;
-    tasks_from_rows(&rows)
+    // Row by row, so that a full page stops the reading.
+    let rows = c
+        .query_raw(&stmt, params.iter().copied())
+        .await
+        .map_err(db_err)?;
+    futures_util::pin_mut!(rows);
+    let mut page = sked_store::page::PageBuilder::new(limit);
+    while let Some(row) = rows.try_next().await.map_err(db_err)? {
+        if !page.push(task_from_row(&row)?) {
+            break;
+        }
+    }
+    Ok(page.finish())
 }
 
 pub(crate) async fn cancel(c: &mut Object, channel: &str, p: &TaskCancelParams) -> Result<Task> {

@@ -10,7 +10,7 @@ use rusqlite::{
 use sked_core::{Attempt, Task, TaskId, TaskState, Transition};
 use sked_store::*;
 
-use crate::codec::{TASK_COLUMNS, db_err, from_ts, opt_ts, task_from_row, ts};
+use crate::codec::{TASK_COLUMNS, TASK_COLUMNS_LEAN, db_err, from_ts, opt_ts, task_from_row, ts};
 use sked_store::rules;
 
 use sked_store::states::{FINISHED_ANY, NOT_STARTED};
@@ -63,8 +63,13 @@ pub(crate) fn get(conn: &mut Connection, id: TaskId) -> Result<Task> {
     Ok(task)
 }
 
-pub(crate) fn list(conn: &Connection, p: &TaskListParams) -> Result<Vec<Task>> {
-    let mut sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE 1 = 1");
+pub(crate) fn list(conn: &Connection, p: &TaskListParams) -> Result<TaskPage> {
+    let columns = if p.with_payloads {
+        TASK_COLUMNS
+    } else {
+        TASK_COLUMNS_LEAN
+    };
+    let mut sql = format!("SELECT {columns} FROM tasks WHERE 1 = 1");
     let mut args: Vec<Value> = Vec::new();
     if !p.states.is_empty() {
         sql.push_str(" AND state IN (");
@@ -88,15 +93,21 @@ pub(crate) fn list(conn: &Connection, p: &TaskListParams) -> Result<Vec<Task>> {
         sql.push_str(" AND id < ?");
         args.push(Value::Integer(before));
     }
+    // One row more than the page: it says whether more follow.
+    let limit = p.limit.clamp(1, sked_store::rules::STORE_LIST_LIMIT_MAX);
     sql.push_str(" ORDER BY id DESC LIMIT ?");
-    args.push(Value::Integer(i64::from(
-        p.limit.clamp(1, sked_store::rules::STORE_LIST_LIMIT_MAX),
-    )));
+    args.push(Value::Integer(i64::from(limit) + 1));
     let mut stmt = conn.prepare_cached(&sql).map_err(db_err)?;
     let rows = stmt
         .query_map(params_from_iter(args), task_from_row)
         .map_err(db_err)?;
-    rows.collect::<rusqlite::Result<_>>().map_err(db_err)
+    let mut page = sked_store::page::PageBuilder::new(limit);
+    for row in rows {
+        if !page.push(row.map_err(db_err)?) {
+            break;
+        }
+    }
+    Ok(page.finish())
 }
 
 /// Reads the state and attempt of a task, for error messages after a failed compare-and-set.

@@ -41,7 +41,7 @@ macro_rules! conformance_tests {
             snooze_does_not_spend_an_attempt, release_gives_the_task_back_at_once,
             claim_with_min_priority, cancel_before_and_while_running,
             rescue_requeues_expired_and_fences_old_worker, rescue_out_of_attempts_is_dead,
-            retry_and_reschedule, prune_removes_old_finished_tasks, list_filters,
+            retry_and_reschedule, prune_removes_old_finished_tasks, list_filters, list_pages_are_bounded,
             queue_counts, leases_renew_and_take_over, schedule_crud_and_pause,
             schedule_apply_is_exactly_once, schedule_buffer_release_and_replace,
             schedule_sync_creates_updates_and_removes, schedule_sync_concurrently_one_copy,

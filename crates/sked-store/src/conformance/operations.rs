@@ -220,7 +220,12 @@ pub async fn list_filters(store: &Shared) {
         t.queue = q.into();
         insert(store, t, t0()).await;
     }
-    let list = |p: TaskListParams| store.task_list(TaskListParams { limit: 100, ..p });
+    let list = async |p: TaskListParams| {
+        store
+            .task_list(TaskListParams { limit: 100, ..p })
+            .await
+            .map(|page| page.tasks)
+    };
     assert_eq!(list(TaskListParams::default()).await.unwrap().len(), 3);
     assert_eq!(
         list(TaskListParams {
@@ -261,4 +266,37 @@ pub async fn list_filters(store: &Shared) {
     .await
     .unwrap();
     assert_eq!(page.len(), 2);
+}
+
+/// Pages stop at their limit (saying that more follow) and at about 8 MiB of payloads; lists
+/// without payloads read none.
+pub async fn list_pages_are_bounded(store: &Shared) {
+    // As large as a payload may be.
+    let big = serde_json::Value::String("x".repeat((1 << 20) - 16));
+    for _ in 0..12 {
+        insert(store, task("big").payload(big.clone()), t0()).await;
+    }
+    let page = |limit, with_payloads| {
+        store.task_list(TaskListParams {
+            limit,
+            with_payloads,
+            ..Default::default()
+        })
+    };
+    let full = page(100, true).await.unwrap();
+    assert_eq!(full.tasks.len(), 8, "about 8 MiB of 1 MiB payloads");
+    assert!(full.more);
+    assert_eq!(full.tasks[0].payload, big);
+    let lean = page(100, false).await.unwrap();
+    assert_eq!(lean.tasks.len(), 12);
+    assert!(!lean.more);
+    assert!(
+        lean.tasks
+            .iter()
+            .all(|t| t.payload.is_null() && t.result.is_none())
+    );
+    let two = page(2, false).await.unwrap();
+    assert_eq!((two.tasks.len(), two.more), (2, true));
+    let all = page(12, false).await.unwrap();
+    assert_eq!((all.tasks.len(), all.more), (12, false));
 }

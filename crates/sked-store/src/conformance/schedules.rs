@@ -305,7 +305,8 @@ pub async fn schedule_apply_is_exactly_once(store: &Shared) {
             ..Default::default()
         })
         .await
-        .unwrap();
+        .unwrap()
+        .tasks;
     assert_eq!(tasks.len(), 1);
     let s = store.schedule_get("tick").await.unwrap();
     assert_eq!(s.next_fire_at, Some(at(120)));

@@ -15,8 +15,12 @@ pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 /// `GET /v1/tasks`: tasks, newest first, without attempt history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskList {
-    /// The tasks.
+    /// The tasks, newest first; without `include=payload` their payloads are left out, and
+    /// without `include=result` their results.
     pub tasks: Vec<Task>,
+    /// When more tasks match: the `before` that asks for the next page (the last id here).
+    #[serde(default)]
+    pub next_before: Option<sked_core::TaskId>,
 }
 
 /// `POST /v1/tasks/batch`: tasks enqueued in one transaction.

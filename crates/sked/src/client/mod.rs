@@ -108,10 +108,22 @@ impl Client {
         }
     }
 
-    /// Tasks matching the filter, newest first.
+    /// Tasks matching the filter, newest first: the first page.
     pub async fn tasks(&self, filter: TaskFilter) -> Result<Vec<Task>> {
+        Ok(self.task_page(filter).await?.tasks)
+    }
+
+    /// A page of the tasks matching the filter, newest first, with the `before` of the next
+    /// page when more match.
+    pub async fn task_page(&self, filter: TaskFilter) -> Result<api::TaskList> {
         match &self.inner {
-            Inner::Embedded(e) => e.tasks(filter).await,
+            Inner::Embedded(e) => {
+                let page = e.task_page(filter).await?;
+                Ok(api::TaskList {
+                    next_before: page.tasks.last().filter(|_| page.more).map(|t| t.id),
+                    tasks: page.tasks,
+                })
+            }
             Inner::Remote(r) => {
                 let states: Vec<&str> = filter.states.iter().map(|s| s.as_str()).collect();
                 let mut query = vec![(
@@ -131,8 +143,10 @@ impl Client {
                         query.push((k, v));
                     }
                 }
-                let reply: api::TaskList = r.get("/v1/tasks", &query).await?;
-                Ok(reply.tasks)
+                if filter.with_payloads {
+                    query.push(("include", "payload,result".into()));
+                }
+                r.get("/v1/tasks", &query).await
             }
         }
     }

@@ -27,6 +27,9 @@ pub struct TaskFilter {
     pub before: Option<TaskId>,
     /// At most this many (100 when `None`, at most 1,000).
     pub limit: Option<u32>,
+    /// Read payloads and results too; without this they are null (and errors are cut to 1,024
+    /// characters), which keeps a list of tasks with large payloads small.
+    pub with_payloads: bool,
 }
 
 impl TaskFilter {
@@ -71,6 +74,12 @@ impl TaskFilter {
         self
     }
 
+    /// With payloads and results (a page then holds about 8 MiB at most).
+    pub fn with_payloads(mut self) -> TaskFilter {
+        self.with_payloads = true;
+        self
+    }
+
     pub(crate) fn into_params(self) -> TaskListParams {
         TaskListParams {
             states: self.states,
@@ -79,6 +88,7 @@ impl TaskFilter {
             schedule: self.schedule,
             before_id: self.before,
             limit: rules::list_limit(self.limit),
+            with_payloads: self.with_payloads,
         }
     }
 }
@@ -181,8 +191,15 @@ impl Engine {
         Ok(self.inner.store.task_get(id).await?)
     }
 
-    /// Tasks matching the filter, newest first, without attempt history.
+    /// Tasks matching the filter, newest first, without attempt history: the first page
+    /// (see [`Engine::task_page`]).
     pub async fn tasks(&self, filter: TaskFilter) -> Result<Vec<Task>> {
+        Ok(self.task_page(filter).await?.tasks)
+    }
+
+    /// A page of the tasks matching the filter, newest first: at most the filter's limit and
+    /// about 8 MiB; `more` says whether to ask again with `before` the last id.
+    pub async fn task_page(&self, filter: TaskFilter) -> Result<sked_store::TaskPage> {
         Ok(self.inner.store.task_list(filter.into_params()).await?)
     }
 

@@ -1,0 +1,138 @@
+//! Pages of task lists, bounded in rows and in bytes: a list of 1,000 tasks with 1 MiB payloads
+//! would otherwise hold a gigabyte. Backends read rows one at a time into a [`PageBuilder`]
+//! and stop when it is full, so that no more than a page's worth is ever in memory.
+
+use sked_core::Task;
+
+/// Roughly the most bytes of tasks (as JSON) one page holds; a page always holds at least one
+/// task, so one page may exceed this by one task.
+pub const LIST_BYTES_MAX: usize = 8 << 20;
+
+/// In lists without payloads, an error message is cut to this many characters.
+pub const LEAN_ERROR_CHARS: usize = 1024;
+
+/// One page of a task list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskPage {
+    /// The tasks, newest first.
+    pub tasks: Vec<Task>,
+    /// Whether more tasks match (the next page starts before the last id here).
+    pub more: bool,
+}
+
+/// Collects a page from rows read one by one: a backend asks for `limit + 1` rows and pushes
+/// them until [`PageBuilder::push`] says the page is full.
+#[derive(Debug)]
+pub struct PageBuilder {
+    page: TaskPage,
+    bytes: usize,
+    limit: usize,
+}
+
+impl PageBuilder {
+    /// A page of at most `limit` tasks (and [`LIST_BYTES_MAX`] bytes).
+    pub fn new(limit: u32) -> PageBuilder {
+        PageBuilder {
+            page: TaskPage::default(),
+            bytes: 0,
+            limit: limit.max(1) as usize,
+        }
+    }
+
+    /// Adds a task if the page has room; `false` when it is full (the task is then the
+    /// proof that more follow, and is not kept).
+    pub fn push(&mut self, task: Task) -> bool {
+        if self.page.tasks.len() >= self.limit
+            || (!self.page.tasks.is_empty() && self.bytes >= LIST_BYTES_MAX)
+        {
+            self.page.more = true;
+            return false;
+        }
+        self.bytes += listed_bytes(&task);
+        self.page.tasks.push(task);
+        true
+    }
+
+    /// The page.
+    pub fn finish(self) -> TaskPage {
+        self.page
+    }
+}
+
+/// About how many bytes a task takes as JSON: its variable-sized parts exactly enough, plus a
+/// fixed allowance for the rest.
+pub fn listed_bytes(t: &Task) -> usize {
+    const FIXED: usize = 512;
+    FIXED
+        + json_bytes(&t.payload)
+        + t.result.as_ref().map_or(0, json_bytes)
+        + t.last_error.as_ref().map_or(0, String::len)
+        + t.unique_key.as_ref().map_or(0, String::len)
+}
+
+fn json_bytes(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match v {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 20,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => 2 + items.iter().map(|i| json_bytes(i) + 1).sum::<usize>(),
+        Value::Object(fields) => {
+            2 + fields
+                .iter()
+                .map(|(k, v)| k.len() + 4 + json_bytes(v))
+                .sum::<usize>()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(id: i64, payload: serde_json::Value) -> Task {
+        let mut t: Task = serde_json::from_value(serde_json::json!({
+            "id": id, "queue": "q", "kind": "k", "payload": null, "priority": 0,
+            "state": "available", "run_at": "2026-01-01T00:00:00Z", "attempt": 0,
+            "max_attempts": 1, "timeout": null, "unique_key": null, "backoff": null,
+            "schedule": null, "nominal_at": null, "created_at": "2026-01-01T00:00:00Z",
+            "started_at": null, "finished_at": null, "lease_expires_at": null, "worker": null,
+            "cancel_requested": false, "last_error": null, "result": null
+        }))
+        .unwrap();
+        t.payload = payload;
+        t
+    }
+
+    #[test]
+    fn a_page_stops_at_its_limit_or_its_bytes() {
+        let mut p = PageBuilder::new(2);
+        assert!(p.push(task(3, serde_json::Value::Null)));
+        assert!(p.push(task(2, serde_json::Value::Null)));
+        assert!(!p.push(task(1, serde_json::Value::Null)));
+        let page = p.finish();
+        assert_eq!((page.tasks.len(), page.more), (2, true));
+
+        let big = serde_json::Value::String("x".repeat(3 << 20));
+        let mut p = PageBuilder::new(1000);
+        let mut kept = 0;
+        for id in (1..100).rev() {
+            if !p.push(task(id, big.clone())) {
+                break;
+            }
+            kept += 1;
+        }
+        let page = p.finish();
+        assert_eq!(
+            (kept, page.more),
+            (3, true),
+            "3 MiB each: 8 MiB is passed at the third"
+        );
+
+        // One task larger than a page still makes a page.
+        let mut p = PageBuilder::new(10);
+        assert!(p.push(task(1, serde_json::Value::String("x".repeat(9 << 20)))));
+        let page = p.finish();
+        assert_eq!((page.tasks.len(), page.more), (1, false));
+    }
+}
