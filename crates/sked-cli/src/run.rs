@@ -141,19 +141,19 @@ struct Settings {
 
 fn settings(c: &Common) -> CliResult<Settings> {
     let lease_ttl = duration("--lease-ttl", &c.lease_ttl)?;
-    let exec = c.exec.as_deref().unwrap_or("");
     let mut options = sked::executors::BuiltinOptions::default();
     if let Some(list) = &c.http_allow {
-        if !exec.split(',').any(|e| e.trim() == "http") {
-            return Err(CliError::usage(
-                "--http-allow applies to the http executor: pass --exec http",
-            ));
-        }
         options.http_policy = sked::executors::HttpPolicy::allow_only(list)
             .map_err(|e| CliError::usage(format!("invalid --http-allow: {e}")))?;
     }
     options.http_timeout = Some(std_duration(duration("--http-timeout", &c.http_timeout)?));
-    let executors = sked::executors::builtin(exec, &options).map_err(CliError::usage)?;
+    let executors = sked::executors::builtin(c.exec.as_deref().unwrap_or(""), &options)
+        .map_err(CliError::usage)?;
+    if c.http_allow.is_some() && !executors.iter().any(|e| e.kind() == "http") {
+        return Err(CliError::usage(
+            "--http-allow applies to the http executor: pass --exec http",
+        ));
+    }
     if c.concurrency == 0 {
         return Err(CliError::usage("--concurrency must be at least 1"));
     }

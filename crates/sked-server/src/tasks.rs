@@ -96,10 +96,9 @@ pub(crate) async fn list(
             f
         })
         .await?;
-    let next_before = page.tasks.last().filter(|_| page.more).map(|t| t.id);
     let list = TaskList {
+        next_before: page.next_before(),
         tasks: page.tasks,
-        next_before,
     };
     let mut body = serde_json::to_value(&list).map_err(crate::error::internal)?;
     // What was not asked for is left out, not shown as null (a payload may be null).

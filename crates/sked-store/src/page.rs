@@ -20,6 +20,13 @@ pub struct TaskPage {
     pub more: bool,
 }
 
+impl TaskPage {
+    /// The `before` that asks for the next page, when more tasks match.
+    pub fn next_before(&self) -> Option<sked_core::TaskId> {
+        self.tasks.last().filter(|_| self.more).map(|t| t.id)
+    }
+}
+
 /// Collects a page from rows read one by one: a backend asks for `limit + 1` rows and pushes
 /// them until [`PageBuilder::push`] says the page is full.
 #[derive(Debug)]

@@ -110,8 +110,8 @@ struct LeftOut {
     count: u64,
     first: Option<Timestamp>,
     last: Option<Timestamp>,
-    /// The walk jumped over some: `count` is an estimate and they end before this.
-    jumped_to: Option<Timestamp>,
+    /// The walk jumped over some: `count` is an estimate.
+    estimated: bool,
 }
 
 impl LeftOut {
@@ -123,17 +123,19 @@ impl LeftOut {
 
     fn line(&self, reason: &str) -> Option<PlannedOccurrence> {
         let first = self.first?;
-        let detail = match (self.jumped_to, self.last) {
-            (Some(to), last) => format!(
-                "missed about {} occurrences from {first} to {}: {reason}",
-                self.count,
-                last.map_or(to, |l| l.max(to))
-            ),
-            (None, Some(last)) if self.count > 1 => format!(
+        let last = self.last.unwrap_or(first);
+        let detail = if self.estimated {
+            format!(
+                "missed about {} occurrences from {first} to {last}: {reason}",
+                self.count
+            )
+        } else if self.count > 1 {
+            format!(
                 "missed {} occurrences from {first} to {last}: {reason}",
                 self.count
-            ),
-            _ => format!("missed: {reason}"),
+            )
+        } else {
+            format!("missed: {reason}")
         };
         Some(PlannedOccurrence {
             nominal_at: first,
@@ -250,7 +252,7 @@ pub fn plan(input: &PlanInput<'_>, now: Timestamp) -> Plan {
             let target = now.checked_sub(back).unwrap_or(now);
             if target > n {
                 due.drain(..).for_each(|t| left_out.add(t));
-                left_out.jumped_to = Some(target);
+                left_out.estimated = true;
                 let skipped = target.duration_since(n).as_secs_f64() / spacing.as_secs_f64();
                 if skipped.is_finite() {
                     left_out.count += skipped as u64;

@@ -120,7 +120,7 @@ impl Client {
             Inner::Embedded(e) => {
                 let page = e.task_page(filter).await?;
                 Ok(api::TaskList {
-                    next_before: page.tasks.last().filter(|_| page.more).map(|t| t.id),
+                    next_before: page.next_before(),
                     tasks: page.tasks,
                 })
             }

@@ -171,7 +171,7 @@ impl Executor for HttpExecutor {
         } else {
             &self.direct
         };
-        let mut req = client.request(method, url).timeout(timeout);
+        let mut req = client.request(method, url);
         for (k, v) in &p.headers {
             req = req.header(k, v);
         }
@@ -181,7 +181,6 @@ impl Executor for HttpExecutor {
             Some(v) => req = req.json(v),
             None => {}
         }
-        let started = tokio::time::Instant::now();
         let work = async {
             let mut resp = req.send().await?;
             let head = read_head(&mut resp).await?;
@@ -190,17 +189,16 @@ impl Executor for HttpExecutor {
         let (status, (body, truncated)) = match tokio::time::timeout(timeout, work).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(e)) if e.is_builder() => return fatal(format!("invalid request: {e}")),
-            Ok(Err(e)) if refusal(&e).is_some() => {
-                return fatal(format!("request refused: {}", refusal(&e).unwrap()));
-            }
-            Ok(Err(e)) if e.is_timeout() => return timed_out(timeout),
             Ok(Err(e)) => {
-                return ExecResult::Failure {
-                    error: format!("request failed: {}", crate::error::with_causes(&e)),
-                    retryable: true,
+                return match refusal(&e) {
+                    Some(why) => fatal(format!("request refused: {why}")),
+                    None => ExecResult::Failure {
+                        error: format!("request failed: {}", crate::error::with_causes(&e)),
+                        retryable: true,
+                    },
                 };
             }
-            Err(_) => return timed_out(started.elapsed()),
+            Err(_) => return timed_out(timeout),
         };
         let text = String::from_utf8_lossy(&body).into_owned();
         if status.is_success() {
