@@ -59,6 +59,16 @@ pub(crate) struct Global {
     /// by `sked server` when set
     #[arg(long, env = "SKED_TOKEN", global = true, hide_env_values = true)]
     pub(crate) token: Option<String>,
+    /// File holding the API token, instead of --token (which others may see in the process
+    /// list); one trailing newline is ignored
+    #[arg(
+        long,
+        env = "SKED_TOKEN_FILE",
+        global = true,
+        value_name = "PATH",
+        conflicts_with = "token"
+    )]
+    pub(crate) token_file: Option<std::path::PathBuf>,
     /// Print JSON (the API's values, as the server sent them) instead of tables
     #[arg(long, global = true)]
     pub(crate) json: bool,
@@ -143,6 +153,12 @@ fn main() -> ExitCode {
         }
     };
     cli.global.server_on_command_line = given_on_command_line(&matches, "server");
+    if let Some(file) = &cli.global.token_file {
+        match read_secret("--token-file", file) {
+            Ok(token) => cli.global.token = Some(token),
+            Err(e) => return fail(e),
+        }
+    }
     let global = cli.global;
     let result = match cli.command {
         Command::Cron(CronCmd::Next { expr, tz, after, n }) => {
@@ -174,6 +190,24 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),
     }
+}
+
+/// A secret kept in a file (a token, a database URL with its password): the file's text
+/// without one trailing newline.
+pub(crate) fn read_secret(flag: &str, file: &std::path::Path) -> CliResult<String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| CliError::usage(format!("cannot read {flag} {}: {e}", file.display())))?;
+    let text = text
+        .strip_suffix('\n')
+        .map(|t| t.strip_suffix('\r').unwrap_or(t))
+        .unwrap_or(&text);
+    if text.is_empty() {
+        return Err(CliError::usage(format!(
+            "{flag} {} is empty",
+            file.display()
+        )));
+    }
+    Ok(text.to_string())
 }
 
 fn fail(e: CliError) -> ExitCode {

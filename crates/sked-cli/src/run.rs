@@ -20,6 +20,10 @@ pub(crate) struct Common {
     /// by every node [default: sqlite://sked.db]
     #[arg(long, env = "SKED_DB")]
     db: Option<String>,
+    /// File holding the database URL, instead of --db: a password in it stays out of the
+    /// process list and the environment; one trailing newline is ignored
+    #[arg(long, env = "SKED_DB_FILE", value_name = "PATH", conflicts_with = "db")]
+    db_file: Option<std::path::PathBuf>,
     /// Built-in executors to run in this process (comma-separated: shell, http)
     #[arg(long, value_name = "LIST")]
     exec: Option<String>,
@@ -49,6 +53,16 @@ pub(crate) struct Common {
     /// Pretend this node's clock is off by this much (tests of clock skew), like -1m or 45s.
     #[arg(long, env = "SKED_CLOCK_SKEW", hide = true, allow_hyphen_values = true)]
     clock_skew: Option<String>,
+}
+
+impl Common {
+    /// Takes `--db` from `--db-file` when that is given.
+    fn read_db_file(&mut self) -> CliResult {
+        if let Some(file) = &self.db_file {
+            self.db = Some(crate::read_secret("--db-file", file)?);
+        }
+        Ok(())
+    }
 }
 
 #[derive(Args)]
@@ -255,8 +269,9 @@ fn check_token(token: &str) -> CliResult<String> {
     }
 }
 
-pub(crate) async fn server(a: ServerArgs, g: &Global) -> CliResult {
+pub(crate) async fn server(mut a: ServerArgs, g: &Global) -> CliResult {
     refuse_client_options("server", g)?;
+    a.common.read_db_file()?;
     let addr: SocketAddr = a.listen.parse().map_err(|_| {
         CliError::usage(format!(
             "invalid --listen address {:?}: expected HOST:PORT like 127.0.0.1:7070",
@@ -334,7 +349,8 @@ fn declared_schedules(path: &std::path::Path) -> CliResult<Vec<sked_core::Schedu
 
 /// `sked worker`: on the database (`--db`, a node that also takes part in maintenance), or
 /// through a server (`--server` or `SKED_URL`).
-pub(crate) async fn worker(a: WorkerArgs, g: &Global) -> CliResult {
+pub(crate) async fn worker(mut a: WorkerArgs, g: &Global) -> CliResult {
+    a.common.read_db_file()?;
     if g.json {
         return Err(CliError::usage(
             "--json does not apply to `sked worker`: it prints logs (use --log-json)",

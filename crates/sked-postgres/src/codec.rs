@@ -11,7 +11,7 @@ use tokio_postgres::error::SqlState;
 pub(crate) fn db_err(e: tokio_postgres::Error) -> StoreError {
     let Some(db) = e.as_db_error() else {
         // No server answer: the connection is closed, broken or could not be made.
-        return StoreError::Unavailable(format!("PostgreSQL connection failed: {e}"));
+        return StoreError::Unavailable(format!("PostgreSQL connection failed: {}", causes(&e)));
     };
     let code = db.code();
     if *code == SqlState::UNIQUE_VIOLATION {
@@ -28,6 +28,21 @@ pub(crate) fn db_err(e: tokio_postgres::Error) -> StoreError {
     } else {
         StoreError::Backend(format!("PostgreSQL: {} ({})", db.message(), code.code()))
     }
+}
+
+/// An error and its causes, as `error: cause: cause's cause` (tokio-postgres says "error
+/// performing TLS handshake" and leaves the why to its source).
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        source = cause.source();
+    }
+    text
 }
 
 pub(crate) fn pool_err(e: deadpool_postgres::PoolError) -> StoreError {

@@ -12,6 +12,7 @@
 
 mod ceiling;
 mod codec;
+mod conninfo;
 mod diagnostics;
 mod listen;
 mod migrations;
@@ -22,9 +23,9 @@ mod scratch;
 mod tasks;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod tls;
 mod transactional;
 
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -84,8 +85,8 @@ pub struct PgStore {
 impl PgStore {
     /// Connects, brings the schema up to date and starts listening for announcements.
     pub async fn connect(opts: PgOptions) -> Result<PgStore> {
-        let mut config = tokio_postgres::Config::from_str(&opts.url)
-            .map_err(|e| StoreError::Invalid(format!("invalid PostgreSQL URL: {e}")))?;
+        let (mut config, tls) = conninfo::parse(&opts.url).map_err(StoreError::Invalid)?;
+        let tls = tls.connector().map_err(StoreError::Invalid)?;
         config
             .connect_timeout(opts.connect_timeout)
             .keepalives(true)
@@ -101,7 +102,7 @@ impl PgStore {
         }
         let manager = Manager::from_config(
             config.clone(),
-            tokio_postgres::NoTls,
+            tls.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -137,8 +138,13 @@ impl PgStore {
         let channel = listen::channel_for(&schema);
         let (events, _) = broadcast::channel(1024);
         let cursors = Arc::new(tasks::cursor::ClaimCursors::default());
-        let listener =
-            listen::Listener::start(config, channel.clone(), events.clone(), cursors.clone());
+        let listener = listen::Listener::start(
+            config,
+            tls,
+            channel.clone(),
+            events.clone(),
+            cursors.clone(),
+        );
         Ok(PgStore {
             pool,
             channel,

@@ -23,6 +23,7 @@ use jiff::Timestamp;
 use sked_store::StoreEvent;
 use tokio::sync::{broadcast, mpsc};
 use tokio_postgres::AsyncMessage;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::tasks::cursor::{ClaimCursors, Key};
 
@@ -105,13 +106,14 @@ impl Drop for Listener {
 impl Listener {
     pub(crate) fn start(
         config: tokio_postgres::Config,
+        tls: MakeRustlsConnect,
         channel: String,
         events: broadcast::Sender<StoreEvent>,
         cursors: Arc<ClaimCursors>,
     ) -> Listener {
         let up = Arc::new(AtomicBool::new(false));
         Listener {
-            task: tokio::spawn(run(config, channel, events, cursors, up.clone())),
+            task: tokio::spawn(run(config, tls, channel, events, cursors, up.clone())),
             up,
         }
     }
@@ -119,6 +121,7 @@ impl Listener {
 
 async fn run(
     config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
     channel: String,
     events: broadcast::Sender<StoreEvent>,
     cursors: Arc<ClaimCursors>,
@@ -126,7 +129,7 @@ async fn run(
 ) {
     let mut backoff = Duration::from_millis(100);
     loop {
-        match listen_once(&config, &channel, &events, &cursors, &up).await {
+        match listen_once(&config, &tls, &channel, &events, &cursors, &up).await {
             Ok(()) => backoff = Duration::from_millis(100),
             Err(e) => {
                 tracing::warn!(error = %e, "PostgreSQL listener disconnected; polling until it is back")
@@ -144,12 +147,13 @@ async fn run(
 /// Connects, listens, and forwards notifications until the connection ends.
 async fn listen_once(
     config: &tokio_postgres::Config,
+    tls: &MakeRustlsConnect,
     channel: &str,
     events: &broadcast::Sender<StoreEvent>,
     cursors: &ClaimCursors,
     up: &AtomicBool,
 ) -> Result<(), tokio_postgres::Error> {
-    let (client, mut connection) = config.connect(tokio_postgres::NoTls).await?;
+    let (client, mut connection) = config.connect(tls.clone()).await?;
     let (tx, mut rx) = mpsc::unbounded_channel();
     // The connection must be polled for the client's queries to make progress; its messages
     // are the notifications.

@@ -15,11 +15,24 @@ enum Backend {
 }
 
 fn backend_of(url: &str) -> Backend {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+    if url.starts_with("postgres://")
+        || url.starts_with("postgresql://")
+        || is_key_value_string(url)
+    {
         Backend::Postgres
     } else {
         Backend::Sqlite
     }
+}
+
+/// Whether this is a PostgreSQL key/value connection string (`host=db dbname=sked …`): it
+/// starts with a lowercase keyword and `=`. A SQLite file whose name looks like that is named
+/// with `sqlite://`.
+fn is_key_value_string(url: &str) -> bool {
+    url.split_once('=').is_some_and(|(key, _)| {
+        let key = key.trim();
+        !key.is_empty() && key.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+    })
 }
 
 #[allow(dead_code)] // Unused when the build has every backend.
@@ -30,8 +43,8 @@ fn not_built(name: &str, feature: &str) -> crate::Error {
     .into()
 }
 
-/// Opens the store named by a database URL: `postgres://…` (or `postgresql://…`) for
-/// PostgreSQL, `sqlite://PATH` or a plain path for SQLite. A backend left out of the build is
+/// Opens the store named by a database URL: `postgres://…` (or `postgresql://…`, or a
+/// key/value connection string `host=… dbname=…`) for PostgreSQL, `sqlite://PATH` or a plain path for SQLite. A backend left out of the build is
 /// an invalid-input error naming the feature to enable.
 pub async fn open_store(url: &str) -> Result<Arc<dyn Store>> {
     match backend_of(url) {
@@ -162,5 +175,9 @@ mod tests {
         assert_eq!(backend_of("postgresql://u@h/db"), Backend::Postgres);
         assert_eq!(backend_of("sqlite://sked.db"), Backend::Sqlite);
         assert_eq!(backend_of("sked.db"), Backend::Sqlite);
+        assert_eq!(backend_of("host=db dbname=sked"), Backend::Postgres);
+        assert_eq!(backend_of(" user = u"), Backend::Postgres);
+        assert_eq!(backend_of("/var/lib/a=b.db"), Backend::Sqlite);
+        assert_eq!(backend_of("sqlite://host=x.db"), Backend::Sqlite);
     }
 }

@@ -13,6 +13,7 @@ mod executors_cli;
 mod hostile_cli;
 mod metrics;
 mod observe_cli;
+mod pg_secrets;
 mod python_worker;
 mod tidy;
 mod worker_cli;

@@ -1,6 +1,8 @@
 //! Helpers shared by the end-to-end tests: the real `sked` binary as a child process.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod private_pg;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -35,15 +37,21 @@ impl Server {
         env: &[(&str, &str)],
         log: &str,
     ) -> Server {
+        let mut args = vec!["--db", db];
+        args.extend(extra);
+        Server::start_with(dir, &args, env, log)
+    }
+
+    /// Starts `sked server` in `dir` on a free port with the given flags (which name the
+    /// database) and environment; its log goes to `log` in `dir`.
+    pub fn start_with(dir: &Path, flags: &[&str], env: &[(&str, &str)], log: &str) -> Server {
         let port = free_port();
         let mut args = vec![
             "server".to_string(),
-            "--db".into(),
-            db.to_string(),
             "--listen".into(),
             format!("127.0.0.1:{port}"),
         ];
-        args.extend(extra.iter().map(|s| s.to_string()));
+        args.extend(flags.iter().map(|s| s.to_string()));
         let mut s = Server {
             child: None,
             url: format!("http://127.0.0.1:{port}"),
@@ -74,11 +82,15 @@ impl Server {
             .spawn()
             .unwrap();
         self.child = Some(child);
-        wait_for(
-            "the server to answer /healthz",
-            Duration::from_secs(20),
-            || http_ok(&self.url),
-        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !http_ok(&self.url) {
+            let exited = self.child.as_mut().unwrap().try_wait().unwrap();
+            if exited.is_some() || Instant::now() > deadline {
+                let log = std::fs::read_to_string(self.dir.join(&self.log)).unwrap_or_default();
+                panic!("the server did not answer /healthz ({exited:?}); its log:\n{log}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// `kill -9`, then start again on the same database and port.
