@@ -54,16 +54,18 @@ pub fn parse_duration(input: &str) -> Result<SignedDuration, SpecError> {
                 .unwrap_or(rest.len());
             let unit = rest[..unit_len].trim();
             rest = &rest[unit_len..];
+            // Seconds are multiplied with a check: jiff's from_mins and from_hours panic
+            // on overflow.
+            let secs = |per: i64| n.checked_mul(per).map(SignedDuration::from_secs);
             let part = match unit {
-                "ms" => SignedDuration::from_millis(n),
-                "s" | "sec" | "secs" => SignedDuration::from_secs(n),
-                "m" | "min" | "mins" => SignedDuration::from_mins(n),
-                "h" | "hr" | "hrs" => SignedDuration::from_hours(n),
-                "d" | "day" | "days" => {
-                    SignedDuration::from_hours(n.checked_mul(24).ok_or_else(invalid)?)
-                }
+                "ms" => Some(SignedDuration::from_millis(n)),
+                "s" | "sec" | "secs" => secs(1),
+                "m" | "min" | "mins" => secs(60),
+                "h" | "hr" | "hrs" => secs(3600),
+                "d" | "day" | "days" => secs(86_400),
                 _ => return Err(invalid()),
-            };
+            }
+            .ok_or_else(invalid)?;
             total = total.checked_add(part).ok_or_else(invalid)?;
         }
         total
@@ -141,6 +143,20 @@ mod tests {
             assert_eq!(parse_duration(&format_duration(d)).unwrap(), d);
         }
         for bad in ["", "5", "m", "5x", "-5s", "1h-", "99999999999999999999s"] {
+            assert!(parse_duration(bad).is_err(), "{bad} should be rejected");
+        }
+    }
+
+    /// Counts whose seconds overflow are refused, not a panic (schemathesis sent
+    /// `"200000000000000000m"` and the request's task panicked inside jiff).
+    #[test]
+    fn counts_whose_seconds_overflow_are_refused() {
+        for bad in [
+            "200000000000000000m",
+            "2600000000000000h",
+            "200000000000000d",
+            "9223372036854775807s1s",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad} should be rejected");
         }
     }

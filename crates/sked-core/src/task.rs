@@ -340,8 +340,10 @@ impl NewTask {
             crate::check_duration("timeout", t)?;
         }
         if let Some(k) = &self.unique_key {
-            if k.is_empty() || k.len() > 512 {
-                return Err(SpecError::new("unique_key must be 1 to 512 bytes long"));
+            if k.is_empty() || k.chars().count() > 512 {
+                return Err(SpecError::new(
+                    "unique_key must be 1 to 512 characters long",
+                ));
             }
         }
         if let Some(b) = self.backoff {
@@ -366,7 +368,7 @@ pub fn check_payload_size(size: usize) -> Result<(), SpecError> {
 
 /// Names of kinds, queues and schedules: 1 to 128 characters, no control characters.
 pub fn validate_name(what: &str, name: &str) -> Result<(), SpecError> {
-    if name.is_empty() || name.len() > 128 {
+    if name.is_empty() || name.chars().count() > 128 {
         return Err(SpecError::new(format!(
             "{what} must be 1 to 128 characters long"
         )));

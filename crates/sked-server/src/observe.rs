@@ -38,6 +38,13 @@ pub(crate) async fn beat(
             b.role
         )));
     }
+    if b.queues.len() > sked::MAX_CLAIM_NAMES {
+        return Err(ApiError::invalid(format!(
+            "a worker names at most {} queues, not {}",
+            sked::MAX_CLAIM_NAMES,
+            b.queues.len()
+        )));
+    }
     for q in &b.queues {
         sked_core::validate_name("queue", q).map_err(|e| ApiError::invalid(e.to_string()))?;
     }

@@ -144,6 +144,9 @@ pub(crate) async fn cron_next(
     }))
 }
 
+/// The most schedules one group declares.
+const MAX_DECLARED: usize = 1_000;
+
 /// `PUT /v1/declared/{group}`: the schedules a group of code declares (see the worker's
 /// declared schedules): created, updated, or removed when no longer declared.
 pub(crate) async fn declare(
@@ -151,5 +154,11 @@ pub(crate) async fn declare(
     NamePath(group): NamePath,
     ApiJson(d): ApiJson<Declared>,
 ) -> ApiResult<Json<ScheduleSyncReport>> {
+    if d.schedules.len() > MAX_DECLARED {
+        return Err(ApiError::invalid(format!(
+            "at most {MAX_DECLARED} schedules per group, not {}",
+            d.schedules.len()
+        )));
+    }
     Ok(Json(s.engine.schedules_sync(&group, d.schedules).await?))
 }

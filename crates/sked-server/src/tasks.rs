@@ -31,6 +31,13 @@ pub(crate) async fn enqueue_batch(
     State(s): State<AppState>,
     ApiJson(b): ApiJson<TaskBatch>,
 ) -> ApiResult<(StatusCode, Json<TasksInserted>)> {
+    let max = crate::worker::MAX_BATCH;
+    if b.tasks.len() > max {
+        return Err(ApiError::invalid(format!(
+            "at most {max} tasks per batch, not {}",
+            b.tasks.len()
+        )));
+    }
     let tasks = s.engine.enqueue_many(b.tasks).await?;
     Ok((StatusCode::CREATED, Json(TasksInserted { tasks })))
 }

@@ -126,8 +126,8 @@ async fn end_attempt(
     Ok(Json(s.engine.finish(id, attempt, outcome).await?))
 }
 
-/// The most items one batch call takes.
-const MAX_BATCH: usize = 10_000;
+/// The most items one batch call takes (tasks enqueued, heartbeats, endings).
+pub(crate) const MAX_BATCH: usize = 10_000;
 
 fn item_error(e: sked::Error) -> ErrorDetail {
     ApiError::from(e).detail()

@@ -108,3 +108,86 @@ async fn a_claim_names_few_and_valid_queues_and_kinds() {
         .await;
     assert_eq!(s, StatusCode::OK, "{got}");
 }
+
+/// Every array in a request has a bound, refused past it with 422 and nothing done: tasks
+/// of a batch, schedules of a declared group, queues of a worker's beat (heartbeats and
+/// endings are bounded alike; claims by `a_claim_names_few_and_valid_queues_and_kinds`).
+#[tokio::test]
+async fn request_arrays_are_bounded() {
+    let a = api(None);
+    let tasks: Vec<_> = (0..10_001).map(|_| json!({"kind": "k"})).collect();
+    let schedule =
+        |i: usize| json!({"name": format!("s{i}"), "spec": "every 1h", "task": {"kind": "k"}});
+    let schedules: Vec<_> = (0..1_001).map(schedule).collect();
+    let queues: Vec<String> = (0..101).map(|i| format!("q{i}")).collect();
+    let held: Vec<_> = (0..10_001)
+        .map(|i| json!({"id": i, "attempt": 1}))
+        .collect();
+    for (method, path, body, needle) in [
+        (
+            "POST",
+            "/v1/tasks/batch",
+            json!({"tasks": tasks}),
+            "at most 10000 tasks per batch",
+        ),
+        (
+            "PUT",
+            "/v1/declared/g",
+            json!({"schedules": schedules}),
+            "at most 1000 schedules",
+        ),
+        (
+            "PUT",
+            "/v1/workers/w",
+            json!({"queues": queues}),
+            "at most 100 queues",
+        ),
+        (
+            "POST",
+            "/v1/heartbeat",
+            json!({"tasks": held}),
+            "at most 10000 tasks",
+        ),
+    ] {
+        assert_error(
+            a.call(method, path, Some(&body.to_string())).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_input",
+            needle,
+        );
+    }
+    let (s, got) = a.call("GET", "/v1/tasks", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(got["tasks"], json!([]), "a refused batch enqueued nothing");
+    let (s, got) = a.call("GET", "/v1/schedules", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(got["schedules"], json!([]));
+    // At the bound, taken.
+    let tasks: Vec<_> = (0..10_000).map(|_| json!({"kind": "k"})).collect();
+    let (s, got) = a
+        .call(
+            "POST",
+            "/v1/tasks/batch",
+            Some(&json!({"tasks": tasks}).to_string()),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{got}");
+}
+
+/// Names and unique keys are bounded in characters, as the OpenAPI document says (not bytes).
+#[tokio::test]
+async fn name_lengths_count_characters() {
+    let a = api(None);
+    let name = "é".repeat(128);
+    let key = "é".repeat(512);
+    let body = json!({"kind": name, "queue": name, "unique_key": key});
+    let (s, got) = a.call("POST", "/v1/tasks", Some(&body.to_string())).await;
+    assert_eq!(s, StatusCode::CREATED, "{got}");
+    let body = json!({"kind": "é".repeat(129)});
+    assert_error(
+        a.call("POST", "/v1/tasks", Some(&body.to_string())).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+        "kind must be 1 to 128 characters",
+    );
+}
