@@ -147,8 +147,9 @@ fn no_sql_outside_the_store_crates() {
         rust_files(&crates.join(krate), &mut files);
     }
     assert!(files.len() > 30, "found only {} files", files.len());
-    // This file holds examples of what it looks for.
-    files.retain(|f| !f.ends_with("tidy.rs"));
+    // This file holds examples of what it looks for; pg_secrets.rs sets up and inspects a
+    // private PostgreSQL cluster (its roles, its TLS sessions) through psql, not sked's tables.
+    files.retain(|f| !f.ends_with("tidy.rs") && !f.ends_with("pg_secrets.rs"));
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
         for (i, _) in text.match_indices('"') {
