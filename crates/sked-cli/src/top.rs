@@ -82,7 +82,7 @@ async fn overview(client: &Client) -> CliResult<Overview> {
         client.queues(sked::store::QUEUE_COUNT_LIMIT),
         client.activity(15),
         client.workers(),
-        client.schedules(),
+        client.schedules_with(false),
     )
     .map_err(failed)?;
     Ok(Overview {

@@ -367,9 +367,8 @@ impl Store for PgStore {
         self.op(async |c, _| tasks::next_run_at(c).await).await
     }
 
-    async fn queue_list(&self, count_limit: u64) -> Result<Vec<QueueInfo>> {
-        self.op(async |c, _| queues::list(c, count_limit).await)
-            .await
+    async fn queue_list(&self, params: QueueListParams) -> Result<Page<QueueInfo>> {
+        self.op(async |c, _| queues::list(c, &params).await).await
     }
 
     async fn queue_update(&self, params: QueueUpdateParams) -> Result<QueueInfo> {
@@ -411,8 +410,9 @@ impl Store for PgStore {
             .await
     }
 
-    async fn schedule_list(&self) -> Result<Vec<Schedule>> {
-        self.op(async |c, _| schedules::list(c).await).await
+    async fn schedule_list(&self, params: ScheduleListParams) -> Result<Page<Schedule>> {
+        self.op(async |c, _| schedules::list(c, &params).await)
+            .await
     }
 
     async fn schedule_delete(&self, name: &str) -> Result<bool> {
@@ -453,8 +453,8 @@ impl Store for PgStore {
             .await
     }
 
-    async fn worker_list(&self, seen_since: jiff::Timestamp) -> Result<Vec<WorkerInfo>> {
-        self.op(async |c, _| observe::worker_list(c, seen_since).await)
+    async fn worker_list(&self, params: WorkerListParams) -> Result<Page<WorkerInfo>> {
+        self.op(async |c, _| observe::worker_list(c, &params).await)
             .await
     }
 

@@ -68,8 +68,11 @@ pub(crate) async fn worker_beat(c: &mut Object, p: &WorkerBeatParams) -> Result<
     Ok(())
 }
 
-pub(crate) async fn worker_list(c: &mut Object, seen_since: Timestamp) -> Result<Vec<WorkerInfo>> {
-    let since: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&seen_since];
+pub(crate) async fn worker_list(c: &mut Object, p: &WorkerListParams) -> Result<Page<WorkerInfo>> {
+    let limit = p.limit.clamp(1, rules::STORE_LIST_LIMIT_MAX);
+    // One row more than the page: it says whether more follow.
+    let rows = i64::from(limit) + 1;
+    let since: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&p.seen_since, &rows];
     let (running, workers) = tokio::try_join!(
         c.query(
             "SELECT worker, count(*) FROM sked_tasks WHERE state = 'running' AND worker IS NOT NULL \
@@ -78,7 +81,8 @@ pub(crate) async fn worker_list(c: &mut Object, seen_since: Timestamp) -> Result
         ),
         c.query(
             "SELECT id, role, queues, concurrency, started_at, last_seen_at, stopped_at \
-             FROM sked_workers WHERE last_seen_at >= $1 ORDER BY last_seen_at DESC, id",
+             FROM sked_workers WHERE last_seen_at >= $1 ORDER BY last_seen_at DESC, id \
+             LIMIT $2",
             &since
         ),
     )
@@ -87,22 +91,24 @@ pub(crate) async fn worker_list(c: &mut Object, seen_since: Timestamp) -> Result
     for r in &running {
         counts.insert(col(r, 0)?, col::<i64>(r, 1)? as u64);
     }
-    workers
-        .iter()
-        .map(|r| {
-            let id: String = col(r, 0)?;
-            Ok(WorkerInfo {
-                running: counts.get(&id).copied().unwrap_or(0),
-                id,
-                role: col(r, 1)?,
-                queues: col(r, 2)?,
-                concurrency: col::<Option<i32>>(r, 3)?.map(|n| n.max(0) as u32),
-                started_at: col(r, 4)?,
-                last_seen_at: col(r, 5)?,
-                stopped_at: col(r, 6)?,
-            })
-        })
-        .collect()
+    let mut page = sked_store::page::PageBuilder::new(limit);
+    for r in &workers {
+        let id: String = col(r, 0)?;
+        let w = WorkerInfo {
+            running: counts.get(&id).copied().unwrap_or(0),
+            id,
+            role: col(r, 1)?,
+            queues: col(r, 2)?,
+            concurrency: col::<Option<i32>>(r, 3)?.map(|n| n.max(0) as u32),
+            started_at: col(r, 4)?,
+            last_seen_at: col(r, 5)?,
+            stopped_at: col(r, 6)?,
+        };
+        if !page.push(w) {
+            break;
+        }
+    }
+    Ok(page.finish())
 }
 
 pub(crate) async fn worker_prune(c: &mut Object, before: Timestamp) -> Result<u64> {

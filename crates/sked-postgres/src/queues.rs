@@ -1,10 +1,9 @@
 //! Queues (pause, concurrency limit, counts) and named leases.
 
-use std::collections::BTreeMap;
-
 use deadpool_postgres::Object;
 use jiff::Timestamp;
 use sked_core::validate_name;
+use sked_store::page::PageBuilder;
 use sked_store::states::Spelling;
 use sked_store::*;
 
@@ -15,7 +14,8 @@ fn queue_info(name: String, paused: bool, limit: Option<i32>) -> QueueInfo {
     QueueInfo::new(name, paused, limit.map(|l| l.max(0) as u32))
 }
 
-/// A row of [`counts::queue_counts_sql`]: the counts follow the queue.
+/// A row of [`counts::queue_counts_sql`] or [`counts::queue_page_sql`]: the counts follow
+/// the queue.
 fn counts_of(r: &tokio_postgres::Row) -> Result<[i64; 7]> {
     let mut n = [0i64; 7];
     for (i, v) in n.iter_mut().enumerate() {
@@ -24,37 +24,41 @@ fn counts_of(r: &tokio_postgres::Row) -> Result<[i64; 7]> {
     Ok(n)
 }
 
-pub(crate) async fn list(c: &mut Object, count_limit: u64) -> Result<Vec<QueueInfo>> {
-    let settings = c
-        .prepare_cached("SELECT name, paused, concurrency_limit FROM sked_queues")
-        .await
-        .map_err(db_err)?;
-    let counting = c
-        .prepare_cached(&counts::queue_counts_sql(
+pub(crate) async fn list(c: &mut Object, p: &QueueListParams) -> Result<Page<QueueInfo>> {
+    use futures_util::TryStreamExt;
+    let limit = p.limit.clamp(1, rules::STORE_LIST_LIMIT_MAX);
+    let stmt = c
+        .prepare_cached(&counts::queue_page_sql(
             "sked_tasks",
-            "$1",
-            None,
+            "sked_queues",
             Spelling::InList,
+            counts::PagePlaceholders {
+                after: "$1::text",
+                rows: "$2",
+                count_probe: "$3",
+            },
         ))
         .await
         .map_err(db_err)?;
-    let probe: [&(dyn tokio_postgres::types::ToSql + Sync); 1] =
-        [&counts::limit_probe(count_limit)];
-    let (settings, counts) =
-        tokio::try_join!(c.query(&settings, &[]), c.query(&counting, &probe)).map_err(db_err)?;
-    let mut queues: BTreeMap<String, QueueInfo> = BTreeMap::new();
-    for r in &settings {
-        let q = queue_info(col(r, 0)?, col(r, 1)?, col(r, 2)?);
-        queues.insert(q.name.clone(), q);
+    let after = p.after.as_deref().unwrap_or("");
+    // One row more than the page: it says whether more follow.
+    let rows = i64::from(limit) + 1;
+    let probe = counts::limit_probe(p.count_limit);
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&after, &rows, &probe];
+    let rows = c
+        .query_raw(&stmt, params.iter().copied())
+        .await
+        .map_err(db_err)?;
+    futures_util::pin_mut!(rows);
+    let mut page = PageBuilder::new(limit);
+    while let Some(r) = rows.try_next().await.map_err(db_err)? {
+        let mut q = queue_info(col(&r, 0)?, col(&r, 8)?, col(&r, 9)?);
+        q.set_counts(counts_of(&r)?, p.count_limit);
+        if !page.push(q) {
+            break;
+        }
     }
-    for r in &counts {
-        let queue: String = col(r, 0)?;
-        let info = queues
-            .entry(queue.clone())
-            .or_insert_with(|| queue_info(queue, false, None));
-        info.set_counts(counts_of(r)?, count_limit);
-    }
-    Ok(queues.into_values().collect())
+    Ok(page.finish())
 }
 
 pub(crate) async fn update(
@@ -84,7 +88,7 @@ pub(crate) async fn update(
         .prepare_cached(&counts::queue_counts_sql(
             "sked_tasks",
             "$2",
-            Some("$1::text"),
+            "$1::text",
             Spelling::InList,
         ))
         .await

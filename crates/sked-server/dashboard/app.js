@@ -240,9 +240,9 @@ function activityChart(buckets) {
 
 async function overview(clusterReply) {
   const [queues, activity, workers, cluster] = await Promise.all([
-    get("/v1/queues"),
+    get("/v1/queues?limit=1000"),
     get("/v1/activity?minutes=15"),
-    get("/v1/workers"),
+    get("/v1/workers?limit=1000"),
     clusterReply,
   ]);
   const alive = workers.workers.filter((w) => w.alive);
@@ -263,6 +263,7 @@ async function overview(clusterReply) {
     activityChart(activity.buckets),
     h("h2", {}, "Queues"),
     table(["queue", ...STATES, "limit", ""], queues.queues.map(queueRow), "No queues yet: enqueue a task."),
+    queues.next_after ? h("p", { class: "muted small", id: "queues-more" }, `The first ${queues.queues.length} queues by name; sked queue ls lists them all.`) : null,
   ];
 }
 
@@ -275,8 +276,11 @@ function specCell(s) {
   return h("td", {}, h("code", {}, s.spec), s.description ? h("div", { class: "muted small" }, s.description) : null);
 }
 
-async function schedules() {
-  const { schedules } = await get("/v1/schedules");
+async function schedules(query) {
+  const after = new URLSearchParams(query || "").get("after") || "";
+  const params = new URLSearchParams({ limit: "100" });
+  if (after) params.set("after", after);
+  const { schedules, next_after } = await get(`/v1/schedules?${params}`);
   const rows = schedules.map((s) =>
     h(
       "tr",
@@ -294,6 +298,7 @@ async function schedules() {
   return [
     h("h1", {}, "Schedules"),
     table(["name", "spec", "zone", "next fire", "last start", "last stop", "last outcome", ""], rows, "No schedules yet: sked schedule add …"),
+    next_after ? h("a", { class: "button", href: `#/schedules?${new URLSearchParams({ after: next_after })}` }, "Next →") : null,
   ];
 }
 
@@ -493,7 +498,7 @@ async function task(id) {
 }
 
 async function workers() {
-  const { workers } = await get("/v1/workers");
+  const { workers, more } = await get("/v1/workers?limit=1000");
   const rows = workers.map((w) =>
     h(
       "tr",
@@ -512,6 +517,7 @@ async function workers() {
     h("h1", {}, "Workers and nodes"),
     h("p", { class: "muted small" }, "Seen in the last day. Alive: seen within the last 3 minutes and not stopped."),
     table(["id", "role", "status", "queues", "concurrency", "running", "started", "last seen"], rows, "No worker has been seen."),
+    more ? h("p", { class: "muted small" }, `The ${workers.length} seen most recently.`) : null,
   ];
 }
 
@@ -522,7 +528,7 @@ function route() {
   const [path, query] = hash.split("?");
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   if (parts[0] === "schedules" && parts[1]) return ["schedules", () => schedule(parts[1])];
-  if (parts[0] === "schedules") return ["schedules", schedules];
+  if (parts[0] === "schedules") return ["schedules", () => schedules(query)];
   if (parts[0] === "tasks" && parts[1]) return ["tasks", () => task(parts[1])];
   if (parts[0] === "tasks") return ["tasks", () => tasks(query)];
   if (parts[0] === "workers") return ["workers", workers];

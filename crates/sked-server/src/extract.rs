@@ -56,3 +56,27 @@ impl<S: Send + Sync> FromRequestParts<S> for NamePath {
         Ok(NamePath(name))
     }
 }
+
+/// Which of `known` a comma-separated `include` names (`?include=payload,result`); any other
+/// word is a 400 naming it.
+pub(crate) fn includes<const N: usize>(
+    asked: Option<&str>,
+    known: [&str; N],
+) -> Result<[bool; N], ApiError> {
+    let mut found = [false; N];
+    for part in asked.unwrap_or("").split(',').map(str::trim) {
+        if part.is_empty() {
+            continue;
+        }
+        match known.iter().position(|k| *k == part) {
+            Some(i) => found[i] = true,
+            None => {
+                return Err(ApiError::bad_request(format!(
+                    "invalid include {part:?}: expected {}, comma-separated",
+                    known.join(" or ")
+                )));
+            }
+        }
+    }
+    Ok(found)
+}

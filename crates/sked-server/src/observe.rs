@@ -10,19 +10,33 @@ use crate::{ApiError, AppState};
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
-/// Workers and nodes seen in the last day, each with `alive`.
-pub(crate) async fn workers(State(s): State<AppState>) -> ApiResult<WorkerList> {
-    let workers = s
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WorkersQuery {
+    limit: Option<u32>,
+}
+
+/// Workers and nodes seen in the last day, each with `alive`: the `limit` seen most recently.
+pub(crate) async fn workers(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<WorkersQuery>,
+) -> ApiResult<WorkerList> {
+    let page = s
         .engine
-        .workers()
-        .await?
+        .worker_page(sked_store::rules::list_limit(q.limit))
+        .await?;
+    let workers = page
+        .items
         .into_iter()
         .map(|w| WorkerView {
             alive: s.engine.is_alive(&w),
             worker: w,
         })
         .collect();
-    Ok(Json(WorkerList { workers }))
+    Ok(Json(WorkerList {
+        workers,
+        more: page.more,
+    }))
 }
 
 /// A worker's sign of life (the worker protocol's presence beat).

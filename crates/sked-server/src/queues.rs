@@ -4,7 +4,9 @@ use axum::Json;
 use axum::extract::State;
 use serde::Deserialize;
 use sked::api::{QueueLimit, QueueList};
-use sked_store::{QUEUE_COUNT_LIMIT, QUEUE_COUNT_LIMIT_MAX, QueueInfo, QueueUpdateParams};
+use sked_store::{
+    QUEUE_COUNT_LIMIT, QUEUE_COUNT_LIMIT_MAX, QueueInfo, QueueListParams, QueueUpdateParams,
+};
 
 use crate::extract::{ApiJson, ApiQuery, NamePath};
 use crate::{ApiError, AppState};
@@ -14,6 +16,10 @@ type ApiResult<T = QueueInfo> = Result<Json<T>, ApiError>;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ListQuery {
+    /// The page's size (default 100, at most 1,000).
+    limit: Option<u32>,
+    /// The page starts after this name (the previous page's `next_after`).
+    after: Option<String>,
     /// Count each queue's tasks of a state up to this many (default 10,000); a state with
     /// more is listed in the queue's `counts_at_least`.
     count_limit: Option<u64>,
@@ -29,8 +35,17 @@ pub(crate) async fn list(
             "count_limit must be between 1 and {QUEUE_COUNT_LIMIT_MAX}, not {limit}"
         )));
     }
+    let page = s
+        .engine
+        .queue_page(QueueListParams {
+            after: q.after,
+            limit: sked_store::rules::list_limit(q.limit),
+            count_limit: limit,
+        })
+        .await?;
     Ok(Json(QueueList {
-        queues: s.engine.queues(limit).await?,
+        next_after: page.next_after(),
+        queues: page.items,
     }))
 }
 

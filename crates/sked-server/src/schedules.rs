@@ -7,18 +7,52 @@ use serde::Deserialize;
 use serde_json::Value;
 use sked::api::{CronNext, Declared, OccurrenceList, ScheduleList, ScheduleView, Triggered};
 use sked_core::{CronExpr, ScheduleDef, parse_time, parse_zone};
-use sked_store::ScheduleSyncReport;
+use sked_store::{ScheduleListParams, ScheduleSyncReport};
 
 use crate::extract::{ApiJson, ApiQuery, NamePath};
 use crate::{ApiError, AppState};
 
 type ApiResult<T = Json<ScheduleView>> = Result<T, ApiError>;
 
-pub(crate) async fn list(State(s): State<AppState>) -> ApiResult<Json<ScheduleList>> {
-    let schedules = s.engine.schedules().await?;
-    Ok(Json(ScheduleList {
-        schedules: schedules.into_iter().map(ScheduleView::from).collect(),
-    }))
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    /// The page's size (default 100, at most 1,000).
+    limit: Option<u32>,
+    /// The page starts after this name (the previous page's `next_after`).
+    after: Option<String>,
+    /// `payload`: the templates' payloads (left out of lists otherwise).
+    include: Option<String>,
+}
+
+/// A page of schedules by name, their templates' payloads left out unless asked for.
+pub(crate) async fn list(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let [payload] = crate::extract::includes(q.include.as_deref(), ["payload"])?;
+    let page = s
+        .engine
+        .schedule_page(ScheduleListParams {
+            after: q.after,
+            limit: sked_store::rules::list_limit(q.limit),
+            with_payloads: payload,
+        })
+        .await?;
+    let list = ScheduleList {
+        next_after: page.next_after(),
+        schedules: page.items.into_iter().map(ScheduleView::from).collect(),
+    };
+    let mut body = serde_json::to_value(&list).map_err(crate::error::internal)?;
+    // What was not asked for is left out, not shown as null (a payload may be null).
+    if !payload {
+        for s in body["schedules"].as_array_mut().into_iter().flatten() {
+            if let Some(task) = s["task"].as_object_mut() {
+                task.remove("payload");
+            }
+        }
+    }
+    Ok(Json(body))
 }
 
 /// `POST /v1/schedules` with the whole definition: creates or replaces.

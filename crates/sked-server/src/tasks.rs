@@ -67,19 +67,7 @@ pub(crate) async fn list(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> ApiResult<Json<serde_json::Value>> {
-    let (mut payload, mut result) = (false, false);
-    for part in q.include.as_deref().unwrap_or("").split(',') {
-        match part.trim() {
-            "payload" => payload = true,
-            "result" => result = true,
-            "" => {}
-            other => {
-                return Err(ApiError::bad_request(format!(
-                    "invalid include {other:?}: expected payload, result or both, comma-separated"
-                )));
-            }
-        }
-    }
+    let [payload, result] = crate::extract::includes(q.include.as_deref(), ["payload", "result"])?;
     let states = match &q.state {
         Some(list) => list
             .split(',')
@@ -105,7 +93,7 @@ pub(crate) async fn list(
         .await?;
     let list = TaskList {
         next_before: page.next_before(),
-        tasks: page.tasks,
+        tasks: page.items,
     };
     let mut body = serde_json::to_value(&list).map_err(crate::error::internal)?;
     // What was not asked for is left out, not shown as null (a payload may be null).

@@ -72,13 +72,23 @@ pub(crate) static ACTIVITY: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// Counts per queue and state, each up to `?1`.
-pub(crate) static COUNTS: LazyLock<String> =
-    LazyLock::new(|| counts::queue_counts_sql("tasks", "?1", None, Spelling::AnyOf));
+/// A page of queues after `?1`, at most `?2`, with counts per state, each up to `?3`.
+pub(crate) static QUEUE_PAGE: LazyLock<String> = LazyLock::new(|| {
+    counts::queue_page_sql(
+        "tasks",
+        "queues",
+        Spelling::AnyOf,
+        counts::PagePlaceholders {
+            after: "?1",
+            rows: "?2",
+            count_probe: "?3",
+        },
+    )
+});
 
 /// One queue's (`?1`) counts per state, each up to `?2`.
 pub(crate) static QUEUE_COUNTS: LazyLock<String> =
-    LazyLock::new(|| counts::queue_counts_sql("tasks", "?2", Some("?1"), Spelling::AnyOf));
+    LazyLock::new(|| counts::queue_counts_sql("tasks", "?2", "?1", Spelling::AnyOf));
 
 #[cfg(test)]
 mod tests {
@@ -117,7 +127,7 @@ mod tests {
                 &["tasks_finished (queue=? AND state=? AND finished_at>?)"],
             ),
             (
-                &COUNTS,
+                &QUEUE_PAGE,
                 &[
                     "tasks_waiting_queue",
                     "tasks_available_queue",

@@ -227,8 +227,8 @@ impl Store for SqliteStore {
         self.run(tasks::next_run_at).await
     }
 
-    async fn queue_list(&self, count_limit: u64) -> Result<Vec<QueueInfo>> {
-        self.run(move |conn| queues::list(conn, count_limit)).await
+    async fn queue_list(&self, params: QueueListParams) -> Result<Page<QueueInfo>> {
+        self.run(move |conn| queues::list(conn, &params)).await
     }
 
     async fn queue_update(&self, params: QueueUpdateParams) -> Result<QueueInfo> {
@@ -265,8 +265,8 @@ impl Store for SqliteStore {
         self.run(move |conn| schedules::get(conn, &name)).await
     }
 
-    async fn schedule_list(&self) -> Result<Vec<Schedule>> {
-        self.run(|conn| schedules::list(conn)).await
+    async fn schedule_list(&self, params: ScheduleListParams) -> Result<Page<Schedule>> {
+        self.run(move |conn| schedules::list(conn, &params)).await
     }
 
     async fn schedule_delete(&self, name: &str) -> Result<bool> {
@@ -305,8 +305,8 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn worker_list(&self, seen_since: jiff::Timestamp) -> Result<Vec<WorkerInfo>> {
-        self.run(move |conn| observe::worker_list(conn, seen_since))
+    async fn worker_list(&self, params: WorkerListParams) -> Result<Page<WorkerInfo>> {
+        self.run(move |conn| observe::worker_list(conn, &params))
             .await
     }
 

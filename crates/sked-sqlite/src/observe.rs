@@ -77,10 +77,8 @@ pub(crate) fn worker_beat(tx: &Transaction<'_>, p: &WorkerBeatParams) -> Result<
     Ok(())
 }
 
-pub(crate) fn worker_list(
-    conn: &Connection,
-    seen_since: jiff::Timestamp,
-) -> Result<Vec<WorkerInfo>> {
+pub(crate) fn worker_list(conn: &Connection, p: &WorkerListParams) -> Result<Page<WorkerInfo>> {
+    let limit = p.limit.clamp(1, rules::STORE_LIST_LIMIT_MAX);
     let mut running: BTreeMap<String, u64> = BTreeMap::new();
     let mut stmt = conn
         .prepare_cached(
@@ -98,11 +96,12 @@ pub(crate) fn worker_list(
     let mut stmt = conn
         .prepare_cached(
             "SELECT id, role, queues, concurrency, started_at, last_seen_at, stopped_at \
-             FROM workers WHERE last_seen_at >= ?1 ORDER BY last_seen_at DESC, id",
+             FROM workers WHERE last_seen_at >= ?1 ORDER BY last_seen_at DESC, id LIMIT ?2",
         )
         .map_err(db_err)?;
+    // One row more than the page: it says whether more follow.
     let rows = stmt
-        .query_map([ts(seen_since)], |r| {
+        .query_map(params![ts(p.seen_since), i64::from(limit) + 1], |r| {
             Ok(WorkerInfo {
                 id: r.get(0)?,
                 role: r.get(1)?,
@@ -115,13 +114,15 @@ pub(crate) fn worker_list(
             })
         })
         .map_err(db_err)?;
-    let mut out = Vec::new();
+    let mut page = sked_store::page::PageBuilder::new(limit);
     for row in rows {
         let mut w = row.map_err(db_err)?;
         w.running = running.get(&w.id).copied().unwrap_or(0);
-        out.push(w);
+        if !page.push(w) {
+            break;
+        }
     }
-    Ok(out)
+    Ok(page.finish())
 }
 
 pub(crate) fn worker_prune(tx: &Transaction<'_>, before: jiff::Timestamp) -> Result<u64> {

@@ -1,15 +1,14 @@
 //! Queues (pause, concurrency limit, counts) and named leases.
 
-use std::collections::BTreeMap;
-
 use jiff::Timestamp;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use sked_core::validate_name;
+use sked_store::page::PageBuilder;
 use sked_store::*;
 
 use crate::codec::{db_err, from_ts, ts};
 
-/// A row of [`counts::queue_counts_sql`]: the queue, then the counts in `TaskState::ALL` order.
+/// A row of [`counts::queue_counts_sql`] or [`counts::queue_page_sql`]: the queue, then the counts in `TaskState::ALL` order.
 fn counts_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, [i64; 7])> {
     let mut n = [0i64; 7];
     for (i, v) in n.iter_mut().enumerate() {
@@ -18,32 +17,34 @@ fn counts_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, [i64; 7])> {
     Ok((r.get(0)?, n))
 }
 
-pub(crate) fn list(conn: &Connection, count_limit: u64) -> Result<Vec<QueueInfo>> {
-    let mut queues: BTreeMap<String, QueueInfo> = BTreeMap::new();
+pub(crate) fn list(conn: &Connection, p: &QueueListParams) -> Result<Page<QueueInfo>> {
+    let limit = p.limit.clamp(1, rules::STORE_LIST_LIMIT_MAX);
     let mut stmt = conn
-        .prepare_cached("SELECT name, paused, concurrency_limit FROM queues")
+        .prepare_cached(&crate::indexed::QUEUE_PAGE)
         .map_err(db_err)?;
+    // One row more than the page: it says whether more follow.
     let rows = stmt
-        .query_map([], |r| Ok(QueueInfo::new(r.get(0)?, r.get(1)?, r.get(2)?)))
+        .query_map(
+            params![
+                p.after.as_deref().unwrap_or(""),
+                i64::from(limit) + 1,
+                counts::limit_probe(p.count_limit)
+            ],
+            |r| {
+                let (name, n) = counts_row(r)?;
+                let mut q = QueueInfo::new(name, r.get(8)?, r.get(9)?);
+                q.set_counts(n, p.count_limit);
+                Ok(q)
+            },
+        )
         .map_err(db_err)?;
+    let mut page = PageBuilder::new(limit);
     for q in rows {
-        let q = q.map_err(db_err)?;
-        queues.insert(q.name.clone(), q);
+        if !page.push(q.map_err(db_err)?) {
+            break;
+        }
     }
-    let mut stmt = conn
-        .prepare_cached(&crate::indexed::COUNTS)
-        .map_err(db_err)?;
-    let rows = stmt
-        .query_map([counts::limit_probe(count_limit)], counts_row)
-        .map_err(db_err)?;
-    for row in rows {
-        let (queue, n) = row.map_err(db_err)?;
-        let info = queues
-            .entry(queue.clone())
-            .or_insert_with(|| QueueInfo::new(queue, false, None));
-        info.set_counts(n, count_limit);
-    }
-    Ok(queues.into_values().collect())
+    Ok(page.finish())
 }
 
 pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<QueueInfo> {

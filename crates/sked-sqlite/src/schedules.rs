@@ -61,15 +61,32 @@ pub(crate) fn get(conn: &Connection, name: &str) -> Result<Schedule> {
     .ok_or_else(|| StoreError::schedule_not_found(name))
 }
 
-pub(crate) fn list(conn: &Connection) -> Result<Vec<Schedule>> {
+pub(crate) fn list(conn: &Connection, p: &ScheduleListParams) -> Result<Page<Schedule>> {
+    let limit = p.limit.clamp(1, rules::STORE_LIST_LIMIT_MAX);
     let mut stmt = conn
         .prepare_cached(&format!(
-            "SELECT {columns} FROM schedules s ORDER BY s.name",
+            "SELECT {columns} FROM schedules s WHERE s.name > ?1 ORDER BY s.name LIMIT ?2",
             columns = COLUMNS.as_str()
         ))
         .map_err(db_err)?;
-    let rows = stmt.query_map([], from_row).map_err(db_err)?;
-    rows.collect::<rusqlite::Result<_>>().map_err(db_err)
+    // One row more than the page: it says whether more follow.
+    let rows = stmt
+        .query_map(
+            params![p.after.as_deref().unwrap_or(""), i64::from(limit) + 1],
+            from_row,
+        )
+        .map_err(db_err)?;
+    let mut page = sked_store::page::PageBuilder::new(limit);
+    for row in rows {
+        let mut s = row.map_err(db_err)?;
+        if !p.with_payloads {
+            s.task.payload = serde_json::Value::Null;
+        }
+        if !page.push(s) {
+            break;
+        }
+    }
+    Ok(page.finish())
 }
 
 pub(crate) fn upsert(tx: &Transaction<'_>, p: &ScheduleUpsertParams) -> Result<Schedule> {

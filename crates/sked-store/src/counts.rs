@@ -53,15 +53,10 @@ pub fn queue_walk(name: &str, table: &str, cond: &str) -> String {
     )
 }
 
-/// `SELECT queue, n_scheduled, n_available, …` (the counts in [`TaskState::ALL`] order), each
-/// count taken with `LIMIT {limit}` (a placeholder: pass the limit plus one). With `queue`
-/// (a placeholder) only that queue's row; otherwise a row for every queue that has tasks.
-pub fn queue_counts_sql(
-    table: &str,
-    limit: &str,
-    queue: Option<&str>,
-    spelling: Spelling,
-) -> String {
+/// The count columns of a row: `(SELECT count(*) …)` per state in [`TaskState::ALL`] order,
+/// each taken with `LIMIT {limit}` (a placeholder: pass the limit plus one) over the tasks of
+/// the queue `q.name`.
+fn count_columns(table: &str, limit: &str, spelling: Spelling) -> String {
     let counts: Vec<String> = TaskState::ALL
         .iter()
         .map(|&s| {
@@ -78,27 +73,77 @@ pub fn queue_counts_sql(
             )
         })
         .collect();
-    let counts = counts.join(", ");
-    match queue {
-        Some(queue) => format!("SELECT q.name, {counts} FROM (SELECT {queue} AS name) q"),
-        None => {
-            let groups = groups(spelling);
-            let walks: Vec<String> = groups
-                .iter()
-                .enumerate()
-                .map(|(i, cond)| queue_walk(&format!("g{i}"), table, cond))
-                .collect();
-            let union: Vec<String> = (0..groups.len())
-                .map(|i| format!("SELECT name FROM g{i}"))
-                .collect();
+    counts.join(", ")
+}
+
+/// `SELECT queue, n_scheduled, n_available, …` for the one queue `queue` (a placeholder): the
+/// counts in [`TaskState::ALL`] order, each taken with `LIMIT {limit}` (a placeholder: pass
+/// the limit plus one).
+pub fn queue_counts_sql(table: &str, limit: &str, queue: &str, spelling: Spelling) -> String {
+    let counts = count_columns(table, limit, spelling);
+    format!("SELECT q.name, {counts} FROM (SELECT {queue} AS name) q")
+}
+
+/// The placeholders of [`queue_page_sql`].
+#[derive(Debug, Clone, Copy)]
+pub struct PagePlaceholders<'a> {
+    /// Names sort after this one (text; `''` for the first page).
+    pub after: &'a str,
+    /// How many rows (the page's limit plus one).
+    pub rows: &'a str,
+    /// The counting limit plus one ([`limit_probe`]).
+    pub count_probe: &'a str,
+}
+
+/// `SELECT queue, n_scheduled, …, n_cancelled, paused, concurrency_limit`: a page of queues by
+/// name after `after`, those with tasks and those with settings in `queues`, at most `rows`.
+///
+/// Each state's partial index is walked from `after` for at most `rows` distinct queues (one
+/// probe per queue), so that the cost is bounded by the page, not by how many queues exist;
+/// the counts are taken for the page's queues only.
+pub fn queue_page_sql(
+    tasks: &str,
+    queues: &str,
+    spelling: Spelling,
+    p: PagePlaceholders<'_>,
+) -> String {
+    let PagePlaceholders {
+        after,
+        rows,
+        count_probe,
+    } = p;
+    let groups = groups(spelling);
+    let walks: Vec<String> = groups
+        .iter()
+        .enumerate()
+        .map(|(i, cond)| {
             format!(
-                "WITH RECURSIVE {}, queues(name) AS ({}) \
-                 SELECT q.name, {counts} FROM queues q WHERE q.name IS NOT NULL",
-                walks.join(", "),
-                union.join(" UNION ")
+                "g{i}(name, n) AS ( \
+                   SELECT (SELECT queue FROM {tasks} WHERE {cond} AND queue > {after} \
+                     ORDER BY queue LIMIT 1), CAST(1 AS BIGINT) \
+                   UNION ALL \
+                   SELECT (SELECT t.queue FROM {tasks} t WHERE {cond} AND t.queue > g.name \
+                     ORDER BY t.queue LIMIT 1), g.n + 1 \
+                   FROM g{i} g WHERE g.name IS NOT NULL AND g.n < {rows})"
             )
-        }
-    }
+        })
+        .collect();
+    let mut names: Vec<String> = (0..groups.len())
+        .map(|i| format!("SELECT name FROM g{i}"))
+        .collect();
+    names.push(format!(
+        "SELECT name FROM (SELECT name FROM {queues} WHERE name > {after} \
+         ORDER BY name LIMIT {rows}) s"
+    ));
+    let counts = count_columns(tasks, count_probe, spelling);
+    format!(
+        "WITH RECURSIVE {}, names(name) AS ({}) \
+         SELECT q.name, {counts}, coalesce(k.paused, false), k.concurrency_limit \
+         FROM (SELECT name FROM names WHERE name IS NOT NULL ORDER BY name LIMIT {rows}) q \
+         LEFT JOIN {queues} k ON k.name = q.name ORDER BY q.name",
+        walks.join(", "),
+        names.join(" UNION ")
+    )
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use sked_core::{Task, TaskId};
 
 pub use error::{ErrorKind, Result, StoreError};
-pub use page::TaskPage;
+pub use page::{Page, TaskPage};
 pub use types::*;
 
 /// Persistence for tasks, queues, schedules, their occurrence ledger and leases.
@@ -138,10 +138,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// The earliest run_at of a scheduled or retrying task: when a worker should look next.
     async fn task_next_run_at(&self) -> Result<Option<jiff::Timestamp>>;
 
-    /// Every queue that has tasks or settings, with counts per state, each counted up to
-    /// `count_limit` (beyond it the state is marked `counts_at_least`). The cost is bounded by
-    /// queues × states × `count_limit`, however many tasks are kept.
-    async fn queue_list(&self, count_limit: u64) -> Result<Vec<QueueInfo>>;
+    /// A page of the queues that have tasks or settings, by name, with counts per state, each
+    /// counted up to `count_limit` (beyond it the state is marked `counts_at_least`). The cost
+    /// is bounded by `limit` × states × `count_limit`, however many tasks and queues are kept.
+    async fn queue_list(&self, params: QueueListParams) -> Result<Page<QueueInfo>>;
 
     /// Pauses, resumes or limits a queue (created on first use).
     async fn queue_update(&self, params: QueueUpdateParams) -> Result<QueueInfo>;
@@ -168,7 +168,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     async fn schedule_get(&self, name: &str) -> Result<Schedule>;
 
-    async fn schedule_list(&self) -> Result<Vec<Schedule>>;
+    /// A page of schedules by name: at most `limit` and about [`page::LIST_BYTES_MAX`] bytes
+    /// (read row by row with a [`page::PageBuilder`]). Without `with_payloads`, the
+    /// templates' payloads are null.
+    async fn schedule_list(&self, params: ScheduleListParams) -> Result<Page<Schedule>>;
 
     /// Deletes a schedule and its ledger; its tasks stay. `false` if there was none.
     async fn schedule_delete(&self, name: &str) -> Result<bool>;
@@ -201,8 +204,8 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     async fn worker_beat(&self, params: WorkerBeatParams) -> Result<()>;
 
     /// Workers and nodes seen since `seen_since`, with how many tasks each runs now; most
-    /// recently seen first.
-    async fn worker_list(&self, seen_since: jiff::Timestamp) -> Result<Vec<WorkerInfo>>;
+    /// recently seen first, at most `limit`.
+    async fn worker_list(&self, params: WorkerListParams) -> Result<Page<WorkerInfo>>;
 
     /// Forgets workers and nodes not seen since `before`. How many were forgotten.
     async fn worker_prune(&self, before: jiff::Timestamp) -> Result<u64>;

@@ -1,80 +1,152 @@
-//! Pages of task lists, bounded in rows and in bytes: a list of 1,000 tasks with 1 MiB payloads
-//! would otherwise hold a gigabyte. Backends read rows one at a time into a [`PageBuilder`]
-//! and stop when it is full, so that no more than a page's worth is ever in memory.
+//! Pages of lists, bounded in rows and in bytes: a list of 1,000 tasks (or schedules) with
+//! 1 MiB payloads would otherwise hold a gigabyte. Backends read rows one at a time into a
+//! [`PageBuilder`] and stop when it is full, so that no more than a page's worth is ever in
+//! memory.
 
 use sked_core::Task;
 
-/// Roughly the most bytes of tasks (as JSON) one page holds; a page always holds at least one
-/// task, so one page may exceed this by one task.
+use crate::{QueueInfo, Schedule, WorkerInfo};
+
+/// Roughly the most bytes of items (as JSON) one page holds; a page always holds at least one
+/// item, so one page may exceed this by one item.
 pub const LIST_BYTES_MAX: usize = 8 << 20;
 
 /// In lists without payloads, an error message is cut to this many characters.
 pub const LEAN_ERROR_CHARS: usize = 1024;
 
-/// One page of a task list.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TaskPage {
-    /// The tasks, newest first.
-    pub tasks: Vec<Task>,
-    /// Whether more tasks match (the next page starts before the last id here).
+/// One page of a list: tasks newest first, queues and schedules by name, workers most
+/// recently seen first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<T> {
+    /// The items.
+    pub items: Vec<T>,
+    /// Whether more items match (the next page starts after the last one here).
     pub more: bool,
 }
+
+impl<T> Default for Page<T> {
+    fn default() -> Page<T> {
+        Page {
+            items: Vec::new(),
+            more: false,
+        }
+    }
+}
+
+/// One page of a task list.
+pub type TaskPage = Page<Task>;
 
 impl TaskPage {
     /// The `before` that asks for the next page, when more tasks match.
     pub fn next_before(&self) -> Option<sked_core::TaskId> {
-        self.tasks.last().filter(|_| self.more).map(|t| t.id)
+        self.items.last().filter(|_| self.more).map(|t| t.id)
+    }
+}
+
+impl<T: Listed> Page<T> {
+    /// The `after` that asks for the next page of a list by name, when more items match.
+    pub fn next_after(&self) -> Option<String> {
+        self.items
+            .last()
+            .filter(|_| self.more)
+            .map(|i| i.name().to_string())
+    }
+}
+
+/// What a page holds: it knows its size as JSON, about, and its name when lists of it are
+/// ordered by name.
+pub trait Listed {
+    /// About how many bytes the item takes as JSON: its variable-sized parts exactly enough,
+    /// plus a fixed allowance for the rest.
+    fn listed_bytes(&self) -> usize;
+
+    /// The name a list by name pages on (empty for items listed otherwise).
+    fn name(&self) -> &str {
+        ""
+    }
+}
+
+/// The fixed allowance per item, for fields of bounded size.
+const FIXED: usize = 512;
+
+impl Listed for Task {
+    fn listed_bytes(&self) -> usize {
+        FIXED
+            + json_bytes(&self.payload)
+            + self.result.as_ref().map_or(0, json_bytes)
+            + self.last_error.as_ref().map_or(0, String::len)
+            + self.unique_key.as_ref().map_or(0, String::len)
+    }
+}
+
+impl Listed for Schedule {
+    fn listed_bytes(&self) -> usize {
+        FIXED
+            + self.name.len()
+            + self.spec.len()
+            + self.tz.len()
+            + json_bytes(&self.task.payload)
+            + self.declared_by.as_ref().map_or(0, String::len)
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Listed for QueueInfo {
+    fn listed_bytes(&self) -> usize {
+        FIXED + self.name.len()
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Listed for WorkerInfo {
+    fn listed_bytes(&self) -> usize {
+        FIXED + self.id.len() + self.queues.iter().map(|q| q.len() + 3).sum::<usize>()
     }
 }
 
 /// Collects a page from rows read one by one: a backend asks for `limit + 1` rows and pushes
 /// them until [`PageBuilder::push`] says the page is full.
 #[derive(Debug)]
-pub struct PageBuilder {
-    page: TaskPage,
+pub struct PageBuilder<T> {
+    page: Page<T>,
     bytes: usize,
     limit: usize,
 }
 
-impl PageBuilder {
-    /// A page of at most `limit` tasks (and [`LIST_BYTES_MAX`] bytes).
-    pub fn new(limit: u32) -> PageBuilder {
+impl<T: Listed> PageBuilder<T> {
+    /// A page of at most `limit` items (and [`LIST_BYTES_MAX`] bytes).
+    pub fn new(limit: u32) -> PageBuilder<T> {
         PageBuilder {
-            page: TaskPage::default(),
+            page: Page::default(),
             bytes: 0,
             limit: limit.max(1) as usize,
         }
     }
 
-    /// Adds a task if the page has room; `false` when it is full (the task is then the
+    /// Adds an item if the page has room; `false` when it is full (the item is then the
     /// proof that more follow, and is not kept).
-    pub fn push(&mut self, task: Task) -> bool {
-        if self.page.tasks.len() >= self.limit
-            || (!self.page.tasks.is_empty() && self.bytes >= LIST_BYTES_MAX)
+    pub fn push(&mut self, item: T) -> bool {
+        if self.page.items.len() >= self.limit
+            || (!self.page.items.is_empty() && self.bytes >= LIST_BYTES_MAX)
         {
             self.page.more = true;
             return false;
         }
-        self.bytes += listed_bytes(&task);
-        self.page.tasks.push(task);
+        self.bytes += item.listed_bytes();
+        self.page.items.push(item);
         true
     }
 
     /// The page.
-    pub fn finish(self) -> TaskPage {
+    pub fn finish(self) -> Page<T> {
         self.page
     }
-}
-
-/// About how many bytes a task takes as JSON: its variable-sized parts exactly enough, plus a
-/// fixed allowance for the rest.
-pub fn listed_bytes(t: &Task) -> usize {
-    const FIXED: usize = 512;
-    FIXED
-        + json_bytes(&t.payload)
-        + t.result.as_ref().map_or(0, json_bytes)
-        + t.last_error.as_ref().map_or(0, String::len)
-        + t.unique_key.as_ref().map_or(0, String::len)
 }
 
 fn json_bytes(v: &serde_json::Value) -> usize {
@@ -118,7 +190,7 @@ mod tests {
         assert!(p.push(task(2, serde_json::Value::Null)));
         assert!(!p.push(task(1, serde_json::Value::Null)));
         let page = p.finish();
-        assert_eq!((page.tasks.len(), page.more), (2, true));
+        assert_eq!((page.items.len(), page.more), (2, true));
 
         let big = serde_json::Value::String("x".repeat(3 << 20));
         let mut p = PageBuilder::new(1000);
@@ -140,6 +212,6 @@ mod tests {
         let mut p = PageBuilder::new(10);
         assert!(p.push(task(1, serde_json::Value::String("x".repeat(9 << 20)))));
         let page = p.finish();
-        assert_eq!((page.tasks.len(), page.more), (1, false));
+        assert_eq!((page.items.len(), page.more), (1, false));
     }
 }

@@ -157,6 +157,16 @@ pub struct TaskPruneParams {
     pub limit: u32,
 }
 
+/// A page of queues by name.
+#[derive(Debug, Clone)]
+pub struct QueueListParams {
+    /// Only queues whose name sorts after this one (for paging).
+    pub after: Option<String>,
+    pub limit: u32,
+    /// How far each state is counted (see [`QueueInfo::counts_at_least`]).
+    pub count_limit: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueueInfo {
     pub name: String,
@@ -303,6 +313,16 @@ pub struct Schedule {
     pub declared_by: Option<String>,
 }
 
+/// A page of schedules by name.
+#[derive(Debug, Clone, Default)]
+pub struct ScheduleListParams {
+    /// Only schedules whose name sorts after this one (for paging).
+    pub after: Option<String>,
+    pub limit: u32,
+    /// Read the templates' payloads (else they are null).
+    pub with_payloads: bool,
+}
+
 #[derive(Debug, Clone)]
 pub struct ScheduleDueParams {
     pub now: Timestamp,
@@ -374,6 +394,13 @@ pub struct WorkerBeatParams {
     /// It is shutting down: recorded as stopped.
     pub stopping: bool,
     pub now: Timestamp,
+}
+
+/// The workers and nodes seen lately, most recently seen first.
+#[derive(Debug, Clone)]
+pub struct WorkerListParams {
+    pub seen_since: Timestamp,
+    pub limit: u32,
 }
 
 /// A worker or node as last seen.

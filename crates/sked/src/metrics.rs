@@ -19,6 +19,17 @@ use sked_store::FinishOutcome;
 /// A gauge at this value means "this many or more".
 pub(crate) const COUNT_LIMIT: u64 = 100_000;
 
+/// The most queues that have series of their own. The `sked_tasks` gauge covers the first
+/// this many queues by name (`sked_queues_truncated` is 1 when there are more); counters and
+/// histograms give their own series to the first this many queues this process sees, and add
+/// the rest to queue [`OTHER_QUEUES`]. Queue names come from API users, so without a bound
+/// the exposition (and this process's memory) would grow with every new name.
+pub(crate) const QUEUE_SERIES_MAX: u32 = 1000;
+
+/// The `queue` label of counters and histograms for queues past [`QUEUE_SERIES_MAX`]: a '/'
+/// makes it a name no queue can have.
+pub(crate) const OTHER_QUEUES: &str = "/other";
+
 /// Bucket bounds in seconds, from 5 ms to an hour: a scheduler's latencies range from a
 /// busy queue's milliseconds to a backlog's minutes, and run times from no-ops to long jobs.
 const BUCKETS: &[f64] = &[
@@ -37,7 +48,31 @@ pub(crate) struct Metrics {
     rescued: IntCounter,
     occurrences: IntCounterVec,
     tasks: IntGaugeVec,
+    truncated: IntGauge,
     leader: IntGauge,
+    labels: std::sync::Arc<QueueLabels>,
+}
+
+/// The queues that have series of their own in counters and histograms.
+#[derive(Default)]
+struct QueueLabels(std::sync::RwLock<std::collections::HashSet<String>>);
+
+impl QueueLabels {
+    /// The `queue` label for a queue: its name while there is room, else [`OTHER_QUEUES`].
+    fn label<'a>(&self, queue: &'a str) -> &'a str {
+        let read = self.0.read().unwrap_or_else(|e| e.into_inner());
+        if read.contains(queue) {
+            return queue;
+        }
+        drop(read);
+        let mut known = self.0.write().unwrap_or_else(|e| e.into_inner());
+        if known.contains(queue) || known.len() < QUEUE_SERIES_MAX as usize {
+            known.insert(queue.to_string());
+            queue
+        } else {
+            OTHER_QUEUES
+        }
+    }
 }
 
 impl std::fmt::Debug for Metrics {
@@ -92,6 +127,16 @@ impl Metrics {
         )
         .expect("valid metric");
         r.register(Box::new(tasks.clone())).expect("unique metric");
+        let truncated = IntGauge::new(
+            "sked_queues_truncated",
+            format!(
+                "1 when more queues exist than sked_tasks reports (the first \
+                 {QUEUE_SERIES_MAX} by name)"
+            ),
+        )
+        .expect("valid metric");
+        r.register(Box::new(truncated.clone()))
+            .expect("unique metric");
         let leader = IntGauge::new("sked_leader", "1 while this node holds the leader lease")
             .expect("valid metric");
         r.register(Box::new(leader.clone())).expect("unique metric");
@@ -133,20 +178,24 @@ impl Metrics {
                 &["outcome"],
             ),
             tasks,
+            truncated,
             leader,
+            labels: std::sync::Arc::default(),
             registry: r,
         }
     }
 
     pub(crate) fn enqueued(&self, queue: &str, n: usize) {
-        self.enqueued.with_label_values(&[queue]).inc_by(n as u64);
+        self.enqueued
+            .with_label_values(&[self.labels.label(queue)])
+            .inc_by(n as u64);
     }
 
     pub(crate) fn claimed(&self, tasks: &[Task], now: Timestamp) {
         // A claim is nearly always one queue: look the queue's series up once per run of it,
         // not three times per task.
         for run in tasks.chunk_by(|a, b| a.queue == b.queue) {
-            let queue = [run[0].queue.as_str()];
+            let queue = [self.labels.label(&run[0].queue)];
             self.claimed
                 .with_label_values(&queue)
                 .inc_by(run.len() as u64);
@@ -172,12 +221,13 @@ impl Metrics {
             FinishOutcome::Cancelled => "cancelled",
             FinishOutcome::Released => "released",
         };
-        self.finished.with_label_values(&[&task.queue, label]).inc();
+        let queue = self.labels.label(&task.queue);
+        self.finished.with_label_values(&[queue, label]).inc();
         if !matches!(outcome, FinishOutcome::Released)
             && let Some(started) = task.started_at
         {
             self.run_time
-                .with_label_values(&[&task.queue])
+                .with_label_values(&[queue])
                 .observe(seconds(now.duration_since(started)));
         }
     }
@@ -190,11 +240,16 @@ impl Metrics {
         self.occurrences.with_label_values(&[outcome]).inc();
     }
 
-    /// The text exposition, after setting the gauges from the store's queues: every state of
-    /// every queue, zeros included, so a count that drops to nothing reads 0.
-    pub(crate) fn render(&self, queues: &[sked_store::QueueInfo], leader: bool) -> String {
+    /// The text exposition, after setting the gauges from a page of the store's queues: every
+    /// state of every queue in it, zeros included, so a count that drops to nothing reads 0.
+    pub(crate) fn render(
+        &self,
+        queues: &sked_store::Page<sked_store::QueueInfo>,
+        leader: bool,
+    ) -> String {
         self.tasks.reset();
-        for q in queues {
+        self.truncated.set(i64::from(queues.more));
+        for q in &queues.items {
             for state in TaskState::ALL {
                 let n = q.counts.get(&state).copied().unwrap_or(0);
                 self.tasks

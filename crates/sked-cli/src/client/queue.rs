@@ -41,36 +41,43 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
                 .queues(sked::store::QUEUE_COUNT_LIMIT)
                 .await
                 .map_err(failed)?;
-            show(remote, &QueueList { queues }, |list| {
-                let rows = list
-                    .queues
-                    .iter()
-                    .map(|q| {
-                        let mut row = vec![
-                            q.name.clone(),
-                            if q.paused { "yes" } else { "no" }.into(),
-                            opt(q.concurrency_limit.as_ref()),
-                        ];
-                        row.extend(TaskState::ALL.map(|s| queue_count(q, s)));
-                        row
-                    })
-                    .collect();
-                table(
-                    &[
-                        "QUEUE",
-                        "PAUSED",
-                        "LIMIT",
-                        "SCHEDULED",
-                        "AVAILABLE",
-                        "RUNNING",
-                        "RETRYING",
-                        "SUCCEEDED",
-                        "DEAD",
-                        "CANCELLED",
-                    ],
-                    rows,
-                );
-            });
+            show(
+                remote,
+                &QueueList {
+                    queues,
+                    next_after: None,
+                },
+                |list| {
+                    let rows = list
+                        .queues
+                        .iter()
+                        .map(|q| {
+                            let mut row = vec![
+                                q.name.clone(),
+                                if q.paused { "yes" } else { "no" }.into(),
+                                opt(q.concurrency_limit.as_ref()),
+                            ];
+                            row.extend(TaskState::ALL.map(|s| queue_count(q, s)));
+                            row
+                        })
+                        .collect();
+                    table(
+                        &[
+                            "QUEUE",
+                            "PAUSED",
+                            "LIMIT",
+                            "SCHEDULED",
+                            "AVAILABLE",
+                            "RUNNING",
+                            "RETRYING",
+                            "SUCCEEDED",
+                            "DEAD",
+                            "CANCELLED",
+                        ],
+                        rows,
+                    );
+                },
+            );
             return Ok(());
         }
         QueueCmd::Pause { queue } => client.queue_pause(&queue).await,

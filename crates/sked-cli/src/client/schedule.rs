@@ -142,41 +142,48 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
         }
         ScheduleCmd::Ls => {
             let schedules = connect(remote)?.schedules().await.map_err(failed)?;
-            show(remote, &ScheduleList { schedules }, |list| {
-                let rows = list
-                    .schedules
-                    .iter()
-                    .map(|s| {
-                        vec![
-                            s.name.clone(),
-                            s.spec.clone(),
-                            s.tz.clone(),
-                            if s.paused {
-                                "paused".into()
-                            } else {
-                                time_in(s.next_fire_at, &s.tz)
-                            },
-                            time(s.last_started_at),
-                            time(s.last_finished_at),
-                            if s.running { "yes" } else { "no" }.into(),
-                            opt(s.last_outcome.as_ref()),
-                        ]
-                    })
-                    .collect();
-                table(
-                    &[
-                        "NAME",
-                        "SPEC",
-                        "TZ",
-                        "NEXT FIRE",
-                        "LAST START",
-                        "LAST STOP",
-                        "RUNNING",
-                        "LAST OUTCOME",
-                    ],
-                    rows,
-                );
-            });
+            show(
+                remote,
+                &ScheduleList {
+                    schedules,
+                    next_after: None,
+                },
+                |list| {
+                    let rows = list
+                        .schedules
+                        .iter()
+                        .map(|s| {
+                            vec![
+                                s.name.clone(),
+                                s.spec.clone(),
+                                s.tz.clone(),
+                                if s.paused {
+                                    "paused".into()
+                                } else {
+                                    time_in(s.next_fire_at, &s.tz)
+                                },
+                                time(s.last_started_at),
+                                time(s.last_finished_at),
+                                if s.running { "yes" } else { "no" }.into(),
+                                opt(s.last_outcome.as_ref()),
+                            ]
+                        })
+                        .collect();
+                    table(
+                        &[
+                            "NAME",
+                            "SPEC",
+                            "TZ",
+                            "NEXT FIRE",
+                            "LAST START",
+                            "LAST STOP",
+                            "RUNNING",
+                            "LAST OUTCOME",
+                        ],
+                        rows,
+                    );
+                },
+            );
         }
         ScheduleCmd::Get { name } => {
             let client = connect(remote)?;

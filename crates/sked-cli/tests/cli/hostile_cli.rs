@@ -178,7 +178,7 @@ fn a_thirty_day_catch_up_is_bounded_and_the_server_answers_meanwhile() {
 }
 
 /// One request over a socket; the status and body.
-fn request(srv: &Server, method: &str, path: &str, body: &str) -> (u16, String) {
+pub(crate) fn request(srv: &Server, method: &str, path: &str, body: &str) -> (u16, String) {
     let mut sock = std::net::TcpStream::connect(srv.url.trim_start_matches("http://")).unwrap();
     let head = format!(
         "{method} {path} HTTP/1.0\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",

@@ -11,6 +11,7 @@ mod bench_cli;
 mod e2e;
 mod executors_cli;
 mod hostile_cli;
+mod hostile_lists;
 mod metrics;
 mod observe_cli;
 mod pg_secrets;

@@ -37,7 +37,7 @@ async fn tasks(store: &dyn Store) -> Vec<sked_core::Task> {
         })
         .await
         .unwrap()
-        .tasks
+        .items
 }
 
 /// Waits for a `Tasks` announcement; false when none comes within `limit`.

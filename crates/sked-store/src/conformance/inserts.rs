@@ -253,5 +253,5 @@ pub async fn unique_key_under_concurrency(store: &Shared) {
         })
         .await
         .unwrap();
-    assert_eq!(all.tasks.len(), 1);
+    assert_eq!(all.items.len(), 1);
 }

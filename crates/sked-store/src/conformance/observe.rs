@@ -106,7 +106,15 @@ pub async fn workers_beat_list_and_prune(store: &Shared) {
     // w1 holds a lease on one task.
     insert(store, task("k"), at(10)).await;
     claim(store, 1, at(10)).await;
-    let list = store.worker_list(at(0)).await.unwrap();
+    let workers = |since: i64, limit: u32| {
+        store.worker_list(WorkerListParams {
+            seen_since: at(since),
+            limit,
+        })
+    };
+    let list = workers(0, 100).await.unwrap();
+    assert!(!list.more);
+    let list = list.items;
     assert_eq!(list.len(), 2);
     let w1 = &list[0];
     assert_eq!(
@@ -120,12 +128,19 @@ pub async fn workers_beat_list_and_prune(store: &Shared) {
         (at(0), at(10), None)
     );
     assert_eq!((list[1].id.as_str(), list[1].running), ("n1", 0));
+    let first = workers(0, 1).await.unwrap();
+    assert_eq!(
+        first.items,
+        list[..1],
+        "a page of one: the most recently seen"
+    );
+    assert!(first.more);
     // Goodbye, then back again.
     store
         .worker_beat(beat("w1", "worker", at(20), true))
         .await
         .unwrap();
-    let w1 = store.worker_list(at(15)).await.unwrap().remove(0);
+    let w1 = workers(15, 100).await.unwrap().items.remove(0);
     assert_eq!(w1.stopped_at, Some(at(20)));
     store
         .worker_beat(beat("w1", "worker", at(30), false))
@@ -135,7 +150,7 @@ pub async fn workers_beat_list_and_prune(store: &Shared) {
     let mut seen = beat("w1", "worker", at(31), false);
     seen.concurrency = None;
     store.worker_beat(seen).await.unwrap();
-    let list = store.worker_list(at(15)).await.unwrap();
+    let list = workers(15, 100).await.unwrap().items;
     assert_eq!(list.len(), 1, "n1 was last seen before the cut");
     assert_eq!(list[0].stopped_at, None);
     assert_eq!(
@@ -143,5 +158,5 @@ pub async fn workers_beat_list_and_prune(store: &Shared) {
         (Some(8), at(31))
     );
     assert_eq!(store.worker_prune(at(6)).await.unwrap(), 1);
-    assert_eq!(store.worker_list(at(0)).await.unwrap().len(), 1);
+    assert_eq!(workers(0, 100).await.unwrap().items.len(), 1);
 }

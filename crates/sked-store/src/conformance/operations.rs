@@ -224,7 +224,7 @@ pub async fn list_filters(store: &Shared) {
         store
             .task_list(TaskListParams { limit: 100, ..p })
             .await
-            .map(|page| page.tasks)
+            .map(|page| page.items)
     };
     assert_eq!(list(TaskListParams::default()).await.unwrap().len(), 3);
     assert_eq!(
@@ -284,19 +284,19 @@ pub async fn list_pages_are_bounded(store: &Shared) {
         })
     };
     let full = page(100, true).await.unwrap();
-    assert_eq!(full.tasks.len(), 8, "about 8 MiB of 1 MiB payloads");
+    assert_eq!(full.items.len(), 8, "about 8 MiB of 1 MiB payloads");
     assert!(full.more);
-    assert_eq!(full.tasks[0].payload, big);
+    assert_eq!(full.items[0].payload, big);
     let lean = page(100, false).await.unwrap();
-    assert_eq!(lean.tasks.len(), 12);
+    assert_eq!(lean.items.len(), 12);
     assert!(!lean.more);
     assert!(
-        lean.tasks
+        lean.items
             .iter()
             .all(|t| t.payload.is_null() && t.result.is_none())
     );
     let two = page(2, false).await.unwrap();
-    assert_eq!((two.tasks.len(), two.more), (2, true));
+    assert_eq!((two.items.len(), two.more), (2, true));
     let all = page(12, false).await.unwrap();
-    assert_eq!((all.tasks.len(), all.more), (12, false));
+    assert_eq!((all.items.len(), all.more), (12, false));
 }

@@ -35,9 +35,33 @@ pub async fn queue_counts(store: &Shared) {
         })
         .await
         .unwrap();
-    let queues = store.queue_list(QUEUE_COUNT_LIMIT).await.unwrap();
+    let list = |after: Option<&str>, limit: u32, count_limit: u64| {
+        store.queue_list(QueueListParams {
+            after: after.map(str::to_string),
+            limit,
+            count_limit,
+        })
+    };
+    let page = list(None, 100, QUEUE_COUNT_LIMIT).await.unwrap();
+    assert!(!page.more);
+    let queues = page.items;
     let names: Vec<&str> = queues.iter().map(|q| q.name.as_str()).collect();
     assert_eq!(names, ["a", "default", "idle", "mail", "zz"]);
+    // Pages by name: queues with tasks and queues with settings only, each once.
+    let mut paged = Vec::new();
+    let mut after = None;
+    loop {
+        let page = list(after.as_deref(), 2, QUEUE_COUNT_LIMIT).await.unwrap();
+        assert!(page.items.len() <= 2);
+        paged.extend(page.items.iter().cloned());
+        after = page.next_after();
+        if after.is_none() {
+            break;
+        }
+    }
+    assert_eq!(paged, queues, "pages of two give the same queues");
+    let last = list(Some("mail"), 2, QUEUE_COUNT_LIMIT).await.unwrap();
+    assert_eq!((last.items.len(), last.more), (1, false));
     let q = queues.iter().find(|q| q.name == "default").unwrap();
     assert_eq!(q.counts.get(&TaskState::Available), Some(&2));
     assert_eq!(q.counts.get(&TaskState::Running), Some(&1));
@@ -57,7 +81,7 @@ pub async fn queue_counts(store: &Shared) {
     let idle = queues.iter().find(|q| q.name == "idle").unwrap();
     assert!(idle.paused && idle.counts.is_empty());
     // Counting stops at the limit and says so; below it, counts are exact.
-    let queues = store.queue_list(1).await.unwrap();
+    let queues = list(None, 100, 1).await.unwrap().items;
     let q = queues.iter().find(|q| q.name == "default").unwrap();
     assert_eq!(q.counts.get(&TaskState::Available), Some(&1));
     assert_eq!(q.counts.get(&TaskState::Running), Some(&1));

@@ -44,6 +44,61 @@ fn declared(defs: &[ScheduleDef], now: Timestamp) -> ScheduleSyncParams {
     }
 }
 
+/// A page of schedules.
+async fn list(
+    store: &Shared,
+    after: Option<&str>,
+    limit: u32,
+    with_payloads: bool,
+) -> Page<Schedule> {
+    store
+        .schedule_list(ScheduleListParams {
+            after: after.map(str::to_string),
+            limit,
+            with_payloads,
+        })
+        .await
+        .unwrap()
+}
+
+/// Every schedule, in one page.
+async fn all(store: &Shared) -> Vec<Schedule> {
+    let page = list(store, None, 1000, true).await;
+    assert!(!page.more);
+    page.items
+}
+
+pub async fn schedule_list_pages_by_name_and_bytes(store: &Shared) {
+    let big = json!({"data": "x".repeat((1 << 20) - 100)});
+    for i in 0..10 {
+        let mut d = def(&format!("s{i}"), "0 3 * * *");
+        d.task.payload = big.clone();
+        store
+            .schedule_upsert(ScheduleUpsertParams {
+                def: d,
+                next_fire_at: Some(at(3 * 3600)),
+                now: at(0),
+            })
+            .await
+            .unwrap();
+    }
+    // Without payloads: by name, in pages of the limit, payloads null.
+    let first = list(store, None, 4, false).await;
+    let names: Vec<&str> = first.items.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!((names, first.more), (vec!["s0", "s1", "s2", "s3"], true));
+    assert!(first.items.iter().all(|s| s.task.payload.is_null()));
+    assert_eq!(first.next_after().as_deref(), Some("s3"));
+    let rest = list(store, Some("s3"), 100, false).await;
+    assert_eq!((rest.items.len(), rest.more), (6, false));
+    assert_eq!(rest.items[0].name, "s4");
+    // With payloads, a page stops at about LIST_BYTES_MAX (8 MiB: eight of 1 MiB).
+    let full = list(store, None, 100, true).await;
+    assert_eq!((full.items.len(), full.more), (8, true));
+    assert_eq!(full.items[0].task.payload, big);
+    let next = list(store, full.next_after().as_deref(), 100, true).await;
+    assert_eq!((next.items.len(), next.more), (2, false));
+}
+
 pub async fn schedule_sync_creates_updates_and_removes(store: &Shared) {
     let names = |v: &[String]| v.join(",");
     // Made at run time: never touched by a group's sync.
@@ -125,13 +180,7 @@ pub async fn schedule_sync_creates_updates_and_removes(store: &Shared) {
     // Declaring nothing removes what the group declared, and only that.
     let r = store.schedule_sync(declared(&[], at(100))).await.unwrap();
     assert_eq!(names(&r.removed), "a,c");
-    let left: Vec<String> = store
-        .schedule_list()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|s| s.name)
-        .collect();
+    let left: Vec<String> = all(store).await.into_iter().map(|s| s.name).collect();
     assert_eq!(left, vec!["adhoc".to_string()]);
 }
 
@@ -149,8 +198,7 @@ pub async fn schedule_sync_concurrently_one_copy(store: &Shared) {
         assert!(report.removed.is_empty());
     }
     assert_eq!(created, 2, "each schedule is created by exactly one sync");
-    let all = store.schedule_list().await.unwrap();
-    assert_eq!(all.len(), 2);
+    assert_eq!(all(store).await.len(), 2);
 }
 
 pub async fn schedule_crud_and_pause(store: &Shared) {
@@ -231,7 +279,7 @@ pub async fn schedule_crud_and_pause(store: &Shared) {
         .await
         .unwrap();
     assert_eq!((r.paused, r.next_fire_at), (false, Some(at(28 * 3600))));
-    assert_eq!(store.schedule_list().await.unwrap().len(), 1);
+    assert_eq!(all(store).await.len(), 1);
     assert!(store.schedule_delete("nightly").await.unwrap());
     assert!(!store.schedule_delete("nightly").await.unwrap());
     assert_eq!(
@@ -306,7 +354,7 @@ pub async fn schedule_apply_is_exactly_once(store: &Shared) {
         })
         .await
         .unwrap()
-        .tasks;
+        .items;
     assert_eq!(tasks.len(), 1);
     let s = store.schedule_get("tick").await.unwrap();
     assert_eq!(s.next_fire_at, Some(at(120)));

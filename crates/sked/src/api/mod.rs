@@ -73,11 +73,14 @@ impl From<Schedule> for ScheduleView {
     }
 }
 
-/// `GET /v1/schedules`.
+/// `GET /v1/schedules`: a page of schedules by name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScheduleList {
-    /// Every schedule.
+    /// The schedules.
     pub schedules: Vec<ScheduleView>,
+    /// When more follow: the `after` that asks for the next page.
+    #[serde(default)]
+    pub next_after: Option<String>,
 }
 
 /// `GET /v1/schedules/{name}/occurrences`: the ledger, newest first.
@@ -123,11 +126,14 @@ pub struct CronNext {
     pub times: Vec<String>,
 }
 
-/// `GET /v1/queues`: every queue with its counts per state.
+/// `GET /v1/queues`: a page of queues by name, each with its counts per state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueueList {
     /// The queues.
     pub queues: Vec<QueueInfo>,
+    /// When more follow: the `after` that asks for the next page.
+    #[serde(default)]
+    pub next_after: Option<String>,
 }
 
 /// `PUT /v1/queues/{name}/limit`.
@@ -156,11 +162,15 @@ impl std::ops::Deref for WorkerView {
     }
 }
 
-/// `GET /v1/workers`: workers and nodes seen in the last day, most recently seen first.
+/// `GET /v1/workers`: workers and nodes seen in the last day, most recently seen first, at
+/// most `limit` of them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerList {
     /// The workers and nodes.
     pub workers: Vec<WorkerView>,
+    /// Whether more were seen than listed.
+    #[serde(default)]
+    pub more: bool,
 }
 
 /// `PUT /v1/workers/{id}`: a worker's sign of life.

@@ -19,6 +19,7 @@ use crate::{ClaimRequest, Engine, Result, TaskFilter};
 
 use remote::Remote;
 pub use remote::{RemoteOptions, path_segment};
+use sked_store::rules::LIST_LIMIT_MAX;
 
 /// A handle on sked, embedded or remote. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -121,7 +122,7 @@ impl Client {
                 let page = e.task_page(filter).await?;
                 Ok(api::TaskList {
                     next_before: page.next_before(),
-                    tasks: page.tasks,
+                    tasks: page.items,
                 })
             }
             Inner::Remote(r) => {
@@ -198,13 +199,28 @@ impl Client {
         }
     }
 
-    /// Every schedule.
+    /// Every schedule with its payload, read page by page.
     pub async fn schedules(&self) -> Result<Vec<ScheduleView>> {
+        self.schedules_with(true).await
+    }
+
+    /// Every schedule, read page by page, its template's payload left out (null) unless
+    /// `payloads`: what an overview needs, without moving every payload.
+    pub async fn schedules_with(&self, payloads: bool) -> Result<Vec<ScheduleView>> {
         match &self.inner {
-            Inner::Embedded(e) => Ok(e.schedules().await?.into_iter().map(Into::into).collect()),
+            Inner::Embedded(e) => Ok(e
+                .schedules_with(payloads)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect()),
             Inner::Remote(r) => {
-                let reply: api::ScheduleList = r.get("/v1/schedules", &[]).await?;
-                Ok(reply.schedules)
+                let include = if payloads { "payload" } else { "" };
+                let query = [("include", include.to_string())];
+                r.every_page("/v1/schedules", &query, |l: api::ScheduleList| {
+                    (l.schedules, l.next_after)
+                })
+                .await
             }
         }
     }
@@ -279,14 +295,16 @@ impl Client {
 
     /// Every queue with its counts per state, each counted up to `count_limit`
     /// ([`sked_store::QUEUE_COUNT_LIMIT`] is the usual one; more than that is marked in
-    /// [`QueueInfo::counts_at_least`]).
+    /// [`QueueInfo::counts_at_least`]), read page by page.
     pub async fn queues(&self, count_limit: u64) -> Result<Vec<QueueInfo>> {
         match &self.inner {
             Inner::Embedded(e) => e.queues(count_limit).await,
             Inner::Remote(r) => {
                 let query = [("count_limit", count_limit.to_string())];
-                let reply: api::QueueList = r.get("/v1/queues", &query).await?;
-                Ok(reply.queues)
+                r.every_page("/v1/queues", &query, |l: api::QueueList| {
+                    (l.queues, l.next_after)
+                })
+                .await
             }
         }
     }
@@ -341,7 +359,7 @@ impl Client {
 
     // ---- what operators look at ----
 
-    /// Workers and nodes seen in the last day, most recently seen first.
+    /// Workers and nodes seen in the last day, most recently seen first: the 1,000 seen last.
     pub async fn workers(&self) -> Result<Vec<WorkerView>> {
         match &self.inner {
             Inner::Embedded(e) => Ok(e
@@ -354,7 +372,8 @@ impl Client {
                 })
                 .collect()),
             Inner::Remote(r) => {
-                let reply: api::WorkerList = r.get("/v1/workers", &[]).await?;
+                let query = [("limit", LIST_LIMIT_MAX.to_string())];
+                let reply: api::WorkerList = r.get("/v1/workers", &query).await?;
                 Ok(reply.workers)
             }
         }

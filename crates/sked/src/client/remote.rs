@@ -131,6 +131,29 @@ impl Remote {
             .await
     }
 
+    /// Every item of a list read page by page by name: each page is as large as the server
+    /// allows, and asks for the next with the previous page's `next_after`.
+    pub(super) async fn every_page<L: DeserializeOwned, T>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+        split: impl Fn(L) -> (Vec<T>, Option<String>),
+    ) -> Result<Vec<T>> {
+        let mut all = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let mut q = query.to_vec();
+            q.push(("limit", sked_store::rules::LIST_LIMIT_MAX.to_string()));
+            q.extend(after.take().map(|a| ("after", a)));
+            let (items, next) = split(self.get(path, &q).await?);
+            all.extend(items);
+            match next {
+                Some(next) => after = Some(next),
+                None => return Ok(all),
+            }
+        }
+    }
+
     pub(super) async fn post<B: Serialize + ?Sized, T: DeserializeOwned>(
         &self,
         path: &str,

@@ -187,3 +187,19 @@ impl Engine {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// Every item of a list, read page by page by name: `page(after)` reads one page.
+async fn every_page<T: sked_store::page::Listed>(
+    mut page: impl AsyncFnMut(Option<String>) -> crate::error::Result<sked_store::Page<T>>,
+) -> crate::error::Result<Vec<T>> {
+    let mut all = Vec::new();
+    let mut after = None;
+    loop {
+        let p = page(after).await?;
+        after = p.next_after();
+        all.extend(p.items);
+        if after.is_none() {
+            return Ok(all);
+        }
+    }
+}

@@ -4,7 +4,10 @@
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use sked_store::{ActivityBucket, ActivityParams, WorkerBeatParams, WorkerInfo};
+use sked_store::{
+    ActivityBucket, ActivityParams, Page, QueueListParams, WorkerBeatParams, WorkerInfo,
+    WorkerListParams,
+};
 
 use super::{Engine, lock};
 use crate::error::{Error, Result};
@@ -39,9 +42,11 @@ impl Engine {
     /// whole database's, the same on every node.
     pub async fn metrics_text(&self) -> Result<String> {
         let queues = self
-            .inner
-            .store
-            .queue_list(crate::metrics::COUNT_LIMIT)
+            .queue_page(QueueListParams {
+                after: None,
+                limit: crate::metrics::QUEUE_SERIES_MAX,
+                count_limit: crate::metrics::COUNT_LIMIT,
+            })
             .await?;
         Ok(self.inner.metrics.render(&queues, self.is_leader()))
     }
@@ -88,13 +93,25 @@ impl Engine {
         }
     }
 
-    /// Workers and nodes seen in the last day, most recently seen first.
-    pub async fn workers(&self) -> Result<Vec<WorkerInfo>> {
-        let since = self
+    /// Workers and nodes seen in the last day, most recently seen first: at most `limit`
+    /// (at most [`sked_store::rules::LIST_LIMIT_MAX`]).
+    pub async fn worker_page(&self, limit: u32) -> Result<Page<WorkerInfo>> {
+        let seen_since = self
             .now()
             .checked_sub(SignedDuration::from_hours(24))
             .unwrap_or(Timestamp::MIN);
-        Ok(self.inner.store.worker_list(since).await?)
+        let limit = limit.clamp(1, sked_store::rules::LIST_LIMIT_MAX);
+        let params = WorkerListParams { seen_since, limit };
+        Ok(self.inner.store.worker_list(params).await?)
+    }
+
+    /// The [`sked_store::rules::LIST_LIMIT_MAX`] workers and nodes seen most recently in the
+    /// last day, most recently seen first.
+    pub async fn workers(&self) -> Result<Vec<WorkerInfo>> {
+        Ok(self
+            .worker_page(sked_store::rules::LIST_LIMIT_MAX)
+            .await?
+            .items)
     }
 
     /// Whether a worker or node counts as alive now.

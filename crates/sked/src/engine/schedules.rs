@@ -3,12 +3,14 @@
 //! scheduler's job ([`crate::maintenance::Scheduler`]).
 
 use sked_core::{ScheduleDef, Spec, TaskId, parse_zone};
+use sked_store::rules::LIST_LIMIT_MAX;
 use sked_store::{
-    DeclaredSchedule, Occurrence, OccurrenceListParams, Schedule, ScheduleApplyParams,
-    SchedulePauseParams, ScheduleSyncParams, ScheduleSyncReport, ScheduleUpsertParams, StoreError,
+    DeclaredSchedule, Occurrence, OccurrenceListParams, Page, Schedule, ScheduleApplyParams,
+    ScheduleListParams, SchedulePauseParams, ScheduleSyncParams, ScheduleSyncReport,
+    ScheduleUpsertParams, StoreError,
 };
 
-use super::Engine;
+use super::{Engine, every_page};
 use crate::error::{Error, Result};
 
 impl Engine {
@@ -78,9 +80,30 @@ impl Engine {
         Ok(self.inner.store.schedule_get(name).await?)
     }
 
-    /// Every schedule.
+    /// A page of schedules by name (at most [`LIST_LIMIT_MAX`] and about
+    /// [`sked_store::page::LIST_BYTES_MAX`] bytes); payloads only when asked for.
+    pub async fn schedule_page(&self, mut params: ScheduleListParams) -> Result<Page<Schedule>> {
+        params.limit = params.limit.clamp(1, LIST_LIMIT_MAX);
+        Ok(self.inner.store.schedule_list(params).await?)
+    }
+
+    /// Every schedule with its payload, read page by page: for callers that want them all,
+    /// at their own cost.
     pub async fn schedules(&self) -> Result<Vec<Schedule>> {
-        Ok(self.inner.store.schedule_list().await?)
+        self.schedules_with(true).await
+    }
+
+    /// Every schedule, read page by page, its template's payload null unless `payloads`.
+    pub async fn schedules_with(&self, payloads: bool) -> Result<Vec<Schedule>> {
+        every_page(async |after| {
+            self.schedule_page(ScheduleListParams {
+                after,
+                limit: LIST_LIMIT_MAX,
+                with_payloads: payloads,
+            })
+            .await
+        })
+        .await
     }
 
     /// Deletes a schedule and its ledger; its tasks stay.

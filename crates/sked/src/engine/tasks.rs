@@ -194,7 +194,7 @@ impl Engine {
     /// Tasks matching the filter, newest first, without attempt history: the first page
     /// (see [`Engine::task_page`]).
     pub async fn tasks(&self, filter: TaskFilter) -> Result<Vec<Task>> {
-        Ok(self.task_page(filter).await?.tasks)
+        Ok(self.task_page(filter).await?.items)
     }
 
     /// A page of the tasks matching the filter, newest first: at most the filter's limit and

@@ -123,7 +123,15 @@ mod tests {
         assert_eq!(pruner.pass(&node).await.unwrap(), 0);
         let left = node.tasks(crate::TaskFilter::new()).await.unwrap();
         assert_eq!(left.len(), 1, "the task finished today stays");
-        let workers: Vec<WorkerInfo> = node.store().worker_list(Timestamp::MIN).await.unwrap();
+        let workers: Vec<WorkerInfo> = node
+            .store()
+            .worker_list(sked_store::WorkerListParams {
+                seen_since: Timestamp::MIN,
+                limit: 100,
+            })
+            .await
+            .unwrap()
+            .items;
         assert!(
             workers.iter().all(|w| w.id != "gone"),
             "a worker gone for a week is forgotten"
