@@ -43,7 +43,7 @@ impl TaskPage {
     }
 }
 
-impl<T: Listed> Page<T> {
+impl<T: Named> Page<T> {
     /// The `after` that asks for the next page of a list by name, when more items match.
     pub fn next_after(&self) -> Option<String> {
         self.items
@@ -53,17 +53,17 @@ impl<T: Listed> Page<T> {
     }
 }
 
-/// What a page holds: it knows its size as JSON, about, and its name when lists of it are
-/// ordered by name.
+/// What a page holds: it knows its size as JSON, about.
 pub trait Listed {
     /// About how many bytes the item takes as JSON: its variable-sized parts exactly enough,
     /// plus a fixed allowance for the rest.
     fn listed_bytes(&self) -> usize;
+}
 
-    /// The name a list by name pages on (empty for items listed otherwise).
-    fn name(&self) -> &str {
-        ""
-    }
+/// What lists ordered by name hold: the name the next page starts after.
+pub trait Named {
+    /// The item's name.
+    fn name(&self) -> &str;
 }
 
 /// The fixed allowance per item, for fields of bounded size.
@@ -88,7 +88,9 @@ impl Listed for Schedule {
             + json_bytes(&self.task.payload)
             + self.declared_by.as_ref().map_or(0, String::len)
     }
+}
 
+impl Named for Schedule {
     fn name(&self) -> &str {
         &self.name
     }
@@ -98,7 +100,9 @@ impl Listed for QueueInfo {
     fn listed_bytes(&self) -> usize {
         FIXED + self.name.len()
     }
+}
 
+impl Named for QueueInfo {
     fn name(&self) -> &str {
         &self.name
     }

@@ -189,7 +189,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Every item of a list, read page by page by name: `page(after)` reads one page.
-async fn every_page<T: sked_store::page::Listed>(
+async fn every_page<T: sked_store::page::Named>(
     mut page: impl AsyncFnMut(Option<String>) -> crate::error::Result<sked_store::Page<T>>,
 ) -> crate::error::Result<Vec<T>> {
     let mut all = Vec::new();
