@@ -130,30 +130,6 @@ pub(crate) fn col<'a, T: tokio_postgres::types::FromSql<'a>>(
         .map_err(|e| StoreError::Backend(format!("bad row: {e}")))
 }
 
-/// A page of at most `limit` items from `stmt` (which selects `limit + 1` rows), streamed row
-/// by row so that a full page stops the reading; `decode` makes each item.
-pub(crate) async fn read_page<T: sked_store::page::Listed>(
-    c: &deadpool_postgres::Object,
-    stmt: &tokio_postgres::Statement,
-    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-    limit: u32,
-    mut decode: impl FnMut(&Row) -> Result<T, StoreError>,
-) -> Result<sked_store::Page<T>, StoreError> {
-    use futures_util::TryStreamExt;
-    let rows = c
-        .query_raw(stmt, params.iter().copied())
-        .await
-        .map_err(db_err)?;
-    futures_util::pin_mut!(rows);
-    let mut page = sked_store::page::PageBuilder::new(limit);
-    while let Some(row) = rows.try_next().await.map_err(db_err)? {
-        if !page.push(decode(&row)?) {
-            break;
-        }
-    }
-    Ok(page.finish())
-}
-
 #[cfg(test)]
 mod tests {
     #[test]

@@ -91,22 +91,24 @@ pub(crate) async fn worker_list(c: &mut Object, p: &WorkerListParams) -> Result<
     for r in &running {
         counts.insert(col(r, 0)?, col::<i64>(r, 1)? as u64);
     }
-    sked_store::page::PageBuilder::collect(
-        limit,
-        workers.iter().map(|r| {
-            let id: String = col(r, 0)?;
-            Ok(WorkerInfo {
-                running: counts.get(&id).copied().unwrap_or(0),
-                id,
-                role: col(r, 1)?,
-                queues: col(r, 2)?,
-                concurrency: col::<Option<i32>>(r, 3)?.map(|n| n.max(0) as u32),
-                started_at: col(r, 4)?,
-                last_seen_at: col(r, 5)?,
-                stopped_at: col(r, 6)?,
-            })
-        }),
-    )
+    let mut page = sked_store::page::PageBuilder::new(limit);
+    for r in &workers {
+        let id: String = col(r, 0)?;
+        let w = WorkerInfo {
+            running: counts.get(&id).copied().unwrap_or(0),
+            id,
+            role: col(r, 1)?,
+            queues: col(r, 2)?,
+            concurrency: col::<Option<i32>>(r, 3)?.map(|n| n.max(0) as u32),
+            started_at: col(r, 4)?,
+            last_seen_at: col(r, 5)?,
+            stopped_at: col(r, 6)?,
+        };
+        if !page.push(w) {
+            break;
+        }
+    }
+    Ok(page.finish())
 }
 
 pub(crate) async fn worker_prune(c: &mut Object, before: Timestamp) -> Result<u64> {

@@ -3,7 +3,7 @@
 use deadpool_postgres::Object;
 use jiff::Timestamp;
 use sked_core::validate_name;
-
+use sked_store::page::PageBuilder;
 use sked_store::states::Spelling;
 use sked_store::*;
 
@@ -25,6 +25,7 @@ fn counts_of(r: &tokio_postgres::Row) -> Result<[i64; 7]> {
 }
 
 pub(crate) async fn list(c: &mut Object, p: &QueueListParams) -> Result<Page<QueueInfo>> {
+    use futures_util::TryStreamExt;
     let limit = p.limit.clamp(1, rules::STORE_LIST_LIMIT_MAX);
     let stmt = c
         .prepare_cached(&counts::queue_page_sql(
@@ -44,12 +45,20 @@ pub(crate) async fn list(c: &mut Object, p: &QueueListParams) -> Result<Page<Que
     let rows = i64::from(limit) + 1;
     let probe = counts::limit_probe(p.count_limit);
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&after, &rows, &probe];
-    crate::codec::read_page(c, &stmt, &params, limit, |r| {
-        let mut q = queue_info(col(r, 0)?, col(r, 8)?, col(r, 9)?);
-        q.set_counts(counts_of(r)?, p.count_limit);
-        Ok(q)
-    })
-    .await
+    let rows = c
+        .query_raw(&stmt, params.iter().copied())
+        .await
+        .map_err(db_err)?;
+    futures_util::pin_mut!(rows);
+    let mut page = PageBuilder::new(limit);
+    while let Some(r) = rows.try_next().await.map_err(db_err)? {
+        let mut q = queue_info(col(&r, 0)?, col(&r, 8)?, col(&r, 9)?);
+        q.set_counts(counts_of(&r)?, p.count_limit);
+        if !page.push(q) {
+            break;
+        }
+    }
+    Ok(page.finish())
 }
 
 pub(crate) async fn update(

@@ -62,6 +62,7 @@ pub(crate) async fn get<C: GenericClient + Sync>(c: &C, name: &str) -> Result<Sc
 }
 
 pub(crate) async fn list(c: &mut Object, p: &ScheduleListParams) -> Result<Page<Schedule>> {
+    use futures_util::TryStreamExt;
     let limit = p.limit.clamp(1, rules::STORE_LIST_LIMIT_MAX);
     let stmt = c
         .prepare_cached(&format!(
@@ -74,14 +75,23 @@ pub(crate) async fn list(c: &mut Object, p: &ScheduleListParams) -> Result<Page<
     // One row more than the page: it says whether more follow.
     let rows = i64::from(limit) + 1;
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&after, &rows];
-    crate::codec::read_page(c, &stmt, &params, limit, |row| {
-        let mut s = from_row(row)?;
+    // Row by row, so that a full page stops the reading.
+    let rows = c
+        .query_raw(&stmt, params.iter().copied())
+        .await
+        .map_err(db_err)?;
+    futures_util::pin_mut!(rows);
+    let mut page = sked_store::page::PageBuilder::new(limit);
+    while let Some(row) = rows.try_next().await.map_err(db_err)? {
+        let mut s = from_row(&row)?;
         if !p.with_payloads {
             s.task.payload = serde_json::Value::Null;
         }
-        Ok(s)
-    })
-    .await
+        if !page.push(s) {
+            break;
+        }
+    }
+    Ok(page.finish())
 }
 
 pub(crate) async fn upsert(

@@ -114,14 +114,15 @@ pub(crate) fn worker_list(conn: &Connection, p: &WorkerListParams) -> Result<Pag
             })
         })
         .map_err(db_err)?;
-    sked_store::page::PageBuilder::collect(
-        limit,
-        rows.map(|row| {
-            let mut w = row.map_err(db_err)?;
-            w.running = running.get(&w.id).copied().unwrap_or(0);
-            Ok(w)
-        }),
-    )
+    let mut page = sked_store::page::PageBuilder::new(limit);
+    for row in rows {
+        let mut w = row.map_err(db_err)?;
+        w.running = running.get(&w.id).copied().unwrap_or(0);
+        if !page.push(w) {
+            break;
+        }
+    }
+    Ok(page.finish())
 }
 
 pub(crate) fn worker_prune(tx: &Transaction<'_>, before: jiff::Timestamp) -> Result<u64> {

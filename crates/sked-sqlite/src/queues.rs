@@ -38,7 +38,13 @@ pub(crate) fn list(conn: &Connection, p: &QueueListParams) -> Result<Page<QueueI
             },
         )
         .map_err(db_err)?;
-    PageBuilder::collect(limit, rows.map(|q| q.map_err(db_err)))
+    let mut page = PageBuilder::new(limit);
+    for q in rows {
+        if !page.push(q.map_err(db_err)?) {
+            break;
+        }
+    }
+    Ok(page.finish())
 }
 
 pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<QueueInfo> {

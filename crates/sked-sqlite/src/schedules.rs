@@ -76,16 +76,17 @@ pub(crate) fn list(conn: &Connection, p: &ScheduleListParams) -> Result<Page<Sch
             from_row,
         )
         .map_err(db_err)?;
-    sked_store::page::PageBuilder::collect(
-        limit,
-        rows.map(|row| {
-            let mut s = row.map_err(db_err)?;
-            if !p.with_payloads {
-                s.task.payload = serde_json::Value::Null;
-            }
-            Ok(s)
-        }),
-    )
+    let mut page = sked_store::page::PageBuilder::new(limit);
+    for row in rows {
+        let mut s = row.map_err(db_err)?;
+        if !p.with_payloads {
+            s.task.payload = serde_json::Value::Null;
+        }
+        if !page.push(s) {
+            break;
+        }
+    }
+    Ok(page.finish())
 }
 
 pub(crate) fn upsert(tx: &Transaction<'_>, p: &ScheduleUpsertParams) -> Result<Schedule> {

@@ -151,21 +151,6 @@ impl<T: Listed> PageBuilder<T> {
     pub fn finish(self) -> Page<T> {
         self.page
     }
-
-    /// A page of at most `limit` items read from `rows` (asked for `limit + 1`), which are
-    /// read no further than the page needs; the first error ends it.
-    pub fn collect<E>(
-        limit: u32,
-        rows: impl IntoIterator<Item = std::result::Result<T, E>>,
-    ) -> std::result::Result<Page<T>, E> {
-        let mut page = PageBuilder::new(limit);
-        for row in rows {
-            if !page.push(row?) {
-                break;
-            }
-        }
-        Ok(page.finish())
-    }
 }
 
 fn json_bytes(v: &serde_json::Value) -> usize {

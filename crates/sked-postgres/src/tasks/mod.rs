@@ -85,6 +85,7 @@ pub(crate) async fn get(c: &mut Object, id: TaskId) -> Result<Task> {
 }
 
 pub(crate) async fn list(c: &mut Object, p: &TaskListParams) -> Result<TaskPage> {
+    use futures_util::TryStreamExt;
     let states: Vec<&str> = p.states.iter().map(|s| s.as_str()).collect();
     let limit = p.limit.clamp(1, sked_store::rules::STORE_LIST_LIMIT_MAX);
     // One row more than the page: it says whether more follow.
@@ -117,7 +118,19 @@ pub(crate) async fn list(c: &mut Object, p: &TaskListParams) -> Result<TaskPage>
     params.push(&fetch);
     sql.push_str(&format!(" ORDER BY t.id DESC LIMIT ${}", params.len()));
     let stmt = c.prepare_cached(&sql).await.map_err(db_err)?;
-    crate::codec::read_page(c, &stmt, &params, limit, task_from_row).await
+    // Row by row, so that a full page stops the reading.
+    let rows = c
+        .query_raw(&stmt, params.iter().copied())
+        .await
+        .map_err(db_err)?;
+    futures_util::pin_mut!(rows);
+    let mut page = sked_store::page::PageBuilder::new(limit);
+    while let Some(row) = rows.try_next().await.map_err(db_err)? {
+        if !page.push(task_from_row(&row)?) {
+            break;
+        }
+    }
+    Ok(page.finish())
 }
 
 pub(crate) async fn cancel(c: &mut Object, channel: &str, p: &TaskCancelParams) -> Result<Task> {

@@ -101,7 +101,13 @@ pub(crate) fn list(conn: &Connection, p: &TaskListParams) -> Result<TaskPage> {
     let rows = stmt
         .query_map(params_from_iter(args), task_from_row)
         .map_err(db_err)?;
-    sked_store::page::PageBuilder::collect(limit, rows.map(|row| row.map_err(db_err)))
+    let mut page = sked_store::page::PageBuilder::new(limit);
+    for row in rows {
+        if !page.push(row.map_err(db_err)?) {
+            break;
+        }
+    }
+    Ok(page.finish())
 }
 
 /// Reads the state and attempt of a task, for error messages after a failed compare-and-set.
