@@ -43,6 +43,10 @@ pub(crate) struct Common {
     /// Lease of a claimed task without a heartbeat; the leader lease is this too, at most 15s
     #[arg(long, default_value = "30s", value_name = "DUR")]
     lease_ttl: String,
+    /// How long past its timeout a task stays leased to a worker that has not reported it;
+    /// then its heartbeats are refused and the task runs again
+    #[arg(long, default_value = "30s", value_name = "DUR")]
+    timeout_grace: String,
     /// How long finished tasks are kept; give every node of a cluster the same value (the
     /// leader prunes) [default: 7d]
     #[arg(long, value_name = "DUR")]
@@ -148,6 +152,7 @@ impl sked_core::Clock for SkewedClock {
 /// with exit code 2).
 struct Settings {
     lease_ttl: SignedDuration,
+    timeout_grace: SignedDuration,
     retention: Option<SignedDuration>,
     executors: Vec<Arc<dyn Executor>>,
     clock: Option<Arc<dyn sked_core::Clock>>,
@@ -155,6 +160,7 @@ struct Settings {
 
 fn settings(c: &Common) -> CliResult<Settings> {
     let lease_ttl = duration("--lease-ttl", &c.lease_ttl)?;
+    let timeout_grace = duration("--timeout-grace", &c.timeout_grace)?;
     let mut options = sked::executors::BuiltinOptions::default();
     if let Some(list) = &c.http_allow {
         options.http_policy = sked::executors::HttpPolicy::allow_only(list)
@@ -190,6 +196,7 @@ fn settings(c: &Common) -> CliResult<Settings> {
     };
     Ok(Settings {
         lease_ttl,
+        timeout_grace,
         retention,
         executors,
         clock,
@@ -202,7 +209,7 @@ fn node(c: &Common, s: &Settings) -> (NodeBuilder, String) {
     if let Some(r) = s.retention {
         maintenance = maintenance.retention(r);
     }
-    let config = EngineConfig::with_lease_ttl(s.lease_ttl);
+    let config = EngineConfig::with_lease_ttl(s.lease_ttl).timeout_grace(s.timeout_grace);
     let id = config.node_id.clone();
     let mut node = Node::builder()
         .db(c.db.clone().unwrap_or_else(|| DEFAULT_DB.to_string()))

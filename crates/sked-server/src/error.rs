@@ -75,7 +75,7 @@ impl From<sked::Error> for ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
         match (&e, e.kind()) {
-            (StoreError::StaleLease { .. }, _) => {
+            (StoreError::StaleLease { .. } | StoreError::TimedOut { .. }, _) => {
                 ApiError::new(ErrorCode::StaleLease, e.to_string())
             }
             (_, ErrorKind::NotFound) => ApiError::not_found(e.to_string()),

@@ -14,6 +14,17 @@ pub enum StoreError {
         "task {id} is no longer held with attempt {attempt}: its lease expired or it was taken over"
     )]
     StaleLease { id: TaskId, attempt: i32 },
+    /// The caller's attempt ran past the task's timeout and the grace after it: its lease is
+    /// not extended any more, and the rescuer gives the task back.
+    #[error(
+        "task {id} attempt {attempt} ran past its timeout of {} and the grace after it: its lease is not extended; stop the work",
+        sked_core::format_duration(*.timeout)
+    )]
+    TimedOut {
+        id: TaskId,
+        attempt: i32,
+        timeout: jiff::SignedDuration,
+    },
     #[error(transparent)]
     Transition(#[from] TransitionError),
     /// Something changed underneath (for example a schedule advanced by another node).
@@ -43,9 +54,10 @@ impl StoreError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             StoreError::NotFound { .. } => ErrorKind::NotFound,
-            StoreError::StaleLease { .. } | StoreError::Transition(_) | StoreError::Conflict(_) => {
-                ErrorKind::Conflict
-            }
+            StoreError::StaleLease { .. }
+            | StoreError::TimedOut { .. }
+            | StoreError::Transition(_)
+            | StoreError::Conflict(_) => ErrorKind::Conflict,
             StoreError::Invalid(_) => ErrorKind::Invalid,
             StoreError::Unavailable(_) => ErrorKind::Unavailable,
             StoreError::Backend(_) => ErrorKind::Internal,

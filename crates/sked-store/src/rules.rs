@@ -1,7 +1,7 @@
 //! The state rules every backend applies the same way: what a finished attempt, a rescue or a
 //! new run time does to a task. Backends only store the result.
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use sked_core::{Attempt, Task, TaskId, TaskState, state_after_failure};
 
 use crate::{FinishOutcome, retry_delay};
@@ -70,6 +70,54 @@ pub fn held(current: Option<&Task>, id: TaskId, attempt: i32) -> crate::Result<&
             Err(crate::StoreError::StaleLease { id, attempt })
         }
         Some(t) => Ok(t),
+    }
+}
+
+/// How long after its timeout a running attempt keeps its lease at most, unless the engine is
+/// told otherwise: time for a worker to stop the work and report how it ended.
+pub const DEFAULT_TIMEOUT_GRACE: SignedDuration = SignedDuration::from_secs(30);
+
+/// The end of a lease asked to last until `wanted`, for an attempt started at `started_at`:
+/// never later than the task's timeout and `grace` after that start. A worker that ignores the
+/// timeout but keeps heartbeating so loses the task, which the rescuer then runs again.
+pub fn lease_end(
+    started_at: Timestamp,
+    timeout: Option<SignedDuration>,
+    grace: SignedDuration,
+    wanted: Timestamp,
+) -> Timestamp {
+    let deadline = timeout
+        .and_then(|t| started_at.checked_add(t).ok())
+        .and_then(|at| at.checked_add(grace).ok());
+    match deadline {
+        Some(deadline) => wanted.min(deadline),
+        None => wanted,
+    }
+}
+
+/// Until when a heartbeat at `now` extends the lease of `attempt`, asked for `ttl`: an error
+/// when the attempt no longer holds the task, or has run past its timeout and `grace`.
+pub fn heartbeat(
+    current: Option<&Task>,
+    id: TaskId,
+    attempt: i32,
+    now: Timestamp,
+    ttl: SignedDuration,
+    grace: SignedDuration,
+) -> crate::Result<Timestamp> {
+    let task = held(current, id, attempt)?;
+    let wanted = now
+        .checked_add(ttl)
+        .map_err(|e| crate::StoreError::Invalid(e.to_string()))?;
+    let started_at = task.started_at.unwrap_or(now);
+    let end = lease_end(started_at, task.timeout, grace, wanted);
+    match task.timeout {
+        Some(timeout) if end <= now => Err(crate::StoreError::TimedOut {
+            id,
+            attempt,
+            timeout,
+        }),
+        _ => Ok(end),
     }
 }
 
@@ -143,10 +191,20 @@ pub fn rescue(task: &Task) -> (TaskState, String) {
     } else {
         TaskState::Available
     };
-    let error = format!(
-        "lease expired: worker {} stopped heartbeating",
-        task.worker.as_deref().unwrap_or("?")
-    );
+    let worker = task.worker.as_deref().unwrap_or("?");
+    let past_timeout = match (task.timeout, task.started_at, task.lease_expires_at) {
+        (Some(timeout), Some(started_at), Some(expired)) => started_at
+            .checked_add(timeout)
+            .is_ok_and(|at| expired >= at),
+        _ => false,
+    };
+    let error = match (past_timeout, task.timeout) {
+        (true, Some(timeout)) => format!(
+            "timed out: worker {worker} held the task past its timeout of {} without reporting",
+            sked_core::format_duration(timeout)
+        ),
+        _ => format!("lease expired: worker {worker} stopped heartbeating"),
+    };
     (state, error)
 }
 

@@ -60,6 +60,9 @@ pub struct TaskInsertClaimedParams {
     pub task: TaskInsert,
     pub worker: String,
     pub lease_ttl: SignedDuration,
+    /// A task with a timeout is leased at most until its start, its timeout and this grace
+    /// ([`crate::rules::lease_end`]).
+    pub timeout_grace: SignedDuration,
     pub now: Timestamp,
 }
 
@@ -75,6 +78,9 @@ pub struct TaskClaimParams {
     pub min_priority: Option<i32>,
     pub worker: String,
     pub lease_ttl: SignedDuration,
+    /// A task with a timeout is leased at most until its start, its timeout and this grace
+    /// ([`crate::rules::lease_end`]).
+    pub timeout_grace: SignedDuration,
     pub now: Timestamp,
 }
 
@@ -83,6 +89,9 @@ pub struct TaskHeartbeatParams {
     pub id: TaskId,
     pub attempt: i32,
     pub lease_ttl: SignedDuration,
+    /// A task with a timeout is leased at most until its start, its timeout and this grace
+    /// ([`crate::rules::lease_end`]).
+    pub timeout_grace: SignedDuration,
     pub now: Timestamp,
 }
 

@@ -75,6 +75,7 @@ pub(super) async fn drain(
                         max: super::CLAIM_BATCH as u32,
                         worker: format!("bench-{w}"),
                         lease_ttl: SignedDuration::from_secs(60),
+                        timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
                         now,
                     })
                     .await?;

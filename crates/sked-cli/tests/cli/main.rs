@@ -10,6 +10,7 @@ mod common;
 mod bench_cli;
 mod e2e;
 mod executors_cli;
+mod held_tasks;
 mod hostile_cli;
 mod hostile_lists;
 mod metrics;

@@ -9,7 +9,6 @@ use jiff::Timestamp;
 use sked_core::{Task, TaskId};
 use sked_store::states::WAITING;
 use sked_store::*;
-use tokio_postgres::GenericClient;
 
 use super::Param;
 use super::cursor::{ClaimCursors, Key, NextDue, QueueSetting};
@@ -47,11 +46,11 @@ const QUEUE_SETTINGS: &str = "SELECT q.name, q.paused, q.concurrency_limit FROM 
     WHERE q.paused OR q.concurrency_limit IS NOT NULL";
 
 /// The claim of the first available tasks that match `filter` (`$1` now, `$2` the lease's end,
-/// `$3` the worker, `$4` at most how many), in claim order. Queues that are paused or limited
-/// are left to the slow path ([`claim_limited`]).
+/// `$3` the worker, `$4` at most how many, `$5` the timeout grace in milliseconds), in claim
+/// order. Queues that are paused or limited are left to the slow path ([`claim_limited`]).
 ///
-/// With `after`, the claim starts after the claim-order key (`$5` priority, `$6` run time,
-/// `$7` id) where the store's previous claim ended (see [`super::cursor`]): the rest of that
+/// With `after`, the claim starts after the claim-order key (`$6` priority, `$7` run time,
+/// `$8` id) where the store's previous claim ended (see [`super::cursor`]): the rest of that
 /// priority, then the lower ones.
 ///
 /// The planner costs the `NOT EXISTS` from `sked_queues`' statistics. Without any (the table
@@ -69,21 +68,37 @@ pub(crate) fn claim_sql(filter: &str, after: bool) -> String {
                ORDER BY priority DESC, run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)"
         ),
         true => format!(
-            "same AS (SELECT id FROM sked_tasks c WHERE {filter} AND priority = $5 \
-               AND (run_at, id) > ($6, $7) AND {open} \
+            "same AS (SELECT id FROM sked_tasks c WHERE {filter} AND priority = $6 \
+               AND (run_at, id) > ($7, $8) AND {open} \
                ORDER BY run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED), \
-             lower AS (SELECT id FROM sked_tasks c WHERE {filter} AND priority < $5 AND {open} \
+             lower AS (SELECT id FROM sked_tasks c WHERE {filter} AND priority < $6 AND {open} \
                ORDER BY priority DESC, run_at, id LIMIT $4 - (SELECT count(*) FROM same) \
                FOR UPDATE SKIP LOCKED), \
              picked AS (SELECT id FROM same UNION ALL SELECT id FROM lower)"
         ),
     };
+    let lease = lease_end_sql("$1", "$2", "$5");
     format!(
         "WITH {picked} \
          UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, started_at = $1, \
-           lease_expires_at = $2, worker = $3, cancel_requested = false \
+           lease_expires_at = {lease}, worker = $3, cancel_requested = false \
          FROM picked WHERE t.id = picked.id RETURNING {TASK_COLUMNS}"
     )
+}
+
+/// The end of the lease of task `t` started at `start`, asked until `wanted`: never past its
+/// timeout and the grace (`grace`, milliseconds) after the start, as [`rules::lease_end`] says.
+fn lease_end_sql(start: &str, wanted: &str, grace: &str) -> String {
+    format!(
+        "CASE WHEN t.timeout_ms IS NULL THEN {wanted}::timestamptz \
+           ELSE LEAST({wanted}::timestamptz, \
+             {start}::timestamptz + (t.timeout_ms + {grace}::bigint) * interval '1 millisecond') END"
+    )
+}
+
+/// The timeout grace in whole milliseconds, as the lease statements take it.
+pub(crate) fn grace_ms(grace: jiff::SignedDuration) -> i64 {
+    i64::try_from(grace.as_millis()).unwrap_or(i64::MAX)
 }
 
 pub(crate) async fn claim(
@@ -105,7 +120,8 @@ pub(crate) async fn claim(
         let (pool, cursors) = (pool.clone(), cursors.clone());
         tokio::spawn(probe(pool, cursors, filter_key, after, p.clone()));
     }
-    let mut params: Vec<Param<'_>> = vec![&p.now, &expires, &p.worker, &max];
+    let grace = grace_ms(p.timeout_grace);
+    let mut params: Vec<Param<'_>> = vec![&p.now, &expires, &p.worker, &max, &grace];
     if let Some(key) = &after {
         params.extend([&key.priority as Param<'_>, &key.run_at, &key.id]);
     }
@@ -301,14 +317,15 @@ async fn claim_limited(
         }
         chosen.push(col(row, 0)?);
     }
+    let lease = lease_end_sql("$2", "$3", "$5");
     let rows = tx
         .query(
             &format!(
                 "UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, started_at = $2, \
-                   lease_expires_at = $3, worker = $4, cancel_requested = false \
+                   lease_expires_at = {lease}, worker = $4, cancel_requested = false \
                  WHERE t.id = ANY($1) RETURNING {TASK_COLUMNS}"
             ),
-            &[&chosen, &p.now, &expires, &p.worker],
+            &[&chosen, &p.now, &expires, &p.worker, &grace_ms(p.timeout_grace)],
         )
         .await
         .map_err(db_err)?;
@@ -316,42 +333,63 @@ async fn claim_limited(
     tasks_from_rows(&rows)
 }
 
-/// The error for a compare-and-set that matched nothing: the task is gone, or not held so.
-async fn stale_or_missing<C: GenericClient + Sync>(c: &C, id: TaskId, attempt: i32) -> StoreError {
-    match c
-        .query_opt("SELECT 1 FROM sked_tasks WHERE id = $1", &[&id])
-        .await
-    {
-        Ok(Some(_)) => StoreError::StaleLease { id, attempt },
-        Ok(None) => StoreError::task_not_found(id),
-        Err(e) => db_err(e),
-    }
-}
-
 pub(crate) async fn heartbeat(c: &mut Object, p: &TaskHeartbeatParams) -> Result<HeartbeatReply> {
-    let expires = p
+    let wanted = p
         .now
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let lease = lease_end_sql("t.started_at", "$3", "$4");
     let stmt = c
-        .prepare_cached(
-            "UPDATE sked_tasks SET lease_expires_at = $3 \
-             WHERE id = $1 AND state = 'running' AND attempt = $2 RETURNING cancel_requested",
-        )
+        .prepare_cached(&format!(
+            "UPDATE sked_tasks t SET lease_expires_at = {lease} \
+             WHERE id = $1 AND state = 'running' AND attempt = $2 \
+               AND (timeout_ms IS NULL \
+                 OR started_at + (timeout_ms + $4::bigint) * interval '1 millisecond' > $5::timestamptz) \
+             RETURNING cancel_requested, lease_expires_at"
+        ))
         .await
         .map_err(db_err)?;
+    let grace = grace_ms(p.timeout_grace);
     match c
-        .query_opt(&stmt, &[&p.id, &p.attempt, &expires])
+        .query_opt(&stmt, &[&p.id, &p.attempt, &wanted, &grace, &p.now])
         .await
         .map_err(db_err)?
     {
         Some(row) => Ok(HeartbeatReply {
-            lease_expires_at: expires,
             cancel_requested: col(&row, 0)?,
+            lease_expires_at: col(&row, 1)?,
         }),
-        None => {
-            let client: &tokio_postgres::Client = c;
-            Err(stale_or_missing(client, p.id, p.attempt).await)
-        }
+        None => Err(not_extended(c, p).await),
+    }
+}
+
+/// Why a heartbeat extended nothing, by the rules on the task as it is now: gone, held by
+/// another attempt, or past its timeout.
+async fn not_extended(c: &Object, p: &TaskHeartbeatParams) -> StoreError {
+    let read = async {
+        let row = c
+            .query_opt(
+                &format!("SELECT {TASK_COLUMNS} FROM sked_tasks t WHERE t.id = $1"),
+                &[&p.id],
+            )
+            .await
+            .map_err(db_err)?;
+        let task = row.map(|r| crate::codec::task_from_row(&r)).transpose()?;
+        rules::heartbeat(
+            task.as_ref(),
+            p.id,
+            p.attempt,
+            p.now,
+            p.lease_ttl,
+            p.timeout_grace,
+        )
+    };
+    match read.await {
+        Err(e) => e,
+        // Changed between the two statements: no longer held as it was.
+        Ok(_) => StoreError::StaleLease {
+            id: p.id,
+            attempt: p.attempt,
+        },
     }
 }

@@ -133,10 +133,11 @@ pub(crate) async fn insert_claimed(
         .task
         .validate()
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let expires = p
+    let wanted = p
         .now
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let expires = rules::lease_end(p.now, p.task.task.timeout, p.timeout_grace, wanted);
     let rows = Columns::of(std::iter::once(&p.task), p.now);
     let mut params = rows.first_row(&channel, &p.now);
     params.extend([&expires as Param<'_>, &p.worker]);

@@ -27,6 +27,7 @@ async fn claim_ids(store: &PgStore, now: Timestamp) -> Vec<i64> {
             min_priority: None,
             worker: "w".into(),
             lease_ttl: SignedDuration::from_secs(60),
+            timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
             now,
         })
         .await

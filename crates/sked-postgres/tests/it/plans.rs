@@ -39,6 +39,7 @@ async fn a_claim_walks_the_claim_index_whatever_the_queue_statistics() {
     c.batch_execute("ANALYZE sked_tasks").await.unwrap();
     let max: i64 = 1000;
     let worker = "w".to_string();
+    let grace: i64 = 30_000;
     let explain = async |sql: String, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]| {
         let rows = c.query(&format!("EXPLAIN {sql}"), params).await.unwrap();
         rows.iter()
@@ -46,7 +47,7 @@ async fn a_claim_walks_the_claim_index_whatever_the_queue_statistics() {
             .collect::<Vec<String>>()
             .join("\n")
     };
-    let plan = explain(claim_sql(false), &[&now, &now, &worker, &max]).await;
+    let plan = explain(claim_sql(false), &[&now, &now, &worker, &max, &grace]).await;
     assert!(
         plan.contains("Index Scan using sked_tasks_available") && !plan.contains("Sort"),
         "a claim does not walk the claim index in order:\n{plan}"
@@ -56,7 +57,7 @@ async fn a_claim_walks_the_claim_index_whatever_the_queue_statistics() {
     let (priority, id) = (0i32, 25_000i64);
     let plan = explain(
         claim_sql(true),
-        &[&now, &now, &worker, &max, &priority, &now, &id],
+        &[&now, &now, &worker, &max, &grace, &priority, &now, &id],
     )
     .await;
     assert!(

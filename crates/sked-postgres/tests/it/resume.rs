@@ -34,6 +34,7 @@ async fn claim(store: &PgStore, max: u32, now: Timestamp) -> Vec<Task> {
             min_priority: None,
             worker: "w".into(),
             lease_ttl: SignedDuration::from_secs(60),
+            timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
             now,
         })
         .await

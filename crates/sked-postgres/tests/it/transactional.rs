@@ -113,6 +113,7 @@ async fn enqueue_in_commits_and_rolls_back_with_the_application() {
             max: 10,
             worker: "w".into(),
             lease_ttl: jiff::SignedDuration::from_secs(30),
+            timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
             now: jiff::Timestamp::now(),
         })
         .await

@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::HashMap;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use rusqlite::{Transaction, params, params_from_iter, types::Value};
 use sked_core::{Task, TaskId, TaskState};
 use sked_store::*;
@@ -70,7 +70,16 @@ pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Tas
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let mut update = tx.prepare_cached(LEASE).map_err(db_err)?;
     keys.into_iter()
-        .map(|id| lease(tx, &mut update, id, &p.worker, p.now, expires))
+        .map(|id| {
+            lease(
+                tx,
+                &mut update,
+                id,
+                &p.worker,
+                p.now,
+                (expires, p.timeout_grace),
+            )
+        })
         .collect()
 }
 
@@ -79,8 +88,9 @@ pub(crate) const LEASE: &str = "UPDATE tasks SET state = 'running', attempt = at
     started_at = ?2, lease_expires_at = ?3, worker = ?4, cancel_requested = 0 \
     WHERE id = ?1 AND state = 'available'";
 
-/// Leases the available task `id` to `worker` from `now` until `expires` with `update`
-/// ([`LEASE`], prepared once for a whole claim); the task after.
+/// Leases the available task `id` to `worker` from `now` until `wanted` (or sooner, by its
+/// timeout and `grace`: [`rules::lease_end`]) with `update` ([`LEASE`], prepared once for a
+/// whole claim); the task after.
 ///
 /// One short statement per task: with no `IN` list of three or more constants in any partial
 /// index's predicate (migration 5), a prepared one-row update costs little more than the row
@@ -92,9 +102,10 @@ pub(crate) fn lease(
     id: TaskId,
     worker: &str,
     now: Timestamp,
-    expires: Timestamp,
+    (wanted, grace): (Timestamp, SignedDuration),
 ) -> Result<Task> {
     let mut task = get_row(tx, id)?;
+    let expires = rules::lease_end(now, task.timeout, grace, wanted);
     let n = update
         .execute(params![id, ts(now), ts(expires), worker])
         .map_err(db_err)?;

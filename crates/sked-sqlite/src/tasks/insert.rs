@@ -140,7 +140,8 @@ pub(crate) fn insert_claimed(
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let mut update = tx.prepare_cached(super::claim::LEASE).map_err(db_err)?;
-    let task = super::claim::lease(tx, &mut update, inserted.id, &p.worker, p.now, expires)?;
+    let lease = (expires, p.timeout_grace);
+    let task = super::claim::lease(tx, &mut update, inserted.id, &p.worker, p.now, lease)?;
     Ok((
         TaskInserted {
             state: task.state,

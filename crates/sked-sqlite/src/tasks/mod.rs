@@ -110,35 +110,33 @@ pub(crate) fn list(conn: &Connection, p: &TaskListParams) -> Result<TaskPage> {
     Ok(page.finish())
 }
 
-/// Reads the state and attempt of a task, for error messages after a failed compare-and-set.
-fn stale_or_missing(tx: &Transaction<'_>, id: TaskId, attempt: i32) -> StoreError {
-    match get_row(tx, id) {
-        Ok(_) => StoreError::StaleLease { id, attempt },
-        Err(e) => e,
-    }
-}
-
 pub(crate) fn heartbeat(tx: &Transaction<'_>, p: &TaskHeartbeatParams) -> Result<HeartbeatReply> {
-    let expires = p
-        .now
-        .checked_add(p.lease_ttl)
-        .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let cancel: Option<bool> = tx
+    let current = match get_row(tx, p.id) {
+        Ok(task) => Some(task),
+        Err(StoreError::NotFound { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    let expires = rules::heartbeat(
+        current.as_ref(),
+        p.id,
+        p.attempt,
+        p.now,
+        p.lease_ttl,
+        p.timeout_grace,
+    )?;
+    // The row was read in this transaction, which holds the write lock: it is still held so.
+    let cancel_requested: bool = tx
         .prepare_cached(
             "UPDATE tasks SET lease_expires_at = ?3 WHERE id = ?1 AND state = 'running' AND attempt = ?2 \
              RETURNING cancel_requested",
         )
         .map_err(db_err)?
         .query_row(params![p.id, p.attempt, ts(expires)], |r| r.get(0))
-        .optional()
         .map_err(db_err)?;
-    match cancel {
-        Some(cancel_requested) => Ok(HeartbeatReply {
-            lease_expires_at: expires,
-            cancel_requested,
-        }),
-        None => Err(stale_or_missing(tx, p.id, p.attempt)),
-    }
+    Ok(HeartbeatReply {
+        lease_expires_at: expires,
+        cancel_requested,
+    })
 }
 
 fn record_attempt(

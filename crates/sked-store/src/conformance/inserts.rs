@@ -124,6 +124,7 @@ pub async fn insert_claimed_leases_unless_held_back(store: &Shared) {
             task: t.into(),
             worker: "w".into(),
             lease_ttl: ttl,
+            timeout_grace: crate::rules::DEFAULT_TIMEOUT_GRACE,
             now,
         })
     };

@@ -40,7 +40,7 @@ macro_rules! conformance_tests {
             fail_retries_with_backoff_until_dead, fatal_failure_is_dead_at_once,
             snooze_does_not_spend_an_attempt, release_gives_the_task_back_at_once,
             claim_with_min_priority, cancel_before_and_while_running,
-            rescue_requeues_expired_and_fences_old_worker, rescue_out_of_attempts_is_dead,
+            rescue_requeues_expired_and_fences_old_worker, rescue_out_of_attempts_is_dead, a_timed_out_attempt_loses_its_lease,
             retry_and_reschedule, prune_removes_old_finished_tasks, list_filters, list_pages_are_bounded,
             queue_counts, leases_renew_and_take_over, schedule_crud_and_pause, schedule_list_pages_by_name_and_bytes,
             schedule_apply_is_exactly_once, schedule_buffer_release_and_replace,
@@ -115,6 +115,7 @@ pub(crate) async fn claim_from(
             max,
             worker: "w1".into(),
             lease_ttl: TTL,
+            timeout_grace: crate::rules::DEFAULT_TIMEOUT_GRACE,
             now,
         })
         .await

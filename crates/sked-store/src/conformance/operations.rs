@@ -1,5 +1,6 @@
 //! What operators and maintenance do to tasks: cancel, rescue, retry, reschedule, prune, list.
 
+use jiff::SignedDuration;
 use serde_json::json;
 use sked_core::TaskState;
 
@@ -37,6 +38,7 @@ pub async fn cancel_before_and_while_running(store: &Shared) {
             id: b,
             attempt: running.attempt,
             lease_ttl: TTL,
+            timeout_grace: crate::rules::DEFAULT_TIMEOUT_GRACE,
             now: at(6),
         })
         .await
@@ -95,6 +97,7 @@ pub async fn rescue_requeues_expired_and_fences_old_worker(store: &Shared) {
             id,
             attempt: old.attempt,
             lease_ttl: TTL,
+            timeout_grace: crate::rules::DEFAULT_TIMEOUT_GRACE,
             now: at(33),
         })
         .await
@@ -299,4 +302,133 @@ pub async fn list_pages_are_bounded(store: &Shared) {
     assert_eq!((two.items.len(), two.more), (2, true));
     let all = page(12, false).await.unwrap();
     assert_eq!((all.items.len(), all.more), (12, false));
+}
+
+/// A task with a timeout is leased at most until its start, its timeout and the grace: by the
+/// claim (fast and limited paths), by an insert for a waiting worker, and by every heartbeat.
+/// Past that a heartbeat is refused, the rescuer gives the task back and says it timed out,
+/// and the old worker's ending is rejected.
+pub async fn a_timed_out_attempt_loses_its_lease(store: &Shared) {
+    let grace = SignedDuration::from_secs(2);
+    let timed = |queue: &str| {
+        let mut t = task("k");
+        t.queue = queue.into();
+        t.timeout(SignedDuration::from_secs(5))
+    };
+    let claim_with_grace = |queue: &str, now| {
+        store.task_claim(TaskClaimParams {
+            min_priority: None,
+            queues: vec![queue.into()],
+            kinds: vec![],
+            max: 10,
+            worker: "w1".into(),
+            lease_ttl: TTL,
+            timeout_grace: grace,
+            now,
+        })
+    };
+    let id = insert(store, timed("q"), t0()).await.id;
+    let mut plain = task("k");
+    plain.queue = "q".into();
+    let plain = insert(store, plain, t0()).await.id;
+    let claimed = claim_with_grace("q", t0()).await.unwrap();
+    let lease = |id| {
+        claimed
+            .iter()
+            .find(|t| t.id == id)
+            .unwrap()
+            .lease_expires_at
+    };
+    assert_eq!(lease(id), Some(at(7)), "timeout 5 s + grace 2 s");
+    assert_eq!(lease(plain), Some(at(30)), "no timeout: the whole lease");
+    assert_eq!(
+        store.task_get(id).await.unwrap().lease_expires_at,
+        Some(at(7))
+    );
+
+    // A queue with a concurrency limit is claimed apart; its leases end the same way.
+    insert(store, timed("limited"), t0()).await;
+    store
+        .queue_update(QueueUpdateParams {
+            name: "limited".into(),
+            concurrency_limit: Some(Some(5)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let limited = claim_with_grace("limited", t0()).await.unwrap();
+    assert_eq!(limited[0].lease_expires_at, Some(at(7)));
+
+    // A task handed to a waiting worker at its insert.
+    let (_, leased) = store
+        .task_insert_claimed(TaskInsertClaimedParams {
+            task: timed("handed").into(),
+            worker: "w2".into(),
+            lease_ttl: TTL,
+            timeout_grace: grace,
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(leased.unwrap().lease_expires_at, Some(at(7)));
+
+    let attempt = claimed.iter().find(|t| t.id == id).unwrap().attempt;
+    let heartbeat = |now| {
+        store.task_heartbeat(TaskHeartbeatParams {
+            id,
+            attempt,
+            lease_ttl: TTL,
+            timeout_grace: grace,
+            now,
+        })
+    };
+    let hb = heartbeat(at(4)).await.unwrap();
+    assert_eq!(
+        hb.lease_expires_at,
+        at(7),
+        "a heartbeat does not pass the deadline"
+    );
+    let err = heartbeat(at(7)).await.unwrap_err();
+    assert!(matches!(err, StoreError::TimedOut { .. }), "{err:?}");
+    assert_eq!(err.kind(), ErrorKind::Conflict);
+    assert!(err.to_string().contains("timeout of 5s"), "{err}");
+    let many = store
+        .task_heartbeat_many(vec![TaskHeartbeatParams {
+            id,
+            attempt,
+            lease_ttl: TTL,
+            timeout_grace: grace,
+            now: at(8),
+        }])
+        .await
+        .unwrap();
+    assert!(matches!(many[0], Err(StoreError::TimedOut { .. })));
+
+    let rescued = store
+        .task_rescue(TaskRescueParams {
+            now: at(8),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert!(rescued.contains(&id), "{rescued:?}");
+    assert!(!rescued.contains(&plain), "its lease runs to 30 s");
+    let t = store.task_get(id).await.unwrap();
+    assert_eq!(t.state, TaskState::Available);
+    let error = t.last_error.unwrap_or_default();
+    assert!(error.starts_with("timed out"), "{error}");
+    let err = finish(
+        store,
+        id,
+        attempt,
+        FinishOutcome::Succeeded { result: None },
+        at(9),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, StoreError::StaleLease { .. }), "{err:?}");
+    assert!(matches!(
+        heartbeat(at(9)).await.unwrap_err(),
+        StoreError::StaleLease { .. }
+    ));
 }

@@ -153,6 +153,7 @@ pub async fn claim_filters_queues_and_kinds(store: &Shared) {
             max: 10,
             worker: "w".into(),
             lease_ttl: TTL,
+            timeout_grace: crate::rules::DEFAULT_TIMEOUT_GRACE,
             now: t0(),
         })
         .await
@@ -170,6 +171,7 @@ pub async fn heartbeat_extends_and_rejects_stale(store: &Shared) {
             id,
             attempt: t.attempt,
             lease_ttl: TTL,
+            timeout_grace: crate::rules::DEFAULT_TIMEOUT_GRACE,
             now: at(20),
         })
         .await
@@ -181,6 +183,7 @@ pub async fn heartbeat_extends_and_rejects_stale(store: &Shared) {
             id,
             attempt: t.attempt + 1,
             lease_ttl: TTL,
+            timeout_grace: crate::rules::DEFAULT_TIMEOUT_GRACE,
             now: at(21),
         })
         .await
@@ -191,6 +194,7 @@ pub async fn heartbeat_extends_and_rejects_stale(store: &Shared) {
             id: 424_242,
             attempt: 1,
             lease_ttl: TTL,
+            timeout_grace: crate::rules::DEFAULT_TIMEOUT_GRACE,
             now: at(21),
         })
         .await
@@ -337,6 +341,7 @@ pub async fn claim_with_min_priority(store: &Shared) {
         max: 10,
         worker: "w1".into(),
         lease_ttl: TTL,
+        timeout_grace: crate::rules::DEFAULT_TIMEOUT_GRACE,
         now: at(2),
     };
     let got = store.task_claim(ask(1)).await.unwrap();

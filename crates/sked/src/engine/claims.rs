@@ -73,6 +73,7 @@ impl Engine {
             min_priority: req.min_priority,
             worker: req.worker.clone(),
             lease_ttl: req.lease_ttl.unwrap_or(self.inner.config.lease_ttl),
+            timeout_grace: self.inner.config.timeout_grace,
             now,
         };
         loop {
@@ -195,6 +196,7 @@ impl Engine {
                 id,
                 attempt,
                 lease_ttl: lease_ttl.unwrap_or(self.inner.config.lease_ttl),
+                timeout_grace: self.inner.config.timeout_grace,
                 now: self.now(),
             })
             .await?)
@@ -273,6 +275,7 @@ impl Engine {
                 id,
                 attempt,
                 lease_ttl,
+                timeout_grace: self.inner.config.timeout_grace,
                 now,
             })
             .collect();

@@ -46,6 +46,9 @@ pub struct EngineConfig {
     pub node_id: String,
     /// How long a claimed task's lease lasts without a heartbeat.
     pub lease_ttl: SignedDuration,
+    /// A task with a timeout is leased at most this long past its timeout: a worker that
+    /// ignores the timeout but keeps heartbeating loses the task then, and it runs again.
+    pub timeout_grace: SignedDuration,
 }
 
 impl Default for EngineConfig {
@@ -61,7 +64,14 @@ impl EngineConfig {
         EngineConfig {
             node_id: default_node_id(),
             lease_ttl,
+            timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
         }
+    }
+
+    /// The same settings with this grace after a task's timeout.
+    pub fn timeout_grace(mut self, grace: SignedDuration) -> EngineConfig {
+        self.timeout_grace = grace;
+        self
     }
 
     /// The same settings under another node id.

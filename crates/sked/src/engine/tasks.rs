@@ -169,6 +169,7 @@ impl Engine {
                 task: task.into(),
                 worker: waiter.worker.clone(),
                 lease_ttl: waiter.lease_ttl,
+                timeout_grace: self.inner.config.timeout_grace,
                 now,
             })
             .await?;
