@@ -1,0 +1,525 @@
+//! A recorded history of what clients did and what they were told, and a checker of sked's
+//! promises over it. Clients (the test's enqueuers, protocol worker processes) append one JSON
+//! line per operation as soon as they hear the answer, so a client killed with `kill -9`
+//! leaves at most a torn last line, which the reader skips. After the faults, the test adds
+//! what the store finally says of each task, and [`check`] looks for:
+//!
+//! - `lost`: an acknowledged task that is not finished (or is gone);
+//! - `never_ran`: an acknowledged task that succeeded but that no worker ever claimed;
+//! - `not_succeeded`: an acknowledged task that ended otherwise than succeeded (the workers
+//!   here always succeed, so it means a rescue ran it out of attempts or it was cancelled);
+//! - `double_completion`: two accepted completions of the same task and attempt;
+//! - `stale_completion`: a completion accepted from an attempt after a later attempt of the
+//!   same task had been claimed (the fencing token failed);
+//! - `succeeded_twice`: accepted successes from two attempts of one task;
+//! - `duplicate_occurrence`: two tasks for one schedule and nominal time;
+//! - `missed_second`: a second of an every-second schedule's span, outside the outages the
+//!   test measured, with no task;
+//! - `early_start`: a task started before its run time by more than [`CLOCK_TOLERANCE_NS`]
+//!   (the start by the database's clock as the claiming node estimates it; the run time as the
+//!   client or the enqueuing node gave it).
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+/// Nanoseconds since the Unix epoch by this machine's clock.
+pub fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Event {
+    /// An enqueue acknowledged with this id.
+    Enqueued { id: i64, at_ns: i64 },
+    /// An enqueue without an acknowledgement (refused, unavailable, connection lost): the task
+    /// may or may not exist, and nothing is promised of it.
+    EnqueueFailed { status: u16, at_ns: i64 },
+    /// A claim answered with this attempt of a task. Times are the server's.
+    Claimed {
+        id: i64,
+        attempt: i32,
+        worker: String,
+        run_at_ns: i64,
+        started_at_ns: i64,
+        schedule: Option<String>,
+        nominal_ns: Option<i64>,
+        at_ns: i64,
+    },
+    /// A completion sent at `sent_ns` and answered at `at_ns`: accepted or not.
+    Completed {
+        id: i64,
+        attempt: i32,
+        worker: String,
+        accepted: bool,
+        sent_ns: i64,
+        at_ns: i64,
+    },
+    /// A fault the test injected.
+    Fault { kind: String, at_ns: i64 },
+    /// An interval the test measured in which schedules could not fire.
+    Outage { from_ns: i64, to_ns: i64 },
+    /// What the store says of a task at the end.
+    Final {
+        id: i64,
+        state: String,
+        schedule: Option<String>,
+        nominal_ns: Option<i64>,
+    },
+    /// The span an every-second schedule was expected to cover, by nominal time.
+    EverySecond {
+        schedule: String,
+        from_ns: i64,
+        to_ns: i64,
+    },
+}
+
+/// A JSON-lines file that events are appended to, one `write` per line.
+pub struct Recorder {
+    file: Mutex<std::fs::File>,
+}
+
+impl Recorder {
+    pub fn create(path: &Path) -> Recorder {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        Recorder {
+            file: Mutex::new(file),
+        }
+    }
+
+    pub fn record(&self, event: &Event) {
+        let mut line = serde_json::to_string(event).unwrap();
+        line.push('\n');
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        file.write_all(line.as_bytes()).unwrap();
+    }
+}
+
+/// The events of every `*.jsonl` file in `dir`; a torn line (its writer was killed) is skipped.
+pub fn read_dir(dir: &Path) -> Vec<Event> {
+    let mut events = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            events.extend(text.lines().filter_map(|l| serde_json::from_str(l).ok()));
+        }
+    }
+    events
+}
+
+/// What the checker found.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub operations: usize,
+    pub enqueued: usize,
+    pub enqueue_failed: usize,
+    pub claimed: usize,
+    pub accepted: usize,
+    pub rejected: usize,
+    pub occurrences: usize,
+    pub faults: BTreeMap<String, usize>,
+    pub anomalies: BTreeMap<&'static str, Vec<String>>,
+}
+
+impl Report {
+    fn anomaly(&mut self, kind: &'static str, what: String) {
+        self.anomalies.entry(kind).or_default().push(what);
+    }
+
+    pub fn count(&self, kind: &str) -> usize {
+        self.anomalies.get(kind).map_or(0, Vec::len)
+    }
+
+    /// One line of figures.
+    pub fn line(&self) -> String {
+        let faults: Vec<String> = self
+            .faults
+            .iter()
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect();
+        let anomalies: Vec<String> = self
+            .anomalies
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.len()))
+            .collect();
+        format!(
+            "history: {} operations (enqueued {}, unacknowledged {}, claimed {}, completions accepted {} rejected {}, occurrences {}); faults {} [{}]; anomalies {} [{}]",
+            self.operations,
+            self.enqueued,
+            self.enqueue_failed,
+            self.claimed,
+            self.accepted,
+            self.rejected,
+            self.occurrences,
+            self.faults.values().sum::<usize>(),
+            faults.join(" "),
+            self.anomalies.values().map(Vec::len).sum::<usize>(),
+            anomalies.join(" "),
+        )
+    }
+
+    /// Panics with the first few of each kind when there is any anomaly.
+    pub fn assert_clean(&self) {
+        if self.anomalies.is_empty() {
+            return;
+        }
+        let mut text = self.line();
+        for (kind, list) in &self.anomalies {
+            text.push_str(&format!("\n{kind}: {:?}", &list[..list.len().min(10)]));
+        }
+        panic!("{text}");
+    }
+}
+
+const SECOND: i64 = 1_000_000_000;
+
+/// How far apart two nodes' estimates of the database's clock may be: a task enqueued "now" on
+/// one node and claimed at once on another may show a start a few milliseconds before its run
+/// time under load. An early start beyond this is an anomaly.
+pub const CLOCK_TOLERANCE_NS: i64 = 50_000_000;
+
+/// Checks a history (see the module's documentation).
+pub fn check(events: &[Event]) -> Report {
+    let mut r = Report {
+        operations: events.len(),
+        ..Report::default()
+    };
+    let mut acknowledged = BTreeSet::new();
+    let mut claims: BTreeMap<i64, Vec<(i32, i64)>> = BTreeMap::new();
+    let mut accepted: BTreeMap<(i64, i32), usize> = BTreeMap::new();
+    let mut completions = Vec::new();
+    let mut finals = BTreeMap::new();
+    let mut outages = Vec::new();
+    let mut spans = Vec::new();
+    for e in events {
+        match e {
+            Event::Enqueued { id, .. } => {
+                r.enqueued += 1;
+                acknowledged.insert(*id);
+            }
+            Event::EnqueueFailed { .. } => r.enqueue_failed += 1,
+            Event::Claimed {
+                id,
+                attempt,
+                run_at_ns,
+                started_at_ns,
+                at_ns,
+                ..
+            } => {
+                r.claimed += 1;
+                claims.entry(*id).or_default().push((*attempt, *at_ns));
+                if *started_at_ns < run_at_ns - CLOCK_TOLERANCE_NS {
+                    r.anomaly(
+                        "early_start",
+                        format!(
+                            "task {id} attempt {attempt} started {} µs before its run time",
+                            (run_at_ns - started_at_ns) / 1000
+                        ),
+                    );
+                }
+            }
+            Event::Completed {
+                id,
+                attempt,
+                accepted: true,
+                sent_ns,
+                ..
+            } => {
+                r.accepted += 1;
+                *accepted.entry((*id, *attempt)).or_default() += 1;
+                completions.push((*id, *attempt, *sent_ns));
+            }
+            Event::Completed { .. } => r.rejected += 1,
+            Event::Fault { kind, .. } => *r.faults.entry(kind.clone()).or_default() += 1,
+            Event::Outage { from_ns, to_ns } => outages.push((*from_ns, *to_ns)),
+            Event::Final { id, .. } => {
+                finals.insert(*id, e);
+            }
+            Event::EverySecond {
+                schedule,
+                from_ns,
+                to_ns,
+            } => spans.push((schedule.clone(), *from_ns, *to_ns)),
+        }
+    }
+    for id in &acknowledged {
+        match finals.get(id) {
+            Some(Event::Final { state, .. }) => match state.as_str() {
+                "succeeded" if !claims.contains_key(id) => {
+                    r.anomaly("never_ran", format!("task {id} succeeded unclaimed"));
+                }
+                "succeeded" => {}
+                "dead" | "cancelled" => r.anomaly("not_succeeded", format!("task {id}: {state}")),
+                _ => r.anomaly("lost", format!("task {id} is still {state}")),
+            },
+            _ => r.anomaly("lost", format!("task {id} is gone")),
+        }
+    }
+    for ((id, attempt), n) in &accepted {
+        if *n > 1 {
+            r.anomaly(
+                "double_completion",
+                format!("task {id} attempt {attempt} completed {n} times"),
+            );
+        }
+    }
+    let mut successes: BTreeMap<i64, BTreeSet<i32>> = BTreeMap::new();
+    for (id, attempt, sent_ns) in completions {
+        successes.entry(id).or_default().insert(attempt);
+        let later = claims
+            .get(&id)
+            .into_iter()
+            .flatten()
+            .find(|(a, claimed_ns)| *a > attempt && *claimed_ns < sent_ns);
+        if let Some((a, _)) = later {
+            r.anomaly(
+                "stale_completion",
+                format!("task {id}: attempt {attempt} completed after attempt {a} was claimed"),
+            );
+        }
+    }
+    for (id, attempts) in successes {
+        if attempts.len() > 1 {
+            r.anomaly(
+                "succeeded_twice",
+                format!("task {id} succeeded as attempts {attempts:?}"),
+            );
+        }
+    }
+    // Occurrences: by the store's final list, one task each.
+    let mut occurrences: BTreeMap<(String, i64), BTreeSet<i64>> = BTreeMap::new();
+    for e in finals.values() {
+        if let Event::Final {
+            id,
+            schedule: Some(s),
+            nominal_ns: Some(n),
+            ..
+        } = e
+        {
+            occurrences.entry((s.clone(), *n)).or_default().insert(*id);
+        }
+    }
+    r.occurrences = occurrences.len();
+    for ((s, n), ids) in &occurrences {
+        if ids.len() > 1 {
+            r.anomaly(
+                "duplicate_occurrence",
+                format!("{s} at {n} ns ran as tasks {ids:?}"),
+            );
+        }
+    }
+    for (schedule, from_ns, to_ns) in spans {
+        let mut second = from_ns.div_euclid(SECOND) * SECOND;
+        while second <= to_ns {
+            let down = outages.iter().any(|(a, b)| *a <= second && second <= *b);
+            if !down && !occurrences.contains_key(&(schedule.clone(), second)) {
+                r.anomaly("missed_second", format!("{schedule} at {second} ns"));
+            }
+            second += SECOND;
+        }
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claimed(id: i64, attempt: i32, at_ns: i64) -> Event {
+        Event::Claimed {
+            id,
+            attempt,
+            worker: "w".into(),
+            run_at_ns: 0,
+            started_at_ns: at_ns,
+            schedule: None,
+            nominal_ns: None,
+            at_ns,
+        }
+    }
+
+    fn completed(id: i64, attempt: i32, accepted: bool, sent_ns: i64) -> Event {
+        Event::Completed {
+            id,
+            attempt,
+            worker: "w".into(),
+            accepted,
+            sent_ns,
+            at_ns: sent_ns + 1,
+        }
+    }
+
+    fn fin(id: i64, state: &str) -> Event {
+        Event::Final {
+            id,
+            state: state.into(),
+            schedule: None,
+            nominal_ns: None,
+        }
+    }
+
+    fn tick(id: i64, second: i64) -> Event {
+        Event::Final {
+            id,
+            state: "succeeded".into(),
+            schedule: Some("tick".into()),
+            nominal_ns: Some(second * SECOND),
+        }
+    }
+
+    /// A clean history, then each kind of anomaly added to it on its own.
+    #[test]
+    fn each_anomaly_is_found_and_a_clean_history_passes() {
+        let clean = vec![
+            Event::Enqueued { id: 1, at_ns: 1 },
+            Event::EnqueueFailed {
+                status: 503,
+                at_ns: 2,
+            },
+            claimed(1, 1, 10),
+            Event::Fault {
+                kind: "kill".into(),
+                at_ns: 11,
+            },
+            claimed(1, 2, 20),
+            completed(1, 1, false, 21),
+            completed(1, 2, true, 22),
+            fin(1, "succeeded"),
+            tick(5, 100),
+            tick(6, 101),
+            tick(7, 103),
+            Event::Outage {
+                from_ns: 102 * SECOND - 1,
+                to_ns: 102 * SECOND + 1,
+            },
+            Event::EverySecond {
+                schedule: "tick".into(),
+                from_ns: 100 * SECOND,
+                to_ns: 103 * SECOND,
+            },
+        ];
+        let report = check(&clean);
+        report.assert_clean();
+        assert_eq!(
+            (
+                report.enqueued,
+                report.claimed,
+                report.accepted,
+                report.rejected
+            ),
+            (1, 2, 1, 1)
+        );
+        assert_eq!(report.occurrences, 3);
+        assert!(
+            report.line().contains("faults 1 [kill=1]"),
+            "{}",
+            report.line()
+        );
+
+        let with = |extra: Vec<Event>, drop_final: Option<i64>| {
+            let mut events: Vec<Event> = clean
+                .iter()
+                .filter(|e| !matches!(e, Event::Final { id, .. } if Some(*id) == drop_final))
+                .cloned()
+                .collect();
+            events.extend(extra);
+            check(&events)
+        };
+        let cases: Vec<(&str, Report)> = vec![
+            (
+                "lost",
+                with(
+                    vec![Event::Enqueued { id: 2, at_ns: 3 }, fin(2, "available")],
+                    None,
+                ),
+            ),
+            ("lost", with(vec![], Some(1))),
+            (
+                "never_ran",
+                with(
+                    vec![Event::Enqueued { id: 3, at_ns: 3 }, fin(3, "succeeded")],
+                    None,
+                ),
+            ),
+            (
+                "not_succeeded",
+                with(
+                    vec![
+                        Event::Enqueued { id: 4, at_ns: 3 },
+                        claimed(4, 1, 4),
+                        fin(4, "dead"),
+                    ],
+                    None,
+                ),
+            ),
+            (
+                "double_completion",
+                with(vec![completed(1, 2, true, 30)], None),
+            ),
+            (
+                "stale_completion",
+                with(vec![completed(1, 1, true, 25)], None),
+            ),
+            (
+                "succeeded_twice",
+                with(vec![completed(1, 1, true, 15)], None),
+            ),
+            ("duplicate_occurrence", with(vec![tick(8, 101)], None)),
+            ("missed_second", with(vec![], Some(6))),
+            (
+                "early_start",
+                with(
+                    vec![Event::Claimed {
+                        id: 1,
+                        attempt: 3,
+                        worker: "w".into(),
+                        run_at_ns: 2 * CLOCK_TOLERANCE_NS,
+                        started_at_ns: CLOCK_TOLERANCE_NS - 1,
+                        schedule: None,
+                        nominal_ns: None,
+                        at_ns: 40,
+                    }],
+                    None,
+                ),
+            ),
+        ];
+        for (kind, report) in cases {
+            assert!(
+                report.count(kind) >= 1,
+                "{kind} not found: {}",
+                report.line()
+            );
+        }
+    }
+
+    #[test]
+    fn a_torn_last_line_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = Recorder::create(&dir.path().join("a.jsonl"));
+        rec.record(&Event::Enqueued { id: 1, at_ns: 1 });
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.path().join("a.jsonl"))
+            .unwrap()
+            .write_all(b"{\"op\":\"enq")
+            .unwrap();
+        assert_eq!(
+            read_dir(dir.path()),
+            vec![Event::Enqueued { id: 1, at_ns: 1 }]
+        );
+    }
+}
