@@ -78,7 +78,8 @@ pub fn held(current: Option<&Task>, id: TaskId, attempt: i32) -> crate::Result<&
 pub const DEFAULT_TIMEOUT_GRACE: SignedDuration = SignedDuration::from_secs(30);
 
 /// The end of a lease asked to last until `wanted`, for an attempt started at `started_at`:
-/// never later than the task's timeout and `grace` after that start. A worker that ignores the
+/// never later than the task's timeout and `grace` (held between zero and
+/// [`sked_core::MAX_DURATION`]) after that start. A worker that ignores the
 /// timeout but keeps heartbeating so loses the task, which the rescuer then runs again.
 pub fn lease_end(
     started_at: Timestamp,
@@ -86,6 +87,7 @@ pub fn lease_end(
     grace: SignedDuration,
     wanted: Timestamp,
 ) -> Timestamp {
+    let grace = grace.clamp(SignedDuration::ZERO, sked_core::MAX_DURATION);
     let deadline = timeout
         .and_then(|t| started_at.checked_add(t).ok())
         .and_then(|at| at.checked_add(grace).ok());

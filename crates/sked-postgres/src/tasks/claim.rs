@@ -96,9 +96,11 @@ fn lease_end_sql(start: &str, wanted: &str, grace: &str) -> String {
     )
 }
 
-/// The timeout grace in whole milliseconds, as the lease statements take it.
+/// The timeout grace in whole milliseconds, as the lease statements take it: between zero and
+/// the longest duration sked takes, so that the sum with a timeout stays in range.
 pub(crate) fn grace_ms(grace: jiff::SignedDuration) -> i64 {
-    i64::try_from(grace.as_millis()).unwrap_or(i64::MAX)
+    let most = sked_core::MAX_DURATION.as_millis();
+    i64::try_from(grace.as_millis().clamp(0, most)).unwrap_or(0)
 }
 
 pub(crate) async fn claim(
