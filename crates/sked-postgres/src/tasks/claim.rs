@@ -335,22 +335,25 @@ async fn claim_limited(
     tasks_from_rows(&rows)
 }
 
+/// Extends a held attempt's lease (`$1` id, `$2` attempt) until `$3`, or its timeout and the
+/// grace (`$4`, milliseconds) after its start when that comes first; a task with a timeout
+/// whose lease would end by now (`$5`) is not extended, as [`rules::heartbeat`] says.
+static HEARTBEAT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let lease = lease_end_sql("t.started_at", "$3", "$4");
+    format!(
+        "UPDATE sked_tasks t SET lease_expires_at = {lease} \
+         WHERE id = $1 AND state = 'running' AND attempt = $2 \
+           AND (timeout_ms IS NULL OR {lease} > $5::timestamptz) \
+         RETURNING cancel_requested, lease_expires_at"
+    )
+});
+
 pub(crate) async fn heartbeat(c: &mut Object, p: &TaskHeartbeatParams) -> Result<HeartbeatReply> {
     let wanted = p
         .now
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let lease = lease_end_sql("t.started_at", "$3", "$4");
-    let stmt = c
-        .prepare_cached(&format!(
-            "UPDATE sked_tasks t SET lease_expires_at = {lease} \
-             WHERE id = $1 AND state = 'running' AND attempt = $2 \
-               AND (timeout_ms IS NULL \
-                 OR started_at + (timeout_ms + $4::bigint) * interval '1 millisecond' > $5::timestamptz) \
-             RETURNING cancel_requested, lease_expires_at"
-        ))
-        .await
-        .map_err(db_err)?;
+    let stmt = c.prepare_cached(&HEARTBEAT).await.map_err(db_err)?;
     let grace = grace_ms(p.timeout_grace);
     match c
         .query_opt(&stmt, &[&p.id, &p.attempt, &wanted, &grace, &p.now])
