@@ -9,6 +9,11 @@
 //!   nodes subscribe through [`Store::subscribe`] and poll only while the listener is down.
 //! - A dropped connection or a restarted server gives `Unavailable` errors (HTTP 503) for as
 //!   long as it lasts, bounded by timeouts, and the pool reconnects by itself.
+//! - A primary that moves (a multi-host URL with `target_session_attrs=read-write`, and an HA
+//!   manager that fails over) is followed the same way: a connection whose operation failed as
+//!   unavailable or ran out of time is closed rather than handed back to the pool (it may be
+//!   to a server that is now a standby, or hang on a cut network), new connections go to
+//!   whichever host accepts writes, and the listener checks its connection every few seconds.
 
 mod ceiling;
 mod codec;
@@ -92,7 +97,10 @@ impl PgStore {
             .keepalives(true)
             .keepalives_idle(Duration::from_secs(10))
             .keepalives_interval(Duration::from_secs(5))
-            .keepalives_retries(3);
+            .keepalives_retries(3)
+            // Keepalives are not sent while a request waits for its acknowledgement: a cut
+            // network would otherwise hold such a connection for the kernel's fifteen minutes.
+            .tcp_user_timeout(Duration::from_secs(30));
         if config.get_application_name().is_none() {
             config.application_name("sked");
         }
@@ -197,7 +205,10 @@ impl PgStore {
         }
     }
 
-    /// Runs one operation on a pooled connection, bounded by the operation timeout.
+    /// Runs one operation on a pooled connection, bounded by the operation timeout. A
+    /// connection whose operation failed as unavailable, or ran out of time, is closed instead
+    /// of going back to the pool: it may lead to a server that no longer takes writes, or
+    /// hang on a cut network, and the next operation must not inherit it.
     async fn op<T, F>(&self, f: F) -> Result<T>
     where
         F: AsyncFnOnce(&mut deadpool_postgres::Object, &str) -> Result<T>,
@@ -205,8 +216,12 @@ impl PgStore {
         self.operations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let work = async {
-            let mut client = self.client().await?;
-            f(&mut client, &self.channel).await
+            let mut client = Suspect(Some(self.client().await?));
+            let result = f(client.0.as_mut().unwrap(), &self.channel).await;
+            if !matches!(result, Err(StoreError::Unavailable(_))) {
+                client.clear();
+            }
+            result
         };
         match tokio::time::timeout(self.op_timeout, work).await {
             Ok(r) => r,
@@ -214,6 +229,24 @@ impl PgStore {
                 "PostgreSQL did not answer within {:?}",
                 self.op_timeout
             ))),
+        }
+    }
+}
+
+/// A pooled connection that is closed when dropped, unless [`Suspect::clear`]ed first: then
+/// it goes back to the pool. Dropped mid-operation (the operation timed out), it is closed.
+struct Suspect(Option<deadpool_postgres::Object>);
+
+impl Suspect {
+    fn clear(&mut self) {
+        self.0.take();
+    }
+}
+
+impl Drop for Suspect {
+    fn drop(&mut self) {
+        if let Some(object) = self.0.take() {
+            drop(deadpool_postgres::Object::take(object));
         }
     }
 }

@@ -12,7 +12,11 @@
 //!
 //! One dedicated connection per store listens and turns notifications into [`StoreEvent`]s.
 //! When it drops, subscribers get [`StoreEvent::Deaf`] and poll; it reconnects with backoff and
-//! sends [`StoreEvent::Listening`] once it is back.
+//! sends [`StoreEvent::Listening`] once it is back. A listening connection hears nothing when
+//! its network is cut or its server has become a standby (after a failover), so every
+//! [`CHECK_EVERY`] it asks its server whether it is still the primary, and reconnects (through
+//! the URL's hosts, to the one that takes writes) when the answer is no or does not come
+//! within [`CHECK_TIMEOUT`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +30,12 @@ use tokio_postgres::AsyncMessage;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::tasks::cursor::{ClaimCursors, Key};
+
+/// How often the listening connection checks that its server answers and takes writes.
+pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// How long that check may take before the connection counts as lost.
+pub(crate) const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The channel of one schema's announcements.
 pub(crate) fn channel_for(schema: &str) -> String {
@@ -152,8 +162,11 @@ async fn listen_once(
     events: &broadcast::Sender<StoreEvent>,
     cursors: &ClaimCursors,
     up: &AtomicBool,
-) -> Result<(), tokio_postgres::Error> {
-    let (client, mut connection) = config.connect(tls.clone()).await?;
+) -> Result<(), String> {
+    let (client, mut connection) = config
+        .connect(tls.clone())
+        .await
+        .map_err(|e| e.to_string())?;
     let (tx, mut rx) = mpsc::unbounded_channel();
     // The connection must be polled for the client's queries to make progress; its messages
     // are the notifications.
@@ -177,22 +190,36 @@ async fn listen_once(
     let listened = client.batch_execute(&format!("LISTEN \"{channel}\"")).await;
     if let Err(e) = listened {
         driver.abort();
-        return Err(e);
+        return Err(e.to_string());
     }
     tracing::debug!(%channel, "listening for announcements");
     up.store(true, Ordering::SeqCst);
     cursors.forget();
     let _ = events.send(StoreEvent::Listening);
+    let mut check =
+        tokio::time::interval_at(tokio::time::Instant::now() + CHECK_EVERY, CHECK_EVERY);
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let result = loop {
-        match rx.recv().await {
-            Some(Ok(payload)) => {
-                move_claims_back(cursors, &payload);
-                if let Some(event) = parse(&payload) {
-                    let _ = events.send(event);
+        tokio::select! {
+            message = rx.recv() => match message {
+                Some(Ok(payload)) => {
+                    move_claims_back(cursors, &payload);
+                    if let Some(event) = parse(&payload) {
+                        let _ = events.send(event);
+                    }
+                }
+                Some(Err(e)) => break Err(e.to_string()),
+                None => break Ok(()),
+            },
+            _ = check.tick() => {
+                let asked = client.query_one("SELECT pg_is_in_recovery()", &[]);
+                match tokio::time::timeout(CHECK_TIMEOUT, asked).await {
+                    Ok(Ok(row)) if !row.get::<_, bool>(0) => {}
+                    Ok(Ok(_)) => break Err("its server has become a standby".into()),
+                    Ok(Err(e)) => break Err(e.to_string()),
+                    Err(_) => break Err(format!("its server did not answer within {CHECK_TIMEOUT:?}")),
                 }
             }
-            Some(Err(e)) => break Err(e),
-            None => break Ok(()),
         }
     };
     driver.abort();
