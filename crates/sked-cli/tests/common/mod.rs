@@ -118,6 +118,13 @@ impl Server {
         self.child.is_some()
     }
 
+    /// Whether the process started last is still alive (it has not exited by itself).
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+
     pub fn sked(&self, args: &[&str]) -> Output {
         Command::new(SKED)
             .args(args)

@@ -12,7 +12,7 @@ pub struct PrivatePg {
     pub port: u16,
 }
 
-fn pg_bin_dir() -> Option<PathBuf> {
+pub fn pg_bin_dir() -> Option<PathBuf> {
     let out = Command::new("pg_config").arg("--bindir").output().ok();
     let from_config = out
         .filter(|o| o.status.success())
@@ -29,7 +29,31 @@ fn pg_bin_dir() -> Option<PathBuf> {
         .find(|d| d.join("initdb").exists() && d.join("pg_ctl").exists())
 }
 
-fn is_root() -> bool {
+/// Skips a test for want of `what` (`None`), or fails it under CI, which must run it.
+pub fn missing<T>(what: &str) -> Option<T> {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{what} missing, and CI must run this test"
+    );
+    eprintln!("{what} missing: skipping");
+    None
+}
+
+/// A temporary directory that the `postgres` user owns when the test runs as root.
+pub fn postgres_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    if is_root() {
+        let ok = Command::new("chown")
+            .args(["-R", "postgres:", &dir.path().display().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "cannot hand the directory to the postgres user");
+    }
+    dir
+}
+
+pub fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
@@ -47,22 +71,9 @@ impl PrivatePg {
     /// A new cluster, not started yet, so that its configuration can be changed first.
     pub fn init() -> Option<PrivatePg> {
         let Some(bin) = pg_bin_dir() else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "PostgreSQL's server binaries (initdb, pg_ctl) are missing, and CI must run this test"
-            );
-            eprintln!("no initdb/pg_ctl: skipping");
-            return None;
+            return missing("PostgreSQL's server binaries (initdb, pg_ctl)");
         };
-        let dir = tempfile::tempdir().unwrap();
-        if is_root() {
-            let ok = Command::new("chown")
-                .args(["-R", "postgres:", &dir.path().display().to_string()])
-                .status()
-                .unwrap()
-                .success();
-            assert!(ok, "cannot hand the directory to the postgres user");
-        }
+        let dir = postgres_dir();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()

@@ -17,7 +17,9 @@
 //!   test measured, with no task;
 //! - `early_start`: a task started before its run time by more than [`CLOCK_TOLERANCE_NS`]
 //!   (the start by the database's clock as the claiming node estimates it; the run time as the
-//!   client or the enqueuing node gave it).
+//!   client or the enqueuing node gave it);
+//! - `server_error`: a request answered with a 5xx other than 503 (a fault must give
+//!   `unavailable`, never an internal error).
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -62,6 +64,13 @@ pub enum Event {
         worker: String,
         accepted: bool,
         sent_ns: i64,
+        at_ns: i64,
+    },
+    /// A worker's request (`claim`, `heartbeat`, `finish`) answered otherwise than 200;
+    /// `status` 0 when there was no answer.
+    Failed {
+        request: String,
+        status: u16,
         at_ns: i64,
     },
     /// A fault the test injected.
@@ -131,6 +140,8 @@ pub struct Report {
     pub accepted: usize,
     pub rejected: usize,
     pub occurrences: usize,
+    /// Requests answered 503 `unavailable`, enqueues and workers' requests together.
+    pub unavailable: usize,
     pub faults: BTreeMap<String, usize>,
     pub anomalies: BTreeMap<&'static str, Vec<String>>,
 }
@@ -138,6 +149,18 @@ pub struct Report {
 impl Report {
     fn anomaly(&mut self, kind: &'static str, what: String) {
         self.anomalies.entry(kind).or_default().push(what);
+    }
+
+    /// Counts a 503, and takes any other 5xx for an anomaly.
+    fn answered(&mut self, op: &str, status: u16, at_ns: i64) {
+        match status {
+            503 => self.unavailable += 1,
+            500..=599 => self.anomaly(
+                "server_error",
+                format!("{op} answered {status} at {at_ns} ns"),
+            ),
+            _ => {}
+        }
     }
 
     pub fn count(&self, kind: &str) -> usize {
@@ -157,10 +180,11 @@ impl Report {
             .map(|(k, v)| format!("{k}={}", v.len()))
             .collect();
         format!(
-            "history: {} operations (enqueued {}, unacknowledged {}, claimed {}, completions accepted {} rejected {}, occurrences {}); faults {} [{}]; anomalies {} [{}]",
+            "history: {} operations (enqueued {}, unacknowledged {}, answered 503 {}, claimed {}, completions accepted {} rejected {}, occurrences {}); faults {} [{}]; anomalies {} [{}]",
             self.operations,
             self.enqueued,
             self.enqueue_failed,
+            self.unavailable,
             self.claimed,
             self.accepted,
             self.rejected,
@@ -211,7 +235,15 @@ pub fn check(events: &[Event]) -> Report {
                 r.enqueued += 1;
                 acknowledged.insert(*id);
             }
-            Event::EnqueueFailed { .. } => r.enqueue_failed += 1,
+            Event::EnqueueFailed { status, at_ns } => {
+                r.enqueue_failed += 1;
+                r.answered("enqueue", *status, *at_ns);
+            }
+            Event::Failed {
+                request,
+                status,
+                at_ns,
+            } => r.answered(request, *status, *at_ns),
             Event::Claimed {
                 id,
                 attempt,
@@ -391,6 +423,16 @@ mod tests {
                 at_ns: 2,
             },
             claimed(1, 1, 10),
+            Event::Failed {
+                request: "finish".into(),
+                status: 503,
+                at_ns: 10,
+            },
+            Event::Failed {
+                request: "claim".into(),
+                status: 0,
+                at_ns: 10,
+            },
             Event::Fault {
                 kind: "kill".into(),
                 at_ns: 11,
@@ -424,6 +466,7 @@ mod tests {
             (1, 2, 1, 1)
         );
         assert_eq!(report.occurrences, 3);
+        assert_eq!(report.unavailable, 2, "503s are counted, not anomalies");
         assert!(
             report.line().contains("faults 1 [kill=1]"),
             "{}",
@@ -492,6 +535,27 @@ mod tests {
                         schedule: None,
                         nominal_ns: None,
                         at_ns: 40,
+                    }],
+                    None,
+                ),
+            ),
+            (
+                "server_error",
+                with(
+                    vec![Event::EnqueueFailed {
+                        status: 500,
+                        at_ns: 41,
+                    }],
+                    None,
+                ),
+            ),
+            (
+                "server_error",
+                with(
+                    vec![Event::Failed {
+                        request: "heartbeat".into(),
+                        status: 502,
+                        at_ns: 41,
                     }],
                     None,
                 ),

@@ -1,0 +1,184 @@
+//! PostgreSQL failover under a running sked cluster: a pg_auto_failover formation (a monitor,
+//! a primary and a synchronous secondary, see [`crate::formation`]), two `sked server` nodes
+//! on a multi-host URL with `target_session_attrs=read-write`, protocol workers, a client
+//! enqueueing and an every-second schedule, while the primary fails over.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::common::{Server, wait_for};
+use crate::formation::Formation;
+use crate::history::{self, Event, Recorder, now_ns};
+use crate::load::{self, Worker, enqueue};
+
+/// The longest a failover may keep enqueues from being acknowledged.
+const RECOVERY_LIMIT: Duration = Duration::from_secs(30);
+
+/// What one failover looked like to the enqueuing client.
+#[derive(Debug)]
+struct Recovery {
+    /// From the fault to the first acknowledged enqueue after the last unacknowledged one.
+    took: Duration,
+    /// Enqueues without an acknowledgement in that time, and how many of them were 503s.
+    refused: usize,
+    unavailable: usize,
+}
+
+/// Reads the client's history after a fault at `fault_ns`: waits until the enqueuer has had
+/// acknowledgements for two seconds without a refusal, and measures the gap.
+fn recovery(log: &std::path::Path, fault_ns: i64) -> Recovery {
+    let mut found = None;
+    wait_for(
+        "enqueues to be acknowledged again",
+        RECOVERY_LIMIT * 2,
+        || {
+            let text = std::fs::read_to_string(log).unwrap();
+            let events: Vec<Event> = text
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect();
+            let after = |at: i64| at >= fault_ns;
+            let last_refused = events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::EnqueueFailed { at_ns, .. } if after(*at_ns) => Some(*at_ns),
+                    _ => None,
+                })
+                .max()
+                .unwrap_or(fault_ns);
+            let first_ack = events.iter().find_map(|e| match e {
+                Event::Enqueued { at_ns, .. } if *at_ns > last_refused => Some(*at_ns),
+                _ => None,
+            });
+            let quiet = now_ns() - last_refused > 2_000_000_000;
+            if let (Some(ack), true) = (first_ack, quiet) {
+                let refused: Vec<u16> = events
+                    .iter()
+                    .filter_map(|e| match e {
+                        Event::EnqueueFailed { status, at_ns } if after(*at_ns) => Some(*status),
+                        _ => None,
+                    })
+                    .collect();
+                found = Some(Recovery {
+                    took: Duration::from_nanos((ack - fault_ns) as u64),
+                    refused: refused.len(),
+                    unavailable: refused.iter().filter(|s| **s == 503).count(),
+                });
+            }
+            found.is_some()
+        },
+    );
+    found.unwrap()
+}
+
+/// The primary fails over twice, once by `pg_autoctl perform failover` and once by `kill -9`
+/// of its node (postmaster and keeper), and between the two its postmaster alone is killed
+/// (its keeper restarts it, or the monitor fails over), under two sked nodes, four protocol workers, an enqueuing client and an
+/// every-second schedule (catch-up `all`). Neither sked process restarts; every acknowledged
+/// task succeeds; each failover is over for the client (enqueues acknowledged again) within
+/// 30 s; requests in between are answered 503, never 500; the checker finds no anomaly.
+#[test]
+fn failovers_of_the_primary_lose_nothing() {
+    let _alone = crate::alone();
+    let Some(mut formation) = Formation::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let hist = dir.path().join("history");
+    std::fs::create_dir(&hist).unwrap();
+    let client_log = hist.join("client.jsonl");
+    let rec = Arc::new(Recorder::create(&client_log));
+    let url = formation.url();
+    let mut servers: Vec<Server> = (0..2)
+        .map(|i| {
+            Server::start_on(
+                dir.path(),
+                &url,
+                &["--lease-ttl", "2s"],
+                &[],
+                &format!("server{i}.log"),
+            )
+        })
+        .collect();
+    let urls: Vec<String> = servers.iter().map(|s| s.url.clone()).collect();
+    let span_from = load::add_tick(&urls[0]);
+    let workers: Vec<Worker> = (0..4)
+        .map(|i| {
+            let kind = if i < 3 { "hist" } else { "hist_slow" };
+            Worker::start(&format!("worker{i}"), kind, &urls, &hist)
+        })
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let enqueuer = {
+        let (urls, rec, stop) = (urls.clone(), rec.clone(), stop.clone());
+        std::thread::spawn(move || enqueue(urls, rec, 500, stop))
+    };
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs(4));
+
+    let mut recoveries = Vec::new();
+    // `kill_postmaster` leaves the keeper, which may restart PostgreSQL in place rather than
+    // fail over; `kill_node` kills both, and the monitor must fail over.
+    for fault in ["perform_failover", "kill_postmaster", "kill_node"] {
+        formation.wait_stable(Duration::from_secs(90));
+        let old = formation.primary();
+        let at_ns = now_ns();
+        rec.record(&Event::Fault {
+            kind: fault.into(),
+            at_ns,
+        });
+        match fault {
+            "perform_failover" => formation.perform_failover(),
+            "kill_postmaster" => formation.kill_postmaster(old),
+            _ => formation.kill_node(old),
+        }
+        let r = recovery(&client_log, at_ns);
+        eprintln!("{fault}: {r:?}");
+        if fault != "kill_postmaster" {
+            wait_for(
+                "the other node to be primary",
+                Duration::from_secs(60),
+                || {
+                    formation.states().iter().any(|n| {
+                        // `wait_primary`: a primary without a secondary (the old one is dead).
+                        matches!(n.reported.as_str(), "primary" | "wait_primary")
+                            && n.port != formation.ports[old]
+                    })
+                },
+            );
+        }
+        recoveries.push((fault, r));
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let acknowledged = enqueuer.join().unwrap();
+    let faulted_for = started.elapsed();
+
+    let listed = load::settle(&urls, &rec, span_from);
+    drop(workers);
+    for (i, s) in servers.iter_mut().enumerate() {
+        assert!(s.alive(), "sked server {i} exited");
+    }
+    drop(servers);
+
+    let report = history::check(&history::read_dir(&hist));
+    eprintln!("{}", report.line());
+    eprintln!("{acknowledged} tasks acknowledged, {listed} listed at the end, in {faulted_for:?}");
+    for (fault, r) in &recoveries {
+        eprintln!(
+            "{fault}: enqueues acknowledged again {:.2} s after the fault; {} refused meanwhile, {} of them 503",
+            r.took.as_secs_f64(),
+            r.refused,
+            r.unavailable
+        );
+    }
+    if !report.anomalies.is_empty() {
+        eprintln!("{}", formation.logs());
+    }
+    report.assert_clean();
+    for (fault, r) in &recoveries {
+        assert!(r.took <= RECOVERY_LIMIT, "{fault}: {r:?}");
+    }
+    assert!(report.occurrences >= 10, "{}", report.line());
+}
