@@ -111,8 +111,10 @@ struct Inner {
     leases_changed: Notify,
     /// The store announces other processes' changes and its listener is up: no need to poll.
     announced: AtomicBool,
-    /// This node holds the leader lease (set by [`crate::maintenance`]).
-    leader: AtomicBool,
+    /// Until when this node may act as leader, on the monotonic clock (set by
+    /// [`crate::maintenance`]): leadership lapses by itself at that instant, even while the
+    /// elector waits for a database that does not answer.
+    leader_until: Mutex<Option<tokio::time::Instant>>,
     /// When the next waiting task is due, as far as this node knows.
     next_due: Mutex<wake::DueHint>,
     finisher: FinishBatcher,
@@ -148,7 +150,7 @@ impl Engine {
             schedules_changed: Notify::new(),
             leases_changed: Notify::new(),
             announced: AtomicBool::new(false),
-            leader: AtomicBool::new(false),
+            leader_until: Mutex::new(None),
             next_due: Mutex::new(wake::DueHint::default()),
             finisher,
             metrics: Metrics::new(),
@@ -182,11 +184,12 @@ impl Engine {
 
     /// Whether this node holds the leader lease and does the leader-only duties.
     pub fn is_leader(&self) -> bool {
-        self.inner.leader.load(Ordering::Relaxed)
+        lock(&self.inner.leader_until).is_some_and(|until| tokio::time::Instant::now() < until)
     }
 
-    pub(crate) fn set_leader(&self, leader: bool) {
-        self.inner.leader.store(leader, Ordering::Relaxed);
+    /// Makes this node the leader until `until` (`None`: not the leader).
+    pub(crate) fn set_leader(&self, until: Option<tokio::time::Instant>) {
+        *lock(&self.inner.leader_until) = until;
     }
 
     pub(crate) fn metrics(&self) -> &Metrics {

@@ -4,6 +4,9 @@
 //! - The leader renews its lease every third of its TTL. It counts its leadership from before
 //!   each renewal request, on its own monotonic clock, and stops two thirds into the TTL: a
 //!   node that cannot renew stops its duties before its lease can expire and be taken over.
+//!   Its leadership is a deadline ([`Engine::is_leader`] turns false at it by itself), and a
+//!   renewal that gets no answer is given up at that deadline, so a node cut off from its
+//!   database (requests that hang rather than fail) steps down on time too.
 //! - A follower sleeps until the current lease expires (or is given up, when the store
 //!   announces it) and then tries to take it, so a dead leader is replaced within its TTL.
 //!
@@ -64,15 +67,24 @@ impl Elector {
         let node = &engine.config().node_id;
         let mut became = false;
         if mono >= self.next_try {
-            let acquired = engine
-                .store()
-                .lease_acquire(LeaseAcquireParams {
-                    name: LEADER_LEASE.into(),
-                    holder: node.clone(),
-                    ttl: self.config.ttl,
-                    now: engine.now(),
-                })
-                .await;
+            // A leader waits for the answer until its leadership ends; a follower a TTL.
+            let wait = match self.leader_until {
+                Some(until) => until.saturating_duration_since(mono),
+                None => to_std(self.config.ttl),
+            };
+            let request = engine.store().lease_acquire(LeaseAcquireParams {
+                name: LEADER_LEASE.into(),
+                holder: node.clone(),
+                ttl: self.config.ttl,
+                now: engine.now(),
+            });
+            let acquired = tokio::time::timeout(wait, request)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(sked_store::StoreError::Unavailable(format!(
+                        "no answer within {wait:?}"
+                    )))
+                });
             self.next_try = mono + to_std(self.config.ttl / 3);
             match acquired {
                 Ok(Some(lease)) => {
@@ -102,7 +114,7 @@ impl Elector {
         if !leader && self.leader_until.take().is_some() {
             tracing::warn!(node = %node, "could not renew leadership in time; duties stopped");
         }
-        engine.set_leader(leader);
+        engine.set_leader(self.leader_until.filter(|_| leader));
         Step {
             leader,
             became,
@@ -118,7 +130,7 @@ impl Elector {
 
     /// Gives the lease up, if this node holds it, so that another node takes over at once.
     pub async fn resign(&mut self, engine: &Engine) {
-        engine.set_leader(false);
+        engine.set_leader(None);
         if self.leader_until.take().is_some() {
             let _ = engine
                 .store()
@@ -201,6 +213,29 @@ mod tests {
         assert!(
             !sa.leader && !a.is_leader(),
             "the old leader lost the lease"
+        );
+    }
+
+    /// A node whose renewals hang (its network is cut) is no longer the leader two thirds
+    /// into the TTL, whether or not its elector runs again by then.
+    #[tokio::test(start_paused = true)]
+    async fn leadership_lapses_at_its_deadline_by_itself() {
+        let env = Env::new();
+        let a = env.node("a");
+        let t0 = Instant::now();
+        let mut ea = Elector::new(
+            LeaderConfig {
+                ttl: SignedDuration::from_secs(3),
+            },
+            t0,
+        );
+        assert!(ea.step(&a, t0).await.leader);
+        tokio::time::advance(Duration::from_millis(1999) - t0.elapsed()).await;
+        assert!(a.is_leader());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(
+            !a.is_leader(),
+            "no step ran, and still the leadership ended"
         );
     }
 

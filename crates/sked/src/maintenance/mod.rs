@@ -84,8 +84,13 @@ pub async fn run(engine: Engine, config: MaintenanceConfig, mut shutdown: watch:
         if *shutdown.borrow() {
             break;
         }
-        // This node's sign of life, for the dashboard's list of nodes (written every minute).
-        engine.seen(&presence.id, || presence.clone()).await;
+        // This node's sign of life, for the dashboard's list of nodes (written every minute);
+        // a database that does not answer must not hold the election up.
+        let _ = tokio::time::timeout(
+            to_std(config.leader.ttl / 3),
+            engine.seen(&presence.id, || presence.clone()),
+        )
+        .await;
         // Listen before working, so a change during the pass is not missed.
         let schedules_changed = engine.schedules_changed().notified();
         let leases_changed = engine.leases_changed().notified();
@@ -99,35 +104,42 @@ pub async fn run(engine: Engine, config: MaintenanceConfig, mut shutdown: watch:
         let mut wake_at = step
             .next_try
             .min(Instant::now() + crate::engine::BEAT_EVERY);
-        if step.leader {
-            if Instant::now() >= next_schedules {
-                next_schedules = Instant::now() + scheduler.pass_and_plan(&engine).await;
-            }
-            if Instant::now() >= next_rescue {
-                if let Err(e) = rescuer.pass(&engine).await {
-                    tracing::warn!(error = %e, "rescue failed");
+        if let (true, Some(until)) = (step.leader, step.leader_until) {
+            // The duties end with the leadership, even mid-request.
+            let duties = async {
+                if Instant::now() >= next_schedules {
+                    next_schedules = Instant::now() + scheduler.pass_and_plan(&engine).await;
                 }
-                next_rescue = Instant::now() + to_std(rescuer.config().interval);
-            }
-            if Instant::now() >= next_prune {
-                let pruned = match pruner.pass(&engine).await {
-                    Ok(n) => {
-                        if n > 0 {
-                            tracing::info!(count = n, "pruned finished tasks");
+                if Instant::now() >= next_rescue {
+                    if let Err(e) = rescuer.pass(&engine).await {
+                        tracing::warn!(error = %e, "rescue failed");
+                    }
+                    next_rescue = Instant::now() + to_std(rescuer.config().interval);
+                }
+                if Instant::now() >= next_prune {
+                    let pruned = match pruner.pass(&engine).await {
+                        Ok(n) => {
+                            if n > 0 {
+                                tracing::info!(count = n, "pruned finished tasks");
+                            }
+                            n
                         }
-                        n
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "pruning failed");
-                        0
-                    }
-                };
-                next_prune = Instant::now() + pruner.wait_after(pruned);
+                        Err(e) => {
+                            tracing::warn!(error = %e, "pruning failed");
+                            0
+                        }
+                    };
+                    next_prune = Instant::now() + pruner.wait_after(pruned);
+                }
+            };
+            if tokio::time::timeout_at(until, duties).await.is_err() {
+                tracing::warn!("the leader's duties outlasted its leadership; stopped");
             }
-            wake_at = wake_at.min(next_rescue).min(next_prune).min(next_schedules);
-            if let Some(until) = step.leader_until {
-                wake_at = wake_at.min(until);
-            }
+            wake_at = wake_at
+                .min(next_rescue)
+                .min(next_prune)
+                .min(next_schedules)
+                .min(until);
         }
         tokio::select! {
             _ = &mut schedules_changed, if step.leader => next_schedules = Instant::now(),
