@@ -69,7 +69,8 @@ pub struct WorkerArgs {
 
 /// The protocol worker, run as a child process by the fault tests (it does nothing when run
 /// as a test): claims tasks of its kind with a long-poll from whichever server answers, "runs"
-/// them (heartbeating slow ones), and reports them in one batch. Every claim, every answered
+/// them (heartbeating slow ones), and reports them in one batch to the server it claimed them
+/// from, again until that server answers. Every claim, every answered
 /// completion and every answer other than 200 is recorded.
 pub fn worker_main() {
     let Ok(args) = std::env::var("SKED_HISTORY_WORKER") else {
@@ -132,19 +133,24 @@ pub fn worker_main() {
             .iter()
             .map(|t| json!({"id": t["id"], "attempt": t["attempt"], "outcome": "succeeded"}))
             .collect();
-        let sent_ns = now_ns();
-        let answer = http(
-            url,
-            "POST",
-            "/v1/finish",
-            &json!({"results": results}),
-            Duration::from_secs(5),
-        );
-        // No answer: whether the server took the endings is unknown, so no completion is
-        // recorded.
-        if !matches!(answer, Ok((200, _))) {
+        // Unavailable or no answer: sent again to the same server, as a worker keeps its
+        // results until they are taken, for up to a minute. Without an answer whether the
+        // server took them is unknown, so no completion is recorded.
+        let given_up = Instant::now() + Duration::from_secs(60);
+        let (sent_ns, answer) = loop {
+            let sent_ns = now_ns();
+            let body = json!({"results": results});
+            let answer = http(url, "POST", "/v1/finish", &body, Duration::from_secs(5));
+            if matches!(answer, Ok((200, _))) {
+                break (sent_ns, answer);
+            }
             refused(&rec, "finish", &answer);
-        }
+            let again = matches!(answer, Ok((503, _)) | Err(_));
+            if !again || Instant::now() > given_up {
+                break (sent_ns, answer);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
         if let Ok((200, answer)) = answer {
             let at_ns = now_ns();
             for (t, r) in tasks.iter().zip(answer["results"].as_array().unwrap()) {

@@ -3,7 +3,9 @@
 //! - [`kill_loop`]: servers and protocol workers killed with `kill -9` and paused with SIGSTOP
 //!   in a loop, with servers' clocks an hour apart;
 //! - [`failover`]: the PostgreSQL primary failed over under a running cluster, with
-//!   pg_auto_failover ([`formation`]).
+//!   pg_auto_failover ([`formation`]);
+//! - [`partition`]: the leading node cut off from PostgreSQL by a fault proxy ([`proxy`]),
+//!   its connections hanging rather than failing.
 //!
 //! They need `SKED_TEST_DATABASE_URL` or pg_auto_failover (skipped without them, except under
 //! CI), and run one at a time: they load the machine and measure recovery times.
@@ -20,6 +22,8 @@ mod formation;
 mod history;
 mod kill_loop;
 mod load;
+mod partition;
+mod proxy;
 
 use std::sync::{Mutex, MutexGuard};
 
