@@ -91,15 +91,7 @@ fn failovers_of_the_primary_lose_nothing() {
     let rec = Arc::new(Recorder::create(&client_log));
     let url = formation.url();
     let mut servers: Vec<Server> = (0..2)
-        .map(|i| {
-            Server::start_on(
-                dir.path(),
-                &url,
-                &["--lease-ttl", "2s"],
-                &[],
-                &format!("server{i}.log"),
-            )
-        })
+        .map(|i| load::node(dir.path(), &url, &[], i))
         .collect();
     let urls: Vec<String> = servers.iter().map(|s| s.url.clone()).collect();
     let span_from = load::add_tick(&urls[0]);

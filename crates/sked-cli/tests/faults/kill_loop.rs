@@ -31,15 +31,7 @@ fn kill_9_loop_of_servers_and_workers_loses_nothing() {
     let mut servers: Vec<Server> = ["-1h", "0s", "1h"]
         .iter()
         .enumerate()
-        .map(|(i, skew)| {
-            Server::start_on(
-                dir.path(),
-                &schema.url(),
-                &["--lease-ttl", "2s"],
-                &[("SKED_CLOCK_SKEW", skew)],
-                &format!("server{i}.log"),
-            )
-        })
+        .map(|(i, skew)| load::node(dir.path(), &schema.url(), &[("SKED_CLOCK_SKEW", skew)], i))
         .collect();
     let urls: Vec<String> = servers.iter().map(|s| s.url.clone()).collect();
     let span_from = load::add_tick(&urls[0]);

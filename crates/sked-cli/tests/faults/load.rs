@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::wait_for;
+use crate::common::{Server, wait_for};
 use crate::history::{Event, Recorder, now_ns};
 
 /// One HTTP/1.0 request with a JSON body; `Err` when the server cannot be reached or does not
@@ -369,4 +369,16 @@ pub fn settle(urls: &[String], rec: &Recorder, span_from: i64) -> usize {
         unfinished(&urls[urls.len() - 1]) == Some(0)
     });
     record_finals(&urls[0], rec)
+}
+
+/// The fault tests' `sked server` node number `i` on `db` (lease TTL 2 s, the leader lease's
+/// too), logging to `server<i>.log` in `dir`.
+pub fn node(dir: &Path, db: &str, env: &[(&str, &str)], i: usize) -> Server {
+    Server::start_on(
+        dir,
+        db,
+        &["--lease-ttl", "2s"],
+        env,
+        &format!("server{i}.log"),
+    )
 }

@@ -63,13 +63,7 @@ fn a_leader_cut_off_from_postgres_is_replaced_and_rejoins() {
         .enumerate()
         .map(|(i, p)| {
             let db = base.replacen(&upstream, &format!("127.0.0.1:{}", p.port), 1);
-            Server::start_on(
-                dir.path(),
-                &db,
-                &["--lease-ttl", "2s"],
-                &[],
-                &format!("server{i}.log"),
-            )
+            load::node(dir.path(), &db, &[], i)
         })
         .collect();
     let urls: Vec<String> = servers.iter().map(|s| s.url.clone()).collect();
