@@ -1,7 +1,7 @@
 //! A pg_auto_failover formation of a test's own: a monitor and two PostgreSQL nodes (a primary
 //! and a synchronous secondary), each a `pg_autoctl … --run` process with its own data
-//! directory and port in a temporary directory, run as the `postgres` user when the test is
-//! root. Needs Debian's `pg-auto-failover-cli` and `postgresql-15-auto-failover` (`.ci/run`
+//! directory and port in a temporary directory, run as the `postgres` user (the test runs as
+//! root). Needs Debian's `pg-auto-failover-cli` and `postgresql-15-auto-failover` (`.ci/run`
 //! installs them); a test that asks for a formation is skipped without them unless `CI` is set.
 //!
 //! Dropping the formation kills every process it started (each `pg_autoctl` leads a process
@@ -21,8 +21,8 @@ use crate::common::{free_port, wait_for};
 pub struct Formation {
     dir: tempfile::TempDir,
     bin: PathBuf,
-    /// The `postgres` user's ids when the test runs as root.
-    user: Option<(u32, u32)>,
+    /// The `postgres` user's ids.
+    user: (u32, u32),
     pub monitor_port: u16,
     /// The data nodes' ports, `n1` then `n2`.
     pub ports: [u16; 2],
@@ -46,12 +46,14 @@ impl Formation {
             .arg("--version")
             .output()
             .is_ok_and(|o| o.status.success());
-        let bin = pg_bin_dir().filter(|_| installed);
+        // As root, its PostgreSQL instances run as the `postgres` user, who may write their
+        // sockets to /var/run/postgresql.
+        let bin = pg_bin_dir().filter(|_| installed && is_root());
         let Some(bin) = bin else {
-            return missing("pg_autoctl or PostgreSQL's server binaries");
+            return missing("pg_autoctl, PostgreSQL's server binaries or root");
         };
         let dir = postgres_dir();
-        let user = is_root().then(|| (id_of("-u"), id_of("-g")));
+        let user = (id_of("-u"), id_of("-g"));
         let mut f = Formation {
             dir,
             bin,
@@ -152,9 +154,7 @@ impl Formation {
             .env("XDG_RUNTIME_DIR", home.join("run"))
             .env("PG_CONFIG", self.bin.join("pg_config"))
             .current_dir(home);
-        if let Some((uid, gid)) = self.user {
-            cmd.uid(uid).gid(gid);
-        }
+        cmd.uid(self.user.0).gid(self.user.1);
         cmd
     }
 
@@ -199,9 +199,7 @@ impl Formation {
         ])
         .args(["-v", "ON_ERROR_STOP=1", "-Atc", sql])
         .current_dir(self.dir.path());
-        if let Some((uid, gid)) = self.user {
-            psql.uid(uid).gid(gid);
-        }
+        psql.uid(self.user.0).gid(self.user.1);
         let out = psql.output().ok()?;
         out.status
             .success()
