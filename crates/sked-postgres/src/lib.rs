@@ -13,7 +13,7 @@
 //!   manager that fails over) is followed the same way: a connection whose operation failed as
 //!   unavailable or ran out of time is closed rather than handed back to the pool (it may be
 //!   to a server that is now a standby, or hang on a cut network), new connections go to
-//!   whichever host accepts writes, and the listener checks its connection every few seconds.
+//!   whichever host accepts writes, and the listener checks its own connection then.
 
 mod ceiling;
 mod codec;
@@ -208,7 +208,8 @@ impl PgStore {
     /// Runs one operation on a pooled connection, bounded by the operation timeout. A
     /// connection whose operation failed as unavailable, or ran out of time, is closed instead
     /// of going back to the pool: it may lead to a server that no longer takes writes, or
-    /// hang on a cut network, and the next operation must not inherit it.
+    /// hang on a cut network, and the next operation must not inherit it. Then, or when no
+    /// connection can be had, the listener checks its own.
     async fn op<T, F>(&self, f: F) -> Result<T>
     where
         F: AsyncFnOnce(&mut deadpool_postgres::Object, &str) -> Result<T>,
@@ -216,7 +217,8 @@ impl PgStore {
         self.operations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let work = async {
-            let mut client = Suspect(Some(self.client().await?));
+            let object = self.client().await.inspect_err(|_| self.listener.doubt())?;
+            let mut client = Suspect(Some(object), &self.listener);
             let result = f(client.0.as_mut().unwrap(), &self.channel).await;
             if !matches!(result, Err(StoreError::Unavailable(_))) {
                 client.clear();
@@ -234,19 +236,21 @@ impl PgStore {
 }
 
 /// A pooled connection that is closed when dropped, unless [`Suspect::clear`]ed first: then
-/// it goes back to the pool. Dropped mid-operation (the operation timed out), it is closed.
-struct Suspect(Option<deadpool_postgres::Object>);
+/// it goes back to the pool. Dropped mid-operation (the operation timed out), it is closed,
+/// and the listener checks its own connection.
+struct Suspect<'a>(Option<deadpool_postgres::Object>, &'a listen::Listener);
 
-impl Suspect {
+impl Suspect<'_> {
     fn clear(&mut self) {
         self.0.take();
     }
 }
 
-impl Drop for Suspect {
+impl Drop for Suspect<'_> {
     fn drop(&mut self) {
         if let Some(object) = self.0.take() {
             drop(deadpool_postgres::Object::take(object));
+            self.1.doubt();
         }
     }
 }

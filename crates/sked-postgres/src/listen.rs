@@ -13,10 +13,11 @@
 //! One dedicated connection per store listens and turns notifications into [`StoreEvent`]s.
 //! When it drops, subscribers get [`StoreEvent::Deaf`] and poll; it reconnects with backoff and
 //! sends [`StoreEvent::Listening`] once it is back. A listening connection hears nothing when
-//! its network is cut or its server has become a standby (after a failover), so every
-//! [`CHECK_EVERY`] it asks its server whether it is still the primary, and reconnects (through
-//! the URL's hosts, to the one that takes writes) when the answer is no or does not come
-//! within [`CHECK_TIMEOUT`].
+//! its network is cut or its server has become a standby (after a failover), so it asks its
+//! server whether it is still the primary whenever a pooled connection has just failed
+//! ([`Listener::doubt`]), and every [`CHECK_EVERY`] besides, and reconnects (through the URL's
+//! hosts, to the one that takes writes) when the answer is no or does not come within
+//! [`CHECK_TIMEOUT`]. An idle node with a sound database asks once a minute.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,14 +26,15 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use jiff::Timestamp;
 use sked_store::StoreEvent;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{Notify, broadcast, mpsc};
 use tokio_postgres::AsyncMessage;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::tasks::cursor::{ClaimCursors, Key};
 
-/// How often the listening connection checks that its server answers and takes writes.
-pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(5);
+/// How often the listening connection checks that its server answers and takes writes when
+/// nothing casts doubt on it.
+pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(60);
 
 /// How long that check may take before the connection counts as lost.
 pub(crate) const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
@@ -105,6 +107,8 @@ pub(crate) struct Listener {
     task: tokio::task::JoinHandle<()>,
     /// Whether the LISTEN connection is up now.
     pub(crate) up: Arc<AtomicBool>,
+    /// Woken when a pooled connection failed: the listening one may have failed too.
+    doubts: Arc<Notify>,
 }
 
 impl Drop for Listener {
@@ -122,10 +126,22 @@ impl Listener {
         cursors: Arc<ClaimCursors>,
     ) -> Listener {
         let up = Arc::new(AtomicBool::new(false));
-        Listener {
-            task: tokio::spawn(run(config, tls, channel, events, cursors, up.clone())),
-            up,
-        }
+        let doubts = Arc::new(Notify::new());
+        let task = tokio::spawn(run(
+            config,
+            tls,
+            channel,
+            events,
+            cursors,
+            up.clone(),
+            doubts.clone(),
+        ));
+        Listener { task, up, doubts }
+    }
+
+    /// Makes the listener check its connection now (a pooled one just failed).
+    pub(crate) fn doubt(&self) {
+        self.doubts.notify_one();
     }
 }
 
@@ -136,10 +152,11 @@ async fn run(
     events: broadcast::Sender<StoreEvent>,
     cursors: Arc<ClaimCursors>,
     up: Arc<AtomicBool>,
+    doubts: Arc<Notify>,
 ) {
     let mut backoff = Duration::from_millis(100);
     loop {
-        match listen_once(&config, &tls, &channel, &events, &cursors, &up).await {
+        match listen_once(&config, &tls, &channel, &events, &cursors, &up, &doubts).await {
             Ok(()) => backoff = Duration::from_millis(100),
             Err(e) => {
                 tracing::warn!(error = %e, "PostgreSQL listener disconnected; polling until it is back")
@@ -154,6 +171,29 @@ async fn run(
     }
 }
 
+/// Whether the listening connection's server answers, within [`CHECK_TIMEOUT`], and is not a
+/// standby. One round trip (the simple query protocol): PostgreSQL counts it as one
+/// transaction.
+async fn check_server(client: &tokio_postgres::Client) -> Result<(), String> {
+    let asked = client.simple_query("SELECT pg_is_in_recovery()");
+    let rows = match tokio::time::timeout(CHECK_TIMEOUT, asked).await {
+        Ok(rows) => rows.map_err(|e| e.to_string())?,
+        Err(_) => {
+            return Err(format!(
+                "its server did not answer within {CHECK_TIMEOUT:?}"
+            ));
+        }
+    };
+    let standby = rows.iter().any(|m| match m {
+        tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0) == Some("t"),
+        _ => false,
+    });
+    if standby {
+        return Err("its server has become a standby".into());
+    }
+    Ok(())
+}
+
 /// Connects, listens, and forwards notifications until the connection ends.
 async fn listen_once(
     config: &tokio_postgres::Config,
@@ -162,6 +202,7 @@ async fn listen_once(
     events: &broadcast::Sender<StoreEvent>,
     cursors: &ClaimCursors,
     up: &AtomicBool,
+    doubts: &Notify,
 ) -> Result<(), String> {
     let (client, mut connection) = config
         .connect(tls.clone())
@@ -211,15 +252,11 @@ async fn listen_once(
                 Some(Err(e)) => break Err(e.to_string()),
                 None => break Ok(()),
             },
-            _ = check.tick() => {
-                let asked = client.query_one("SELECT pg_is_in_recovery()", &[]);
-                match tokio::time::timeout(CHECK_TIMEOUT, asked).await {
-                    Ok(Ok(row)) if !row.get::<_, bool>(0) => {}
-                    Ok(Ok(_)) => break Err("its server has become a standby".into()),
-                    Ok(Err(e)) => break Err(e.to_string()),
-                    Err(_) => break Err(format!("its server did not answer within {CHECK_TIMEOUT:?}")),
-                }
-            }
+            _ = check.tick() => {}
+            _ = doubts.notified() => {}
+        }
+        if let Err(e) = check_server(&client).await {
+            break Err(e);
         }
     };
     driver.abort();

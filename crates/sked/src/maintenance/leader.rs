@@ -67,10 +67,12 @@ impl Elector {
         let node = &engine.config().node_id;
         let mut became = false;
         if mono >= self.next_try {
-            // A leader waits for the answer until its leadership ends; a follower a TTL.
+            // A leader waits for the answer until its leadership ends; a follower, or a leader
+            // whose leadership ended before it could ask (the lease may still be its own), a
+            // TTL.
             let wait = match self.leader_until {
-                Some(until) => until.saturating_duration_since(mono),
-                None => to_std(self.config.ttl),
+                Some(until) if until > mono => until - mono,
+                _ => to_std(self.config.ttl),
             };
             let request = engine.store().lease_acquire(LeaseAcquireParams {
                 name: LEADER_LEASE.into(),
