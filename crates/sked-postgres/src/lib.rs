@@ -209,48 +209,64 @@ impl PgStore {
     /// connection whose operation failed as unavailable, or ran out of time, is closed instead
     /// of going back to the pool: it may lead to a server that no longer takes writes, or
     /// hang on a cut network, and the next operation must not inherit it. Then, or when no
-    /// connection can be had, the listener checks its own.
+    /// connection can be had, the listener checks its own. (An operation its caller drops,
+    /// a long-poll that ends, say, gives its connection back as usual.)
     async fn op<T, F>(&self, f: F) -> Result<T>
     where
         F: AsyncFnOnce(&mut deadpool_postgres::Object, &str) -> Result<T>,
     {
         self.operations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let work = async {
-            let object = self.client().await.inspect_err(|_| self.listener.doubt())?;
-            let mut client = Suspect(Some(object), &self.listener);
-            let result = f(client.0.as_mut().unwrap(), &self.channel).await;
-            if !matches!(result, Err(StoreError::Unavailable(_))) {
-                client.clear();
-            }
-            result
-        };
-        match tokio::time::timeout(self.op_timeout, work).await {
-            Ok(r) => r,
-            Err(_) => Err(StoreError::Unavailable(format!(
+        let deadline = tokio::time::Instant::now() + self.op_timeout;
+        let late = || {
+            StoreError::Unavailable(format!(
                 "PostgreSQL did not answer within {:?}",
                 self.op_timeout
-            ))),
-        }
+            ))
+        };
+        let object = match tokio::time::timeout_at(deadline, self.client()).await {
+            Ok(Ok(object)) => object,
+            Ok(Err(e)) => {
+                self.listener.doubt();
+                return Err(e);
+            }
+            Err(_) => {
+                self.listener.doubt();
+                return Err(late());
+            }
+        };
+        let mut client = Pooled {
+            object: Some(object),
+            close: false,
+            listener: &self.listener,
+        };
+        let result = tokio::time::timeout_at(deadline, f(client.object(), &self.channel))
+            .await
+            .unwrap_or_else(|_| Err(late()));
+        client.close = matches!(result, Err(StoreError::Unavailable(_)));
+        result
     }
 }
 
-/// A pooled connection that is closed when dropped, unless [`Suspect::clear`]ed first: then
-/// it goes back to the pool. Dropped mid-operation (the operation timed out), it is closed,
-/// and the listener checks its own connection.
-struct Suspect<'a>(Option<deadpool_postgres::Object>, &'a listen::Listener);
+/// A pooled connection that goes back to the pool when dropped, unless its operation failed
+/// as unavailable (`close`): then it is closed, and the listener checks its own connection.
+struct Pooled<'a> {
+    object: Option<deadpool_postgres::Object>,
+    close: bool,
+    listener: &'a listen::Listener,
+}
 
-impl Suspect<'_> {
-    fn clear(&mut self) {
-        self.0.take();
+impl Pooled<'_> {
+    fn object(&mut self) -> &mut deadpool_postgres::Object {
+        self.object.as_mut().expect("present until dropped")
     }
 }
 
-impl Drop for Suspect<'_> {
+impl Drop for Pooled<'_> {
     fn drop(&mut self) {
-        if let Some(object) = self.0.take() {
+        if let (true, Some(object)) = (self.close, self.object.take()) {
             drop(deadpool_postgres::Object::take(object));
-            self.1.doubt();
+            self.listener.doubt();
         }
     }
 }
