@@ -15,9 +15,10 @@
 //! sends [`StoreEvent::Listening`] once it is back. A listening connection hears nothing when
 //! its network is cut or its server has become a standby (after a failover), so it asks its
 //! server whether it is still the primary whenever a pooled connection has just failed
-//! ([`Listener::doubt`]), and every [`CHECK_EVERY`] besides, and reconnects (through the URL's
-//! hosts, to the one that takes writes) when the answer is no or does not come within
-//! [`CHECK_TIMEOUT`]. An idle node with a sound database asks once a minute.
+//! ([`Listener::doubt`]), and reconnects (through the URL's hosts, to the one that takes
+//! writes) when the answer is no or does not come within [`CHECK_TIMEOUT`]. Every node runs
+//! pooled operations every few seconds (the leader lease), so a failover is noticed there
+//! first; with a sound database the check costs nothing.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,10 +32,6 @@ use tokio_postgres::AsyncMessage;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::tasks::cursor::{ClaimCursors, Key};
-
-/// How often the listening connection checks that its server answers and takes writes when
-/// nothing casts doubt on it.
-pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(60);
 
 /// How long that check may take before the connection counts as lost.
 pub(crate) const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
@@ -237,9 +234,6 @@ async fn listen_once(
     up.store(true, Ordering::SeqCst);
     cursors.forget();
     let _ = events.send(StoreEvent::Listening);
-    let mut check =
-        tokio::time::interval_at(tokio::time::Instant::now() + CHECK_EVERY, CHECK_EVERY);
-    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let result = loop {
         tokio::select! {
             message = rx.recv() => match message {
@@ -252,11 +246,11 @@ async fn listen_once(
                 Some(Err(e)) => break Err(e.to_string()),
                 None => break Ok(()),
             },
-            _ = check.tick() => {}
-            _ = doubts.notified() => {}
-        }
-        if let Err(e) = check_server(&client).await {
-            break Err(e);
+            _ = doubts.notified() => {
+                if let Err(e) = check_server(&client).await {
+                    break Err(e);
+                }
+            }
         }
     };
     driver.abort();
