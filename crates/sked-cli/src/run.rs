@@ -92,6 +92,13 @@ pub(crate) struct WorkerArgs {
     /// claiming when the next task would likely not finish in time, finish, exit 0
     #[arg(long, value_name = "DUR")]
     max_runtime: Option<String>,
+    /// With --max-runtime: a task is expected to take the average run so far (the initial
+    /// estimate before any) times this, from 1 to 1000 [default: 1.5]
+    #[arg(long, value_name = "FACTOR")]
+    tolerance: Option<String>,
+    /// With --max-runtime: what a task is expected to take before any has run [default: 1s]
+    #[arg(long, value_name = "DUR")]
+    initial_estimate: Option<String>,
     /// How long running tasks may take to finish after SIGTERM before they are stopped and
     /// given back
     #[arg(long, default_value = "30s", value_name = "DUR")]
@@ -131,6 +138,45 @@ fn duration(flag: &str, v: &str) -> CliResult<SignedDuration> {
         return Err(CliError::usage(format!("{flag} must be at least 1s")));
     }
     Ok(d)
+}
+
+/// `--initial-estimate` and `--tolerance`, which only a worker with `--max-runtime` uses.
+fn runtime_estimate(a: &WorkerArgs, bounded: bool) -> CliResult<Option<(Duration, f64)>> {
+    if a.tolerance.is_none() && a.initial_estimate.is_none() {
+        return Ok(None);
+    }
+    if !bounded {
+        return Err(CliError::usage(
+            "--tolerance and --initial-estimate apply only with --max-runtime",
+        ));
+    }
+    let tolerance = match a.tolerance.as_deref() {
+        None => 1.5,
+        Some(t) => t
+            .parse::<f64>()
+            .ok()
+            .filter(|t| t.is_finite() && *t >= 1.0 && *t <= 1000.0)
+            .ok_or_else(|| {
+                CliError::usage(format!(
+                    "invalid --tolerance {t:?}: a number from 1 to 1000 (1.5: half again the \
+                     average run)"
+                ))
+            })?,
+    };
+    let initial = match a.initial_estimate.as_deref() {
+        None => Duration::from_secs(1),
+        Some(d) => std_duration(
+            sked_core::parse_duration(d)
+                .ok()
+                .filter(|d| !d.is_negative())
+                .ok_or_else(|| {
+                    CliError::usage(format!(
+                        "invalid --initial-estimate {d:?}: a duration such as 2s"
+                    ))
+                })?,
+        ),
+    };
+    Ok(Some((initial, tolerance)))
 }
 
 fn std_duration(d: SignedDuration) -> Duration {
@@ -394,6 +440,7 @@ pub(crate) async fn worker(mut a: WorkerArgs, g: &Global) -> CliResult {
         .as_deref()
         .map(|m| duration("--max-runtime", m))
         .transpose()?;
+    let estimate = runtime_estimate(&a, max_runtime.is_some())?;
     let grace = sked_core::parse_duration(&a.shutdown_grace)
         .map_err(|e| CliError::usage(format!("invalid --shutdown-grace: {e}")))?;
     let declared = a.schedules.as_deref().map(declared_schedules).transpose()?;
@@ -412,6 +459,9 @@ pub(crate) async fn worker(mut a: WorkerArgs, g: &Global) -> CliResult {
             .shutdown_grace(std_duration(grace));
         if let Some(p) = prefetch {
             w = w.prefetch(p);
+        }
+        if let Some((initial, tolerance)) = estimate {
+            w = w.runtime_estimate(initial, tolerance);
         }
         for e in executors {
             w = w.executor(e);

@@ -167,6 +167,49 @@ fn max_runtime_exits_in_time_having_worked() {
     eprintln!("--max-runtime 6s: exited after {took:?} with {done} one-second tasks done");
 }
 
+/// `--initial-estimate` is what the worker expects of a task before any has run: at 10 s,
+/// nothing fits in a 4 s run, so the worker claims nothing and exits at once; at 1 s it works.
+#[test]
+fn max_runtime_takes_the_initial_estimate_and_tolerance() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    for _ in 0..5 {
+        add_shell(&server, "true");
+    }
+    let db = format!("sqlite://{}", dir.path().join("sked.db").display());
+    let bounded = ["--db", &db, "--exec", "shell", "--max-runtime", "4s"];
+    let started = Instant::now();
+    let mut w = worker(
+        dir.path(),
+        &[&bounded[..], &["--initial-estimate", "10s"]].concat(),
+        "worker.log",
+    );
+    assert_eq!(exit_within(&mut w, Duration::from_secs(10)), 0);
+    let took = started.elapsed();
+    assert_eq!(
+        count(&server, "succeeded"),
+        0,
+        "a 10 s task does not fit in 4 s"
+    );
+    assert_eq!(count(&server, "available"), 5);
+    assert!(
+        took < Duration::from_secs(4),
+        "it waited {took:?} for nothing"
+    );
+
+    let mut w = worker(
+        dir.path(),
+        &[
+            &bounded[..],
+            &["--initial-estimate", "1s", "--tolerance", "2"],
+        ]
+        .concat(),
+        "worker2.log",
+    );
+    assert_eq!(exit_within(&mut w, Duration::from_secs(10)), 0);
+    assert_eq!(count(&server, "succeeded"), 5);
+}
+
 fn declare_file(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("schedules.json");
     let defs = serde_json::json!([
@@ -279,6 +322,43 @@ fn bad_worker_flags_exit_2_naming_the_problem() {
         (
             vec!["--exec", "shell", "--max-runtime", "soon"],
             "--max-runtime",
+        ),
+        (
+            vec![
+                "--exec",
+                "shell",
+                "--max-runtime",
+                "5s",
+                "--tolerance",
+                "0.5",
+            ],
+            "invalid --tolerance",
+        ),
+        (
+            vec![
+                "--exec",
+                "shell",
+                "--max-runtime",
+                "5s",
+                "--tolerance",
+                "ten",
+            ],
+            "invalid --tolerance",
+        ),
+        (
+            vec![
+                "--exec",
+                "shell",
+                "--max-runtime",
+                "5s",
+                "--initial-estimate",
+                "soon",
+            ],
+            "invalid --initial-estimate",
+        ),
+        (
+            vec!["--exec", "shell", "--tolerance", "2"],
+            "only with --max-runtime",
         ),
         (
             vec!["--exec", "shell", "--schedules", "missing.json"],

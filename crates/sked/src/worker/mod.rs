@@ -159,8 +159,8 @@ impl Worker {
         self
     }
 
-    /// For [`Worker::run_for`]: a run is expected to take the average observed run time times
-    /// `tolerance` (default 1.5), or `initial` before any run was seen (default 1 s).
+    /// For [`Worker::run_for`]: a run is expected to take the average observed run time (or
+    /// `initial` before any run was seen, default 1 s) times `tolerance` (default 1.5).
     pub fn runtime_estimate(mut self, initial: Duration, tolerance: f64) -> Worker {
         self.initial_estimate = initial;
         self.tolerance = tolerance.max(1.0);
