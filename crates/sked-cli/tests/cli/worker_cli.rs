@@ -318,42 +318,16 @@ fn bad_worker_flags_exit_2_naming_the_problem() {
         r#"[{"name": "x", "spec": "61 * * * *", "task": {"kind": "shell"}}]"#,
     )
     .unwrap();
+    let bounded = |flag, value| vec!["--exec", "shell", "--max-runtime", "5s", flag, value];
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["--exec", "shell", "--max-runtime", "soon"],
             "--max-runtime",
         ),
+        (bounded("--tolerance", "0.5"), "invalid --tolerance"),
+        (bounded("--tolerance", "ten"), "invalid --tolerance"),
         (
-            vec![
-                "--exec",
-                "shell",
-                "--max-runtime",
-                "5s",
-                "--tolerance",
-                "0.5",
-            ],
-            "invalid --tolerance",
-        ),
-        (
-            vec![
-                "--exec",
-                "shell",
-                "--max-runtime",
-                "5s",
-                "--tolerance",
-                "ten",
-            ],
-            "invalid --tolerance",
-        ),
-        (
-            vec![
-                "--exec",
-                "shell",
-                "--max-runtime",
-                "5s",
-                "--initial-estimate",
-                "soon",
-            ],
+            bounded("--initial-estimate", "soon"),
             "invalid --initial-estimate",
         ),
         (
