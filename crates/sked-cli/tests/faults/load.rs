@@ -63,7 +63,7 @@ pub struct WorkerArgs {
     pub servers: Vec<String>,
     pub log: String,
     /// The kind it claims: `hist` (runs a few milliseconds, up to 10 claimed at once) or
-    /// `hist_slow` (runs 3 s, 3 at once, heartbeating every 500 ms).
+    /// `hist_slow…` (runs 3 s, 3 at once, heartbeating every 500 ms).
     pub kind: String,
 }
 
@@ -82,7 +82,7 @@ pub fn worker_main() {
     loop {
         let url = &args.servers[next % args.servers.len()];
         let (max, run) = match args.kind.as_str() {
-            "hist_slow" => (3, Duration::from_secs(3)),
+            k if k.starts_with("hist_slow") => (3, Duration::from_secs(3)),
             _ => (10, Duration::from_millis(5)),
         };
         let claim = json!({"worker": args.name, "kinds": [args.kind], "max": max, "wait": "1s", "lease_ttl": "2s"});
