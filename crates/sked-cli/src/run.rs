@@ -491,8 +491,9 @@ pub(crate) async fn worker(mut a: WorkerArgs, g: &Global) -> CliResult {
             if let Some(m) = max_runtime {
                 node = node.worker_runtime(std_duration(m));
             }
-            let node = node.start().await.map_err(start_error)?;
+            // Before the start: the worker it starts may log at once (its schedules synced).
             init_logs(a.common.log_json);
+            let node = node.start().await.map_err(start_error)?;
             node.run_until(signalled()).await
         }
     };
