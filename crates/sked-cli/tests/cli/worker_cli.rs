@@ -210,6 +210,18 @@ fn max_runtime_takes_the_initial_estimate_and_tolerance() {
     assert_eq!(count(&server, "succeeded"), 5);
 }
 
+/// Worker processes that are killed when the test ends early (it failed), not left running.
+struct Reaped(Vec<Child>);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 fn declare_file(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("schedules.json");
     let defs = serde_json::json!([
@@ -227,26 +239,28 @@ fn declare_file(dir: &Path) -> std::path::PathBuf {
 fn twenty_workers_declare_once(server: &Server, db: &str) {
     let dir = &server.dir;
     let file = declare_file(dir);
-    let mut workers: Vec<Child> = (0..20)
-        .map(|i| {
-            worker(
-                dir,
-                &[
-                    "--db",
-                    db,
-                    "--exec",
-                    "shell",
-                    "--concurrency",
-                    "1",
-                    "--schedules",
-                    file.to_str().unwrap(),
-                    "--schedule-group",
-                    "reports",
-                ],
-                &format!("worker-{i}.log"),
-            )
-        })
-        .collect();
+    let mut workers = Reaped(
+        (0..20)
+            .map(|i| {
+                worker(
+                    dir,
+                    &[
+                        "--db",
+                        db,
+                        "--exec",
+                        "shell",
+                        "--concurrency",
+                        "1",
+                        "--schedules",
+                        file.to_str().unwrap(),
+                        "--schedule-group",
+                        "reports",
+                    ],
+                    &format!("worker-{i}.log"),
+                )
+            })
+            .collect(),
+    );
     let synced = |i: usize| {
         std::fs::read_to_string(dir.join(format!("worker-{i}.log")))
             .unwrap_or_default()
@@ -255,10 +269,10 @@ fn twenty_workers_declare_once(server: &Server, db: &str) {
     wait_for("every worker to sync", Duration::from_secs(60), || {
         (0..20).all(synced)
     });
-    for w in &workers {
+    for w in &workers.0 {
         sigterm(w);
     }
-    for w in &mut workers {
+    for w in &mut workers.0 {
         assert_eq!(exit_within(w, Duration::from_secs(10)), 0);
     }
     let listed = server.json(&["schedule", "ls"]);
