@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::{Server, wait_for};
 use crate::formation::Formation;
-use crate::history::{self, Event, Recorder, now_ns};
+use crate::history::{self, Event, now_ns};
 use crate::load::{self, Worker, enqueue};
 
 /// The longest a failover may keep enqueues from being acknowledged.
@@ -85,10 +85,7 @@ fn failovers_of_the_primary_lose_nothing() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let hist = dir.path().join("history");
-    std::fs::create_dir(&hist).unwrap();
-    let client_log = hist.join("client.jsonl");
-    let rec = Arc::new(Recorder::create(&client_log));
+    let (hist, client_log, rec) = load::history_in(dir.path());
     let url = formation.url();
     let mut servers: Vec<Server> = (0..2)
         .map(|i| load::node(dir.path(), &url, &[], i))

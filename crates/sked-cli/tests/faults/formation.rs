@@ -303,14 +303,6 @@ impl Formation {
         )
     }
 
-    /// The URL of one node alone.
-    pub fn node_url(&self, node: usize) -> String {
-        format!(
-            "postgres://postgres@127.0.0.1:{}/postgres",
-            self.ports[node]
-        )
-    }
-
     /// The keepers' and monitor's logs, for a failing test's message.
     pub fn logs(&self) -> String {
         ["monitor", "n1", "n2"]

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::common::Server;
-use crate::history::{self, Event, Recorder, now_ns};
+use crate::history::{self, Event, now_ns};
 use crate::load::{self, Worker, enqueue, signal};
 use sked_postgres::testing::{TestSchema, database_url};
 
@@ -24,9 +24,7 @@ fn kill_9_loop_of_servers_and_workers_loses_nothing() {
     let _alone = crate::alone();
     let schema = TestSchema::new(&url);
     let dir = tempfile::tempdir().unwrap();
-    let hist = dir.path().join("history");
-    std::fs::create_dir(&hist).unwrap();
-    let rec = Arc::new(Recorder::create(&hist.join("test.jsonl")));
+    let (hist, _, rec) = load::history_in(dir.path());
     // Clocks an hour slow, right and an hour fast: decisions use the database's clock.
     let mut servers: Vec<Server> = ["-1h", "0s", "1h"]
         .iter()

@@ -382,3 +382,13 @@ pub fn node(dir: &Path, db: &str, env: &[(&str, &str)], i: usize) -> Server {
         &format!("server{i}.log"),
     )
 }
+
+/// Where a scenario keeps its history: `dir/history/`, with the test's own events in
+/// `test.jsonl` (its path and recorder returned); workers write their files beside it.
+pub fn history_in(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, Arc<Recorder>) {
+    let hist = dir.join("history");
+    std::fs::create_dir(&hist).unwrap();
+    let log = hist.join("test.jsonl");
+    let rec = Arc::new(Recorder::create(&log));
+    (hist, log, rec)
+}

@@ -12,7 +12,7 @@ use serde_json::json;
 use sked_postgres::testing::{TestSchema, database_url};
 
 use crate::common::{Server, health, wait_for};
-use crate::history::{self, Event, Recorder, now_ns};
+use crate::history::{self, Event, now_ns};
 use crate::load::{self, Worker, enqueue, http};
 use crate::proxy::Proxy;
 
@@ -57,9 +57,7 @@ fn a_leader_cut_off_from_postgres_is_replaced_and_rejoins() {
     let upstream = host_port(&base).to_string();
     let addr = upstream.to_socket_addrs().unwrap().next().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let hist = dir.path().join("history");
-    std::fs::create_dir(&hist).unwrap();
-    let rec = Arc::new(Recorder::create(&hist.join("test.jsonl")));
+    let (hist, _, rec) = load::history_in(dir.path());
     let proxies: Vec<Proxy> = (0..3).map(|_| Proxy::start(addr)).collect();
     let mut servers: Vec<Server> = proxies
         .iter()
