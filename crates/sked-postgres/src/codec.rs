@@ -22,8 +22,10 @@ pub(crate) fn db_err(e: tokio_postgres::Error) -> StoreError {
         || *code == SqlState::T_R_SERIALIZATION_FAILURE
         || *code == SqlState::T_R_DEADLOCK_DETECTED
         || *code == SqlState::READ_ONLY_SQL_TRANSACTION
+        || *code == SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT
     {
-        // Connection exceptions, shutdown, insufficient resources, lost races: try again.
+        // Connection exceptions, shutdown, insufficient resources, lost races, a session the
+        // server ended: try again.
         StoreError::Unavailable(format!("PostgreSQL: {}", db.message()))
     } else {
         StoreError::Backend(format!("PostgreSQL: {} ({})", db.message(), code.code()))

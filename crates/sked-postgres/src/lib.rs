@@ -58,6 +58,13 @@ pub struct PgOptions {
     pub op_timeout: Duration,
     /// How long to wait to connect, or for a free pooled connection.
     pub connect_timeout: Duration,
+    /// How long PostgreSQL lets a pooled connection sit idle inside an open transaction
+    /// before it ends the session (`idle_in_transaction_session_timeout`; zero leaves the
+    /// server's setting alone). A node cut off from the database in the middle of a
+    /// transaction would otherwise hold that transaction's row locks, a schedule's say, for
+    /// as long as the server takes to notice the dead connection: with a network that drops
+    /// packets, until the partition heals.
+    pub idle_in_transaction_timeout: Duration,
 }
 
 impl PgOptions {
@@ -68,6 +75,7 @@ impl PgOptions {
             pool_size: 8,
             op_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
+            idle_in_transaction_timeout: Duration::from_secs(1),
         }
     }
 }
@@ -121,6 +129,7 @@ impl PgStore {
             .wait_timeout(Some(opts.connect_timeout))
             .create_timeout(Some(opts.connect_timeout))
             .recycle_timeout(Some(opts.connect_timeout))
+            .post_create(idle_in_transaction_hook(opts.idle_in_transaction_timeout))
             .build()
             .map_err(|e| StoreError::Invalid(format!("cannot build the connection pool: {e}")))?;
         let mut client = pool.get().await.map_err(pool_err)?;
@@ -169,7 +178,11 @@ impl PgStore {
         PgStore::connect(PgOptions::new(url)).await
     }
 
-    /// The connection pool, for applications that share it (see [`enqueue_in`]).
+    /// The connection pool, for applications that share it (see [`enqueue_in`]). Its
+    /// connections end a transaction left idle for longer than
+    /// [`PgOptions::idle_in_transaction_timeout`]; a transaction of the application's that
+    /// waits longer between statements sets its own (`SET LOCAL
+    /// idle_in_transaction_session_timeout = …`).
     pub fn pool(&self) -> &Pool {
         &self.pool
     }
@@ -246,6 +259,25 @@ impl PgStore {
         client.close = matches!(result, Err(StoreError::Unavailable(_)));
         result
     }
+}
+
+/// Sets `idle_in_transaction_session_timeout` on each new pooled connection: with a `SET`
+/// rather than a startup option, which connection poolers such as PgBouncer refuse.
+fn idle_in_transaction_hook(timeout: Duration) -> deadpool_postgres::Hook {
+    let millis = timeout.as_millis();
+    deadpool_postgres::Hook::async_fn(move |client, _| {
+        Box::pin(async move {
+            if millis > 0 {
+                client
+                    .batch_execute(&format!(
+                        "SET idle_in_transaction_session_timeout = {millis}"
+                    ))
+                    .await
+                    .map_err(deadpool_postgres::HookError::Backend)?;
+            }
+            Ok(())
+        })
+    })
 }
 
 /// A pooled connection that goes back to the pool when dropped, unless its operation failed

@@ -7,6 +7,7 @@
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -14,6 +15,16 @@ pub struct Proxy {
     pub port: u16,
     cut: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
+    /// Bytes whose passing from a client to the server cuts the network.
+    trigger: Arc<Mutex<Option<Vec<u8>>>>,
+}
+
+/// What the forwarding threads of one proxy share.
+#[derive(Clone)]
+struct Shared {
+    cut: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    trigger: Arc<Mutex<Option<Vec<u8>>>>,
 }
 
 impl Proxy {
@@ -21,25 +32,43 @@ impl Proxy {
     pub fn start(upstream: SocketAddr) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let cut = Arc::new(AtomicBool::new(false));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (c, s) = (cut.clone(), stop.clone());
+        let shared = Shared {
+            cut: Arc::new(AtomicBool::new(false)),
+            stop: Arc::new(AtomicBool::new(false)),
+            trigger: Arc::new(Mutex::new(None)),
+        };
+        let proxy = Proxy {
+            port,
+            cut: shared.cut.clone(),
+            stop: shared.stop.clone(),
+            trigger: shared.trigger.clone(),
+        };
         std::thread::spawn(move || {
             for client in listener.incoming() {
-                if s.load(Ordering::Relaxed) {
+                if shared.stop.load(Ordering::Relaxed) {
                     return;
                 }
                 let Ok(client) = client else { continue };
-                let (c, s) = (c.clone(), s.clone());
-                std::thread::spawn(move || connect(client, upstream, c, s));
+                let shared = shared.clone();
+                std::thread::spawn(move || connect(client, upstream, shared));
             }
         });
-        Proxy { port, cut, stop }
+        proxy
     }
 
     /// From now on nothing gets through, in either direction, and nothing is closed.
     pub fn cut(&self) {
         self.cut.store(true, Ordering::SeqCst);
+    }
+
+    /// Cuts as soon as a client has sent `bytes` on to the server: the server gets that
+    /// message, and nothing after it, nor does its answer come back.
+    pub fn cut_after(&self, bytes: &[u8]) {
+        *self.trigger.lock().unwrap() = Some(bytes.to_vec());
+    }
+
+    pub fn is_cut(&self) -> bool {
+        self.cut.load(Ordering::SeqCst)
     }
 
     pub fn heal(&self) {
@@ -67,21 +96,23 @@ fn wait_while_cut(cut: &AtomicBool, stop: &AtomicBool) -> bool {
     !stop.load(Ordering::Relaxed)
 }
 
-fn connect(client: TcpStream, upstream: SocketAddr, cut: Arc<AtomicBool>, stop: Arc<AtomicBool>) {
-    if !wait_while_cut(&cut, &stop) {
+fn connect(client: TcpStream, upstream: SocketAddr, shared: Shared) {
+    if !wait_while_cut(&shared.cut, &shared.stop) {
         return;
     }
     let Ok(server) = TcpStream::connect(upstream) else {
         return;
     };
     let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-    let (cut2, stop2) = (cut.clone(), stop.clone());
-    std::thread::spawn(move || pump(c2, s2, &cut2, &stop2));
-    pump(server, client, &cut, &stop);
+    let to_server = shared.clone();
+    std::thread::spawn(move || pump(c2, s2, &to_server, true));
+    pump(server, client, &shared, false);
 }
 
-/// Copies `from` to `to`, holding what it read while the network is cut.
-fn pump(mut from: TcpStream, mut to: TcpStream, cut: &AtomicBool, stop: &AtomicBool) {
+/// Copies `from` to `to`, holding what it read while the network is cut; `to_server` pumps
+/// watch for the trigger.
+fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, to_server: bool) {
+    let (cut, stop) = (&*shared.cut, &*shared.stop);
     let mut buf = [0u8; 16 * 1024];
     loop {
         let n = match from.read(&mut buf) {
@@ -90,6 +121,16 @@ fn pump(mut from: TcpStream, mut to: TcpStream, cut: &AtomicBool, stop: &AtomicB
         };
         if !wait_while_cut(cut, stop) || to.write_all(&buf[..n]).is_err() {
             break;
+        }
+        if to_server {
+            let mut trigger = shared.trigger.lock().unwrap();
+            let hit = trigger
+                .as_deref()
+                .is_some_and(|t| buf[..n].windows(t.len()).any(|w| w == t));
+            if hit {
+                cut.store(true, Ordering::SeqCst);
+                *trigger = None;
+            }
         }
     }
     if wait_while_cut(cut, stop) {

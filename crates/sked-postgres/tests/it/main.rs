@@ -1,6 +1,7 @@
 //! The integration tests of the PostgreSQL backend, linked as one binary: the conformance
-//! suite and transactional enqueue.
+//! suite, transactional enqueue and abandoned transactions.
 
+mod abandoned;
 mod conformance;
 mod known;
 mod plans;
