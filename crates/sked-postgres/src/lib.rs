@@ -17,6 +17,7 @@
 
 mod ceiling;
 mod codec;
+mod connection;
 mod conninfo;
 mod diagnostics;
 mod listen;
@@ -35,50 +36,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::Pool;
 use sked_core::{Task, TaskId};
 use sked_store::*;
 use tokio::sync::broadcast;
 
+pub use connection::PgOptions;
 pub use scratch::ScratchSchema;
 pub use transactional::enqueue_in;
 
 use crate::codec::{db_err, pool_err};
-
-/// How a [`PgStore`] connects.
-#[derive(Debug, Clone)]
-pub struct PgOptions {
-    /// A libpq-style URL: `postgres://user@host:5432/db`.
-    pub url: String,
-    /// The schema for sked's tables (created if missing); the URL's `search_path` when `None`.
-    pub schema: Option<String>,
-    /// Connections in the pool (besides the one that listens).
-    pub pool_size: usize,
-    /// The longest any one store operation may take before it fails as unavailable.
-    pub op_timeout: Duration,
-    /// How long to wait to connect, or for a free pooled connection.
-    pub connect_timeout: Duration,
-    /// How long PostgreSQL lets a pooled connection sit idle inside an open transaction
-    /// before it ends the session (`idle_in_transaction_session_timeout`; zero leaves the
-    /// server's setting alone). A node cut off from the database in the middle of a
-    /// transaction would otherwise hold that transaction's row locks, a schedule's say, for
-    /// as long as the server takes to notice the dead connection: with a network that drops
-    /// packets, until the partition heals.
-    pub idle_in_transaction_timeout: Duration,
-}
-
-impl PgOptions {
-    pub fn new(url: impl Into<String>) -> PgOptions {
-        PgOptions {
-            url: url.into(),
-            schema: None,
-            pool_size: 8,
-            op_timeout: Duration::from_secs(10),
-            connect_timeout: Duration::from_secs(5),
-            idle_in_transaction_timeout: Duration::from_secs(1),
-        }
-    }
-}
 
 /// A sked store in a PostgreSQL database.
 #[derive(Debug)]
@@ -98,40 +65,8 @@ pub struct PgStore {
 impl PgStore {
     /// Connects, brings the schema up to date and starts listening for announcements.
     pub async fn connect(opts: PgOptions) -> Result<PgStore> {
-        let (mut config, tls) = conninfo::parse(&opts.url).map_err(StoreError::Invalid)?;
-        let tls = tls.connector().map_err(StoreError::Invalid)?;
-        config
-            .connect_timeout(opts.connect_timeout)
-            .keepalives(true)
-            .keepalives_idle(Duration::from_secs(10))
-            .keepalives_interval(Duration::from_secs(5))
-            .keepalives_retries(3)
-            // Keepalives are not sent while a request waits for its acknowledgement: a cut
-            // network would otherwise hold such a connection for the kernel's fifteen minutes.
-            .tcp_user_timeout(Duration::from_secs(30));
-        if config.get_application_name().is_none() {
-            config.application_name("sked");
-        }
-        if let Some(schema) = &opts.schema {
-            validate_schema(schema)?;
-            config.options(format!("-c search_path={schema}"));
-        }
-        let manager = Manager::from_config(
-            config.clone(),
-            tls.clone(),
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(opts.pool_size.max(1))
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(opts.connect_timeout))
-            .create_timeout(Some(opts.connect_timeout))
-            .recycle_timeout(Some(opts.connect_timeout))
-            .post_create(idle_in_transaction_hook(opts.idle_in_transaction_timeout))
-            .build()
-            .map_err(|e| StoreError::Invalid(format!("cannot build the connection pool: {e}")))?;
+        let (config, tls) = connection::settings(&opts)?;
+        let pool = connection::pool(&config, &tls, &opts)?;
         let mut client = pool.get().await.map_err(pool_err)?;
         migrations::run(&mut client, opts.schema.as_deref()).await?;
         let row = client
@@ -248,7 +183,7 @@ impl PgStore {
                 return Err(late());
             }
         };
-        let mut client = Pooled {
+        let mut client = connection::Pooled {
             object: Some(object),
             close: false,
             listener: &self.listener,
@@ -258,65 +193,6 @@ impl PgStore {
             .unwrap_or_else(|_| Err(late()));
         client.close = matches!(result, Err(StoreError::Unavailable(_)));
         result
-    }
-}
-
-/// Sets `idle_in_transaction_session_timeout` on each new pooled connection: with a `SET`
-/// rather than a startup option, which connection poolers such as PgBouncer refuse.
-fn idle_in_transaction_hook(timeout: Duration) -> deadpool_postgres::Hook {
-    let millis = timeout.as_millis();
-    deadpool_postgres::Hook::async_fn(move |client, _| {
-        Box::pin(async move {
-            if millis > 0 {
-                client
-                    .batch_execute(&format!(
-                        "SET idle_in_transaction_session_timeout = {millis}"
-                    ))
-                    .await
-                    .map_err(deadpool_postgres::HookError::Backend)?;
-            }
-            Ok(())
-        })
-    })
-}
-
-/// A pooled connection that goes back to the pool when dropped, unless its operation failed
-/// as unavailable (`close`): then it is closed, and the listener checks its own connection.
-struct Pooled<'a> {
-    object: Option<deadpool_postgres::Object>,
-    close: bool,
-    listener: &'a listen::Listener,
-}
-
-impl Pooled<'_> {
-    fn object(&mut self) -> &mut deadpool_postgres::Object {
-        self.object.as_mut().expect("present until dropped")
-    }
-}
-
-impl Drop for Pooled<'_> {
-    fn drop(&mut self) {
-        if let (true, Some(object)) = (self.close, self.object.take()) {
-            drop(deadpool_postgres::Object::take(object));
-            self.listener.doubt();
-        }
-    }
-}
-
-/// Schema names go into SQL text: plain identifiers only.
-fn validate_schema(schema: &str) -> Result<()> {
-    let ok = !schema.is_empty()
-        && schema.len() <= 63
-        && schema.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
-        && schema
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if ok {
-        Ok(())
-    } else {
-        Err(StoreError::Invalid(format!(
-            "invalid schema name {schema:?}: use lowercase letters, digits and _"
-        )))
     }
 }
 

@@ -36,7 +36,7 @@ pub(crate) async fn run(
         }
     };
     if let Some(s) = &wanted {
-        crate::validate_schema(s)?;
+        crate::connection::validate_schema(s)?;
     }
     let schema = wanted.as_deref();
     let tx = client.transaction().await.map_err(db_err)?;
