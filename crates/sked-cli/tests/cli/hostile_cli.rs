@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::{SKED, Server, free_port};
+use crate::common::{SKED, Server, free_port, wait_for};
 
 /// `GET /healthz` over a socket with the given `Host` and token; the JSON body.
 fn healthz(srv: &Server, host: &str, token: Option<&str>) -> Value {
@@ -73,7 +73,10 @@ fn healthz_tells_who_the_node_is_only_to_trusted_clients() {
     assert_eq!(without, serde_json::json!({"status": "ok"}));
     let with = healthz(&guarded, "127.0.0.1", Some("s3cret-token"));
     assert!(with["node"].is_string(), "{with}");
-    assert_eq!(with["leader"], true);
+    // A node that has just started may not have taken the lease yet.
+    wait_for("the node to lead", Duration::from_secs(10), || {
+        healthz(&guarded, "127.0.0.1", Some("s3cret-token"))["leader"] == true
+    });
 }
 
 /// A database password must not reach the output, whether the server starts or fails to.
