@@ -63,11 +63,11 @@ fn a_worker_that_ignores_the_timeout_loses_the_task() {
     eprintln!("heartbeat refused {refused_after:?} after the claim: {answer}");
     assert_eq!(refused, 409, "{answer}");
     assert_eq!(answer["error"]["code"], "stale_lease", "{answer}");
+    // Refused by the timeout rule; or, when a rescuer pass came between the deadline and the
+    // heartbeat, because the task was given back meanwhile (the rescue says why, below).
+    let message = answer["error"]["message"].as_str().unwrap();
     assert!(
-        answer["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("timeout of 1s"),
+        message.contains("timeout of 1s") || message.contains("no longer held"),
         "{answer}"
     );
     assert!(
