@@ -4,6 +4,7 @@
 mod clock;
 mod duration;
 mod error;
+mod rate;
 mod retry;
 pub mod schedule;
 pub mod serde_duration;
@@ -12,6 +13,7 @@ mod task;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use duration::{MAX_DURATION, check_duration, format_duration, parse_duration, parse_time};
 pub use error::SpecError;
+pub use rate::{MAX_RATE_PERIOD, RateLimit, Room};
 pub use retry::RetryPolicy;
 pub use schedule::plan::{
     DEFAULT_CATCHUP_LIMIT, OccurrenceOutcome, Plan, PlanInput, PlannedOccurrence,

@@ -60,6 +60,8 @@ pub struct PgStore {
     /// Where claims resume in the claim index (see [`tasks::cursor`]).
     cursors: Arc<tasks::cursor::ClaimCursors>,
     listener: listen::Listener,
+    /// When a rate limit lets held-back tasks start again, as claims found it.
+    held: sked_store::rate::HeldUntil,
 }
 
 impl PgStore {
@@ -105,6 +107,7 @@ impl PgStore {
             operations: std::sync::atomic::AtomicU64::new(0),
             cursors,
             listener,
+            held: Default::default(),
         })
     }
 
@@ -266,8 +269,13 @@ impl Store for PgStore {
 
     async fn task_claim(&self, params: TaskClaimParams) -> Result<Vec<Task>> {
         let (pool, cursors) = (&self.pool, &self.cursors);
-        self.op(async |c, channel| tasks::claim(c, pool, channel, cursors, &params).await)
-            .await
+        let (claimed, held) = self
+            .op(async |c, channel| tasks::claim(c, pool, channel, cursors, &params).await)
+            .await?;
+        if let Some(at) = held {
+            self.held.note(at, params.now);
+        }
+        Ok(claimed)
     }
 
     async fn task_heartbeat(&self, params: TaskHeartbeatParams) -> Result<HeartbeatReply> {
@@ -326,6 +334,10 @@ impl Store for PgStore {
 
     async fn task_next_run_at(&self) -> Result<Option<jiff::Timestamp>> {
         self.op(async |c, _| tasks::next_run_at(c).await).await
+    }
+
+    fn task_held_until(&self, now: jiff::Timestamp) -> Option<jiff::Timestamp> {
+        self.held.get(now)
     }
 
     async fn queue_list(&self, params: QueueListParams) -> Result<Page<QueueInfo>> {

@@ -11,6 +11,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (3, include_str!("../migrations/0003_observe.sql")),
     (4, include_str!("../migrations/0004_queue_counts.sql")),
     (5, include_str!("../migrations/0005_analyze_queues.sql")),
+    (6, include_str!("../migrations/0006_rate_limits.sql")),
 ];
 
 /// Brings the schema up to date, creating `schema` first when given (its name is validated).

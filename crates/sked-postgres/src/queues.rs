@@ -1,4 +1,4 @@
-//! Queues (pause, concurrency limit, counts) and named leases.
+//! Queues (pause, concurrency and rate limits, counts) and named leases.
 
 use deadpool_postgres::Object;
 use jiff::Timestamp;
@@ -53,6 +53,10 @@ pub(crate) async fn list(c: &mut Object, p: &QueueListParams) -> Result<Page<Que
     let mut page = PageBuilder::new(limit);
     while let Some(r) = rows.try_next().await.map_err(db_err)? {
         let mut q = queue_info(col(&r, 0)?, col(&r, 8)?, col(&r, 9)?);
+        q.rate = sked_store::rate::from_columns(
+            col::<Option<i32>>(&r, 10)?.map(i64::from),
+            col(&r, 11)?,
+        );
         q.set_counts(counts_of(&r)?, p.count_limit);
         if !page.push(q) {
             break;
@@ -70,17 +74,30 @@ pub(crate) async fn update(
     let limit: Option<Option<i32>> = p
         .concurrency_limit
         .map(|l| l.map(|n| i32::try_from(n).unwrap_or(i32::MAX)));
+    let (rate_limit, rate_period_ms) = sked_store::rate::to_columns(p.rate.flatten());
+    let rate_limit = rate_limit.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
     let tx = c.transaction().await.map_err(db_err)?;
     let row = tx
         .query_one(
-            "INSERT INTO sked_queues AS q (name, paused, concurrency_limit, updated_at) \
-             VALUES ($1, coalesce($2, false), $4, now()) \
+            "INSERT INTO sked_queues AS q \
+               (name, paused, concurrency_limit, rate_limit, rate_period_ms, updated_at) \
+             VALUES ($1, coalesce($2, false), $4, $6, $7, now()) \
              ON CONFLICT (name) DO UPDATE SET \
                paused = coalesce($2, q.paused), \
                concurrency_limit = CASE WHEN $3 THEN $4 ELSE q.concurrency_limit END, \
+               rate_limit = CASE WHEN $5 THEN $6 ELSE q.rate_limit END, \
+               rate_period_ms = CASE WHEN $5 THEN $7 ELSE q.rate_period_ms END, \
                updated_at = now() \
-             RETURNING paused, concurrency_limit",
-            &[&p.name, &p.paused, &limit.is_some(), &limit.flatten()],
+             RETURNING paused, concurrency_limit, rate_limit, rate_period_ms",
+            &[
+                &p.name,
+                &p.paused,
+                &limit.is_some(),
+                &limit.flatten(),
+                &p.rate.is_some(),
+                &rate_limit,
+                &rate_period_ms,
+            ],
         )
         .await
         .map_err(db_err)?;
@@ -109,6 +126,8 @@ pub(crate) async fn update(
         tracing::warn!(error = %e, "cannot analyze sked_queues; claims may plan badly");
     }
     let mut info = queue_info(p.name.clone(), col(&row, 0)?, col(&row, 1)?);
+    info.rate =
+        sked_store::rate::from_columns(col::<Option<i32>>(&row, 2)?.map(i64::from), col(&row, 3)?);
     info.set_counts(counts_of(&counts)?, QUEUE_COUNT_LIMIT);
     Ok(info)
 }

@@ -78,11 +78,17 @@ pub(crate) async fn limit(
     NamePath(name): NamePath,
     ApiJson(l): ApiJson<QueueLimit>,
 ) -> ApiResult {
+    if l.is_empty() {
+        return Err(ApiError::invalid(
+            "name a limit to set: concurrency (tasks running at once) or rate (like \"10/s\"); null removes one",
+        ));
+    }
     let q = s
         .engine
         .queue_update(QueueUpdateParams {
             name,
-            concurrency_limit: Some(l.limit),
+            concurrency_limit: l.concurrency,
+            rate: l.rate,
             ..Default::default()
         })
         .await?;

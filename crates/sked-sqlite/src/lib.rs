@@ -28,6 +28,8 @@ pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
     path: PathBuf,
     _checkpointer: Arc<checkpoint::Checkpointer>,
+    /// When a rate limit lets held-back tasks start again, as claims found it.
+    held: Arc<sked_store::rate::HeldUntil>,
 }
 
 impl SqliteStore {
@@ -59,6 +61,7 @@ impl SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
             path,
             _checkpointer: checkpointer,
+            held: Default::default(),
         })
     }
 
@@ -182,7 +185,12 @@ impl Store for SqliteStore {
     }
 
     async fn task_claim(&self, params: TaskClaimParams) -> Result<Vec<Task>> {
-        self.write(move |tx| tasks::claim(tx, &params)).await
+        let now = params.now;
+        let (claimed, held) = self.write(move |tx| tasks::claim(tx, &params)).await?;
+        if let Some(at) = held {
+            self.held.note(at, now);
+        }
+        Ok(claimed)
     }
 
     async fn task_heartbeat(&self, params: TaskHeartbeatParams) -> Result<HeartbeatReply> {
@@ -225,6 +233,10 @@ impl Store for SqliteStore {
 
     async fn task_next_run_at(&self) -> Result<Option<jiff::Timestamp>> {
         self.run(tasks::next_run_at).await
+    }
+
+    fn task_held_until(&self, now: jiff::Timestamp) -> Option<jiff::Timestamp> {
+        self.held.get(now)
     }
 
     async fn queue_list(&self, params: QueueListParams) -> Result<Page<QueueInfo>> {

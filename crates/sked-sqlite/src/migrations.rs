@@ -16,6 +16,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         7,
         include_str!("../migrations/0007_available_all_queues.sql"),
     ),
+    (8, include_str!("../migrations/0008_rate_limits.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

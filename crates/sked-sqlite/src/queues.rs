@@ -1,4 +1,4 @@
-//! Queues (pause, concurrency limit, counts) and named leases.
+//! Queues (pause, concurrency and rate limits, counts) and named leases.
 
 use jiff::Timestamp;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
@@ -33,6 +33,7 @@ pub(crate) fn list(conn: &Connection, p: &QueueListParams) -> Result<Page<QueueI
             |r| {
                 let (name, n) = counts_row(r)?;
                 let mut q = QueueInfo::new(name, r.get(8)?, r.get(9)?);
+                q.rate = sked_store::rate::from_columns(r.get(10)?, r.get(11)?);
                 q.set_counts(n, p.count_limit);
                 Ok(q)
             },
@@ -69,14 +70,26 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
         )
         .map_err(db_err)?;
     }
-    let (paused, concurrency_limit) = tx
+    if let Some(rate) = p.rate {
+        let (limit, period_ms) = sked_store::rate::to_columns(rate);
+        tx.execute(
+            "UPDATE queues SET rate_limit = ?2, rate_period_ms = ?3, updated_at = ?4 WHERE name = ?1",
+            params![p.name, limit, period_ms, now],
+        )
+        .map_err(db_err)?;
+    }
+    let (paused, concurrency_limit, rate) = tx
         .query_row(
-            "SELECT paused, concurrency_limit FROM queues WHERE name = ?1",
+            "SELECT paused, concurrency_limit, rate_limit, rate_period_ms FROM queues WHERE name = ?1",
             [&p.name],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| {
+                let rate = sked_store::rate::from_columns(r.get(2)?, r.get(3)?);
+                Ok((r.get(0)?, r.get(1)?, rate))
+            },
         )
         .map_err(db_err)?;
     let mut info = QueueInfo::new(p.name.clone(), paused, concurrency_limit);
+    info.rate = rate;
     let (_, n) = tx
         .prepare_cached(&crate::indexed::QUEUE_COUNTS)
         .map_err(db_err)?

@@ -95,7 +95,8 @@ pub struct PagePlaceholders<'a> {
     pub count_probe: &'a str,
 }
 
-/// `SELECT queue, n_scheduled, …, n_cancelled, paused, concurrency_limit`: a page of queues by
+/// `SELECT queue, n_scheduled, …, n_cancelled, paused, concurrency_limit, rate_limit,
+/// rate_period_ms`: a page of queues by
 /// name after `after`, those with tasks and those with settings in `queues`, at most `rows`.
 ///
 /// Each state's partial index is walked from `after` for at most `rows` distinct queues (one
@@ -138,7 +139,8 @@ pub fn queue_page_sql(
     let counts = count_columns(tasks, count_probe, spelling);
     format!(
         "WITH RECURSIVE {}, names(name) AS ({}) \
-         SELECT q.name, {counts}, coalesce(k.paused, false), k.concurrency_limit \
+         SELECT q.name, {counts}, coalesce(k.paused, false), k.concurrency_limit, \
+           k.rate_limit, k.rate_period_ms \
          FROM (SELECT name FROM names WHERE name IS NOT NULL ORDER BY name LIMIT {rows}) q \
          LEFT JOIN {queues} k ON k.name = q.name ORDER BY q.name",
         walks.join(", "),

@@ -12,6 +12,7 @@ pub mod conformance;
 pub mod counts;
 mod error;
 pub mod page;
+pub mod rate;
 pub mod rules;
 pub mod states;
 mod types;
@@ -137,6 +138,14 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// The earliest run_at of a scheduled or retrying task: when a worker should look next.
     async fn task_next_run_at(&self) -> Result<Option<jiff::Timestamp>>;
+
+    /// When a rate limit that held tasks back in one of this store's recent claims lets one
+    /// start again: a worker that found nothing should look then too. Known without asking
+    /// the database; `None` once that time has passed.
+    fn task_held_until(&self, now: jiff::Timestamp) -> Option<jiff::Timestamp> {
+        let _ = now;
+        None
+    }
 
     /// A page of the queues that have tasks or settings, by name, with counts per state, each
     /// counted up to `count_limit` (beyond it the state is marked `counts_at_least`). The cost

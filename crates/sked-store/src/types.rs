@@ -181,6 +181,9 @@ pub struct QueueInfo {
     pub name: String,
     pub paused: bool,
     pub concurrency_limit: Option<u32>,
+    /// At most so many tasks start in any window of the period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<sked_core::RateLimit>,
     /// Tasks per state; states with none are left out. A state is counted only up to the
     /// limit the caller gave ([`QUEUE_COUNT_LIMIT`] unless told otherwise): see `counts_at_least`.
     pub counts: BTreeMap<TaskState, u64>,
@@ -204,6 +207,7 @@ impl QueueInfo {
             name,
             paused,
             concurrency_limit,
+            rate: None,
             counts: BTreeMap::new(),
             counts_at_least: BTreeSet::new(),
         }
@@ -231,6 +235,8 @@ pub struct QueueUpdateParams {
     pub paused: Option<bool>,
     /// `Some(None)` removes the limit.
     pub concurrency_limit: Option<Option<u32>>,
+    /// `Some(None)` removes the rate limit.
+    pub rate: Option<Option<sked_core::RateLimit>>,
 }
 
 #[derive(Debug, Clone)]

@@ -54,8 +54,8 @@ pub use maintenance::MaintenanceConfig;
 pub use node::{Node, NodeBuilder};
 pub use sked_core as core;
 pub use sked_core::{
-    Backoff, CatchupPolicy, Clock, ManualClock, NewTask, OverlapPolicy, ScheduleDef, SystemClock,
-    Task, TaskId, TaskState, TaskTemplate,
+    Backoff, CatchupPolicy, Clock, ManualClock, NewTask, OverlapPolicy, RateLimit, ScheduleDef,
+    SystemClock, Task, TaskId, TaskState, TaskTemplate,
 };
 pub use sked_store::{self as store, Store};
 pub use sked_store::{FinishOutcome, Occurrence, QueueInfo, Schedule, TaskInserted};

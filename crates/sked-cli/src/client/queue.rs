@@ -1,4 +1,4 @@
-//! `sked queue …`: list queues, pause and resume them, set their concurrency limits.
+//! `sked queue …`: list queues, pause and resume them, set their concurrency and rate limits.
 
 use clap::Subcommand;
 use sked::api::QueueList;
@@ -23,14 +23,54 @@ pub(crate) enum QueueCmd {
         /// The queue's name
         queue: String,
     },
-    /// Limit how many tasks of the queue run at once (`none` removes the limit).
+    /// Limit the queue: how many of its tasks run at once, how many start per period
+    /// (`none` removes a limit; limits not named stay as they are).
     Limit {
         /// The queue's name
         queue: String,
-        /// Most tasks running at once across every worker, or none
+        /// Shorthand for --concurrency
         #[arg(value_name = "N|none")]
-        limit: String,
+        limit: Option<String>,
+        /// Most tasks running at once across every worker, or none
+        #[arg(long, value_name = "N|none", conflicts_with = "limit")]
+        concurrency: Option<String>,
+        /// Most tasks started in any window of the period, across every worker: 10/s, 20/min,
+        /// 5/h, 1000/d (a quota), or none
+        #[arg(long, value_name = "N/PERIOD|none")]
+        rate: Option<String>,
     },
+}
+
+/// The limits `sked queue limit` was given.
+fn limits(
+    limit: Option<String>,
+    concurrency: Option<String>,
+    rate: Option<String>,
+) -> Result<sked::api::QueueLimit, CliError> {
+    let concurrency = match limit.or(concurrency) {
+        None => None,
+        Some(n) if n == "none" => Some(None),
+        Some(n) => Some(Some(n.parse::<u32>().map_err(|_| {
+            CliError::usage(format!(
+                "invalid concurrency limit {n:?}: expected a whole number or none"
+            ))
+        })?)),
+    };
+    let rate = match rate {
+        None => None,
+        Some(r) if r == "none" => Some(None),
+        Some(r) => Some(Some(
+            r.parse::<sked::RateLimit>()
+                .map_err(|e| CliError::usage(format!("--rate: {e}")))?,
+        )),
+    };
+    let limits = sked::api::QueueLimit { concurrency, rate };
+    if limits.is_empty() {
+        return Err(CliError::usage(
+            "name a limit: sked queue limit QUEUE N, --concurrency N|none or --rate N/PERIOD|none",
+        ));
+    }
+    Ok(limits)
 }
 
 pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
@@ -56,6 +96,7 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
                                 q.name.clone(),
                                 if q.paused { "yes" } else { "no" }.into(),
                                 opt(q.concurrency_limit.as_ref()),
+                                opt(q.rate.as_ref()),
                             ];
                             row.extend(TaskState::ALL.map(|s| queue_count(q, s)));
                             row
@@ -66,6 +107,7 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
                             "QUEUE",
                             "PAUSED",
                             "LIMIT",
+                            "RATE",
                             "SCHEDULED",
                             "AVAILABLE",
                             "RUNNING",
@@ -82,26 +124,24 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
         }
         QueueCmd::Pause { queue } => client.queue_pause(&queue).await,
         QueueCmd::Resume { queue } => client.queue_resume(&queue).await,
-        QueueCmd::Limit { queue, limit } => {
-            let limit = if limit == "none" {
-                None
-            } else {
-                Some(limit.parse::<u32>().map_err(|_| {
-                    CliError::usage(format!(
-                        "invalid limit {limit:?}: expected a whole number or none"
-                    ))
-                })?)
-            };
-            client.queue_limit(&queue, limit).await
+        QueueCmd::Limit {
+            queue,
+            limit,
+            concurrency,
+            rate,
+        } => {
+            let limits = limits(limit, concurrency, rate)?;
+            client.queue_limits(&queue, limits).await
         }
     }
     .map_err(failed)?;
     show(remote, &q, |q: &QueueInfo| {
         let paused = if q.paused { "paused" } else { "running" };
         out!(
-            "{} {paused}, limit {}",
+            "{} {paused}, limit {}, rate {}",
             q.name,
-            opt(q.concurrency_limit.as_ref())
+            opt(q.concurrency_limit.as_ref()),
+            opt(q.rate.as_ref())
         );
     });
     Ok(())

@@ -17,5 +17,6 @@ mod metrics;
 mod observe_cli;
 mod pg_secrets;
 mod python_worker;
+mod rate_limits;
 mod tidy;
 mod worker_cli;

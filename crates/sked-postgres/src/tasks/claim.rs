@@ -39,11 +39,14 @@ const STAGE_BATCH: i64 = 10_000;
 
 /// Candidates `c` of a queue that is neither paused nor limited.
 const OPEN: &str = "NOT EXISTS (SELECT 1 FROM sked_queues q WHERE q.name = c.queue \
-    AND (q.paused OR q.concurrency_limit IS NOT NULL))";
+    AND (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL))";
 
-/// Paused queues and queues with a concurrency limit.
-const QUEUE_SETTINGS: &str = "SELECT q.name, q.paused, q.concurrency_limit FROM sked_queues q \
-    WHERE q.paused OR q.concurrency_limit IS NOT NULL";
+/// Paused queues and queues with a concurrency or rate limit (whether limited, as a limit).
+const QUEUE_SETTINGS: &str = "SELECT q.name, q.paused, \
+      CASE WHEN q.rate_limit IS NOT NULL THEN coalesce(q.concurrency_limit, -1) \
+        ELSE q.concurrency_limit END \
+    FROM sked_queues q \
+    WHERE q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL";
 
 /// The claim of the first available tasks that match `filter` (`$1` now, `$2` the lease's end,
 /// `$3` the worker, `$4` at most how many, `$5` the timeout grace in milliseconds), in claim
@@ -109,7 +112,7 @@ pub(crate) async fn claim(
     channel: &str,
     cursors: &Arc<ClaimCursors>,
     p: &TaskClaimParams,
-) -> Result<Vec<Task>> {
+) -> Result<(Vec<Task>, Option<Timestamp>)> {
     let expires = p
         .now
         .checked_add(p.lease_ttl)
@@ -178,11 +181,14 @@ pub(crate) async fn claim(
     }
     cursors.finish(start, claimed.last().map(Key::of));
     let left = p.max.saturating_sub(claimed.len() as u32);
+    let mut held_until = None;
     if left > 0 && !limited.is_empty() {
-        claimed.extend(claim_limited(c, p, &limited, left, expires).await?);
+        let (more, held) = claim_limited(c, p, &limited, left, expires).await?;
+        claimed.extend(more);
         claimed.sort_by_key(|t| Key::of(t).order());
+        held_until = held;
     }
-    Ok(claimed)
+    Ok((claimed, held_until))
 }
 
 /// When the next waiting task is due, from staging's row (not known when it staged a full batch:
@@ -269,55 +275,97 @@ fn candidates_filter<'a>(
     sql
 }
 
-/// With concurrency limits in play, the limited queues' rows are locked for the transaction,
-/// so that nodes claiming at once cannot together exceed a limit.
+/// With concurrency or rate limits in play, the limited queues' rows are locked for the
+/// transaction, so that nodes claiming at once cannot together exceed a limit. Also says when
+/// a rate limit that held tasks back lets one start again.
 async fn claim_limited(
     c: &mut Object,
     p: &TaskClaimParams,
     limited: &Vec<String>,
     max: u32,
     expires: Timestamp,
-) -> Result<Vec<Task>> {
+) -> Result<(Vec<Task>, Option<Timestamp>)> {
     let tx = c.transaction().await.map_err(db_err)?;
+    // Each limited queue, its running tasks, and the starts its rate window may count (the
+    // longest window a rate limit may have bounds what is read; the limit's own is applied
+    // below).
     let limits = tx
         .query(
             "SELECT q.name, q.concurrency_limit, \
-               (SELECT count(*) FROM sked_tasks t WHERE t.state = 'running' AND t.queue = q.name) \
+               (SELECT count(*) FROM sked_tasks t WHERE t.state = 'running' AND t.queue = q.name), \
+               q.rate_limit, q.rate_period_ms, \
+               ARRAY(SELECT s.started_at FROM sked_queue_starts s WHERE s.queue = q.name \
+                 AND s.started_at > $2::timestamptz - q.rate_period_ms * interval '1 millisecond'), \
+               ARRAY(SELECT s.n FROM sked_queue_starts s WHERE s.queue = q.name \
+                 AND s.started_at > $2::timestamptz - q.rate_period_ms * interval '1 millisecond') \
              FROM sked_queues q WHERE q.name = ANY($1) AND NOT q.paused \
-               AND q.concurrency_limit IS NOT NULL ORDER BY q.name FOR UPDATE",
-            &[limited],
+               AND (q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL) \
+             ORDER BY q.name FOR UPDATE",
+            &[limited, &p.now],
         )
         .await
         .map_err(db_err)?;
     let mut quota: HashMap<String, i64> = HashMap::new();
+    let mut rated: HashMap<String, sked_core::RateLimit> = HashMap::new();
+    let mut held_until: Option<Timestamp> = None;
     for row in &limits {
-        let limit: i32 = col(row, 1)?;
+        let name: String = col(row, 0)?;
         let running: i64 = col(row, 2)?;
-        quota.insert(col(row, 0)?, i64::from(limit) - running);
-    }
-    let max = i64::from(max);
-    let mut params: Vec<Param<'_>> = vec![&max];
-    let filter = candidates_filter(limited, &p.kinds, &p.min_priority, &mut params);
-    let candidates = tx
-        .query(
-            &format!(
-                "SELECT id, queue FROM sked_tasks WHERE {filter} \
-                 ORDER BY priority DESC, run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED"
-            ),
-            &params,
-        )
-        .await
-        .map_err(db_err)?;
-    let mut chosen: Vec<TaskId> = Vec::new();
-    for row in &candidates {
-        let queue: String = col(row, 1)?;
-        if let Some(left) = quota.get_mut(&queue) {
-            if *left <= 0 {
-                continue;
+        let mut left = col::<Option<i32>>(row, 1)?.map(|l| i64::from(l) - running);
+        let rate = sked_store::rate::from_columns(
+            col::<Option<i32>>(row, 3)?.map(i64::from),
+            col(row, 4)?,
+        );
+        if let Some(rate) = rate {
+            let at: Vec<Timestamp> = col(row, 5)?;
+            let n: Vec<i32> = col(row, 6)?;
+            let starts: Vec<(Timestamp, u32)> = at
+                .into_iter()
+                .zip(n.into_iter().map(|n| n.max(0) as u32))
+                .collect();
+            let room = rate.room(&starts, p.now);
+            let allowed = i64::from(room.allowed);
+            left = Some(left.map_or(allowed, |l| l.min(allowed)));
+            if let Some(at) = room.frees_at {
+                held_until = Some(held_until.map_or(at, |t| t.min(at)));
             }
-            *left -= 1;
+            rated.insert(name.clone(), rate);
         }
-        chosen.push(col(row, 0)?);
+        quota.insert(name, left.unwrap_or(i64::MAX));
+    }
+    // Each queue with room on its own, for at most what its quota leaves: a queue at its
+    // limit never crowds the others out.
+    let mut candidates: Vec<(Key, String)> = Vec::new();
+    for (queue, left) in quota.iter().filter(|(_, left)| **left > 0) {
+        let take = (*left).min(i64::from(max));
+        let one = vec![queue.clone()];
+        let mut params: Vec<Param<'_>> = vec![&take];
+        let filter = candidates_filter(&one, &p.kinds, &p.min_priority, &mut params);
+        let rows = tx
+            .query(
+                &format!(
+                    "SELECT priority, run_at, id FROM sked_tasks WHERE {filter} \
+                     ORDER BY priority DESC, run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED"
+                ),
+                &params,
+            )
+            .await
+            .map_err(db_err)?;
+        for row in &rows {
+            let key = Key {
+                priority: col(row, 0)?,
+                run_at: col(row, 1)?,
+                id: col(row, 2)?,
+            };
+            candidates.push((key, queue.clone()));
+        }
+    }
+    candidates.sort_by_key(|(key, _)| key.order());
+    candidates.truncate(max as usize);
+    let chosen: Vec<TaskId> = candidates.iter().map(|(key, _)| key.id).collect();
+    let mut started: HashMap<&str, i32> = HashMap::new();
+    for (_, queue) in &candidates {
+        *started.entry(queue.as_str()).or_default() += 1;
     }
     let lease = lease_end_sql("$2", "$3", "$5");
     let rows = tx
@@ -331,8 +379,29 @@ async fn claim_limited(
         )
         .await
         .map_err(db_err)?;
+    if !rated.is_empty() {
+        // The starts a window counts, one row per queue and claim; and those out of every
+        // window are forgotten.
+        let queues: Vec<&str> = rated.keys().map(String::as_str).collect();
+        let counts: Vec<i32> = queues
+            .iter()
+            .map(|q| started.get(q).copied().unwrap_or(0))
+            .collect();
+        tx.execute(
+            "WITH logged AS ( \
+               INSERT INTO sked_queue_starts (queue, started_at, n) \
+               SELECT q, $3, n FROM unnest($1::text[], $2::int[]) AS l(q, n) WHERE n > 0) \
+             DELETE FROM sked_queue_starts s USING sked_queues q \
+             WHERE s.queue = ANY($1) AND q.name = s.queue \
+               AND (q.rate_limit IS NULL \
+                 OR s.started_at <= $3::timestamptz - q.rate_period_ms * interval '1 millisecond')",
+            &[&queues, &counts, &p.now],
+        )
+        .await
+        .map_err(db_err)?;
+    }
     tx.commit().await.map_err(db_err)?;
-    tasks_from_rows(&rows)
+    Ok((tasks_from_rows(&rows)?, held_until))
 }
 
 /// Extends a held attempt's lease (`$1` id, `$2` attempt) until `$3`, or its timeout and the

@@ -104,7 +104,7 @@ static PLAIN_INSERT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
 static INSERT_CLAIMED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH open AS (SELECT NOT EXISTS (SELECT 1 FROM sked_queues q WHERE q.name = $3::text \
-               AND (q.paused OR q.concurrency_limit IS NOT NULL)) AS ok), \
+               AND (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL)) AS ok), \
              ins AS ( \
                INSERT INTO sked_tasks AS t (queue, kind, payload, priority, state, run_at, \
                  max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, \

@@ -31,6 +31,7 @@ async fn a_claim_walks_the_claim_index_whatever_the_queue_statistics() {
                 name: format!("q{i}"),
                 paused: Some(i % 2 == 0),
                 concurrency_limit: Some((i % 2 == 1).then_some(5)),
+                ..Default::default()
             })
             .await
             .unwrap();

@@ -6,11 +6,11 @@ use std::collections::HashMap;
 
 use jiff::{SignedDuration, Timestamp};
 use rusqlite::{Transaction, params, params_from_iter, types::Value};
-use sked_core::{Task, TaskId, TaskState};
+use sked_core::{RateLimit, Task, TaskId, TaskState};
 use sked_store::*;
 
 use super::get_row;
-use crate::codec::{db_err, ts};
+use crate::codec::{db_err, from_ts, ts};
 use crate::indexed;
 
 /// Moves due scheduled/retrying tasks to available.
@@ -21,20 +21,29 @@ fn stage(tx: &Transaction<'_>, now: Timestamp) -> Result<usize> {
         .map_err(db_err)
 }
 
-pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Task>> {
-    stage(tx, p.now)?;
-    if p.max == 0 {
-        return Ok(Vec::new());
-    }
-    // Queue settings: paused queues are left out, limited ones get what their limit leaves.
-    let mut excluded: Vec<String> = Vec::new();
-    let mut quota: HashMap<String, i64> = HashMap::new();
-    {
+/// What claims may take of the paused and limited queues.
+#[derive(Default)]
+struct Limits {
+    /// Queues claims leave alone: paused, at their concurrency limit, or at their rate limit.
+    excluded: Vec<String>,
+    /// How many more tasks a limited queue may start.
+    quota: HashMap<String, i64>,
+    /// The rate-limited queues: their starts are logged.
+    rated: HashMap<String, RateLimit>,
+    /// When the first queue at its rate limit lets a task start again.
+    held_until: Option<Timestamp>,
+}
+
+impl Limits {
+    fn read(tx: &Transaction<'_>, now: Timestamp) -> Result<Limits> {
+        let mut limits = Limits::default();
         let mut stmt = tx
             .prepare_cached(
                 "SELECT q.name, q.paused, q.concurrency_limit, \
-                 (SELECT count(*) FROM tasks t WHERE t.state = 'running' AND t.queue = q.name) \
-                 FROM queues q WHERE q.paused = 1 OR q.concurrency_limit IS NOT NULL",
+                 (SELECT count(*) FROM tasks t WHERE t.state = 'running' AND t.queue = q.name), \
+                 q.rate_limit, q.rate_period_ms \
+                 FROM queues q WHERE q.paused = 1 OR q.concurrency_limit IS NOT NULL \
+                   OR q.rate_limit IS NOT NULL",
             )
             .map_err(db_err)?;
         let rows = stmt
@@ -44,32 +53,98 @@ pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Tas
                     r.get::<_, bool>(1)?,
                     r.get::<_, Option<i64>>(2)?,
                     r.get::<_, i64>(3)?,
+                    sked_store::rate::from_columns(r.get(4)?, r.get(5)?),
                 ))
             })
             .map_err(db_err)?;
         for row in rows {
-            let (name, paused, limit, running) = row.map_err(db_err)?;
-            match (paused, limit) {
-                (true, _) => excluded.push(name),
-                (false, Some(limit)) if running >= limit => excluded.push(name),
-                (false, Some(limit)) => {
-                    quota.insert(name, limit - running);
+            let (name, paused, limit, running, rate) = row.map_err(db_err)?;
+            if paused {
+                limits.excluded.push(name);
+                continue;
+            }
+            let mut left = limit.map(|l| l - running);
+            if let Some(rate) = rate {
+                let room = rate.room(&starts(tx, &name, &rate, now)?, now);
+                left =
+                    Some(left.map_or(i64::from(room.allowed), |l| l.min(i64::from(room.allowed))));
+                if let Some(at) = room.frees_at {
+                    limits.held_until = Some(limits.held_until.map_or(at, |t| t.min(at)));
                 }
-                (false, None) => {}
+                limits.rated.insert(name.clone(), rate);
+            }
+            match left {
+                Some(left) if left <= 0 => limits.excluded.push(name),
+                Some(left) => {
+                    limits.quota.insert(name, left);
+                }
+                None => {}
             }
         }
+        Ok(limits)
     }
-    let keys = if p.queues.is_empty() {
-        keys_of_all(tx, p, &excluded, &mut quota)?
-    } else {
-        keys_of_named(tx, p, &excluded, &quota)?
-    };
+
+    /// Logs the starts of `claimed` in rate-limited queues, and forgets those out of every
+    /// window.
+    fn log_starts(&self, tx: &Transaction<'_>, claimed: &[Task], now: Timestamp) -> Result<()> {
+        for (queue, rate) in &self.rated {
+            let n = claimed.iter().filter(|t| &t.queue == queue).count() as i64;
+            if n > 0 {
+                tx.prepare_cached(
+                    "INSERT INTO queue_starts (queue, started_at, n) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(db_err)?
+                .execute(params![queue, ts(now), n])
+                .map_err(db_err)?;
+            }
+            tx.prepare_cached("DELETE FROM queue_starts WHERE queue = ?1 AND started_at <= ?2")
+                .map_err(db_err)?
+                .execute(params![queue, ts(rate.window_start(now))])
+                .map_err(db_err)?;
+        }
+        Ok(())
+    }
+}
+
+/// The starts of `queue` logged in the window of `rate` that ends at `now`.
+fn starts(
+    tx: &Transaction<'_>,
+    queue: &str,
+    rate: &RateLimit,
+    now: Timestamp,
+) -> Result<Vec<(Timestamp, u32)>> {
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT started_at, n FROM queue_starts WHERE queue = ?1 AND started_at > ?2",
+        )
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map(params![queue, ts(rate.window_start(now))], |r| {
+            Ok((from_ts(r.get(0)?), r.get::<_, u32>(1)?))
+        })
+        .map_err(db_err)?;
+    rows.map(|r| r.map_err(db_err)).collect()
+}
+
+/// Claims the first available tasks for `p`; also says when a rate limit that held tasks
+/// back lets one start again.
+pub(crate) fn claim(
+    tx: &Transaction<'_>,
+    p: &TaskClaimParams,
+) -> Result<(Vec<Task>, Option<Timestamp>)> {
+    stage(tx, p.now)?;
+    if p.max == 0 {
+        return Ok((Vec::new(), None));
+    }
+    let limits = Limits::read(tx, p.now)?;
+    let keys = keys(tx, p, &limits)?;
     let expires = p
         .now
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let mut update = tx.prepare_cached(LEASE).map_err(db_err)?;
-    keys.into_iter()
+    let claimed = keys
+        .into_iter()
         .map(|id| {
             lease(
                 tx,
@@ -80,7 +155,9 @@ pub(crate) fn claim(tx: &Transaction<'_>, p: &TaskClaimParams) -> Result<Vec<Tas
                 (expires, p.timeout_grace),
             )
         })
-        .collect()
+        .collect::<Result<Vec<Task>>>()?;
+    limits.log_starts(tx, &claimed, p.now)?;
+    Ok((claimed, limits.held_until))
 }
 
 /// Leases an available task (`?1`) to a worker (`?4`) from `?2` until `?3`.
@@ -128,7 +205,7 @@ pub(crate) fn lease(
 pub(crate) fn queue_is_open(tx: &Transaction<'_>, queue: &str) -> Result<bool> {
     tx.prepare_cached(
         "SELECT NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1 \
-           AND (paused = 1 OR concurrency_limit IS NOT NULL))",
+           AND (paused = 1 OR concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL))",
     )
     .map_err(db_err)?
     .query_row([queue], |r| r.get(0))
@@ -181,16 +258,64 @@ impl Conditions {
     }
 }
 
-/// A claim over every queue: the first available tasks of all queues but the `excluded` ones,
-/// walking one index in claim order; a limited queue's tasks beyond its `quota` are skipped.
-fn keys_of_all(
+/// A claim's key: priority (highest first), run time, id.
+type Key = (Reverse<i64>, i64, TaskId);
+
+/// The ids of the first `p.max` available tasks a claim may take, in claim order. A claim over
+/// every queue walks one index for the queues that are neither paused nor limited; each
+/// limited queue with room, and each named queue, is walked on its own index for at most what
+/// its quota leaves, so that a limited queue's backlog never crowds others out of a claim.
+fn keys(tx: &Transaction<'_>, p: &TaskClaimParams, limits: &Limits) -> Result<Vec<TaskId>> {
+    let mut keys: Vec<Key> = Vec::new();
+    let mut queues: Vec<String> = if p.queues.is_empty() {
+        let mut left_out = limits.excluded.clone();
+        left_out.extend(limits.quota.keys().cloned());
+        keys = keys_of_open(tx, p, &left_out)?;
+        limits.quota.keys().cloned().collect()
+    } else {
+        p.queues
+            .iter()
+            .filter(|q| !limits.excluded.contains(q))
+            .cloned()
+            .collect()
+    };
+    queues.sort_unstable();
+    queues.dedup();
+    if !queues.is_empty() {
+        let c = Conditions::new(3).claim_filters(p);
+        let mut stmt = tx
+            .prepare_cached(&indexed::claim_keys(&c.sql))
+            .map_err(db_err)?;
+        let max = i64::from(p.max);
+        for queue in &queues {
+            let limit = limits.quota.get(queue).map_or(max, |&left| left.min(max));
+            let args = [Value::Text(queue.clone()), Value::Integer(limit)]
+                .into_iter()
+                .chain(c.values.iter().cloned());
+            let rows = stmt
+                .query_map(params_from_iter(args), |r| {
+                    Ok((Reverse(r.get(0)?), r.get(1)?, r.get(2)?))
+                })
+                .map_err(db_err)?;
+            for row in rows {
+                keys.push(row.map_err(db_err)?);
+            }
+        }
+        keys.sort_unstable();
+        keys.truncate(p.max as usize);
+    }
+    Ok(keys.into_iter().map(|(_, _, id)| id).collect())
+}
+
+/// The first available tasks of every queue but the `left_out` ones, walking one index in
+/// claim order.
+fn keys_of_open(
     tx: &Transaction<'_>,
     p: &TaskClaimParams,
-    excluded: &[String],
-    quota: &mut HashMap<String, i64>,
-) -> Result<Vec<TaskId>> {
+    left_out: &[String],
+) -> Result<Vec<Key>> {
     let c = Conditions::new(2)
-        .list("queue NOT IN", excluded)
+        .list("queue NOT IN", left_out)
         .claim_filters(p);
     let values = std::iter::once(Value::Integer(i64::from(p.max))).chain(c.values);
     let mut stmt = tx
@@ -198,57 +323,8 @@ fn keys_of_all(
         .map_err(db_err)?;
     let rows = stmt
         .query_map(params_from_iter(values), |r| {
-            Ok((r.get::<_, TaskId>(2)?, r.get::<_, String>(3)?))
+            Ok((Reverse(r.get(0)?), r.get(1)?, r.get(2)?))
         })
         .map_err(db_err)?;
-    let mut keys = Vec::new();
-    for row in rows {
-        let (id, queue) = row.map_err(db_err)?;
-        if let Some(left) = quota.get_mut(&queue) {
-            if *left <= 0 {
-                continue;
-            }
-            *left -= 1;
-        }
-        keys.push(id);
-    }
-    Ok(keys)
-}
-
-/// A claim over named queues: each queue's first tasks in claim order (at most what its quota
-/// leaves), from the per-queue index alone, merged; the first `max` of them.
-fn keys_of_named(
-    tx: &Transaction<'_>,
-    p: &TaskClaimParams,
-    excluded: &[String],
-    quota: &HashMap<String, i64>,
-) -> Result<Vec<TaskId>> {
-    let mut queues = p.queues.clone();
-    queues.sort_unstable();
-    queues.dedup();
-    let c = Conditions::new(3).claim_filters(p);
-    let mut stmt = tx
-        .prepare_cached(&indexed::claim_keys(&c.sql))
-        .map_err(db_err)?;
-    let mut keys: Vec<(Reverse<i64>, i64, TaskId)> = Vec::new();
-    for queue in queues.iter().filter(|q| !excluded.contains(q)) {
-        let max = i64::from(p.max);
-        let limit = quota.get(queue).map_or(max, |&left| left.min(max));
-        let args = [Value::Text(queue.clone()), Value::Integer(limit)]
-            .into_iter()
-            .chain(c.values.iter().cloned());
-        let rows = stmt
-            .query_map(params_from_iter(args), |r| {
-                Ok((Reverse(r.get(0)?), r.get(1)?, r.get(2)?))
-            })
-            .map_err(db_err)?;
-        for row in rows {
-            keys.push(row.map_err(db_err)?);
-        }
-    }
-    if queues.len() > 1 {
-        keys.sort_unstable();
-    }
-    keys.truncate(p.max as usize);
-    Ok(keys.into_iter().map(|(_, _, id)| id).collect())
+    rows.map(|r| r.map_err(db_err)).collect()
 }

@@ -1,4 +1,4 @@
-//! Queue counts and leases.
+//! Queue counts, rate limits and leases.
 
 use sked_core::TaskState;
 
@@ -149,4 +149,114 @@ pub async fn leases_renew_and_take_over(store: &Shared) {
     assert!(store.lease_get("leader", at(53)).await.unwrap().is_none());
     let a2 = acquire("a", at(53)).await.unwrap().unwrap();
     assert!(a2.token > b.token);
+}
+
+pub async fn rate_limit_caps_starts_per_window(store: &Shared) {
+    let rate: sked_core::RateLimit = "3/10s".parse().unwrap();
+    for _ in 0..10 {
+        let mut t = task("k");
+        t.queue = "rated".into();
+        insert(store, t, t0()).await;
+    }
+    insert(store, task("k"), t0()).await;
+    let q = store
+        .queue_update(QueueUpdateParams {
+            name: "rated".into(),
+            rate: Some(Some(rate)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(q.rate, Some(rate));
+    assert_eq!(q.concurrency_limit, None);
+    let listed = store
+        .queue_list(QueueListParams {
+            after: None,
+            limit: 10,
+            count_limit: QUEUE_COUNT_LIMIT,
+        })
+        .await
+        .unwrap();
+    let rated = listed.items.iter().find(|q| q.name == "rated").unwrap();
+    assert_eq!(rated.rate, Some(rate));
+
+    let first = claim(store, 10, t0()).await;
+    let of = |tasks: &[sked_core::Task]| tasks.iter().filter(|t| t.queue == "rated").count();
+    assert_eq!(of(&first), 3, "three starts in the window");
+    assert_eq!(first.len(), 4, "the unlimited queue is not held back");
+    // Finishing does not give a start back: the window counts starts, not running tasks.
+    for t in &first {
+        let done = FinishOutcome::Succeeded { result: None };
+        finish(store, t.id, t.attempt, done, at(1)).await.unwrap();
+    }
+    assert!(
+        claim(store, 10, at(5)).await.is_empty(),
+        "the window is full"
+    );
+    assert_eq!(
+        store.task_held_until(at(5)),
+        Some(at(10)),
+        "held until the first starts leave the window"
+    );
+    assert!(claim_from(store, &["rated"], 10, at(9)).await.is_empty());
+    // The window slides: the starts at t0 no longer count at t0 + 10 s.
+    assert_eq!(of(&claim(store, 10, at(10)).await), 3);
+    assert!(claim_from(store, &["rated"], 10, at(19)).await.is_empty());
+    // Taken a few at a time, still three per window.
+    assert_eq!(claim(store, 1, at(20)).await.len(), 1);
+    assert_eq!(claim(store, 10, at(20)).await.len(), 2);
+    assert!(claim(store, 10, at(21)).await.is_empty());
+    // Removed: the last one starts at once.
+    let q = store
+        .queue_update(QueueUpdateParams {
+            name: "rated".into(),
+            rate: Some(None),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(q.rate, None);
+    assert_eq!(claim(store, 10, at(21)).await.len(), 1);
+}
+
+pub async fn rate_and_concurrency_limits_hold_together(store: &Shared) {
+    for _ in 0..5 {
+        let mut t = task("k");
+        t.queue = "both".into();
+        insert(store, t, t0()).await;
+    }
+    store
+        .queue_update(QueueUpdateParams {
+            name: "both".into(),
+            concurrency_limit: Some(Some(2)),
+            rate: Some(Some("3/1m".parse().unwrap())),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let first = claim(store, 10, t0()).await;
+    assert_eq!(first.len(), 2, "two at once");
+    let done = FinishOutcome::Succeeded { result: None };
+    finish(store, first[0].id, first[0].attempt, done, at(1))
+        .await
+        .unwrap();
+    let second = claim(store, 10, at(2)).await;
+    assert_eq!(
+        second.len(),
+        1,
+        "one slot freed, one start left in the window"
+    );
+    let done = FinishOutcome::Succeeded { result: None };
+    finish(store, second[0].id, second[0].attempt, done, at(3))
+        .await
+        .unwrap();
+    assert!(
+        claim(store, 10, at(4)).await.is_empty(),
+        "a slot is free but the window is full"
+    );
+    assert_eq!(
+        claim(store, 10, at(60)).await.len(),
+        1,
+        "one slot free again"
+    );
 }

@@ -136,12 +136,43 @@ pub struct QueueList {
     pub next_after: Option<String>,
 }
 
-/// `PUT /v1/queues/{name}/limit`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// `PUT /v1/queues/{name}/limit`: each limit given is set (`null` removes it), each left
+/// out stays as it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QueueLimit {
-    /// Tasks of the queue running at once; `null` removes the limit.
-    pub limit: Option<u32>,
+    /// Tasks of the queue running at once (also read as `limit`).
+    #[serde(
+        default,
+        alias = "limit",
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub concurrency: Option<Option<u32>>,
+    /// Tasks of the queue started in any window of a period, as `10/s`, `20/min`, `1000/d`.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub rate: Option<Option<sked_core::RateLimit>>,
+}
+
+impl QueueLimit {
+    /// Whether it changes anything.
+    pub fn is_empty(&self) -> bool {
+        self.concurrency.is_none() && self.rate.is_none()
+    }
+}
+
+/// A field that is present, `null` or not: `Some(None)` for `null`; absent fields take the
+/// default, `None`.
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// A worker or node as the API shows it.

@@ -323,14 +323,29 @@ impl Client {
 
     /// Limits how many tasks of the queue run at once (`None` removes the limit).
     pub async fn queue_limit(&self, name: &str, limit: Option<u32>) -> Result<QueueInfo> {
+        self.queue_limits(
+            name,
+            api::QueueLimit {
+                concurrency: Some(limit),
+                rate: None,
+            },
+        )
+        .await
+    }
+
+    /// Sets the queue's limits that `limits` names (a `None` inside removes that limit).
+    pub async fn queue_limits(&self, name: &str, limits: api::QueueLimit) -> Result<QueueInfo> {
         match &self.inner {
             Inner::Embedded(_) => {
-                self.queue_update(name, "limit", |p| p.concurrency_limit = Some(limit))
-                    .await
+                self.queue_update(name, "limit", |p| {
+                    p.concurrency_limit = limits.concurrency;
+                    p.rate = limits.rate;
+                })
+                .await
             }
             Inner::Remote(r) => {
                 let path = format!("/v1/queues/{}/limit", path_segment(name));
-                r.put(&path, &api::QueueLimit { limit }).await
+                r.put(&path, &limits).await
             }
         }
     }

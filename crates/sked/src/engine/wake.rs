@@ -109,13 +109,15 @@ impl Engine {
         lock(&self.inner.next_due).saw(run_at);
     }
 
-    /// When the next waiting task is due: from what this node knows, or from the store.
+    /// When the next waiting task is due, or a rate limit lets held-back tasks start: from
+    /// what this node knows, or from the store.
     pub(super) async fn next_due(&self) -> Result<Option<Timestamp>> {
         let now = self.now();
+        let held = self.inner.store.task_held_until(now);
         {
             let mut hint = lock(&self.inner.next_due);
             if hint.known && self.announced() && hint.at.is_none_or(|t| t > now) {
-                return Ok(hint.at);
+                return Ok(earliest(hint.at, held));
             }
             hint.seen = None;
             hint.seen_unknown = false;
@@ -125,7 +127,7 @@ impl Engine {
         let mut hint = lock(&self.inner.next_due);
         hint.at = earliest(stored, hint.seen);
         hint.known = !hint.seen_unknown;
-        Ok(hint.at)
+        Ok(earliest(hint.at, held))
     }
 }
 

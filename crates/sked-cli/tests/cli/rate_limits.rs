@@ -1,0 +1,116 @@
+//! Queue rate limits through the CLI and HTTP on SQLite: set, kept beside the concurrency
+//! limit, removed, refused when invalid (exit 2, 422, nothing changed), and enforced on
+//! claims, with a waiting claim woken when the window lets a task start.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::Server;
+use crate::hostile_cli::request;
+
+fn call(srv: &Server, method: &str, path: &str, body: Value) -> (u16, Value) {
+    let (status, text) = request(srv, method, path, &body.to_string());
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+fn queue(srv: &Server, name: &str) -> Value {
+    let listed = srv.json(&["queue", "ls"]);
+    listed["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == name)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[test]
+fn rate_limits_are_set_kept_and_removed_and_bad_ones_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &[]);
+    let set = srv.json(&["queue", "limit", "mail", "--rate", "20/min"]);
+    assert_eq!(set["rate"], "20/min", "{set}");
+    assert_eq!(set["concurrency_limit"], Value::Null);
+    // The concurrency limit beside it leaves the rate as it is.
+    let both = srv.json(&["queue", "limit", "mail", "3"]);
+    assert_eq!(
+        (both["rate"].clone(), both["concurrency_limit"].clone()),
+        (json!("20/min"), json!(3))
+    );
+    assert!(srv.ok(&["queue", "ls"]).contains("20/min"));
+
+    for bad in [
+        vec!["--rate", "0/s"],
+        vec!["--rate", "ten/s"],
+        vec!["--rate", "10/fortnight"],
+        vec!["--concurrency", "-1"],
+        vec![],
+    ] {
+        let mut args = vec!["queue", "limit", "mail"];
+        args.extend(&bad);
+        let out = srv.sked(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {stderr}");
+        assert!(!stderr.trim().is_empty(), "{bad:?} says nothing");
+    }
+    let (status, body) = call(&srv, "PUT", "/v1/queues/mail/limit", json!({"rate": "0/s"}));
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at least 1"),
+        "{body}"
+    );
+    let (status, body) = call(&srv, "PUT", "/v1/queues/mail/limit", json!({}));
+    assert_eq!(status, 422, "{body}");
+    let kept = queue(&srv, "mail");
+    assert_eq!(
+        (kept["rate"].clone(), kept["concurrency_limit"].clone()),
+        (json!("20/min"), json!(3))
+    );
+
+    // HTTP's older field name still sets the concurrency limit alone.
+    let (status, body) = call(&srv, "PUT", "/v1/queues/mail/limit", json!({"limit": 4}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (body["rate"].clone(), body["concurrency_limit"].clone()),
+        (json!("20/min"), json!(4))
+    );
+    let removed = srv.json(&["queue", "limit", "mail", "--rate", "none"]);
+    assert_eq!(removed["rate"], Value::Null, "{removed}");
+    assert_eq!(removed["concurrency_limit"], 4);
+}
+
+#[test]
+fn a_rate_limited_queue_starts_no_more_than_its_window_allows() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &[]);
+    srv.json(&["queue", "limit", "paced", "--rate", "4/2s"]);
+    for _ in 0..10 {
+        srv.ok(&["task", "add", "--kind", "k", "--queue", "paced"]);
+    }
+    let claim = |wait: &str| {
+        let (status, body) = call(
+            &srv,
+            "POST",
+            "/v1/claim",
+            json!({"worker": "w", "queues": ["paced"], "max": 10, "wait": wait}),
+        );
+        assert_eq!(status, 200, "{body}");
+        body["tasks"].as_array().unwrap().len()
+    };
+    let first = Instant::now();
+    assert_eq!(claim("0s"), 4, "a window's worth");
+    assert_eq!(claim("0s"), 0, "the window is full");
+    // A waiting claim comes back when the first starts leave the window, not before.
+    assert_eq!(claim("10s"), 4);
+    let waited = first.elapsed();
+    eprintln!("the second window's claim came {waited:?} after the first");
+    assert!(
+        waited >= Duration::from_millis(1990),
+        "too early: {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(5), "not woken: {waited:?}");
+}

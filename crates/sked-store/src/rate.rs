@@ -1,0 +1,75 @@
+//! How the backends keep queue rate limits ([`sked_core::RateLimit`]): the limit's two
+//! columns, and what a store remembers between claims about when held-back tasks may start.
+
+use std::sync::Mutex;
+
+use jiff::{SignedDuration, Timestamp};
+use sked_core::RateLimit;
+
+/// A rate limit as its columns hold it: starts and the period in milliseconds.
+pub fn to_columns(rate: Option<RateLimit>) -> (Option<i64>, Option<i64>) {
+    match rate {
+        Some(r) => (
+            Some(i64::from(r.limit)),
+            Some(i64::try_from(r.period.as_millis()).unwrap_or(i64::MAX)),
+        ),
+        None => (None, None),
+    }
+}
+
+/// The rate limit of a queue row's columns (none unless both are set and valid).
+pub fn from_columns(limit: Option<i64>, period_ms: Option<i64>) -> Option<RateLimit> {
+    let limit = u32::try_from(limit?).ok()?;
+    RateLimit::new(limit, SignedDuration::from_millis(period_ms?)).ok()
+}
+
+/// The earliest time a rate limit lets held-back tasks start again, as this store's claims
+/// found it (see [`crate::Store::task_held_until`]).
+#[derive(Debug, Default)]
+pub struct HeldUntil(Mutex<Option<Timestamp>>);
+
+impl HeldUntil {
+    /// A claim at `now` found a queue full until `at`.
+    pub fn note(&self, at: Timestamp, now: Timestamp) {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        *held = match *held {
+            Some(t) if t > now && t <= at => Some(t),
+            _ => Some(at),
+        };
+    }
+
+    /// The noted time, while it is still ahead of `now`.
+    pub fn get(&self, now: Timestamp) -> Option<Timestamp> {
+        let held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        held.filter(|t| *t > now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_hold_a_rate_limit() {
+        let rate: RateLimit = "20/min".parse().unwrap();
+        let (limit, period) = to_columns(Some(rate));
+        assert_eq!((limit, period), (Some(20), Some(60_000)));
+        assert_eq!(from_columns(limit, period), Some(rate));
+        assert_eq!(from_columns(None, None), None);
+        assert_eq!(to_columns(None), (None, None));
+    }
+
+    #[test]
+    fn the_earliest_future_time_is_kept() {
+        let at = |s| Timestamp::from_second(s).unwrap();
+        let held = HeldUntil::default();
+        assert_eq!(held.get(at(0)), None);
+        held.note(at(10), at(0));
+        held.note(at(20), at(0));
+        assert_eq!(held.get(at(5)), Some(at(10)));
+        assert_eq!(held.get(at(10)), None);
+        // Past times are replaced.
+        held.note(at(30), at(15));
+        assert_eq!(held.get(at(15)), Some(at(30)));
+    }
+}
