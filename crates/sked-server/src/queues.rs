@@ -76,8 +76,11 @@ pub(crate) async fn resume(State(s): State<AppState>, NamePath(name): NamePath) 
 pub(crate) async fn limit(
     State(s): State<AppState>,
     NamePath(name): NamePath,
-    ApiJson(l): ApiJson<QueueLimit>,
+    ApiJson(body): ApiJson<serde_json::Map<String, serde_json::Value>>,
 ) -> ApiResult {
+    // An object only: serde would also read the fields from an array, in order.
+    let l: QueueLimit = serde_json::from_value(serde_json::Value::Object(body))
+        .map_err(|e| ApiError::invalid(e.to_string()))?;
     if l.is_empty() {
         return Err(ApiError::invalid(
             "name a limit to set: concurrency (tasks running at once) or rate (like \"10/s\"); null removes one",
