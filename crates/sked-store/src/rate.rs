@@ -23,6 +23,24 @@ pub fn from_columns(limit: Option<i64>, period_ms: Option<i64>) -> Option<RateLi
     RateLimit::new(limit, SignedDuration::from_millis(period_ms?)).ok()
 }
 
+/// What a limited queue may still start: the least of what its concurrency limit leaves
+/// (`concurrency_left`, running tasks deducted) and its rate window's room; `None` when neither
+/// limit is set.
+pub fn quota(concurrency_left: Option<i64>, room: Option<sked_core::Room>) -> Option<i64> {
+    match (concurrency_left, room.map(|r| i64::from(r.allowed))) {
+        (Some(left), Some(allowed)) => Some(left.min(allowed)),
+        (left, allowed) => left.or(allowed),
+    }
+}
+
+/// The sooner of two times a held queue frees, either possibly unknown.
+pub fn sooner(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// The earliest time a rate limit lets held-back tasks start again, as this store's claims
 /// found it (see [`crate::Store::task_held_until`]).
 #[derive(Debug, Default)]
@@ -57,6 +75,21 @@ mod tests {
         assert_eq!(from_columns(limit, period), Some(rate));
         assert_eq!(from_columns(None, None), None);
         assert_eq!(to_columns(None), (None, None));
+    }
+
+    #[test]
+    fn a_quota_is_the_least_of_both_limits() {
+        let room = |allowed| {
+            Some(sked_core::Room {
+                allowed,
+                frees_at: None,
+            })
+        };
+        assert_eq!(quota(None, None), None);
+        assert_eq!(quota(Some(2), None), Some(2));
+        assert_eq!(quota(None, room(3)), Some(3));
+        assert_eq!(quota(Some(5), room(3)), Some(3));
+        assert_eq!(quota(Some(-1), room(3)), Some(-1));
     }
 
     #[test]

@@ -286,9 +286,7 @@ async fn claim_limited(
     expires: Timestamp,
 ) -> Result<(Vec<Task>, Option<Timestamp>)> {
     let tx = c.transaction().await.map_err(db_err)?;
-    // Each limited queue, its running tasks, and the starts its rate window may count (the
-    // longest window a rate limit may have bounds what is read; the limit's own is applied
-    // below).
+    // Each limited queue, its running tasks, and the starts its rate window counts.
     let limits = tx
         .query(
             "SELECT q.name, q.concurrency_limit, \
@@ -311,7 +309,8 @@ async fn claim_limited(
     for row in &limits {
         let name: String = col(row, 0)?;
         let running: i64 = col(row, 2)?;
-        let mut left = col::<Option<i32>>(row, 1)?.map(|l| i64::from(l) - running);
+        let left = col::<Option<i32>>(row, 1)?.map(|l| i64::from(l) - running);
+        let mut room = None;
         let rate = sked_store::rate::from_columns(
             col::<Option<i32>>(row, 3)?.map(i64::from),
             col(row, 4)?,
@@ -323,15 +322,13 @@ async fn claim_limited(
                 .into_iter()
                 .zip(n.into_iter().map(|n| n.max(0) as u32))
                 .collect();
-            let room = rate.room(&starts, p.now);
-            let allowed = i64::from(room.allowed);
-            left = Some(left.map_or(allowed, |l| l.min(allowed)));
-            if let Some(at) = room.frees_at {
-                held_until = Some(held_until.map_or(at, |t| t.min(at)));
-            }
+            let r = rate.room(&starts, p.now);
+            held_until = sked_store::rate::sooner(held_until, r.frees_at);
             rated.insert(name.clone(), rate);
+            room = Some(r);
         }
-        quota.insert(name, left.unwrap_or(i64::MAX));
+        let left = sked_store::rate::quota(left, room).unwrap_or(i64::MAX);
+        quota.insert(name, left);
     }
     // Each queue with room on its own, for at most what its quota leaves: a queue at its
     // limit never crowds the others out.

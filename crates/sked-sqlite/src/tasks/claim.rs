@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use jiff::{SignedDuration, Timestamp};
 use rusqlite::{Transaction, params, params_from_iter, types::Value};
 use sked_core::{RateLimit, Task, TaskId, TaskState};
+use sked_store::rate;
 use sked_store::*;
 
 use super::get_row;
@@ -53,7 +54,7 @@ impl Limits {
                     r.get::<_, bool>(1)?,
                     r.get::<_, Option<i64>>(2)?,
                     r.get::<_, i64>(3)?,
-                    sked_store::rate::from_columns(r.get(4)?, r.get(5)?),
+                    rate::from_columns(r.get(4)?, r.get(5)?),
                 ))
             })
             .map_err(db_err)?;
@@ -63,17 +64,14 @@ impl Limits {
                 limits.excluded.push(name);
                 continue;
             }
-            let mut left = limit.map(|l| l - running);
+            let mut room = None;
             if let Some(rate) = rate {
-                let room = rate.room(&starts(tx, &name, &rate, now)?, now);
-                left =
-                    Some(left.map_or(i64::from(room.allowed), |l| l.min(i64::from(room.allowed))));
-                if let Some(at) = room.frees_at {
-                    limits.held_until = Some(limits.held_until.map_or(at, |t| t.min(at)));
-                }
+                let r = rate.room(&starts(tx, &name, &rate, now)?, now);
+                limits.held_until = rate::sooner(limits.held_until, r.frees_at);
                 limits.rated.insert(name.clone(), rate);
+                room = Some(r);
             }
-            match left {
+            match rate::quota(limit.map(|l| l - running), room) {
                 Some(left) if left <= 0 => limits.excluded.push(name),
                 Some(left) => {
                     limits.quota.insert(name, left);
