@@ -13,7 +13,7 @@ mod task;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use duration::{MAX_DURATION, check_duration, format_duration, parse_duration, parse_time};
 pub use error::SpecError;
-pub use rate::{MAX_RATE_PERIOD, RateLimit, Room};
+pub use rate::{MAX_RATE_BURST, MAX_RATE_PERIOD, RateLimit, Room};
 pub use retry::RetryPolicy;
 pub use schedule::plan::{
     DEFAULT_CATCHUP_LIMIT, OccurrenceOutcome, Plan, PlanInput, PlannedOccurrence,

@@ -12,6 +12,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (4, include_str!("../migrations/0004_queue_counts.sql")),
     (5, include_str!("../migrations/0005_analyze_queues.sql")),
     (6, include_str!("../migrations/0006_rate_limits.sql")),
+    (7, include_str!("../migrations/0007_rate_bursts.sql")),
 ];
 
 /// Brings the schema up to date, creating `schema` first when given (its name is validated).

@@ -53,10 +53,11 @@ pub(crate) async fn list(c: &mut Object, p: &QueueListParams) -> Result<Page<Que
     let mut page = PageBuilder::new(limit);
     while let Some(r) = rows.try_next().await.map_err(db_err)? {
         let mut q = queue_info(col(&r, 0)?, col(&r, 8)?, col(&r, 9)?);
-        q.rate = sked_store::rate::from_columns(
-            col::<Option<i32>>(&r, 10)?.map(i64::from),
-            col(&r, 11)?,
-        );
+        q.rate = sked_store::rate::from_columns(sked_store::rate::Columns {
+            limit: col(&r, 10)?,
+            period_ms: col(&r, 11)?,
+            burst: col(&r, 12)?,
+        });
         q.set_counts(counts_of(&r)?, p.count_limit);
         if !page.push(q) {
             break;
@@ -74,29 +75,32 @@ pub(crate) async fn update(
     let limit: Option<Option<i32>> = p
         .concurrency_limit
         .map(|l| l.map(|n| i32::try_from(n).unwrap_or(i32::MAX)));
-    let (rate_limit, rate_period_ms) = sked_store::rate::to_columns(p.rate.flatten());
-    let rate_limit = rate_limit.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
+    let rate = sked_store::rate::to_columns(p.rate.flatten());
     let tx = c.transaction().await.map_err(db_err)?;
     let row = tx
         .query_one(
             "INSERT INTO sked_queues AS q \
-               (name, paused, concurrency_limit, rate_limit, rate_period_ms, updated_at) \
-             VALUES ($1, coalesce($2, false), $4, $6, $7, now()) \
+               (name, paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
+                updated_at) \
+             VALUES ($1, coalesce($2, false), $4, $6, $7, $8, now()) \
              ON CONFLICT (name) DO UPDATE SET \
                paused = coalesce($2, q.paused), \
                concurrency_limit = CASE WHEN $3 THEN $4 ELSE q.concurrency_limit END, \
                rate_limit = CASE WHEN $5 THEN $6 ELSE q.rate_limit END, \
                rate_period_ms = CASE WHEN $5 THEN $7 ELSE q.rate_period_ms END, \
+               rate_burst = CASE WHEN $5 THEN $8 ELSE q.rate_burst END, \
+               rate_bucket_at = CASE WHEN $5 THEN NULL ELSE q.rate_bucket_at END, \
                updated_at = now() \
-             RETURNING paused, concurrency_limit, rate_limit, rate_period_ms",
+             RETURNING paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst",
             &[
                 &p.name,
                 &p.paused,
                 &limit.is_some(),
                 &limit.flatten(),
                 &p.rate.is_some(),
-                &rate_limit,
-                &rate_period_ms,
+                &rate.limit,
+                &rate.period_ms,
+                &rate.burst,
             ],
         )
         .await
@@ -126,8 +130,11 @@ pub(crate) async fn update(
         tracing::warn!(error = %e, "cannot analyze sked_queues; claims may plan badly");
     }
     let mut info = queue_info(p.name.clone(), col(&row, 0)?, col(&row, 1)?);
-    info.rate =
-        sked_store::rate::from_columns(col::<Option<i32>>(&row, 2)?.map(i64::from), col(&row, 3)?);
+    info.rate = sked_store::rate::from_columns(sked_store::rate::Columns {
+        limit: col(&row, 2)?,
+        period_ms: col(&row, 3)?,
+        burst: col(&row, 4)?,
+    });
     info.set_counts(counts_of(&counts)?, QUEUE_COUNT_LIMIT);
     Ok(info)
 }

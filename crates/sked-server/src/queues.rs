@@ -86,12 +86,13 @@ pub(crate) async fn limit(
             "name a limit to set: concurrency (tasks running at once) or rate (like \"10/s\"); null removes one",
         ));
     }
+    let rate = l.rate_with_burst().map_err(ApiError::invalid)?;
     let q = s
         .engine
         .queue_update(QueueUpdateParams {
             name,
             concurrency_limit: l.concurrency,
-            rate: l.rate,
+            rate,
             ..Default::default()
         })
         .await?;

@@ -17,6 +17,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../migrations/0007_available_all_queues.sql"),
     ),
     (8, include_str!("../migrations/0008_rate_limits.sql")),
+    (9, include_str!("../migrations/0009_rate_bursts.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

@@ -33,7 +33,11 @@ pub(crate) fn list(conn: &Connection, p: &QueueListParams) -> Result<Page<QueueI
             |r| {
                 let (name, n) = counts_row(r)?;
                 let mut q = QueueInfo::new(name, r.get(8)?, r.get(9)?);
-                q.rate = sked_store::rate::from_columns(r.get(10)?, r.get(11)?);
+                q.rate = sked_store::rate::from_columns(sked_store::rate::Columns {
+                    limit: r.get(10)?,
+                    period_ms: r.get(11)?,
+                    burst: r.get(12)?,
+                });
                 q.set_counts(n, p.count_limit);
                 Ok(q)
             },
@@ -71,19 +75,25 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
         .map_err(db_err)?;
     }
     if let Some(rate) = p.rate {
-        let (limit, period_ms) = sked_store::rate::to_columns(rate);
+        let c = sked_store::rate::to_columns(rate);
         tx.execute(
-            "UPDATE queues SET rate_limit = ?2, rate_period_ms = ?3, updated_at = ?4 WHERE name = ?1",
-            params![p.name, limit, period_ms, now],
+            "UPDATE queues SET rate_limit = ?2, rate_period_ms = ?3, rate_burst = ?4, \
+             rate_bucket_at = NULL, updated_at = ?5 WHERE name = ?1",
+            params![p.name, c.limit, c.period_ms, c.burst, now],
         )
         .map_err(db_err)?;
     }
     let (paused, concurrency_limit, rate) = tx
         .query_row(
-            "SELECT paused, concurrency_limit, rate_limit, rate_period_ms FROM queues WHERE name = ?1",
+            "SELECT paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst \
+             FROM queues WHERE name = ?1",
             [&p.name],
             |r| {
-                let rate = sked_store::rate::from_columns(r.get(2)?, r.get(3)?);
+                let rate = sked_store::rate::from_columns(sked_store::rate::Columns {
+                    limit: r.get(2)?,
+                    period_ms: r.get(3)?,
+                    burst: r.get(4)?,
+                });
                 Ok((r.get(0)?, r.get(1)?, rate))
             },
         )

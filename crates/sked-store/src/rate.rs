@@ -6,21 +6,36 @@ use std::sync::Mutex;
 use jiff::{SignedDuration, Timestamp};
 use sked_core::RateLimit;
 
-/// A rate limit as its columns hold it: starts and the period in milliseconds.
-pub fn to_columns(rate: Option<RateLimit>) -> (Option<i64>, Option<i64>) {
+/// A rate limit as its columns hold it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Columns {
+    /// Starts per period.
+    pub limit: Option<i32>,
+    /// The period in milliseconds.
+    pub period_ms: Option<i64>,
+    /// The burst (null when none).
+    pub burst: Option<i32>,
+}
+
+/// A rate limit's columns.
+pub fn to_columns(rate: Option<RateLimit>) -> Columns {
     match rate {
-        Some(r) => (
-            Some(i64::from(r.limit)),
-            Some(i64::try_from(r.period.as_millis()).unwrap_or(i64::MAX)),
-        ),
-        None => (None, None),
+        Some(r) => Columns {
+            limit: Some(i32::try_from(r.limit).unwrap_or(i32::MAX)),
+            period_ms: Some(i64::try_from(r.period.as_millis()).unwrap_or(i64::MAX)),
+            burst: (r.burst > 0).then(|| i32::try_from(r.burst).unwrap_or(i32::MAX)),
+        },
+        None => Columns::default(),
     }
 }
 
-/// The rate limit of a queue row's columns (none unless both are set and valid).
-pub fn from_columns(limit: Option<i64>, period_ms: Option<i64>) -> Option<RateLimit> {
-    let limit = u32::try_from(limit?).ok()?;
-    RateLimit::new(limit, SignedDuration::from_millis(period_ms?)).ok()
+/// The rate limit of a queue row's columns (none unless the limit and period are set and
+/// valid).
+pub fn from_columns(c: Columns) -> Option<RateLimit> {
+    let limit = u32::try_from(c.limit?).ok()?;
+    let rate = RateLimit::new(limit, SignedDuration::from_millis(c.period_ms?)).ok()?;
+    let burst = c.burst.and_then(|b| u32::try_from(b).ok()).unwrap_or(0);
+    rate.with_burst(burst).ok()
 }
 
 /// What a limited queue may still start: the least of what its concurrency limit leaves
@@ -70,11 +85,15 @@ mod tests {
     #[test]
     fn columns_hold_a_rate_limit() {
         let rate: RateLimit = "20/min".parse().unwrap();
-        let (limit, period) = to_columns(Some(rate));
-        assert_eq!((limit, period), (Some(20), Some(60_000)));
-        assert_eq!(from_columns(limit, period), Some(rate));
-        assert_eq!(from_columns(None, None), None);
-        assert_eq!(to_columns(None), (None, None));
+        let columns = to_columns(Some(rate));
+        assert_eq!((columns.limit, columns.period_ms), (Some(20), Some(60_000)));
+        assert_eq!(columns.burst, None);
+        assert_eq!(from_columns(columns), Some(rate));
+        let rate: RateLimit = "20/min burst 4".parse().unwrap();
+        assert_eq!(to_columns(Some(rate)).burst, Some(4));
+        assert_eq!(from_columns(to_columns(Some(rate))), Some(rate));
+        assert_eq!(from_columns(Columns::default()), None);
+        assert_eq!(to_columns(None), Columns::default());
     }
 
     #[test]

@@ -38,6 +38,10 @@ pub(crate) enum QueueCmd {
         /// 5/h, 1000/d (a quota), or none
         #[arg(long, value_name = "N/PERIOD|none")]
         rate: Option<String>,
+        /// With --rate: starts a quiet queue may make beyond the rate in one window; the
+        /// long-run rate stays the rate
+        #[arg(long, value_name = "N", requires = "rate")]
+        burst: Option<u32>,
     },
 }
 
@@ -46,6 +50,7 @@ fn limits(
     limit: Option<String>,
     concurrency: Option<String>,
     rate: Option<String>,
+    burst: Option<u32>,
 ) -> Result<sked::api::QueueLimit, CliError> {
     let concurrency = match limit.or(concurrency) {
         None => None,
@@ -64,12 +69,21 @@ fn limits(
                 .map_err(|e| CliError::usage(format!("--rate: {e}")))?,
         )),
     };
-    let limits = sked::api::QueueLimit { concurrency, rate };
+    let mut limits = sked::api::QueueLimit {
+        concurrency,
+        rate,
+        burst,
+    };
     if limits.is_empty() {
         return Err(CliError::usage(
             "name a limit: sked queue limit QUEUE N, --concurrency N|none or --rate N/PERIOD|none",
         ));
     }
+    // One rate, the burst in it, as the server reads it.
+    limits.rate = limits
+        .rate_with_burst()
+        .map_err(|e| CliError::usage(format!("--burst: {e}")))?;
+    limits.burst = None;
     Ok(limits)
 }
 
@@ -129,8 +143,9 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
             limit,
             concurrency,
             rate,
+            burst,
         } => {
-            let limits = limits(limit, concurrency, rate)?;
+            let limits = limits(limit, concurrency, rate, burst)?;
             client.queue_limits(&queue, limits).await
         }
     }

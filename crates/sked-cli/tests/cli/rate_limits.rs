@@ -1,5 +1,5 @@
-//! Queue rate limits through the CLI and HTTP on SQLite: set, kept beside the concurrency
-//! limit, removed, refused when invalid (exit 2, 422, nothing changed), and enforced on
+//! Queue rate limits through the CLI and HTTP on SQLite: set (with a burst or without), kept
+//! beside the concurrency limit, removed, refused when invalid (exit 2, 422, nothing changed), and enforced on
 //! claims, with a waiting claim woken when the window lets a task start.
 
 use std::time::{Duration, Instant};
@@ -45,6 +45,9 @@ fn rate_limits_are_set_kept_and_removed_and_bad_ones_change_nothing() {
         vec!["--rate", "ten/s"],
         vec!["--rate", "10/fortnight"],
         vec!["--concurrency", "-1"],
+        vec!["--burst", "5"],
+        vec!["--rate", "10/s", "--burst", "-1"],
+        vec!["--rate", "10/s burst 2", "--burst", "5"],
         vec![],
     ] {
         let mut args = vec!["queue", "limit", "mail"];
@@ -63,8 +66,16 @@ fn rate_limits_are_set_kept_and_removed_and_bad_ones_change_nothing() {
             .contains("at least 1"),
         "{body}"
     );
-    let (status, body) = call(&srv, "PUT", "/v1/queues/mail/limit", json!({}));
-    assert_eq!(status, 422, "{body}");
+    for bad in [
+        json!({}),
+        json!({"burst": 5}),
+        json!({"rate": null, "burst": 5}),
+        json!({"rate": "10/s", "burst": 2_000_000}),
+        json!({"rate": "10/s burst 2", "burst": 5}),
+    ] {
+        let (status, body) = call(&srv, "PUT", "/v1/queues/mail/limit", bad.clone());
+        assert_eq!(status, 422, "{bad}: {body}");
+    }
     let kept = queue(&srv, "mail");
     assert_eq!(
         (kept["rate"].clone(), kept["concurrency_limit"].clone()),
@@ -78,6 +89,23 @@ fn rate_limits_are_set_kept_and_removed_and_bad_ones_change_nothing() {
         (body["rate"].clone(), body["concurrency_limit"].clone()),
         (json!("20/min"), json!(4))
     );
+    // A burst goes with the rate, by flag or in the rate's text, and shows with it.
+    let burst = srv.json(&["queue", "limit", "mail", "--rate", "10/s", "--burst", "5"]);
+    assert_eq!(burst["rate"], "10/s burst 5", "{burst}");
+    assert!(srv.ok(&["queue", "ls"]).contains("10/s burst 5"));
+    let (status, body) = call(
+        &srv,
+        "PUT",
+        "/v1/queues/mail/limit",
+        json!({"rate": "20/min", "burst": 3}),
+    );
+    assert_eq!(
+        (status, body["rate"].clone()),
+        (200, json!("20/min burst 3"))
+    );
+    // A rate set again without one has none.
+    let plain = srv.json(&["queue", "limit", "mail", "--rate", "20/min"]);
+    assert_eq!(plain["rate"], "20/min", "{plain}");
     let removed = srv.json(&["queue", "limit", "mail", "--rate", "none"]);
     assert_eq!(removed["rate"], Value::Null, "{removed}");
     assert_eq!(removed["concurrency_limit"], 4);

@@ -295,7 +295,8 @@ async fn claim_limited(
                ARRAY(SELECT s.started_at FROM sked_queue_starts s WHERE s.queue = q.name \
                  AND s.started_at > $2::timestamptz - q.rate_period_ms * interval '1 millisecond'), \
                ARRAY(SELECT s.n FROM sked_queue_starts s WHERE s.queue = q.name \
-                 AND s.started_at > $2::timestamptz - q.rate_period_ms * interval '1 millisecond') \
+                 AND s.started_at > $2::timestamptz - q.rate_period_ms * interval '1 millisecond'), \
+               q.rate_burst, q.rate_bucket_at \
              FROM sked_queues q WHERE q.name = ANY($1) AND NOT q.paused \
                AND (q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL) \
              ORDER BY q.name FOR UPDATE",
@@ -304,17 +305,18 @@ async fn claim_limited(
         .await
         .map_err(db_err)?;
     let mut quota: HashMap<String, i64> = HashMap::new();
-    let mut rated: HashMap<String, sked_core::RateLimit> = HashMap::new();
+    let mut rated: HashMap<String, (sked_core::RateLimit, Option<Timestamp>)> = HashMap::new();
     let mut held_until: Option<Timestamp> = None;
     for row in &limits {
         let name: String = col(row, 0)?;
         let running: i64 = col(row, 2)?;
         let left = col::<Option<i32>>(row, 1)?.map(|l| i64::from(l) - running);
         let mut room = None;
-        let rate = sked_store::rate::from_columns(
-            col::<Option<i32>>(row, 3)?.map(i64::from),
-            col(row, 4)?,
-        );
+        let rate = sked_store::rate::from_columns(sked_store::rate::Columns {
+            limit: col(row, 3)?,
+            period_ms: col(row, 4)?,
+            burst: col(row, 7)?,
+        });
         if let Some(rate) = rate {
             let at: Vec<Timestamp> = col(row, 5)?;
             let n: Vec<i32> = col(row, 6)?;
@@ -322,9 +324,10 @@ async fn claim_limited(
                 .into_iter()
                 .zip(n.into_iter().map(|n| n.max(0) as u32))
                 .collect();
-            let r = rate.room(&starts, p.now);
+            let bucket: Option<Timestamp> = col(row, 8)?;
+            let r = rate.room(&starts, bucket, p.now);
             held_until = sked_store::rate::sooner(held_until, r.frees_at);
-            rated.insert(name.clone(), rate);
+            rated.insert(name.clone(), (rate, bucket));
             room = Some(r);
         }
         let left = sked_store::rate::quota(left, room).unwrap_or(i64::MAX);
@@ -377,22 +380,37 @@ async fn claim_limited(
         .await
         .map_err(db_err)?;
     if !rated.is_empty() {
-        // The starts a window counts, one row per queue and claim; and those out of every
-        // window are forgotten.
+        // The starts a window counts, one row per queue and claim, and what they took from a
+        // burst's bucket; and those out of every window are forgotten.
         let queues: Vec<&str> = rated.keys().map(String::as_str).collect();
         let counts: Vec<i32> = queues
             .iter()
             .map(|q| started.get(q).copied().unwrap_or(0))
             .collect();
+        let buckets: Vec<Option<Timestamp>> = queues
+            .iter()
+            .zip(&counts)
+            .map(|(q, n)| {
+                let (rate, bucket) = rated[*q];
+                match n {
+                    0 => bucket,
+                    n => rate.bucket_after(bucket, *n as u32, p.now),
+                }
+            })
+            .collect();
         tx.execute(
             "WITH logged AS ( \
                INSERT INTO sked_queue_starts (queue, started_at, n) \
-               SELECT q, $3, n FROM unnest($1::text[], $2::int[]) AS l(q, n) WHERE n > 0) \
+               SELECT q, $3, n FROM unnest($1::text[], $2::int[]) AS l(q, n) WHERE n > 0), \
+             bucket AS ( \
+               UPDATE sked_queues k SET rate_bucket_at = b.at \
+               FROM unnest($1::text[], $2::int[], $4::timestamptz[]) AS b(q, n, at) \
+               WHERE k.name = b.q AND b.n > 0 AND k.rate_burst IS NOT NULL) \
              DELETE FROM sked_queue_starts s USING sked_queues q \
              WHERE s.queue = ANY($1) AND q.name = s.queue \
                AND (q.rate_limit IS NULL \
                  OR s.started_at <= $3::timestamptz - q.rate_period_ms * interval '1 millisecond')",
-            &[&queues, &counts, &p.now],
+            &[&queues, &counts, &p.now, &buckets],
         )
         .await
         .map_err(db_err)?;

@@ -29,8 +29,9 @@ struct Limits {
     excluded: Vec<String>,
     /// How many more tasks a limited queue may start.
     quota: HashMap<String, i64>,
-    /// The rate-limited queues: their starts are logged.
-    rated: HashMap<String, RateLimit>,
+    /// The rate-limited queues, with their bucket (see [`RateLimit::room`]): their starts are
+    /// logged.
+    rated: HashMap<String, (RateLimit, Option<Timestamp>)>,
     /// When the first queue at its rate limit lets a task start again.
     held_until: Option<Timestamp>,
 }
@@ -42,7 +43,7 @@ impl Limits {
             .prepare_cached(
                 "SELECT q.name, q.paused, q.concurrency_limit, \
                  (SELECT count(*) FROM tasks t WHERE t.state = 'running' AND t.queue = q.name), \
-                 q.rate_limit, q.rate_period_ms \
+                 q.rate_limit, q.rate_period_ms, q.rate_burst, q.rate_bucket_at \
                  FROM queues q WHERE q.paused = 1 OR q.concurrency_limit IS NOT NULL \
                    OR q.rate_limit IS NOT NULL",
             )
@@ -54,21 +55,26 @@ impl Limits {
                     r.get::<_, bool>(1)?,
                     r.get::<_, Option<i64>>(2)?,
                     r.get::<_, i64>(3)?,
-                    rate::from_columns(r.get(4)?, r.get(5)?),
+                    rate::from_columns(rate::Columns {
+                        limit: r.get(4)?,
+                        period_ms: r.get(5)?,
+                        burst: r.get(6)?,
+                    }),
+                    r.get::<_, Option<i64>>(7)?.map(from_ts),
                 ))
             })
             .map_err(db_err)?;
         for row in rows {
-            let (name, paused, limit, running, rate) = row.map_err(db_err)?;
+            let (name, paused, limit, running, rate, bucket) = row.map_err(db_err)?;
             if paused {
                 limits.excluded.push(name);
                 continue;
             }
             let mut room = None;
             if let Some(rate) = rate {
-                let r = rate.room(&starts(tx, &name, &rate, now)?, now);
+                let r = rate.room(&starts(tx, &name, &rate, now)?, bucket, now);
                 limits.held_until = rate::sooner(limits.held_until, r.frees_at);
-                limits.rated.insert(name.clone(), rate);
+                limits.rated.insert(name.clone(), (rate, bucket));
                 room = Some(r);
             }
             match rate::quota(limit.map(|l| l - running), room) {
@@ -82,11 +88,17 @@ impl Limits {
         Ok(limits)
     }
 
-    /// Logs the starts of `claimed` in rate-limited queues, and forgets those out of every
-    /// window.
+    /// Logs the starts of `claimed` in rate-limited queues (and takes them from a burst's
+    /// bucket), and forgets those out of every window.
     fn log_starts(&self, tx: &Transaction<'_>, claimed: &[Task], now: Timestamp) -> Result<()> {
-        for (queue, rate) in &self.rated {
+        for (queue, (rate, bucket)) in &self.rated {
             let n = claimed.iter().filter(|t| &t.queue == queue).count() as i64;
+            if let (true, Some(after)) = (n > 0, rate.bucket_after(*bucket, n as u32, now)) {
+                tx.prepare_cached("UPDATE queues SET rate_bucket_at = ?2 WHERE name = ?1")
+                    .map_err(db_err)?
+                    .execute(params![queue, ts(after)])
+                    .map_err(db_err)?;
+            }
             if n > 0 {
                 tx.prepare_cached(
                     "INSERT INTO queue_starts (queue, started_at, n) VALUES (?1, ?2, ?3)",

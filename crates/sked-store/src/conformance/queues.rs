@@ -260,3 +260,67 @@ pub async fn rate_and_concurrency_limits_hold_together(store: &Shared) {
         "one slot free again"
     );
 }
+
+pub async fn a_rate_burst_adds_to_one_window_not_to_the_rate(store: &Shared) {
+    for _ in 0..100 {
+        let mut t = task("k");
+        t.queue = "bursty".into();
+        insert(store, t, t0()).await;
+    }
+    let rate: sked_core::RateLimit = "10/s burst 5".parse().unwrap();
+    let q = store
+        .queue_update(QueueUpdateParams {
+            name: "bursty".into(),
+            rate: Some(Some(rate)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(q.rate, Some(rate));
+    let ms = |n: i64| t0() + SignedDuration::from_millis(n);
+    // Quiet until now: the limit and the burst at once.
+    assert_eq!(claim(store, 100, t0()).await.len(), 15);
+    assert!(claim(store, 100, ms(500)).await.is_empty());
+    assert_eq!(store.task_held_until(ms(500)), Some(ms(1_000)));
+    // Claims every tenth of a second for four seconds: no window of a second holds more than
+    // the limit and the burst, and the bucket keeps the long run to ten a second.
+    let mut starts = vec![(0, 15)];
+    for step in 6..=40 {
+        let n = claim(store, 100, ms(step * 100)).await.len() as i64;
+        if n > 0 {
+            starts.push((step * 100, n));
+        }
+    }
+    for (end, _) in &starts {
+        let window: i64 = starts
+            .iter()
+            .filter(|(at, _)| at > &(end - 1_000) && at <= end)
+            .map(|(_, n)| n)
+            .sum();
+        assert!(
+            window <= 15,
+            "{window} starts in the second up to {end} ms: {starts:?}"
+        );
+    }
+    let total: i64 = starts.iter().map(|(_, n)| n).sum();
+    assert_eq!(total, 15 + 40, "{starts:?}");
+    // A quiet spell refills the burst.
+    assert_eq!(claim(store, 100, ms(10_000)).await.len(), 15);
+    let listed = store
+        .queue_list(QueueListParams {
+            after: None,
+            limit: 10,
+            count_limit: QUEUE_COUNT_LIMIT,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        listed
+            .items
+            .iter()
+            .find(|q| q.name == "bursty")
+            .unwrap()
+            .rate,
+        Some(rate)
+    );
+}

@@ -156,12 +156,37 @@ pub struct QueueLimit {
         skip_serializing_if = "Option::is_none"
     )]
     pub rate: Option<Option<sked_core::RateLimit>>,
+    /// Starts a quiet queue may make beyond its rate in one window (with `rate` only; the same
+    /// as `10/s burst 5`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
 }
 
 impl QueueLimit {
     /// Whether it changes anything.
     pub fn is_empty(&self) -> bool {
-        self.concurrency.is_none() && self.rate.is_none()
+        self.concurrency.is_none() && self.rate.is_none() && self.burst.is_none()
+    }
+
+    /// The rate limit to set, with the burst in it: `None` leaves the rate as it is,
+    /// `Some(None)` removes it. A burst needs a rate beside it, and is given once.
+    pub fn rate_with_burst(&self) -> Result<Option<Option<sked_core::RateLimit>>, String> {
+        let Some(burst) = self.burst else {
+            return Ok(self.rate);
+        };
+        match self.rate {
+            Some(Some(rate)) if rate.burst == 0 || rate.burst == burst => rate
+                .with_burst(burst)
+                .map(|r| Some(Some(r)))
+                .map_err(|e| e.to_string()),
+            Some(Some(rate)) => Err(format!(
+                "the rate {rate} has a burst already: give the burst once"
+            )),
+            _ => Err(
+                "a burst goes with a rate: set both, like {\"rate\": \"10/s\", \"burst\": 5}"
+                    .to_string(),
+            ),
+        }
     }
 }
 

@@ -327,7 +327,7 @@ impl Client {
             name,
             api::QueueLimit {
                 concurrency: Some(limit),
-                rate: None,
+                ..Default::default()
             },
         )
         .await
@@ -337,9 +337,10 @@ impl Client {
     pub async fn queue_limits(&self, name: &str, limits: api::QueueLimit) -> Result<QueueInfo> {
         match &self.inner {
             Inner::Embedded(_) => {
+                let rate = limits.rate_with_burst().map_err(crate::Error::Invalid)?;
                 self.queue_update(name, "limit", |p| {
                     p.concurrency_limit = limits.concurrency;
-                    p.rate = limits.rate;
+                    p.rate = rate;
                 })
                 .await
             }

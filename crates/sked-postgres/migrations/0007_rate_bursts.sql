@@ -1,0 +1,6 @@
+-- A rate limit's burst: a window may hold rate_limit + rate_burst starts, while a token bucket
+-- of that size, refilled at rate_limit per rate_period_ms, keeps the long-run rate. The bucket
+-- is the instant it is full again (null: full); queues without a burst keep none.
+ALTER TABLE sked_queues
+    ADD COLUMN rate_burst     integer,
+    ADD COLUMN rate_bucket_at timestamptz;
