@@ -401,3 +401,60 @@ fn a_fleet_of_workers_alone_fires_schedules_and_rescues() {
         per_second.len()
     );
 }
+
+/// Three nodes share one queue rate limit: 100 tasks enqueued at once under `--rate 10/s`
+/// start ten to a second, whichever node claims them, and all finish in 9–13 s.
+#[test]
+fn three_nodes_start_no_more_than_one_rate_limit_allows() {
+    let Some(url) = database_url() else { return };
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let schema = TestSchema::new(&url);
+    let dir = tempfile::tempdir().unwrap();
+    let servers = cluster(dir.path(), &schema.url(), &["", "", ""]);
+    let set = servers[0].json(&["queue", "limit", "paced", "--rate", "10/s"]);
+    assert_eq!(set["rate"], "10/s", "{set}");
+    let ran = dir.path().join("ran.txt");
+    let command = format!("echo $SKED_TASK_ID >> {}", ran.display());
+    let enqueued = Instant::now();
+    common::starts::enqueue(&servers[1], dir.path(), "paced", 100, &command);
+    let mut finished = None;
+    wait_for("100 tasks to succeed", Duration::from_secs(30), || {
+        let listed = servers[2].json(&[
+            "task",
+            "ls",
+            "--queue",
+            "paced",
+            "--state",
+            "succeeded",
+            "--limit",
+            "1000",
+        ]);
+        let done = listed["tasks"].as_array().unwrap().len() == 100;
+        if done {
+            finished = Some(enqueued.elapsed());
+        }
+        done
+    });
+    let finished = finished.unwrap();
+    let starts = common::starts::of_queue(&servers[0], "paced");
+    assert_eq!(starts.len(), 100);
+    let busiest = common::starts::busiest(&starts, 1_000_000_000);
+    let spread = Duration::from_nanos((starts[99] - starts[0]) as u64);
+    // Which worker claimed each task.
+    let listed = servers[0].json(&["task", "ls", "--queue", "paced", "--limit", "1000"]);
+    let mut workers: BTreeMap<String, usize> = BTreeMap::new();
+    for t in listed["tasks"].as_array().unwrap() {
+        *workers.entry(t["worker"].to_string()).or_default() += 1;
+    }
+    eprintln!(
+        "100 tasks under 10/s on 3 nodes: busiest second {busiest} starts, first to last start \
+         {spread:?}, all finished {finished:?} after the enqueue; claimed by {workers:?}"
+    );
+    assert!(busiest <= 10, "{busiest} starts in one second");
+    assert!(
+        finished >= Duration::from_secs(9) && finished <= Duration::from_secs(13),
+        "finished after {finished:?}"
+    );
+    let lines = std::fs::read_to_string(&ran).unwrap().lines().count();
+    assert_eq!(lines, 100, "each task ran once");
+}

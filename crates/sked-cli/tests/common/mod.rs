@@ -2,6 +2,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod private_pg;
+pub mod starts;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -286,9 +286,21 @@ async fn claim_limited(
     expires: Timestamp,
 ) -> Result<(Vec<Task>, Option<Timestamp>)> {
     let tx = c.transaction().await.map_err(db_err)?;
-    // Each limited queue, its running tasks, and the starts its rate window counts.
-    let limits = tx
-        .query(
+    // The limited queues' rows are locked first; then, in a statement of its own, each one's
+    // running tasks and the starts its rate window counts are read. In one statement the
+    // counts would come from the snapshot taken before the lock was granted, without what the
+    // claim that held it had just committed, and nodes claiming at once would each take a
+    // full window. Sent together, the second statement still runs after the first.
+    let lock = tx
+        .prepare_cached(
+            "SELECT q.name FROM sked_queues q WHERE q.name = ANY($1) AND NOT q.paused \
+               AND (q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL) \
+             ORDER BY q.name FOR UPDATE",
+        )
+        .await
+        .map_err(db_err)?;
+    let read = tx
+        .prepare_cached(
             "SELECT q.name, q.concurrency_limit, \
                (SELECT count(*) FROM sked_tasks t WHERE t.state = 'running' AND t.queue = q.name), \
                q.rate_limit, q.rate_period_ms, \
@@ -298,12 +310,15 @@ async fn claim_limited(
                  AND s.started_at > $2::timestamptz - q.rate_period_ms * interval '1 millisecond'), \
                q.rate_burst, q.rate_bucket_at \
              FROM sked_queues q WHERE q.name = ANY($1) AND NOT q.paused \
-               AND (q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL) \
-             ORDER BY q.name FOR UPDATE",
-            &[limited, &p.now],
+               AND (q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL)",
         )
         .await
         .map_err(db_err)?;
+    let (lock_params, read_params): ([Param<'_>; 1], [Param<'_>; 2]) =
+        ([limited], [limited, &p.now]);
+    let (_, limits) =
+        tokio::try_join!(tx.query(&lock, &lock_params), tx.query(&read, &read_params))
+            .map_err(db_err)?;
     let mut quota: HashMap<String, i64> = HashMap::new();
     let mut rated: HashMap<String, (sked_core::RateLimit, Option<Timestamp>)> = HashMap::new();
     let mut held_until: Option<Timestamp> = None;

@@ -324,3 +324,39 @@ pub async fn a_rate_burst_adds_to_one_window_not_to_the_rate(store: &Shared) {
         Some(rate)
     );
 }
+
+/// Claims at once (on as many connections as the store has) take no more than the limits
+/// allow together: each claim must count what the others committed before it.
+pub async fn limits_hold_for_claims_at_once(store: &Shared) {
+    for _ in 0..60 {
+        let mut t = task("k");
+        t.queue = "contended".into();
+        insert(store, t, t0()).await;
+    }
+    let limit = |concurrency, rate: &str| QueueUpdateParams {
+        name: "contended".into(),
+        concurrency_limit: Some(concurrency),
+        rate: Some(Some(rate.parse().unwrap())),
+        ..Default::default()
+    };
+    let at_once = |now: Timestamp| {
+        let claims: Vec<_> = (0..8)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move { claim_from(&store, &["contended"], 10, now).await.len() })
+            })
+            .collect();
+        async move {
+            let mut total = 0;
+            for c in claims {
+                total += c.await.unwrap();
+            }
+            total
+        }
+    };
+    store.queue_update(limit(Some(5), "100/1m")).await.unwrap();
+    assert_eq!(at_once(t0()).await, 5, "the concurrency limit");
+    store.queue_update(limit(None, "7/1m")).await.unwrap();
+    assert_eq!(at_once(at(1)).await, 2, "the rest of the rate window");
+    assert_eq!(at_once(at(61)).await, 7, "the next window");
+}
