@@ -142,3 +142,33 @@ fn a_rate_limited_queue_starts_no_more_than_its_window_allows() {
     );
     assert!(waited < Duration::from_secs(5), "not woken: {waited:?}");
 }
+
+/// A quota of 20 a minute on SQLite: 20 of 21 tasks start at once, the 21st a minute after the
+/// first, when they leave the window. Takes a minute.
+#[test]
+fn a_quota_of_twenty_a_minute_starts_the_twenty_first_a_minute_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &["--exec", "shell"]);
+    srv.json(&["queue", "limit", "quota", "--rate", "20/min"]);
+    crate::common::starts::enqueue(&srv, dir.path(), "quota", 21, "true");
+    crate::common::wait_for("20 starts", Duration::from_secs(10), || {
+        crate::common::starts::of_queue(&srv, "quota").len() >= 20
+    });
+    crate::common::wait_for("the 21st start", Duration::from_secs(75), || {
+        crate::common::starts::of_queue(&srv, "quota").len() == 21
+    });
+    let starts = crate::common::starts::of_queue(&srv, "quota");
+    let after = |i: usize| Duration::from_nanos((starts[i] - starts[0]) as u64);
+    eprintln!(
+        "20/min: the 20th started {:?} after the first, the 21st {:?} after it",
+        after(19),
+        after(20)
+    );
+    assert!(after(19) < Duration::from_secs(5), "{:?}", after(19));
+    assert!(
+        after(20) >= Duration::from_secs(60) && after(20) < Duration::from_secs(62),
+        "{:?}",
+        after(20)
+    );
+    assert_eq!(crate::common::starts::busiest(&starts, 60_000_000_000), 20);
+}
