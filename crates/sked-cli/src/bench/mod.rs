@@ -107,6 +107,10 @@ pub(crate) struct BenchArgs {
     /// report or a forgotten `BEGIN` would (drain, enqueue, soak).
     #[arg(long)]
     hold_snapshot: bool,
+    /// A rate limit on the drained queue, like 1000000/s (drain): one set high enough not to
+    /// bind measures what keeping it costs the claims.
+    #[arg(long, value_name = "N/PERIOD")]
+    queue_rate: Option<String>,
     /// Tasks enqueued a second (soak).
     #[arg(long, default_value_t = 1000)]
     rate: u32,
@@ -157,6 +161,14 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
             "--hold-snapshot applies to drain, enqueue and soak",
         ));
     }
+    let queue_rate = match (&a.queue_rate, &a.workload) {
+        (None, _) => None,
+        (Some(rate), Workload::Drain) => Some(
+            rate.parse::<sked::RateLimit>()
+                .map_err(|e| CliError::usage(format!("--queue-rate: {e}")))?,
+        ),
+        (Some(_), _) => return Err(CliError::usage("--queue-rate applies to drain")),
+    };
     let soak_plan = match a.workload {
         Workload::Soak => {
             let duration = positive_duration("duration", &a.duration)?;
@@ -187,6 +199,16 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
         .map_err(CliError::usage)?;
     if a.backlog > 0 {
         backlog(&store, a.backlog).await?;
+    }
+    if let Some(rate) = queue_rate {
+        store
+            .queue_update(sked::store::QueueUpdateParams {
+                name: noop(0).queue,
+                rate: Some(Some(rate)),
+                ..Default::default()
+            })
+            .await
+            .map_err(CliError::runtime)?;
     }
     // Measure from a steady state: no deferred work left from the set-up.
     store.settle().await.map_err(CliError::runtime)?;
@@ -256,6 +278,9 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     if soak_plan.is_none() {
         line["n"] = json!(a.n);
         line["backlog"] = json!(a.backlog);
+    }
+    if let Some(rate) = queue_rate {
+        line["queue_rate"] = json!(rate.to_string());
     }
     out!("{line}");
     // Close every connection before the scratch schema is dropped.
