@@ -97,6 +97,14 @@ fn dashboard_in_chromium_shows_schedules_and_retries_a_failed_task() {
     wait_for("the failing task to die", Duration::from_secs(20), || {
         server.task(&failed)["state"] == "dead"
     });
+    // A queue at its rate limit: one task started this hour, the other waits.
+    server.ok(&["queue", "limit", "paced", "--rate", "1/h"]);
+    let paced = serde_json::json!({ "command": "true" }).to_string();
+    let first = add("shell", &paced, &["--queue", "paced"]);
+    add("shell", &paced, &["--queue", "paced"]);
+    wait_for("the paced task to succeed", Duration::from_secs(20), || {
+        server.task(&first)["state"] == "succeeded"
+    });
 
     let shots = std::env::var("SKED_SCREENSHOTS")
         .map(PathBuf::from)

@@ -1,5 +1,7 @@
 //! Queues (pause, concurrency and rate limits, counts) and named leases.
 
+use std::collections::HashMap;
+
 use deadpool_postgres::Object;
 use jiff::Timestamp;
 use sked_core::validate_name;
@@ -51,6 +53,7 @@ pub(crate) async fn list(c: &mut Object, p: &QueueListParams) -> Result<Page<Que
         .map_err(db_err)?;
     futures_util::pin_mut!(rows);
     let mut page = PageBuilder::new(limit);
+    let mut buckets: HashMap<String, Timestamp> = HashMap::new();
     while let Some(r) = rows.try_next().await.map_err(db_err)? {
         let mut q = queue_info(col(&r, 0)?, col(&r, 8)?, col(&r, 9)?);
         q.rate = sked_store::rate::from_columns(sked_store::rate::Columns {
@@ -59,11 +62,46 @@ pub(crate) async fn list(c: &mut Object, p: &QueueListParams) -> Result<Page<Que
             burst: col(&r, 12)?,
         });
         q.set_counts(counts_of(&r)?, p.count_limit);
+        if let Some(bucket) = col::<Option<Timestamp>>(&r, 13)? {
+            buckets.insert(q.name.clone(), bucket);
+        }
         if !page.push(q) {
             break;
         }
     }
-    Ok(page.finish())
+    let mut page = page.finish();
+    // The rate-limited queues' windows, in one statement.
+    let rated: Vec<&str> = page
+        .items
+        .iter()
+        .filter(|q| q.rate.is_some())
+        .map(|q| q.name.as_str())
+        .collect();
+    let mut starts: HashMap<String, Vec<(Timestamp, u32)>> = HashMap::new();
+    if !rated.is_empty() {
+        let rows = c
+            .query(
+                "SELECT s.queue, s.started_at, s.n FROM sked_queue_starts s \
+                 JOIN sked_queues q ON q.name = s.queue \
+                 WHERE s.queue = ANY($1) \
+                   AND s.started_at > $2::timestamptz - q.rate_period_ms * interval '1 millisecond'",
+                &[&rated, &p.now],
+            )
+            .await
+            .map_err(db_err)?;
+        for r in &rows {
+            let n: i32 = col(r, 2)?;
+            starts
+                .entry(col(r, 0)?)
+                .or_default()
+                .push((col(r, 1)?, n.max(0) as u32));
+        }
+    }
+    for q in &mut page.items {
+        let window = starts.get(&q.name).map_or(&[][..], Vec::as_slice);
+        q.set_held(window, buckets.get(&q.name).copied(), p.now);
+    }
+    Ok(page)
 }
 
 pub(crate) async fn update(

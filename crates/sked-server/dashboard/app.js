@@ -196,6 +196,9 @@ function queueRow(q) {
     h("td", {}, h("a", { href: `#/tasks?queue=${enc(q.name)}` }, q.name), q.paused ? h("span", { class: "tag" }, "paused") : null),
     counts,
     h("td", { class: "num" }, q.concurrency_limit ?? "—"),
+    // The rate limit with the starts its window holds now, and what holds the queue back.
+    h("td", { class: "num", "data-rate": q.rate || "" }, q.rate ? `${q.rate_window ?? 0} of ${q.rate}` : "—"),
+    h("td", { "data-held": q.held ? q.held.by : "" }, q.held ? heldText(q.held) : "—"),
     h(
       "td",
       {},
@@ -204,6 +207,11 @@ function queueRow(q) {
         : action("Pause", () => post(`/v1/queues/${enc(q.name)}/pause`), { name: "pause-queue", confirm: `Pause queue ${q.name}? Workers stop claiming from it.` }),
     ),
   );
+}
+
+function heldText(held) {
+  const by = { paused: "paused", concurrency: "at its concurrency limit", rate: "at its rate limit" }[held.by] || held.by;
+  return held.until ? `${by} until ${new Date(held.until).toLocaleTimeString()}` : by;
 }
 
 function activityChart(buckets) {
@@ -262,7 +270,7 @@ async function overview(clusterReply) {
     h("h2", {}, "Last 15 minutes"),
     activityChart(activity.buckets),
     h("h2", {}, "Queues"),
-    table(["queue", ...STATES, "limit", ""], queues.queues.map(queueRow), "No queues yet: enqueue a task."),
+    table(["queue", ...STATES, "limit", "rate", "held", ""], queues.queues.map(queueRow), "No queues yet: enqueue a task."),
     queues.next_after ? h("p", { class: "muted small", id: "queues-more" }, `The first ${queues.queues.length} queues by name; sked queue ls lists them all.`) : null,
   ];
 }

@@ -41,6 +41,7 @@ pub(crate) async fn list(
             after: q.after,
             limit: sked_store::rules::list_limit(q.limit),
             count_limit: limit,
+            now: s.engine.now(),
         })
         .await?;
     Ok(Json(QueueList {

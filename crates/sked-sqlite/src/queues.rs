@@ -39,13 +39,19 @@ pub(crate) fn list(conn: &Connection, p: &QueueListParams) -> Result<Page<QueueI
                     burst: r.get(12)?,
                 });
                 q.set_counts(n, p.count_limit);
-                Ok(q)
+                Ok((q, r.get::<_, Option<i64>>(13)?.map(from_ts)))
             },
         )
         .map_err(db_err)?;
     let mut page = PageBuilder::new(limit);
-    for q in rows {
-        if !page.push(q.map_err(db_err)?) {
+    for row in rows {
+        let (mut q, bucket) = row.map_err(db_err)?;
+        let starts = match &q.rate {
+            Some(rate) => crate::tasks::claim::starts(conn, &q.name, rate, p.now)?,
+            None => Vec::new(),
+        };
+        q.set_held(&starts, bucket, p.now);
+        if !page.push(q) {
             break;
         }
     }

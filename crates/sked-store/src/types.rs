@@ -174,6 +174,8 @@ pub struct QueueListParams {
     pub limit: u32,
     /// How far each state is counted (see [`QueueInfo::counts_at_least`]).
     pub count_limit: u64,
+    /// The instant [`QueueInfo::held`] and [`QueueInfo::rate_window`] are taken at.
+    pub now: Timestamp,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -184,6 +186,12 @@ pub struct QueueInfo {
     /// At most so many tasks start in any window of the period.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<sked_core::RateLimit>,
+    /// With a rate limit, in lists: the starts its window holds now (the current rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_window: Option<u64>,
+    /// In lists: why the queue's available tasks wait now, when they do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Held>,
     /// Tasks per state; states with none are left out. A state is counted only up to the
     /// limit the caller gave ([`QUEUE_COUNT_LIMIT`] unless told otherwise): see `counts_at_least`.
     pub counts: BTreeMap<TaskState, u64>,
@@ -208,6 +216,8 @@ impl QueueInfo {
             paused,
             concurrency_limit,
             rate: None,
+            rate_window: None,
+            held: None,
             counts: BTreeMap::new(),
             counts_at_least: BTreeSet::new(),
         }
@@ -226,6 +236,77 @@ impl QueueInfo {
                 self.counts.insert(state, n);
             }
         }
+    }
+}
+
+/// Why a queue's available tasks wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    pub by: HeldBy,
+    /// When a task may start again, when that is known (a rate window that frees).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Timestamp>,
+}
+
+/// The limit that holds a queue's tasks back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeldBy {
+    /// The queue is paused.
+    Paused,
+    /// As many of its tasks run as its concurrency limit lets.
+    Concurrency,
+    /// Its rate window (or a burst's bucket) is full.
+    Rate,
+}
+
+impl HeldBy {
+    /// Its name, as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeldBy::Paused => "paused",
+            HeldBy::Concurrency => "concurrency",
+            HeldBy::Rate => "rate",
+        }
+    }
+}
+
+impl QueueInfo {
+    /// Notes the queue's rate window at `now` (its logged starts and burst bucket) and says
+    /// why its tasks wait, if they do: paused, at the concurrency limit (running tasks as
+    /// counted), or with a full rate window.
+    pub fn set_held(
+        &mut self,
+        starts: &[(Timestamp, u32)],
+        bucket: Option<Timestamp>,
+        now: Timestamp,
+    ) {
+        let room = self.rate.map(|rate| {
+            let from = rate.window_start(now);
+            let within = starts.iter().filter(|(at, _)| *at > from);
+            self.rate_window = Some(within.map(|(_, n)| u64::from(*n)).sum());
+            rate.room(starts, bucket, now)
+        });
+        let running = self.counts.get(&TaskState::Running).copied().unwrap_or(0);
+        self.held = if self.paused {
+            Some(Held {
+                by: HeldBy::Paused,
+                until: None,
+            })
+        } else if self
+            .concurrency_limit
+            .is_some_and(|l| running >= u64::from(l))
+        {
+            Some(Held {
+                by: HeldBy::Concurrency,
+                until: None,
+            })
+        } else {
+            room.filter(|r| r.allowed == 0).map(|r| Held {
+                by: HeldBy::Rate,
+                until: r.frees_at,
+            })
+        };
     }
 }
 

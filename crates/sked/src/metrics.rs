@@ -48,9 +48,95 @@ pub(crate) struct Metrics {
     rescued: IntCounter,
     occurrences: IntCounterVec,
     tasks: IntGaugeVec,
+    limits: LimitGauges,
     truncated: IntGauge,
     leader: IntGauge,
     labels: std::sync::Arc<QueueLabels>,
+}
+
+/// Queue limits, read from the store at scrape time like `sked_tasks`: each set limit, the
+/// starts a rate window holds now, and what holds a queue's tasks back.
+#[derive(Clone)]
+struct LimitGauges {
+    concurrency: IntGaugeVec,
+    rate: IntGaugeVec,
+    period: prometheus::GaugeVec,
+    window: IntGaugeVec,
+    held: IntGaugeVec,
+}
+
+impl LimitGauges {
+    fn new(r: &Registry) -> LimitGauges {
+        let int = |name: &str, help: &str, labels: &[&str]| {
+            let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+            r.register(Box::new(g.clone())).expect("unique metric");
+            g
+        };
+        let period = prometheus::GaugeVec::new(
+            Opts::new(
+                "sked_queue_rate_period_seconds",
+                "The window of a queue's rate limit",
+            ),
+            &["queue"],
+        )
+        .expect("valid metric");
+        r.register(Box::new(period.clone())).expect("unique metric");
+        LimitGauges {
+            concurrency: int(
+                "sked_queue_concurrency_limit",
+                "Most tasks of a queue running at once, where limited",
+                &["queue"],
+            ),
+            rate: int(
+                "sked_queue_rate_limit",
+                "Most tasks of a queue started in any window of its period (burst included)",
+                &["queue"],
+            ),
+            period,
+            window: int(
+                "sked_queue_rate_window_starts",
+                "Tasks of a rate-limited queue started in the window that ends now",
+                &["queue"],
+            ),
+            held: int(
+                "sked_queue_held",
+                "1 while a queue's available tasks wait, by what holds them: paused, \
+                 concurrency or rate",
+                &["queue", "by"],
+            ),
+        }
+    }
+
+    fn set(&self, queues: &[sked_store::QueueInfo]) {
+        for g in [&self.concurrency, &self.rate, &self.window, &self.held] {
+            g.reset();
+        }
+        self.period.reset();
+        for q in queues {
+            let name = q.name.as_str();
+            if let Some(limit) = q.concurrency_limit {
+                self.concurrency
+                    .with_label_values(&[name])
+                    .set(i64::from(limit));
+            }
+            if let Some(rate) = q.rate {
+                let most = i64::from(rate.limit) + i64::from(rate.burst);
+                self.rate.with_label_values(&[name]).set(most);
+                self.period
+                    .with_label_values(&[name])
+                    .set(rate.period.as_secs_f64());
+                let n = q.rate_window.unwrap_or(0);
+                self.window
+                    .with_label_values(&[name])
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+            if let Some(held) = q.held {
+                self.held
+                    .with_label_values(&[name, held.by.as_str()])
+                    .set(1);
+            }
+        }
+    }
 }
 
 /// The queues that have series of their own in counters and histograms.
@@ -178,6 +264,7 @@ impl Metrics {
                 &["outcome"],
             ),
             tasks,
+            limits: LimitGauges::new(&r),
             truncated,
             leader,
             labels: std::sync::Arc::default(),
@@ -257,6 +344,7 @@ impl Metrics {
                     .set(i64::try_from(n).unwrap_or(i64::MAX));
             }
         }
+        self.limits.set(&queues.items);
         self.leader.set(i64::from(leader));
         let mut out = Vec::new();
         TextEncoder::new()

@@ -110,7 +110,8 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
                                 q.name.clone(),
                                 if q.paused { "yes" } else { "no" }.into(),
                                 opt(q.concurrency_limit.as_ref()),
-                                opt(q.rate.as_ref()),
+                                rate(q),
+                                held(q),
                             ];
                             row.extend(TaskState::ALL.map(|s| queue_count(q, s)));
                             row
@@ -122,6 +123,7 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
                             "PAUSED",
                             "LIMIT",
                             "RATE",
+                            "HELD BY",
                             "SCHEDULED",
                             "AVAILABLE",
                             "RUNNING",
@@ -160,4 +162,23 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
         );
     });
     Ok(())
+}
+
+/// The rate limit, with the starts its window holds now: `7 of 10/s`.
+fn rate(q: &QueueInfo) -> String {
+    match (&q.rate, q.rate_window) {
+        (Some(rate), Some(n)) => format!("{n} of {rate}"),
+        (rate, _) => opt(rate.as_ref()),
+    }
+}
+
+/// Why the queue's available tasks wait: `paused`, `concurrency`, `rate until 12:00:01`.
+fn held(q: &QueueInfo) -> String {
+    match q.held {
+        None => "-".into(),
+        Some(h) => match h.until {
+            Some(at) => format!("{} until {}", h.by.as_str(), crate::output::time(Some(at))),
+            None => h.by.as_str().into(),
+        },
+    }
 }

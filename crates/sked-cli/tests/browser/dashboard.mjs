@@ -61,6 +61,8 @@ try {
   await show(page, "/");
   check(await page.locator('tr[data-queue="default"]').count() === 1, "the overview lists the default queue");
   await notGarbled(page, "overview");
+  const paced = (await page.locator('tr[data-queue="paced"]').textContent()) || "";
+  check(paced.includes("1 of 1/h") && paced.includes("at its rate limit until"), `the paced queue shows its rate and why it waits: ${paced}`);
   check((await page.textContent("#leader")).trim().length > 0, "the overview names the leader");
   await page.waitForFunction(() => Number(document.querySelector('[data-total="dead"]')?.textContent.split(" ")[1]) >= 1);
   check(true, "the activity chart counts the dead task");

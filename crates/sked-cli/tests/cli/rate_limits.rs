@@ -132,6 +132,25 @@ fn a_rate_limited_queue_starts_no_more_than_its_window_allows() {
     let first = Instant::now();
     assert_eq!(claim("0s"), 4, "a window's worth");
     assert_eq!(claim("0s"), 0, "the window is full");
+    // Lists and metrics say what holds the queue back, and the current rate.
+    let paced = queue(&srv, "paced");
+    assert_eq!(paced["rate_window"], 4, "{paced}");
+    assert_eq!(paced["held"]["by"], "rate", "{paced}");
+    assert!(paced["held"]["until"].is_string(), "{paced}");
+    let table = srv.ok(&["queue", "ls"]);
+    assert!(
+        table.contains("4 of 4/2s") && table.contains("rate until"),
+        "{table}"
+    );
+    let (_, metrics) = crate::common::http_get(&srv.url, "/metrics").unwrap();
+    for series in [
+        "sked_queue_rate_limit{queue=\"paced\"} 4",
+        "sked_queue_rate_period_seconds{queue=\"paced\"} 2",
+        "sked_queue_rate_window_starts{queue=\"paced\"} 4",
+        "sked_queue_held{by=\"rate\",queue=\"paced\"} 1",
+    ] {
+        assert!(metrics.contains(series), "no {series} in\n{metrics}");
+    }
     // A waiting claim comes back when the first starts leave the window, not before.
     assert_eq!(claim("10s"), 4);
     let waited = first.elapsed();

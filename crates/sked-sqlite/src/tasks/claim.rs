@@ -117,8 +117,8 @@ impl Limits {
 }
 
 /// The starts of `queue` logged in the window of `rate` that ends at `now`.
-fn starts(
-    tx: &Transaction<'_>,
+pub(crate) fn starts(
+    tx: &rusqlite::Connection,
     queue: &str,
     rate: &RateLimit,
     now: Timestamp,

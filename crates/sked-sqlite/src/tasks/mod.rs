@@ -17,7 +17,7 @@ use sked_store::states::{FINISHED_ANY, NOT_STARTED};
 
 use crate::indexed;
 
-mod claim;
+pub(crate) mod claim;
 mod insert;
 
 pub(crate) use claim::claim;

@@ -40,6 +40,7 @@ pub async fn queue_counts(store: &Shared) {
             after: after.map(str::to_string),
             limit,
             count_limit,
+            now: t0(),
         })
     };
     let page = list(None, 100, QUEUE_COUNT_LIMIT).await.unwrap();
@@ -174,6 +175,7 @@ pub async fn rate_limit_caps_starts_per_window(store: &Shared) {
             after: None,
             limit: 10,
             count_limit: QUEUE_COUNT_LIMIT,
+            now: t0(),
         })
         .await
         .unwrap();
@@ -198,6 +200,16 @@ pub async fn rate_limit_caps_starts_per_window(store: &Shared) {
         Some(at(10)),
         "held until the first starts leave the window"
     );
+    // Lists say so too, with the window's starts.
+    let rated = queue_at(store, "rated", at(5)).await;
+    assert_eq!(rated.rate_window, Some(3));
+    let held = Held {
+        by: HeldBy::Rate,
+        until: Some(at(10)),
+    };
+    assert_eq!(rated.held, Some(held));
+    let later = queue_at(store, "rated", at(10)).await;
+    assert_eq!((later.rate_window, later.held), (Some(0), None));
     assert!(claim_from(store, &["rated"], 10, at(9)).await.is_empty());
     // The window slides: the starts at t0 no longer count at t0 + 10 s.
     assert_eq!(of(&claim(store, 10, at(10)).await), 3);
@@ -236,6 +248,8 @@ pub async fn rate_and_concurrency_limits_hold_together(store: &Shared) {
         .unwrap();
     let first = claim(store, 10, t0()).await;
     assert_eq!(first.len(), 2, "two at once");
+    let held = queue_at(store, "both", t0()).await.held;
+    assert_eq!(held.map(|h| h.by), Some(HeldBy::Concurrency));
     let done = FinishOutcome::Succeeded { result: None };
     finish(store, first[0].id, first[0].attempt, done, at(1))
         .await
@@ -311,6 +325,7 @@ pub async fn a_rate_burst_adds_to_one_window_not_to_the_rate(store: &Shared) {
             after: None,
             limit: 10,
             count_limit: QUEUE_COUNT_LIMIT,
+            now: t0(),
         })
         .await
         .unwrap();
@@ -359,4 +374,18 @@ pub async fn limits_hold_for_claims_at_once(store: &Shared) {
     store.queue_update(limit(None, "7/1m")).await.unwrap();
     assert_eq!(at_once(at(1)).await, 2, "the rest of the rate window");
     assert_eq!(at_once(at(61)).await, 7, "the next window");
+}
+
+/// The queue `name` as a list at `now` shows it.
+async fn queue_at(store: &Shared, name: &str, now: Timestamp) -> QueueInfo {
+    let listed = store
+        .queue_list(QueueListParams {
+            after: None,
+            limit: 100,
+            count_limit: QUEUE_COUNT_LIMIT,
+            now,
+        })
+        .await
+        .unwrap();
+    listed.items.into_iter().find(|q| q.name == name).unwrap()
 }

@@ -46,6 +46,7 @@ impl Engine {
                 after: None,
                 limit: crate::metrics::QUEUE_SERIES_MAX,
                 count_limit: crate::metrics::COUNT_LIMIT,
+                now: self.now(),
             })
             .await?;
         Ok(self.inner.metrics.render(&queues, self.is_leader()))

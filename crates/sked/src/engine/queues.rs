@@ -22,6 +22,7 @@ impl Engine {
                 after,
                 limit: LIST_LIMIT_MAX,
                 count_limit,
+                now: self.now(),
             })
             .await
         })
