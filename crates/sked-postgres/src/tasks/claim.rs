@@ -1,12 +1,11 @@
 //! Claiming tasks (staging due ones first) and extending leases.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use deadpool_postgres::{Object, Pool};
 use jiff::Timestamp;
-use sked_core::{Task, TaskId};
+use sked_core::Task;
 use sked_store::states::WAITING;
 use sked_store::*;
 
@@ -91,7 +90,7 @@ pub(crate) fn claim_sql(filter: &str, after: bool) -> String {
 
 /// The end of the lease of task `t` started at `start`, asked until `wanted`: never past its
 /// timeout and the grace (`grace`, milliseconds) after the start, as [`rules::lease_end`] says.
-fn lease_end_sql(start: &str, wanted: &str, grace: &str) -> String {
+pub(super) fn lease_end_sql(start: &str, wanted: &str, grace: &str) -> String {
     format!(
         "CASE WHEN t.timeout_ms IS NULL THEN {wanted}::timestamptz \
            ELSE LEAST({wanted}::timestamptz, \
@@ -179,11 +178,12 @@ pub(crate) async fn claim(
             cursors.move_back(Key::before(top, first));
         }
     }
-    cursors.finish(start, claimed.last().map(Key::of));
+    cursors.finish(start, claimed.last().map(Key::of), false);
     let left = p.max.saturating_sub(claimed.len() as u32);
     let mut held_until = None;
     if left > 0 && !limited.is_empty() {
-        let (more, held) = claim_limited(c, p, &limited, left, expires).await?;
+        let (more, held) =
+            super::limited::claim_limited(c, cursors, p, &limited, left, expires).await?;
         claimed.extend(more);
         claimed.sort_by_key(|t| Key::of(t).order());
         held_until = held;
@@ -253,7 +253,7 @@ async fn probe(
 }
 
 /// The `WHERE` of a claim's candidate scan, with its parameters appended to `params`.
-fn candidates_filter<'a>(
+pub(super) fn candidates_filter<'a>(
     queues: &'a Vec<String>,
     kinds: &'a Vec<String>,
     min_priority: &'a Option<i32>,
@@ -273,165 +273,6 @@ fn candidates_filter<'a>(
         sql.push_str(&format!(" AND priority >= ${}", params.len()));
     }
     sql
-}
-
-/// With concurrency or rate limits in play, the limited queues' rows are locked for the
-/// transaction, so that nodes claiming at once cannot together exceed a limit. Also says when
-/// a rate limit that held tasks back lets one start again.
-async fn claim_limited(
-    c: &mut Object,
-    p: &TaskClaimParams,
-    limited: &Vec<String>,
-    max: u32,
-    expires: Timestamp,
-) -> Result<(Vec<Task>, Option<Timestamp>)> {
-    let tx = c.transaction().await.map_err(db_err)?;
-    // The limited queues' rows are locked first; then, in a statement of its own, each one's
-    // running tasks and the starts its rate window counts are read. In one statement the
-    // counts would come from the snapshot taken before the lock was granted, without what the
-    // claim that held it had just committed, and nodes claiming at once would each take a
-    // full window. Sent together, the second statement still runs after the first.
-    let lock = tx
-        .prepare_cached(
-            "SELECT q.name FROM sked_queues q WHERE q.name = ANY($1) AND NOT q.paused \
-               AND (q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL) \
-             ORDER BY q.name FOR UPDATE",
-        )
-        .await
-        .map_err(db_err)?;
-    let read = tx
-        .prepare_cached(
-            "SELECT q.name, q.concurrency_limit, \
-               (SELECT count(*) FROM sked_tasks t WHERE t.state = 'running' AND t.queue = q.name), \
-               q.rate_limit, q.rate_period_ms, \
-               ARRAY(SELECT s.started_at FROM sked_queue_starts s WHERE s.queue = q.name \
-                 AND s.started_at > $2::timestamptz - q.rate_period_ms * interval '1 millisecond'), \
-               ARRAY(SELECT s.n FROM sked_queue_starts s WHERE s.queue = q.name \
-                 AND s.started_at > $2::timestamptz - q.rate_period_ms * interval '1 millisecond'), \
-               q.rate_burst, q.rate_bucket_at \
-             FROM sked_queues q WHERE q.name = ANY($1) AND NOT q.paused \
-               AND (q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL)",
-        )
-        .await
-        .map_err(db_err)?;
-    let (lock_params, read_params): ([Param<'_>; 1], [Param<'_>; 2]) =
-        ([limited], [limited, &p.now]);
-    let (_, limits) =
-        tokio::try_join!(tx.query(&lock, &lock_params), tx.query(&read, &read_params))
-            .map_err(db_err)?;
-    let mut quota: HashMap<String, i64> = HashMap::new();
-    let mut rated: HashMap<String, (sked_core::RateLimit, Option<Timestamp>)> = HashMap::new();
-    let mut held_until: Option<Timestamp> = None;
-    for row in &limits {
-        let name: String = col(row, 0)?;
-        let running: i64 = col(row, 2)?;
-        let left = col::<Option<i32>>(row, 1)?.map(|l| i64::from(l) - running);
-        let mut room = None;
-        let rate = sked_store::rate::from_columns(sked_store::rate::Columns {
-            limit: col(row, 3)?,
-            period_ms: col(row, 4)?,
-            burst: col(row, 7)?,
-        });
-        if let Some(rate) = rate {
-            let at: Vec<Timestamp> = col(row, 5)?;
-            let n: Vec<i32> = col(row, 6)?;
-            let starts: Vec<(Timestamp, u32)> = at
-                .into_iter()
-                .zip(n.into_iter().map(|n| n.max(0) as u32))
-                .collect();
-            let bucket: Option<Timestamp> = col(row, 8)?;
-            let r = rate.room(&starts, bucket, p.now);
-            held_until = sked_store::rate::sooner(held_until, r.frees_at);
-            rated.insert(name.clone(), (rate, bucket));
-            room = Some(r);
-        }
-        let left = sked_store::rate::quota(left, room).unwrap_or(i64::MAX);
-        quota.insert(name, left);
-    }
-    // Each queue with room on its own, for at most what its quota leaves: a queue at its
-    // limit never crowds the others out.
-    let mut candidates: Vec<(Key, String)> = Vec::new();
-    for (queue, left) in quota.iter().filter(|(_, left)| **left > 0) {
-        let take = (*left).min(i64::from(max));
-        let one = vec![queue.clone()];
-        let mut params: Vec<Param<'_>> = vec![&take];
-        let filter = candidates_filter(&one, &p.kinds, &p.min_priority, &mut params);
-        let rows = tx
-            .query(
-                &format!(
-                    "SELECT priority, run_at, id FROM sked_tasks WHERE {filter} \
-                     ORDER BY priority DESC, run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED"
-                ),
-                &params,
-            )
-            .await
-            .map_err(db_err)?;
-        for row in &rows {
-            let key = Key {
-                priority: col(row, 0)?,
-                run_at: col(row, 1)?,
-                id: col(row, 2)?,
-            };
-            candidates.push((key, queue.clone()));
-        }
-    }
-    candidates.sort_by_key(|(key, _)| key.order());
-    candidates.truncate(max as usize);
-    let chosen: Vec<TaskId> = candidates.iter().map(|(key, _)| key.id).collect();
-    let mut started: HashMap<&str, i32> = HashMap::new();
-    for (_, queue) in &candidates {
-        *started.entry(queue.as_str()).or_default() += 1;
-    }
-    let lease = lease_end_sql("$2", "$3", "$5");
-    let rows = tx
-        .query(
-            &format!(
-                "UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, started_at = $2, \
-                   lease_expires_at = {lease}, worker = $4, cancel_requested = false \
-                 WHERE t.id = ANY($1) RETURNING {TASK_COLUMNS}"
-            ),
-            &[&chosen, &p.now, &expires, &p.worker, &grace_ms(p.timeout_grace)],
-        )
-        .await
-        .map_err(db_err)?;
-    if !rated.is_empty() {
-        // The starts a window counts, one row per queue and claim, and what they took from a
-        // burst's bucket; and those out of every window are forgotten.
-        let queues: Vec<&str> = rated.keys().map(String::as_str).collect();
-        let counts: Vec<i32> = queues
-            .iter()
-            .map(|q| started.get(q).copied().unwrap_or(0))
-            .collect();
-        let buckets: Vec<Option<Timestamp>> = queues
-            .iter()
-            .zip(&counts)
-            .map(|(q, n)| {
-                let (rate, bucket) = rated[*q];
-                match n {
-                    0 => bucket,
-                    n => rate.bucket_after(bucket, *n as u32, p.now),
-                }
-            })
-            .collect();
-        tx.execute(
-            "WITH logged AS ( \
-               INSERT INTO sked_queue_starts (queue, started_at, n) \
-               SELECT q, $3, n FROM unnest($1::text[], $2::int[]) AS l(q, n) WHERE n > 0), \
-             bucket AS ( \
-               UPDATE sked_queues k SET rate_bucket_at = b.at \
-               FROM unnest($1::text[], $2::int[], $4::timestamptz[]) AS b(q, n, at) \
-               WHERE k.name = b.q AND b.n > 0 AND k.rate_burst IS NOT NULL) \
-             DELETE FROM sked_queue_starts s USING sked_queues q \
-             WHERE s.queue = ANY($1) AND q.name = s.queue \
-               AND (q.rate_limit IS NULL \
-                 OR s.started_at <= $3::timestamptz - q.rate_period_ms * interval '1 millisecond')",
-            &[&queues, &counts, &p.now, &buckets],
-        )
-        .await
-        .map_err(db_err)?;
-    }
-    tx.commit().await.map_err(db_err)?;
-    Ok((tasks_from_rows(&rows)?, held_until))
 }
 
 /// Extends a held attempt's lease (`$1` id, `$2` attempt) until `$3`, or its timeout and the

@@ -44,6 +44,13 @@ pub(crate) struct Key {
 }
 
 impl Key {
+    /// After every task: where claims resume once one walked to the end of the claimable tasks.
+    pub(crate) const END: Key = Key {
+        priority: i32::MIN,
+        run_at: Timestamp::MAX,
+        id: TaskId::MAX,
+    };
+
     pub(crate) fn of(task: &Task) -> Key {
         Key {
             priority: task.priority,
@@ -156,11 +163,42 @@ impl ClaimCursors {
         }
     }
 
-    /// Records a claim's end: `last`, the last task it took in claim order.
-    pub(crate) fn finish(&self, start: Start, last: Option<Key>) {
+    /// Where a walk of one limited queue for `filter` starts at `now`: like
+    /// [`ClaimCursors::start`], but instead of probing it starts from the front at most every
+    /// [`PROBE_EVERY`] (and after a walk that found nothing), so that a task passed over
+    /// (locked for a moment by another statement) is not left behind.
+    pub(crate) fn start_walk(&self, filter: &str, now: Timestamp) -> Start {
+        let mut inner = self.lock();
+        let epoch = inner.epoch;
+        let position = inner.positions.entry(filter.to_owned()).or_default();
+        if position.probe_due.is_none_or(|due| now >= due) {
+            position.after = None;
+            position.probe_due = Some(now.saturating_add(PROBE_EVERY).unwrap_or(Timestamp::MAX));
+        }
+        Start {
+            after: position.after,
+            probe: false,
+            filter: filter.to_owned(),
+            epoch,
+        }
+    }
+
+    /// A walk from its position found nothing: the next one starts from the front.
+    pub(crate) fn restart(&self, filter: &str) {
+        if let Some(p) = self.lock().positions.get_mut(filter) {
+            p.after = None;
+        }
+    }
+
+    /// Records a claim's end: `last`, the last task it took in claim order; `exhausted` when
+    /// a walk of one limited queue took fewer than it asked for, over every priority: it
+    /// reached the end, and the next walk need not pass over the same entries again until
+    /// something is announced before the end (see [`super::limited`]).
+    pub(crate) fn finish(&self, start: Start, last: Option<Key>, exhausted: bool) {
         let mut inner = self.lock();
         let unchanged = inner.epoch == start.epoch;
         let position = inner.positions.entry(start.filter).or_default();
+        let last = if exhausted { Some(Key::END) } else { last };
         let Some(last) = last.filter(|_| unchanged) else {
             return;
         };
@@ -291,23 +329,23 @@ mod tests {
         let first = cursors.start("all", at(0));
         assert_eq!(first.after, None, "the first claim starts at the front");
         assert!(!first.probe);
-        cursors.finish(first, Some(key(0, 5, 7)));
+        cursors.finish(first, Some(key(0, 5, 7)), false);
         assert_eq!(cursors.start("all", at(0)).after, Some(key(0, 5, 7)));
         assert_eq!(cursors.start("other", at(0)).after, None, "per filter");
         // A claim that took nothing leaves the position where it was.
         let s = cursors.start("all", at(0));
-        cursors.finish(s, None);
+        cursors.finish(s, None, false);
         assert_eq!(cursors.start("all", at(0)).after, Some(key(0, 5, 7)));
         // Concurrent claims: the furthest one wins.
         let (a, b) = (cursors.start("all", at(0)), cursors.start("all", at(0)));
-        cursors.finish(b, Some(key(0, 9, 1)));
-        cursors.finish(a, Some(key(0, 6, 1)));
+        cursors.finish(b, Some(key(0, 9, 1)), false);
+        cursors.finish(a, Some(key(0, 6, 1)), false);
         assert_eq!(cursors.start("all", at(0)).after, Some(key(0, 9, 1)));
         // A claim from the front carries on from what it took, even behind the position.
         cursors.forget();
         let front = cursors.start("all", at(5));
         assert_eq!(front.after, None);
-        cursors.finish(front, Some(key(0, 2, 3)));
+        cursors.finish(front, Some(key(0, 2, 3)), false);
         assert_eq!(cursors.start("all", at(5)).after, Some(key(0, 2, 3)));
     }
 
@@ -315,7 +353,7 @@ mod tests {
     fn announcements_move_positions_back_never_forward() {
         let cursors = ClaimCursors::default();
         let s = cursors.start("all", at(0));
-        cursors.finish(s, Some(key(0, 5, 7)));
+        cursors.finish(s, Some(key(0, 5, 7)), false);
         cursors.move_back(Key::before(0, at(9)));
         assert_eq!(cursors.start("all", at(0)).after, Some(key(0, 5, 7)));
         cursors.move_back(Key::before(0, at(3)));
@@ -337,10 +375,10 @@ mod tests {
     fn a_claim_that_began_before_a_move_back_does_not_undo_it() {
         let cursors = ClaimCursors::default();
         let s = cursors.start("all", at(0));
-        cursors.finish(s, Some(key(0, 5, 7)));
+        cursors.finish(s, Some(key(0, 5, 7)), false);
         let running = cursors.start("all", at(0));
         cursors.move_back(Key::before(0, at(1)));
-        cursors.finish(running, Some(key(0, 8, 1)));
+        cursors.finish(running, Some(key(0, 8, 1)), false);
         assert_eq!(
             cursors.start("all", at(0)).after,
             Some(Key::before(0, at(1)))
@@ -351,7 +389,7 @@ mod tests {
     fn probes_run_one_at_a_time_every_second_or_twenty_times_their_cost() {
         let cursors = ClaimCursors::default();
         let s = cursors.start("all", at(0));
-        cursors.finish(s, Some(key(0, 5, 7)));
+        cursors.finish(s, Some(key(0, 5, 7)), false);
         let s = cursors.start("all", at(0));
         assert!(s.probe, "the first claim from a position starts a probe");
         assert_eq!(s.after, Some(key(0, 5, 7)), "and claims from the position");
@@ -384,7 +422,7 @@ mod tests {
         // Claims went on while that probe walked: what they took since it began looks
         // claimable to it, and is not missed.
         let c = cursors.start("all", at(12));
-        cursors.finish(c, Some(key(0, 8, 1)));
+        cursors.finish(c, Some(key(0, 8, 1)), false);
         cursors.probed("all", Some(key(0, 3, 1)), s.after, at(12), Duration::ZERO);
         assert_eq!(cursors.start("all", at(12)).after, Some(key(0, 8, 1)));
     }
@@ -393,7 +431,7 @@ mod tests {
     fn a_claim_under_way_does_not_undo_a_probes_move_back() {
         let cursors = ClaimCursors::default();
         let s = cursors.start("all", at(0));
-        cursors.finish(s, Some(key(0, 5, 7)));
+        cursors.finish(s, Some(key(0, 5, 7)), false);
         let probing = cursors.start("all", at(0));
         assert!(probing.probe);
         let claiming = cursors.start("all", at(0));
@@ -404,7 +442,31 @@ mod tests {
             at(0),
             Duration::ZERO,
         );
-        cursors.finish(claiming, Some(key(0, 9, 1)));
+        cursors.finish(claiming, Some(key(0, 9, 1)), false);
         assert_eq!(cursors.start("all", at(0)).after, Some(key(0, 2, 2)));
+    }
+
+    #[test]
+    fn a_limited_walk_resumes_and_starts_from_the_front_every_second() {
+        let cursors = ClaimCursors::default();
+        let first = cursors.start_walk("limited", at(10));
+        assert_eq!(first.after, None);
+        cursors.finish(first, Some(key(0, 5, 7)), false);
+        let next = cursors.start_walk("limited", at(10));
+        assert_eq!(next.after, Some(key(0, 5, 7)));
+        // Walked to the end: the next walk passes over nothing...
+        cursors.finish(next, Some(key(0, 6, 1)), true);
+        assert_eq!(cursors.start_walk("limited", at(10)).after, Some(Key::END));
+        // ...until a task is announced before it,
+        cursors.move_back(Key::before(0, at(8)));
+        assert_eq!(
+            cursors.start_walk("limited", at(10)).after,
+            Some(Key::before(0, at(8)))
+        );
+        // or a second has passed: then from the front.
+        assert_eq!(cursors.start_walk("limited", at(11)).after, None);
+        // A walk from a position that found nothing starts from the front next time.
+        cursors.restart("limited");
+        assert_eq!(cursors.start_walk("limited", at(11)).after, None);
     }
 }

@@ -11,6 +11,7 @@ pub(crate) mod cursor;
 mod ending;
 mod insert;
 mod known;
+mod limited;
 
 pub(crate) use claim::{claim, heartbeat};
 pub(crate) use ending::{announce_schedules, announce_tasks, finish_many, rescue};
