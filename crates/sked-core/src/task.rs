@@ -223,6 +223,23 @@ pub struct NewTask {
     pub timeout: Option<SignedDuration>,
     #[serde(default)]
     pub unique_key: Option<String>,
+    /// With `unique_key`: the key stays held this long after this task's enqueue, finished
+    /// or not (a dedup window; without it the key is held while the task is unfinished).
+    #[serde(
+        default,
+        with = "crate::serde_duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub unique_for: Option<SignedDuration>,
+    /// With `unique_key`: the task runs once the key has been quiet this long. It is due
+    /// `debounce` after its enqueue; an enqueue that finds the key held by a task that has
+    /// not started replaces that task's payload and moves it to `debounce` from then.
+    #[serde(
+        default,
+        with = "crate::serde_duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub debounce: Option<SignedDuration>,
     /// Overrides the default retry backoff for this task.
     #[serde(default)]
     pub backoff: Option<Backoff>,
@@ -260,6 +277,8 @@ impl NewTask {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             timeout: None,
             unique_key: None,
+            unique_for: None,
+            debounce: None,
             backoff: None,
         }
     }
@@ -306,6 +325,19 @@ impl NewTask {
         self
     }
 
+    /// With a unique key: the key stays held this long after the enqueue, finished or not.
+    pub fn unique_for(mut self, window: SignedDuration) -> NewTask {
+        self.unique_for = Some(window);
+        self
+    }
+
+    /// With a unique key: runs once the key has been quiet this long (see
+    /// [`NewTask::debounce`]'s field).
+    pub fn debounce(mut self, quiet: SignedDuration) -> NewTask {
+        self.debounce = Some(quiet);
+        self
+    }
+
     /// Retries wait `base`, doubling up to `max` (with jitter), instead of the default.
     pub fn backoff(mut self, base: SignedDuration, max: SignedDuration) -> NewTask {
         self.backoff = Some(Backoff { base, max });
@@ -345,6 +377,21 @@ impl NewTask {
                     "unique_key must be 1 to 512 characters long",
                 ));
             }
+        }
+        for (name, d) in [("unique_for", self.unique_for), ("debounce", self.debounce)] {
+            let Some(d) = d else { continue };
+            if self.unique_key.is_none() {
+                return Err(SpecError::new(format!("{name} needs a unique_key")));
+            }
+            if d <= SignedDuration::ZERO {
+                return Err(SpecError::new(format!("{name} must be positive")));
+            }
+            crate::check_duration(name, d)?;
+        }
+        if self.unique_for.is_some() && self.debounce.is_some() {
+            return Err(SpecError::new(
+                "unique_for and debounce do not go together: a debounced key is held until its task starts",
+            ));
         }
         if let Some(b) = self.backoff {
             if b.base <= SignedDuration::ZERO || b.max < b.base {

@@ -20,6 +20,10 @@ pub(crate) static NEXT_RUN_AT: LazyLock<String> =
 pub(crate) static UNIQUE_KEY_HOLDER: LazyLock<String> =
     LazyLock::new(|| format!("SELECT id, state FROM tasks WHERE unique_key = ?1 AND {ACTIVE_ANY}"));
 
+/// The latest task whose dedup window holds a unique key (`?1`) after `?2`.
+pub(crate) const UNIQUE_KEY_WINDOW: &str = "SELECT id, state FROM tasks \
+    WHERE unique_key = ?1 AND unique_until > ?2 ORDER BY id DESC LIMIT 1";
+
 /// A schedule's (`?1`) unfinished tasks.
 pub(crate) static SCHEDULE_ACTIVE: LazyLock<String> = LazyLock::new(|| {
     format!("SELECT id FROM tasks WHERE schedule = ?1 AND {ACTIVE_ANY} ORDER BY id")
@@ -56,7 +60,8 @@ pub(crate) static PRUNABLE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH RECURSIVE {} SELECT t.id FROM g CROSS JOIN tasks t \
          WHERE g.name IS NOT NULL AND t.queue = g.name AND t.state IN {FINISHED} \
-         AND {FINISHED_ANY} AND t.finished_at < ?1 LIMIT ?2",
+         AND {FINISHED_ANY} AND t.finished_at < ?1 \
+         AND (t.unique_until IS NULL OR t.unique_until < ?1) LIMIT ?2",
         walk(FINISHED_ANY)
     )
 });
@@ -111,10 +116,11 @@ mod tests {
         crate::migrations::run(&mut conn).unwrap();
         let claim_keys = claim_keys(" AND priority >= ?3");
         let claim_keys_all = claim_keys_all(" AND queue NOT IN (?2, ?3) AND priority >= ?4");
-        let cases: [(&str, &[&str]); 10] = [
+        let cases: [(&str, &[&str]); 11] = [
             (&STAGE, &["tasks_waiting"]),
             (&NEXT_RUN_AT, &["tasks_waiting"]),
             (&UNIQUE_KEY_HOLDER, &["tasks_unique_key"]),
+            (UNIQUE_KEY_WINDOW, &["tasks_unique_until"]),
             (&SCHEDULE_ACTIVE, &["tasks_schedule_active"]),
             (&claim_keys, &["COVERING INDEX tasks_available_queue"]),
             (&claim_keys_all, &["COVERING INDEX tasks_available"]),

@@ -15,6 +15,16 @@ pub fn state_for_run_at(run_at: Timestamp, now: Timestamp) -> TaskState {
     }
 }
 
+/// Until when a new task's dedup window holds its unique key (`None`: only while unfinished).
+pub fn unique_until(task: &sked_core::NewTask, now: Timestamp) -> crate::Result<Option<Timestamp>> {
+    task.unique_for
+        .map(|window| {
+            now.checked_add(window)
+                .map_err(|e| crate::StoreError::Invalid(format!("unique_for: {e}")))
+        })
+        .transpose()
+}
+
 /// A task may be inserted already leased only when it is due at once and has no unique key
 /// (a key may name another task, which a worker cannot be handed instead).
 pub fn check_insert_claimed(p: &crate::TaskInsertClaimedParams) -> crate::Result<()> {

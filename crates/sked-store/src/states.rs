@@ -12,6 +12,8 @@ pub const FINISHED: &str = "('succeeded', 'dead', 'cancelled')";
 pub const WAITING: &str = "('scheduled', 'retrying')";
 /// Tasks that have not started: they can be cancelled or moved without a worker.
 pub const NOT_STARTED: &str = "('scheduled', 'available', 'retrying')";
+/// Tasks queued and not yet run (with attempt 0): a debounced enqueue may still replace them.
+pub const QUEUED: &str = "('scheduled', 'available')";
 
 /// [`ACTIVE`] as a disjunction, for SQLite's partial indexes (see [`any_of`]).
 pub const ACTIVE_ANY: &str =
@@ -85,6 +87,7 @@ mod tests {
             NOT_STARTED,
             sql_list(|s| matches!(s, Scheduled | Available | Retrying))
         );
+        assert_eq!(QUEUED, sql_list(|s| matches!(s, Scheduled | Available)));
         assert_eq!(ACTIVE_ANY, any_of(|s| !s.is_finished()));
         assert_eq!(FINISHED_ANY, any_of(|s| s.is_finished()));
     }

@@ -38,6 +38,10 @@ pub struct TaskInserted {
     pub state: TaskState,
     /// The unique key was already held: no task was inserted and `id` is the holder.
     pub duplicate: bool,
+    /// A debounced enqueue found the holder not started yet: it took the new payload and run
+    /// time (see [`sked_core::NewTask::debounce`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub debounced: bool,
 }
 
 #[derive(Debug, Clone, Default)]

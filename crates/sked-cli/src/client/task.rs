@@ -103,6 +103,18 @@ pub(crate) struct TaskAdd {
     /// While an unfinished task holds this key, adding another returns that task's id
     #[arg(long, value_name = "KEY")]
     unique_key: Option<String>,
+    /// With --unique-key: hold the key this long after adding, finished or not (e.g. 10m)
+    #[arg(
+        long,
+        value_name = "DUR",
+        requires = "unique_key",
+        conflicts_with = "debounce"
+    )]
+    unique_for: Option<String>,
+    /// With --unique-key: run once the key has been quiet this long; adding again before the
+    /// task starts replaces its payload and moves it (e.g. 30s)
+    #[arg(long, value_name = "DUR", requires = "unique_key")]
+    debounce: Option<String>,
 }
 
 pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
@@ -130,6 +142,12 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
             }
             if let Some(k) = a.unique_key {
                 task = task.unique_key(k);
+            }
+            if let Some(d) = &a.unique_for {
+                task = task.unique_for(flag_duration("--unique-for", d)?);
+            }
+            if let Some(d) = &a.debounce {
+                task = task.debounce(flag_duration("--debounce", d)?);
             }
             let inserted = client.enqueue(task).await.map_err(failed)?;
             show(remote, &inserted, |t| out!("{}", t.id));

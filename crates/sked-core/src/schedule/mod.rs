@@ -244,6 +244,8 @@ impl TaskTemplate {
             max_attempts: self.max_attempts,
             timeout: self.timeout,
             unique_key: None,
+            unique_for: None,
+            debounce: None,
             backoff: None,
         }
     }

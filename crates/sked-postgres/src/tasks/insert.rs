@@ -3,7 +3,7 @@
 
 use jiff::Timestamp;
 use sked_core::{Task, TaskState};
-use sked_store::states::ACTIVE;
+use sked_store::states::{ACTIVE, QUEUED};
 use sked_store::*;
 use tokio_postgres::GenericClient;
 
@@ -63,6 +63,7 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
                 state: TaskState::parse(&rows.state[k])
                     .map_err(|e| StoreError::Backend(e.to_string()))?,
                 duplicate: false,
+                debounced: false,
             });
         }
     }
@@ -148,6 +149,7 @@ pub(crate) async fn insert_claimed(
         id: task.id,
         state: task.state,
         duplicate: false,
+        debounced: false,
     };
     Ok((inserted, (task.state == TaskState::Running).then_some(task)))
 }
@@ -165,11 +167,30 @@ async fn insert_unique<C: GenericClient + Sync>(
 ) -> Result<TaskInserted> {
     let rows = Columns::of(std::iter::once(t), now);
     let key = &t.task.unique_key;
+    let until = rules::unique_until(&t.task, now)?;
+    // A task whose dedup window is open holds the key, finished or not.
+    let window = c
+        .query_opt(
+            "SELECT id, state FROM sked_tasks WHERE unique_key = $1 AND unique_until > $2 \
+             ORDER BY id DESC LIMIT 1",
+            &[key, &now],
+        )
+        .await
+        .map_err(db_err)?;
+    if let Some(row) = window {
+        return Ok(TaskInserted {
+            id: col(&row, 0)?,
+            state: state(col(&row, 1)?)?,
+            duplicate: true,
+            debounced: false,
+        });
+    }
     let sql = format!(
         "WITH ins AS ( \
            INSERT INTO sked_tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
-             timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at, unique_key) \
-           VALUES ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $2, $15) \
+             timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at, unique_key, \
+             unique_until) \
+           VALUES ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $2, $15, $16) \
            ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN {ACTIVE} DO NOTHING \
            RETURNING id, run_at, priority, state) \
          SELECT id, {} FROM ins",
@@ -182,13 +203,35 @@ async fn insert_unique<C: GenericClient + Sync>(
     // A holder that finishes between the insert and the lookup frees the key: try again.
     for _ in 0..5 {
         let mut params = rows.first_row(&channel, &now);
-        params.push(key);
+        params.extend([key as Param<'_>, &until]);
         if let Some(row) = c.query_opt(&sql, &params).await.map_err(db_err)? {
             return Ok(TaskInserted {
                 id: col(&row, 0)?,
                 state: state(&rows.state[0])?,
                 duplicate: false,
+                debounced: false,
             });
+        }
+        // Debounced: a holder that has not started takes this task's payload and run time.
+        if t.task.debounce.is_some() {
+            let moved = c
+                .query_opt(
+                    &format!(
+                        "UPDATE sked_tasks SET payload = $2, run_at = $3, state = $4 \
+                         WHERE unique_key = $1 AND state IN {QUEUED} AND attempt = 0 RETURNING id"
+                    ),
+                    &[key, &rows.payload[0], &rows.run_at[0], &rows.state[0]],
+                )
+                .await
+                .map_err(db_err)?;
+            if let Some(row) = moved {
+                return Ok(TaskInserted {
+                    id: col(&row, 0)?,
+                    state: state(&rows.state[0])?,
+                    duplicate: true,
+                    debounced: true,
+                });
+            }
         }
         let holder = c
             .query_opt(
@@ -204,6 +247,7 @@ async fn insert_unique<C: GenericClient + Sync>(
                 id: col(&row, 0)?,
                 state: state(col(&row, 1)?)?,
                 duplicate: true,
+                debounced: false,
             });
         }
     }

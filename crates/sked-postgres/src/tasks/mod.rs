@@ -243,6 +243,7 @@ pub(crate) async fn prune(c: &mut Object, p: &TaskPruneParams) -> Result<u64> {
             // Oldest first, in batches: each delete is short, and vacuum reclaims the space.
             "WITH doomed AS ( \
                SELECT id FROM sked_tasks WHERE state IN {FINISHED} AND finished_at < $1 \
+                 AND (unique_until IS NULL OR unique_until < $1) \
                ORDER BY finished_at LIMIT $2), \
              attempts AS (DELETE FROM sked_task_attempts WHERE task_id IN (SELECT id FROM doomed)), \
              tasks AS (DELETE FROM sked_tasks WHERE id IN (SELECT id FROM doomed) RETURNING 1) \

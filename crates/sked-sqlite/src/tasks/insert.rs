@@ -6,6 +6,7 @@ use jiff::Timestamp;
 use rusqlite::{OptionalExtension, Statement, ToSql, Transaction};
 use sked_core::{SpecError, Task, TaskId, TaskState};
 use sked_store::rules;
+use sked_store::states::QUEUED;
 use sked_store::*;
 
 use crate::codec::{db_err, ms, ts};
@@ -99,29 +100,81 @@ pub(crate) fn insert_one(
 ) -> Result<TaskInserted> {
     let row = Row::new(t, now)?;
     if let Some(key) = &t.task.unique_key {
-        let held: Option<(TaskId, String)> = tx
-            .prepare_cached(&crate::indexed::UNIQUE_KEY_HOLDER)
-            .map_err(db_err)?
-            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()
-            .map_err(db_err)?;
-        if let Some((id, state)) = held {
-            let state = crate::codec::state(&state).map_err(db_err)?;
-            return Ok(TaskInserted {
-                id,
-                state,
-                duplicate: true,
-            });
+        if let Some(holder) = key_holder(tx, key, &row, now)? {
+            return Ok(holder);
         }
     }
     let mut stmt = tx.prepare_cached(&INSERTS[3]).map_err(db_err)?;
     row.bind(&mut stmt, 0)?;
     stmt.raw_execute().map_err(db_err)?;
+    let id = tx.last_insert_rowid();
+    if let Some(until) = rules::unique_until(&t.task, now)? {
+        tx.prepare_cached("UPDATE tasks SET unique_until = ?2 WHERE id = ?1")
+            .map_err(db_err)?
+            .execute(rusqlite::params![id, ts(until)])
+            .map_err(db_err)?;
+    }
     Ok(TaskInserted {
-        id: tx.last_insert_rowid(),
+        id,
         state: row.state,
         duplicate: false,
+        debounced: false,
     })
+}
+
+/// The task that holds `key` against the insert of `row`: an unfinished one (which a
+/// debounced insert takes over, payload and run time, when it has not started), or the
+/// latest whose dedup window is still open.
+fn key_holder(
+    tx: &Transaction<'_>,
+    key: &str,
+    row: &Row<'_>,
+    now: Timestamp,
+) -> Result<Option<TaskInserted>> {
+    let held = |sql: &str, params: &[&dyn ToSql]| -> Result<Option<(TaskId, TaskState)>> {
+        let found: Option<(TaskId, String)> = tx
+            .prepare_cached(sql)
+            .map_err(db_err)?
+            .query_row(params, |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(db_err)?;
+        found
+            .map(|(id, s)| Ok((id, crate::codec::state(&s).map_err(db_err)?)))
+            .transpose()
+    };
+    let duplicate = |(id, state): (TaskId, TaskState)| TaskInserted {
+        id,
+        state,
+        duplicate: true,
+        debounced: false,
+    };
+    if let Some((id, state)) = held(&crate::indexed::UNIQUE_KEY_HOLDER, &[&key])? {
+        if row.t.task.debounce.is_some() {
+            let moved = tx
+                .prepare_cached(&format!(
+                    "UPDATE tasks SET payload = ?2, run_at = ?3, state = ?4 \
+                     WHERE id = ?1 AND state IN {QUEUED} AND attempt = 0"
+                ))
+                .map_err(db_err)?
+                .execute(rusqlite::params![
+                    id,
+                    row.payload,
+                    row.run_at,
+                    row.state.as_str()
+                ])
+                .map_err(db_err)?;
+            if moved == 1 {
+                return Ok(Some(TaskInserted {
+                    state: row.state,
+                    debounced: true,
+                    ..duplicate((id, state))
+                }));
+            }
+        }
+        return Ok(Some(duplicate((id, state))));
+    }
+    let window = held(crate::indexed::UNIQUE_KEY_WINDOW, &[&key, &ts(now)])?;
+    Ok(window.map(duplicate))
 }
 
 /// Inserts one task due now and, unless its queue is paused or limited, leases it to a
@@ -215,6 +268,7 @@ fn write_statement(
         id: first + i as i64,
         state: row.state,
         duplicate: false,
+        debounced: false,
     }));
     Ok(())
 }

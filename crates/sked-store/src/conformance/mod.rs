@@ -13,6 +13,7 @@ mod operations;
 mod queues;
 mod schedules;
 mod tasks;
+mod unique;
 
 pub use inserts::*;
 pub use observe::*;
@@ -20,6 +21,7 @@ pub use operations::*;
 pub use queues::*;
 pub use schedules::*;
 pub use tasks::*;
+pub use unique::*;
 
 use jiff::{SignedDuration, Timestamp};
 use sked_core::NewTask;
@@ -33,7 +35,7 @@ use crate::*;
 macro_rules! conformance_tests {
     ($make:expr) => {
         $crate::conformance_tests!(@cases $make;
-            insert_and_get, a_large_batch_answers_in_order, insert_claimed_leases_unless_held_back, unique_key_returns_the_holder, unique_key_under_concurrency,
+            insert_and_get, a_large_batch_answers_in_order, insert_claimed_leases_unless_held_back, unique_key_returns_the_holder, unique_key_under_concurrency, a_dedup_window_holds_the_key_after_the_task_finished, a_debounced_enqueue_moves_the_waiting_task,
             claim_in_priority_order, claim_merges_queues_in_priority_order, future_tasks_wait_until_due, paused_queue_gives_nothing,
             concurrency_limit_caps_running, claim_filters_queues_and_kinds,
             heartbeat_extends_and_rejects_stale, complete_records_result_and_attempt,

@@ -114,6 +114,7 @@ impl Engine {
             })?;
         }
         let now = self.now();
+        let tasks = debounced(tasks, now)?;
         if let [task] = tasks.as_slice() {
             let waiter = lock(&self.inner.waiters).take_for(task, now);
             if let Some(waiter) = waiter {
@@ -260,6 +261,19 @@ fn enqueued_per_queue(tasks: &[NewTask]) -> Vec<(String, usize)> {
         }
     }
     out
+}
+
+/// A debounced task is due `debounce` after its enqueue (or at its own run time, when later).
+fn debounced(mut tasks: Vec<NewTask>, now: Timestamp) -> Result<Vec<NewTask>> {
+    for t in &mut tasks {
+        if let Some(quiet) = t.debounce {
+            let due = now
+                .checked_add(quiet)
+                .map_err(|e| Error::Invalid(format!("debounce: {e}")))?;
+            t.run_at = Some(t.run_at.map_or(due, |at| at.max(due)));
+        }
+    }
+    Ok(tasks)
 }
 
 #[cfg(test)]

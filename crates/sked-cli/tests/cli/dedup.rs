@@ -1,0 +1,130 @@
+//! Dedup windows and debounce through the CLI and HTTP on SQLite: a key held two seconds
+//! after its enqueue, and five debounced enqueues 200 ms apart that run once, with the last
+//! payload; invalid combinations refused.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{Server, wait_for};
+use crate::hostile_cli::request;
+
+fn add(srv: &Server, extra: &[&str]) -> Value {
+    let mut args = vec!["task", "add", "--kind", "shell"];
+    args.extend_from_slice(extra);
+    srv.json(&args)
+}
+
+#[test]
+fn a_dedup_window_returns_the_first_task_until_it_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &["--exec", "shell"]);
+    let payload = json!({"command": "true"}).to_string();
+    let window = [
+        "--payload",
+        &payload,
+        "--unique-key",
+        "k",
+        "--unique-for",
+        "2s",
+    ];
+    let added = Instant::now();
+    let first = add(&srv, &window);
+    assert_eq!(first["duplicate"], false, "{first}");
+    // It runs and finishes at once; the key stays held.
+    let id = first["id"].to_string();
+    wait_for("the first task to succeed", Duration::from_secs(10), || {
+        srv.task(&id)["state"] == "succeeded"
+    });
+    let again = add(&srv, &window);
+    assert_eq!(
+        (again["id"].clone(), again["duplicate"].clone()),
+        (first["id"].clone(), json!(true))
+    );
+    assert!(
+        added.elapsed() < Duration::from_secs(2),
+        "too slow to test the window"
+    );
+    std::thread::sleep(Duration::from_secs(2).saturating_sub(added.elapsed()));
+    let later = add(&srv, &window);
+    assert_eq!(later["duplicate"], false, "{later}");
+    assert_ne!(later["id"], first["id"]);
+}
+
+#[test]
+fn five_debounced_enqueues_run_once_with_the_last_payload() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &["--exec", "shell"]);
+    let ran = dir.path().join("ran.txt");
+    let mut ids = Vec::new();
+    let started = Instant::now();
+    for n in 1..=5 {
+        let payload = json!({"command": format!("echo {n} >> {}", ran.display())}).to_string();
+        let added = add(
+            &srv,
+            &[
+                "--payload",
+                &payload,
+                "--unique-key",
+                "rebuild",
+                "--debounce",
+                "1s",
+            ],
+        );
+        ids.push(added["id"].clone());
+        if n > 1 {
+            assert_eq!(added["debounced"], true, "{added}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+    let id = ids[0].to_string();
+    wait_for(
+        "the debounced task to succeed",
+        Duration::from_secs(10),
+        || srv.task(&id)["state"] == "succeeded",
+    );
+    let took = started.elapsed();
+    let lines = std::fs::read_to_string(&ran).unwrap();
+    assert_eq!(lines.trim(), "5", "ran: {lines:?}");
+    // Due a second after the last enqueue (at 0.8 s), not after the first.
+    assert!(took >= Duration::from_millis(1_800), "ran after {took:?}");
+    eprintln!("five debounced enqueues ran once, {took:?} after the first");
+}
+
+#[test]
+fn dedup_options_that_do_not_fit_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &[]);
+    for bad in [
+        vec!["--unique-for", "10m"],
+        vec!["--debounce", "1s"],
+        vec!["--unique-key", "k", "--unique-for", "0s"],
+        vec!["--unique-key", "k", "--unique-for", "soon"],
+        vec![
+            "--unique-key",
+            "k",
+            "--unique-for",
+            "1m",
+            "--debounce",
+            "1s",
+        ],
+    ] {
+        let mut args = vec!["task", "add", "--kind", "k"];
+        args.extend(&bad);
+        let out = srv.sked(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {stderr}");
+        assert!(!stderr.trim().is_empty(), "{bad:?} says nothing");
+    }
+    for bad in [
+        json!({"kind": "k", "unique_for": "10m"}),
+        json!({"kind": "k", "unique_key": "k", "debounce": "-1s"}),
+        json!({"kind": "k", "unique_key": "k", "unique_for": "1m", "debounce": "1s"}),
+    ] {
+        let (status, body) = request(&srv, "POST", "/v1/tasks", &bad.to_string());
+        assert_eq!(status, 422, "{bad}: {body}");
+    }
+    let listed = srv.json(&["task", "ls"]);
+    assert_eq!(listed["tasks"].as_array().unwrap().len(), 0, "{listed}");
+}
