@@ -70,9 +70,19 @@ pub(crate) async fn list(c: &mut Object, p: &QueueListParams) -> Result<Page<Que
         }
     }
     let mut page = page.finish();
-    // The rate-limited queues' windows, in one statement.
-    let rated: Vec<&str> = page
-        .items
+    set_held(&***c, &mut page.items, &buckets, p.now).await?;
+    Ok(page)
+}
+
+/// Notes each queue's rate window and why its tasks wait ([`QueueInfo::set_held`]), reading
+/// the rate-limited queues' windows in one statement; `buckets` holds their burst buckets.
+async fn set_held(
+    c: &impl tokio_postgres::GenericClient,
+    queues: &mut [QueueInfo],
+    buckets: &HashMap<String, Timestamp>,
+    now: Timestamp,
+) -> Result<()> {
+    let rated: Vec<&str> = queues
         .iter()
         .filter(|q| q.rate.is_some())
         .map(|q| q.name.as_str())
@@ -85,7 +95,7 @@ pub(crate) async fn list(c: &mut Object, p: &QueueListParams) -> Result<Page<Que
                  JOIN sked_queues q ON q.name = s.queue \
                  WHERE s.queue = ANY($1) \
                    AND s.started_at > $2::timestamptz - q.rate_period_ms * interval '1 millisecond'",
-                &[&rated, &p.now],
+                &[&rated, &now],
             )
             .await
             .map_err(db_err)?;
@@ -97,11 +107,11 @@ pub(crate) async fn list(c: &mut Object, p: &QueueListParams) -> Result<Page<Que
                 .push((col(r, 1)?, n.max(0) as u32));
         }
     }
-    for q in &mut page.items {
+    for q in queues {
         let window = starts.get(&q.name).map_or(&[][..], Vec::as_slice);
-        q.set_held(window, buckets.get(&q.name).copied(), p.now);
+        q.set_held(window, buckets.get(&q.name).copied(), now);
     }
-    Ok(page)
+    Ok(())
 }
 
 pub(crate) async fn update(
@@ -129,7 +139,8 @@ pub(crate) async fn update(
                rate_burst = CASE WHEN $5 THEN $8 ELSE q.rate_burst END, \
                rate_bucket_at = CASE WHEN $5 THEN NULL ELSE q.rate_bucket_at END, \
                updated_at = now() \
-             RETURNING paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst",
+             RETURNING paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
+               rate_bucket_at",
             &[
                 &p.name,
                 &p.paused,
@@ -174,6 +185,13 @@ pub(crate) async fn update(
         burst: col(&row, 4)?,
     });
     info.set_counts(counts_of(&counts)?, QUEUE_COUNT_LIMIT);
+    if let Some(now) = p.now {
+        let mut buckets = HashMap::new();
+        if let Some(bucket) = col::<Option<Timestamp>>(&row, 5)? {
+            buckets.insert(info.name.clone(), bucket);
+        }
+        set_held(&***c, std::slice::from_mut(&mut info), &buckets, now).await?;
+    }
     Ok(info)
 }
 

@@ -91,8 +91,8 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
     }
     let (paused, concurrency_limit, rate) = tx
         .query_row(
-            "SELECT paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst \
-             FROM queues WHERE name = ?1",
+            "SELECT paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
+             rate_bucket_at FROM queues WHERE name = ?1",
             [&p.name],
             |r| {
                 let rate = sked_store::rate::from_columns(sked_store::rate::Columns {
@@ -100,10 +100,11 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
                     period_ms: r.get(3)?,
                     burst: r.get(4)?,
                 });
-                Ok((r.get(0)?, r.get(1)?, rate))
+                Ok((r.get(0)?, r.get(1)?, (rate, r.get::<_, Option<i64>>(5)?)))
             },
         )
         .map_err(db_err)?;
+    let (rate, bucket) = rate;
     let mut info = QueueInfo::new(p.name.clone(), paused, concurrency_limit);
     info.rate = rate;
     let (_, n) = tx
@@ -115,6 +116,13 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
         )
         .map_err(db_err)?;
     info.set_counts(n, QUEUE_COUNT_LIMIT);
+    if let Some(now) = p.now {
+        let starts = match &info.rate {
+            Some(rate) => crate::tasks::claim::starts(tx, &info.name, rate, now)?,
+            None => Vec::new(),
+        };
+        info.set_held(&starts, bucket.map(from_ts), now);
+    }
     Ok(info)
 }
 

@@ -322,6 +322,9 @@ pub struct QueueUpdateParams {
     pub concurrency_limit: Option<Option<u32>>,
     /// `Some(None)` removes the rate limit.
     pub rate: Option<Option<sked_core::RateLimit>>,
+    /// The instant the answer's [`QueueInfo::held`] and [`QueueInfo::rate_window`] are taken
+    /// at, as in lists; `None` leaves them out.
+    pub now: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone)]

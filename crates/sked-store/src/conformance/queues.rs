@@ -208,6 +208,17 @@ pub async fn rate_limit_caps_starts_per_window(store: &Shared) {
         until: Some(at(10)),
     };
     assert_eq!(rated.held, Some(held));
+    // A change's answer says so too, taken at the instant given.
+    let changed = store
+        .queue_update(QueueUpdateParams {
+            name: "rated".into(),
+            concurrency_limit: Some(Some(100)),
+            now: Some(at(5)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!((changed.rate_window, changed.held), (Some(3), Some(held)));
     let later = queue_at(store, "rated", at(10)).await;
     assert_eq!((later.rate_window, later.held), (Some(0), None));
     assert!(claim_from(store, &["rated"], 10, at(9)).await.is_empty());

@@ -30,8 +30,9 @@ impl Engine {
     }
 
     /// Pauses, resumes or limits a queue (created on first use).
-    pub async fn queue_update(&self, params: QueueUpdateParams) -> Result<QueueInfo> {
+    pub async fn queue_update(&self, mut params: QueueUpdateParams) -> Result<QueueInfo> {
         sked_core::validate_name("queue", &params.name)?;
+        params.now = Some(self.now());
         let q = self.inner.store.queue_update(params).await?;
         self.wake_workers();
         Ok(q)
