@@ -45,7 +45,13 @@ fn a_dedup_window_returns_the_first_task_until_it_closes() {
         added.elapsed() < Duration::from_secs(2),
         "too slow to test the window"
     );
-    std::thread::sleep(Duration::from_secs(2).saturating_sub(added.elapsed()));
+    // The window is two seconds from the enqueue as the server saw it (the task's creation).
+    let created = srv.task(&id)["created_at"].as_str().unwrap().to_string();
+    let closes =
+        created.parse::<jiff::Timestamp>().unwrap() + jiff::SignedDuration::from_millis(2_010);
+    if let Ok(wait) = Duration::try_from(closes - jiff::Timestamp::now()) {
+        std::thread::sleep(wait);
+    }
     let later = add(&srv, &window);
     assert_eq!(later["duplicate"], false, "{later}");
     assert_ne!(later["id"], first["id"]);
