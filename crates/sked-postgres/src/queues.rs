@@ -154,6 +154,12 @@ pub(crate) async fn update(
         )
         .await
         .map_err(db_err)?;
+    if p.rate == Some(None) {
+        // Removed: its window's starts no longer count.
+        tx.execute("DELETE FROM sked_queue_starts WHERE queue = $1", &[&p.name])
+            .await
+            .map_err(db_err)?;
+    }
     let counting = tx
         .prepare_cached(&counts::queue_counts_sql(
             "sked_tasks",

@@ -88,6 +88,11 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
             params![p.name, c.limit, c.period_ms, c.burst, now],
         )
         .map_err(db_err)?;
+        if rate.is_none() {
+            // Removed: its window's starts no longer count.
+            tx.execute("DELETE FROM queue_starts WHERE queue = ?1", [&p.name])
+                .map_err(db_err)?;
+        }
     }
     let (paused, concurrency_limit, rate) = tx
         .query_row(

@@ -240,6 +240,17 @@ pub async fn rate_limit_caps_starts_per_window(store: &Shared) {
         .unwrap();
     assert_eq!(q.rate, None);
     assert_eq!(claim(store, 10, at(21)).await.len(), 1);
+    // Its starts went with it: set again, the window starts empty.
+    let again = store
+        .queue_update(QueueUpdateParams {
+            name: "rated".into(),
+            rate: Some(Some(rate)),
+            now: Some(at(21)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!((again.rate_window, again.held), (Some(0), None));
 }
 
 pub async fn rate_and_concurrency_limits_hold_together(store: &Shared) {
