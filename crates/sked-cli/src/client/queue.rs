@@ -173,7 +173,7 @@ fn rate(q: &QueueInfo) -> String {
 }
 
 /// Why the queue's available tasks wait: `paused`, `concurrency`, `rate until 12:00:01`.
-fn held(q: &QueueInfo) -> String {
+pub(crate) fn held(q: &QueueInfo) -> String {
     match q.held {
         None => "-".into(),
         Some(h) => match h.until {

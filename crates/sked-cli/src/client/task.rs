@@ -154,7 +154,27 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
         }
         TaskCmd::Get { id } => {
             let task = client.task(task_id(&id)?).await.map_err(failed)?;
-            show(remote, &task, print_task);
+            // Why a task that could start waits: what holds its queue back.
+            let waiting = match (remote.json, task.state) {
+                (false, TaskState::Available) => {
+                    let queues = client
+                        .queues(sked::store::QUEUE_COUNT_LIMIT)
+                        .await
+                        .map_err(failed)?;
+                    queues
+                        .iter()
+                        .find(|q| q.name == task.queue)
+                        .filter(|q| q.held.is_some())
+                        .map(|q| format!("queue {}: {}", q.name, super::queue::held(q)))
+                }
+                _ => None,
+            };
+            show(remote, &task, |t| {
+                print_task(t);
+                if let Some(why) = &waiting {
+                    out!("waiting       held by {why}");
+                }
+            });
         }
         TaskCmd::Ls {
             state,

@@ -137,6 +137,11 @@ fn a_rate_limited_queue_starts_no_more_than_its_window_allows() {
     assert_eq!(paced["rate_window"], 4, "{paced}");
     assert_eq!(paced["held"]["by"], "rate", "{paced}");
     assert!(paced["held"]["until"].is_string(), "{paced}");
+    // And a task that waits says why.
+    let waiting = srv.json(&["task", "ls", "--queue", "paced", "--state", "available"]);
+    let id = waiting["tasks"][0]["id"].to_string();
+    let shown = srv.ok(&["task", "get", &id]);
+    assert!(shown.contains("held by queue paced: rate until"), "{shown}");
     let table = srv.ok(&["queue", "ls"]);
     assert!(
         table.contains("4 of 4/2s") && table.contains("rate until"),
