@@ -43,12 +43,15 @@ pub(super) async fn claim_limited(
             "SELECT q.name, q.concurrency_limit, \
                (SELECT count(*) FROM sked_tasks t WHERE t.state = 'running' AND t.queue = q.name), \
                q.rate_limit, q.rate_period_ms, \
-               ARRAY(SELECT s.started_at FROM sked_queue_starts s WHERE s.queue = q.name \
-                 AND s.started_at > $2::timestamptz - q.rate_period_ms * interval '1 millisecond'), \
-               ARRAY(SELECT s.n FROM sked_queue_starts s WHERE s.queue = q.name \
-                 AND s.started_at > $2::timestamptz - q.rate_period_ms * interval '1 millisecond'), \
+               coalesce(w.at, '{}'), coalesce(w.n, '{}'), \
                q.rate_burst, q.rate_bucket_at \
-             FROM sked_queues q WHERE q.name = ANY($1) AND NOT q.paused \
+             FROM sked_queues q \
+             LEFT JOIN LATERAL ( \
+               SELECT array_agg(s.started_at) AS at, array_agg(s.n) AS n \
+               FROM sked_queue_starts s WHERE s.queue = q.name \
+                 AND s.started_at > $2::timestamptz - q.rate_period_ms * interval '1 millisecond' \
+             ) w ON true \
+             WHERE q.name = ANY($1) AND NOT q.paused \
                AND (q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL)",
         )
         .await

@@ -170,17 +170,7 @@ pub async fn rate_limit_caps_starts_per_window(store: &Shared) {
         .unwrap();
     assert_eq!(q.rate, Some(rate));
     assert_eq!(q.concurrency_limit, None);
-    let listed = store
-        .queue_list(QueueListParams {
-            after: None,
-            limit: 10,
-            count_limit: QUEUE_COUNT_LIMIT,
-            now: t0(),
-        })
-        .await
-        .unwrap();
-    let rated = listed.items.iter().find(|q| q.name == "rated").unwrap();
-    assert_eq!(rated.rate, Some(rate));
+    assert_eq!(queue_at(store, "rated", t0()).await.rate, Some(rate));
 
     let first = claim(store, 10, t0()).await;
     let of = |tasks: &[sked_core::Task]| tasks.iter().filter(|t| t.queue == "rated").count();
@@ -342,24 +332,7 @@ pub async fn a_rate_burst_adds_to_one_window_not_to_the_rate(store: &Shared) {
     assert_eq!(total, 15 + 40, "{starts:?}");
     // A quiet spell refills the burst.
     assert_eq!(claim(store, 100, ms(10_000)).await.len(), 15);
-    let listed = store
-        .queue_list(QueueListParams {
-            after: None,
-            limit: 10,
-            count_limit: QUEUE_COUNT_LIMIT,
-            now: t0(),
-        })
-        .await
-        .unwrap();
-    assert_eq!(
-        listed
-            .items
-            .iter()
-            .find(|q| q.name == "bursty")
-            .unwrap()
-            .rate,
-        Some(rate)
-    );
+    assert_eq!(queue_at(store, "bursty", t0()).await.rate, Some(rate));
 }
 
 /// Claims at once (on as many connections as the store has) take no more than the limits
