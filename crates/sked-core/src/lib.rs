@@ -16,11 +16,11 @@ pub use error::SpecError;
 pub use rate::{MAX_RATE_BURST, MAX_RATE_PERIOD, RateLimit, Room};
 pub use retry::RetryPolicy;
 pub use schedule::plan::{
-    DEFAULT_CATCHUP_LIMIT, OccurrenceOutcome, Plan, PlanInput, PlannedOccurrence,
+    DEFAULT_CATCHUP_LIMIT, LastRun, OccurrenceOutcome, Plan, PlanInput, PlannedOccurrence,
 };
 pub use schedule::{
-    CatchupPolicy, CronExpr, DEFAULT_CATCHUP_WINDOW, OverlapPolicy, ScheduleDef, Spec,
-    TaskTemplate, parse_zone,
+    CatchupPolicy, CronExpr, DEFAULT_CATCHUP_WINDOW, DstPolicy, IntervalFrom, OverlapPolicy,
+    ScheduleDef, Spec, TaskTemplate, jitter_offset, parse_zone,
 };
 pub use task::{
     Attempt, Backoff, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_PAYLOAD_BYTES, NewTask, Task,

@@ -2,13 +2,21 @@
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use sked_core::{CronExpr, Spec, parse_zone};
+use sked_core::{CronExpr, DstPolicy, Spec, parse_zone};
 
 /// The next `expected.len()` fire times of `expr` in `tz` strictly after `after`, as RFC 3339
 /// with the zone's offset.
 #[track_caller]
 fn check(expr: &str, tz: &str, after: &str, expected: &[&str]) {
-    let cron = CronExpr::parse(expr).unwrap_or_else(|e| panic!("{expr}: {e}"));
+    check_dst(expr, DstPolicy::Debian, tz, after, expected)
+}
+
+/// [`check`] under a DST policy.
+#[track_caller]
+fn check_dst(expr: &str, dst: DstPolicy, tz: &str, after: &str, expected: &[&str]) {
+    let cron = CronExpr::parse(expr)
+        .unwrap_or_else(|e| panic!("{expr}: {e}"))
+        .with_dst(dst);
     let zone = parse_zone(tz).unwrap();
     let mut t: Timestamp = after.parse().unwrap();
     let mut got = Vec::new();
@@ -364,6 +372,60 @@ fn berlin_fixed_time_job_across_both_dst_changes() {
         "2026-03-29T00:00:00Z",
         &["2026-03-29T03:00:00+02:00", "2026-03-30T02:00:00+02:00"],
     );
+}
+
+#[test]
+fn berlin_dst_policies_skip_and_twice() {
+    // skip: the wall time in the gap does not happen, so that day has no run.
+    check_dst(
+        "30 2 * * *",
+        DstPolicy::Skip,
+        "Europe/Berlin",
+        "2026-03-27T12:00:00Z",
+        &["2026-03-28T02:30:00+01:00", "2026-03-30T02:30:00+02:00"],
+    );
+    // skip: a repeated wall time still runs once.
+    check_dst(
+        "30 2 * * *",
+        DstPolicy::Skip,
+        "Europe/Berlin",
+        "2026-10-24T12:00:00Z",
+        &["2026-10-25T02:30:00+02:00", "2026-10-26T02:30:00+01:00"],
+    );
+    // twice: a repeated wall time runs at both instants, an hour apart.
+    check_dst(
+        "30 2 * * *",
+        DstPolicy::Twice,
+        "Europe/Berlin",
+        "2026-10-24T12:00:00Z",
+        &[
+            "2026-10-25T02:30:00+02:00",
+            "2026-10-25T02:30:00+01:00",
+            "2026-10-26T02:30:00+01:00",
+        ],
+    );
+    // twice: a skipped wall time runs after the gap, as Debian's rule has it.
+    check_dst(
+        "30 2 * * *",
+        DstPolicy::Twice,
+        "Europe/Berlin",
+        "2026-03-28T12:00:00Z",
+        &["2026-03-29T03:00:00+02:00", "2026-03-30T02:30:00+02:00"],
+    );
+    // Wildcard jobs follow real time under every policy.
+    for dst in [DstPolicy::Skip, DstPolicy::Twice] {
+        check_dst(
+            "15 * * * *",
+            dst,
+            "Europe/Berlin",
+            "2026-10-25T01:30:00+02:00",
+            &[
+                "2026-10-25T02:15:00+02:00",
+                "2026-10-25T02:15:00+01:00",
+                "2026-10-25T03:15:00+01:00",
+            ],
+        );
+    }
 }
 
 #[test]

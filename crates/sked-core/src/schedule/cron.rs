@@ -8,6 +8,9 @@
 //!   whose wall time falls in the gap fires at the first instant after it; other jobs do not fire;
 //! - a fold (fall back): in the repeated wall-clock range a fixed-time job fires only in the first
 //!   pass; other jobs fire in both.
+//!
+//! A schedule's [`DstPolicy`] changes the rules for fixed-time jobs: `skip` leaves a wall time
+//! in a gap out, `twice` fires in both passes of a fold.
 
 use std::fmt;
 
@@ -15,6 +18,7 @@ use jiff::civil::{Date, DateTime, Time, Weekday};
 use jiff::tz::{Offset, TimeZone};
 use jiff::{Timestamp, ToSpan};
 
+use super::DstPolicy;
 use crate::error::SpecError;
 
 /// A parsed cron expression.
@@ -31,6 +35,8 @@ pub struct CronExpr {
     day_fields_and: bool,
     /// Minute and hour fields both fixed: the job fires once per wall time across DST changes.
     fixed_time: bool,
+    /// How a fixed-time job meets a DST change.
+    dst: DstPolicy,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Default)]
@@ -124,6 +130,7 @@ impl CronExpr {
             weekdays: parse_days_of_week(dow)?,
             day_fields_and: starts_with_star(dom) || starts_with_star(dow),
             fixed_time: !starts_with_star(min) && !starts_with_star(hour),
+            dst: DstPolicy::Debian,
         };
         if !expr.fires_ever() {
             return Err(SpecError::new(format!(
@@ -131,6 +138,18 @@ impl CronExpr {
             )));
         }
         Ok(expr)
+    }
+
+    /// The same expression, a fixed-time job meeting DST changes by `dst` instead of Debian
+    /// cron's rules.
+    pub fn with_dst(mut self, dst: DstPolicy) -> CronExpr {
+        self.dst = dst;
+        self
+    }
+
+    /// How a fixed-time job meets DST changes.
+    pub fn dst(&self) -> DstPolicy {
+        self.dst
     }
 
     /// The expression as written.
@@ -171,7 +190,7 @@ impl CronExpr {
             let end = seg_end?;
             let next_offset = tz.to_offset(end);
             // A gap: wall times [end+offset, end+next_offset) never happen.
-            if next_offset > offset && self.fixed_time {
+            if next_offset > offset && self.fixed_time && self.dst != DstPolicy::Skip {
                 let gap_lo = offset.to_datetime(end);
                 let gap_hi = next_offset.to_datetime(end);
                 if self.next_civil_in(gap_lo, Some(gap_hi), None).is_some() {
@@ -186,7 +205,7 @@ impl CronExpr {
     /// End of the wall-clock range at the start of the segment holding `lo` that repeats the
     /// previous segment's wall times (a fold). Only fixed-time jobs skip it.
     fn repeated_range_end(&self, tz: &TimeZone, lo: Timestamp, offset: Offset) -> Option<DateTime> {
-        if !self.fixed_time {
+        if !self.fixed_time || self.dst == DstPolicy::Twice {
             return None;
         }
         // The transition that started this segment (the latest one at or before `lo`).

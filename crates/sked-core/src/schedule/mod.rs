@@ -4,9 +4,9 @@
 pub mod cron;
 mod describe;
 pub mod plan;
+mod policy;
 
 use std::fmt;
-use std::str::FromStr;
 
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
@@ -16,6 +16,10 @@ use crate::error::SpecError;
 use crate::{format_duration, parse_duration};
 pub use cron::CronExpr;
 pub use describe::describe;
+pub use policy::{
+    CatchupPolicy, DstPolicy, IntervalFrom, MAX_OVERLAP_RUNS, MAX_PAUSE_AFTER_FAILURES, OverlapPolicy,
+    jitter_offset,
+};
 
 /// When a schedule fires.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,6 +78,14 @@ impl Spec {
         }
     }
 
+    /// The same spec, a cron expression meeting DST changes by `dst`.
+    pub fn with_dst(self, dst: DstPolicy) -> Spec {
+        match self {
+            Spec::Cron(c) => Spec::Cron(c.with_dst(dst)),
+            other => other,
+        }
+    }
+
     /// The spec in words, for people.
     pub fn describe(&self) -> String {
         match self {
@@ -105,69 +117,6 @@ pub fn parse_zone(name: &str) -> Result<TimeZone, SpecError> {
             "unknown time zone {name:?}: expected an IANA name like UTC, Europe/Berlin or America/New_York"
         ))
     })
-}
-
-macro_rules! str_enum {
-    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $s:literal),+ $(,)? }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-        #[serde(rename_all = "snake_case")]
-        pub enum $name { $($(#[$vm])* $variant),+ }
-
-        impl $name {
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $s),+ }
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = SpecError;
-            fn from_str(s: &str) -> Result<Self, SpecError> {
-                match s {
-                    $($s => Ok($name::$variant),)+
-                    _ => Err(SpecError::new(format!(
-                        concat!("invalid ", stringify!($name), " {:?}: expected one of {}"),
-                        s,
-                        [$($s),+].join(", ")
-                    ))),
-                }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
-
-str_enum! {
-    /// What to do when an occurrence is due while the previous run is still pending or running.
-    OverlapPolicy {
-        /// Do not run it (recorded as skipped). The default.
-        #[default]
-        Skip = "skip",
-        /// Run it alongside.
-        Allow = "allow",
-        /// Run it once after the current run ends; further occurrences meanwhile are skipped.
-        BufferOne = "buffer_one",
-        /// Cancel the current run and start this one.
-        Replace = "replace",
-    }
-}
-
-str_enum! {
-    /// What to do with occurrences missed while no scheduler ran.
-    CatchupPolicy {
-        /// One run for the most recent missed occurrence. The default.
-        #[default]
-        Latest = "latest",
-        /// A run for every missed occurrence within the catch-up window.
-        All = "all",
-        /// No runs for missed occurrences.
-        None = "none",
-    }
 }
 
 /// The default catch-up window: missed occurrences older than this are not run.
@@ -269,6 +218,18 @@ pub struct ScheduleDef {
     pub catchup_window: SignedDuration,
     #[serde(default)]
     pub paused: bool,
+    /// Where an interval counts from: a fixed grid, or the previous run's start or end.
+    #[serde(default)]
+    pub from: IntervalFrom,
+    /// Each occurrence's run is moved later by a stable offset in `[0, jitter)`.
+    #[serde(default, with = "crate::serde_duration::option")]
+    pub jitter: Option<SignedDuration>,
+    /// How a fixed-time cron job meets a DST change.
+    #[serde(default)]
+    pub dst: DstPolicy,
+    /// Pauses itself when this many runs in a row ended dead.
+    #[serde(default)]
+    pub pause_after_failures: Option<u32>,
 }
 
 fn default_tz() -> String {
@@ -299,6 +260,10 @@ impl ScheduleDef {
             catchup: CatchupPolicy::default(),
             catchup_window: default_window(),
             paused: false,
+            from: IntervalFrom::default(),
+            jitter: None,
+            dst: DstPolicy::default(),
+            pause_after_failures: None,
         }
     }
 
@@ -321,6 +286,30 @@ impl ScheduleDef {
         self
     }
 
+    /// An interval counted from the previous run's start or end instead of a fixed grid.
+    pub fn from(mut self, from: IntervalFrom) -> ScheduleDef {
+        self.from = from;
+        self
+    }
+
+    /// Each run moved later by a stable pseudo-random offset below `jitter`.
+    pub fn jitter(mut self, jitter: SignedDuration) -> ScheduleDef {
+        self.jitter = Some(jitter);
+        self
+    }
+
+    /// How a fixed-time cron job meets a DST change.
+    pub fn dst(mut self, dst: DstPolicy) -> ScheduleDef {
+        self.dst = dst;
+        self
+    }
+
+    /// Pauses itself once `n` runs in a row ended dead.
+    pub fn pause_after_failures(mut self, n: u32) -> ScheduleDef {
+        self.pause_after_failures = Some(n);
+        self
+    }
+
     /// Created paused: nothing fires until it is resumed.
     pub fn paused(mut self) -> ScheduleDef {
         self.paused = true;
@@ -335,6 +324,31 @@ impl ScheduleDef {
         let task = self.task.to_new_task();
         task.validate()?;
         crate::check_duration("catchup_window", self.catchup_window)?;
-        Ok((spec, tz))
+        if self.from != IntervalFrom::Fixed && !matches!(spec, Spec::Every(_)) {
+            return Err(SpecError::new(format!(
+                "from {} needs an interval (every DUR): a cron or one-time schedule fires at fixed times",
+                self.from
+            )));
+        }
+        if let Some(j) = self.jitter {
+            crate::check_duration("jitter", j)?;
+            if j.is_zero() {
+                return Err(SpecError::new("jitter must be longer than 0s"));
+            }
+        }
+        if self.dst != DstPolicy::Debian && !matches!(spec, Spec::Cron(_)) {
+            return Err(SpecError::new(format!(
+                "dst {} applies to cron schedules: an interval or one-time schedule does not follow wall time",
+                self.dst
+            )));
+        }
+        if let Some(n) = self.pause_after_failures {
+            if n == 0 || n > MAX_PAUSE_AFTER_FAILURES {
+                return Err(SpecError::new(format!(
+                    "pause_after_failures must be from 1 to {MAX_PAUSE_AFTER_FAILURES}, not {n}"
+                )));
+            }
+        }
+        Ok((spec.with_dst(self.dst), tz))
     }
 }

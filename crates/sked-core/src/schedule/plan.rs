@@ -6,7 +6,7 @@ use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use super::{CatchupPolicy, OverlapPolicy, Spec};
+use super::{CatchupPolicy, IntervalFrom, OverlapPolicy, Spec, jitter_offset};
 use crate::task::TaskId;
 
 /// How an occurrence ended up, as recorded in the schedule's ledger.
@@ -48,11 +48,42 @@ pub struct PlannedOccurrence {
     pub nominal_at: Timestamp,
     pub outcome: OccurrenceOutcome,
     pub detail: Option<String>,
+    /// When its task is due (the nominal time moved by the schedule's jitter); `None`: now.
+    pub run_at: Option<Timestamp>,
+}
+
+impl PlannedOccurrence {
+    /// An occurrence with this outcome, its task (if any) due at once.
+    pub fn new(
+        nominal_at: Timestamp,
+        outcome: OccurrenceOutcome,
+        detail: Option<String>,
+    ) -> PlannedOccurrence {
+        PlannedOccurrence {
+            nominal_at,
+            outcome,
+            detail,
+            run_at: None,
+        }
+    }
+}
+
+/// The schedule's previous run, for intervals counted from it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LastRun {
+    /// When its most recent run started.
+    pub started_at: Option<Timestamp>,
+    /// When its most recent finished run ended.
+    pub finished_at: Option<Timestamp>,
+    /// Whether one of its runs is running now.
+    pub running: bool,
 }
 
 /// What the planner needs to know about a schedule.
 #[derive(Debug, Clone)]
 pub struct PlanInput<'a> {
+    /// The schedule's name (jitter depends on it).
+    pub name: &'a str,
     pub spec: &'a Spec,
     pub tz: &'a TimeZone,
     pub anchor: Timestamp,
@@ -71,6 +102,12 @@ pub struct PlanInput<'a> {
     /// one (the most recent); older ones are recorded as missed in one line. With catch-up
     /// `all`, this is the most runs one catch-up makes.
     pub catchup_limit: usize,
+    /// Where an interval counts from.
+    pub from: IntervalFrom,
+    /// Each enqueued occurrence's task is due this much after its nominal time at most.
+    pub jitter: Option<SignedDuration>,
+    /// The previous run (read for intervals counted from it).
+    pub last_run: LastRun,
 }
 
 /// The default [`PlanInput::catchup_limit`].
@@ -137,34 +174,24 @@ impl LeftOut {
         } else {
             format!("missed: {reason}")
         };
-        Some(PlannedOccurrence {
-            nominal_at: first,
-            outcome: OccurrenceOutcome::Missed,
-            detail: Some(detail),
-        })
+        Some(PlannedOccurrence::new(
+            first,
+            OccurrenceOutcome::Missed,
+            Some(detail),
+        ))
     }
 }
 
 /// Plans every occurrence due at `now`.
 pub fn plan(input: &PlanInput<'_>, now: Timestamp) -> Plan {
-    let mut plan = Plan {
-        buffered: input.buffered,
-        ..Plan::default()
-    };
-    let mut active = input.active_tasks.len();
-    // A buffered occurrence runs as soon as nothing else is active.
-    if let Some(b) = plan.buffered {
-        if active == 0 {
-            plan.occurrences.push(PlannedOccurrence {
-                nominal_at: b,
-                outcome: OccurrenceOutcome::Enqueued,
-                detail: Some("released from the buffer".into()),
-            });
-            plan.buffered = None;
-            active = 1;
-        }
+    let mut placer = Placer::new(input);
+    placer.release_buffered();
+    if let (Spec::Every(d), IntervalFrom::LastStart | IntervalFrom::LastFinish) =
+        (input.spec, input.from)
+    {
+        return placer.from_last_run(*d, now);
     }
-
+    let mut plan = std::mem::take(&mut placer.plan);
     let window_start = now.checked_sub(input.catchup_window).unwrap_or(now);
     let late_before = now.checked_sub(input.misfire_grace).unwrap_or(now);
     let next = |t: Timestamp| input.spec.next_after(t, input.tz, input.anchor);
@@ -211,11 +238,11 @@ pub fn plan(input: &PlanInput<'_>, now: Timestamp) -> Plan {
                 }
             )
         };
-        plan.occurrences.push(PlannedOccurrence {
-            nominal_at: first,
-            outcome: OccurrenceOutcome::Missed,
-            detail: Some(detail),
-        });
+        plan.occurrences.push(PlannedOccurrence::new(
+            first,
+            OccurrenceOutcome::Missed,
+            Some(detail),
+        ));
     }
 
     // Occurrences inside the window up to now: the most recent `catchup_limit` of them go
@@ -291,24 +318,79 @@ pub fn plan(input: &PlanInput<'_>, now: Timestamp) -> Plan {
         })
         .collect();
 
+    placer.plan = plan;
     for (t, run) in due.into_iter().zip(run) {
-        if !run {
-            plan.occurrences.push(PlannedOccurrence {
-                nominal_at: t,
-                outcome: OccurrenceOutcome::Missed,
-                detail: Some(format!("missed: catch-up policy {}", input.catchup)),
-            });
-            continue;
+        if run {
+            placer.place(t);
+        } else {
+            placer.plan.occurrences.push(PlannedOccurrence::new(
+                t,
+                OccurrenceOutcome::Missed,
+                Some(format!("missed: catch-up policy {}", input.catchup)),
+            ));
         }
-        let (outcome, detail) = if active == 0 {
-            active += 1;
+    }
+    placer.finish()
+}
+
+/// Places due occurrences one by one through the overlap policy, counting the runs that are
+/// unfinished.
+struct Placer<'i, 'a> {
+    input: &'i PlanInput<'a>,
+    plan: Plan,
+    active: usize,
+}
+
+impl<'i, 'a> Placer<'i, 'a> {
+    fn new(input: &'i PlanInput<'a>) -> Placer<'i, 'a> {
+        Placer {
+            input,
+            plan: Plan {
+                buffered: input.buffered,
+                ..Plan::default()
+            },
+            active: input.active_tasks.len(),
+        }
+    }
+
+    /// A buffered occurrence runs as soon as nothing else is active.
+    fn release_buffered(&mut self) {
+        if let Some(b) = self.plan.buffered {
+            if self.active == 0 {
+                self.plan.occurrences.push(PlannedOccurrence::new(
+                    b,
+                    OccurrenceOutcome::Enqueued,
+                    Some("released from the buffer".into()),
+                ));
+                self.plan.buffered = None;
+                self.active = 1;
+            }
+        }
+    }
+
+    /// An occurrence due to run: enqueued, or what the overlap policy makes of it.
+    fn place(&mut self, t: Timestamp) {
+        let input = self.input;
+        let plan = &mut self.plan;
+        let (outcome, detail) = if self.active == 0 {
+            self.active += 1;
             (OccurrenceOutcome::Enqueued, None)
         } else {
             match input.overlap {
                 OverlapPolicy::Allow => {
-                    active += 1;
+                    self.active += 1;
                     (OccurrenceOutcome::Enqueued, None)
                 }
+                OverlapPolicy::AllowUpTo(n) if self.active < n as usize => {
+                    self.active += 1;
+                    (OccurrenceOutcome::Enqueued, None)
+                }
+                OverlapPolicy::AllowUpTo(n) => (
+                    OccurrenceOutcome::Skipped,
+                    Some(format!(
+                        "skipped: {n} runs were unfinished, the most overlap allow:{n} lets run at once"
+                    )),
+                ),
                 OverlapPolicy::Skip => (
                     OccurrenceOutcome::Skipped,
                     Some("skipped: the previous run had not finished".to_string()),
@@ -340,13 +422,67 @@ pub fn plan(input: &PlanInput<'_>, now: Timestamp) -> Plan {
                 }
             }
         };
+        let run_at = match (outcome, input.jitter) {
+            (OccurrenceOutcome::Enqueued, Some(j)) => t
+                .checked_add(jitter_offset(input.name, t, j))
+                .ok(),
+            _ => None,
+        };
         plan.occurrences.push(PlannedOccurrence {
             nominal_at: t,
             outcome,
             detail,
+            run_at,
         });
     }
-    plan.cancel.sort_unstable();
-    plan.cancel.dedup();
-    plan
+
+    /// An interval counted from the previous run's start or end: one occurrence is due at a
+    /// time, an interval after that run started (or ended), and no sooner than the stored next
+    /// fire time. While the run it counts from has not started (or ended) the next fire time
+    /// is a time to look again, an interval on: that run cannot start (end) before now, so the
+    /// occurrence cannot be due before then, and looking every interval finds it on time.
+    fn from_last_run(mut self, every: SignedDuration, now: Timestamp) -> Plan {
+        let input = self.input;
+        let Some(stored) = input.next_fire_at else {
+            return self.finish();
+        };
+        let after = |t: Timestamp| t.checked_add(every).ok();
+        let unfinished = !input.active_tasks.is_empty();
+        let (waiting, last) = match input.from {
+            IntervalFrom::LastStart => (
+                unfinished && !input.last_run.running,
+                input.last_run.started_at,
+            ),
+            _ => (unfinished, input.last_run.finished_at),
+        };
+        if waiting {
+            self.plan.next_fire_at = after(now).map(|t| t.max(stored));
+            return self.finish();
+        }
+        let due = last.and_then(after).map_or(stored, |t| t.max(stored));
+        if due > now {
+            self.plan.next_fire_at = Some(due);
+            return self.finish();
+        }
+        let late = now
+            .checked_sub(input.misfire_grace)
+            .is_ok_and(|grace| due < grace);
+        if late && input.catchup == CatchupPolicy::None {
+            self.plan.occurrences.push(PlannedOccurrence::new(
+                due,
+                OccurrenceOutcome::Missed,
+                Some("missed: catch-up policy none".into()),
+            ));
+        } else {
+            self.place(due);
+        }
+        self.plan.next_fire_at = after(due.max(now));
+        self.finish()
+    }
+
+    fn finish(mut self) -> Plan {
+        self.plan.cancel.sort_unstable();
+        self.plan.cancel.dedup();
+        self.plan
+    }
 }
