@@ -407,6 +407,11 @@ impl Store for PgStore {
             .await
     }
 
+    async fn schedule_backfill(&self, params: ScheduleBackfillParams) -> Result<BackfillReport> {
+        self.op(async |c, ch| schedules::backfill(c, ch, &params).await)
+            .await
+    }
+
     async fn occurrence_list(&self, params: OccurrenceListParams) -> Result<Vec<Occurrence>> {
         self.op(async |c, _| schedules::occurrences(c, &params).await)
             .await

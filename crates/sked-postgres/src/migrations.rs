@@ -14,6 +14,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (6, include_str!("../migrations/0006_rate_limits.sql")),
     (7, include_str!("../migrations/0007_rate_bursts.sql")),
     (8, include_str!("../migrations/0008_unique_windows.sql")),
+    (9, include_str!("../migrations/0009_schedule_policies.sql")),
 ];
 
 /// Brings the schema up to date, creating `schema` first when given (its name is validated).

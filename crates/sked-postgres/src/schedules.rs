@@ -20,7 +20,19 @@ fn bad(e: impl std::fmt::Display) -> StoreError {
 
 fn from_row(r: &tokio_postgres::Row) -> Result<Schedule> {
     use sked_store::columns::ScheduleColumn as C;
+    let (from, jitter, dst, pause_after_failures) = rules::policies_from_columns(
+        col(r, C::IntervalFrom.at())?,
+        col(r, C::JitterMs.at())?,
+        col(r, C::Dst.at())?,
+        col(r, C::PauseAfterFailures.at())?,
+    )
+    .map_err(bad)?;
     Ok(Schedule {
+        from,
+        jitter,
+        dst,
+        pause_after_failures,
+        paused_reason: col(r, C::PausedReason.at())?,
         name: col(r, C::Name.at())?,
         spec: col(r, C::Spec.at())?,
         tz: col(r, C::Tz.at())?,
@@ -105,6 +117,7 @@ pub(crate) async fn upsert(
     let task = serde_json::to_value(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
     let tx = c.transaction().await.map_err(db_err)?;
     let existing = existing_locked(&*tx, &def.name).await?;
+    let policy = rules::PolicyColumns::of(def);
     let (next_fire_at, anchor_at) = rules::rewritten_times(
         existing.as_ref(),
         def,
@@ -114,25 +127,35 @@ pub(crate) async fn upsert(
     );
     tx.execute(
         "INSERT INTO sked_schedules AS s (name, spec, tz, task, overlap, catchup, catchup_window_ms, \
-           paused, anchor_at, next_fire_at, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $11, $10, $9, $9) \
+           paused, anchor_at, next_fire_at, created_at, updated_at, \
+           interval_from, jitter_ms, dst, pause_after_failures) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $11, $10, $9, $9, $12, $13, $14, $15) \
          ON CONFLICT (name) DO UPDATE SET \
            next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
            spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
            catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
+           interval_from = excluded.interval_from, jitter_ms = excluded.jitter_ms, \
+           dst = excluded.dst, pause_after_failures = excluded.pause_after_failures, \
+           paused_reason = CASE WHEN excluded.paused THEN s.paused_reason END, \
+           resumed_at = CASE WHEN s.paused AND NOT excluded.paused \
+             THEN excluded.updated_at ELSE s.resumed_at END, \
            paused = excluded.paused, updated_at = excluded.updated_at",
         &[
             &def.name,
             &def.spec,
             &def.tz,
             &task,
-            &def.overlap.as_str(),
+            &def.overlap.to_string(),
             &def.catchup.as_str(),
             &ms(def.catchup_window),
             &def.paused,
             &p.now,
             &next_fire_at,
             &anchor_at,
+            &policy.interval_from,
+            &policy.jitter_ms,
+            &policy.dst,
+            &policy.pause_after_failures,
         ],
     )
     .await
@@ -146,12 +169,15 @@ pub(crate) async fn upsert(
 /// A declared schedule written with its group; an existing one keeps its paused flag (the
 /// next fire time and anchor are decided by [`rules::rewritten_times`]).
 const SYNC_UPSERT: &str = "INSERT INTO sked_schedules AS s (name, spec, tz, task, overlap, catchup, \
-       catchup_window_ms, paused, anchor_at, next_fire_at, created_at, updated_at, declared_by) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $12, $10, $9, $9, $11) \
+       catchup_window_ms, paused, anchor_at, next_fire_at, created_at, updated_at, declared_by, \
+       interval_from, jitter_ms, dst, pause_after_failures) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $12, $10, $9, $9, $11, $13, $14, $15, $16) \
      ON CONFLICT (name) DO UPDATE SET \
        next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
        spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
        catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
+       interval_from = excluded.interval_from, jitter_ms = excluded.jitter_ms, \
+       dst = excluded.dst, pause_after_failures = excluded.pause_after_failures, \
        declared_by = excluded.declared_by, updated_at = excluded.updated_at";
 
 /// The stored schedule of this name, if there is one, locked until the transaction ends so
@@ -203,6 +229,7 @@ pub(crate) async fn sync(
         );
         let task =
             serde_json::to_value(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let policy = rules::PolicyColumns::of(def);
         tx.execute(
             SYNC_UPSERT,
             &[
@@ -210,7 +237,7 @@ pub(crate) async fn sync(
                 &def.spec,
                 &def.tz,
                 &task,
-                &def.overlap.as_str(),
+                &def.overlap.to_string(),
                 &def.catchup.as_str(),
                 &ms(def.catchup_window),
                 &def.paused,
@@ -218,6 +245,10 @@ pub(crate) async fn sync(
                 &next_fire_at,
                 &p.group,
                 &anchor_at,
+                &policy.interval_from,
+                &policy.jitter_ms,
+                &policy.dst,
+                &policy.pause_after_failures,
             ],
         )
         .await
@@ -272,13 +303,14 @@ pub(crate) async fn set_paused(
     let tx = c.transaction().await.map_err(db_err)?;
     let n = if p.paused {
         tx.execute(
-            "UPDATE sked_schedules SET paused = true, updated_at = $2 WHERE name = $1",
-            &[&p.name, &p.now],
+            "UPDATE sked_schedules SET paused = true, paused_reason = $3, updated_at = $2 WHERE name = $1",
+            &[&p.name, &p.now, &p.reason],
         )
         .await
     } else {
         tx.execute(
-            "UPDATE sked_schedules SET paused = false, next_fire_at = $2, updated_at = $3 WHERE name = $1",
+            "UPDATE sked_schedules SET paused = false, paused_reason = NULL, resumed_at = $3, \
+               next_fire_at = $2, updated_at = $3 WHERE name = $1",
             &[&p.name, &p.next_fire_at, &p.now],
         )
         .await
@@ -299,11 +331,12 @@ pub(crate) async fn due(c: &mut Object, p: &ScheduleDueParams) -> Result<Vec<Due
     let stmt = c
         .prepare_cached(&format!(
             "SELECT {columns}, ARRAY(SELECT t.id FROM sked_tasks t WHERE t.schedule = s.name \
-               AND t.state IN {ACTIVE} ORDER BY t.id) \
+               AND t.state IN {ACTIVE} ORDER BY t.id), ({dead_runs})::integer \
              FROM sked_schedules s WHERE NOT s.paused \
                AND (s.next_fire_at <= $1 OR s.buffered_at IS NOT NULL) \
              ORDER BY s.next_fire_at LIMIT $2",
-            columns = COLUMNS.as_str()
+            columns = COLUMNS.as_str(),
+            dead_runs = columns::dead_runs("sked_tasks"),
         ))
         .await
         .map_err(db_err)?;
@@ -312,7 +345,8 @@ pub(crate) async fn due(c: &mut Object, p: &ScheduleDueParams) -> Result<Vec<Due
         .map(|r| {
             Ok(DueSchedule {
                 schedule: from_row(r)?,
-                active_tasks: col(r, columns::ScheduleColumn::DeclaredBy.at() + 1)?,
+                active_tasks: col(r, columns::ScheduleColumn::APPENDED)?,
+                dead_runs: col::<i32>(r, columns::ScheduleColumn::APPENDED + 1)?.max(0) as u32,
             })
         })
         .collect()
@@ -380,6 +414,69 @@ pub(crate) async fn apply(
     .map_err(db_err)?;
     tx.commit().await.map_err(db_err)?;
     Ok(enqueued)
+}
+
+pub(crate) async fn backfill(
+    c: &mut Object,
+    channel: &str,
+    p: &ScheduleBackfillParams,
+) -> Result<BackfillReport> {
+    let tx = c.transaction().await.map_err(db_err)?;
+    // Locked as a plan's apply locks it: the scheduler does not write this ledger meanwhile.
+    let s = match existing_locked(&*tx, &p.name).await? {
+        Some(s) => s,
+        None => return Err(StoreError::schedule_not_found(&p.name)),
+    };
+    rules::check_backfill(&p.name, s.next_fire_at, &p.nominals, p.now)?;
+    let present: std::collections::HashSet<Timestamp> = tx
+        .query(
+            "SELECT nominal_at FROM sked_occurrences WHERE schedule = $1 \
+             AND nominal_at = ANY($2) AND outcome IN ('enqueued', 'buffered')",
+            &[&p.name, &p.nominals],
+        )
+        .await
+        .map_err(db_err)?
+        .iter()
+        .map(|r| col(r, 0))
+        .collect::<Result<_>>()?;
+    let mut report = BackfillReport {
+        already: present.len() as u64,
+        ..BackfillReport::default()
+    };
+    let missing: Vec<Timestamp> = p
+        .nominals
+        .iter()
+        .copied()
+        .filter(|t| !present.contains(t))
+        .collect();
+    if missing.is_empty() {
+        return Ok(report);
+    }
+    let inserts: Vec<TaskInsert> = missing
+        .iter()
+        .map(|t| rules::backfill_task(&s, *t))
+        .collect();
+    let inserted = tasks::insert_tasks(&*tx, None, channel, &inserts, p.now).await?;
+    let ids: Vec<TaskId> = inserted.iter().map(|i| i.id).collect();
+    tx.execute(
+        "INSERT INTO sked_occurrences (schedule, nominal_at, outcome, task_id, detail, recorded_at) \
+         SELECT $1, n, 'enqueued', id, $4, $5 FROM unnest($2::timestamptz[], $3::bigint[]) AS u(n, id) \
+         ON CONFLICT (schedule, nominal_at) DO UPDATE SET outcome = excluded.outcome, \
+           task_id = excluded.task_id, detail = excluded.detail, recorded_at = excluded.recorded_at",
+        &[&p.name, &missing, &ids, &rules::BACKFILLED, &p.now],
+    )
+    .await
+    .map_err(db_err)?;
+    tx.commit().await.map_err(db_err)?;
+    report.enqueued = missing
+        .into_iter()
+        .zip(ids)
+        .map(|(nominal_at, task_id)| BackfilledRun {
+            nominal_at,
+            task_id,
+        })
+        .collect();
+    Ok(report)
 }
 
 pub(crate) async fn occurrences(

@@ -299,6 +299,10 @@ impl Store for SqliteStore {
         self.write(move |tx| schedules::apply(tx, &params)).await
     }
 
+    async fn schedule_backfill(&self, params: ScheduleBackfillParams) -> Result<BackfillReport> {
+        self.write(move |tx| schedules::backfill(tx, &params)).await
+    }
+
     async fn occurrence_list(&self, params: OccurrenceListParams) -> Result<Vec<Occurrence>> {
         self.run(move |conn| schedules::occurrences(conn, &params))
             .await

@@ -19,6 +19,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (8, include_str!("../migrations/0008_rate_limits.sql")),
     (9, include_str!("../migrations/0009_rate_bursts.sql")),
     (10, include_str!("../migrations/0010_unique_windows.sql")),
+    (11, include_str!("../migrations/0011_schedule_policies.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

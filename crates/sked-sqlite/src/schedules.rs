@@ -18,7 +18,19 @@ fn invalid_column(e: impl std::fmt::Display) -> rusqlite::Error {
 
 fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Schedule> {
     use sked_store::columns::ScheduleColumn as C;
+    let (from, jitter, dst, pause_after_failures) = rules::policies_from_columns(
+        &r.get::<_, String>(C::IntervalFrom.at())?,
+        r.get(C::JitterMs.at())?,
+        &r.get::<_, String>(C::Dst.at())?,
+        r.get(C::PauseAfterFailures.at())?,
+    )
+    .map_err(invalid_column)?;
     Ok(Schedule {
+        from,
+        jitter,
+        dst,
+        pause_after_failures,
+        paused_reason: r.get(C::PausedReason.at())?,
         name: r.get(C::Name.at())?,
         spec: r.get(C::Spec.at())?,
         tz: r.get(C::Tz.at())?,
@@ -95,6 +107,7 @@ pub(crate) fn upsert(tx: &Transaction<'_>, p: &ScheduleUpsertParams) -> Result<S
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let task = serde_json::to_string(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
     let existing = existing(tx, &def.name)?;
+    let policy = rules::PolicyColumns::of(def);
     let (next_fire_at, anchor_at) = rules::rewritten_times(
         existing.as_ref(),
         def,
@@ -104,12 +117,18 @@ pub(crate) fn upsert(tx: &Transaction<'_>, p: &ScheduleUpsertParams) -> Result<S
     );
     tx.prepare_cached(
         "INSERT INTO schedules (name, spec, tz, task, overlap, catchup, catchup_window_ms, paused, \
-           anchor_at, next_fire_at, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?11, ?10, ?9, ?9) \
+           anchor_at, next_fire_at, created_at, updated_at, \
+           interval_from, jitter_ms, dst, pause_after_failures) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?11, ?10, ?9, ?9, ?12, ?13, ?14, ?15) \
          ON CONFLICT (name) DO UPDATE SET \
            next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
            spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
            catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
+           interval_from = excluded.interval_from, jitter_ms = excluded.jitter_ms, \
+           dst = excluded.dst, pause_after_failures = excluded.pause_after_failures, \
+           paused_reason = CASE WHEN excluded.paused THEN schedules.paused_reason END, \
+           resumed_at = CASE WHEN schedules.paused AND NOT excluded.paused \
+             THEN excluded.updated_at ELSE schedules.resumed_at END, \
            paused = excluded.paused, updated_at = excluded.updated_at",
     )
     .map_err(db_err)?
@@ -118,13 +137,17 @@ pub(crate) fn upsert(tx: &Transaction<'_>, p: &ScheduleUpsertParams) -> Result<S
         def.spec,
         def.tz,
         task,
-        def.overlap.as_str(),
+        def.overlap.to_string(),
         def.catchup.as_str(),
         ms(def.catchup_window),
         def.paused,
         ts(p.now),
         next_fire_at.map(ts),
         ts(anchor_at),
+        policy.interval_from,
+        policy.jitter_ms,
+        policy.dst,
+        policy.pause_after_failures,
     ])
     .map_err(db_err)?;
     get(tx, &def.name)
@@ -142,12 +165,15 @@ fn existing(conn: &Connection, name: &str) -> Result<Option<Schedule>> {
 /// A declared schedule written with its group; an existing one keeps its paused flag (the
 /// next fire time and anchor are decided by [`rules::rewritten_times`]).
 const SYNC_UPSERT: &str = "INSERT INTO schedules (name, spec, tz, task, overlap, catchup, \
-       catchup_window_ms, paused, anchor_at, next_fire_at, created_at, updated_at, declared_by) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?12, ?10, ?9, ?9, ?11) \
+       catchup_window_ms, paused, anchor_at, next_fire_at, created_at, updated_at, declared_by, \
+       interval_from, jitter_ms, dst, pause_after_failures) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?12, ?10, ?9, ?9, ?11, ?13, ?14, ?15, ?16) \
      ON CONFLICT (name) DO UPDATE SET \
        next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
        spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
        catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
+       interval_from = excluded.interval_from, jitter_ms = excluded.jitter_ms, \
+       dst = excluded.dst, pause_after_failures = excluded.pause_after_failures, \
        declared_by = excluded.declared_by, updated_at = excluded.updated_at";
 
 pub(crate) fn sync(tx: &Transaction<'_>, p: &ScheduleSyncParams) -> Result<ScheduleSyncReport> {
@@ -170,6 +196,7 @@ pub(crate) fn sync(tx: &Transaction<'_>, p: &ScheduleSyncParams) -> Result<Sched
         );
         let task =
             serde_json::to_string(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let policy = rules::PolicyColumns::of(def);
         tx.prepare_cached(SYNC_UPSERT)
             .map_err(db_err)?
             .execute(params![
@@ -177,7 +204,7 @@ pub(crate) fn sync(tx: &Transaction<'_>, p: &ScheduleSyncParams) -> Result<Sched
                 def.spec,
                 def.tz,
                 task,
-                def.overlap.as_str(),
+                def.overlap.to_string(),
                 def.catchup.as_str(),
                 ms(def.catchup_window),
                 def.paused,
@@ -185,6 +212,10 @@ pub(crate) fn sync(tx: &Transaction<'_>, p: &ScheduleSyncParams) -> Result<Sched
                 next_fire_at.map(ts),
                 p.group,
                 ts(anchor_at),
+                policy.interval_from,
+                policy.jitter_ms,
+                policy.dst,
+                policy.pause_after_failures,
             ])
             .map_err(db_err)?;
     }
@@ -216,12 +247,13 @@ pub(crate) fn delete(tx: &Transaction<'_>, name: &str) -> Result<bool> {
 pub(crate) fn set_paused(tx: &Transaction<'_>, p: &SchedulePauseParams) -> Result<Schedule> {
     let n = if p.paused {
         tx.execute(
-            "UPDATE schedules SET paused = 1, updated_at = ?2 WHERE name = ?1",
-            params![p.name, ts(p.now)],
+            "UPDATE schedules SET paused = 1, paused_reason = ?3, updated_at = ?2 WHERE name = ?1",
+            params![p.name, ts(p.now), p.reason],
         )
     } else {
         tx.execute(
-            "UPDATE schedules SET paused = 0, next_fire_at = ?2, updated_at = ?3 WHERE name = ?1",
+            "UPDATE schedules SET paused = 0, paused_reason = NULL, resumed_at = ?3, \
+               next_fire_at = ?2, updated_at = ?3 WHERE name = ?1",
             params![p.name, p.next_fire_at.map(ts), ts(p.now)],
         )
     }
@@ -241,25 +273,30 @@ fn active_tasks(conn: &Connection, name: &str) -> Result<Vec<TaskId>> {
 }
 
 pub(crate) fn due(conn: &Connection, p: &ScheduleDueParams) -> Result<Vec<DueSchedule>> {
-    let schedules: Vec<Schedule> = {
+    let schedules: Vec<(Schedule, u32)> = {
         let mut stmt = conn
             .prepare_cached(&format!(
-                "SELECT {columns} FROM schedules s WHERE s.paused = 0 \
-                 AND (s.next_fire_at <= ?1 OR s.buffered_at IS NOT NULL) ORDER BY s.next_fire_at LIMIT ?2", columns = COLUMNS.as_str()
+                "SELECT {columns}, {dead_runs} FROM schedules s WHERE s.paused = 0 \
+                 AND (s.next_fire_at <= ?1 OR s.buffered_at IS NOT NULL) ORDER BY s.next_fire_at LIMIT ?2",
+                columns = COLUMNS.as_str(),
+                dead_runs = columns::dead_runs("tasks"),
             ))
             .map_err(db_err)?;
         let rows = stmt
-            .query_map(params![ts(p.now), p.limit], from_row)
+            .query_map(params![ts(p.now), p.limit], |r| {
+                Ok((from_row(r)?, r.get(columns::ScheduleColumn::APPENDED)?))
+            })
             .map_err(db_err)?;
         rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
     };
     schedules
         .into_iter()
-        .map(|schedule| {
+        .map(|(schedule, dead_runs)| {
             let active_tasks = active_tasks(conn, &schedule.name)?;
             Ok(DueSchedule {
                 schedule,
                 active_tasks,
+                dead_runs,
             })
         })
         .collect()
@@ -321,6 +358,50 @@ pub(crate) fn apply(tx: &Transaction<'_>, p: &ScheduleApplyParams) -> Result<Vec
     )
     .map_err(db_err)?;
     Ok(enqueued)
+}
+
+pub(crate) fn backfill(tx: &Transaction<'_>, p: &ScheduleBackfillParams) -> Result<BackfillReport> {
+    let s = get(tx, &p.name)?;
+    rules::check_backfill(&p.name, s.next_fire_at, &p.nominals, p.now)?;
+    let (Some(first), Some(last)) = (p.nominals.first(), p.nominals.last()) else {
+        return Ok(BackfillReport::default());
+    };
+    // Occurrences that have their run: enqueued, or buffered to run.
+    let present: std::collections::HashSet<i64> = {
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT nominal_at FROM occurrences WHERE schedule = ?1 \
+                 AND nominal_at BETWEEN ?2 AND ?3 AND outcome IN ('enqueued', 'buffered')",
+            )
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map(params![p.name, ts(*first), ts(*last)], |r| r.get(0))
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+    };
+    let mut report = BackfillReport::default();
+    for &nominal_at in &p.nominals {
+        if present.contains(&ts(nominal_at)) {
+            report.already += 1;
+            continue;
+        }
+        let insert = rules::backfill_task(&s, nominal_at);
+        let task_id = tasks::insert_one(tx, &insert, p.now)?.id;
+        tx.prepare_cached(
+            "INSERT INTO occurrences (schedule, nominal_at, outcome, task_id, detail, recorded_at) \
+             VALUES (?1, ?2, 'enqueued', ?3, ?4, ?5) \
+             ON CONFLICT (schedule, nominal_at) DO UPDATE SET outcome = excluded.outcome, \
+               task_id = excluded.task_id, detail = excluded.detail, recorded_at = excluded.recorded_at",
+        )
+        .map_err(db_err)?
+        .execute(params![p.name, ts(nominal_at), task_id, rules::BACKFILLED, ts(p.now)])
+        .map_err(db_err)?;
+        report.enqueued.push(BackfilledRun {
+            nominal_at,
+            task_id,
+        });
+    }
+    Ok(report)
 }
 
 pub(crate) fn occurrences(conn: &Connection, p: &OccurrenceListParams) -> Result<Vec<Occurrence>> {

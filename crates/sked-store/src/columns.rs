@@ -123,6 +123,16 @@ pub enum ScheduleColumn {
     LastOutcome,
     /// The node that declared it, if declared in code.
     DeclaredBy,
+    /// Where an interval counts from.
+    IntervalFrom,
+    /// The jitter, in milliseconds.
+    JitterMs,
+    /// The DST policy.
+    Dst,
+    /// Dead runs in a row that pause it.
+    PauseAfterFailures,
+    /// Why it paused itself.
+    PausedReason,
 }
 
 impl ScheduleColumn {
@@ -130,6 +140,9 @@ impl ScheduleColumn {
     pub const fn at(self) -> usize {
         self as usize
     }
+
+    /// The position of the first column a backend appends after these.
+    pub const APPENDED: usize = ScheduleColumn::PausedReason as usize + 1;
 }
 
 /// The select list of a schedule row, the schedules table aliased `s`, its task figures
@@ -150,9 +163,22 @@ pub fn schedule_columns(tasks_table: &str) -> String {
          {}, \
          EXISTS (SELECT 1 FROM {tasks_table} t WHERE t.schedule = s.name AND t.state = 'running'), \
          {}, \
-         s.declared_by",
+         s.declared_by, s.interval_from, s.jitter_ms, s.dst, s.pause_after_failures, s.paused_reason",
         latest_finished("finished_at"),
         latest_finished("state"),
+    )
+}
+
+/// For a schedule with `pause_after_failures`: how many of its runs in a row, since it was
+/// last resumed, ended dead (those after the latest run that ended otherwise). Selected beside
+/// [`schedule_columns`] where schedules fall due; 0 for a schedule without the policy.
+pub fn dead_runs(tasks_table: &str) -> String {
+    format!(
+        "CASE WHEN s.pause_after_failures IS NULL THEN 0 ELSE \
+           (SELECT count(*) FROM {tasks_table} t WHERE t.schedule = s.name AND t.state = 'dead' \
+              AND (s.resumed_at IS NULL OR t.created_at >= s.resumed_at) \
+              AND t.id > coalesce((SELECT max(u.id) FROM {tasks_table} u WHERE u.schedule = s.name \
+                AND u.state IN {FINISHED} AND u.state <> 'dead'), 0)) END"
     )
 }
 
@@ -191,7 +217,7 @@ mod tests {
             item.push(ch);
         }
         items.push(item.trim().to_string());
-        assert_eq!(items.len(), ScheduleColumn::DeclaredBy.at() + 1);
+        assert_eq!(items.len(), ScheduleColumn::APPENDED);
         assert_eq!(items[ScheduleColumn::Name.at()], "s.name");
         assert_eq!(items[ScheduleColumn::UpdatedAt.at()], "s.updated_at");
         assert!(items[ScheduleColumn::LastStartedAt.at()].starts_with("(SELECT started_at"));
@@ -199,5 +225,7 @@ mod tests {
         assert!(items[ScheduleColumn::Running.at()].starts_with("EXISTS"));
         assert!(items[ScheduleColumn::LastOutcome.at()].starts_with("(SELECT state"));
         assert_eq!(items[ScheduleColumn::DeclaredBy.at()], "s.declared_by");
+        assert_eq!(items[ScheduleColumn::IntervalFrom.at()], "s.interval_from");
+        assert_eq!(items[ScheduleColumn::PausedReason.at()], "s.paused_reason");
     }
 }

@@ -198,6 +198,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// nothing, when the schedule's next fire time is no longer `expected_next_fire_at`.
     async fn schedule_apply(&self, params: ScheduleApplyParams) -> Result<Vec<TaskId>>;
 
+    /// Enqueues the given past occurrences that have no run yet, in one transaction: an
+    /// occurrence the ledger has as enqueued or buffered is counted and left alone, a skipped
+    /// or missed one becomes enqueued, a new one is recorded enqueued. Refused, changing
+    /// nothing, for an occurrence not yet past (not earlier than the next fire time, or later
+    /// than `now`).
+    async fn schedule_backfill(&self, params: ScheduleBackfillParams) -> Result<BackfillReport>;
+
     /// A schedule's ledger, newest first.
     async fn occurrence_list(&self, params: OccurrenceListParams) -> Result<Vec<Occurrence>>;
 

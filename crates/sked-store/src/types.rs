@@ -380,6 +380,8 @@ pub struct ScheduleSyncReport {
 pub struct SchedulePauseParams {
     pub name: String,
     pub paused: bool,
+    /// Why it paused (kept while it stays paused); `None` for a pause by hand.
+    pub reason: Option<String>,
     pub next_fire_at: Option<Timestamp>,
     pub now: Timestamp,
 }
@@ -396,6 +398,21 @@ pub struct Schedule {
     #[serde(with = "sked_core::serde_duration")]
     pub catchup_window: SignedDuration,
     pub paused: bool,
+    /// Where an interval counts from.
+    #[serde(default)]
+    pub from: sked_core::IntervalFrom,
+    /// Each run moved later by a stable offset below this.
+    #[serde(default, with = "sked_core::serde_duration::option")]
+    pub jitter: Option<SignedDuration>,
+    /// How a fixed-time cron job meets a DST change.
+    #[serde(default)]
+    pub dst: sked_core::DstPolicy,
+    /// Pauses itself when this many runs in a row ended dead.
+    #[serde(default)]
+    pub pause_after_failures: Option<u32>,
+    /// Why it paused itself (`None` when it is not paused, or was paused by hand).
+    #[serde(default)]
+    pub paused_reason: Option<String>,
     /// Where intervals count from (the creation time).
     pub anchor_at: Timestamp,
     pub next_fire_at: Option<Timestamp>,
@@ -414,6 +431,16 @@ pub struct Schedule {
     /// a schedule made at run time through the API or CLI.
     #[serde(default)]
     pub declared_by: Option<String>,
+}
+
+impl Schedule {
+    /// Its spec, meeting DST changes by its policy, and its zone.
+    pub fn timing(
+        &self,
+    ) -> std::result::Result<(sked_core::Spec, jiff::tz::TimeZone), sked_core::SpecError> {
+        let spec = sked_core::Spec::parse(&self.spec)?.with_dst(self.dst);
+        Ok((spec, sked_core::parse_zone(&self.tz)?))
+    }
 }
 
 /// A page of schedules by name.
@@ -437,6 +464,36 @@ pub struct DueSchedule {
     pub schedule: Schedule,
     /// Its unfinished tasks, oldest first.
     pub active_tasks: Vec<TaskId>,
+    /// With `pause_after_failures`: how many of its runs in a row since it was last resumed
+    /// ended dead (those after the latest run that ended otherwise). 0 without the policy.
+    pub dead_runs: u32,
+}
+
+/// Occurrences of a schedule to enqueue after the fact, each once: those the ledger has as
+/// enqueued or buffered are left alone, skipped and missed ones get their task now.
+#[derive(Debug, Clone)]
+pub struct ScheduleBackfillParams {
+    pub name: String,
+    /// Nominal times, ascending: each earlier than the schedule's next fire time and not
+    /// later than `now`.
+    pub nominals: Vec<Timestamp>,
+    pub now: Timestamp,
+}
+
+/// What a backfill did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackfillReport {
+    /// The occurrences enqueued now, with their tasks, in nominal order.
+    pub enqueued: Vec<BackfilledRun>,
+    /// Occurrences in the range that already had a run (enqueued or buffered).
+    pub already: u64,
+}
+
+/// An occurrence a backfill enqueued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackfilledRun {
+    pub nominal_at: Timestamp,
+    pub task_id: TaskId,
 }
 
 #[derive(Debug, Clone)]

@@ -48,17 +48,21 @@ mod server_clock;
 pub mod worker;
 
 pub use client::Client;
-pub use engine::{ClaimRequest, Engine, EngineConfig, MAX_CLAIM_NAMES, Presence, TaskFilter};
+pub use engine::{
+    ClaimRequest, Engine, EngineConfig, MAX_BACKFILL, MAX_CLAIM_NAMES, Presence, TaskFilter,
+};
 pub use error::{Error, Result};
 pub use maintenance::MaintenanceConfig;
 pub use node::{Node, NodeBuilder};
 pub use sked_core as core;
 pub use sked_core::{
-    Backoff, CatchupPolicy, Clock, ManualClock, NewTask, OverlapPolicy, RateLimit, ScheduleDef,
-    SystemClock, Task, TaskId, TaskState, TaskTemplate,
+    Backoff, CatchupPolicy, Clock, DstPolicy, IntervalFrom, ManualClock, NewTask, OverlapPolicy,
+    RateLimit, ScheduleDef, SystemClock, Task, TaskId, TaskState, TaskTemplate,
 };
 pub use sked_store::{self as store, Store};
-pub use sked_store::{FinishOutcome, Occurrence, QueueInfo, Schedule, TaskInserted};
+pub use sked_store::{
+    BackfillReport, FinishOutcome, Occurrence, QueueInfo, Schedule, TaskInserted,
+};
 
 pub use open::{Scratch, open_scratch_store, open_store, redacted_url};
 pub use server_clock::node_clock;

@@ -4,13 +4,15 @@
 //!
 //! The cases live by concern: `tasks` (inserting, claiming, ending attempts), `operations`
 //! (cancel, rescue, retry, reschedule, prune, list), `queues` (counts, limits, leases),
-//! `schedules` (declaring, applying plans), `observe` (activity, workers); here the macro and
+//! `schedules` (declaring, applying plans), `schedule_policies` (jitter, pausing after dead
+//! runs, backfills), `observe` (activity, workers); here the macro and
 //! the helpers they share.
 
 mod inserts;
 mod observe;
 mod operations;
 mod queues;
+mod schedule_policies;
 mod schedules;
 mod tasks;
 mod unique;
@@ -19,6 +21,7 @@ pub use inserts::*;
 pub use observe::*;
 pub use operations::*;
 pub use queues::*;
+pub use schedule_policies::*;
 pub use schedules::*;
 pub use tasks::*;
 pub use unique::*;
@@ -46,6 +49,8 @@ macro_rules! conformance_tests {
             retry_and_reschedule, prune_removes_old_finished_tasks, list_filters, list_pages_are_bounded,
             queue_counts, rate_limit_caps_starts_per_window, rate_and_concurrency_limits_hold_together, a_rate_burst_adds_to_one_window_not_to_the_rate, limits_hold_for_claims_at_once, leases_renew_and_take_over, schedule_crud_and_pause, schedule_list_pages_by_name_and_bytes,
             schedule_apply_is_exactly_once, schedule_buffer_release_and_replace,
+            schedule_policies_are_stored_and_read_back, a_jittered_occurrence_is_due_when_its_plan_says,
+            dead_runs_in_a_row_count_since_the_last_resume, a_backfill_enqueues_each_past_occurrence_once,
             schedule_sync_creates_updates_and_removes, schedule_sync_concurrently_one_copy,
             activity_counts_ended_work_per_bucket, workers_beat_list_and_prune);
     };

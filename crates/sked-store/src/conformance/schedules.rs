@@ -10,24 +10,16 @@ use crate::*;
 
 use super::*;
 
-fn def(name: &str, spec: &str) -> ScheduleDef {
-    ScheduleDef {
-        name: name.into(),
-        spec: spec.into(),
-        tz: "UTC".into(),
-        task: TaskTemplate {
-            kind: "k".into(),
-            queue: "default".into(),
-            payload: json!({"n": 1}),
-            priority: 0,
-            max_attempts: 3,
-            timeout: None,
-        },
-        overlap: OverlapPolicy::Skip,
-        catchup: Default::default(),
-        catchup_window: SignedDuration::from_hours(1),
-        paused: false,
-    }
+pub(crate) fn def(name: &str, spec: &str) -> ScheduleDef {
+    ScheduleDef::new(
+        name,
+        spec,
+        TaskTemplate::new("k")
+            .payload(json!({"n": 1}))
+            .max_attempts(3),
+    )
+    .overlap(OverlapPolicy::Skip)
+    .catchup(Default::default(), SignedDuration::from_hours(1))
 }
 
 fn declared(defs: &[ScheduleDef], now: Timestamp) -> ScheduleSyncParams {
@@ -129,6 +121,7 @@ pub async fn schedule_sync_creates_updates_and_removes(store: &Shared) {
     // An operator pauses `a`; the next deploy changes its task, drops `b`, adds `c`.
     store
         .schedule_set_paused(SchedulePauseParams {
+            reason: None,
             name: "a".into(),
             paused: true,
             next_fire_at: None,
@@ -250,6 +243,7 @@ pub async fn schedule_crud_and_pause(store: &Shared) {
 
     let p = store
         .schedule_set_paused(SchedulePauseParams {
+            reason: None,
             name: "nightly".into(),
             paused: true,
             next_fire_at: None,
@@ -271,6 +265,7 @@ pub async fn schedule_crud_and_pause(store: &Shared) {
     );
     let r = store
         .schedule_set_paused(SchedulePauseParams {
+            reason: None,
             name: "nightly".into(),
             paused: false,
             next_fire_at: Some(at(28 * 3600)),
@@ -288,12 +283,8 @@ pub async fn schedule_crud_and_pause(store: &Shared) {
     );
 }
 
-fn occ(nominal_at: Timestamp, outcome: OccurrenceOutcome) -> PlannedOccurrence {
-    PlannedOccurrence {
-        nominal_at,
-        outcome,
-        detail: None,
-    }
+pub(crate) fn occ(nominal_at: Timestamp, outcome: OccurrenceOutcome) -> PlannedOccurrence {
+    PlannedOccurrence::new(nominal_at, outcome, None)
 }
 
 pub async fn schedule_apply_is_exactly_once(store: &Shared) {

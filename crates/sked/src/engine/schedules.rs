@@ -2,15 +2,19 @@
 //! and their ledger of occurrences. Turning due occurrences into tasks on time is the
 //! scheduler's job ([`crate::maintenance::Scheduler`]).
 
-use sked_core::{ScheduleDef, Spec, TaskId, parse_zone};
+use jiff::{SignedDuration, Timestamp};
+use sked_core::{IntervalFrom, ScheduleDef, TaskId};
 use sked_store::rules::LIST_LIMIT_MAX;
 use sked_store::{
-    DeclaredSchedule, Occurrence, OccurrenceListParams, Page, Schedule, ScheduleApplyParams,
+    BackfillReport, DeclaredSchedule, ScheduleBackfillParams, Occurrence, OccurrenceListParams, Page, Schedule, ScheduleApplyParams,
     ScheduleListParams, SchedulePauseParams, ScheduleSyncParams, ScheduleSyncReport,
     ScheduleUpsertParams, StoreError,
 };
 
 use super::{Engine, every_page};
+
+/// The most occurrences one backfill enqueues.
+pub const MAX_BACKFILL: usize = 10_000;
 use crate::error::{Error, Result};
 
 impl Engine {
@@ -132,8 +136,8 @@ impl Engine {
         } else {
             // Resuming does not catch up the paused time: the next occurrence from now.
             let s = self.inner.store.schedule_get(name).await?;
-            let spec = Spec::parse(&s.spec)?;
-            spec.next_after(now, &parse_zone(&s.tz)?, s.anchor_at)
+            let (spec, tz) = s.timing()?;
+            spec.next_after(now, &tz, s.anchor_at)
         };
         let s = self
             .inner
@@ -141,6 +145,7 @@ impl Engine {
             .schedule_set_paused(SchedulePauseParams {
                 name: name.into(),
                 paused,
+                reason: None,
                 next_fire_at,
                 now,
             })
@@ -154,11 +159,11 @@ impl Engine {
         let s = self.inner.store.schedule_get(name).await?;
         let now = self.now();
         let plan = sked_core::Plan {
-            occurrences: vec![sked_core::PlannedOccurrence {
-                nominal_at: now,
-                outcome: sked_core::OccurrenceOutcome::Enqueued,
-                detail: Some("triggered by hand".into()),
-            }],
+            occurrences: vec![sked_core::PlannedOccurrence::new(
+                now,
+                sked_core::OccurrenceOutcome::Enqueued,
+                Some("triggered by hand".into()),
+            )],
             cancel: vec![],
             buffered: s.buffered_at,
             next_fire_at: s.next_fire_at,
@@ -179,6 +184,69 @@ impl Engine {
         ids.into_iter()
             .next()
             .ok_or_else(|| Error::Invalid("nothing was enqueued".into()))
+    }
+
+    /// Enqueues every occurrence of the schedule from `from` to `to` (both included, both
+    /// past) that has no run yet: each occurrence still gets at most one task, so a range
+    /// that overlaps occurrences that ran enqueues only the others. At most
+    /// [`MAX_BACKFILL`] occurrences at once.
+    pub async fn schedule_backfill(
+        &self,
+        name: &str,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<BackfillReport> {
+        if from > to {
+            return Err(Error::Invalid(format!(
+                "a backfill's start ({from}) is later than its end ({to})"
+            )));
+        }
+        let now = self.now();
+        if to > now {
+            return Err(Error::Invalid(format!(
+                "a backfill covers past occurrences: its end ({to}) is later than now ({now})"
+            )));
+        }
+        let s = self.inner.store.schedule_get(name).await?;
+        if s.from != IntervalFrom::Fixed {
+            return Err(Error::Invalid(format!(
+                "schedule {name} counts its interval from its last run (from {}): it has no fixed occurrences to backfill",
+                s.from
+            )));
+        }
+        let (spec, tz) = s.timing()?;
+        let mut nominals = Vec::new();
+        let mut after = from
+            .checked_sub(SignedDuration::from_nanos(1))
+            .unwrap_or(from);
+        while let Some(t) = spec.next_after(after, &tz, s.anchor_at) {
+            if t > to {
+                break;
+            }
+            if nominals.len() == MAX_BACKFILL {
+                return Err(Error::Invalid(format!(
+                    "from {from} to {to} schedule {name} has more than {MAX_BACKFILL} occurrences: backfill a shorter range"
+                )));
+            }
+            nominals.push(t);
+            after = t;
+        }
+        let report = self
+            .inner
+            .store
+            .schedule_backfill(ScheduleBackfillParams {
+                name: name.into(),
+                nominals,
+                now,
+            })
+            .await?;
+        if !report.enqueued.is_empty() {
+            self.inner
+                .metrics
+                .enqueued(&s.task.queue, report.enqueued.len());
+            self.wake_workers();
+        }
+        Ok(report)
     }
 
     /// A schedule's ledger, newest first: every occurrence enqueued, skipped, buffered or

@@ -8,8 +8,10 @@
 use std::time::Duration;
 
 use jiff::SignedDuration;
-use sked_core::{PlanInput, Spec, TaskId, parse_zone};
-use sked_store::{DueSchedule, ErrorKind, ScheduleApplyParams, ScheduleDueParams};
+use sked_core::{LastRun, PlanInput, TaskId};
+use sked_store::{
+    DueSchedule, ErrorKind, ScheduleApplyParams, ScheduleDueParams, SchedulePauseParams,
+};
 
 use super::to_std;
 use crate::{Engine, Result};
@@ -78,19 +80,25 @@ impl Scheduler {
         for DueSchedule {
             schedule: s,
             active_tasks,
+            dead_runs,
         } in due
         {
             if enqueued.len() >= self.config.max_enqueued_per_pass {
                 break;
             }
-            let (spec, tz) = match (Spec::parse(&s.spec), parse_zone(&s.tz)) {
-                (Ok(spec), Ok(tz)) => (spec, tz),
-                (Err(e), _) | (_, Err(e)) => {
+            if s.pause_after_failures.is_some_and(|n| dead_runs >= n) {
+                self.pause_failing(engine, &s.name, dead_runs).await?;
+                continue;
+            }
+            let (spec, tz) = match s.timing() {
+                Ok(timing) => timing,
+                Err(e) => {
                     tracing::warn!(schedule = %s.name, error = %e, "schedule cannot be evaluated");
                     continue;
                 }
             };
             let input = PlanInput {
+                name: &s.name,
                 spec: &spec,
                 tz: &tz,
                 anchor: s.anchor_at,
@@ -102,6 +110,13 @@ impl Scheduler {
                 active_tasks: &active_tasks,
                 buffered: s.buffered_at,
                 catchup_limit: self.config.catchup_limit,
+                from: s.from,
+                jitter: s.jitter,
+                last_run: LastRun {
+                    started_at: s.last_started_at,
+                    finished_at: s.last_finished_at,
+                    running: s.running,
+                },
             };
             let plan = sked_core::schedule::plan::plan(&input, now);
             let outcomes: Vec<&'static str> = plan
@@ -144,6 +159,28 @@ impl Scheduler {
             engine.wake_workers();
         }
         Ok(enqueued)
+    }
+
+    /// Pauses a schedule whose last runs ended dead, saying why, instead of running it again.
+    async fn pause_failing(&self, engine: &Engine, name: &str, dead_runs: u32) -> Result<()> {
+        let reason = format!("paused itself: its last {dead_runs} runs in a row ended dead");
+        tracing::warn!(schedule = %name, dead_runs, "{reason}");
+        match engine
+            .store()
+            .schedule_set_paused(SchedulePauseParams {
+                name: name.to_string(),
+                paused: true,
+                reason: Some(reason),
+                next_fire_at: None,
+                now: engine.now(),
+            })
+            .await
+        {
+            Ok(_) => Ok(()),
+            // Deleted meanwhile: nothing to pause.
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// A pass, then how long until schedules need looking at again: the next fire time, or

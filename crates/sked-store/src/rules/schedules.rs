@@ -1,0 +1,325 @@
+//! What every backend computes the same way for schedules: how a declared or rewritten
+//! schedule compares with the stored one, the compare-and-set of applying a plan, the task an
+//! occurrence enqueues, the policy columns, and what a backfill may enqueue.
+
+use jiff::Timestamp;
+use sked_core::Task;
+
+/// How a declared schedule compares with the stored one of the same name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncAction {
+    Create,
+    Update,
+    Unchanged,
+}
+
+/// Whether syncing `def` for `group` over `existing` creates, changes or keeps it. The paused
+/// flag is not compared: an operator's pause survives a redeploy.
+pub fn sync_action(
+    existing: Option<&crate::Schedule>,
+    def: &sked_core::ScheduleDef,
+    group: &str,
+) -> SyncAction {
+    let Some(s) = existing else {
+        return SyncAction::Create;
+    };
+    let same = s.spec == def.spec
+        && s.tz == def.tz
+        && s.task == def.task
+        && s.overlap == def.overlap
+        && s.catchup == def.catchup
+        && s.catchup_window == def.catchup_window
+        && s.from == def.from
+        && s.jitter == def.jitter
+        && s.dst == def.dst
+        && s.pause_after_failures == def.pause_after_failures
+        && s.declared_by.as_deref() == Some(group);
+    if same {
+        SyncAction::Unchanged
+    } else {
+        SyncAction::Update
+    }
+}
+
+/// Records `name` in the report under `action`; whether the schedule must be written.
+pub fn note_sync(report: &mut crate::ScheduleSyncReport, action: SyncAction, name: &str) -> bool {
+    let list = match action {
+        SyncAction::Unchanged => &mut report.unchanged,
+        SyncAction::Create => &mut report.created,
+        SyncAction::Update => &mut report.updated,
+    };
+    list.push(name.to_string());
+    action != SyncAction::Unchanged
+}
+
+/// How a schedule is written over a stored one of the same name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rewrite {
+    /// Made or replaced at run time (API, CLI): pausing or resuming fires from now.
+    RunTime,
+    /// Declared in code: the stored paused flag stays (an operator's pause survives a
+    /// redeploy), so it does not decide the next fire time.
+    Declared,
+}
+
+/// The next fire time and the anchor a schedule gets when written over `existing`: the stored
+/// next fire time survives a write that does not change when the schedule fires (same spec and
+/// zone, and for a run-time write the same paused flag), and intervals keep counting from the
+/// old anchor while the spec is the same. `next_fire_at` and `now` are those of a new
+/// schedule.
+pub fn rewritten_times(
+    existing: Option<&crate::Schedule>,
+    def: &sked_core::ScheduleDef,
+    how: Rewrite,
+    next_fire_at: Option<Timestamp>,
+    now: Timestamp,
+) -> (Option<Timestamp>, Timestamp) {
+    let Some(old) = existing else {
+        return (next_fire_at, now);
+    };
+    let same_times = old.spec == def.spec
+        && old.tz == def.tz
+        && old.dst == def.dst
+        && old.from == def.from
+        && (how == Rewrite::Declared || old.paused == def.paused);
+    let next = if same_times {
+        old.next_fire_at
+    } else {
+        next_fire_at
+    };
+    let anchor = if old.spec == def.spec {
+        old.anchor_at
+    } else {
+        now
+    };
+    (next, anchor)
+}
+
+/// Applying a plan is a compare-and-set: the schedule (`current`: its stored next fire time,
+/// `None` when there is no such schedule) must still fire when the plan was made for.
+pub fn check_plan_current(
+    name: &str,
+    current: Option<Option<Timestamp>>,
+    expected: Option<Timestamp>,
+) -> crate::Result<()> {
+    match current {
+        None => Err(crate::StoreError::schedule_not_found(name)),
+        Some(c) if c != expected => Err(crate::StoreError::Conflict(format!(
+            "schedule {name} was advanced by someone else"
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Cancelling a task a plan replaces (overlap `replace`): one that finished meanwhile, or is
+/// gone, has nothing left to replace.
+pub fn replaced(cancelled: crate::Result<Task>) -> crate::Result<()> {
+    match cancelled {
+        Ok(_) | Err(crate::StoreError::Transition(_)) | Err(crate::StoreError::NotFound { .. }) => {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The task a planned occurrence enqueues, if it enqueues one.
+pub fn occurrence_task(
+    p: &crate::ScheduleApplyParams,
+    occ: &sked_core::PlannedOccurrence,
+) -> Option<crate::TaskInsert> {
+    (occ.outcome == sked_core::OccurrenceOutcome::Enqueued).then(|| {
+        let mut task = p.task.to_new_task();
+        task.run_at = occ.run_at;
+        crate::TaskInsert {
+            task,
+            schedule: Some(p.name.clone()),
+            nominal_at: Some(occ.nominal_at),
+        }
+    })
+}
+
+/// A schedule's policy columns as backends store them.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyColumns {
+    pub interval_from: &'static str,
+    pub jitter_ms: Option<i64>,
+    pub dst: &'static str,
+    pub pause_after_failures: Option<i32>,
+}
+
+impl PolicyColumns {
+    pub fn of(def: &sked_core::ScheduleDef) -> PolicyColumns {
+        PolicyColumns {
+            interval_from: def.from.as_str(),
+            jitter_ms: def.jitter.map(|j| j.as_millis() as i64),
+            dst: def.dst.as_str(),
+            // Validated: at most MAX_PAUSE_AFTER_FAILURES.
+            pause_after_failures: def.pause_after_failures.map(|n| n as i32),
+        }
+    }
+}
+
+/// The policies read back from their columns.
+pub fn policies_from_columns(
+    interval_from: &str,
+    jitter_ms: Option<i64>,
+    dst: &str,
+    pause_after_failures: Option<i32>,
+) -> std::result::Result<
+    (
+        sked_core::IntervalFrom,
+        Option<jiff::SignedDuration>,
+        sked_core::DstPolicy,
+        Option<u32>,
+    ),
+    sked_core::SpecError,
+> {
+    Ok((
+        interval_from.parse()?,
+        jitter_ms.map(jiff::SignedDuration::from_millis),
+        dst.parse()?,
+        pause_after_failures.map(|n| n.max(0) as u32),
+    ))
+}
+
+/// A backfill may only enqueue occurrences that are past: not later than `now`, and earlier
+/// than the schedule's next fire time (the scheduler has not reached later ones, and would
+/// find their ledger line taken).
+pub fn check_backfill(
+    name: &str,
+    next_fire_at: Option<Timestamp>,
+    nominals: &[Timestamp],
+    now: Timestamp,
+) -> crate::Result<()> {
+    for &t in nominals {
+        if t > now || next_fire_at.is_some_and(|next| t >= next) {
+            return Err(crate::StoreError::Invalid(format!(
+                "occurrence {t} of schedule {name} is not past yet: a backfill covers occurrences before the next fire time{}",
+                next_fire_at.map(|n| format!(" ({n})")).unwrap_or_default()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A ledger line that could not be written because one is there: the occurrence was handled
+/// already (the ledger's primary key makes a second task for it impossible).
+pub fn occurrence_recorded(
+    e: crate::StoreError,
+    name: &str,
+    nominal_at: Timestamp,
+) -> crate::StoreError {
+    match e {
+        crate::StoreError::Conflict(_) => crate::StoreError::Conflict(format!(
+            "occurrence {nominal_at} of schedule {name} was already recorded"
+        )),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sked_core::{ScheduleDef, TaskTemplate};
+
+    use super::*;
+    use crate::Schedule;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    fn stored(def: &ScheduleDef) -> Schedule {
+        Schedule {
+            name: def.name.clone(),
+            spec: def.spec.clone(),
+            tz: def.tz.clone(),
+            task: def.task.clone(),
+            overlap: def.overlap,
+            catchup: def.catchup,
+            catchup_window: def.catchup_window,
+            paused: def.paused,
+            from: def.from,
+            jitter: def.jitter,
+            dst: def.dst,
+            pause_after_failures: def.pause_after_failures,
+            paused_reason: None,
+            anchor_at: t(0),
+            next_fire_at: Some(t(100)),
+            buffered_at: None,
+            created_at: t(0),
+            updated_at: t(0),
+            last_started_at: None,
+            last_finished_at: None,
+            running: false,
+            last_outcome: None,
+            declared_by: None,
+        }
+    }
+
+    #[test]
+    fn a_rewrite_keeps_the_next_fire_unless_when_it_fires_changed() {
+        let def = ScheduleDef::new("s", "every 90s", TaskTemplate::new("k"));
+        let old = stored(&def);
+        let (new_next, now) = (Some(t(500)), t(400));
+        // New: fires from now.
+        assert_eq!(
+            rewritten_times(None, &def, Rewrite::RunTime, new_next, now),
+            (new_next, now)
+        );
+        // Only the task changed: the stored next fire time and anchor stay.
+        let task_only = ScheduleDef {
+            task: TaskTemplate::new("other"),
+            ..def.clone()
+        };
+        assert_eq!(
+            rewritten_times(Some(&old), &task_only, Rewrite::RunTime, new_next, now),
+            (Some(t(100)), t(0))
+        );
+        // A new zone: fires anew, intervals still count from the old anchor.
+        let zone = def.clone().tz("Europe/Paris");
+        assert_eq!(
+            rewritten_times(Some(&old), &zone, Rewrite::RunTime, new_next, now),
+            (new_next, t(0))
+        );
+        // A new spec: both anew.
+        let spec = ScheduleDef {
+            spec: "every 60s".into(),
+            ..def.clone()
+        };
+        assert_eq!(
+            rewritten_times(Some(&old), &spec, Rewrite::Declared, new_next, now),
+            (new_next, now)
+        );
+        // Paused at run time changes when it fires; a declaration's paused flag does not.
+        let paused = def.clone().paused();
+        assert_eq!(
+            rewritten_times(Some(&old), &paused, Rewrite::RunTime, None, now),
+            (None, t(0))
+        );
+        assert_eq!(
+            rewritten_times(Some(&old), &paused, Rewrite::Declared, new_next, now),
+            (Some(t(100)), t(0))
+        );
+    }
+
+    #[test]
+    fn a_plan_applies_only_to_the_schedule_it_was_made_for() {
+        assert!(check_plan_current("s", Some(Some(t(1))), Some(t(1))).is_ok());
+        let moved = check_plan_current("s", Some(Some(t(2))), Some(t(1))).unwrap_err();
+        assert_eq!(moved.kind(), crate::ErrorKind::Conflict);
+        let gone = check_plan_current("s", None, Some(t(1))).unwrap_err();
+        assert_eq!(gone.kind(), crate::ErrorKind::NotFound);
+    }
+}
+
+/// The detail of a ledger line a backfill wrote.
+pub const BACKFILLED: &str = "backfilled";
+
+/// The task a backfill enqueues for occurrence `nominal_at` of `s`: due at once.
+pub fn backfill_task(s: &crate::Schedule, nominal_at: Timestamp) -> crate::TaskInsert {
+    crate::TaskInsert {
+        task: s.task.to_new_task(),
+        schedule: Some(s.name.clone()),
+        nominal_at: Some(nominal_at),
+    }
+}
