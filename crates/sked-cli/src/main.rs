@@ -135,6 +135,11 @@ enum CronCmd {
         /// Start after this time (RFC 3339); default now.
         #[arg(long)]
         after: Option<String>,
+        /// How a job at a fixed hour and minute meets DST changes: debian (a skipped wall
+        /// time runs after the gap, a repeated one once), skip (a skipped one does not run) or
+        /// twice (a repeated one runs at both instants)
+        #[arg(long, default_value = "debian", value_name = "POLICY")]
+        dst: String,
         /// How many.
         #[arg(short = 'n', default_value_t = 5)]
         n: u32,
@@ -161,9 +166,13 @@ fn main() -> ExitCode {
     }
     let global = cli.global;
     let result = match cli.command {
-        Command::Cron(CronCmd::Next { expr, tz, after, n }) => {
-            cron_next(&expr, &tz, after.as_deref(), n)
-        }
+        Command::Cron(CronCmd::Next {
+            expr,
+            tz,
+            after,
+            n,
+            dst,
+        }) => cron_next(&expr, &tz, &dst, after.as_deref(), n),
         command => {
             let rt = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -223,8 +232,13 @@ fn fail(e: CliError) -> ExitCode {
     }
 }
 
-fn cron_next(expr: &str, tz: &str, after: Option<&str>, n: u32) -> CliResult {
-    let cron = sked_core::CronExpr::parse(expr).map_err(CliError::usage)?;
+fn cron_next(expr: &str, tz: &str, dst: &str, after: Option<&str>, n: u32) -> CliResult {
+    let dst: sked_core::DstPolicy = dst
+        .parse()
+        .map_err(|e| CliError::usage(format!("invalid --dst: {e}")))?;
+    let cron = sked_core::CronExpr::parse(expr)
+        .map_err(CliError::usage)?
+        .with_dst(dst);
     let zone = sked_core::parse_zone(tz).map_err(CliError::usage)?;
     let mut t = match after {
         Some(a) => sked_core::parse_time(a, jiff::Timestamp::now()).map_err(CliError::usage)?,

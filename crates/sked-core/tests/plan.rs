@@ -56,10 +56,7 @@ fn allow_n_runs_up_to_n_at_once_and_skips_the_rest() {
     let p = plan_at("every 1s", 1, &[7], 5, |i| {
         i.overlap = OverlapPolicy::AllowUpTo(2)
     });
-    assert_eq!(
-        outcomes(&p),
-        [Enqueued, Skipped, Skipped, Skipped, Skipped]
-    );
+    assert_eq!(outcomes(&p), [Enqueued, Skipped, Skipped, Skipped, Skipped]);
     assert!(
         p.occurrences[1]
             .detail
@@ -73,7 +70,9 @@ fn allow_n_runs_up_to_n_at_once_and_skips_the_rest() {
     });
     assert_eq!(outcomes(&p), [Skipped]);
     // Plain allow has no bound.
-    let p = plan_at("every 1s", 1, &[7, 8], 3, |i| i.overlap = OverlapPolicy::Allow);
+    let p = plan_at("every 1s", 1, &[7, 8], 3, |i| {
+        i.overlap = OverlapPolicy::Allow
+    });
     assert_eq!(outcomes(&p), [Enqueued, Enqueued, Enqueued]);
 }
 
@@ -87,7 +86,10 @@ fn jitter_moves_each_run_by_its_stable_offset() {
     assert_eq!(p.occurrences.len(), 3);
     for o in &p.occurrences {
         let run_at = o.run_at.expect("a jittered run time");
-        assert_eq!(run_at, o.nominal_at + jitter_offset("s", o.nominal_at, jitter));
+        assert_eq!(
+            run_at,
+            o.nominal_at + jitter_offset("s", o.nominal_at, jitter)
+        );
         assert!(run_at >= o.nominal_at && run_at < o.nominal_at + jitter);
     }
     // Planned again later (another node, or a retry), the same run times.

@@ -427,7 +427,7 @@ pub(crate) async fn backfill(
         Some(s) => s,
         None => return Err(StoreError::schedule_not_found(&p.name)),
     };
-    rules::check_backfill(&p.name, s.next_fire_at, &p.nominals, p.now)?;
+    rules::check_backfill(&s, &p.nominals, p.now)?;
     let present: std::collections::HashSet<Timestamp> = tx
         .query(
             "SELECT nominal_at FROM sked_occurrences WHERE schedule = $1 \

@@ -68,6 +68,7 @@ pub fn router(state: AppState) -> Router {
         .route("/schedules/{name}/pause", post(schedules::pause))
         .route("/schedules/{name}/resume", post(schedules::resume))
         .route("/schedules/{name}/trigger", post(schedules::trigger))
+        .route("/schedules/{name}/backfill", post(schedules::backfill))
         .route("/schedules/{name}/occurrences", get(schedules::occurrences))
         .route("/queues", get(queues::list))
         .route("/queues/{name}/pause", post(queues::pause))

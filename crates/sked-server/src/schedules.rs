@@ -5,9 +5,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::Value;
-use sked::api::{CronNext, Declared, OccurrenceList, ScheduleList, ScheduleView, Triggered};
-use sked_core::{CronExpr, ScheduleDef, parse_time, parse_zone};
-use sked_store::{ScheduleListParams, ScheduleSyncReport};
+use sked::api::{
+    BackfillRequest, CronNext, Declared, OccurrenceList, ScheduleList, ScheduleView, Triggered,
+};
+use sked_core::{CronExpr, DstPolicy, ScheduleDef, parse_time, parse_zone};
+use sked_store::{BackfillReport, ScheduleListParams, ScheduleSyncReport};
 
 use crate::extract::{ApiJson, ApiQuery, NamePath};
 use crate::{ApiError, AppState};
@@ -117,6 +119,16 @@ pub(crate) async fn trigger(
     Ok((StatusCode::CREATED, Json(Triggered { id })))
 }
 
+/// `POST /v1/schedules/{name}/backfill`: enqueues the range's past occurrences that have no
+/// run yet.
+pub(crate) async fn backfill(
+    State(s): State<AppState>,
+    NamePath(name): NamePath,
+    ApiJson(b): ApiJson<BackfillRequest>,
+) -> ApiResult<Json<BackfillReport>> {
+    Ok(Json(s.engine.schedule_backfill(&name, b.from, b.to).await?))
+}
+
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Limit {
@@ -142,6 +154,8 @@ pub(crate) struct CronNextQuery {
     tz: Option<String>,
     after: Option<String>,
     n: Option<u32>,
+    /// How a fixed-time job meets DST changes: `debian` (the default), `skip` or `twice`.
+    dst: Option<String>,
 }
 
 pub(crate) async fn cron_next(
@@ -149,7 +163,13 @@ pub(crate) async fn cron_next(
     ApiQuery(q): ApiQuery<CronNextQuery>,
 ) -> ApiResult<Json<CronNext>> {
     let invalid = |e: sked_core::SpecError| ApiError::invalid(e.to_string());
-    let cron = CronExpr::parse(&q.expr).map_err(invalid)?;
+    let dst: DstPolicy = q
+        .dst
+        .as_deref()
+        .unwrap_or("debian")
+        .parse()
+        .map_err(invalid)?;
+    let cron = CronExpr::parse(&q.expr).map_err(invalid)?.with_dst(dst);
     let tz_name = q.tz.unwrap_or_else(|| "UTC".into());
     let tz = parse_zone(&tz_name).map_err(invalid)?;
     let mut t = match &q.after {

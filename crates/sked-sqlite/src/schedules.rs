@@ -362,7 +362,7 @@ pub(crate) fn apply(tx: &Transaction<'_>, p: &ScheduleApplyParams) -> Result<Vec
 
 pub(crate) fn backfill(tx: &Transaction<'_>, p: &ScheduleBackfillParams) -> Result<BackfillReport> {
     let s = get(tx, &p.name)?;
-    rules::check_backfill(&p.name, s.next_fire_at, &p.nominals, p.now)?;
+    rules::check_backfill(&s, &p.nominals, p.now)?;
     let (Some(first), Some(last)) = (p.nominals.first(), p.nominals.last()) else {
         return Ok(BackfillReport::default());
     };

@@ -30,6 +30,18 @@ pub(crate) enum ScheduleCmd {
         /// The schedule's name
         name: String,
     },
+    /// Enqueue each past occurrence in a range that has no run yet (each occurrence still runs
+    /// at most once).
+    Backfill {
+        /// The schedule's name
+        name: String,
+        /// The first occurrence's time (RFC 3339, or relative like -2h)
+        #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+        from: String,
+        /// The last occurrence's time (RFC 3339, or relative), not later than now
+        #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+        to: String,
+    },
     /// Enqueue a run now.
     Trigger {
         /// The schedule's name
@@ -81,10 +93,26 @@ pub(crate) struct ScheduleAdd {
     /// Execution deadline of one attempt (e.g. 30s)
     #[arg(long, value_name = "DUR")]
     timeout: Option<String>,
-    /// When an occurrence comes while a run is unfinished: skip it, allow both, buffer one
-    /// until the run ends, or replace (cancel) the run
-    #[arg(long, default_value = "skip", value_parser = ["skip", "allow", "buffer_one", "replace"])]
+    /// When an occurrence comes while a run is unfinished: skip it, allow both, allow:N (at
+    /// most N at once, the rest skipped), buffer_one until the run ends, or replace (cancel)
+    /// the run
+    #[arg(long, default_value = "skip", value_name = "POLICY")]
     overlap: String,
+    /// Where an interval counts from: a fixed grid, or the previous run's start or end
+    #[arg(long, default_value = "fixed", value_parser = ["fixed", "last-start", "last-finish"], requires = "every")]
+    from: String,
+    /// Move each run later by a stable pseudo-random offset below this (e.g. 30s), the same
+    /// on every node
+    #[arg(long, value_name = "DUR")]
+    jitter: Option<String>,
+    /// How a job at a fixed hour and minute meets DST changes: debian (a skipped wall time
+    /// runs after the gap, a repeated one once), skip (a skipped one does not run) or twice
+    /// (a repeated one runs at both instants)
+    #[arg(long, default_value = "debian", value_parser = ["debian", "skip", "twice"], requires = "cron")]
+    dst: String,
+    /// Pause the schedule, saying why, once this many runs in a row ended dead
+    #[arg(long, value_name = "N")]
+    pause_after_failures: Option<u32>,
     /// Occurrences missed while nothing ran (downtime): run the latest one, all of them, or
     /// none
     #[arg(long, default_value = "latest", value_parser = ["latest", "all", "none"])]
@@ -126,13 +154,21 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
             if let Some(t) = &a.timeout {
                 task = task.timeout(flag_duration("--timeout", t)?);
             }
-            let def = ScheduleDef::new(a.name.clone(), spec, task)
+            let mut def = ScheduleDef::new(a.name.clone(), spec, task)
                 .tz(a.tz.clone())
                 .overlap(policy("--overlap", &a.overlap)?)
                 .catchup(
                     policy("--catchup", &a.catchup)?,
                     flag_duration("--catchup-window", &a.catchup_window)?,
-                );
+                )
+                .from(policy("--from", &a.from.replace('-', "_"))?)
+                .dst(policy("--dst", &a.dst)?);
+            if let Some(j) = &a.jitter {
+                def = def.jitter(flag_duration("--jitter", j)?);
+            }
+            if let Some(n) = a.pause_after_failures {
+                def = def.pause_after_failures(n);
+            }
             // Check locally first, so bad input is reported even without a server.
             def.validate().map_err(CliError::usage)?;
             let s = connect(remote)?.schedule_put(def).await.map_err(failed)?;
@@ -210,6 +246,33 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
                 .map_err(failed)?;
             show(remote, &s, print_paused);
         }
+        ScheduleCmd::Backfill { name, from, to } => {
+            let now = jiff::Timestamp::now();
+            let time = |flag: &str, v: &str| {
+                sked_core::parse_time(v, now)
+                    .map_err(|e| CliError::usage(format!("invalid {flag}: {e}")))
+            };
+            let (from, to) = (time("--from", &from)?, time("--to", &to)?);
+            if from > to {
+                return Err(CliError::usage(format!(
+                    "--from {from} is later than --to {to}"
+                )));
+            }
+            let report = connect(remote)?
+                .schedule_backfill(&name, from, to)
+                .await
+                .map_err(failed)?;
+            show(remote, &report, |r| {
+                for run in &r.enqueued {
+                    out!("{} {}", run.nominal_at, run.task_id);
+                }
+                out!(
+                    "enqueued {} occurrences; {} already had a run",
+                    r.enqueued.len(),
+                    r.already
+                );
+            });
+        }
         ScheduleCmd::Trigger { name } => {
             let id = connect(remote)?
                 .schedule_trigger(&name)
@@ -238,24 +301,36 @@ fn print_schedule(d: &ScheduleDetail) {
         ("name", s.name.clone()),
         ("spec", s.spec.clone()),
         ("tz", s.tz.clone()),
-        ("overlap", s.overlap.as_str().to_string()),
+        ("overlap", s.overlap.to_string()),
         ("catchup", s.catchup.as_str().to_string()),
         (
             "catchup_window",
             sked_core::format_duration(s.catchup_window),
         ),
-        ("paused", s.paused.to_string()),
+        ("from", s.from.as_str().to_string()),
+        (
+            "jitter",
+            s.jitter
+                .map(sked_core::format_duration)
+                .unwrap_or_else(|| "-".into()),
+        ),
+        ("dst", s.dst.as_str().to_string()),
+        ("pause_after_failures", opt(s.pause_after_failures.as_ref())),
+        (
+            "paused",
+            match &s.paused_reason {
+                Some(why) if s.paused => format!("true ({why})"),
+                _ => s.paused.to_string(),
+            },
+        ),
         ("next_fire_at", time(s.next_fire_at)),
         ("last_started_at", time(s.last_started_at)),
         ("last_finished_at", time(s.last_finished_at)),
         ("running", s.running.to_string()),
         ("last_outcome", opt(s.last_outcome.as_ref())),
+        ("task", serde_json::to_string(&s.task).unwrap_or_default()),
     ];
     crate::output::fields(&fields);
-    out!(
-        "task               {}",
-        serde_json::to_string(&s.task).unwrap_or_default()
-    );
     out!();
     let rows = d
         .occurrences

@@ -17,8 +17,8 @@ use crate::{format_duration, parse_duration};
 pub use cron::CronExpr;
 pub use describe::describe;
 pub use policy::{
-    CatchupPolicy, DstPolicy, IntervalFrom, MAX_OVERLAP_RUNS, MAX_PAUSE_AFTER_FAILURES, OverlapPolicy,
-    jitter_offset,
+    CatchupPolicy, DstPolicy, IntervalFrom, MAX_OVERLAP_RUNS, MAX_PAUSE_AFTER_FAILURES,
+    OverlapPolicy, jitter_offset,
 };
 
 /// When a schedule fires.
@@ -332,8 +332,8 @@ impl ScheduleDef {
         }
         if let Some(j) = self.jitter {
             crate::check_duration("jitter", j)?;
-            if j.is_zero() {
-                return Err(SpecError::new("jitter must be longer than 0s"));
+            if j < SignedDuration::from_millis(1) {
+                return Err(SpecError::new("jitter must be at least 1ms"));
             }
         }
         if self.dst != DstPolicy::Debian && !matches!(spec, Spec::Cron(_)) {

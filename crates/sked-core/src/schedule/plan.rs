@@ -423,9 +423,9 @@ impl<'i, 'a> Placer<'i, 'a> {
             }
         };
         let run_at = match (outcome, input.jitter) {
-            (OccurrenceOutcome::Enqueued, Some(j)) => t
-                .checked_add(jitter_offset(input.name, t, j))
-                .ok(),
+            (OccurrenceOutcome::Enqueued, Some(j)) => {
+                t.checked_add(jitter_offset(input.name, t, j)).ok()
+            }
             _ => None,
         };
         plan.occurrences.push(PlannedOccurrence {

@@ -12,7 +12,7 @@ use crate::error::SpecError;
 /// A policy named by one word. Parsing accepts `-` for `_` (`last-finish`, `buffer-one`), the
 /// way command lines spell them.
 macro_rules! str_enum {
-    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $s:literal),+ $(,)? }) => {
+    ($(#[$m:meta])* $name:ident ($what:literal) { $($(#[$vm:meta])* $variant:ident = $s:literal),+ $(,)? }) => {
         $(#[$m])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
         #[serde(rename_all = "snake_case")]
@@ -30,7 +30,7 @@ macro_rules! str_enum {
                 match s.replace('-', "_").as_str() {
                     $($s => Ok($name::$variant),)+
                     _ => Err(SpecError::new(format!(
-                        concat!("invalid ", stringify!($name), " {:?}: expected one of {}"),
+                        concat!("invalid ", $what, " {:?}: expected one of {}"),
                         s,
                         [$($s),+].join(", ")
                     ))),
@@ -123,7 +123,7 @@ impl From<OverlapPolicy> for String {
 
 str_enum! {
     /// What to do with occurrences missed while no scheduler ran.
-    CatchupPolicy {
+    CatchupPolicy ("catch-up policy") {
         /// One run for the most recent missed occurrence. The default.
         #[default]
         Latest = "latest",
@@ -136,7 +136,7 @@ str_enum! {
 
 str_enum! {
     /// Where an interval (`every DUR`) counts from.
-    IntervalFrom {
+    IntervalFrom ("interval start") {
         /// A fixed grid from the schedule's anchor (its creation or last change of spec). The
         /// default.
         #[default]
@@ -152,7 +152,7 @@ str_enum! {
 str_enum! {
     /// How a cron job whose minute and hour are fixed meets a DST change. Jobs with `*` in the
     /// minute or hour fire at every real instant whose wall time matches, whatever the policy.
-    DstPolicy {
+    DstPolicy ("DST policy") {
         /// Debian cron's rules: a wall time skipped by a spring-forward fires at the first
         /// instant after the gap; one repeated by a fall-back fires once, the first time. The
         /// default.
@@ -169,11 +169,11 @@ str_enum! {
 pub const MAX_PAUSE_AFTER_FAILURES: u32 = 1_000;
 
 /// The stable offset by which jitter moves the run of occurrence `nominal_at` of schedule
-/// `name`: in `[0, jitter)`, a function of the name and the occurrence alone, so that every
-/// node computes the same one. (FNV-1a over both, a hash that is defined, not one that may
-/// change between Rust releases.)
+/// `name`: whole milliseconds in `[0, jitter)`, a function of the name and the occurrence
+/// alone, so that every node computes the same one. (FNV-1a over both, a hash that is
+/// defined, not one that may change between Rust releases.)
 pub fn jitter_offset(name: &str, nominal_at: Timestamp, jitter: SignedDuration) -> SignedDuration {
-    let span = jitter.as_nanos();
+    let span = jitter.as_millis();
     if span <= 0 {
         return SignedDuration::ZERO;
     }
@@ -187,7 +187,7 @@ pub fn jitter_offset(name: &str, nominal_at: Timestamp, jitter: SignedDuration) 
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
     h ^= h >> 33;
-    SignedDuration::from_nanos_i128(i128::from(h) % span)
+    SignedDuration::from_millis((i128::from(h) % span) as i64)
 }
 
 #[cfg(test)]
@@ -206,7 +206,14 @@ mod tests {
             "buffer-one".parse::<OverlapPolicy>().unwrap(),
             OverlapPolicy::BufferOne
         );
-        for bad in ["allow:0", "allow:-1", "allow:x", "allow:", "allow:10001", "sometimes"] {
+        for bad in [
+            "allow:0",
+            "allow:-1",
+            "allow:x",
+            "allow:",
+            "allow:10001",
+            "sometimes",
+        ] {
             let e = bad.parse::<OverlapPolicy>().unwrap_err().to_string();
             assert!(e.contains("overlap policy"), "{bad}: {e}");
         }
@@ -229,12 +236,10 @@ mod tests {
         let t = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
         // The same on every call (and so on every node): fixed values pin the function down,
         // so a change to it, which would move every jittered run, shows here.
-        assert_eq!(
-            jitter_offset("nightly", t(0), jitter).as_nanos(),
-            29_358_862_855
-        );
-        let offsets: Vec<SignedDuration> =
-            (0..1000).map(|i| jitter_offset("nightly", t(i * 60), jitter)).collect();
+        assert_eq!(jitter_offset("nightly", t(0), jitter).as_millis(), 22_855);
+        let offsets: Vec<SignedDuration> = (0..1000)
+            .map(|i| jitter_offset("nightly", t(i * 60), jitter))
+            .collect();
         assert!(offsets.iter().all(|o| !o.is_negative() && *o < jitter));
         // Spread over the range: each tenth of it gets some of 1,000 occurrences.
         for tenth in 0..10 {
@@ -247,6 +252,9 @@ mod tests {
             jitter_offset("a", t(0), jitter),
             jitter_offset("b", t(0), jitter)
         );
-        assert_eq!(jitter_offset("a", t(0), SignedDuration::ZERO), SignedDuration::ZERO);
+        assert_eq!(
+            jitter_offset("a", t(0), SignedDuration::ZERO),
+            SignedDuration::ZERO
+        );
     }
 }

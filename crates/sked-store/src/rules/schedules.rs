@@ -182,15 +182,15 @@ pub fn policies_from_columns(
     ))
 }
 
-/// A backfill may only enqueue occurrences that are past: not later than `now`, and earlier
-/// than the schedule's next fire time (the scheduler has not reached later ones, and would
-/// find their ledger line taken).
+/// A backfill may only enqueue occurrences that are past: not later than `now`, and, unless
+/// the schedule is paused, earlier than its next fire time (the scheduler has not reached
+/// later ones, and would find their ledger line taken; a resumed schedule fires from then on).
 pub fn check_backfill(
-    name: &str,
-    next_fire_at: Option<Timestamp>,
+    s: &crate::Schedule,
     nominals: &[Timestamp],
     now: Timestamp,
 ) -> crate::Result<()> {
+    let (name, next_fire_at) = (&s.name, s.next_fire_at.filter(|_| !s.paused));
     for &t in nominals {
         if t > now || next_fire_at.is_some_and(|next| t >= next) {
             return Err(crate::StoreError::Invalid(format!(

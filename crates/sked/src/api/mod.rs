@@ -6,6 +6,7 @@
 mod error;
 pub mod worker;
 
+use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use sked_core::{NewTask, ScheduleDef, Task, TaskId};
 use sked_store::{ActivityBucket, Occurrence, QueueInfo, Schedule, TaskInserted, WorkerInfo};
@@ -105,6 +106,17 @@ pub struct ScheduleDetail {
 pub struct Triggered {
     /// Its id.
     pub id: TaskId,
+}
+
+/// `POST /v1/schedules/{name}/backfill`: the range of past occurrences to enqueue, both ends
+/// included.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackfillRequest {
+    /// The first nominal time (RFC 3339).
+    pub from: Timestamp,
+    /// The last nominal time (RFC 3339), not later than now.
+    pub to: Timestamp,
 }
 
 /// `PUT /v1/declared/{group}`: the schedules a group of code declares.

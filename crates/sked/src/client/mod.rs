@@ -260,6 +260,26 @@ impl Client {
         }
     }
 
+    /// Enqueues the schedule's past occurrences from `from` to `to` that have no run yet
+    /// (see [`Engine::schedule_backfill`]).
+    pub async fn schedule_backfill(
+        &self,
+        name: &str,
+        from: jiff::Timestamp,
+        to: jiff::Timestamp,
+    ) -> Result<sked_store::BackfillReport> {
+        match &self.inner {
+            Inner::Embedded(e) => e.schedule_backfill(name, from, to).await,
+            Inner::Remote(r) => {
+                r.post(
+                    &schedule_path(name, "/backfill"),
+                    &api::BackfillRequest { from, to },
+                )
+                .await
+            }
+        }
+    }
+
     /// A schedule's ledger, newest first (at most `limit` lines, at most 1,000).
     pub async fn occurrences(&self, name: &str, limit: u32) -> Result<Vec<Occurrence>> {
         match &self.inner {

@@ -6,9 +6,9 @@ use jiff::{SignedDuration, Timestamp};
 use sked_core::{IntervalFrom, ScheduleDef, TaskId};
 use sked_store::rules::LIST_LIMIT_MAX;
 use sked_store::{
-    BackfillReport, DeclaredSchedule, ScheduleBackfillParams, Occurrence, OccurrenceListParams, Page, Schedule, ScheduleApplyParams,
-    ScheduleListParams, SchedulePauseParams, ScheduleSyncParams, ScheduleSyncReport,
-    ScheduleUpsertParams, StoreError,
+    BackfillReport, DeclaredSchedule, Occurrence, OccurrenceListParams, Page, Schedule,
+    ScheduleApplyParams, ScheduleBackfillParams, ScheduleListParams, SchedulePauseParams,
+    ScheduleSyncParams, ScheduleSyncReport, ScheduleUpsertParams, StoreError,
 };
 
 use super::{Engine, every_page};

@@ -64,23 +64,16 @@ impl Env {
         catchup: CatchupPolicy,
     ) {
         self.engine
-            .schedule_put(ScheduleDef {
-                name: name.into(),
-                spec: spec.into(),
-                tz: tz.into(),
-                task: TaskTemplate {
-                    kind: "k".into(),
-                    queue: "default".into(),
-                    payload: json!({}),
-                    priority: 0,
-                    max_attempts: 3,
-                    timeout: None,
-                },
-                overlap,
-                catchup,
-                catchup_window: SignedDuration::from_hours(1),
-                paused: false,
-            })
+            .schedule_put(
+                ScheduleDef::new(
+                    name,
+                    spec,
+                    TaskTemplate::new("k").payload(json!({})).max_attempts(3),
+                )
+                .tz(tz)
+                .overlap(overlap)
+                .catchup(catchup, SignedDuration::from_hours(1)),
+            )
             .await
             .unwrap();
     }

@@ -5,4 +5,5 @@
 mod engine;
 mod executors;
 mod postgres;
+mod schedule_policies;
 mod worker;
