@@ -104,7 +104,7 @@ pub fn format_duration(d: SignedDuration) -> String {
 }
 
 /// Parses a point in time: RFC 3339 (`2026-03-29T03:00:00+02:00`, `…Z`) or relative to `now`
-/// (`+5m`, `now`).
+/// (`+5m`, `-2h`, `now`).
 pub fn parse_time(input: &str, now: Timestamp) -> Result<Timestamp, SpecError> {
     let s = input.trim();
     if s.eq_ignore_ascii_case("now") {
@@ -116,9 +116,15 @@ pub fn parse_time(input: &str, now: Timestamp) -> Result<Timestamp, SpecError> {
             .checked_add(d)
             .map_err(|_| SpecError::new(format!("time {input:?} is out of range")));
     }
+    if let Some(rel) = s.strip_prefix('-') {
+        let d = parse_duration(rel)?;
+        return now
+            .checked_sub(d)
+            .map_err(|_| SpecError::new(format!("time {input:?} is out of range")));
+    }
     s.parse::<Timestamp>().map_err(|_| {
         SpecError::new(format!(
-            "invalid time {input:?}: expected RFC 3339 like 2026-03-29T03:00:00+02:00 or 2026-03-29T01:00:00Z, or +DURATION"
+            "invalid time {input:?}: expected RFC 3339 like 2026-03-29T03:00:00+02:00 or 2026-03-29T01:00:00Z, or +DURATION or -DURATION from now"
         ))
     })
 }
@@ -167,6 +173,10 @@ mod tests {
         assert_eq!(
             parse_time("+5m", now).unwrap().to_string(),
             "2026-01-01T00:05:00Z"
+        );
+        assert_eq!(
+            parse_time("-2h", now).unwrap().to_string(),
+            "2025-12-31T22:00:00Z"
         );
         assert_eq!(
             parse_time("2026-03-29T03:00:00+02:00", now)

@@ -19,5 +19,6 @@ mod observe_cli;
 mod pg_secrets;
 mod python_worker;
 mod rate_limits;
+mod schedule_policies;
 mod tidy;
 mod worker_cli;
