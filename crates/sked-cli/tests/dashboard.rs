@@ -65,6 +65,10 @@ fn dashboard_in_chromium_shows_schedules_and_retries_a_failed_task() {
         "0 3 * * *",
         "--tz",
         "Europe/Berlin",
+        "--dst",
+        "twice",
+        "--jitter",
+        "5m",
         "--kind",
         "report",
     ]);

@@ -325,7 +325,7 @@ async function schedule(name) {
     get(`/v1/schedules/${enc(name)}`),
     get(`/v1/schedules/${enc(name)}/occurrences?limit=100`),
   ]);
-  const dl = (pairs) => h("dl", {}, pairs.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+  const dl = (pairs) => h("dl", {}, pairs.filter(Boolean).map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
   const rows = occ.occurrences.map((o) =>
     h(
       "tr",
@@ -348,8 +348,13 @@ async function schedule(name) {
       ["last stop", when(s.last_finished_at)],
       ["running", s.running ? "yes" : "no"],
       ["last outcome", outcome(s)],
+      s.paused_reason ? ["paused", s.paused_reason] : null,
       ["overlap", s.overlap],
       ["catch-up", `${s.catchup} (window ${s.catchup_window})`],
+      s.from !== "fixed" ? ["interval from", s.from === "last_start" ? "the last run's start" : "the last run's end"] : null,
+      ["DST", { debian: "debian (a skipped time runs after the gap, a repeated one once)", skip: "skip (a skipped time does not run, a repeated one once)", twice: "twice (a repeated time runs at both instants)" }[s.dst] || s.dst],
+      s.jitter ? ["jitter", `up to ${s.jitter}, the same on every node`] : null,
+      s.pause_after_failures ? ["pauses after", `${s.pause_after_failures} dead runs in a row`] : null,
       ["task", h("code", {}, `${s.task.kind} on ${s.task.queue}`)],
       ["declared by", s.declared_by || "made at run time (API or CLI)"],
     ]),
@@ -467,7 +472,7 @@ function timeline(t) {
 
 async function task(id) {
   const t = await get(`/v1/tasks/${enc(id)}`);
-  const dl = (pairs) => h("dl", {}, pairs.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+  const dl = (pairs) => h("dl", {}, pairs.filter(Boolean).map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
   const attempts = t.attempts.map((a) =>
     h(
       "tr",

@@ -79,6 +79,9 @@ try {
   await page.waitForSelector('tr[data-outcome="enqueued"]');
   await notGarbled(page, "schedule");
   check(true, "a schedule's page shows its occurrence history");
+  const policies = await page.locator("dl").first().textContent();
+  check(policies.includes("twice (a repeated time runs at both instants)"), "a schedule's page shows its DST policy");
+  check(policies.includes("up to 5m"), "a schedule's page shows its jitter");
   if (shots) await page.screenshot({ path: `${shots}/dashboard-schedule.png`, fullPage: true });
 
   // Tasks: filter by state, find the failed one, retry it, watch it change.
