@@ -430,8 +430,11 @@ pub(crate) async fn backfill(
     rules::check_backfill(&s, &p.nominals, p.now)?;
     let present: std::collections::HashSet<Timestamp> = tx
         .query(
-            "SELECT nominal_at FROM sked_occurrences WHERE schedule = $1 \
-             AND nominal_at = ANY($2) AND outcome IN ('enqueued', 'buffered')",
+            &format!(
+                "SELECT nominal_at FROM sked_occurrences WHERE schedule = $1 \
+                 AND nominal_at = ANY($2) AND outcome IN {}",
+                rules::HAS_A_RUN
+            ),
             &[&p.name, &p.nominals],
         )
         .await

@@ -369,10 +369,11 @@ pub(crate) fn backfill(tx: &Transaction<'_>, p: &ScheduleBackfillParams) -> Resu
     // Occurrences that have their run: enqueued, or buffered to run.
     let present: std::collections::HashSet<i64> = {
         let mut stmt = tx
-            .prepare_cached(
+            .prepare_cached(&format!(
                 "SELECT nominal_at FROM occurrences WHERE schedule = ?1 \
-                 AND nominal_at BETWEEN ?2 AND ?3 AND outcome IN ('enqueued', 'buffered')",
-            )
+                 AND nominal_at BETWEEN ?2 AND ?3 AND outcome IN {}",
+                rules::HAS_A_RUN
+            ))
             .map_err(db_err)?;
         let rows = stmt
             .query_map(params![p.name, ts(*first), ts(*last)], |r| r.get(0))

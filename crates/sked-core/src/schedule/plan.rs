@@ -189,7 +189,7 @@ pub fn plan(input: &PlanInput<'_>, now: Timestamp) -> Plan {
     if let (Spec::Every(d), IntervalFrom::LastStart | IntervalFrom::LastFinish) =
         (input.spec, input.from)
     {
-        return placer.from_last_run(*d, now);
+        return placer.counted_from_last_run(*d, now);
     }
     let mut plan = std::mem::take(&mut placer.plan);
     let window_start = now.checked_sub(input.catchup_window).unwrap_or(now);
@@ -441,7 +441,7 @@ impl<'i, 'a> Placer<'i, 'a> {
     /// fire time. While the run it counts from has not started (or ended) the next fire time
     /// is a time to look again, an interval on: that run cannot start (end) before now, so the
     /// occurrence cannot be due before then, and looking every interval finds it on time.
-    fn from_last_run(mut self, every: SignedDuration, now: Timestamp) -> Plan {
+    fn counted_from_last_run(mut self, every: SignedDuration, now: Timestamp) -> Plan {
         let input = self.input;
         let Some(stored) = input.next_fire_at else {
             return self.finish();

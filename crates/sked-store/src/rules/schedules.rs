@@ -217,6 +217,22 @@ pub fn occurrence_recorded(
     }
 }
 
+/// The ledger outcomes of an occurrence that has its run (enqueued, or buffered to run), as
+/// SQL: a backfill leaves these alone.
+pub const HAS_A_RUN: &str = "('enqueued', 'buffered')";
+
+/// The detail of a ledger line a backfill wrote.
+pub const BACKFILLED: &str = "backfilled";
+
+/// The task a backfill enqueues for occurrence `nominal_at` of `s`: due at once.
+pub fn backfill_task(s: &crate::Schedule, nominal_at: Timestamp) -> crate::TaskInsert {
+    crate::TaskInsert {
+        task: s.task.to_new_task(),
+        schedule: Some(s.name.clone()),
+        nominal_at: Some(nominal_at),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use sked_core::{ScheduleDef, TaskTemplate};
@@ -309,17 +325,5 @@ mod tests {
         assert_eq!(moved.kind(), crate::ErrorKind::Conflict);
         let gone = check_plan_current("s", None, Some(t(1))).unwrap_err();
         assert_eq!(gone.kind(), crate::ErrorKind::NotFound);
-    }
-}
-
-/// The detail of a ledger line a backfill wrote.
-pub const BACKFILLED: &str = "backfilled";
-
-/// The task a backfill enqueues for occurrence `nominal_at` of `s`: due at once.
-pub fn backfill_task(s: &crate::Schedule, nominal_at: Timestamp) -> crate::TaskInsert {
-    crate::TaskInsert {
-        task: s.task.to_new_task(),
-        schedule: Some(s.name.clone()),
-        nominal_at: Some(nominal_at),
     }
 }

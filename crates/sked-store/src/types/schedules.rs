@@ -1,0 +1,186 @@
+//! The types of the schedule operations: writing and declaring schedules, pausing them,
+//! what falls due, applying plans, backfills and the ledger.
+
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+use sked_core::{OccurrenceOutcome, Plan, ScheduleDef, TaskId, TaskState, TaskTemplate};
+
+#[derive(Debug, Clone)]
+pub struct ScheduleUpsertParams {
+    pub def: ScheduleDef,
+    pub next_fire_at: Option<Timestamp>,
+    pub now: Timestamp,
+}
+
+/// A declared schedule and when it would fire next if it were new or its timing changed.
+#[derive(Debug, Clone)]
+pub struct DeclaredSchedule {
+    pub def: ScheduleDef,
+    pub next_fire_at: Option<Timestamp>,
+}
+
+/// The schedules a group of code declares, to be made so in one transaction.
+#[derive(Debug, Clone)]
+pub struct ScheduleSyncParams {
+    pub group: String,
+    pub schedules: Vec<DeclaredSchedule>,
+    pub now: Timestamp,
+}
+
+/// What a sync changed, by schedule name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduleSyncReport {
+    pub created: Vec<String>,
+    pub updated: Vec<String>,
+    pub unchanged: Vec<String>,
+    /// Declared by the group before, no longer declared: deleted (their tasks stay).
+    pub removed: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SchedulePauseParams {
+    pub name: String,
+    pub paused: bool,
+    /// Why it paused (kept while it stays paused); `None` for a pause by hand.
+    pub reason: Option<String>,
+    pub next_fire_at: Option<Timestamp>,
+    pub now: Timestamp,
+}
+
+/// A schedule as stored, with its status derived from its tasks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    pub name: String,
+    pub spec: String,
+    pub tz: String,
+    pub task: TaskTemplate,
+    pub overlap: sked_core::OverlapPolicy,
+    pub catchup: sked_core::CatchupPolicy,
+    #[serde(with = "sked_core::serde_duration")]
+    pub catchup_window: SignedDuration,
+    pub paused: bool,
+    /// Where an interval counts from.
+    #[serde(default)]
+    pub from: sked_core::IntervalFrom,
+    /// Each run moved later by a stable offset below this.
+    #[serde(default, with = "sked_core::serde_duration::option")]
+    pub jitter: Option<SignedDuration>,
+    /// How a fixed-time cron job meets a DST change.
+    #[serde(default)]
+    pub dst: sked_core::DstPolicy,
+    /// Pauses itself when this many runs in a row ended dead.
+    #[serde(default)]
+    pub pause_after_failures: Option<u32>,
+    /// Why it paused itself (`None` when it is not paused, or was paused by hand).
+    #[serde(default)]
+    pub paused_reason: Option<String>,
+    /// Where intervals count from (the creation time).
+    pub anchor_at: Timestamp,
+    pub next_fire_at: Option<Timestamp>,
+    pub buffered_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// When its most recent run started.
+    pub last_started_at: Option<Timestamp>,
+    /// When its most recent finished run stopped.
+    pub last_finished_at: Option<Timestamp>,
+    /// Whether one of its tasks is running now.
+    pub running: bool,
+    /// The final state of its most recent finished run.
+    pub last_outcome: Option<TaskState>,
+    /// The group of the code that declares it ([`crate::Store::schedule_sync`]); `None` for
+    /// a schedule made at run time through the API or CLI.
+    #[serde(default)]
+    pub declared_by: Option<String>,
+}
+
+impl Schedule {
+    /// Its spec, meeting DST changes by its policy, and its zone.
+    pub fn timing(
+        &self,
+    ) -> std::result::Result<(sked_core::Spec, jiff::tz::TimeZone), sked_core::SpecError> {
+        let spec = sked_core::Spec::parse(&self.spec)?.with_dst(self.dst);
+        Ok((spec, sked_core::parse_zone(&self.tz)?))
+    }
+}
+
+/// A page of schedules by name.
+#[derive(Debug, Clone, Default)]
+pub struct ScheduleListParams {
+    /// Only schedules whose name sorts after this one (for paging).
+    pub after: Option<String>,
+    pub limit: u32,
+    /// Read the templates' payloads (else they are null).
+    pub with_payloads: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct ScheduleDueParams {
+    pub now: Timestamp,
+    pub limit: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct DueSchedule {
+    pub schedule: Schedule,
+    /// Its unfinished tasks, oldest first.
+    pub active_tasks: Vec<TaskId>,
+    /// With `pause_after_failures`: how many of its runs in a row since it was last resumed
+    /// ended dead (those after the latest run that ended otherwise). 0 without the policy.
+    pub dead_runs: u32,
+}
+
+/// Occurrences of a schedule to enqueue after the fact, each once: those the ledger has as
+/// enqueued or buffered are left alone, skipped and missed ones get their task now.
+#[derive(Debug, Clone)]
+pub struct ScheduleBackfillParams {
+    pub name: String,
+    /// Nominal times, ascending: each earlier than the schedule's next fire time and not
+    /// later than `now`.
+    pub nominals: Vec<Timestamp>,
+    pub now: Timestamp,
+}
+
+/// What a backfill did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackfillReport {
+    /// The occurrences enqueued now, with their tasks, in nominal order.
+    pub enqueued: Vec<BackfilledRun>,
+    /// Occurrences in the range that already had a run (enqueued or buffered).
+    pub already: u64,
+}
+
+/// An occurrence a backfill enqueued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackfilledRun {
+    pub nominal_at: Timestamp,
+    pub task_id: TaskId,
+}
+
+#[derive(Debug, Clone)]
+pub struct ScheduleApplyParams {
+    pub name: String,
+    pub expected_next_fire_at: Option<Timestamp>,
+    pub plan: Plan,
+    pub task: TaskTemplate,
+    pub now: Timestamp,
+}
+
+#[derive(Debug, Clone)]
+pub struct OccurrenceListParams {
+    pub schedule: String,
+    pub limit: u32,
+}
+
+/// One line of a schedule's ledger.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Occurrence {
+    pub schedule: String,
+    pub nominal_at: Timestamp,
+    pub outcome: OccurrenceOutcome,
+    pub task_id: Option<TaskId>,
+    /// The state of that task now, if it still exists.
+    pub task_state: Option<TaskState>,
+    pub detail: Option<String>,
+    pub recorded_at: Timestamp,
+}
