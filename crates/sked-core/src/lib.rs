@@ -23,7 +23,8 @@ pub use schedule::{
     ScheduleDef, Spec, TaskTemplate, jitter_offset, parse_zone,
 };
 pub use task::{
-    Attempt, Backoff, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_PAYLOAD_BYTES, NewTask, Task,
+    Attempt, Backoff, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_KEY_CHARS, MAX_PAYLOAD_BYTES, NewTask,
+    Task,
     TaskId, TaskState, Transition, TransitionError, check_payload_size, state_after_failure,
     validate_name,
 };

@@ -243,7 +243,14 @@ pub struct NewTask {
     /// Overrides the default retry backoff for this task.
     #[serde(default)]
     pub backoff: Option<Backoff>,
+    /// A concurrency key (a tenant, say): a queue's per-key limit caps the running tasks of
+    /// each key, and claims take keys in turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
+
+/// The longest unique or concurrency key, in characters.
+pub const MAX_KEY_CHARS: usize = 512;
 
 /// A task's own retry backoff: `base` doubling up to `max` (with the usual jitter).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -280,7 +287,15 @@ impl NewTask {
             unique_for: None,
             debounce: None,
             backoff: None,
+            key: None,
         }
+    }
+
+    /// With this concurrency key: a queue's per-key limit caps the running tasks of each key,
+    /// and claims take keys in turn.
+    pub fn key(mut self, key: impl Into<String>) -> NewTask {
+        self.key = Some(key.into());
+        self
     }
 
     /// In this queue.
@@ -371,11 +386,13 @@ impl NewTask {
             }
             crate::check_duration("timeout", t)?;
         }
-        if let Some(k) = &self.unique_key {
-            if k.is_empty() || k.chars().count() > 512 {
-                return Err(SpecError::new(
-                    "unique_key must be 1 to 512 characters long",
-                ));
+        for (name, k) in [("unique_key", &self.unique_key), ("key", &self.key)] {
+            if let Some(k) = k {
+                if k.is_empty() || k.chars().count() > MAX_KEY_CHARS {
+                    return Err(SpecError::new(format!(
+                        "{name} must be 1 to {MAX_KEY_CHARS} characters long"
+                    )));
+                }
             }
         }
         for (name, d) in [("unique_for", self.unique_for), ("debounce", self.debounce)] {
@@ -471,6 +488,9 @@ pub struct Task {
     pub cancel_requested: bool,
     pub last_error: Option<String>,
     pub result: Option<serde_json::Value>,
+    /// Its concurrency key, if it has one.
+    #[serde(default)]
+    pub key: Option<String>,
     /// Filled by single-task reads; empty in lists.
     #[serde(default)]
     pub attempts: Vec<Attempt>,

@@ -15,6 +15,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (7, include_str!("../migrations/0007_rate_bursts.sql")),
     (8, include_str!("../migrations/0008_unique_windows.sql")),
     (9, include_str!("../migrations/0009_schedule_policies.sql")),
+    (10, include_str!("../migrations/0010_concurrency_keys.sql")),
 ];
 
 /// Brings the schema up to date, creating `schema` first when given (its name is validated).

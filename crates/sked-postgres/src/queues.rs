@@ -61,6 +61,7 @@ pub(crate) async fn list(c: &mut Object, p: &QueueListParams) -> Result<Page<Que
             period_ms: col(&r, 11)?,
             burst: col(&r, 12)?,
         });
+        q.per_key = col::<Option<i32>>(&r, 14)?.map(|n| n.max(0) as u32);
         q.set_counts(counts_of(&r)?, p.count_limit);
         if let Some(bucket) = col::<Option<Timestamp>>(&r, 13)? {
             buckets.insert(q.name.clone(), bucket);
@@ -124,13 +125,16 @@ pub(crate) async fn update(
         .concurrency_limit
         .map(|l| l.map(|n| i32::try_from(n).unwrap_or(i32::MAX)));
     let rate = sked_store::rate::to_columns(p.rate.flatten());
+    let per_key: Option<Option<i32>> = p
+        .per_key
+        .map(|l| l.map(|n| i32::try_from(n).unwrap_or(i32::MAX)));
     let tx = c.transaction().await.map_err(db_err)?;
     let row = tx
         .query_one(
             "INSERT INTO sked_queues AS q \
                (name, paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
-                updated_at) \
-             VALUES ($1, coalesce($2, false), $4, $6, $7, $8, now()) \
+                per_key_limit, updated_at) \
+             VALUES ($1, coalesce($2, false), $4, $6, $7, $8, $10, now()) \
              ON CONFLICT (name) DO UPDATE SET \
                paused = coalesce($2, q.paused), \
                concurrency_limit = CASE WHEN $3 THEN $4 ELSE q.concurrency_limit END, \
@@ -138,9 +142,10 @@ pub(crate) async fn update(
                rate_period_ms = CASE WHEN $5 THEN $7 ELSE q.rate_period_ms END, \
                rate_burst = CASE WHEN $5 THEN $8 ELSE q.rate_burst END, \
                rate_bucket_at = CASE WHEN $5 THEN NULL ELSE q.rate_bucket_at END, \
+               per_key_limit = CASE WHEN $9 THEN $10 ELSE q.per_key_limit END, \
                updated_at = now() \
              RETURNING paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
-               rate_bucket_at",
+               rate_bucket_at, per_key_limit",
             &[
                 &p.name,
                 &p.paused,
@@ -150,6 +155,8 @@ pub(crate) async fn update(
                 &rate.limit,
                 &rate.period_ms,
                 &rate.burst,
+                &per_key.is_some(),
+                &per_key.flatten(),
             ],
         )
         .await
@@ -190,6 +197,7 @@ pub(crate) async fn update(
         period_ms: col(&row, 3)?,
         burst: col(&row, 4)?,
     });
+    info.per_key = col::<Option<i32>>(&row, 6)?.map(|n| n.max(0) as u32);
     info.set_counts(counts_of(&counts)?, QUEUE_COUNT_LIMIT);
     if let Some(now) = p.now {
         let mut buckets = HashMap::new();

@@ -54,6 +54,57 @@ pub(crate) fn claim_keys(filter: &str) -> String {
     )
 }
 
+/// The distinct concurrency keys of one queue's (`?1`) available tasks of one priority (`?2`)
+/// after key `?3`, in key order, at most `?4`: one probe of `tasks_available_key` per key.
+/// `filter` adds conditions, numbering its parameters from `?5`.
+pub(crate) fn keyed_keys(filter: &str) -> String {
+    let probe = |after: &str| {
+        format!(
+            "SELECT concurrency_key FROM tasks WHERE state = 'available' \
+             AND concurrency_key IS NOT NULL AND queue = ?1 AND priority = ?2 \
+             AND concurrency_key > {after}{filter} ORDER BY concurrency_key LIMIT 1"
+        )
+    };
+    format!(
+        "WITH RECURSIVE k(key, n) AS (SELECT ({}), 1 \
+           UNION ALL SELECT ({}), k.n + 1 FROM k WHERE k.key IS NOT NULL AND k.n < ?4) \
+         SELECT key FROM k WHERE key IS NOT NULL",
+        probe("?3"),
+        probe("k.key")
+    )
+}
+
+/// The first available tasks of one key (`?3`) of a queue (`?1`) at one priority (`?2`), in
+/// claim order, at most `?4`. `filter` numbers its parameters from `?5`.
+pub(crate) fn keyed_heads(filter: &str) -> String {
+    format!(
+        "SELECT run_at, id FROM tasks WHERE state = 'available' AND concurrency_key IS NOT NULL \
+         AND queue = ?1 AND priority = ?2 AND concurrency_key = ?3{filter} \
+         ORDER BY run_at, id LIMIT ?4"
+    )
+}
+
+/// The first available tasks without a key of a queue (`?1`) at one priority (`?2`), at most
+/// `?4`, among the first `?3` of that priority in claim order (keyed ones included: tasks
+/// without a key have no index of their own). `filter` numbers its parameters from `?5`.
+pub(crate) fn unkeyed_heads(filter: &str) -> String {
+    format!(
+        "SELECT run_at, id FROM (SELECT run_at, id, concurrency_key FROM tasks \
+           WHERE state = 'available' AND queue = ?1 AND priority = ?2{filter} \
+           ORDER BY priority DESC, run_at, id LIMIT ?3) \
+         WHERE concurrency_key IS NULL LIMIT ?4"
+    )
+}
+
+/// The highest priority of one queue's (`?1`) available tasks below `?2`. `filter` numbers
+/// its parameters from `?3`.
+pub(crate) fn keyed_level(filter: &str) -> String {
+    format!(
+        "SELECT priority FROM tasks WHERE state = 'available' AND queue = ?1 AND priority < ?2\
+         {filter} ORDER BY priority DESC, run_at, id LIMIT 1"
+    )
+}
+
 /// Finished tasks that retention removes: finished before `?1`, at most `?2`, found queue by
 /// queue and state by state.
 pub(crate) static PRUNABLE: LazyLock<String> = LazyLock::new(|| {
@@ -116,7 +167,15 @@ mod tests {
         crate::migrations::run(&mut conn).unwrap();
         let claim_keys = claim_keys(" AND priority >= ?3");
         let claim_keys_all = claim_keys_all(" AND queue NOT IN (?2, ?3) AND priority >= ?4");
-        let cases: [(&str, &[&str]); 11] = [
+        let keyed_keys = keyed_keys(" AND kind IN (?5)");
+        let keyed_heads = keyed_heads(" AND kind IN (?5)");
+        let unkeyed_heads = unkeyed_heads(" AND kind IN (?5)");
+        let keyed_level = keyed_level(" AND kind IN (?3)");
+        let cases: [(&str, &[&str]); 15] = [
+            (&keyed_keys, &["tasks_available_key"]),
+            (&keyed_heads, &["tasks_available_key"]),
+            (&unkeyed_heads, &["tasks_available_queue"]),
+            (&keyed_level, &["tasks_available_queue"]),
             (&STAGE, &["tasks_waiting"]),
             (&NEXT_RUN_AT, &["tasks_waiting"]),
             (&UNIQUE_KEY_HOLDER, &["tasks_unique_key"]),

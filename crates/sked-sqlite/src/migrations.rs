@@ -20,6 +20,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (9, include_str!("../migrations/0009_rate_bursts.sql")),
     (10, include_str!("../migrations/0010_unique_windows.sql")),
     (11, include_str!("../migrations/0011_schedule_policies.sql")),
+    (12, include_str!("../migrations/0012_concurrency_keys.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

@@ -38,6 +38,7 @@ pub(crate) fn list(conn: &Connection, p: &QueueListParams) -> Result<Page<QueueI
                     period_ms: r.get(11)?,
                     burst: r.get(12)?,
                 });
+                q.per_key = r.get(14)?;
                 q.set_counts(n, p.count_limit);
                 Ok((q, r.get::<_, Option<i64>>(13)?.map(from_ts)))
             },
@@ -80,6 +81,13 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
         )
         .map_err(db_err)?;
     }
+    if let Some(per_key) = p.per_key {
+        tx.execute(
+            "UPDATE queues SET per_key_limit = ?2, updated_at = ?3 WHERE name = ?1",
+            params![p.name, per_key, now],
+        )
+        .map_err(db_err)?;
+    }
     if let Some(rate) = p.rate {
         let c = sked_store::rate::to_columns(rate);
         tx.execute(
@@ -94,10 +102,10 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
                 .map_err(db_err)?;
         }
     }
-    let (paused, concurrency_limit, rate) = tx
+    let (paused, concurrency_limit, rate, per_key) = tx
         .query_row(
             "SELECT paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
-             rate_bucket_at FROM queues WHERE name = ?1",
+             rate_bucket_at, per_key_limit FROM queues WHERE name = ?1",
             [&p.name],
             |r| {
                 let rate = sked_store::rate::from_columns(sked_store::rate::Columns {
@@ -105,13 +113,19 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
                     period_ms: r.get(3)?,
                     burst: r.get(4)?,
                 });
-                Ok((r.get(0)?, r.get(1)?, (rate, r.get::<_, Option<i64>>(5)?)))
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    (rate, r.get::<_, Option<i64>>(5)?),
+                    r.get(6)?,
+                ))
             },
         )
         .map_err(db_err)?;
     let (rate, bucket) = rate;
     let mut info = QueueInfo::new(p.name.clone(), paused, concurrency_limit);
     info.rate = rate;
+    info.per_key = per_key;
     let (_, n) = tx
         .prepare_cached(&crate::indexed::QUEUE_COUNTS)
         .map_err(db_err)?

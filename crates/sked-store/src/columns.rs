@@ -32,6 +32,7 @@ pub enum TaskColumn {
     CancelRequested,
     LastError,
     Result,
+    ConcurrencyKey,
 }
 
 impl TaskColumn {
@@ -42,7 +43,7 @@ impl TaskColumn {
 }
 
 /// The column names, in order.
-pub const TASK_COLUMNS: [&str; 23] = [
+pub const TASK_COLUMNS: [&str; 24] = [
     "id",
     "queue",
     "kind",
@@ -66,6 +67,7 @@ pub const TASK_COLUMNS: [&str; 23] = [
     "cancel_requested",
     "last_error",
     "result",
+    "concurrency_key",
 ];
 
 /// Whether a backend's select list (`"id, queue, …"`, optionally qualified like `t.id`, or
@@ -194,7 +196,7 @@ mod tests {
             "backoff_max_ms"
         );
         assert_eq!(TASK_COLUMNS[TaskColumn::Result.at()], "result");
-        assert_eq!(TaskColumn::Result.at() + 1, TASK_COLUMNS.len());
+        assert_eq!(TaskColumn::ConcurrencyKey.at() + 1, TASK_COLUMNS.len());
         assert!(selects_task_columns(&TASK_COLUMNS.join(", ")));
         assert!(!selects_task_columns("id, kind, queue"));
     }

@@ -10,6 +10,7 @@ pub mod columns;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod counts;
+pub mod keyed;
 mod error;
 pub mod page;
 pub mod rate;

@@ -191,6 +191,9 @@ pub struct QueueInfo {
     /// With a rate limit, in lists: the starts its window holds now (the current rate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_window: Option<u64>,
+    /// At most so many tasks of one concurrency key run at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_key: Option<u32>,
     /// In lists: why the queue's available tasks wait now, when they do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<Held>,
@@ -219,6 +222,7 @@ impl QueueInfo {
             concurrency_limit,
             rate: None,
             rate_window: None,
+            per_key: None,
             held: None,
             counts: BTreeMap::new(),
             counts_at_least: BTreeSet::new(),
@@ -320,6 +324,8 @@ pub struct QueueUpdateParams {
     pub concurrency_limit: Option<Option<u32>>,
     /// `Some(None)` removes the rate limit.
     pub rate: Option<Option<sked_core::RateLimit>>,
+    /// `Some(None)` removes the per-key limit.
+    pub per_key: Option<Option<u32>>,
     /// The instant the answer's [`QueueInfo::held`] and [`QueueInfo::rate_window`] are taken
     /// at, as in lists; `None` leaves them out.
     pub now: Option<Timestamp>,

@@ -137,6 +137,9 @@ pub struct TaskTemplate {
     pub max_attempts: i32,
     #[serde(default, with = "crate::serde_duration::option")]
     pub timeout: Option<SignedDuration>,
+    /// The runs' concurrency key (see [`crate::NewTask::key`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 impl TaskTemplate {
@@ -149,7 +152,14 @@ impl TaskTemplate {
             priority: 0,
             max_attempts: crate::task::default_max_attempts(),
             timeout: None,
+            key: None,
         }
+    }
+
+    /// With this concurrency key.
+    pub fn key(mut self, key: impl Into<String>) -> TaskTemplate {
+        self.key = Some(key.into());
+        self
     }
 
     /// In this queue.
@@ -196,6 +206,7 @@ impl TaskTemplate {
             unique_for: None,
             debounce: None,
             backoff: None,
+            key: self.key.clone(),
         }
     }
 }

@@ -6,6 +6,7 @@ use std::time::Instant;
 use deadpool_postgres::{Object, Pool};
 use jiff::Timestamp;
 use sked_core::Task;
+use sked_store::keyed;
 use sked_store::states::WAITING;
 use sked_store::*;
 
@@ -37,15 +38,24 @@ static STAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
 const STAGE_BATCH: i64 = 10_000;
 
 /// Candidates `c` of a queue that is neither paused nor limited.
-const OPEN: &str = "NOT EXISTS (SELECT 1 FROM sked_queues q WHERE q.name = c.queue \
-    AND (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL))";
+static OPEN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM sked_queues q WHERE q.name = c.queue AND {})",
+        keyed::LIMITED_OR_PAUSED
+    )
+});
 
-/// Paused queues and queues with a concurrency or rate limit (whether limited, as a limit).
-const QUEUE_SETTINGS: &str = "SELECT q.name, q.paused, \
-      CASE WHEN q.rate_limit IS NOT NULL THEN coalesce(q.concurrency_limit, -1) \
-        ELSE q.concurrency_limit END \
-    FROM sked_queues q \
-    WHERE q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL";
+/// Paused queues and queues with a concurrency, rate or per-key limit (whether limited, as a
+/// limit: -1 for a queue limited otherwise than by concurrency).
+static QUEUE_SETTINGS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT q.name, q.paused, \
+           CASE WHEN q.rate_limit IS NOT NULL OR q.per_key_limit IS NOT NULL \
+             THEN coalesce(q.concurrency_limit, -1) ELSE q.concurrency_limit END \
+         FROM sked_queues q WHERE {}",
+        keyed::LIMITED_OR_PAUSED
+    )
+});
 
 /// The claim of the first available tasks that match `filter` (`$1` now, `$2` the lease's end,
 /// `$3` the worker, `$4` at most how many, `$5` the timeout grace in milliseconds), in claim
@@ -63,7 +73,7 @@ const QUEUE_SETTINGS: &str = "SELECT q.name, q.paused, \
 /// ([`crate::queues::update`]). A scalar subquery per candidate instead of `NOT EXISTS` did not
 /// depend on the statistics, but cost a fifth of the drain's throughput.
 pub(crate) fn claim_sql(filter: &str, after: bool) -> String {
-    let open = OPEN;
+    let open = OPEN.as_str();
     let picked = match after {
         false => format!(
             "picked AS (SELECT id FROM sked_tasks c WHERE {filter} AND {open} \
@@ -134,7 +144,7 @@ pub(crate) async fn claim(
     // Staging and the queue settings only when they may have changed (see `super::known`).
     let (stage_first, known_settings) = cursors.before_claim(p.now);
     let stage = c.prepare_cached(&STAGE).await.map_err(db_err)?;
-    let settings = c.prepare_cached(QUEUE_SETTINGS).await.map_err(db_err)?;
+    let settings = c.prepare_cached(&QUEUE_SETTINGS).await.map_err(db_err)?;
     let take = c.prepare_cached(&sql).await.map_err(db_err)?;
     let stage_params: [Param<'_>; 2] = [&channel, &p.now];
     // Up to three statements in one round trip, run in order: the claim sees what staging
@@ -230,8 +240,9 @@ async fn probe(
         let filter = candidates_filter(&p.queues, &p.kinds, &None, &mut params);
         let stmt = c
             .prepare_cached(&format!(
-                "SELECT priority, run_at, id FROM sked_tasks c WHERE {filter} AND {OPEN} \
-                 ORDER BY priority DESC, run_at, id LIMIT 1"
+                "SELECT priority, run_at, id FROM sked_tasks c WHERE {filter} AND {open} \
+                 ORDER BY priority DESC, run_at, id LIMIT 1",
+                open = OPEN.as_str()
             ))
             .await
             .map_err(db_err)?;

@@ -3,6 +3,7 @@
 
 use jiff::Timestamp;
 use sked_core::{Task, TaskState};
+use sked_store::keyed::LIMITED_OR_PAUSED;
 use sked_store::states::{ACTIVE, QUEUED};
 use sked_store::*;
 use tokio_postgres::GenericClient;
@@ -34,7 +35,7 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
         .collect();
     if !plain.is_empty() {
         let rows = Columns::of(plain.iter().map(|&i| &tasks[i]), now);
-        let params: [Param<'_>; 14] = [
+        let params: [Param<'_>; 15] = [
             &channel,
             &now,
             &rows.queue,
@@ -49,6 +50,7 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
             &rows.backoff_max_ms,
             &rows.schedule,
             &rows.nominal_at,
+            &rows.concurrency_key,
         ];
         let ids = match prepared {
             Some(stmt) => c.query(stmt, &params).await,
@@ -82,14 +84,15 @@ static PLAIN_INSERT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH ins AS ( \
                INSERT INTO sked_tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
-                 timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at) \
+                 timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at, \
+                 concurrency_key) \
                SELECT queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
-                 backoff_base_ms, backoff_max_ms, schedule, nominal_at, $2 \
+                 backoff_base_ms, backoff_max_ms, schedule, nominal_at, $2, concurrency_key \
                FROM unnest($3::text[], $4::text[], $5::jsonb[], $6::int[], $7::text[], \
                  $8::timestamptz[], $9::int[], $10::bigint[], $11::bigint[], $12::bigint[], \
-                 $13::text[], $14::timestamptz[]) WITH ORDINALITY \
+                 $13::text[], $14::timestamptz[], $15::text[]) WITH ORDINALITY \
                  AS u(queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
-                 backoff_base_ms, backoff_max_ms, schedule, nominal_at, ord) \
+                 backoff_base_ms, backoff_max_ms, schedule, nominal_at, concurrency_key, ord) \
                ORDER BY ord RETURNING id, run_at, priority, state), \
              announced AS (SELECT {} FROM ( \
                SELECT min(run_at) AS first, max(priority) AS top, \
@@ -99,23 +102,23 @@ static PLAIN_INSERT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     )
 });
 
-/// Inserts one task (`$3`–`$14` as for [`Columns::first_row`]), leased to a worker (`$16`,
-/// until `$15`) unless its queue is paused or limited; then it is inserted available (`$7`)
+/// Inserts one task (`$3`–`$15` as for [`Columns::first_row`]), leased to a worker (`$17`,
+/// until `$16`) unless its queue is paused or limited; then it is inserted available (`$7`)
 /// and announced. One statement, returning the row.
 static INSERT_CLAIMED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH open AS (SELECT NOT EXISTS (SELECT 1 FROM sked_queues q WHERE q.name = $3::text \
-               AND (q.paused OR q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL)) AS ok), \
+               AND {LIMITED_OR_PAUSED}) AS ok), \
              ins AS ( \
                INSERT INTO sked_tasks AS t (queue, kind, payload, priority, state, run_at, \
                  max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, \
-                 created_at, attempt, started_at, lease_expires_at, worker) \
+                 concurrency_key, created_at, attempt, started_at, lease_expires_at, worker) \
                SELECT $3::text, $4::text, $5::jsonb, $6::int, \
                  CASE WHEN ok THEN 'running' ELSE $7::text END, $8::timestamptz, $9::int, \
-                 $10::bigint, $11::bigint, $12::bigint, $13::text, $14::timestamptz, \
+                 $10::bigint, $11::bigint, $12::bigint, $13::text, $14::timestamptz, $15::text, \
                  $2::timestamptz, CASE WHEN ok THEN 1 ELSE 0 END, \
-                 CASE WHEN ok THEN $2::timestamptz END, CASE WHEN ok THEN $15::timestamptz END, \
-                 CASE WHEN ok THEN $16::text END \
+                 CASE WHEN ok THEN $2::timestamptz END, CASE WHEN ok THEN $16::timestamptz END, \
+                 CASE WHEN ok THEN $17::text END \
                FROM open RETURNING {TASK_COLUMNS}) \
          SELECT ins.*, CASE WHEN ins.state = 'available' THEN {} END FROM ins",
         notify_tasks_sql("ins.run_at", "ins.priority", "NULL::timestamptz")
@@ -188,9 +191,9 @@ async fn insert_unique<C: GenericClient + Sync>(
     let sql = format!(
         "WITH ins AS ( \
            INSERT INTO sked_tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
-             timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at, unique_key, \
-             unique_until) \
-           VALUES ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $2, $15, $16) \
+             timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, concurrency_key, \
+             created_at, unique_key, unique_until) \
+           VALUES ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $2, $16, $17) \
            ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN {ACTIVE} DO NOTHING \
            RETURNING id, run_at, priority, state) \
          SELECT id, {} FROM ins",
@@ -271,10 +274,11 @@ struct Columns {
     backoff_max_ms: Vec<Option<i64>>,
     schedule: Vec<Option<String>>,
     nominal_at: Vec<Option<Timestamp>>,
+    concurrency_key: Vec<Option<String>>,
 }
 
 impl Columns {
-    /// The parameters `$1`–`$14` of a one-task insert: the channel, now, then the first
+    /// The parameters `$1`–`$15` of a one-task insert: the channel, now, then the first
     /// task's fields in the order of the table's columns.
     fn first_row<'a>(&'a self, channel: &'a &str, now: &'a Timestamp) -> Vec<Param<'a>> {
         vec![
@@ -292,6 +296,7 @@ impl Columns {
             &self.backoff_max_ms[0],
             &self.schedule[0],
             &self.nominal_at[0],
+            &self.concurrency_key[0],
         ]
     }
 
@@ -313,6 +318,7 @@ impl Columns {
             c.backoff_max_ms.push(task.backoff.map(|b| ms(b.max)));
             c.schedule.push(t.schedule.clone());
             c.nominal_at.push(t.nominal_at);
+            c.concurrency_key.push(task.key.clone());
         }
         c
     }

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use deadpool_postgres::Object;
 use jiff::Timestamp;
 use sked_core::{Task, TaskId};
+use sked_store::keyed::LIMITED;
 use sked_store::*;
 
 use super::Param;
@@ -31,29 +32,27 @@ pub(super) async fn claim_limited(
     // claim that held it had just committed, and nodes claiming at once would each take a
     // full window. Sent together, the second statement still runs after the first.
     let lock = tx
-        .prepare_cached(
+        .prepare_cached(&format!(
             "SELECT q.name FROM sked_queues q WHERE q.name = ANY($1) AND NOT q.paused \
-               AND (q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL) \
-             ORDER BY q.name FOR UPDATE",
-        )
+               AND {LIMITED} ORDER BY q.name FOR UPDATE"
+        ))
         .await
         .map_err(db_err)?;
     let read = tx
-        .prepare_cached(
+        .prepare_cached(&format!(
             "SELECT q.name, q.concurrency_limit, \
                (SELECT count(*) FROM sked_tasks t WHERE t.state = 'running' AND t.queue = q.name), \
                q.rate_limit, q.rate_period_ms, \
-               coalesce(w.at, '{}'), coalesce(w.n, '{}'), \
-               q.rate_burst, q.rate_bucket_at \
+               coalesce(w.at, '{{}}'), coalesce(w.n, '{{}}'), \
+               q.rate_burst, q.rate_bucket_at, q.per_key_limit, q.key_cursor \
              FROM sked_queues q \
              LEFT JOIN LATERAL ( \
                SELECT array_agg(s.started_at) AS at, array_agg(s.n) AS n \
                FROM sked_queue_starts s WHERE s.queue = q.name \
                  AND s.started_at > $2::timestamptz - q.rate_period_ms * interval '1 millisecond' \
              ) w ON true \
-             WHERE q.name = ANY($1) AND NOT q.paused \
-               AND (q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL)",
-        )
+             WHERE q.name = ANY($1) AND NOT q.paused AND {LIMITED}"
+        ))
         .await
         .map_err(db_err)?;
     let (lock_params, read_params): ([Param<'_>; 1], [Param<'_>; 2]) =
@@ -64,8 +63,12 @@ pub(super) async fn claim_limited(
     let mut quota: HashMap<String, i64> = HashMap::new();
     let mut rated: HashMap<String, (sked_core::RateLimit, Option<Timestamp>)> = HashMap::new();
     let mut held_until: Option<Timestamp> = None;
+    let mut keyed_queues: HashMap<String, (u32, Option<String>)> = HashMap::new();
     for row in &limits {
         let name: String = col(row, 0)?;
+        if let Some(per_key) = col::<Option<i32>>(row, 9)? {
+            keyed_queues.insert(name.clone(), (per_key.max(0) as u32, col(row, 10)?));
+        }
         let running: i64 = col(row, 2)?;
         let left = col::<Option<i32>>(row, 1)?.map(|l| i64::from(l) - running);
         let mut room = None;
@@ -96,6 +99,11 @@ pub(super) async fn claim_limited(
     let mut walks = Vec::new();
     for (queue, left) in quota.iter().filter(|(_, left)| **left > 0) {
         let take = (*left).min(i64::from(max));
+        if let Some((per_key, cursor)) = keyed_queues.get(queue) {
+            let found = super::keyed::candidates(&tx, queue, *per_key, cursor, take, p).await?;
+            candidates.extend(found.into_iter().map(|key| (key, queue.clone())));
+            continue;
+        }
         let walk = Walk::new(cursors, queue, p);
         let found = walk.candidates(&tx, take, p).await?;
         walks.push((walk, found.len() < take as usize));
@@ -125,7 +133,7 @@ pub(super) async fn claim_limited(
             &format!(
                 "UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, started_at = $2, \
                    lease_expires_at = {lease}, worker = $4, cancel_requested = false \
-                 WHERE t.id = ANY($1) RETURNING {TASK_COLUMNS}"
+                 WHERE t.id = ANY($1) AND t.state = 'available' RETURNING {TASK_COLUMNS}"
             ),
             &[&chosen, &p.now, &expires, &p.worker, &grace_ms(p.timeout_grace)],
         )

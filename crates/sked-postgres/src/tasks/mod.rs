@@ -11,6 +11,7 @@ pub(crate) mod cursor;
 mod ending;
 mod insert;
 mod known;
+mod keyed;
 mod limited;
 
 pub(crate) use claim::{claim, heartbeat};

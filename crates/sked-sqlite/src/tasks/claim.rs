@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use jiff::{SignedDuration, Timestamp};
 use rusqlite::{Transaction, params, params_from_iter, types::Value};
 use sked_core::{RateLimit, Task, TaskId, TaskState};
+use sked_store::keyed::LIMITED_OR_PAUSED;
 use sked_store::rate;
 use sked_store::*;
 
@@ -34,6 +35,8 @@ struct Limits {
     rated: HashMap<String, (RateLimit, Option<Timestamp>)>,
     /// When the first queue at its rate limit lets a task start again.
     held_until: Option<Timestamp>,
+    /// The queues with a per-key limit, with it: their claims take keys in turn.
+    keyed: HashMap<String, u32>,
 }
 
 impl Limits {
@@ -43,9 +46,9 @@ impl Limits {
             .prepare_cached(
                 "SELECT q.name, q.paused, q.concurrency_limit, \
                  (SELECT count(*) FROM tasks t WHERE t.state = 'running' AND t.queue = q.name), \
-                 q.rate_limit, q.rate_period_ms, q.rate_burst, q.rate_bucket_at \
+                 q.rate_limit, q.rate_period_ms, q.rate_burst, q.rate_bucket_at, q.per_key_limit \
                  FROM queues q WHERE q.paused = 1 OR q.concurrency_limit IS NOT NULL \
-                   OR q.rate_limit IS NOT NULL",
+                   OR q.rate_limit IS NOT NULL OR q.per_key_limit IS NOT NULL",
             )
             .map_err(db_err)?;
         let rows = stmt
@@ -61,11 +64,12 @@ impl Limits {
                         burst: r.get(6)?,
                     }),
                     r.get::<_, Option<i64>>(7)?.map(from_ts),
+                    r.get::<_, Option<u32>>(8)?,
                 ))
             })
             .map_err(db_err)?;
         for row in rows {
-            let (name, paused, limit, running, rate, bucket) = row.map_err(db_err)?;
+            let (name, paused, limit, running, rate, bucket, per_key) = row.map_err(db_err)?;
             if paused {
                 limits.excluded.push(name);
                 continue;
@@ -77,10 +81,16 @@ impl Limits {
                 limits.rated.insert(name.clone(), (rate, bucket));
                 room = Some(r);
             }
+            if let Some(per_key) = per_key {
+                limits.keyed.insert(name.clone(), per_key);
+            }
             match rate::quota(limit.map(|l| l - running), room) {
                 Some(left) if left <= 0 => limits.excluded.push(name),
                 Some(left) => {
                     limits.quota.insert(name, left);
+                }
+                None if per_key.is_some() => {
+                    limits.quota.insert(name, i64::MAX);
                 }
                 None => {}
             }
@@ -213,10 +223,9 @@ pub(crate) fn lease(
 
 /// Whether claims take tasks of `queue` as they come: it is neither paused nor limited.
 pub(crate) fn queue_is_open(tx: &Transaction<'_>, queue: &str) -> Result<bool> {
-    tx.prepare_cached(
-        "SELECT NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1 \
-           AND (paused = 1 OR concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL))",
-    )
+    tx.prepare_cached(&format!(
+        "SELECT NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = ?1 AND {LIMITED_OR_PAUSED})"
+    ))
     .map_err(db_err)?
     .query_row([queue], |r| r.get(0))
     .map_err(db_err)
@@ -299,6 +308,10 @@ fn keys(tx: &Transaction<'_>, p: &TaskClaimParams, limits: &Limits) -> Result<Ve
         let max = i64::from(p.max);
         for queue in &queues {
             let limit = limits.quota.get(queue).map_or(max, |&left| left.min(max));
+            if let Some(&per_key) = limits.keyed.get(queue) {
+                keys.extend(super::keyed::claim_keys(tx, queue, per_key, limit, p)?);
+                continue;
+            }
             let args = [Value::Text(queue.clone()), Value::Integer(limit)]
                 .into_iter()
                 .chain(c.values.iter().cloned());

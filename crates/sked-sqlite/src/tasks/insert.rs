@@ -13,11 +13,11 @@ use crate::codec::{db_err, ms, ts};
 
 /// The columns an insert writes, in the order of [`Row::bind`].
 const COLUMNS: &str = "queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
-    unique_key, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at";
-const PER_ROW: usize = 14;
+    unique_key, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at, concurrency_key";
+const PER_ROW: usize = 15;
 
 /// Rows written by one statement of a bulk insert, largest first: few enough that a statement's
-/// parameters (14 a row) stay far below SQLite's limit, many enough that what a statement costs
+/// parameters (15 a row) stay far below SQLite's limit, many enough that what a statement costs
 /// beyond its rows (cursors opened and closed, the program started and reset) is paid rarely.
 /// A batch is written in statements of these sizes, so four statements are ever prepared.
 const STATEMENT_ROWS: [usize; 4] = [64, 16, 4, 1];
@@ -84,6 +84,7 @@ impl<'a> Row<'a> {
             &self.t.schedule,
             &self.t.nominal_at.map(ts),
             &self.now,
+            &task.key,
         ];
         for (i, v) in values.into_iter().enumerate() {
             stmt.raw_bind_parameter(first + i + 1, v).map_err(db_err)?;

@@ -18,6 +18,7 @@ use sked_store::states::{FINISHED_ANY, NOT_STARTED};
 use crate::indexed;
 
 pub(crate) mod claim;
+mod keyed;
 mod insert;
 
 pub(crate) use claim::claim;

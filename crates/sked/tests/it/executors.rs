@@ -35,6 +35,7 @@ fn task(kind: &str, payload: Value) -> Task {
         cancel_requested: false,
         last_error: None,
         result: None,
+        key: None,
         attempts: vec![],
     }
 }

@@ -1,0 +1,205 @@
+//! Claiming from a queue with a per-key limit: within each priority, keys take turns (from
+//! after the key the last claim served), and no key runs more than the limit at once.
+
+use std::cmp::Reverse;
+use std::collections::HashMap;
+
+use rusqlite::{Transaction, params, params_from_iter, types::Value};
+use sked_core::TaskId;
+use sked_store::keyed::{KEYS_PER_CLAIM, KeyHeads, in_turn, round_robin};
+use sked_store::*;
+
+use crate::codec::{db_err, from_ts};
+use crate::indexed;
+
+/// How many of a priority's first tasks a claim looks through for tasks without a key.
+const UNKEYED_LOOK: i64 = 1_000;
+
+/// A claim's key: priority (highest first), run time, id.
+type Key = (Reverse<i64>, i64, TaskId);
+
+/// The claim's filters (kinds, lowest priority) as SQL numbered from `first`, and their values.
+fn filters(p: &TaskClaimParams, first: usize) -> (String, Vec<Value>) {
+    let (mut sql, mut values) = (String::new(), Vec::new());
+    if !p.kinds.is_empty() {
+        let marks: Vec<String> = (0..p.kinds.len())
+            .map(|i| format!("?{}", first + i))
+            .collect();
+        sql.push_str(&format!(" AND kind IN ({})", marks.join(", ")));
+        values.extend(p.kinds.iter().map(|k| Value::Text(k.clone())));
+    }
+    if let Some(min) = p.min_priority {
+        sql.push_str(&format!(" AND priority >= ?{}", first + values.len()));
+        values.push(Value::Integer(i64::from(min)));
+    }
+    (sql, values)
+}
+
+/// The first tasks (at most `take`) a claim takes from `queue`, whose keys may each run
+/// `per_key` at once: the highest priority first, keys in turn within it. Moves the queue's
+/// turn on to the last key served.
+pub(super) fn claim_keys(
+    tx: &Transaction<'_>,
+    queue: &str,
+    per_key: u32,
+    take: i64,
+    p: &TaskClaimParams,
+) -> Result<Vec<Key>> {
+    let mut running: HashMap<String, i64> = HashMap::new();
+    {
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT concurrency_key, count(*) FROM tasks WHERE state = 'running' \
+                 AND queue = ?1 AND concurrency_key IS NOT NULL GROUP BY concurrency_key",
+            )
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([queue], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(db_err)?;
+        for row in rows {
+            let (key, n) = row.map_err(db_err)?;
+            running.insert(key, n);
+        }
+    }
+    let cursor: Option<String> = tx
+        .prepare_cached("SELECT key_cursor FROM queues WHERE name = ?1")
+        .map_err(db_err)?
+        .query_row([queue], |r| r.get(0))
+        .map_err(db_err)?;
+    let mut turn = cursor.clone();
+    let mut out: Vec<Key> = Vec::new();
+    // Priorities from the highest down, while the claim wants more.
+    let mut below = i64::MAX;
+    while (out.len() as i64) < take {
+        let Some(level) = next_level(tx, queue, below, p)? else {
+            break;
+        };
+        below = level;
+        let keys = keys_at(tx, queue, level, turn.as_deref(), p)?;
+        let mut heads = vec![KeyHeads {
+            key: None,
+            tasks: heads_of(tx, queue, level, None, take, p)?,
+        }];
+        for key in keys {
+            let room = i64::from(per_key) - running.get(&key).copied().unwrap_or(0);
+            if room <= 0 {
+                continue;
+            }
+            let tasks = heads_of(tx, queue, level, Some(&key), room.min(take), p)?;
+            heads.push(KeyHeads {
+                key: Some(key),
+                tasks,
+            });
+        }
+        let want = (take - out.len() as i64) as usize;
+        let (ids, last) = round_robin(&heads, want);
+        for h in &heads {
+            let taken = h.tasks.iter().filter(|(_, id)| ids.contains(id));
+            for (run_at, id) in taken {
+                out.push((Reverse(level), run_at.as_microsecond(), *id));
+                if let Some(key) = &h.key {
+                    *running.entry(key.clone()).or_default() += 1;
+                }
+            }
+        }
+        if let Some(Some(key)) = last {
+            turn = Some(key);
+        }
+    }
+    if turn != cursor {
+        tx.prepare_cached("UPDATE queues SET key_cursor = ?2 WHERE name = ?1")
+            .map_err(db_err)?
+            .execute(params![queue, turn])
+            .map_err(db_err)?;
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// The highest priority below `below` among the queue's available tasks the claim may take.
+fn next_level(
+    tx: &Transaction<'_>,
+    queue: &str,
+    below: i64,
+    p: &TaskClaimParams,
+) -> Result<Option<i64>> {
+    let (filter, values) = filters(p, 3);
+    let args = [Value::Text(queue.into()), Value::Integer(below)]
+        .into_iter()
+        .chain(values);
+    let mut stmt = tx
+        .prepare_cached(&indexed::keyed_level(&filter))
+        .map_err(db_err)?;
+    let mut rows = stmt.query(params_from_iter(args)).map_err(db_err)?;
+    match rows.next().map_err(db_err)? {
+        Some(r) => Ok(Some(r.get(0).map_err(db_err)?)),
+        None => Ok(None),
+    }
+}
+
+/// The keys with available tasks at `level`, in turn order from after `cursor`: at most
+/// [`KEYS_PER_CLAIM`].
+fn keys_at(
+    tx: &Transaction<'_>,
+    queue: &str,
+    level: i64,
+    cursor: Option<&str>,
+    p: &TaskClaimParams,
+) -> Result<Vec<String>> {
+    let (filter, values) = filters(p, 5);
+    let mut stmt = tx
+        .prepare_cached(&indexed::keyed_keys(&filter))
+        .map_err(db_err)?;
+    let mut read = |after: &str, most: usize| -> Result<Vec<String>> {
+        let args = [
+            Value::Text(queue.into()),
+            Value::Integer(level),
+            Value::Text(after.into()),
+            Value::Integer(most as i64),
+        ]
+        .into_iter()
+        .chain(values.iter().cloned());
+        let rows = stmt
+            .query_map(params_from_iter(args), |r| r.get::<_, String>(0))
+            .map_err(db_err)?;
+        rows.map(|r| r.map_err(db_err)).collect()
+    };
+    let mut keys = read(cursor.unwrap_or(""), KEYS_PER_CLAIM)?;
+    if let (Some(c), true) = (cursor, keys.len() < KEYS_PER_CLAIM) {
+        // Round again from the first key, up to the cursor.
+        let from_start = read("", KEYS_PER_CLAIM - keys.len())?;
+        keys.extend(from_start.into_iter().filter(|k| k.as_str() <= c));
+    }
+    Ok(in_turn(keys, cursor))
+}
+
+/// The first available tasks of `key` (`None`: without a key) at `level`, at most `most`.
+fn heads_of(
+    tx: &Transaction<'_>,
+    queue: &str,
+    level: i64,
+    key: Option<&str>,
+    most: i64,
+    p: &TaskClaimParams,
+) -> Result<Vec<(jiff::Timestamp, TaskId)>> {
+    let (filter, values) = filters(p, 5);
+    let (sql, third) = match key {
+        Some(k) => (indexed::keyed_heads(&filter), Value::Text(k.into())),
+        None => (indexed::unkeyed_heads(&filter), Value::Integer(UNKEYED_LOOK)),
+    };
+    let args = [
+        Value::Text(queue.into()),
+        Value::Integer(level),
+        third,
+        Value::Integer(most),
+    ]
+    .into_iter()
+    .chain(values);
+    let mut stmt = tx.prepare_cached(&sql).map_err(db_err)?;
+    let rows = stmt
+        .query_map(params_from_iter(args), |r| {
+            Ok((from_ts(r.get(0)?), r.get(1)?))
+        })
+        .map_err(db_err)?;
+    rows.map(|r| r.map_err(db_err)).collect()
+}

@@ -1,0 +1,120 @@
+//! Concurrency keys: a queue's per-key limit caps each key's running tasks, keys take turns
+//! within a priority across claims, and the setting is stored and shown.
+
+use sked_core::NewTask;
+
+use super::*;
+
+async fn per_key(store: &Shared, queue: &str, n: Option<u32>) -> QueueInfo {
+    store
+        .queue_update(QueueUpdateParams {
+            name: queue.into(),
+            per_key: Some(n),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+}
+
+fn keyed(queue: &str, key: Option<&str>, n: usize) -> Vec<NewTask> {
+    (0..n)
+        .map(|_| {
+            let t = NewTask::new("k").queue(queue);
+            match key {
+                Some(k) => t.key(k),
+                None => t,
+            }
+        })
+        .collect()
+}
+
+/// The keys of the tasks claimed (`-` for none), in claim order.
+fn keys_of(tasks: &[sked_core::Task]) -> Vec<String> {
+    tasks
+        .iter()
+        .map(|t| t.key.clone().unwrap_or_else(|| "-".into()))
+        .collect()
+}
+
+pub async fn a_per_key_limit_caps_each_key(store: &Shared) {
+    assert_eq!(per_key(store, "t", Some(2)).await.per_key, Some(2));
+    let mut tasks = keyed("t", Some("a"), 10);
+    tasks.extend(keyed("t", Some("b"), 3));
+    tasks.extend(keyed("t", None, 2));
+    insert_batch(store, &tasks, t0()).await;
+    let first = claim(store, 10, t0()).await;
+    let mut got = keys_of(&first);
+    got.sort();
+    // Two of each key; the tasks without a key are not capped.
+    assert_eq!(got, ["-", "-", "a", "a", "b", "b"]);
+    assert!(first.iter().all(|t| t.queue == "t"));
+    assert!(claim(store, 10, at(1)).await.is_empty(), "both keys at their limit");
+    // One of A ends: one more of A may start.
+    let a = first.iter().find(|t| t.key.as_deref() == Some("a")).unwrap();
+    finish(store, a.id, 1, FinishOutcome::Succeeded { result: None }, at(2))
+        .await
+        .unwrap();
+    assert_eq!(keys_of(&claim(store, 10, at(3)).await), ["a"]);
+    // The task keeps its key; the queue shows its limit, and removing it lifts the cap.
+    assert_eq!(store.task_get(a.id).await.unwrap().key.as_deref(), Some("a"));
+    let page = store
+        .queue_list(QueueListParams {
+            after: None,
+            limit: 10,
+            count_limit: QUEUE_COUNT_LIMIT,
+            now: at(3),
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.items[0].per_key, Some(2));
+    assert_eq!(per_key(store, "t", None).await.per_key, None);
+    assert_eq!(claim(store, 100, at(4)).await.len(), 8);
+}
+
+pub async fn keys_take_turns_across_claims(store: &Shared) {
+    per_key(store, "t", Some(100)).await;
+    // A's backlog is enqueued first, then B's and C's.
+    let mut tasks = keyed("t", Some("a"), 20);
+    tasks.extend(keyed("t", Some("b"), 5));
+    tasks.extend(keyed("t", Some("c"), 5));
+    insert_batch(store, &tasks, t0()).await;
+    let mut claims = Vec::new();
+    for i in 0..6 {
+        let mut keys = keys_of(&claim(store, 2, at(i)).await);
+        keys.sort();
+        claims.push(keys.join(""));
+    }
+    assert_eq!(
+        claims,
+        ["ab", "ac", "bc", "ab", "ac", "bc"],
+        "one task of each key in turn, the turn carried from claim to claim"
+    );
+    // A claim over named queues takes turns too.
+    let named = claim_from(store, &["t"], 3, at(7)).await;
+    let mut got = keys_of(&named);
+    got.sort();
+    assert_eq!(got, ["a", "b", "c"]);
+}
+
+pub async fn a_higher_priority_goes_first_across_keys(store: &Shared) {
+    per_key(store, "t", Some(5)).await;
+    let mut tasks = keyed("t", Some("a"), 3);
+    tasks.push(NewTask::new("k").queue("t").key("b").priority(5));
+    insert_batch(store, &tasks, t0()).await;
+    let got = claim(store, 1, at(1)).await;
+    assert_eq!(
+        (got[0].key.as_deref(), got[0].priority),
+        (Some("b"), 5),
+        "a later, higher task of another key first"
+    );
+    // Invalid keys are refused.
+    let too_long = NewTask::new("k").key("x".repeat(513));
+    let err = store
+        .task_insert_many(TaskInsertParams {
+            tasks: vec![too_long.into()],
+            now: at(2),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Invalid);
+}

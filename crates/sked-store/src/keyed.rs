@@ -1,0 +1,93 @@
+//! Limited queues and concurrency keys, as both backends claim them: which queues take the
+//! limited path, and the order in which a claim takes the tasks of a queue with a per-key
+//! limit (keys in turn within a priority).
+
+use jiff::Timestamp;
+use sked_core::TaskId;
+
+/// The condition, on a queue row `q`, of a queue whose claims take the limited path: a
+/// concurrency, rate or per-key limit.
+pub const LIMITED: &str =
+    "(q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL OR q.per_key_limit IS NOT NULL)";
+
+/// [`LIMITED`], or paused: claims do not take such a queue's tasks as they come.
+pub const LIMITED_OR_PAUSED: &str = "(q.paused OR q.concurrency_limit IS NOT NULL \
+    OR q.rate_limit IS NOT NULL OR q.per_key_limit IS NOT NULL)";
+
+/// The most keys one claim of a keyed queue looks at in one priority.
+pub const KEYS_PER_CLAIM: usize = 1_000;
+
+/// One key's first available tasks at one priority, in claim order (run time, then id), at
+/// most what the key may start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyHeads {
+    /// The key; `None` for the queue's tasks without one (no per-key limit applies to them).
+    pub key: Option<String>,
+    pub tasks: Vec<(Timestamp, TaskId)>,
+}
+
+/// The tasks a claim takes from keys at one priority, at most `take`: round by round, one task
+/// of each key in turn, in the order the keys are given (the turn starting after the key the
+/// previous claim served last). Returns the ids in that order and the last key served.
+pub fn round_robin(heads: &[KeyHeads], take: usize) -> (Vec<TaskId>, Option<Option<String>>) {
+    let mut chosen = Vec::new();
+    let mut last = None;
+    let rounds = heads.iter().map(|h| h.tasks.len()).max().unwrap_or(0);
+    'rounds: for round in 0..rounds {
+        for h in heads {
+            if chosen.len() >= take {
+                break 'rounds;
+            }
+            if let Some((_, id)) = h.tasks.get(round) {
+                chosen.push(*id);
+                last = Some(h.key.clone());
+            }
+        }
+    }
+    (chosen, last)
+}
+
+/// The keys in turn order: those after `cursor` (the last key served), then from the first.
+pub fn in_turn(mut keys: Vec<String>, cursor: Option<&str>) -> Vec<String> {
+    keys.sort_unstable();
+    keys.dedup();
+    let split = cursor.map_or(0, |c| keys.partition_point(|k| k.as_str() <= c));
+    keys.rotate_left(split);
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn heads(key: &str, ids: &[i64]) -> KeyHeads {
+        KeyHeads {
+            key: Some(key.into()),
+            tasks: ids
+                .iter()
+                .map(|id| (Timestamp::UNIX_EPOCH, *id))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn keys_take_turns_round_by_round() {
+        // A has a long backlog, B two tasks, C one.
+        let h = [heads("a", &[1, 2, 3, 4]), heads("b", &[10, 11]), heads("c", &[20])];
+        assert_eq!(
+            round_robin(&h, 5),
+            (vec![1, 10, 20, 2, 11], Some(Some("b".to_string())))
+        );
+        assert_eq!(round_robin(&h, 100).0, vec![1, 10, 20, 2, 11, 3, 4]);
+        assert_eq!(round_robin(&h, 0), (vec![], None));
+    }
+
+    #[test]
+    fn the_turn_starts_after_the_last_key_served() {
+        let keys = vec!["c".to_string(), "a".into(), "b".into(), "d".into()];
+        assert_eq!(in_turn(keys.clone(), Some("b")), ["c", "d", "a", "b"]);
+        assert_eq!(in_turn(keys.clone(), None), ["a", "b", "c", "d"]);
+        assert_eq!(in_turn(keys.clone(), Some("bb")), ["c", "d", "a", "b"]);
+        assert_eq!(in_turn(keys, Some("z")), ["a", "b", "c", "d"]);
+    }
+}
