@@ -4,6 +4,7 @@
 mod clock;
 mod duration;
 mod error;
+mod new_task;
 mod rate;
 mod retry;
 pub mod schedule;
@@ -23,10 +24,9 @@ pub use schedule::{
     ScheduleDef, Spec, TaskTemplate, jitter_offset, parse_zone,
 };
 pub use task::{
-    Attempt, Backoff, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_KEY_CHARS, MAX_PAYLOAD_BYTES, NewTask,
-    Task,
-    TaskId, TaskState, Transition, TransitionError, check_payload_size, state_after_failure,
-    validate_name,
+    Attempt, Backoff, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_KEY_CHARS, MAX_PAYLOAD_BYTES,
+    NewTask, Task, TaskId, TaskState, Transition, TransitionError, check_payload_size,
+    state_after_failure, validate_name,
 };
 
 // Re-exported so users of sked-core name the same time types.

@@ -84,7 +84,7 @@ pub(crate) async fn limit(
         .map_err(|e| ApiError::invalid(e.to_string()))?;
     if l.is_empty() {
         return Err(ApiError::invalid(
-            "name a limit to set: concurrency (tasks running at once) or rate (like \"10/s\"); null removes one",
+            "name a limit to set: concurrency (tasks running at once), rate (like \"10/s\") or per_key (tasks of one key running at once); null removes one",
         ));
     }
     let rate = l.rate_with_burst().map_err(ApiError::invalid)?;
@@ -94,6 +94,7 @@ pub(crate) async fn limit(
             name,
             concurrency_limit: l.concurrency,
             rate,
+            per_key: l.per_key,
             ..Default::default()
         })
         .await?;

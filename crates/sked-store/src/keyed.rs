@@ -63,17 +63,18 @@ mod tests {
     fn heads(key: &str, ids: &[i64]) -> KeyHeads {
         KeyHeads {
             key: Some(key.into()),
-            tasks: ids
-                .iter()
-                .map(|id| (Timestamp::UNIX_EPOCH, *id))
-                .collect(),
+            tasks: ids.iter().map(|id| (Timestamp::UNIX_EPOCH, *id)).collect(),
         }
     }
 
     #[test]
     fn keys_take_turns_round_by_round() {
         // A has a long backlog, B two tasks, C one.
-        let h = [heads("a", &[1, 2, 3, 4]), heads("b", &[10, 11]), heads("c", &[20])];
+        let h = [
+            heads("a", &[1, 2, 3, 4]),
+            heads("b", &[10, 11]),
+            heads("c", &[20]),
+        ];
         assert_eq!(
             round_robin(&h, 5),
             (vec![1, 10, 20, 2, 11], Some(Some("b".to_string())))

@@ -10,8 +10,8 @@ pub mod columns;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod counts;
-pub mod keyed;
 mod error;
+pub mod keyed;
 pub mod page;
 pub mod rate;
 pub mod rules;

@@ -42,6 +42,10 @@ pub(crate) enum QueueCmd {
         /// long-run rate stays the rate
         #[arg(long, value_name = "N", requires = "rate")]
         burst: Option<u32>,
+        /// Most tasks of one key (`sked task add --key K`) running at once, or none; claims
+        /// take keys in turn, so one key's backlog does not hold the others back
+        #[arg(long, value_name = "N|none")]
+        per_key: Option<String>,
     },
 }
 
@@ -51,16 +55,19 @@ fn limits(
     concurrency: Option<String>,
     rate: Option<String>,
     burst: Option<u32>,
+    per_key: Option<String>,
 ) -> Result<sked::api::QueueLimit, CliError> {
-    let concurrency = match limit.or(concurrency) {
-        None => None,
-        Some(n) if n == "none" => Some(None),
-        Some(n) => Some(Some(n.parse::<u32>().map_err(|_| {
+    let count = |what: &str, v: Option<String>| match v {
+        None => Ok(None),
+        Some(n) if n == "none" => Ok(Some(None)),
+        Some(n) => n.parse::<u32>().map(|n| Some(Some(n))).map_err(|_| {
             CliError::usage(format!(
-                "invalid concurrency limit {n:?}: expected a whole number or none"
+                "invalid {what} {n:?}: expected a whole number or none"
             ))
-        })?)),
+        }),
     };
+    let concurrency = count("concurrency limit", limit.or(concurrency))?;
+    let per_key = count("--per-key limit", per_key)?;
     let rate = match rate {
         None => None,
         Some(r) if r == "none" => Some(None),
@@ -73,10 +80,11 @@ fn limits(
         concurrency,
         rate,
         burst,
+        per_key,
     };
     if limits.is_empty() {
         return Err(CliError::usage(
-            "name a limit: sked queue limit QUEUE N, --concurrency N|none or --rate N/PERIOD|none",
+            "name a limit: sked queue limit QUEUE N, --concurrency N|none, --rate N/PERIOD|none or --per-key N|none",
         ));
     }
     // One rate, the burst in it, as the server reads it.
@@ -111,6 +119,7 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
                                 if q.paused { "yes" } else { "no" }.into(),
                                 opt(q.concurrency_limit.as_ref()),
                                 rate(q),
+                                opt(q.per_key.as_ref()),
                                 held(q),
                             ];
                             row.extend(TaskState::ALL.map(|s| queue_count(q, s)));
@@ -123,6 +132,7 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
                             "PAUSED",
                             "LIMIT",
                             "RATE",
+                            "PER KEY",
                             "HELD BY",
                             "SCHEDULED",
                             "AVAILABLE",
@@ -146,8 +156,9 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
             concurrency,
             rate,
             burst,
+            per_key,
         } => {
-            let limits = limits(limit, concurrency, rate, burst)?;
+            let limits = limits(limit, concurrency, rate, burst, per_key)?;
             client.queue_limits(&queue, limits).await
         }
     }
@@ -155,10 +166,11 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
     show(remote, &q, |q: &QueueInfo| {
         let paused = if q.paused { "paused" } else { "running" };
         out!(
-            "{} {paused}, limit {}, rate {}",
+            "{} {paused}, limit {}, rate {}, per key {}",
             q.name,
             opt(q.concurrency_limit.as_ref()),
-            opt(q.rate.as_ref())
+            opt(q.rate.as_ref()),
+            opt(q.per_key.as_ref())
         );
     });
     Ok(())

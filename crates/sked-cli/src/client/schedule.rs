@@ -93,6 +93,9 @@ pub(crate) struct ScheduleAdd {
     /// Execution deadline of one attempt (e.g. 30s)
     #[arg(long, value_name = "DUR")]
     timeout: Option<String>,
+    /// The runs' concurrency key (see `sked task add --key`)
+    #[arg(long, value_name = "KEY")]
+    key: Option<String>,
     /// When an occurrence comes while a run is unfinished: skip it, allow both, allow:N (at
     /// most N at once, the rest skipped), buffer_one until the run ends, or replace (cancel)
     /// the run
@@ -153,6 +156,9 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
                 .max_attempts(a.max_attempts);
             if let Some(t) = &a.timeout {
                 task = task.timeout(flag_duration("--timeout", t)?);
+            }
+            if let Some(k) = &a.key {
+                task = task.key(k.clone());
             }
             let mut def = ScheduleDef::new(a.name.clone(), spec, task)
                 .tz(a.tz.clone())

@@ -115,6 +115,10 @@ pub(crate) struct TaskAdd {
     /// task starts replaces its payload and moves it (e.g. 30s)
     #[arg(long, value_name = "DUR", requires = "unique_key")]
     debounce: Option<String>,
+    /// A concurrency key (a tenant, say): the queue's per-key limit caps how many tasks of
+    /// one key run at once, and keys take turns
+    #[arg(long, value_name = "KEY")]
+    key: Option<String>,
 }
 
 pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
@@ -149,6 +153,10 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
             if let Some(d) = &a.debounce {
                 task = task.debounce(flag_duration("--debounce", d)?);
             }
+            if let Some(k) = a.key {
+                task = task.key(k);
+            }
+            task.validate_fields().map_err(CliError::usage)?;
             let inserted = client.enqueue(task).await.map_err(failed)?;
             show(remote, &inserted, |t| out!("{}", t.id));
         }
@@ -256,6 +264,7 @@ fn print_task(t: &Task) {
         ("id", t.id.to_string()),
         ("kind", t.kind.clone()),
         ("queue", t.queue.clone()),
+        ("key", opt(t.key.as_ref())),
         ("state", t.state.to_string()),
         ("priority", t.priority.to_string()),
         ("attempt", t.attempt.to_string()),

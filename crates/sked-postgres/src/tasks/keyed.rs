@@ -244,7 +244,5 @@ async fn unkeyed_heads(
         )
         .await
         .map_err(db_err)?;
-    rows.iter()
-        .map(|r| Ok((col(r, 0)?, col(r, 1)?)))
-        .collect()
+    rows.iter().map(|r| Ok((col(r, 0)?, col(r, 1)?))).collect()
 }

@@ -10,8 +10,8 @@ pub(crate) mod claim;
 pub(crate) mod cursor;
 mod ending;
 mod insert;
-mod known;
 mod keyed;
+mod known;
 mod limited;
 
 pub(crate) use claim::{claim, heartbeat};

@@ -185,7 +185,10 @@ fn heads_of(
     let (filter, values) = filters(p, 5);
     let (sql, third) = match key {
         Some(k) => (indexed::keyed_heads(&filter), Value::Text(k.into())),
-        None => (indexed::unkeyed_heads(&filter), Value::Integer(UNKEYED_LOOK)),
+        None => (
+            indexed::unkeyed_heads(&filter),
+            Value::Integer(UNKEYED_LOOK),
+        ),
     };
     let args = [
         Value::Text(queue.into()),

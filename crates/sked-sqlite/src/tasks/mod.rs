@@ -18,8 +18,8 @@ use sked_store::states::{FINISHED_ANY, NOT_STARTED};
 use crate::indexed;
 
 pub(crate) mod claim;
-mod keyed;
 mod insert;
+mod keyed;
 
 pub(crate) use claim::claim;
 pub(crate) use insert::{insert_claimed, insert_many, insert_one};

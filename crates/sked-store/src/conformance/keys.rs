@@ -48,15 +48,30 @@ pub async fn a_per_key_limit_caps_each_key(store: &Shared) {
     // Two of each key; the tasks without a key are not capped.
     assert_eq!(got, ["-", "-", "a", "a", "b", "b"]);
     assert!(first.iter().all(|t| t.queue == "t"));
-    assert!(claim(store, 10, at(1)).await.is_empty(), "both keys at their limit");
+    assert!(
+        claim(store, 10, at(1)).await.is_empty(),
+        "both keys at their limit"
+    );
     // One of A ends: one more of A may start.
-    let a = first.iter().find(|t| t.key.as_deref() == Some("a")).unwrap();
-    finish(store, a.id, 1, FinishOutcome::Succeeded { result: None }, at(2))
-        .await
+    let a = first
+        .iter()
+        .find(|t| t.key.as_deref() == Some("a"))
         .unwrap();
+    finish(
+        store,
+        a.id,
+        1,
+        FinishOutcome::Succeeded { result: None },
+        at(2),
+    )
+    .await
+    .unwrap();
     assert_eq!(keys_of(&claim(store, 10, at(3)).await), ["a"]);
     // The task keeps its key; the queue shows its limit, and removing it lifts the cap.
-    assert_eq!(store.task_get(a.id).await.unwrap().key.as_deref(), Some("a"));
+    assert_eq!(
+        store.task_get(a.id).await.unwrap().key.as_deref(),
+        Some("a")
+    );
     let page = store
         .queue_list(QueueListParams {
             after: None,

@@ -172,12 +172,22 @@ pub struct QueueLimit {
     /// as `10/s burst 5`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<u32>,
+    /// Tasks of one concurrency key running at once; claims take keys in turn.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub per_key: Option<Option<u32>>,
 }
 
 impl QueueLimit {
     /// Whether it changes anything.
     pub fn is_empty(&self) -> bool {
-        self.concurrency.is_none() && self.rate.is_none() && self.burst.is_none()
+        self.concurrency.is_none()
+            && self.rate.is_none()
+            && self.burst.is_none()
+            && self.per_key.is_none()
     }
 
     /// The rate limit to set, with the burst in it: `None` leaves the rate as it is,

@@ -361,6 +361,7 @@ impl Client {
                 self.queue_update(name, "limit", |p| {
                     p.concurrency_limit = limits.concurrency;
                     p.rate = rate;
+                    p.per_key = limits.per_key;
                 })
                 .await
             }

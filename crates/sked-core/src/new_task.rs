@@ -1,0 +1,257 @@
+//! A task to enqueue: its fields, their defaults and limits, and their validation.
+
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::error::SpecError;
+
+/// Limits that apply to new tasks.
+pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+pub const DEFAULT_MAX_ATTEMPTS: i32 = 25;
+pub const DEFAULT_QUEUE: &str = "default";
+
+/// A task to enqueue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewTask {
+    pub kind: String,
+    #[serde(default = "default_queue")]
+    pub queue: String,
+    #[serde(default)]
+    pub payload: serde_json::Value,
+    #[serde(default)]
+    pub priority: i32,
+    /// When to run; `None` means now.
+    #[serde(default)]
+    pub run_at: Option<Timestamp>,
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: i32,
+    /// Execution deadline of one attempt.
+    #[serde(default, with = "crate::serde_duration::option")]
+    pub timeout: Option<SignedDuration>,
+    #[serde(default)]
+    pub unique_key: Option<String>,
+    /// With `unique_key`: the key stays held this long after this task's enqueue, finished
+    /// or not (a dedup window; without it the key is held while the task is unfinished).
+    #[serde(
+        default,
+        with = "crate::serde_duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub unique_for: Option<SignedDuration>,
+    /// With `unique_key`: the task runs once the key has been quiet this long. It is due
+    /// `debounce` after its enqueue; an enqueue that finds the key held by a task that has
+    /// not started replaces that task's payload and moves it to `debounce` from then.
+    #[serde(
+        default,
+        with = "crate::serde_duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub debounce: Option<SignedDuration>,
+    /// Overrides the default retry backoff for this task.
+    #[serde(default)]
+    pub backoff: Option<Backoff>,
+    /// A concurrency key (a tenant, say): a queue's per-key limit caps the running tasks of
+    /// each key, and claims take keys in turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+/// The longest unique or concurrency key, in characters.
+pub const MAX_KEY_CHARS: usize = 512;
+
+/// A task's own retry backoff: `base` doubling up to `max` (with the usual jitter).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Backoff {
+    #[serde(with = "crate::serde_duration")]
+    pub base: SignedDuration,
+    #[serde(with = "crate::serde_duration")]
+    pub max: SignedDuration,
+}
+
+pub(crate) fn default_queue() -> String {
+    DEFAULT_QUEUE.to_string()
+}
+
+pub(crate) fn default_max_attempts() -> i32 {
+    DEFAULT_MAX_ATTEMPTS
+}
+
+impl NewTask {
+    /// A task of this kind: queue `default`, no payload, priority 0, due now, 25 attempts.
+    /// The methods below set the rest:
+    /// `NewTask::new("email").payload(json!({"to": "a@b.c"})).queue("mail").priority(5)`.
+    pub fn new(kind: impl Into<String>) -> NewTask {
+        NewTask {
+            kind: kind.into(),
+            queue: default_queue(),
+            payload: serde_json::Value::Null,
+            priority: 0,
+            run_at: None,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            timeout: None,
+            unique_key: None,
+            unique_for: None,
+            debounce: None,
+            backoff: None,
+            key: None,
+        }
+    }
+
+    /// With this concurrency key: a queue's per-key limit caps the running tasks of each key,
+    /// and claims take keys in turn.
+    pub fn key(mut self, key: impl Into<String>) -> NewTask {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// In this queue.
+    pub fn queue(mut self, queue: impl Into<String>) -> NewTask {
+        self.queue = queue.into();
+        self
+    }
+
+    /// With this JSON payload (at most 1 MiB serialized).
+    pub fn payload(mut self, payload: serde_json::Value) -> NewTask {
+        self.payload = payload;
+        self
+    }
+
+    /// With this priority: higher runs first.
+    pub fn priority(mut self, priority: i32) -> NewTask {
+        self.priority = priority;
+        self
+    }
+
+    /// Due at this time instead of now.
+    pub fn run_at(mut self, at: Timestamp) -> NewTask {
+        self.run_at = Some(at);
+        self
+    }
+
+    /// At most this many attempts before it is dead.
+    pub fn max_attempts(mut self, n: i32) -> NewTask {
+        self.max_attempts = n;
+        self
+    }
+
+    /// Each attempt is stopped after this long.
+    pub fn timeout(mut self, timeout: SignedDuration) -> NewTask {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// While an unfinished task holds this key, enqueuing another returns that one.
+    pub fn unique_key(mut self, key: impl Into<String>) -> NewTask {
+        self.unique_key = Some(key.into());
+        self
+    }
+
+    /// With a unique key: the key stays held this long after the enqueue, finished or not.
+    pub fn unique_for(mut self, window: SignedDuration) -> NewTask {
+        self.unique_for = Some(window);
+        self
+    }
+
+    /// With a unique key: runs once the key has been quiet this long (see
+    /// [`NewTask::debounce`]'s field).
+    pub fn debounce(mut self, quiet: SignedDuration) -> NewTask {
+        self.debounce = Some(quiet);
+        self
+    }
+
+    /// Retries wait `base`, doubling up to `max` (with jitter), instead of the default.
+    pub fn backoff(mut self, base: SignedDuration, max: SignedDuration) -> NewTask {
+        self.backoff = Some(Backoff { base, max });
+        self
+    }
+
+    /// Checks everything that can be checked without a store.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        self.validate_fields()?;
+        let size = serde_json::to_vec(&self.payload)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        check_payload_size(size)
+    }
+
+    /// Checks everything [`validate`](Self::validate) checks but the payload's size, for a
+    /// caller that serializes the payload anyway and gives its length to
+    /// [`check_payload_size`].
+    pub fn validate_fields(&self) -> Result<(), SpecError> {
+        validate_name("kind", &self.kind)?;
+        validate_name("queue", &self.queue)?;
+        if self.max_attempts < 1 {
+            return Err(SpecError::new(format!(
+                "max_attempts must be at least 1, got {}",
+                self.max_attempts
+            )));
+        }
+        if let Some(t) = self.timeout {
+            if t <= SignedDuration::ZERO {
+                return Err(SpecError::new("timeout must be positive"));
+            }
+            crate::check_duration("timeout", t)?;
+        }
+        for (name, k) in [("unique_key", &self.unique_key), ("key", &self.key)] {
+            if let Some(k) = k {
+                if k.is_empty() || k.chars().count() > MAX_KEY_CHARS {
+                    return Err(SpecError::new(format!(
+                        "{name} must be 1 to {MAX_KEY_CHARS} characters long"
+                    )));
+                }
+            }
+        }
+        for (name, d) in [("unique_for", self.unique_for), ("debounce", self.debounce)] {
+            let Some(d) = d else { continue };
+            if self.unique_key.is_none() {
+                return Err(SpecError::new(format!("{name} needs a unique_key")));
+            }
+            if d <= SignedDuration::ZERO {
+                return Err(SpecError::new(format!("{name} must be positive")));
+            }
+            crate::check_duration(name, d)?;
+        }
+        if self.unique_for.is_some() && self.debounce.is_some() {
+            return Err(SpecError::new(
+                "unique_for and debounce do not go together: a debounced key is held until its task starts",
+            ));
+        }
+        if let Some(b) = self.backoff {
+            if b.base <= SignedDuration::ZERO || b.max < b.base {
+                return Err(SpecError::new("backoff needs base > 0 and max >= base"));
+            }
+            crate::check_duration("backoff max", b.max)?;
+        }
+        Ok(())
+    }
+}
+
+/// A payload of `size` bytes of JSON is within [`MAX_PAYLOAD_BYTES`].
+pub fn check_payload_size(size: usize) -> Result<(), SpecError> {
+    if size > MAX_PAYLOAD_BYTES {
+        return Err(SpecError::new(format!(
+            "payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes"
+        )));
+    }
+    Ok(())
+}
+
+/// Names of kinds, queues and schedules: 1 to 128 characters, no control characters.
+pub fn validate_name(what: &str, name: &str) -> Result<(), SpecError> {
+    if name.is_empty() || name.chars().count() > 128 {
+        return Err(SpecError::new(format!(
+            "{what} must be 1 to 128 characters long"
+        )));
+    }
+    if name
+        .chars()
+        .any(|c| c.is_control() || c.is_whitespace() || c == '/')
+    {
+        return Err(SpecError::new(format!(
+            "{what} {name:?} contains whitespace, '/' or a control character"
+        )));
+    }
+    Ok(())
+}
