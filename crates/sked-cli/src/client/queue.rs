@@ -44,7 +44,7 @@ pub(crate) enum QueueCmd {
         burst: Option<u32>,
         /// Most tasks of one key (`sked task add --key K`) running at once, or none; claims
         /// take keys in turn, so one key's backlog does not hold the others back
-        #[arg(long, value_name = "N|none")]
+        #[arg(long, value_name = "N|none", allow_hyphen_values = true)]
         per_key: Option<String>,
     },
 }

@@ -14,6 +14,7 @@ mod executors_cli;
 mod held_tasks;
 mod hostile_cli;
 mod hostile_lists;
+mod keys;
 mod metrics;
 mod observe_cli;
 mod pg_secrets;

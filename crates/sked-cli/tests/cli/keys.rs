@@ -1,0 +1,164 @@
+//! Concurrency keys through the real binary on SQLite: with `--per-key 2`, a key with a large
+//! backlog enqueued first does not hold back another key's few tasks, and no key ever runs
+//! more than two at once; bad per-key limits and keys are refused.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde_json::{Value, json};
+
+use crate::common::{Server, wait_for};
+use crate::hostile_cli::request;
+
+/// Imports `n` shell tasks of `queue` with concurrency key `key`, in one transaction.
+fn enqueue_keyed(srv: &Server, queue: &str, key: &str, n: usize) {
+    let line = json!({
+        "kind": "shell",
+        "queue": queue,
+        "key": key,
+        "payload": {"command": "sleep 0.02"},
+    })
+    .to_string();
+    let file = srv.dir.join(format!("{key}.jsonl"));
+    std::fs::write(&file, vec![line; n].join("\n")).unwrap();
+    srv.ok(&["task", "import", file.to_str().unwrap()]);
+}
+
+/// Every task of the queue that has started: key, start, end (if it ended).
+fn spans(srv: &Server, queue: &str) -> Vec<(String, Timestamp, Option<Timestamp>)> {
+    let mut out = Vec::new();
+    let mut before: Option<String> = None;
+    loop {
+        let mut args = vec!["task", "ls", "--queue", queue, "--limit", "1000"];
+        let b;
+        if let Some(id) = &before {
+            b = id.clone();
+            args.extend(["--before", &b]);
+        }
+        let page = srv.json(&args);
+        let tasks = page["tasks"].as_array().unwrap();
+        for t in tasks {
+            let at = |f: &str| t[f].as_str().map(|s| s.parse::<Timestamp>().unwrap());
+            if let Some(started) = at("started_at") {
+                let key = t["key"].as_str().unwrap_or("-").to_string();
+                out.push((key, started, at("finished_at")));
+            }
+        }
+        match page["next_before"].as_i64() {
+            Some(id) if !tasks.is_empty() => before = Some(id.to_string()),
+            _ => return out,
+        }
+    }
+}
+
+#[test]
+fn a_small_key_is_not_held_back_by_a_large_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &["--exec", "shell", "--concurrency", "8"]);
+    let set = srv.ok(&["queue", "limit", "tenants", "--per-key", "2"]);
+    assert!(set.contains("per key 2"), "{set}");
+    // Paused while A's 2,000 and then B's 20 go in, so that both wait when work begins.
+    srv.ok(&["queue", "pause", "tenants"]);
+    enqueue_keyed(&srv, "tenants", "a", 2_000);
+    enqueue_keyed(&srv, "tenants", "b", 20);
+    srv.ok(&["queue", "resume", "tenants"]);
+    wait_for("B's tasks to finish", Duration::from_secs(60), || {
+        srv.json(&[
+            "task",
+            "ls",
+            "--queue",
+            "tenants",
+            "--state",
+            "succeeded",
+            "--limit",
+            "1000",
+        ])["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["key"] == "b")
+            .count()
+            == 20
+    });
+    let spans = spans(&srv, "tenants");
+    let b_done = spans
+        .iter()
+        .filter(|(k, _, _)| k == "b")
+        .filter_map(|(_, _, f)| *f)
+        .max()
+        .expect("B's tasks ended");
+    let a_done_before = spans
+        .iter()
+        .filter(|(k, _, f)| k == "a" && f.is_some_and(|f| f <= b_done))
+        .count();
+    assert!(
+        a_done_before < 200,
+        "A finished {a_done_before} before B's 20 were done"
+    );
+    // No instant had three tasks of one key running.
+    let mut most: HashMap<&str, usize> = HashMap::new();
+    for (key, start, _) in &spans {
+        let at_once = spans
+            .iter()
+            .filter(|(k, s, f)| k == key && s <= start && f.is_none_or(|f| f > *start))
+            .count();
+        let m = most.entry(key.as_str()).or_default();
+        *m = (*m).max(at_once);
+    }
+    assert!(most.values().all(|n| *n <= 2), "{most:?}");
+    assert_eq!(most.get("b"), Some(&2), "B ran two at once: {most:?}");
+    eprintln!("A finished {a_done_before} before B's 20; most at once per key: {most:?}");
+    // The queue and a task show the key and the limit.
+    let ls = srv.ok(&["queue", "ls"]);
+    assert!(ls.contains("PER KEY"), "{ls}");
+    let any = srv.json(&["task", "ls", "--queue", "tenants", "--limit", "1"])["tasks"][0]["id"]
+        .to_string();
+    assert!(srv.ok(&["task", "get", &any]).contains("key "));
+}
+
+#[test]
+fn bad_per_key_limits_and_keys_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &[]);
+    for args in [
+        vec!["queue", "limit", "q", "--per-key", "-1"],
+        vec!["queue", "limit", "q", "--per-key", "two"],
+    ] {
+        let out = srv.sked(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("per-key"), "{args:?}: {err}");
+    }
+    let long = "k".repeat(513);
+    let out = srv.sked(&["task", "add", "--kind", "k", "--key", &long]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("key must be 1 to 512"));
+    for body in [json!({"per_key": -1}), json!({"per_key": "two"})] {
+        let (status, answer) = request(&srv, "PUT", "/v1/queues/q/limit", &body.to_string());
+        assert_eq!(status, 422, "{body}: {answer}");
+    }
+    let (status, answer) = request(
+        &srv,
+        "POST",
+        "/v1/tasks",
+        &json!({"kind": "k", "key": ""}).to_string(),
+    );
+    assert_eq!(status, 422, "{answer}");
+    // Nothing changed: no queue q, no task.
+    let queues: Value = srv.json(&["queue", "ls"]);
+    assert!(
+        queues["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|q| q["name"] != "q"),
+        "{queues}"
+    );
+    assert!(
+        srv.json(&["task", "ls"])["tasks"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
