@@ -310,6 +310,19 @@ impl Store for PgStore {
         Ok(task)
     }
 
+    async fn task_bulk(&self, params: TaskBulkParams) -> Result<BulkBatch> {
+        let (batch, claimable) = self
+            .op(async |c, ch| tasks::bulk::batch(c, ch, &params).await)
+            .await?;
+        self.claimable(claimable);
+        Ok(batch)
+    }
+
+    async fn task_bulk_count(&self, filter: BulkFilter) -> Result<u64> {
+        self.op(async |c, _| tasks::bulk::count(c, &filter).await)
+            .await
+    }
+
     async fn task_reschedule(&self, params: TaskRescheduleParams) -> Result<Task> {
         let task = self
             .op(async |c, ch| tasks::reschedule(c, ch, &params).await)

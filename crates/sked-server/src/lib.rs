@@ -43,6 +43,7 @@ pub fn router(state: AppState) -> Router {
     let v1 = Router::new()
         .route("/tasks", post(tasks::enqueue).get(tasks::list))
         .route("/tasks/batch", post(tasks::enqueue_batch))
+        .route("/tasks/bulk", post(tasks::bulk))
         .route("/tasks/{id}", get(tasks::get))
         .route("/tasks/{id}/cancel", post(tasks::cancel))
         .route("/tasks/{id}/retry", post(tasks::retry))

@@ -132,3 +132,11 @@ pub(crate) async fn reschedule(
     let at = parse_time(&r.run_at, s.engine.now()).map_err(|e| ApiError::invalid(e.to_string()))?;
     Ok(Json(s.engine.reschedule(id, at).await?))
 }
+
+/// `POST /v1/tasks/bulk`: one batch of a retry or cancel by filter, or a dry run's count.
+pub(crate) async fn bulk(
+    State(s): State<AppState>,
+    ApiJson(req): ApiJson<sked::api::BulkRequest>,
+) -> Result<Json<sked::api::BulkAnswer>, ApiError> {
+    Ok(Json(req.run(&s.engine).await?))
+}

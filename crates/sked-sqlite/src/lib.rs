@@ -219,6 +219,15 @@ impl Store for SqliteStore {
         self.write(move |tx| tasks::retry(tx, &params)).await
     }
 
+    async fn task_bulk(&self, params: TaskBulkParams) -> Result<BulkBatch> {
+        self.write(move |tx| tasks::bulk::batch(tx, &params)).await
+    }
+
+    async fn task_bulk_count(&self, filter: BulkFilter) -> Result<u64> {
+        self.run(move |conn| tasks::bulk::count(conn, &filter))
+            .await
+    }
+
     async fn task_reschedule(&self, params: TaskRescheduleParams) -> Result<Task> {
         self.write(move |tx| tasks::reschedule(tx, &params)).await
     }

@@ -165,6 +165,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// The current holder of a lease, if any holds it at `now`.
     async fn lease_get(&self, name: &str, now: jiff::Timestamp) -> Result<Option<Lease>>;
 
+    /// One batch of a bulk operation: the action on the first `limit` tasks (by id, after
+    /// `after`) that match the filter and are in a state it applies to, in one transaction.
+    async fn task_bulk(&self, params: TaskBulkParams) -> Result<BulkBatch>;
+
+    /// How many tasks a bulk operation's filter matches now (what `--dry-run` reports).
+    async fn task_bulk_count(&self, filter: BulkFilter) -> Result<u64>;
+
     /// Creates or replaces a schedule. `next_fire_at` is used when the schedule is new or its
     /// spec, zone or paused flag changed; otherwise the stored one is kept.
     async fn schedule_upsert(&self, params: ScheduleUpsertParams) -> Result<Schedule>;

@@ -428,5 +428,7 @@ pub enum StoreEvent {
     Deaf,
 }
 
+mod bulk;
 mod schedules;
+pub use bulk::*;
 pub use schedules::*;

@@ -2,6 +2,7 @@
 
 use clap::{Args, Subcommand};
 use sked::api::ImportReport;
+use sked::store::BulkAction;
 use sked::{Client, NewTask, Task, TaskFilter, TaskState};
 
 use crate::output::{opt, table, time};
@@ -39,16 +40,12 @@ pub(crate) enum TaskCmd {
         #[arg(long, value_name = "ID")]
         before: Option<i64>,
     },
-    /// Cancel a task (a running one is told at its next heartbeat).
-    Cancel {
-        /// The task's id
-        id: String,
-    },
-    /// Run a finished task again.
-    Retry {
-        /// The task's id
-        id: String,
-    },
+    /// Cancel a task, or every task a filter matches (a running one is told at its next
+    /// heartbeat): `sked task cancel ID`, `sked task cancel --queue Q --state available`.
+    Cancel(super::bulk::Target),
+    /// Run a finished task again, or every task a filter matches: `sked task retry ID`,
+    /// `sked task retry --state dead --queue Q`.
+    Retry(super::bulk::Target),
     /// Enqueue every task of a JSON-lines file (one task object per line, the API's shape; `-`
     /// for stdin). The whole file is checked first: a bad line enqueues nothing.
     Import {
@@ -236,14 +233,20 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
                 );
             });
         }
-        TaskCmd::Cancel { id } => {
-            let task = client.cancel(task_id(&id)?).await.map_err(failed)?;
-            show(remote, &task, print_state);
-        }
-        TaskCmd::Retry { id } => {
-            let task = client.retry(task_id(&id)?).await.map_err(failed)?;
-            show(remote, &task, print_state);
-        }
+        TaskCmd::Cancel(t) => match super::bulk::single(&t)? {
+            Some(id) => {
+                let task = client.cancel(id).await.map_err(failed)?;
+                show(remote, &task, print_state);
+            }
+            None => super::bulk::run(&client, BulkAction::Cancel, t, remote).await?,
+        },
+        TaskCmd::Retry(t) => match super::bulk::single(&t)? {
+            Some(id) => {
+                let task = client.retry(id).await.map_err(failed)?;
+                show(remote, &task, print_state);
+            }
+            None => super::bulk::run(&client, BulkAction::Retry, t, remote).await?,
+        },
         TaskCmd::Import { file, batch } => import(&client, &file, batch, remote).await?,
         TaskCmd::Reschedule { id, at } => {
             let run_at =

@@ -6,6 +6,7 @@
 //! - [`ending`]: finishing attempts and rescuing expired ones.
 //! - here: reading tasks and the operator's actions (cancel, retry, reschedule), pruning.
 
+pub(crate) mod bulk;
 pub(crate) mod claim;
 pub(crate) mod cursor;
 mod ending;

@@ -17,6 +17,7 @@ use sked_store::states::{FINISHED_ANY, NOT_STARTED};
 
 use crate::indexed;
 
+pub(crate) mod bulk;
 pub(crate) mod claim;
 mod insert;
 mod keyed;

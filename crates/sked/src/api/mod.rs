@@ -108,6 +108,83 @@ pub struct Triggered {
     pub id: TaskId,
 }
 
+/// `POST /v1/tasks/bulk`: one batch of a retry or cancel of every task a filter matches, or
+/// (`dry_run`) how many it matches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BulkRequest {
+    /// `retry` (finished tasks) or `cancel` (unfinished ones).
+    pub action: sked_store::BulkAction,
+    /// The states to match (each one the action applies to).
+    pub state: Vec<sked_core::TaskState>,
+    /// Only tasks of this queue.
+    #[serde(default)]
+    pub queue: Option<String>,
+    /// Only tasks of this kind.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Only tasks enqueued before this instant.
+    #[serde(default)]
+    pub before: Option<Timestamp>,
+    /// Only tasks with a larger id: the previous batch's `next_after`.
+    #[serde(default)]
+    pub after: Option<TaskId>,
+    /// Tasks in this batch at most (default 500, at most 10,000).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Count the tasks that match; change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// The batch size of a bulk request that names none.
+pub const DEFAULT_BULK_BATCH: u32 = 500;
+
+impl BulkRequest {
+    /// Runs it on `engine`: the count for a dry run, else one batch.
+    pub async fn run(&self, engine: &crate::Engine) -> crate::Result<BulkAnswer> {
+        if self.dry_run {
+            let n = engine.task_bulk_count(self.action, self.filter()).await?;
+            return Ok(BulkAnswer {
+                matched: Some(n),
+                ..BulkAnswer::default()
+            });
+        }
+        let limit = self.limit.unwrap_or(DEFAULT_BULK_BATCH);
+        let batch = engine
+            .task_bulk(self.action, self.filter(), self.after, limit)
+            .await?;
+        Ok(BulkAnswer {
+            matched: None,
+            changed: batch.changed,
+            next_after: batch.next_after,
+        })
+    }
+
+    /// The filter it names.
+    pub fn filter(&self) -> sked_store::BulkFilter {
+        sked_store::BulkFilter {
+            states: self.state.clone(),
+            queue: self.queue.clone(),
+            kind: self.kind.clone(),
+            before: self.before,
+        }
+    }
+}
+
+/// What a bulk request did: how many tasks match (a dry run), or what one batch changed and
+/// where the next one starts (`null`: done).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkAnswer {
+    /// A dry run: how many tasks match now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched: Option<u64>,
+    /// Tasks this batch changed.
+    pub changed: u64,
+    /// The `after` of the next batch; `null` when this one was the last.
+    pub next_after: Option<TaskId>,
+}
+
 /// `POST /v1/schedules/{name}/backfill`: the range of past occurrences to enqueue, both ends
 /// included.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

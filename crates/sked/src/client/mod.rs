@@ -160,6 +160,14 @@ impl Client {
         }
     }
 
+    /// One batch of a bulk retry or cancel, or (`dry_run`) how many tasks it matches.
+    pub async fn task_bulk(&self, req: &api::BulkRequest) -> Result<api::BulkAnswer> {
+        match &self.inner {
+            Inner::Embedded(e) => req.run(e).await,
+            Inner::Remote(r) => r.post("/v1/tasks/bulk", req).await,
+        }
+    }
+
     /// Runs a finished task again.
     pub async fn retry(&self, id: TaskId) -> Result<Task> {
         match &self.inner {

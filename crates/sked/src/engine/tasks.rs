@@ -3,8 +3,9 @@
 use jiff::Timestamp;
 use sked_core::{NewTask, Task, TaskId, TaskState};
 use sked_store::{
-    FinishOutcome, TaskCancelParams, TaskInsertClaimedParams, TaskInsertParams, TaskInserted,
-    TaskListParams, TaskRescheduleParams, TaskRetryParams, rules,
+    BulkAction, BulkBatch, BulkFilter, FinishOutcome, TaskBulkParams, TaskCancelParams,
+    TaskInsertClaimedParams, TaskInsertParams, TaskInserted, TaskListParams, TaskRescheduleParams,
+    TaskRetryParams, rules,
 };
 
 use super::{Engine, lock};
@@ -220,6 +221,40 @@ impl Engine {
         Ok(t)
     }
 
+    /// One batch of a bulk retry or cancel: the action on the first `limit` tasks after
+    /// `after` (by id) that `filter` matches. A filter's states must each be one the action
+    /// applies to.
+    pub async fn task_bulk(
+        &self,
+        action: BulkAction,
+        filter: BulkFilter,
+        after: Option<TaskId>,
+        limit: u32,
+    ) -> Result<BulkBatch> {
+        check_bulk(action, &filter)?;
+        let batch = self
+            .inner
+            .store
+            .task_bulk(TaskBulkParams {
+                action,
+                filter,
+                after,
+                limit: limit.clamp(1, MAX_BULK_BATCH),
+                now: self.now(),
+            })
+            .await?;
+        if batch.changed > 0 {
+            self.wake_workers();
+        }
+        Ok(batch)
+    }
+
+    /// How many tasks a bulk operation's filter matches now.
+    pub async fn task_bulk_count(&self, action: BulkAction, filter: BulkFilter) -> Result<u64> {
+        check_bulk(action, &filter)?;
+        Ok(self.inner.store.task_bulk_count(filter).await?)
+    }
+
     /// Runs a finished task again, now, with at least one attempt left.
     pub async fn retry(&self, id: TaskId) -> Result<Task> {
         let t = self
@@ -319,4 +354,40 @@ mod tests {
             vec![inserted.id]
         );
     }
+}
+
+/// The most tasks one batch of a bulk operation changes.
+pub(crate) const MAX_BULK_BATCH: u32 = 10_000;
+
+/// A bulk operation names at least one state, each one its action applies to, and valid names.
+fn check_bulk(action: BulkAction, f: &BulkFilter) -> Result<()> {
+    if f.states.is_empty() {
+        return Err(Error::Invalid(format!(
+            "name the states to {}: one or more of {}",
+            action.as_str(),
+            names(action.applies_to())
+        )));
+    }
+    if let Some(s) = f.states.iter().find(|s| !action.applies_to().contains(s)) {
+        return Err(Error::Invalid(format!(
+            "{} does not apply to {s} tasks: it takes {}",
+            action.as_str(),
+            names(action.applies_to())
+        )));
+    }
+    if let Some(q) = &f.queue {
+        sked_core::validate_name("queue", q)?;
+    }
+    if let Some(k) = &f.kind {
+        sked_core::validate_name("kind", k)?;
+    }
+    Ok(())
+}
+
+fn names(states: &[sked_core::TaskState]) -> String {
+    states
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -1,0 +1,147 @@
+//! Bulk operations: retry or cancel every task a filter matches, one bounded batch per call,
+//! each batch one transaction of a few set-wise statements.
+
+use deadpool_postgres::Object;
+use sked_core::{Task, TaskState};
+use sked_store::states::{FINISHED, NOT_STARTED};
+use sked_store::*;
+
+use super::Param;
+use super::cursor::Key;
+use super::ending::AttemptRows;
+use crate::codec::{TASK_COLUMNS, col, db_err, tasks_from_rows};
+
+/// The filter's conditions on tasks `t`, their parameters pushed after those in `params`
+/// (numbered on from them).
+fn conditions<'a>(
+    f: &'a BulkFilter,
+    states: &'a Vec<&'a str>,
+    params: &mut Vec<Param<'a>>,
+) -> String {
+    let next = |params: &mut Vec<Param<'a>>, p: Param<'a>| {
+        params.push(p);
+        params.len()
+    };
+    let mut sql = format!("t.state = ANY(${}::text[])", next(params, states));
+    if let Some(q) = &f.queue {
+        sql.push_str(&format!(" AND t.queue = ${}::text", next(params, q)));
+    }
+    if let Some(k) = &f.kind {
+        sql.push_str(&format!(" AND t.kind = ${}::text", next(params, k)));
+    }
+    if let Some(b) = &f.before {
+        sql.push_str(&format!(" AND t.created_at < ${}::timestamptz", next(params, b)));
+    }
+    sql
+}
+
+fn state_names(f: &BulkFilter) -> Vec<&str> {
+    f.states.iter().map(|s| s.as_str()).collect()
+}
+
+pub(crate) async fn count(c: &mut Object, f: &BulkFilter) -> Result<u64> {
+    let states = state_names(f);
+    let mut params: Vec<Param<'_>> = Vec::new();
+    let cond = conditions(f, &states, &mut params);
+    let row = c
+        .query_one(
+            &format!("SELECT count(*) FROM sked_tasks t WHERE {cond}"),
+            &params,
+        )
+        .await
+        .map_err(db_err)?;
+    Ok(col::<i64>(&row, 0)?.max(0) as u64)
+}
+
+/// One batch; also the priority and run time of each task it made claimable (for
+/// [`crate::PgStore`]'s claim positions).
+pub(crate) async fn batch(
+    c: &mut Object,
+    channel: &str,
+    p: &TaskBulkParams,
+) -> Result<(BulkBatch, Vec<(i32, jiff::Timestamp, bool)>)> {
+    let tx = c.transaction().await.map_err(db_err)?;
+    let states = state_names(&p.filter);
+    let after = p.after.unwrap_or(0);
+    let limit = i64::from(p.limit);
+    let mut params: Vec<Param<'_>> = vec![&after, &limit];
+    let cond = conditions(&p.filter, &states, &mut params);
+    let rows = tx
+        .query(
+            &format!(
+                "SELECT {TASK_COLUMNS} FROM sked_tasks t WHERE {cond} AND t.id > $1 \
+                 ORDER BY t.id LIMIT $2 FOR UPDATE SKIP LOCKED"
+            ),
+            &params,
+        )
+        .await
+        .map_err(db_err)?;
+    let tasks: Vec<Task> = tasks_from_rows(&rows)?;
+    let ids: Vec<i64> = tasks.iter().map(|t| t.id).collect();
+    let mut claimable = Vec::new();
+    match p.action {
+        BulkAction::Retry => {
+            // Each row is about to describe a new attempt: keep the ones that ended them.
+            let mut attempts = AttemptRows::default();
+            for t in &tasks {
+                if let Some(last) = rules::current_attempt(t) {
+                    let at = last.finished_at.unwrap_or(p.now);
+                    attempts.push(t, &last.outcome, last.error.as_deref(), at);
+                }
+            }
+            attempts.insert(&tx).await?;
+            tx.execute(
+                &format!(
+                    "UPDATE sked_tasks t SET state = 'available', run_at = $2, finished_at = NULL, \
+                       cancel_requested = false, lease_expires_at = NULL, \
+                       max_attempts = greatest(t.max_attempts, t.attempt + 1) \
+                     WHERE t.id = ANY($1) AND t.state IN {FINISHED}"
+                ),
+                &[&ids, &p.now],
+            )
+            .await
+            .map_err(db_err)?;
+            claimable = tasks.iter().map(|t| (t.priority, p.now, false)).collect();
+            let first = tasks
+                .iter()
+                .map(|t| Key::before(t.priority, p.now))
+                .min_by_key(|k| k.order());
+            if first.is_some() {
+                super::announce_tasks(&*tx, channel, first, None).await?;
+            }
+        }
+        BulkAction::Cancel => {
+            tx.execute(
+                &format!(
+                    "UPDATE sked_tasks t SET state = 'cancelled', finished_at = $2 \
+                     WHERE t.id = ANY($1) AND t.state IN {NOT_STARTED}"
+                ),
+                &[&ids, &p.now],
+            )
+            .await
+            .map_err(db_err)?;
+            tx.execute(
+                "UPDATE sked_tasks t SET cancel_requested = true \
+                 WHERE t.id = ANY($1) AND t.state = 'running'",
+                &[&ids],
+            )
+            .await
+            .map_err(db_err)?;
+            let scheduled = tasks
+                .iter()
+                .any(|t| t.schedule.is_some() && t.state != TaskState::Running);
+            if scheduled {
+                super::announce_schedules(&*tx, channel).await?;
+            }
+        }
+    }
+    tx.commit().await.map_err(db_err)?;
+    let batch = BulkBatch {
+        changed: ids.len() as u64,
+        next_after: ids
+            .last()
+            .copied()
+            .filter(|_| ids.len() == p.limit as usize),
+    };
+    Ok((batch, claimable))
+}

@@ -1,0 +1,74 @@
+//! Bulk operations: retry or cancel every task a filter matches, one bounded batch per call.
+
+use rusqlite::{Connection, Transaction, params_from_iter, types::Value};
+use sked_core::TaskId;
+use sked_store::*;
+
+use crate::codec::{db_err, ts};
+
+/// The filter's conditions, and their values numbered from `?1`.
+fn conditions(f: &BulkFilter) -> (String, Vec<Value>) {
+    let mut values: Vec<Value> = f
+        .states
+        .iter()
+        .map(|s| Value::Text(s.as_str().into()))
+        .collect();
+    let marks: Vec<String> = (1..=values.len()).map(|i| format!("?{i}")).collect();
+    let mut sql = format!("state IN ({})", marks.join(", "));
+    for (column, value) in [("queue", &f.queue), ("kind", &f.kind)] {
+        if let Some(v) = value {
+            values.push(Value::Text(v.clone()));
+            sql.push_str(&format!(" AND {column} = ?{}", values.len()));
+        }
+    }
+    if let Some(before) = f.before {
+        values.push(Value::Integer(ts(before)));
+        sql.push_str(&format!(" AND created_at < ?{}", values.len()));
+    }
+    (sql, values)
+}
+
+pub(crate) fn count(conn: &Connection, f: &BulkFilter) -> Result<u64> {
+    let (cond, values) = conditions(f);
+    conn.prepare_cached(&format!("SELECT count(*) FROM tasks WHERE {cond}"))
+        .map_err(db_err)?
+        .query_row(params_from_iter(values), |r| r.get::<_, i64>(0))
+        .map(|n| n.max(0) as u64)
+        .map_err(db_err)
+}
+
+pub(crate) fn batch(tx: &Transaction<'_>, p: &TaskBulkParams) -> Result<BulkBatch> {
+    let (cond, mut values) = conditions(&p.filter);
+    values.push(Value::Integer(p.after.unwrap_or(0)));
+    let after = values.len();
+    values.push(Value::Integer(i64::from(p.limit)));
+    let ids: Vec<TaskId> = {
+        let mut stmt = tx
+            .prepare_cached(&format!(
+                "SELECT id FROM tasks WHERE {cond} AND id > ?{after} ORDER BY id LIMIT ?{}",
+                after + 1
+            ))
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map(params_from_iter(values), |r| r.get(0))
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+    };
+    for &id in &ids {
+        match p.action {
+            BulkAction::Retry => {
+                super::retry(tx, &TaskRetryParams { id, now: p.now })?;
+            }
+            BulkAction::Cancel => {
+                super::cancel(tx, id, p.now)?;
+            }
+        }
+    }
+    Ok(BulkBatch {
+        changed: ids.len() as u64,
+        next_after: ids
+            .last()
+            .copied()
+            .filter(|_| ids.len() == p.limit as usize),
+    })
+}
