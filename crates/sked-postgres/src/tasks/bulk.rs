@@ -15,7 +15,7 @@ use crate::codec::{TASK_COLUMNS, col, db_err, tasks_from_rows};
 /// (numbered on from them).
 fn conditions<'a>(
     f: &'a BulkFilter,
-    states: &'a Vec<&'a str>,
+    states: &'a Vec<String>,
     params: &mut Vec<Param<'a>>,
 ) -> String {
     let next = |params: &mut Vec<Param<'a>>, p: Param<'a>| {
@@ -30,13 +30,16 @@ fn conditions<'a>(
         sql.push_str(&format!(" AND t.kind = ${}::text", next(params, k)));
     }
     if let Some(b) = &f.before {
-        sql.push_str(&format!(" AND t.created_at < ${}::timestamptz", next(params, b)));
+        sql.push_str(&format!(
+            " AND t.created_at < ${}::timestamptz",
+            next(params, b)
+        ));
     }
     sql
 }
 
-fn state_names(f: &BulkFilter) -> Vec<&str> {
-    f.states.iter().map(|s| s.as_str()).collect()
+fn state_names(f: &BulkFilter) -> Vec<String> {
+    f.states.iter().map(|s| s.as_str().to_string()).collect()
 }
 
 pub(crate) async fn count(c: &mut Object, f: &BulkFilter) -> Result<u64> {

@@ -133,7 +133,7 @@ async fn next_level(
 }
 
 /// The keys with available tasks at `level`, in turn order from after `cursor`: at most
-/// [`KEYS_PER_CLAIM`], one probe of the keyed index per key.
+/// [`KEYS_PER_CLAIM`].
 async fn keys_at(
     tx: &Transaction<'_>,
     queue: &str,
@@ -141,39 +141,49 @@ async fn keys_at(
     cursor: Option<&str>,
     p: &TaskClaimParams,
 ) -> Result<Vec<String>> {
-    let read = async |after: &str, most: i64| -> Result<Vec<String>> {
-        let mut params: Vec<Param<'_>> = vec![&queue, &level, &after, &most];
-        let filter = filters(p, 5, &mut params);
-        let probe = |from: &str| {
-            format!(
-                "SELECT concurrency_key FROM sked_tasks WHERE state = 'available' \
-                 AND concurrency_key IS NOT NULL AND queue = $1 AND priority = $2 \
-                 AND concurrency_key > {from}{filter} ORDER BY concurrency_key LIMIT 1"
-            )
-        };
-        let rows = tx
-            .query(
-                &format!(
-                    "WITH RECURSIVE k(key, n) AS (SELECT ({}), 1 \
-                       UNION ALL SELECT ({}), k.n + 1 FROM k WHERE k.key IS NOT NULL AND k.n < $4::bigint) \
-                     SELECT key FROM k WHERE key IS NOT NULL",
-                    probe("$3::text"),
-                    probe("k.key")
-                ),
-                &params,
-            )
-            .await
-            .map_err(db_err)?;
-        rows.iter().map(|r| col(r, 0)).collect()
-    };
     let most = KEYS_PER_CLAIM as i64;
-    let mut keys = read(cursor.unwrap_or(""), most).await?;
+    let mut keys = keys_after(tx, queue, level, cursor.unwrap_or(""), most, p).await?;
     if let (Some(c), true) = (cursor, (keys.len() as i64) < most) {
         // Round again from the first key, up to the cursor.
-        let from_start = read("", most - keys.len() as i64).await?;
+        let from_start = keys_after(tx, queue, level, "", most - keys.len() as i64, p).await?;
         keys.extend(from_start.into_iter().filter(|k| k.as_str() <= c));
     }
     Ok(in_turn(keys, cursor))
+}
+
+/// At most `most` keys with available tasks at `level` after `after`, in key order: one probe
+/// of the keyed index per key.
+async fn keys_after(
+    tx: &Transaction<'_>,
+    queue: &str,
+    level: i32,
+    after: &str,
+    most: i64,
+    p: &TaskClaimParams,
+) -> Result<Vec<String>> {
+    let mut params: Vec<Param<'_>> = vec![&queue, &level, &after, &most];
+    let filter = filters(p, 5, &mut params);
+    let probe = |from: &str| {
+        format!(
+            "SELECT concurrency_key FROM sked_tasks WHERE state = 'available' \
+             AND concurrency_key IS NOT NULL AND queue = $1 AND priority = $2 \
+             AND concurrency_key > {from}{filter} ORDER BY concurrency_key LIMIT 1"
+        )
+    };
+    let rows = tx
+        .query(
+            &format!(
+                "WITH RECURSIVE k(key, n) AS (SELECT ({}), 1 \
+                   UNION ALL SELECT ({}), k.n + 1 FROM k WHERE k.key IS NOT NULL AND k.n < $4::bigint) \
+                 SELECT key FROM k WHERE key IS NOT NULL",
+                probe("$3::text"),
+                probe("k.key")
+            ),
+            &params,
+        )
+        .await
+        .map_err(db_err)?;
+    rows.iter().map(|r| col(r, 0)).collect()
 }
 
 /// The first available tasks of each key at `level`, at most its room, in one statement.
@@ -187,7 +197,7 @@ async fn keyed_heads(
     if rooms.is_empty() {
         return Ok(Vec::new());
     }
-    let keys: Vec<&str> = rooms.iter().map(|(k, _)| k.as_str()).collect();
+    let keys: Vec<String> = rooms.iter().map(|(k, _)| k.clone()).collect();
     let room: Vec<i64> = rooms.iter().map(|(_, r)| *r).collect();
     let mut params: Vec<Param<'_>> = vec![&queue, &level, &keys, &room];
     let filter = filters(p, 5, &mut params);
