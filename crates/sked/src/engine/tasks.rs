@@ -311,6 +311,42 @@ fn debounced(mut tasks: Vec<NewTask>, now: Timestamp) -> Result<Vec<NewTask>> {
     Ok(tasks)
 }
 
+/// The most tasks one batch of a bulk operation changes.
+pub(crate) const MAX_BULK_BATCH: u32 = 10_000;
+
+/// A bulk operation names at least one state, each one its action applies to, and valid names.
+fn check_bulk(action: BulkAction, f: &BulkFilter) -> Result<()> {
+    if f.states.is_empty() {
+        return Err(Error::Invalid(format!(
+            "name the states to {}: one or more of {}",
+            action.as_str(),
+            names(action.applies_to())
+        )));
+    }
+    if let Some(s) = f.states.iter().find(|s| !action.applies_to().contains(s)) {
+        return Err(Error::Invalid(format!(
+            "{} does not apply to {s} tasks: it takes {}",
+            action.as_str(),
+            names(action.applies_to())
+        )));
+    }
+    if let Some(q) = &f.queue {
+        sked_core::validate_name("queue", q)?;
+    }
+    if let Some(k) = &f.kind {
+        sked_core::validate_name("kind", k)?;
+    }
+    Ok(())
+}
+
+fn names(states: &[sked_core::TaskState]) -> String {
+    states
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -354,40 +390,4 @@ mod tests {
             vec![inserted.id]
         );
     }
-}
-
-/// The most tasks one batch of a bulk operation changes.
-pub(crate) const MAX_BULK_BATCH: u32 = 10_000;
-
-/// A bulk operation names at least one state, each one its action applies to, and valid names.
-fn check_bulk(action: BulkAction, f: &BulkFilter) -> Result<()> {
-    if f.states.is_empty() {
-        return Err(Error::Invalid(format!(
-            "name the states to {}: one or more of {}",
-            action.as_str(),
-            names(action.applies_to())
-        )));
-    }
-    if let Some(s) = f.states.iter().find(|s| !action.applies_to().contains(s)) {
-        return Err(Error::Invalid(format!(
-            "{} does not apply to {s} tasks: it takes {}",
-            action.as_str(),
-            names(action.applies_to())
-        )));
-    }
-    if let Some(q) = &f.queue {
-        sked_core::validate_name("queue", q)?;
-    }
-    if let Some(k) = &f.kind {
-        sked_core::validate_name("kind", k)?;
-    }
-    Ok(())
-}
-
-fn names(states: &[sked_core::TaskState]) -> String {
-    states
-        .iter()
-        .map(|s| s.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
