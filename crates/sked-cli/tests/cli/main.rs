@@ -8,6 +8,7 @@
 mod common;
 
 mod bench_cli;
+mod bulk;
 mod dedup;
 mod e2e;
 mod executors_cli;

@@ -1,0 +1,159 @@
+//! Bulk retry through the real binary on SQLite: 100,000 dead tasks, a dry run that counts
+//! them and changes nothing, then a retry in bounded batches while another client reads a
+//! task; its reads stay quick (p99 at most 50 ms).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{SKED, Server, http_get};
+use crate::hostile_cli::request;
+
+const N: usize = 100_000;
+
+/// Claims and fails every task, a thousand at a time, through the worker protocol.
+fn kill_all(srv: &Server) {
+    let mut dead = 0;
+    while dead < N {
+        let claim = json!({"worker": "doom", "max": 1000}).to_string();
+        let (status, body) = request(srv, "POST", "/v1/claim", &claim);
+        assert_eq!(status, 200, "{body}");
+        let tasks: Value = serde_json::from_str(&body).unwrap();
+        let tasks = tasks["tasks"].as_array().unwrap();
+        assert!(!tasks.is_empty(), "ran out of tasks after {dead}");
+        let results: Vec<Value> = tasks
+            .iter()
+            .map(|t| {
+                json!({"id": t["id"], "attempt": t["attempt"], "outcome": "failed",
+                       "error": "doomed", "retryable": false})
+            })
+            .collect();
+        let (status, body) = request(
+            srv,
+            "POST",
+            "/v1/finish",
+            &json!({ "results": results }).to_string(),
+        );
+        assert_eq!(status, 200, "{body}");
+        dead += tasks.len();
+    }
+}
+
+fn matching(srv: &Server, args: &[&str]) -> u64 {
+    let out = srv.json(args);
+    out["matched"].as_u64().unwrap_or_else(|| panic!("{out}"))
+}
+
+#[test]
+fn a_hundred_thousand_dead_tasks_are_retried_in_batches_while_reads_stay_quick() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &[]);
+    let line = json!({"kind": "doomed", "max_attempts": 1}).to_string();
+    let file = dir.path().join("doomed.jsonl");
+    std::fs::write(&file, vec![line; N].join("\n")).unwrap();
+    srv.ok(&["task", "import", file.to_str().unwrap()]);
+    let started = Instant::now();
+    kill_all(&srv);
+    eprintln!("{N} tasks dead in {:.1?}", started.elapsed());
+    // A dry run counts and changes nothing.
+    let dry = srv.ok(&["task", "retry", "--state", "dead", "--dry-run"]);
+    assert_eq!(dry.trim(), format!("{N} tasks match"));
+    assert_eq!(
+        matching(&srv, &["task", "retry", "--state", "dead", "--dry-run"]),
+        N as u64
+    );
+    // Reads of one task, every 10 ms, while the retry runs.
+    let id = srv.json(&["task", "ls", "--limit", "1"])["tasks"][0]["id"].to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (url, stop, path) = (srv.url.clone(), stop.clone(), format!("/v1/tasks/{id}"));
+        std::thread::spawn(move || {
+            let mut took = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                let (status, _) = http_get(&url, &path).expect("an answer");
+                assert_eq!(status, 200);
+                took.push(t.elapsed());
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            took
+        })
+    };
+    let began = Instant::now();
+    let out = std::process::Command::new(SKED)
+        .args(["task", "retry", "--state", "dead"])
+        .env("SKED_URL", &srv.url)
+        .output()
+        .unwrap();
+    let retry_took = began.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let mut took = reader.join().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("retried {N} tasks")
+    );
+    took.sort();
+    let p99 = took[(took.len() * 99).div_ceil(100) - 1];
+    let p50 = took[took.len() / 2];
+    eprintln!(
+        "retried {N} in {retry_took:.1?}; {} reads meanwhile: p50 {p50:.1?}, p99 {p99:.1?}, max {:.1?}",
+        took.len(),
+        took.last().unwrap()
+    );
+    assert!(took.len() >= 20, "too few reads to judge: {}", took.len());
+    assert!(p99 <= Duration::from_millis(50), "p99 {p99:?}");
+    // Every one of them is available again; none is dead.
+    assert_eq!(
+        matching(&srv, &["task", "retry", "--state", "dead", "--dry-run"]),
+        0
+    );
+    assert_eq!(
+        matching(
+            &srv,
+            &["task", "cancel", "--state", "available", "--dry-run"]
+        ),
+        N as u64
+    );
+}
+
+#[test]
+fn bulk_operations_refuse_what_does_not_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &[]);
+    srv.ok(&["task", "add", "--kind", "k"]);
+    for (args, needle) in [
+        (
+            vec!["task", "retry", "--state", "available"],
+            "retry does not apply to available",
+        ),
+        (
+            vec!["task", "cancel", "--state", "dead"],
+            "cancel does not apply to dead",
+        ),
+        (vec!["task", "retry", "--state", "gone"], "--state"),
+        (vec!["task", "retry", "--queue", "q"], "--state"),
+        (
+            vec!["task", "retry", "1", "--state", "dead"],
+            "cannot be used",
+        ),
+    ] {
+        let out = srv.sked(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    for body in [
+        json!({"action": "retry", "state": ["available"]}),
+        json!({"action": "retry", "state": []}),
+        json!({"action": "explode", "state": ["dead"]}),
+    ] {
+        let (status, answer) = request(&srv, "POST", "/v1/tasks/bulk", &body.to_string());
+        assert_eq!(status, 422, "{body}: {answer}");
+    }
+    // Nothing changed: the task still waits.
+    let tasks = srv.json(&["task", "ls"]);
+    assert_eq!(tasks["tasks"][0]["state"], "available");
+}
