@@ -62,6 +62,11 @@ pub(crate) async fn list(c: &mut Object, p: &QueueListParams) -> Result<Page<Que
             burst: col(&r, 12)?,
         });
         q.per_key = col::<Option<i32>>(&r, 14)?.map(|n| n.max(0) as u32);
+        q.per_key_rate = sked_store::rate::from_columns(sked_store::rate::Columns {
+            limit: col(&r, 15)?,
+            period_ms: col(&r, 16)?,
+            burst: None,
+        });
         q.set_counts(counts_of(&r)?, p.count_limit);
         if let Some(bucket) = col::<Option<Timestamp>>(&r, 13)? {
             buckets.insert(q.name.clone(), bucket);
@@ -128,13 +133,14 @@ pub(crate) async fn update(
     let per_key: Option<Option<i32>> = p
         .per_key
         .map(|l| l.map(|n| i32::try_from(n).unwrap_or(i32::MAX)));
+    let key_rate = sked_store::rate::to_columns(p.per_key_rate.flatten());
     let tx = c.transaction().await.map_err(db_err)?;
     let row = tx
         .query_one(
             "INSERT INTO sked_queues AS q \
                (name, paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
-                per_key_limit, updated_at) \
-             VALUES ($1, coalesce($2, false), $4, $6, $7, $8, $10, now()) \
+                per_key_limit, per_key_rate_limit, per_key_rate_period_ms, updated_at) \
+             VALUES ($1, coalesce($2, false), $4, $6, $7, $8, $10, $12, $13, now()) \
              ON CONFLICT (name) DO UPDATE SET \
                paused = coalesce($2, q.paused), \
                concurrency_limit = CASE WHEN $3 THEN $4 ELSE q.concurrency_limit END, \
@@ -143,9 +149,11 @@ pub(crate) async fn update(
                rate_burst = CASE WHEN $5 THEN $8 ELSE q.rate_burst END, \
                rate_bucket_at = CASE WHEN $5 THEN NULL ELSE q.rate_bucket_at END, \
                per_key_limit = CASE WHEN $9 THEN $10 ELSE q.per_key_limit END, \
+               per_key_rate_limit = CASE WHEN $11 THEN $12 ELSE q.per_key_rate_limit END, \
+               per_key_rate_period_ms = CASE WHEN $11 THEN $13 ELSE q.per_key_rate_period_ms END, \
                updated_at = now() \
              RETURNING paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
-               rate_bucket_at, per_key_limit",
+               rate_bucket_at, per_key_limit, per_key_rate_limit, per_key_rate_period_ms",
             &[
                 &p.name,
                 &p.paused,
@@ -157,10 +165,21 @@ pub(crate) async fn update(
                 &rate.burst,
                 &per_key.is_some(),
                 &per_key.flatten(),
+                &p.per_key_rate.is_some(),
+                &key_rate.limit,
+                &key_rate.period_ms,
             ],
         )
         .await
         .map_err(db_err)?;
+    if p.per_key_rate == Some(None) {
+        tx.execute(
+            "DELETE FROM sked_queue_key_starts WHERE queue = $1",
+            &[&p.name],
+        )
+        .await
+        .map_err(db_err)?;
+    }
     if p.rate == Some(None) {
         // Removed: its window's starts no longer count.
         tx.execute("DELETE FROM sked_queue_starts WHERE queue = $1", &[&p.name])
@@ -198,6 +217,11 @@ pub(crate) async fn update(
         burst: col(&row, 4)?,
     });
     info.per_key = col::<Option<i32>>(&row, 6)?.map(|n| n.max(0) as u32);
+    info.per_key_rate = sked_store::rate::from_columns(sked_store::rate::Columns {
+        limit: col(&row, 7)?,
+        period_ms: col(&row, 8)?,
+        burst: None,
+    });
     info.set_counts(counts_of(&counts)?, QUEUE_COUNT_LIMIT);
     if let Some(now) = p.now {
         let mut buckets = HashMap::new();

@@ -84,10 +84,11 @@ pub(crate) async fn limit(
         .map_err(|e| ApiError::invalid(e.to_string()))?;
     if l.is_empty() {
         return Err(ApiError::invalid(
-            "name a limit to set: concurrency (tasks running at once), rate (like \"10/s\") or per_key (tasks of one key running at once); null removes one",
+            "name a limit to set: concurrency (tasks running at once), rate (like \"10/s\") per_key (tasks of one key running at once) or per_key_rate (like \"5/s\"); null removes one",
         ));
     }
     let rate = l.rate_with_burst().map_err(ApiError::invalid)?;
+    let per_key_rate = l.per_key_rate().map_err(ApiError::invalid)?;
     let q = s
         .engine
         .queue_update(QueueUpdateParams {
@@ -95,6 +96,7 @@ pub(crate) async fn limit(
             concurrency_limit: l.concurrency,
             rate,
             per_key: l.per_key,
+            per_key_rate,
             ..Default::default()
         })
         .await?;

@@ -39,6 +39,11 @@ pub(crate) fn list(conn: &Connection, p: &QueueListParams) -> Result<Page<QueueI
                     burst: r.get(12)?,
                 });
                 q.per_key = r.get(14)?;
+                q.per_key_rate = sked_store::rate::from_columns(sked_store::rate::Columns {
+                    limit: r.get(15)?,
+                    period_ms: r.get(16)?,
+                    burst: None,
+                });
                 q.set_counts(n, p.count_limit);
                 Ok((q, r.get::<_, Option<i64>>(13)?.map(from_ts)))
             },
@@ -88,6 +93,19 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
         )
         .map_err(db_err)?;
     }
+    if let Some(rate) = p.per_key_rate {
+        let c = sked_store::rate::to_columns(rate);
+        tx.execute(
+            "UPDATE queues SET per_key_rate_limit = ?2, per_key_rate_period_ms = ?3, \
+             updated_at = ?4 WHERE name = ?1",
+            params![p.name, c.limit, c.period_ms, now],
+        )
+        .map_err(db_err)?;
+        if rate.is_none() {
+            tx.execute("DELETE FROM queue_key_starts WHERE queue = ?1", [&p.name])
+                .map_err(db_err)?;
+        }
+    }
     if let Some(rate) = p.rate {
         let c = sked_store::rate::to_columns(rate);
         tx.execute(
@@ -105,7 +123,8 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
     let (paused, concurrency_limit, rate, per_key) = tx
         .query_row(
             "SELECT paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
-             rate_bucket_at, per_key_limit FROM queues WHERE name = ?1",
+             rate_bucket_at, per_key_limit, per_key_rate_limit, per_key_rate_period_ms \
+             FROM queues WHERE name = ?1",
             [&p.name],
             |r| {
                 let rate = sked_store::rate::from_columns(sked_store::rate::Columns {
@@ -113,11 +132,16 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
                     period_ms: r.get(3)?,
                     burst: r.get(4)?,
                 });
+                let per_key_rate = sked_store::rate::from_columns(sked_store::rate::Columns {
+                    limit: r.get(7)?,
+                    period_ms: r.get(8)?,
+                    burst: None,
+                });
                 Ok((
                     r.get(0)?,
                     r.get(1)?,
                     (rate, r.get::<_, Option<i64>>(5)?),
-                    r.get(6)?,
+                    (r.get(6)?, per_key_rate),
                 ))
             },
         )
@@ -125,7 +149,7 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
     let (rate, bucket) = rate;
     let mut info = QueueInfo::new(p.name.clone(), paused, concurrency_limit);
     info.rate = rate;
-    info.per_key = per_key;
+    (info.per_key, info.per_key_rate) = per_key;
     let (_, n) = tx
         .prepare_cached(&crate::indexed::QUEUE_COUNTS)
         .map_err(db_err)?

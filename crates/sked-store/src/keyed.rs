@@ -7,12 +7,43 @@ use sked_core::TaskId;
 
 /// The condition, on a queue row `q`, of a queue whose claims take the limited path: a
 /// concurrency, rate or per-key limit.
-pub const LIMITED: &str =
-    "(q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL OR q.per_key_limit IS NOT NULL)";
+pub const LIMITED: &str = "(q.concurrency_limit IS NOT NULL OR q.rate_limit IS NOT NULL \
+    OR q.per_key_limit IS NOT NULL OR q.per_key_rate_limit IS NOT NULL)";
 
 /// [`LIMITED`], or paused: claims do not take such a queue's tasks as they come.
 pub const LIMITED_OR_PAUSED: &str = "(q.paused OR q.concurrency_limit IS NOT NULL \
-    OR q.rate_limit IS NOT NULL OR q.per_key_limit IS NOT NULL)";
+    OR q.rate_limit IS NOT NULL OR q.per_key_limit IS NOT NULL \
+    OR q.per_key_rate_limit IS NOT NULL)";
+
+/// A queue's limits on each key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KeyLimits {
+    /// Tasks of one key running at once.
+    pub running: Option<u32>,
+    /// Starts of one key in any window of the period.
+    pub rate: Option<sked_core::RateLimit>,
+}
+
+impl KeyLimits {
+    /// Whether the queue's claims take keys in turn.
+    pub fn any(&self) -> bool {
+        self.running.is_some() || self.rate.is_some()
+    }
+
+    /// How many more tasks of a key may start: its running tasks and its starts in the rate's
+    /// window counted; also when a key held by its rate may start again.
+    pub fn room(
+        &self,
+        running: i64,
+        starts: &[(Timestamp, u32)],
+        now: Timestamp,
+    ) -> (i64, Option<Timestamp>) {
+        let cap = self.running.map(|n| i64::from(n) - running);
+        let rate = self.rate.map(|r| r.room(starts, None, now));
+        let frees_at = rate.and_then(|r| r.frees_at);
+        (crate::rate::quota(cap, rate).unwrap_or(i64::MAX), frees_at)
+    }
+}
 
 /// The most keys one claim of a keyed queue looks at in one priority.
 pub const KEYS_PER_CLAIM: usize = 1_000;

@@ -194,6 +194,9 @@ pub struct QueueInfo {
     /// At most so many tasks of one concurrency key run at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_key: Option<u32>,
+    /// At most so many tasks of one concurrency key start in any window of the period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_key_rate: Option<sked_core::RateLimit>,
     /// In lists: why the queue's available tasks wait now, when they do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<Held>,
@@ -223,6 +226,7 @@ impl QueueInfo {
             rate: None,
             rate_window: None,
             per_key: None,
+            per_key_rate: None,
             held: None,
             counts: BTreeMap::new(),
             counts_at_least: BTreeSet::new(),
@@ -326,6 +330,8 @@ pub struct QueueUpdateParams {
     pub rate: Option<Option<sked_core::RateLimit>>,
     /// `Some(None)` removes the per-key limit.
     pub per_key: Option<Option<u32>>,
+    /// `Some(None)` removes the per-key rate limit (which takes no burst).
+    pub per_key_rate: Option<Option<sked_core::RateLimit>>,
     /// The instant the answer's [`QueueInfo::held`] and [`QueueInfo::rate_window`] are taken
     /// at, as in lists; `None` leaves them out.
     pub now: Option<Timestamp>,

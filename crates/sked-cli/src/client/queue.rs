@@ -46,6 +46,9 @@ pub(crate) enum QueueCmd {
         /// take keys in turn, so one key's backlog does not hold the others back
         #[arg(long, value_name = "N|none", allow_hyphen_values = true)]
         per_key: Option<String>,
+        /// Most tasks of one key started in any window of the period: 5/s, 100/h, or none
+        #[arg(long, value_name = "N/PERIOD|none")]
+        per_key_rate: Option<String>,
     },
 }
 
@@ -56,6 +59,7 @@ fn limits(
     rate: Option<String>,
     burst: Option<u32>,
     per_key: Option<String>,
+    per_key_rate: Option<String>,
 ) -> Result<sked::api::QueueLimit, CliError> {
     let count = |what: &str, v: Option<String>| match v {
         None => Ok(None),
@@ -68,23 +72,29 @@ fn limits(
     };
     let concurrency = count("concurrency limit", limit.or(concurrency))?;
     let per_key = count("--per-key limit", per_key)?;
-    let rate = match rate {
-        None => None,
-        Some(r) if r == "none" => Some(None),
-        Some(r) => Some(Some(
-            r.parse::<sked::RateLimit>()
-                .map_err(|e| CliError::usage(format!("--rate: {e}")))?,
-        )),
+    let rate_of = |flag: &str, v: Option<String>| match v {
+        None => Ok(None),
+        Some(r) if r == "none" => Ok(Some(None)),
+        Some(r) => r
+            .parse::<sked::RateLimit>()
+            .map(|r| Some(Some(r)))
+            .map_err(|e| CliError::usage(format!("{flag}: {e}"))),
     };
+    let rate = rate_of("--rate", rate)?;
+    let per_key_rate = rate_of("--per-key-rate", per_key_rate)?;
     let mut limits = sked::api::QueueLimit {
         concurrency,
         rate,
         burst,
         per_key,
+        per_key_rate,
     };
+    limits
+        .per_key_rate()
+        .map_err(|e| CliError::usage(format!("--per-key-rate: {e}")))?;
     if limits.is_empty() {
         return Err(CliError::usage(
-            "name a limit: sked queue limit QUEUE N, --concurrency N|none, --rate N/PERIOD|none or --per-key N|none",
+            "name a limit: sked queue limit QUEUE N, --concurrency N|none, --rate N/PERIOD|none, --per-key N|none or --per-key-rate N/PERIOD|none",
         ));
     }
     // One rate, the burst in it, as the server reads it.
@@ -119,7 +129,7 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
                                 if q.paused { "yes" } else { "no" }.into(),
                                 opt(q.concurrency_limit.as_ref()),
                                 rate(q),
-                                opt(q.per_key.as_ref()),
+                                per_key(q),
                                 held(q),
                             ];
                             row.extend(TaskState::ALL.map(|s| queue_count(q, s)));
@@ -157,8 +167,9 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
             rate,
             burst,
             per_key,
+            per_key_rate,
         } => {
-            let limits = limits(limit, concurrency, rate, burst, per_key)?;
+            let limits = limits(limit, concurrency, rate, burst, per_key, per_key_rate)?;
             client.queue_limits(&queue, limits).await
         }
     }
@@ -166,11 +177,12 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
     show(remote, &q, |q: &QueueInfo| {
         let paused = if q.paused { "paused" } else { "running" };
         out!(
-            "{} {paused}, limit {}, rate {}, per key {}",
+            "{} {paused}, limit {}, rate {}, per key {} at {}",
             q.name,
             opt(q.concurrency_limit.as_ref()),
             opt(q.rate.as_ref()),
-            opt(q.per_key.as_ref())
+            opt(q.per_key.as_ref()),
+            opt(q.per_key_rate.as_ref())
         );
     });
     Ok(())
@@ -192,5 +204,15 @@ pub(crate) fn held(q: &QueueInfo) -> String {
             Some(at) => format!("{} until {}", h.by.as_str(), crate::output::time(Some(at))),
             None => h.by.as_str().into(),
         },
+    }
+}
+
+/// The per-key limits: `2`, `5/s`, `2, 5/s`, or `-`.
+fn per_key(q: &QueueInfo) -> String {
+    match (q.per_key, q.per_key_rate) {
+        (Some(n), Some(r)) => format!("{n}, {r}"),
+        (Some(n), None) => n.to_string(),
+        (None, Some(r)) => r.to_string(),
+        (None, None) => "-".into(),
     }
 }

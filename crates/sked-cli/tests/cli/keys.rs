@@ -118,12 +118,47 @@ fn a_small_key_is_not_held_back_by_a_large_one() {
 }
 
 #[test]
+fn a_per_key_rate_paces_each_key_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &["--exec", "shell", "--concurrency", "8"]);
+    srv.ok(&["queue", "limit", "paced", "--per-key-rate", "5/s"]);
+    srv.ok(&["queue", "pause", "paced"]);
+    enqueue_keyed(&srv, "paced", "a", 15);
+    enqueue_keyed(&srv, "paced", "b", 15);
+    srv.ok(&["queue", "resume", "paced"]);
+    wait_for("every task to start", Duration::from_secs(20), || {
+        spans(&srv, "paced").len() == 30
+    });
+    let spans = spans(&srv, "paced");
+    for key in ["a", "b"] {
+        let starts: Vec<i128> = {
+            let mut s: Vec<i128> = spans
+                .iter()
+                .filter(|(k, _, _)| k == key)
+                .map(|(_, s, _)| s.as_nanosecond())
+                .collect();
+            s.sort();
+            s
+        };
+        let busiest = crate::common::starts::busiest(&starts, 1_000_000_000);
+        assert_eq!(busiest, 5, "key {key}: busiest second");
+        // 15 starts at 5 a second: the last at least two seconds after the first.
+        let took = starts[14] - starts[0];
+        assert!(took >= 1_990_000_000, "key {key}: {took} ns");
+    }
+    let ls = srv.ok(&["queue", "ls"]);
+    assert!(ls.contains("5/s"), "{ls}");
+}
+
+#[test]
 fn bad_per_key_limits_and_keys_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let srv = Server::start(dir.path(), &[]);
     for args in [
         vec!["queue", "limit", "q", "--per-key", "-1"],
         vec!["queue", "limit", "q", "--per-key", "two"],
+        vec!["queue", "limit", "q", "--per-key-rate", "0/s"],
+        vec!["queue", "limit", "q", "--per-key-rate", "5/s burst 2"],
     ] {
         let out = srv.sked(&args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -134,7 +169,12 @@ fn bad_per_key_limits_and_keys_are_refused() {
     let out = srv.sked(&["task", "add", "--kind", "k", "--key", &long]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("key must be 1 to 512"));
-    for body in [json!({"per_key": -1}), json!({"per_key": "two"})] {
+    for body in [
+        json!({"per_key": -1}),
+        json!({"per_key": "two"}),
+        json!({"per_key_rate": "0/s"}),
+        json!({"per_key_rate": "5/s burst 2"}),
+    ] {
         let (status, answer) = request(&srv, "PUT", "/v1/queues/q/limit", &body.to_string());
         assert_eq!(status, 422, "{body}: {answer}");
     }

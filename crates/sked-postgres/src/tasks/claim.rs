@@ -49,10 +49,9 @@ static OPEN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
 /// limit: -1 for a queue limited otherwise than by concurrency).
 static QUEUE_SETTINGS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
-        "SELECT q.name, q.paused, \
-           CASE WHEN q.rate_limit IS NOT NULL OR q.per_key_limit IS NOT NULL \
-             THEN coalesce(q.concurrency_limit, -1) ELSE q.concurrency_limit END \
+        "SELECT q.name, q.paused, CASE WHEN {} THEN coalesce(q.concurrency_limit, -1) END \
          FROM sked_queues q WHERE {}",
+        keyed::LIMITED,
         keyed::LIMITED_OR_PAUSED
     )
 });

@@ -6,8 +6,9 @@ use std::collections::HashMap;
 
 use deadpool_postgres::Transaction;
 use jiff::Timestamp;
+use sked_core::RateLimit;
 use sked_core::TaskId;
-use sked_store::keyed::{KEYS_PER_CLAIM, KeyHeads, in_turn, round_robin};
+use sked_store::keyed::{KEYS_PER_CLAIM, KeyHeads, KeyLimits, in_turn, round_robin};
 use sked_store::*;
 
 use super::Param;
@@ -32,17 +33,25 @@ fn filters<'a>(p: &'a TaskClaimParams, first: usize, params: &mut Vec<Param<'a>>
     sql
 }
 
-/// The first tasks (at most `take`) a claim takes from `queue`, whose keys may each run
-/// `per_key` at once: the highest priority first, keys in turn within it. Moves the queue's
-/// turn (`cursor`, the last key served) on. The queue's row is locked by the caller.
+/// The first tasks (at most `take`) a claim takes from `queue`, within the limits on each of
+/// its keys: the highest priority first, keys in turn within it. Moves the queue's turn
+/// (`cursor`, the last key served) on and logs each key's starts for its rate; also says when
+/// the first key its rate held back may start again. The queue's row is locked by the caller.
 pub(super) async fn candidates(
     tx: &Transaction<'_>,
     queue: &str,
-    per_key: u32,
+    limits: KeyLimits,
     cursor: &Option<String>,
     take: i64,
     p: &TaskClaimParams,
-) -> Result<Vec<Key>> {
+) -> Result<(Vec<Key>, Option<Timestamp>)> {
+    let starts = match limits.rate {
+        Some(rate) => key_starts(tx, queue, &rate, p.now).await?,
+        None => HashMap::new(),
+    };
+    let mut held_until = None;
+    // This claim's starts per key, counted against the keys' rates at the lower priorities.
+    let mut started: HashMap<String, Vec<(Timestamp, u32)>> = HashMap::new();
     let mut running: HashMap<String, i64> = HashMap::new();
     for row in tx
         .query(
@@ -66,14 +75,20 @@ pub(super) async fn candidates(
         };
         (below, first) = (level, false);
         let keys = keys_at(tx, queue, level, turn.as_deref(), p).await?;
-        let rooms: Vec<(String, i64)> = keys
-            .into_iter()
-            .map(|k| {
-                let room = i64::from(per_key) - running.get(&k).copied().unwrap_or(0);
-                (k, room.min(take))
-            })
-            .filter(|(_, room)| *room > 0)
-            .collect();
+        let mut rooms: Vec<(String, i64)> = Vec::new();
+        for k in keys {
+            let done = started.get(&k).map_or(&[][..], Vec::as_slice);
+            let (room, frees) = limits.room(
+                running.get(&k).copied().unwrap_or(0),
+                &[starts.get(&k).map_or(&[][..], Vec::as_slice), done].concat(),
+                p.now,
+            );
+            if room > 0 {
+                rooms.push((k, room.min(take)));
+            } else {
+                held_until = sked_store::rate::sooner(held_until, frees);
+            }
+        }
         let mut heads = vec![KeyHeads {
             key: None,
             tasks: unkeyed_heads(tx, queue, level, take, p).await?,
@@ -90,6 +105,7 @@ pub(super) async fn candidates(
                 });
                 if let Some(key) = &h.key {
                     *running.entry(key.clone()).or_default() += 1;
+                    started.entry(key.clone()).or_default().push((p.now, 1));
                 }
             }
         }
@@ -105,7 +121,57 @@ pub(super) async fn candidates(
         .await
         .map_err(db_err)?;
     }
-    Ok(out)
+    if let Some(rate) = limits.rate {
+        log_key_starts(tx, queue, &rate, &started, p.now).await?;
+    }
+    Ok((out, held_until))
+}
+
+/// Each key's starts in the window of `rate` that ends at `now`.
+async fn key_starts(
+    tx: &Transaction<'_>,
+    queue: &str,
+    rate: &RateLimit,
+    now: Timestamp,
+) -> Result<HashMap<String, Vec<(Timestamp, u32)>>> {
+    let rows = tx
+        .query(
+            "SELECT concurrency_key, started_at, n FROM sked_queue_key_starts \
+             WHERE queue = $1 AND started_at > $2",
+            &[&queue, &rate.window_start(now)],
+        )
+        .await
+        .map_err(db_err)?;
+    let mut starts: HashMap<String, Vec<(Timestamp, u32)>> = HashMap::new();
+    for r in &rows {
+        let n: i32 = col(r, 2)?;
+        starts
+            .entry(col(r, 0)?)
+            .or_default()
+            .push((col(r, 1)?, n.max(0) as u32));
+    }
+    Ok(starts)
+}
+
+/// Logs this claim's starts, one row per key, and forgets those out of the window.
+async fn log_key_starts(
+    tx: &Transaction<'_>,
+    queue: &str,
+    rate: &RateLimit,
+    started: &HashMap<String, Vec<(Timestamp, u32)>>,
+    now: Timestamp,
+) -> Result<()> {
+    let keys: Vec<String> = started.keys().cloned().collect();
+    let counts: Vec<i32> = keys.iter().map(|k| started[k].len() as i32).collect();
+    tx.execute(
+        "WITH logged AS (INSERT INTO sked_queue_key_starts (queue, concurrency_key, started_at, n) \
+           SELECT $1, k, $4, n FROM unnest($2::text[], $3::int[]) AS u(k, n)) \
+         DELETE FROM sked_queue_key_starts WHERE queue = $1 AND started_at <= $5",
+        &[&queue, &keys, &counts, &now, &rate.window_start(now)],
+    )
+    .await
+    .map_err(db_err)?;
+    Ok(())
 }
 
 /// The highest priority (below `below`, unless `first`) among the queue's available tasks the

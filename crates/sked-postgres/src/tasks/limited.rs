@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use deadpool_postgres::Object;
 use jiff::Timestamp;
 use sked_core::{Task, TaskId};
-use sked_store::keyed::LIMITED;
+use sked_store::keyed::{KeyLimits, LIMITED};
 use sked_store::*;
 
 use super::Param;
@@ -44,7 +44,8 @@ pub(super) async fn claim_limited(
                (SELECT count(*) FROM sked_tasks t WHERE t.state = 'running' AND t.queue = q.name), \
                q.rate_limit, q.rate_period_ms, \
                coalesce(w.at, '{{}}'), coalesce(w.n, '{{}}'), \
-               q.rate_burst, q.rate_bucket_at, q.per_key_limit, q.key_cursor \
+               q.rate_burst, q.rate_bucket_at, q.per_key_limit, q.key_cursor, \
+               q.per_key_rate_limit, q.per_key_rate_period_ms \
              FROM sked_queues q \
              LEFT JOIN LATERAL ( \
                SELECT array_agg(s.started_at) AS at, array_agg(s.n) AS n \
@@ -63,11 +64,19 @@ pub(super) async fn claim_limited(
     let mut quota: HashMap<String, i64> = HashMap::new();
     let mut rated: HashMap<String, (sked_core::RateLimit, Option<Timestamp>)> = HashMap::new();
     let mut held_until: Option<Timestamp> = None;
-    let mut keyed_queues: HashMap<String, (u32, Option<String>)> = HashMap::new();
+    let mut keyed_queues: HashMap<String, (KeyLimits, Option<String>)> = HashMap::new();
     for row in &limits {
         let name: String = col(row, 0)?;
-        if let Some(per_key) = col::<Option<i32>>(row, 9)? {
-            keyed_queues.insert(name.clone(), (per_key.max(0) as u32, col(row, 10)?));
+        let per_key = KeyLimits {
+            running: col::<Option<i32>>(row, 9)?.map(|n| n.max(0) as u32),
+            rate: sked_store::rate::from_columns(sked_store::rate::Columns {
+                limit: col(row, 11)?,
+                period_ms: col(row, 12)?,
+                burst: None,
+            }),
+        };
+        if per_key.any() {
+            keyed_queues.insert(name.clone(), (per_key, col(row, 10)?));
         }
         let running: i64 = col(row, 2)?;
         let left = col::<Option<i32>>(row, 1)?.map(|l| i64::from(l) - running);
@@ -100,7 +109,9 @@ pub(super) async fn claim_limited(
     for (queue, left) in quota.iter().filter(|(_, left)| **left > 0) {
         let take = (*left).min(i64::from(max));
         if let Some((per_key, cursor)) = keyed_queues.get(queue) {
-            let found = super::keyed::candidates(&tx, queue, *per_key, cursor, take, p).await?;
+            let (found, frees) =
+                super::keyed::candidates(&tx, queue, *per_key, cursor, take, p).await?;
+            held_until = sked_store::rate::sooner(held_until, frees);
             candidates.extend(found.into_iter().map(|key| (key, queue.clone())));
             continue;
         }

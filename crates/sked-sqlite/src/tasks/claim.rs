@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use jiff::{SignedDuration, Timestamp};
 use rusqlite::{Transaction, params, params_from_iter, types::Value};
 use sked_core::{RateLimit, Task, TaskId, TaskState};
-use sked_store::keyed::LIMITED_OR_PAUSED;
+use sked_store::keyed::{KeyLimits, LIMITED_OR_PAUSED};
 use sked_store::rate;
 use sked_store::*;
 
@@ -35,8 +35,8 @@ struct Limits {
     rated: HashMap<String, (RateLimit, Option<Timestamp>)>,
     /// When the first queue at its rate limit lets a task start again.
     held_until: Option<Timestamp>,
-    /// The queues with a per-key limit, with it: their claims take keys in turn.
-    keyed: HashMap<String, u32>,
+    /// The queues with per-key limits, with them: their claims take keys in turn.
+    keyed: HashMap<String, KeyLimits>,
 }
 
 impl Limits {
@@ -46,9 +46,11 @@ impl Limits {
             .prepare_cached(
                 "SELECT q.name, q.paused, q.concurrency_limit, \
                  (SELECT count(*) FROM tasks t WHERE t.state = 'running' AND t.queue = q.name), \
-                 q.rate_limit, q.rate_period_ms, q.rate_burst, q.rate_bucket_at, q.per_key_limit \
+                 q.rate_limit, q.rate_period_ms, q.rate_burst, q.rate_bucket_at, q.per_key_limit, \
+                 q.per_key_rate_limit, q.per_key_rate_period_ms \
                  FROM queues q WHERE q.paused = 1 OR q.concurrency_limit IS NOT NULL \
-                   OR q.rate_limit IS NOT NULL OR q.per_key_limit IS NOT NULL",
+                   OR q.rate_limit IS NOT NULL OR q.per_key_limit IS NOT NULL \
+                   OR q.per_key_rate_limit IS NOT NULL",
             )
             .map_err(db_err)?;
         let rows = stmt
@@ -64,7 +66,14 @@ impl Limits {
                         burst: r.get(6)?,
                     }),
                     r.get::<_, Option<i64>>(7)?.map(from_ts),
-                    r.get::<_, Option<u32>>(8)?,
+                    KeyLimits {
+                        running: r.get::<_, Option<u32>>(8)?,
+                        rate: rate::from_columns(rate::Columns {
+                            limit: r.get(9)?,
+                            period_ms: r.get(10)?,
+                            burst: None,
+                        }),
+                    },
                 ))
             })
             .map_err(db_err)?;
@@ -81,7 +90,7 @@ impl Limits {
                 limits.rated.insert(name.clone(), (rate, bucket));
                 room = Some(r);
             }
-            if let Some(per_key) = per_key {
+            if per_key.any() {
                 limits.keyed.insert(name.clone(), per_key);
             }
             match rate::quota(limit.map(|l| l - running), room) {
@@ -89,7 +98,7 @@ impl Limits {
                 Some(left) => {
                     limits.quota.insert(name, left);
                 }
-                None if per_key.is_some() => {
+                None if per_key.any() => {
                     limits.quota.insert(name, i64::MAX);
                 }
                 None => {}
@@ -157,7 +166,8 @@ pub(crate) fn claim(
         return Ok((Vec::new(), None));
     }
     let limits = Limits::read(tx, p.now)?;
-    let keys = keys(tx, p, &limits)?;
+    let mut held_until = limits.held_until;
+    let keys = keys(tx, p, &limits, &mut held_until)?;
     let expires = p
         .now
         .checked_add(p.lease_ttl)
@@ -177,7 +187,7 @@ pub(crate) fn claim(
         })
         .collect::<Result<Vec<Task>>>()?;
     limits.log_starts(tx, &claimed, p.now)?;
-    Ok((claimed, limits.held_until))
+    Ok((claimed, held_until))
 }
 
 /// Leases an available task (`?1`) to a worker (`?4`) from `?2` until `?3`.
@@ -284,7 +294,12 @@ type Key = (Reverse<i64>, i64, TaskId);
 /// every queue walks one index for the queues that are neither paused nor limited; each
 /// limited queue with room, and each named queue, is walked on its own index for at most what
 /// its quota leaves, so that a limited queue's backlog never crowds others out of a claim.
-fn keys(tx: &Transaction<'_>, p: &TaskClaimParams, limits: &Limits) -> Result<Vec<TaskId>> {
+fn keys(
+    tx: &Transaction<'_>,
+    p: &TaskClaimParams,
+    limits: &Limits,
+    held_until: &mut Option<Timestamp>,
+) -> Result<Vec<TaskId>> {
     let mut keys: Vec<Key> = Vec::new();
     let mut queues: Vec<String> = if p.queues.is_empty() {
         let mut left_out = limits.excluded.clone();
@@ -309,7 +324,9 @@ fn keys(tx: &Transaction<'_>, p: &TaskClaimParams, limits: &Limits) -> Result<Ve
         for queue in &queues {
             let limit = limits.quota.get(queue).map_or(max, |&left| left.min(max));
             if let Some(&per_key) = limits.keyed.get(queue) {
-                keys.extend(super::keyed::claim_keys(tx, queue, per_key, limit, p)?);
+                let (found, frees) = super::keyed::claim_keys(tx, queue, per_key, limit, p)?;
+                *held_until = rate::sooner(*held_until, frees);
+                keys.extend(found);
                 continue;
             }
             let args = [Value::Text(queue.clone()), Value::Integer(limit)]

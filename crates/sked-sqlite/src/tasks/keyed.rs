@@ -4,12 +4,14 @@
 use std::cmp::Reverse;
 use std::collections::HashMap;
 
+use jiff::Timestamp;
 use rusqlite::{Transaction, params, params_from_iter, types::Value};
+use sked_core::RateLimit;
 use sked_core::TaskId;
-use sked_store::keyed::{KEYS_PER_CLAIM, KeyHeads, in_turn, round_robin};
+use sked_store::keyed::{KEYS_PER_CLAIM, KeyHeads, KeyLimits, in_turn, round_robin};
 use sked_store::*;
 
-use crate::codec::{db_err, from_ts};
+use crate::codec::{db_err, from_ts, ts};
 use crate::indexed;
 
 /// How many of a priority's first tasks a claim looks through for tasks without a key.
@@ -35,16 +37,22 @@ fn filters(p: &TaskClaimParams, first: usize) -> (String, Vec<Value>) {
     (sql, values)
 }
 
-/// The first tasks (at most `take`) a claim takes from `queue`, whose keys may each run
-/// `per_key` at once: the highest priority first, keys in turn within it. Moves the queue's
-/// turn on to the last key served.
+/// The first tasks (at most `take`) a claim takes from `queue`, within the limits on each of
+/// its keys: the highest priority first, keys in turn within it. Moves the queue's turn on to
+/// the last key served and logs each key's starts for its rate; also says when the first key
+/// its rate held back may start again.
 pub(super) fn claim_keys(
     tx: &Transaction<'_>,
     queue: &str,
-    per_key: u32,
+    limits: KeyLimits,
     take: i64,
     p: &TaskClaimParams,
-) -> Result<Vec<Key>> {
+) -> Result<(Vec<Key>, Option<Timestamp>)> {
+    let starts = match limits.rate {
+        Some(rate) => key_starts(tx, queue, &rate, p.now)?,
+        None => HashMap::new(),
+    };
+    let mut held_until = None;
     let mut running: HashMap<String, i64> = HashMap::new();
     {
         let mut stmt = tx
@@ -68,6 +76,8 @@ pub(super) fn claim_keys(
         .map_err(db_err)?;
     let mut turn = cursor.clone();
     let mut out: Vec<Key> = Vec::new();
+    // This claim's starts per key, counted against the keys' rates at the lower priorities.
+    let mut started: HashMap<String, Vec<(Timestamp, u32)>> = HashMap::new();
     // Priorities from the highest down, while the claim wants more.
     let mut below = i64::MAX;
     while (out.len() as i64) < take {
@@ -81,8 +91,14 @@ pub(super) fn claim_keys(
             tasks: heads_of(tx, queue, level, None, take, p)?,
         }];
         for key in keys {
-            let room = i64::from(per_key) - running.get(&key).copied().unwrap_or(0);
+            let done = started.get(&key).map_or(&[][..], Vec::as_slice);
+            let (room, frees) = limits.room(
+                running.get(&key).copied().unwrap_or(0),
+                &[starts.get(&key).map_or(&[][..], Vec::as_slice), done].concat(),
+                p.now,
+            );
             if room <= 0 {
+                held_until = sked_store::rate::sooner(held_until, frees);
                 continue;
             }
             let tasks = heads_of(tx, queue, level, Some(&key), room.min(take), p)?;
@@ -99,6 +115,7 @@ pub(super) fn claim_keys(
                 out.push((Reverse(level), run_at.as_microsecond(), *id));
                 if let Some(key) = &h.key {
                     *running.entry(key.clone()).or_default() += 1;
+                    started.entry(key.clone()).or_default().push((p.now, 1));
                 }
             }
         }
@@ -112,8 +129,67 @@ pub(super) fn claim_keys(
             .execute(params![queue, turn])
             .map_err(db_err)?;
     }
+    if let Some(rate) = limits.rate {
+        log_key_starts(tx, queue, &rate, &started, p.now)?;
+    }
     out.sort_unstable();
-    Ok(out)
+    Ok((out, held_until))
+}
+
+/// Each key's starts in the window of `rate` that ends at `now`.
+fn key_starts(
+    tx: &Transaction<'_>,
+    queue: &str,
+    rate: &RateLimit,
+    now: Timestamp,
+) -> Result<HashMap<String, Vec<(Timestamp, u32)>>> {
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT concurrency_key, started_at, n FROM queue_key_starts \
+             WHERE queue = ?1 AND started_at > ?2",
+        )
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map(params![queue, ts(rate.window_start(now))], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                from_ts(r.get(1)?),
+                r.get::<_, u32>(2)?,
+            ))
+        })
+        .map_err(db_err)?;
+    let mut starts: HashMap<String, Vec<(Timestamp, u32)>> = HashMap::new();
+    for row in rows {
+        let (key, at, n) = row.map_err(db_err)?;
+        starts.entry(key).or_default().push((at, n));
+    }
+    Ok(starts)
+}
+
+/// Logs this claim's starts, one row per key, and forgets those out of the window.
+fn log_key_starts(
+    tx: &Transaction<'_>,
+    queue: &str,
+    rate: &RateLimit,
+    started: &HashMap<String, Vec<(Timestamp, u32)>>,
+    now: Timestamp,
+) -> Result<()> {
+    let mut insert = tx
+        .prepare_cached(
+            "INSERT INTO queue_key_starts (queue, concurrency_key, started_at, n) \
+             VALUES (?1, ?2, ?3, ?4)",
+        )
+        .map_err(db_err)?;
+    for (key, starts) in started {
+        insert
+            .execute(params![queue, key, ts(now), starts.len() as i64])
+            .map_err(db_err)?;
+    }
+    tx.prepare_cached("DELETE FROM queue_key_starts WHERE queue = ?1 AND started_at <= ?2")
+        .map_err(db_err)?
+        .execute(params![queue, ts(rate.window_start(now))])
+        .map_err(db_err)?;
+    Ok(())
 }
 
 /// The highest priority below `below` among the queue's available tasks the claim may take.

@@ -133,3 +133,47 @@ pub async fn a_higher_priority_goes_first_across_keys(store: &Shared) {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Invalid);
 }
+
+pub async fn a_per_key_rate_caps_each_keys_starts(store: &Shared) {
+    let two_a_second: sked_core::RateLimit = "2/s".parse().unwrap();
+    let q = store
+        .queue_update(QueueUpdateParams {
+            name: "t".into(),
+            per_key_rate: Some(Some(two_a_second)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(q.per_key_rate, Some(two_a_second));
+    let mut tasks = keyed("t", Some("a"), 5);
+    tasks.extend(keyed("t", Some("b"), 5));
+    insert_batch(store, &tasks, t0()).await;
+    let ms = |n: i64| t0() + jiff::SignedDuration::from_millis(n);
+    let mut got = keys_of(&claim(store, 10, ms(0)).await);
+    got.sort();
+    assert_eq!(
+        got,
+        ["a", "a", "b", "b"],
+        "two starts of each key per second"
+    );
+    assert!(
+        claim(store, 10, ms(500)).await.is_empty(),
+        "both windows are full"
+    );
+    assert_eq!(
+        claim(store, 10, ms(1_000)).await.len(),
+        4,
+        "a second later, two each again"
+    );
+    assert!(claim(store, 10, ms(1_500)).await.is_empty());
+    // Removed: the rest may start at once.
+    store
+        .queue_update(QueueUpdateParams {
+            name: "t".into(),
+            per_key_rate: Some(None),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(claim(store, 10, ms(1_600)).await.len(), 2);
+}

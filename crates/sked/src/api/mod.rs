@@ -256,15 +256,35 @@ pub struct QueueLimit {
         skip_serializing_if = "Option::is_none"
     )]
     pub per_key: Option<Option<u32>>,
+    /// Tasks of one concurrency key started in any window of a period (`5/s`); no burst.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub per_key_rate: Option<Option<sked_core::RateLimit>>,
 }
 
 impl QueueLimit {
+    /// The per-key rate to set, checked: it takes no burst.
+    pub fn per_key_rate(&self) -> Result<Option<Option<sked_core::RateLimit>>, String> {
+        match self.per_key_rate {
+            Some(Some(r)) if r.burst > 0 => Err(format!(
+                "a per-key rate takes no burst: {} per {}",
+                r.limit,
+                sked_core::format_duration(r.period)
+            )),
+            other => Ok(other),
+        }
+    }
+
     /// Whether it changes anything.
     pub fn is_empty(&self) -> bool {
         self.concurrency.is_none()
             && self.rate.is_none()
             && self.burst.is_none()
             && self.per_key.is_none()
+            && self.per_key_rate.is_none()
     }
 
     /// The rate limit to set, with the burst in it: `None` leaves the rate as it is,

@@ -366,10 +366,12 @@ impl Client {
         match &self.inner {
             Inner::Embedded(_) => {
                 let rate = limits.rate_with_burst().map_err(crate::Error::Invalid)?;
+                let key_rate = limits.per_key_rate().map_err(crate::Error::Invalid)?;
                 self.queue_update(name, "limit", |p| {
                     p.concurrency_limit = limits.concurrency;
                     p.rate = rate;
                     p.per_key = limits.per_key;
+                    p.per_key_rate = key_rate;
                 })
                 .await
             }
