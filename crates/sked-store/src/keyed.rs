@@ -2,6 +2,8 @@
 //! limited path, and the order in which a claim takes the tasks of a queue with a per-key
 //! limit (keys in turn within a priority).
 
+use std::collections::HashMap;
+
 use jiff::Timestamp;
 use sked_core::TaskId;
 
@@ -42,6 +44,41 @@ impl KeyLimits {
         let rate = self.rate.map(|r| r.room(starts, None, now));
         let frees_at = rate.and_then(|r| r.frees_at);
         (crate::rate::quota(cap, rate).unwrap_or(i64::MAX), frees_at)
+    }
+}
+
+/// What a claim of a keyed queue counts per key: its running tasks and its starts in the
+/// rate's window as read, and what this claim has taken so far (counted at lower priorities).
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub running: HashMap<String, i64>,
+    pub starts: HashMap<String, Vec<(Timestamp, u32)>>,
+    /// This claim's starts per key.
+    pub started: HashMap<String, u32>,
+    /// When the first key a rate held back may start again.
+    pub held_until: Option<Timestamp>,
+}
+
+impl Tally {
+    /// How many more tasks `key` may start under `limits` (a key held back notes when it
+    /// frees).
+    pub fn room(&mut self, limits: &KeyLimits, key: &str, now: Timestamp) -> i64 {
+        let mut starts = self.starts.get(key).cloned().unwrap_or_default();
+        if let Some(n) = self.started.get(key) {
+            starts.push((now, *n));
+        }
+        let running = self.running.get(key).copied().unwrap_or(0);
+        let (room, frees) = limits.room(running, &starts, now);
+        if room <= 0 {
+            self.held_until = crate::rate::sooner(self.held_until, frees);
+        }
+        room
+    }
+
+    /// Notes that the claim took a task of `key`.
+    pub fn took(&mut self, key: &str) {
+        *self.running.entry(key.to_owned()).or_default() += 1;
+        *self.started.entry(key.to_owned()).or_default() += 1;
     }
 }
 

@@ -8,7 +8,7 @@ use deadpool_postgres::Transaction;
 use jiff::Timestamp;
 use sked_core::RateLimit;
 use sked_core::TaskId;
-use sked_store::keyed::{KEYS_PER_CLAIM, KeyHeads, KeyLimits, in_turn, round_robin};
+use sked_store::keyed::{KEYS_PER_CLAIM, KeyHeads, KeyLimits, Tally, in_turn, round_robin};
 use sked_store::*;
 
 use super::Param;
@@ -45,14 +45,13 @@ pub(super) async fn candidates(
     take: i64,
     p: &TaskClaimParams,
 ) -> Result<(Vec<Key>, Option<Timestamp>)> {
-    let starts = match limits.rate {
-        Some(rate) => key_starts(tx, queue, &rate, p.now).await?,
-        None => HashMap::new(),
+    let mut tally = Tally {
+        starts: match limits.rate {
+            Some(rate) => key_starts(tx, queue, &rate, p.now).await?,
+            None => HashMap::new(),
+        },
+        ..Tally::default()
     };
-    let mut held_until = None;
-    // This claim's starts per key, counted against the keys' rates at the lower priorities.
-    let mut started: HashMap<String, Vec<(Timestamp, u32)>> = HashMap::new();
-    let mut running: HashMap<String, i64> = HashMap::new();
     for row in tx
         .query(
             "SELECT concurrency_key, count(*) FROM sked_tasks WHERE state = 'running' \
@@ -62,7 +61,7 @@ pub(super) async fn candidates(
         .await
         .map_err(db_err)?
     {
-        running.insert(col(&row, 0)?, col(&row, 1)?);
+        tally.running.insert(col(&row, 0)?, col(&row, 1)?);
     }
     let mut turn = cursor.clone();
     let mut out: Vec<Key> = Vec::new();
@@ -77,16 +76,9 @@ pub(super) async fn candidates(
         let keys = keys_at(tx, queue, level, turn.as_deref(), p).await?;
         let mut rooms: Vec<(String, i64)> = Vec::new();
         for k in keys {
-            let done = started.get(&k).map_or(&[][..], Vec::as_slice);
-            let (room, frees) = limits.room(
-                running.get(&k).copied().unwrap_or(0),
-                &[starts.get(&k).map_or(&[][..], Vec::as_slice), done].concat(),
-                p.now,
-            );
+            let room = tally.room(&limits, &k, p.now);
             if room > 0 {
                 rooms.push((k, room.min(take)));
-            } else {
-                held_until = sked_store::rate::sooner(held_until, frees);
             }
         }
         let mut heads = vec![KeyHeads {
@@ -104,8 +96,7 @@ pub(super) async fn candidates(
                     id: *id,
                 });
                 if let Some(key) = &h.key {
-                    *running.entry(key.clone()).or_default() += 1;
-                    started.entry(key.clone()).or_default().push((p.now, 1));
+                    tally.took(key);
                 }
             }
         }
@@ -122,9 +113,9 @@ pub(super) async fn candidates(
         .map_err(db_err)?;
     }
     if let Some(rate) = limits.rate {
-        log_key_starts(tx, queue, &rate, &started, p.now).await?;
+        log_key_starts(tx, queue, &rate, &tally.started, p.now).await?;
     }
-    Ok((out, held_until))
+    Ok((out, tally.held_until))
 }
 
 /// Each key's starts in the window of `rate` that ends at `now`.
@@ -158,11 +149,11 @@ async fn log_key_starts(
     tx: &Transaction<'_>,
     queue: &str,
     rate: &RateLimit,
-    started: &HashMap<String, Vec<(Timestamp, u32)>>,
+    started: &HashMap<String, u32>,
     now: Timestamp,
 ) -> Result<()> {
     let keys: Vec<String> = started.keys().cloned().collect();
-    let counts: Vec<i32> = keys.iter().map(|k| started[k].len() as i32).collect();
+    let counts: Vec<i32> = keys.iter().map(|k| started[k] as i32).collect();
     tx.execute(
         "WITH logged AS (INSERT INTO sked_queue_key_starts (queue, concurrency_key, started_at, n) \
            SELECT $1, k, $4, n FROM unnest($2::text[], $3::int[]) AS u(k, n)) \

@@ -8,7 +8,7 @@ use jiff::Timestamp;
 use rusqlite::{Transaction, params, params_from_iter, types::Value};
 use sked_core::RateLimit;
 use sked_core::TaskId;
-use sked_store::keyed::{KEYS_PER_CLAIM, KeyHeads, KeyLimits, in_turn, round_robin};
+use sked_store::keyed::{KEYS_PER_CLAIM, KeyHeads, KeyLimits, Tally, in_turn, round_robin};
 use sked_store::*;
 
 use crate::codec::{db_err, from_ts, ts};
@@ -48,12 +48,13 @@ pub(super) fn claim_keys(
     take: i64,
     p: &TaskClaimParams,
 ) -> Result<(Vec<Key>, Option<Timestamp>)> {
-    let starts = match limits.rate {
-        Some(rate) => key_starts(tx, queue, &rate, p.now)?,
-        None => HashMap::new(),
+    let mut tally = Tally {
+        starts: match limits.rate {
+            Some(rate) => key_starts(tx, queue, &rate, p.now)?,
+            None => HashMap::new(),
+        },
+        ..Tally::default()
     };
-    let mut held_until = None;
-    let mut running: HashMap<String, i64> = HashMap::new();
     {
         let mut stmt = tx
             .prepare_cached(
@@ -66,7 +67,7 @@ pub(super) fn claim_keys(
             .map_err(db_err)?;
         for row in rows {
             let (key, n) = row.map_err(db_err)?;
-            running.insert(key, n);
+            tally.running.insert(key, n);
         }
     }
     let cursor: Option<String> = tx
@@ -76,8 +77,6 @@ pub(super) fn claim_keys(
         .map_err(db_err)?;
     let mut turn = cursor.clone();
     let mut out: Vec<Key> = Vec::new();
-    // This claim's starts per key, counted against the keys' rates at the lower priorities.
-    let mut started: HashMap<String, Vec<(Timestamp, u32)>> = HashMap::new();
     // Priorities from the highest down, while the claim wants more.
     let mut below = i64::MAX;
     while (out.len() as i64) < take {
@@ -91,14 +90,8 @@ pub(super) fn claim_keys(
             tasks: heads_of(tx, queue, level, None, take, p)?,
         }];
         for key in keys {
-            let done = started.get(&key).map_or(&[][..], Vec::as_slice);
-            let (room, frees) = limits.room(
-                running.get(&key).copied().unwrap_or(0),
-                &[starts.get(&key).map_or(&[][..], Vec::as_slice), done].concat(),
-                p.now,
-            );
+            let room = tally.room(&limits, &key, p.now);
             if room <= 0 {
-                held_until = sked_store::rate::sooner(held_until, frees);
                 continue;
             }
             let tasks = heads_of(tx, queue, level, Some(&key), room.min(take), p)?;
@@ -114,8 +107,7 @@ pub(super) fn claim_keys(
             for (run_at, id) in taken {
                 out.push((Reverse(level), run_at.as_microsecond(), *id));
                 if let Some(key) = &h.key {
-                    *running.entry(key.clone()).or_default() += 1;
-                    started.entry(key.clone()).or_default().push((p.now, 1));
+                    tally.took(key);
                 }
             }
         }
@@ -130,10 +122,10 @@ pub(super) fn claim_keys(
             .map_err(db_err)?;
     }
     if let Some(rate) = limits.rate {
-        log_key_starts(tx, queue, &rate, &started, p.now)?;
+        log_key_starts(tx, queue, &rate, &tally.started, p.now)?;
     }
     out.sort_unstable();
-    Ok((out, held_until))
+    Ok((out, tally.held_until))
 }
 
 /// Each key's starts in the window of `rate` that ends at `now`.
@@ -171,7 +163,7 @@ fn log_key_starts(
     tx: &Transaction<'_>,
     queue: &str,
     rate: &RateLimit,
-    started: &HashMap<String, Vec<(Timestamp, u32)>>,
+    started: &HashMap<String, u32>,
     now: Timestamp,
 ) -> Result<()> {
     let mut insert = tx
@@ -180,9 +172,9 @@ fn log_key_starts(
              VALUES (?1, ?2, ?3, ?4)",
         )
         .map_err(db_err)?;
-    for (key, starts) in started {
+    for (key, n) in started {
         insert
-            .execute(params![queue, key, ts(now), starts.len() as i64])
+            .execute(params![queue, key, ts(now), n])
             .map_err(db_err)?;
     }
     tx.prepare_cached("DELETE FROM queue_key_starts WHERE queue = ?1 AND started_at <= ?2")
