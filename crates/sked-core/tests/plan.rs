@@ -172,3 +172,18 @@ fn from_last_start_counts_from_the_start_and_overlaps_by_policy() {
     assert_eq!(outcomes(&p), [OccurrenceOutcome::Enqueued]);
     assert_eq!(p.occurrences[0].nominal_at, t(34));
 }
+
+#[test]
+fn a_run_released_from_the_buffer_counts_for_an_interval_from_the_last_run() {
+    // Nothing unfinished, one occurrence buffered: it is released, and the interval waits
+    // for it instead of planning another run beside it.
+    let p = plan_at("every 3s", 3, &[], 3, |i| {
+        i.from = IntervalFrom::LastFinish;
+        i.overlap = OverlapPolicy::BufferOne;
+        i.buffered = Some(t(1));
+    });
+    assert_eq!(outcomes(&p), [OccurrenceOutcome::Enqueued]);
+    assert_eq!(p.occurrences[0].nominal_at, t(1));
+    assert_eq!(p.buffered, None);
+    assert_eq!(p.next_fire_at, Some(t(6)));
+}

@@ -447,7 +447,8 @@ impl<'i, 'a> Placer<'i, 'a> {
             return self.finish();
         };
         let after = |t: Timestamp| t.checked_add(every).ok();
-        let unfinished = !input.active_tasks.is_empty();
+        // A run released from the buffer just now counts as unfinished too.
+        let unfinished = self.active > 0;
         let (waiting, last) = match input.from {
             IntervalFrom::LastStart => (
                 unfinished && !input.last_run.running,
