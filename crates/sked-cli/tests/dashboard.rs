@@ -105,7 +105,7 @@ fn dashboard_in_chromium_shows_schedules_and_retries_a_failed_task() {
     server.ok(&["queue", "limit", "paced", "--rate", "1/h"]);
     let paced = serde_json::json!({ "command": "true" }).to_string();
     let first = add("shell", &paced, &["--queue", "paced"]);
-    add("shell", &paced, &["--queue", "paced"]);
+    let waiting = add("shell", &paced, &["--queue", "paced"]);
     wait_for("the paced task to succeed", Duration::from_secs(20), || {
         server.task(&first)["state"] == "succeeded"
     });
@@ -117,6 +117,7 @@ fn dashboard_in_chromium_shows_schedules_and_retries_a_failed_task() {
         .arg(browser_dir().join("dashboard.mjs"))
         .args([&server.url, &failed, &xss, &big])
         .arg(&shots)
+        .arg(&waiting)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

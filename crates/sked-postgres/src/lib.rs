@@ -357,6 +357,18 @@ impl Store for PgStore {
         self.op(async |c, _| queues::list(c, &params).await).await
     }
 
+    async fn queue_get(&self, name: &str, now: jiff::Timestamp) -> Result<QueueInfo> {
+        self.op(async |c, _| queues::get(c, name, now).await).await
+    }
+
+    async fn queue_key_usage(
+        &self,
+        params: sked_store::keyed::KeyUsageParams,
+    ) -> Result<sked_store::keyed::KeyUsage> {
+        self.op(async |c, _| queues::key_usage(c, &params).await)
+            .await
+    }
+
     async fn queue_update(&self, params: QueueUpdateParams) -> Result<QueueInfo> {
         let info = self
             .op(async |c, ch| queues::update(c, ch, &params).await)

@@ -211,17 +211,7 @@ pub(crate) async fn update(
         tracing::warn!(error = %e, "cannot analyze sked_queues; claims may plan badly");
     }
     let mut info = queue_info(p.name.clone(), col(&row, 0)?, col(&row, 1)?);
-    info.rate = sked_store::rate::from_columns(sked_store::rate::Columns {
-        limit: col(&row, 2)?,
-        period_ms: col(&row, 3)?,
-        burst: col(&row, 4)?,
-    });
-    info.per_key = col::<Option<i32>>(&row, 6)?.map(|n| n.max(0) as u32);
-    info.per_key_rate = sked_store::rate::from_columns(sked_store::rate::Columns {
-        limit: col(&row, 7)?,
-        period_ms: col(&row, 8)?,
-        burst: None,
-    });
+    settings_from(&mut info, &row, 2)?;
     info.set_counts(counts_of(&counts)?, QUEUE_COUNT_LIMIT);
     if let Some(now) = p.now {
         let mut buckets = HashMap::new();
@@ -300,4 +290,90 @@ pub(crate) async fn lease_get(c: &mut Object, name: &str, now: Timestamp) -> Res
         .map_err(db_err)?;
     let row = c.query_opt(&stmt, &[&name, &now]).await.map_err(db_err)?;
     row.as_ref().map(lease_row).transpose()
+}
+
+/// One queue's settings and counts, and at `now` why its tasks wait; a queue never set or used
+/// has none.
+pub(crate) async fn get(c: &mut Object, name: &str, now: Timestamp) -> Result<QueueInfo> {
+    let row = c
+        .query_opt(
+            "SELECT paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
+               rate_bucket_at, per_key_limit, per_key_rate_limit, per_key_rate_period_ms \
+             FROM sked_queues WHERE name = $1",
+            &[&name],
+        )
+        .await
+        .map_err(db_err)?;
+    let counting = c
+        .prepare_cached(&counts::queue_counts_sql(
+            "sked_tasks",
+            "$2",
+            "$1::text",
+            Spelling::InList,
+        ))
+        .await
+        .map_err(db_err)?;
+    let counts = c
+        .query_one(&counting, &[&name, &counts::limit_probe(QUEUE_COUNT_LIMIT)])
+        .await
+        .map_err(db_err)?;
+    let mut info = QueueInfo::new(name.to_string(), false, None);
+    let mut buckets = HashMap::new();
+    if let Some(row) = &row {
+        info = queue_info(name.to_string(), col(row, 0)?, col(row, 1)?);
+        settings_from(&mut info, row, 2)?;
+        if let Some(bucket) = col::<Option<Timestamp>>(row, 5)? {
+            buckets.insert(info.name.clone(), bucket);
+        }
+    }
+    info.set_counts(counts_of(&counts)?, QUEUE_COUNT_LIMIT);
+    set_held(&***c, std::slice::from_mut(&mut info), &buckets, now).await?;
+    Ok(info)
+}
+
+/// The rate and per-key settings of a queue row whose rate columns start at `at` (rate limit,
+/// period, burst, bucket, per-key limit, per-key rate limit and period).
+fn settings_from(info: &mut QueueInfo, row: &tokio_postgres::Row, at: usize) -> Result<()> {
+    info.rate = sked_store::rate::from_columns(sked_store::rate::Columns {
+        limit: col(row, at)?,
+        period_ms: col(row, at + 1)?,
+        burst: col(row, at + 2)?,
+    });
+    info.per_key = col::<Option<i32>>(row, at + 4)?.map(|n| n.max(0) as u32);
+    info.per_key_rate = sked_store::rate::from_columns(sked_store::rate::Columns {
+        limit: col(row, at + 5)?,
+        period_ms: col(row, at + 6)?,
+        burst: None,
+    });
+    Ok(())
+}
+
+pub(crate) async fn key_usage(
+    c: &mut Object,
+    p: &sked_store::keyed::KeyUsageParams,
+) -> Result<sked_store::keyed::KeyUsage> {
+    let running = c
+        .query_one(
+            "SELECT count(*) FROM sked_tasks WHERE state = 'running' AND queue = $1 \
+             AND concurrency_key = $2",
+            &[&p.queue, &p.key],
+        )
+        .await
+        .map_err(db_err)?;
+    let rows = c
+        .query(
+            "SELECT started_at, n FROM sked_queue_key_starts WHERE queue = $1 \
+             AND concurrency_key = $2 AND started_at > $3",
+            &[&p.queue, &p.key, &p.since],
+        )
+        .await
+        .map_err(db_err)?;
+    let starts = rows
+        .iter()
+        .map(|r| Ok((col(r, 0)?, col::<i32>(r, 1)?.max(0) as u32)))
+        .collect::<Result<_>>()?;
+    Ok(sked_store::keyed::KeyUsage {
+        running: col(&running, 0)?,
+        starts,
+    })
 }

@@ -470,8 +470,22 @@ function timeline(t) {
   return h("ol", { class: "timeline" }, events.map(([what, ts]) => h("li", {}, when(ts), " ", what)));
 }
 
+/** Why an available task waits, in words. */
+function taskHeldText(t, held) {
+  const until = held.until ? ` until ${new Date(held.until).toLocaleTimeString()}` : "";
+  const by = {
+    paused: "its queue is paused",
+    concurrency: "its queue runs as many tasks as its concurrency limit lets",
+    rate: "its queue is at its rate limit",
+    per_key: `key ${t.key} runs as many tasks as the queue's per-key limit lets`,
+    per_key_rate: `key ${t.key} is at the queue's per-key rate`,
+  }[held.by] || held.by;
+  return `${by}${until}`;
+}
+
 async function task(id) {
   const t = await get(`/v1/tasks/${enc(id)}`);
+  const held = t.state === "available" ? (await get(`/v1/tasks/${enc(id)}/held`)).held : null;
   const dl = (pairs) => h("dl", {}, pairs.filter(Boolean).map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
   const attempts = t.attempts.map((a) =>
     h(
@@ -491,6 +505,8 @@ async function task(id) {
     dl([
       ["kind", t.kind],
       ["queue", t.queue],
+      t.key ? ["key", t.key] : null,
+      held ? ["waiting", h("span", { id: "held" }, taskHeldText(t, held))] : null,
       ["priority", t.priority],
       ["attempt", `${t.attempt} of ${t.max_attempts}`],
       ["run at", when(t.run_at)],

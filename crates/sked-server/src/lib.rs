@@ -47,6 +47,7 @@ pub fn router(state: AppState) -> Router {
         .route("/tasks/{id}", get(tasks::get))
         .route("/tasks/{id}/cancel", post(tasks::cancel))
         .route("/tasks/{id}/retry", post(tasks::retry))
+        .route("/tasks/{id}/held", get(tasks::held))
         .route("/tasks/{id}/reschedule", post(tasks::reschedule))
         .route("/claim", post(worker::claim))
         .route("/tasks/{id}/heartbeat", post(worker::heartbeat))

@@ -140,3 +140,13 @@ pub(crate) async fn bulk(
 ) -> Result<Json<sked::api::BulkAnswer>, ApiError> {
     Ok(Json(req.run(&s.engine).await?))
 }
+
+/// `GET /v1/tasks/{id}/held`: why an available task waits (`null` when it does not).
+pub(crate) async fn held(
+    State(s): State<AppState>,
+    TaskIdPath(id): TaskIdPath,
+) -> Result<Json<sked::api::TaskHeld>, ApiError> {
+    Ok(Json(sked::api::TaskHeld {
+        held: s.engine.task_held(id).await?,
+    }))
+}

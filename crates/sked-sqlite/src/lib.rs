@@ -252,6 +252,19 @@ impl Store for SqliteStore {
         self.run(move |conn| queues::list(conn, &params)).await
     }
 
+    async fn queue_get(&self, name: &str, now: jiff::Timestamp) -> Result<QueueInfo> {
+        let name = name.to_string();
+        self.run(move |conn| queues::info(conn, &name, Some(now)))
+            .await
+    }
+
+    async fn queue_key_usage(
+        &self,
+        params: sked_store::keyed::KeyUsageParams,
+    ) -> Result<sked_store::keyed::KeyUsage> {
+        self.run(move |conn| queues::key_usage(conn, &params)).await
+    }
+
     async fn queue_update(&self, params: QueueUpdateParams) -> Result<QueueInfo> {
         self.write(move |tx| queues::update(tx, &params)).await
     }

@@ -120,53 +120,7 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
                 .map_err(db_err)?;
         }
     }
-    let (paused, concurrency_limit, rate, per_key) = tx
-        .query_row(
-            "SELECT paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
-             rate_bucket_at, per_key_limit, per_key_rate_limit, per_key_rate_period_ms \
-             FROM queues WHERE name = ?1",
-            [&p.name],
-            |r| {
-                let rate = sked_store::rate::from_columns(sked_store::rate::Columns {
-                    limit: r.get(2)?,
-                    period_ms: r.get(3)?,
-                    burst: r.get(4)?,
-                });
-                let per_key_rate = sked_store::rate::from_columns(sked_store::rate::Columns {
-                    limit: r.get(7)?,
-                    period_ms: r.get(8)?,
-                    burst: None,
-                });
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    (rate, r.get::<_, Option<i64>>(5)?),
-                    (r.get(6)?, per_key_rate),
-                ))
-            },
-        )
-        .map_err(db_err)?;
-    let (rate, bucket) = rate;
-    let mut info = QueueInfo::new(p.name.clone(), paused, concurrency_limit);
-    info.rate = rate;
-    (info.per_key, info.per_key_rate) = per_key;
-    let (_, n) = tx
-        .prepare_cached(&crate::indexed::QUEUE_COUNTS)
-        .map_err(db_err)?
-        .query_row(
-            params![p.name, counts::limit_probe(QUEUE_COUNT_LIMIT)],
-            counts_row,
-        )
-        .map_err(db_err)?;
-    info.set_counts(n, QUEUE_COUNT_LIMIT);
-    if let Some(now) = p.now {
-        let starts = match &info.rate {
-            Some(rate) => crate::tasks::claim::starts(tx, &info.name, rate, now)?,
-            None => Vec::new(),
-        };
-        info.set_held(&starts, bucket.map(from_ts), now);
-    }
-    Ok(info)
+    info(tx, &p.name, p.now)
 }
 
 fn lease_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Lease> {
@@ -223,4 +177,85 @@ pub(crate) fn lease_get(conn: &Connection, name: &str, now: Timestamp) -> Result
     )
     .optional()
     .map_err(db_err)
+}
+
+/// One queue's settings and counts, and (at `now`) why its tasks wait; a queue never set or
+/// used has none.
+pub(crate) fn info(conn: &Connection, name: &str, now: Option<Timestamp>) -> Result<QueueInfo> {
+    let (paused, concurrency_limit, rate, per_key) = conn
+        .query_row(
+            "SELECT paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
+             rate_bucket_at, per_key_limit, per_key_rate_limit, per_key_rate_period_ms \
+             FROM queues WHERE name = ?1",
+            [name],
+            |r| {
+                let rate = sked_store::rate::from_columns(sked_store::rate::Columns {
+                    limit: r.get(2)?,
+                    period_ms: r.get(3)?,
+                    burst: r.get(4)?,
+                });
+                let per_key_rate = sked_store::rate::from_columns(sked_store::rate::Columns {
+                    limit: r.get(7)?,
+                    period_ms: r.get(8)?,
+                    burst: None,
+                });
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    (rate, r.get::<_, Option<i64>>(5)?),
+                    (r.get(6)?, per_key_rate),
+                ))
+            },
+        )
+        .optional()
+        .map_err(db_err)?
+        .unwrap_or((false, None, (None, None), (None, None)));
+    let (rate, bucket) = rate;
+    let mut info = QueueInfo::new(name.to_string(), paused, concurrency_limit);
+    info.rate = rate;
+    (info.per_key, info.per_key_rate) = per_key;
+    let (_, n) = conn
+        .prepare_cached(&crate::indexed::QUEUE_COUNTS)
+        .map_err(db_err)?
+        .query_row(
+            params![name, counts::limit_probe(QUEUE_COUNT_LIMIT)],
+            counts_row,
+        )
+        .map_err(db_err)?;
+    info.set_counts(n, QUEUE_COUNT_LIMIT);
+    if let Some(now) = now {
+        let starts = match &info.rate {
+            Some(rate) => crate::tasks::claim::starts(conn, &info.name, rate, now)?,
+            None => Vec::new(),
+        };
+        info.set_held(&starts, bucket.map(from_ts), now);
+    }
+    Ok(info)
+}
+
+pub(crate) fn key_usage(
+    conn: &Connection,
+    p: &sked_store::keyed::KeyUsageParams,
+) -> Result<sked_store::keyed::KeyUsage> {
+    let running: i64 = conn
+        .prepare_cached(
+            "SELECT count(*) FROM tasks WHERE state = 'running' AND queue = ?1 \
+             AND concurrency_key = ?2",
+        )
+        .map_err(db_err)?
+        .query_row(params![p.queue, p.key], |r| r.get(0))
+        .map_err(db_err)?;
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT started_at, n FROM queue_key_starts WHERE queue = ?1 \
+             AND concurrency_key = ?2 AND started_at > ?3",
+        )
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map(params![p.queue, p.key, ts(p.since)], |r| {
+            Ok((from_ts(r.get(0)?), r.get::<_, u32>(1)?))
+        })
+        .map_err(db_err)?;
+    let starts = rows.collect::<rusqlite::Result<_>>().map_err(db_err)?;
+    Ok(sked_store::keyed::KeyUsage { running, starts })
 }

@@ -82,6 +82,24 @@ impl Tally {
     }
 }
 
+/// One key's use of its queue: for why its tasks wait.
+#[derive(Debug, Clone)]
+pub struct KeyUsageParams {
+    pub queue: String,
+    pub key: String,
+    /// Count the key's starts after this instant (the start of its rate's window).
+    pub since: Timestamp,
+}
+
+/// What [`KeyUsageParams`] asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyUsage {
+    /// Its tasks running now.
+    pub running: i64,
+    /// Its starts since then, as logged per claim.
+    pub starts: Vec<(Timestamp, u32)>,
+}
+
 /// The most keys one claim of a keyed queue looks at in one priority.
 pub const KEYS_PER_CLAIM: usize = 1_000;
 

@@ -159,6 +159,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Acquires or renews a named lease. `None` when another holder has it.
     async fn lease_acquire(&self, params: LeaseAcquireParams) -> Result<Option<Lease>>;
 
+    /// One queue's settings and counts and, at `now`, why its tasks wait (a queue never set or
+    /// used has no settings and no tasks).
+    async fn queue_get(&self, name: &str, now: jiff::Timestamp) -> Result<QueueInfo>;
+
+    /// One concurrency key's running tasks and logged starts in its queue.
+    async fn queue_key_usage(&self, params: keyed::KeyUsageParams) -> Result<keyed::KeyUsage>;
+
     /// Gives a lease up if `holder` has it.
     async fn lease_release(&self, name: &str, holder: &str) -> Result<()>;
 

@@ -268,6 +268,10 @@ pub enum HeldBy {
     Concurrency,
     /// Its rate window (or a burst's bucket) is full.
     Rate,
+    /// (A task's key) as many tasks of its key run as the per-key limit lets.
+    PerKey,
+    /// (A task's key) its key's rate window is full.
+    PerKeyRate,
 }
 
 impl HeldBy {
@@ -277,6 +281,8 @@ impl HeldBy {
             HeldBy::Paused => "paused",
             HeldBy::Concurrency => "concurrency",
             HeldBy::Rate => "rate",
+            HeldBy::PerKey => "per_key",
+            HeldBy::PerKeyRate => "per_key_rate",
         }
     }
 }

@@ -198,12 +198,14 @@ fn rate(q: &QueueInfo) -> String {
 
 /// Why the queue's available tasks wait: `paused`, `concurrency`, `rate until 12:00:01`.
 pub(crate) fn held(q: &QueueInfo) -> String {
-    match q.held {
-        None => "-".into(),
-        Some(h) => match h.until {
-            Some(at) => format!("{} until {}", h.by.as_str(), crate::output::time(Some(at))),
-            None => h.by.as_str().into(),
-        },
+    q.held.map_or_else(|| "-".into(), held_text)
+}
+
+/// What holds tasks back, and until when if known: `rate until 12:00:01`.
+pub(crate) fn held_text(h: sked::store::Held) -> String {
+    match h.until {
+        Some(at) => format!("{} until {}", h.by.as_str(), crate::output::time(Some(at))),
+        None => h.by.as_str().into(),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 use sked::api::ImportReport;
-use sked::store::BulkAction;
+use sked::store::{BulkAction, HeldBy};
 use sked::{Client, NewTask, Task, TaskFilter, TaskState};
 
 use crate::output::{opt, table, time};
@@ -159,19 +159,21 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
         }
         TaskCmd::Get { id } => {
             let task = client.task(task_id(&id)?).await.map_err(failed)?;
-            // Why a task that could start waits: what holds its queue back.
+            // Why a task that could start waits: its queue's limits, or its key's.
             let waiting = match (remote.json, task.state) {
-                (false, TaskState::Available) => {
-                    let queues = client
-                        .queues(sked::store::QUEUE_COUNT_LIMIT)
-                        .await
-                        .map_err(failed)?;
-                    queues
-                        .iter()
-                        .find(|q| q.name == task.queue)
-                        .filter(|q| q.held.is_some())
-                        .map(|q| format!("queue {}: {}", q.name, super::queue::held(q)))
-                }
+                (false, TaskState::Available) => client
+                    .task_held(task.id)
+                    .await
+                    .map_err(failed)?
+                    .map(|h| match h.by {
+                        HeldBy::PerKey | HeldBy::PerKeyRate => format!(
+                            "key {} of queue {}: {}",
+                            task.key.as_deref().unwrap_or("-"),
+                            task.queue,
+                            super::queue::held_text(h)
+                        ),
+                        _ => format!("queue {}: {}", task.queue, super::queue::held_text(h)),
+                    }),
                 _ => None,
             };
             show(remote, &task, |t| {

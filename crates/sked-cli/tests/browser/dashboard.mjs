@@ -7,7 +7,7 @@
 
 import { chromium } from "playwright-core";
 
-const [url, failedId, xssId, bigId, shots] = process.argv.slice(2);
+const [url, failedId, xssId, bigId, shots, waitingId] = process.argv.slice(2);
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 
 const garbled = [];
@@ -63,6 +63,10 @@ try {
   await notGarbled(page, "overview");
   const paced = (await page.locator('tr[data-queue="paced"]').textContent()) || "";
   check(paced.includes("1 of 1/h") && paced.includes("at its rate limit until"), `the paced queue shows its rate and why it waits: ${paced}`);
+  await show(page, `/tasks/${waitingId}`);
+  const held = (await page.locator("#held").textContent()) || "";
+  check(held.includes("its queue is at its rate limit until") && !held.includes("[object"), `a waiting task's page says why it waits: ${held}`);
+  await show(page, "/");
   check((await page.textContent("#leader")).trim().length > 0, "the overview names the leader");
   await page.waitForFunction(() => Number(document.querySelector('[data-total="dead"]')?.textContent.split(" ")[1]) >= 1);
   check(true, "the activity chart counts the dead task");

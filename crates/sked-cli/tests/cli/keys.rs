@@ -151,6 +151,49 @@ fn a_per_key_rate_paces_each_key_on_its_own() {
 }
 
 #[test]
+fn a_task_held_back_by_its_key_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &["--exec", "shell"]);
+    srv.ok(&["queue", "limit", "hold", "--per-key", "1"]);
+    let add = || {
+        srv.ok(&[
+            "task",
+            "add",
+            "--kind",
+            "shell",
+            "--queue",
+            "hold",
+            "--key",
+            "k",
+            "--payload",
+            r#"{"command": "sleep 5"}"#,
+        ])
+        .trim()
+        .to_string()
+    };
+    let first = add();
+    wait_for("the first task to run", Duration::from_secs(10), || {
+        srv.task(&first)["state"] == "running"
+    });
+    let second = add();
+    let shown = srv.ok(&["task", "get", &second]);
+    assert!(
+        shown.contains("held by key k of queue hold: per_key"),
+        "{shown}"
+    );
+    let (status, body) = request(&srv, "GET", &format!("/v1/tasks/{second}/held"), "");
+    assert_eq!(status, 200, "{body}");
+    let held: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(held["held"]["by"], "per_key", "{held}");
+    // A running task is not held: it has nothing to wait for.
+    let (_, body) = request(&srv, "GET", &format!("/v1/tasks/{first}/held"), "");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["held"],
+        Value::Null
+    );
+}
+
+#[test]
 fn bad_per_key_limits_and_keys_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let srv = Server::start(dir.path(), &[]);

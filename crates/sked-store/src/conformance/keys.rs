@@ -52,6 +52,26 @@ pub async fn a_per_key_limit_caps_each_key(store: &Shared) {
         claim(store, 10, at(1)).await.is_empty(),
         "both keys at their limit"
     );
+    // One queue's settings and counts, and one key's use of it.
+    let q = store.queue_get("t", at(1)).await.unwrap();
+    assert_eq!(
+        (q.per_key, q.counts.get(&sked_core::TaskState::Running)),
+        (Some(2), Some(&6))
+    );
+    let usage = store
+        .queue_key_usage(keyed::KeyUsageParams {
+            queue: "t".into(),
+            key: "a".into(),
+            since: t0(),
+        })
+        .await
+        .unwrap();
+    assert_eq!((usage.running, usage.starts.len()), (2, 0));
+    let none = store.queue_get("never", at(1)).await.unwrap();
+    assert_eq!(
+        (none.paused, none.per_key, none.counts.len()),
+        (false, None, 0)
+    );
     // One of A ends: one more of A may start.
     let a = first
         .iter()
@@ -159,6 +179,19 @@ pub async fn a_per_key_rate_caps_each_keys_starts(store: &Shared) {
     assert!(
         claim(store, 10, ms(500)).await.is_empty(),
         "both windows are full"
+    );
+    let usage = store
+        .queue_key_usage(keyed::KeyUsageParams {
+            queue: "t".into(),
+            key: "b".into(),
+            since: ms(-1),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        usage.starts,
+        [(ms(0), 2)],
+        "one claim's starts of b, logged once"
     );
     assert_eq!(
         claim(store, 10, ms(1_000)).await.len(),

@@ -108,6 +108,13 @@ pub struct Triggered {
     pub id: TaskId,
 }
 
+/// `GET /v1/tasks/{id}/held`: why an available task waits (`null`: it does not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskHeld {
+    /// What holds it back, and until when if known.
+    pub held: Option<sked_store::Held>,
+}
+
 /// `POST /v1/tasks/bulk`: one batch of a retry or cancel of every task a filter matches, or
 /// (`dry_run`) how many it matches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

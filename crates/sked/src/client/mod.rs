@@ -160,6 +160,17 @@ impl Client {
         }
     }
 
+    /// Why an available task waits, if it does (see [`Engine::task_held`]).
+    pub async fn task_held(&self, id: TaskId) -> Result<Option<sked_store::Held>> {
+        match &self.inner {
+            Inner::Embedded(e) => e.task_held(id).await,
+            Inner::Remote(r) => {
+                let h: api::TaskHeld = r.get(&format!("/v1/tasks/{id}/held"), &[]).await?;
+                Ok(h.held)
+            }
+        }
+    }
+
     /// One batch of a bulk retry or cancel, or (`dry_run`) how many tasks it matches.
     pub async fn task_bulk(&self, req: &api::BulkRequest) -> Result<api::BulkAnswer> {
         match &self.inner {

@@ -1,7 +1,8 @@
 //! Queues: counts per state (bounded), pause, resume and concurrency limits.
 
+use sked_store::keyed::{KeyLimits, KeyUsageParams};
 use sked_store::rules::LIST_LIMIT_MAX;
-use sked_store::{Page, QueueInfo, QueueListParams, QueueUpdateParams};
+use sked_store::{Held, HeldBy, Page, QueueInfo, QueueListParams, QueueUpdateParams};
 
 use super::{Engine, every_page};
 use crate::error::Result;
@@ -27,6 +28,58 @@ impl Engine {
             .await
         })
         .await
+    }
+
+    /// One queue, with its counts and why its tasks wait now.
+    pub async fn queue(&self, name: &str) -> Result<QueueInfo> {
+        sked_core::validate_name("queue", name)?;
+        Ok(self.inner.store.queue_get(name, self.now()).await?)
+    }
+
+    /// Why a task that could start waits, if it does: its queue is paused or at a limit, or
+    /// its key is at the queue's per-key limit or rate. `None` for a task that is not
+    /// available, or that the next claim may take.
+    pub async fn task_held(&self, id: sked_core::TaskId) -> Result<Option<Held>> {
+        let task = self.task(id).await?;
+        if task.state != sked_core::TaskState::Available {
+            return Ok(None);
+        }
+        let now = self.now();
+        let queue = self.inner.store.queue_get(&task.queue, now).await?;
+        if queue.held.is_some() {
+            return Ok(queue.held);
+        }
+        let limits = KeyLimits {
+            running: queue.per_key,
+            rate: queue.per_key_rate,
+        };
+        let Some(key) = task.key.filter(|_| limits.any()) else {
+            return Ok(None);
+        };
+        let since = queue.per_key_rate.map_or(now, |r| r.window_start(now));
+        let usage = self
+            .inner
+            .store
+            .queue_key_usage(KeyUsageParams {
+                queue: task.queue.clone(),
+                key,
+                since,
+            })
+            .await?;
+        if limits
+            .running
+            .is_some_and(|n| usage.running >= i64::from(n))
+        {
+            return Ok(Some(Held {
+                by: HeldBy::PerKey,
+                until: None,
+            }));
+        }
+        let (room, frees) = limits.room(usage.running, &usage.starts, now);
+        Ok((room <= 0).then_some(Held {
+            by: HeldBy::PerKeyRate,
+            until: frees,
+        }))
     }
 
     /// Pauses, resumes or limits a queue (created on first use).
