@@ -186,22 +186,7 @@ pub(crate) async fn update(
             .await
             .map_err(db_err)?;
     }
-    let counting = tx
-        .prepare_cached(&counts::queue_counts_sql(
-            "sked_tasks",
-            "$2",
-            "$1::text",
-            Spelling::InList,
-        ))
-        .await
-        .map_err(db_err)?;
-    let counts = tx
-        .query_one(
-            &counting,
-            &[&p.name, &counts::limit_probe(QUEUE_COUNT_LIMIT)],
-        )
-        .await
-        .map_err(db_err)?;
+    let counts = one_queue_counts(&*tx, &p.name).await?;
     // A resumed or widened queue may have claimable tasks.
     announce_tasks(&*tx, channel, None, None).await?;
     tx.commit().await.map_err(db_err)?;
@@ -212,7 +197,7 @@ pub(crate) async fn update(
     }
     let mut info = queue_info(p.name.clone(), col(&row, 0)?, col(&row, 1)?);
     settings_from(&mut info, &row, 2)?;
-    info.set_counts(counts_of(&counts)?, QUEUE_COUNT_LIMIT);
+    info.set_counts(counts, QUEUE_COUNT_LIMIT);
     if let Some(now) = p.now {
         let mut buckets = HashMap::new();
         if let Some(bucket) = col::<Option<Timestamp>>(&row, 5)? {
@@ -304,19 +289,7 @@ pub(crate) async fn get(c: &mut Object, name: &str, now: Timestamp) -> Result<Qu
         )
         .await
         .map_err(db_err)?;
-    let counting = c
-        .prepare_cached(&counts::queue_counts_sql(
-            "sked_tasks",
-            "$2",
-            "$1::text",
-            Spelling::InList,
-        ))
-        .await
-        .map_err(db_err)?;
-    let counts = c
-        .query_one(&counting, &[&name, &counts::limit_probe(QUEUE_COUNT_LIMIT)])
-        .await
-        .map_err(db_err)?;
+    let counts = one_queue_counts(&***c, name).await?;
     let mut info = QueueInfo::new(name.to_string(), false, None);
     let mut buckets = HashMap::new();
     if let Some(row) = &row {
@@ -326,7 +299,7 @@ pub(crate) async fn get(c: &mut Object, name: &str, now: Timestamp) -> Result<Qu
             buckets.insert(info.name.clone(), bucket);
         }
     }
-    info.set_counts(counts_of(&counts)?, QUEUE_COUNT_LIMIT);
+    info.set_counts(counts, QUEUE_COUNT_LIMIT);
     set_held(&***c, std::slice::from_mut(&mut info), &buckets, now).await?;
     Ok(info)
 }
@@ -376,4 +349,20 @@ pub(crate) async fn key_usage(
         running: col(&running, 0)?,
         starts,
     })
+}
+
+/// One queue's counts per state, each up to [`QUEUE_COUNT_LIMIT`].
+async fn one_queue_counts<C: tokio_postgres::GenericClient + Sync>(
+    c: &C,
+    name: &str,
+) -> Result<[i64; 7]> {
+    let counting = counts::queue_counts_sql("sked_tasks", "$2", "$1::text", Spelling::InList);
+    let row = c
+        .query_one(
+            counting.as_str(),
+            &[&name, &counts::limit_probe(QUEUE_COUNT_LIMIT)],
+        )
+        .await
+        .map_err(db_err)?;
+    counts_of(&row)
 }
