@@ -73,6 +73,7 @@ pub fn router(state: AppState) -> Router {
         .route("/schedules/{name}/backfill", post(schedules::backfill))
         .route("/schedules/{name}/occurrences", get(schedules::occurrences))
         .route("/queues", get(queues::list))
+        .route("/queues/{name}", get(queues::get))
         .route("/queues/{name}/pause", post(queues::pause))
         .route("/queues/{name}/resume", post(queues::resume))
         .route("/queues/{name}/limit", put(queues::limit))

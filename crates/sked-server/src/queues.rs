@@ -25,6 +25,12 @@ pub(crate) struct ListQuery {
     count_limit: Option<u64>,
 }
 
+/// `GET /v1/queues/{name}`: one queue, with its counts and why its tasks wait (a queue never
+/// set or used has no limits and no tasks).
+pub(crate) async fn get(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
+    Ok(Json(s.engine.queue(&name).await?))
+}
+
 pub(crate) async fn list(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<ListQuery>,

@@ -63,6 +63,9 @@ struct LimitGauges {
     period: prometheus::GaugeVec,
     window: IntGaugeVec,
     held: IntGaugeVec,
+    per_key: IntGaugeVec,
+    per_key_rate: IntGaugeVec,
+    per_key_period: prometheus::GaugeVec,
 }
 
 impl LimitGauges {
@@ -81,7 +84,28 @@ impl LimitGauges {
         )
         .expect("valid metric");
         r.register(Box::new(period.clone())).expect("unique metric");
+        let per_key_period = prometheus::GaugeVec::new(
+            Opts::new(
+                "sked_queue_per_key_rate_period_seconds",
+                "The window of a queue's per-key rate limit",
+            ),
+            &["queue"],
+        )
+        .expect("valid metric");
+        r.register(Box::new(per_key_period.clone()))
+            .expect("unique metric");
         LimitGauges {
+            per_key: int(
+                "sked_queue_per_key_limit",
+                "Most tasks of one concurrency key of a queue running at once, where limited",
+                &["queue"],
+            ),
+            per_key_rate: int(
+                "sked_queue_per_key_rate_limit",
+                "Most tasks of one concurrency key of a queue started in any window of its period",
+                &["queue"],
+            ),
+            per_key_period,
             concurrency: int(
                 "sked_queue_concurrency_limit",
                 "Most tasks of a queue running at once, where limited",
@@ -108,10 +132,18 @@ impl LimitGauges {
     }
 
     fn set(&self, queues: &[sked_store::QueueInfo]) {
-        for g in [&self.concurrency, &self.rate, &self.window, &self.held] {
+        for g in [
+            &self.concurrency,
+            &self.rate,
+            &self.window,
+            &self.held,
+            &self.per_key,
+            &self.per_key_rate,
+        ] {
             g.reset();
         }
         self.period.reset();
+        self.per_key_period.reset();
         for q in queues {
             let name = q.name.as_str();
             if let Some(limit) = q.concurrency_limit {
@@ -129,6 +161,17 @@ impl LimitGauges {
                 self.window
                     .with_label_values(&[name])
                     .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+            if let Some(n) = q.per_key {
+                self.per_key.with_label_values(&[name]).set(i64::from(n));
+            }
+            if let Some(rate) = q.per_key_rate {
+                self.per_key_rate
+                    .with_label_values(&[name])
+                    .set(i64::from(rate.limit));
+                self.per_key_period
+                    .with_label_values(&[name])
+                    .set(rate.period.as_secs_f64());
             }
             if let Some(held) = q.held {
                 self.held

@@ -232,11 +232,16 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
             let (schedule, occurrences) =
                 tokio::try_join!(client.schedule(&name), client.occurrences(&name, 20))
                     .map_err(failed)?;
+            // The limits its runs meet in their queue (text only: `--json` is the schedule).
+            let queue = match remote.json {
+                true => None,
+                false => Some(client.queue(&schedule.task.queue).await.map_err(failed)?),
+            };
             let detail = ScheduleDetail {
                 schedule,
                 occurrences,
             };
-            show(remote, &detail, print_schedule);
+            show(remote, &detail, |d| print_schedule(d, queue.as_ref()));
         }
         ScheduleCmd::Pause { name } => {
             let s = connect(remote)?
@@ -300,8 +305,8 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
     Ok(())
 }
 
-/// A schedule's fields and its recent occurrences, for `sked schedule get`.
-fn print_schedule(d: &ScheduleDetail) {
+/// A schedule's fields, its queue's limits and its recent occurrences, for `sked schedule get`.
+fn print_schedule(d: &ScheduleDetail, queue: Option<&sked::QueueInfo>) {
     let s = &d.schedule;
     let fields = [
         ("name", s.name.clone()),
@@ -335,6 +340,7 @@ fn print_schedule(d: &ScheduleDetail) {
         ("running", s.running.to_string()),
         ("last_outcome", opt(s.last_outcome.as_ref())),
         ("task", serde_json::to_string(&s.task).unwrap_or_default()),
+        ("queue_limits", queue.map(queue_limits).unwrap_or_default()),
     ];
     crate::output::fields(&fields);
     out!();
@@ -365,4 +371,32 @@ fn print_paused(s: &sked::api::ScheduleView) {
         format!("next fire {}", time_in(s.next_fire_at, &s.tz))
     };
     out!("{} {state}", s.name);
+}
+
+/// A queue's limits in a line: `concurrency 5, rate 10/s, per key 2, per key 5/s, held by rate`
+/// (`none` without any).
+fn queue_limits(q: &sked::QueueInfo) -> String {
+    let mut parts = Vec::new();
+    if q.paused {
+        parts.push("paused".to_string());
+    }
+    if let Some(n) = q.concurrency_limit {
+        parts.push(format!("concurrency {n}"));
+    }
+    if let Some(r) = q.rate {
+        parts.push(format!("rate {r}"));
+    }
+    if let Some(n) = q.per_key {
+        parts.push(format!("per key {n}"));
+    }
+    if let Some(r) = q.per_key_rate {
+        parts.push(format!("per key {r}"));
+    }
+    if q.held.is_some() {
+        parts.push(format!("held by {}", super::queue::held(q)));
+    }
+    match parts.is_empty() {
+        true => "none".into(),
+        false => parts.join(", "),
+    }
 }

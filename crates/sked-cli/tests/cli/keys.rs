@@ -112,6 +112,11 @@ fn a_small_key_is_not_held_back_by_a_large_one() {
     // The queue and a task show the key and the limit.
     let ls = srv.ok(&["queue", "ls"]);
     assert!(ls.contains("PER KEY"), "{ls}");
+    let (_, metrics) = crate::common::http_get(&srv.url, "/metrics").unwrap();
+    assert!(
+        metrics.contains("sked_queue_per_key_limit{queue=\"tenants\"} 2"),
+        "{metrics}"
+    );
     let any = srv.json(&["task", "ls", "--queue", "tenants", "--limit", "1"])["tasks"][0]["id"]
         .to_string();
     assert!(srv.ok(&["task", "get", &any]).contains("key "));
@@ -148,6 +153,13 @@ fn a_per_key_rate_paces_each_key_on_its_own() {
     }
     let ls = srv.ok(&["queue", "ls"]);
     assert!(ls.contains("5/s"), "{ls}");
+    let (_, metrics) = crate::common::http_get(&srv.url, "/metrics").unwrap();
+    for series in [
+        "sked_queue_per_key_rate_limit{queue=\"paced\"} 5",
+        "sked_queue_per_key_rate_period_seconds{queue=\"paced\"} 1",
+    ] {
+        assert!(metrics.contains(series), "no {series} in\n{metrics}");
+    }
 }
 
 #[test]

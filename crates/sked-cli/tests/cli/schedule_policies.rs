@@ -329,3 +329,27 @@ fn invalid_schedule_policies_are_refused_and_change_nothing() {
     assert_eq!(names, ["ok"]);
     assert!(ledger(&srv, "ok").is_empty());
 }
+
+#[test]
+fn schedule_get_shows_the_limits_its_runs_meet() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &[]);
+    srv.ok(&["queue", "limit", "mail", "--rate", "10/s", "--per-key", "2"]);
+    srv.ok(&[
+        "schedule", "add", "digest", "--every", "1h", "--kind", "k", "--queue", "mail", "--key",
+        "tenant-7",
+    ]);
+    let shown = srv.ok(&["schedule", "get", "digest"]);
+    assert!(
+        shown.contains("queue_limits          rate 10/s, per key 2"),
+        "{shown}"
+    );
+    assert!(shown.contains("\"key\":\"tenant-7\""), "{shown}");
+    let (status, body) = request(&srv, "GET", "/v1/queues/mail", "");
+    assert_eq!(status, 200, "{body}");
+    let q: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (q["per_key"].clone(), q["rate"].clone()),
+        (json!(2), json!("10/s"))
+    );
+}

@@ -332,6 +332,17 @@ impl Client {
 
     // ---- queues ----
 
+    /// One queue, with its counts and why its tasks wait.
+    pub async fn queue(&self, name: &str) -> Result<QueueInfo> {
+        match &self.inner {
+            Inner::Embedded(e) => e.queue(name).await,
+            Inner::Remote(r) => {
+                r.get(&format!("/v1/queues/{}", path_segment(name)), &[])
+                    .await
+            }
+        }
+    }
+
     /// Every queue with its counts per state, each counted up to `count_limit`
     /// ([`sked_store::QUEUE_COUNT_LIMIT`] is the usual one; more than that is marked in
     /// [`QueueInfo::counts_at_least`]), read page by page.
