@@ -103,6 +103,15 @@ fn dashboard_in_chromium_shows_schedules_and_retries_a_failed_task() {
     });
     // A queue at its rate limit: one task started this hour, the other waits.
     server.ok(&["queue", "limit", "paced", "--rate", "1/h"]);
+    server.ok(&[
+        "queue",
+        "limit",
+        "tenants",
+        "--per-key",
+        "2",
+        "--per-key-rate",
+        "5/s",
+    ]);
     let paced = serde_json::json!({ "command": "true" }).to_string();
     let first = add("shell", &paced, &["--queue", "paced"]);
     let waiting = add("shell", &paced, &["--queue", "paced"]);

@@ -198,6 +198,8 @@ function queueRow(q) {
     h("td", { class: "num" }, q.concurrency_limit ?? "—"),
     // The rate limit with the starts its window holds now, and what holds the queue back.
     h("td", { class: "num", "data-rate": q.rate || "" }, q.rate ? `${q.rate_window ?? 0} of ${q.rate}` : "—"),
+    // Per concurrency key: tasks running at once, and starts per window.
+    h("td", { class: "num", "data-per-key": q.per_key ?? "" }, [q.per_key, q.per_key_rate].filter((x) => x !== undefined && x !== null).join(", ") || "—"),
     h("td", { "data-held": q.held ? q.held.by : "" }, q.held ? heldText(q.held) : "—"),
     h(
       "td",
@@ -270,7 +272,7 @@ async function overview(clusterReply) {
     h("h2", {}, "Last 15 minutes"),
     activityChart(activity.buckets),
     h("h2", {}, "Queues"),
-    table(["queue", ...STATES, "limit", "rate", "held", ""], queues.queues.map(queueRow), "No queues yet: enqueue a task."),
+    table(["queue", ...STATES, "limit", "rate", "per key", "held", ""], queues.queues.map(queueRow), "No queues yet: enqueue a task."),
     queues.next_after ? h("p", { class: "muted small", id: "queues-more" }, `The first ${queues.queues.length} queues by name; sked queue ls lists them all.`) : null,
   ];
 }

@@ -63,6 +63,8 @@ try {
   await notGarbled(page, "overview");
   const paced = (await page.locator('tr[data-queue="paced"]').textContent()) || "";
   check(paced.includes("1 of 1/h") && paced.includes("at its rate limit until"), `the paced queue shows its rate and why it waits: ${paced}`);
+  const tenants = (await page.locator('tr[data-queue="tenants"]').textContent()) || "";
+  check(tenants.includes("2, 5/s"), `the tenants queue shows its per-key limits: ${tenants}`);
   await show(page, `/tasks/${waitingId}`);
   const held = (await page.locator("#held").textContent()) || "";
   check(held.includes("its queue is at its rate limit until") && !held.includes("[object"), `a waiting task's page says why it waits: ${held}`);
