@@ -458,3 +458,88 @@ fn three_nodes_start_no_more_than_one_rate_limit_allows() {
     let lines = std::fs::read_to_string(&ran).unwrap().lines().count();
     assert_eq!(lines, 100, "each task ran once");
 }
+
+/// Three nodes on one PostgreSQL, a queue with `--per-key 2`: key A's 300 tasks enqueued
+/// before key B's 20. Across the nodes no key ever runs more than two at once, and B's twenty
+/// finish long before A's backlog does.
+#[test]
+fn three_nodes_keep_each_key_to_its_limit_and_take_keys_in_turn() {
+    let Some(url) = database_url() else { return };
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let schema = TestSchema::new(&url);
+    let dir = tempfile::tempdir().unwrap();
+    let servers = cluster(dir.path(), &schema.url(), &["", "", ""]);
+    let set = servers[0].json(&["queue", "limit", "tenants", "--per-key", "2"]);
+    assert_eq!(set["per_key"], 2, "{set}");
+    servers[0].ok(&["queue", "pause", "tenants"]);
+    for (key, n) in [("a", 300), ("b", 20)] {
+        let line = serde_json::json!({
+            "kind": "shell", "queue": "tenants", "key": key,
+            "payload": {"command": "sleep 0.05"},
+        })
+        .to_string();
+        let file = dir.path().join(format!("{key}.jsonl"));
+        std::fs::write(&file, vec![line; n].join("\n")).unwrap();
+        servers[1].ok(&["task", "import", file.to_str().unwrap()]);
+    }
+    servers[2].ok(&["queue", "resume", "tenants"]);
+    let tasks = |state: &str| {
+        servers[2].json(&[
+            "task", "ls", "--queue", "tenants", "--state", state, "--limit", "1000",
+        ])["tasks"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    wait_for("B's 20 to succeed", Duration::from_secs(60), || {
+        tasks("succeeded")
+            .iter()
+            .filter(|t| t["key"] == "b")
+            .count()
+            == 20
+    });
+    let done = tasks("succeeded");
+    let at = |t: &serde_json::Value, f: &str| {
+        t[f].as_str().map(|s| s.parse::<jiff::Timestamp>().unwrap())
+    };
+    let b_done = done
+        .iter()
+        .filter(|t| t["key"] == "b")
+        .filter_map(|t| at(t, "finished_at"))
+        .max()
+        .unwrap();
+    let a_before = done
+        .iter()
+        .filter(|t| t["key"] == "a" && at(t, "finished_at").is_some_and(|f| f <= b_done))
+        .count();
+    // Every task that started, from every node: key, start, end.
+    let mut spans = Vec::new();
+    for state in ["succeeded", "running"] {
+        for t in tasks(state) {
+            if let Some(s) = at(&t, "started_at") {
+                spans.push((
+                    t["key"].to_string(),
+                    s,
+                    at(&t, "finished_at"),
+                    t["worker"].to_string(),
+                ));
+            }
+        }
+    }
+    let mut most = 0;
+    for (key, start, _, _) in &spans {
+        let at_once = spans
+            .iter()
+            .filter(|(k, s, f, _)| k == key && s <= start && f.is_none_or(|f| f > *start))
+            .count();
+        most = most.max(at_once);
+    }
+    let workers: std::collections::BTreeSet<&String> = spans.iter().map(|(_, _, _, w)| w).collect();
+    eprintln!(
+        "per-key 2 on 3 nodes: A finished {a_before} before B's 20; most of one key at once {most}; \
+         {} workers claimed",
+        workers.len()
+    );
+    assert!(most <= 2, "{most} tasks of one key ran at once");
+    assert!(a_before < 200, "A finished {a_before} before B's 20");
+}

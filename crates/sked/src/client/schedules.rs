@@ -1,0 +1,139 @@
+//! [`Client`]'s schedule calls: create, declare, read, pause, resume, trigger and backfill
+//! schedules, and read their ledgers.
+
+use sked_core::{ScheduleDef, TaskId};
+use sked_store::{Occurrence, ScheduleSyncReport};
+
+use super::{Client, Inner, path_segment, schedule_path};
+use crate::Result;
+use crate::api::{self, ScheduleView};
+
+impl Client {
+    /// Creates or replaces a schedule (made at run time: no declaring group).
+    pub async fn schedule_put(&self, def: ScheduleDef) -> Result<ScheduleView> {
+        match &self.inner {
+            Inner::Embedded(e) => Ok(e.schedule_put(def).await?.into()),
+            Inner::Remote(r) => r.post("/v1/schedules", &def).await,
+        }
+    }
+
+    /// One schedule.
+    pub async fn schedule(&self, name: &str) -> Result<ScheduleView> {
+        match &self.inner {
+            Inner::Embedded(e) => Ok(e.schedule(name).await?.into()),
+            Inner::Remote(r) => r.get(&schedule_path(name, ""), &[]).await,
+        }
+    }
+
+    /// Every schedule with its payload, read page by page.
+    pub async fn schedules(&self) -> Result<Vec<ScheduleView>> {
+        self.schedules_with(true).await
+    }
+
+    /// Every schedule, read page by page, its template's payload left out (null) unless
+    /// `payloads`: what an overview needs, without moving every payload.
+    pub async fn schedules_with(&self, payloads: bool) -> Result<Vec<ScheduleView>> {
+        match &self.inner {
+            Inner::Embedded(e) => Ok(e
+                .schedules_with(payloads)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect()),
+            Inner::Remote(r) => {
+                let include = if payloads { "payload" } else { "" };
+                let query = [("include", include.to_string())];
+                r.every_page("/v1/schedules", &query, |l: api::ScheduleList| {
+                    (l.schedules, l.next_after)
+                })
+                .await
+            }
+        }
+    }
+
+    /// Deletes a schedule; its tasks stay.
+    pub async fn schedule_delete(&self, name: &str) -> Result<()> {
+        match &self.inner {
+            Inner::Embedded(e) => e.schedule_delete(name).await,
+            Inner::Remote(r) => r.delete(&schedule_path(name, "")).await,
+        }
+    }
+
+    /// Pauses a schedule.
+    pub async fn schedule_pause(&self, name: &str) -> Result<ScheduleView> {
+        match &self.inner {
+            Inner::Embedded(e) => Ok(e.schedule_pause(name).await?.into()),
+            Inner::Remote(r) => r.post(&schedule_path(name, "/pause"), &()).await,
+        }
+    }
+
+    /// Resumes a paused schedule from now.
+    pub async fn schedule_resume(&self, name: &str) -> Result<ScheduleView> {
+        match &self.inner {
+            Inner::Embedded(e) => Ok(e.schedule_resume(name).await?.into()),
+            Inner::Remote(r) => r.post(&schedule_path(name, "/resume"), &()).await,
+        }
+    }
+
+    /// Enqueues a run of the schedule now; returns the task's id.
+    pub async fn schedule_trigger(&self, name: &str) -> Result<TaskId> {
+        match &self.inner {
+            Inner::Embedded(e) => e.schedule_trigger(name).await,
+            Inner::Remote(r) => {
+                let t: api::Triggered = r.post(&schedule_path(name, "/trigger"), &()).await?;
+                Ok(t.id)
+            }
+        }
+    }
+
+    /// Enqueues the schedule's past occurrences from `from` to `to` that have no run yet
+    /// (see [`Engine::schedule_backfill`]).
+    pub async fn schedule_backfill(
+        &self,
+        name: &str,
+        from: jiff::Timestamp,
+        to: jiff::Timestamp,
+    ) -> Result<sked_store::BackfillReport> {
+        match &self.inner {
+            Inner::Embedded(e) => e.schedule_backfill(name, from, to).await,
+            Inner::Remote(r) => {
+                r.post(
+                    &schedule_path(name, "/backfill"),
+                    &api::BackfillRequest { from, to },
+                )
+                .await
+            }
+        }
+    }
+
+    /// A schedule's ledger, newest first (at most `limit` lines, at most 1,000).
+    pub async fn occurrences(&self, name: &str, limit: u32) -> Result<Vec<Occurrence>> {
+        match &self.inner {
+            Inner::Embedded(e) => e.occurrences(name, limit).await,
+            Inner::Remote(r) => {
+                let query = [("limit", limit.to_string())];
+                let reply: api::OccurrenceList =
+                    r.get(&schedule_path(name, "/occurrences"), &query).await?;
+                Ok(reply.occurrences)
+            }
+        }
+    }
+
+    /// Declares the schedules of `group` (see [`Engine::schedules_sync`]).
+    pub async fn schedules_sync(
+        &self,
+        group: &str,
+        defs: Vec<ScheduleDef>,
+    ) -> Result<ScheduleSyncReport> {
+        match &self.inner {
+            Inner::Embedded(e) => e.schedules_sync(group, defs).await,
+            Inner::Remote(r) => {
+                r.put(
+                    &format!("/v1/declared/{}", path_segment(group)),
+                    &api::Declared { schedules: defs },
+                )
+                .await
+            }
+        }
+    }
+}
