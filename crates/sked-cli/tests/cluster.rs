@@ -526,11 +526,15 @@ fn three_nodes_keep_each_key_to_its_limit_and_take_keys_in_turn() {
             }
         }
     }
+    // A claim's start time is taken before it waits for the queue's lock, so a task it
+    // started may read as starting a little before the end of the one whose place it took
+    // (0.17 ms measured). Ends within 5 ms after a start do not count as overlapping it.
+    let grace = jiff::SignedDuration::from_millis(5);
     let mut most = 0;
     for (key, start, _, _) in &spans {
         let at_once = spans
             .iter()
-            .filter(|(k, s, f, _)| k == key && s <= start && f.is_none_or(|f| f > *start))
+            .filter(|(k, s, f, _)| k == key && s <= start && f.is_none_or(|f| f > *start + grace))
             .count();
         most = most.max(at_once);
     }

@@ -18,17 +18,17 @@ use crate::codec::{col, db_err};
 /// How many of a priority's first tasks a claim looks through for tasks without a key.
 const UNKEYED_LOOK: i64 = 1_000;
 
-/// The claim's filters (kinds, lowest priority) as SQL with parameters from `$first`, pushed
-/// onto `params`.
-fn filters<'a>(p: &'a TaskClaimParams, first: usize, params: &mut Vec<Param<'a>>) -> String {
+/// The claim's filters (kinds, lowest priority) as SQL, their parameters pushed after those in
+/// `params` (numbered on from them).
+fn filters<'a>(p: &'a TaskClaimParams, params: &mut Vec<Param<'a>>) -> String {
     let mut sql = String::new();
     if !p.kinds.is_empty() {
-        sql.push_str(&format!(" AND kind = ANY(${})", first + params.len()));
         params.push(&p.kinds);
+        sql.push_str(&format!(" AND kind = ANY(${})", params.len()));
     }
     if let Some(min) = &p.min_priority {
-        sql.push_str(&format!(" AND priority >= ${}", first + params.len()));
         params.push(min);
+        sql.push_str(&format!(" AND priority >= ${}", params.len()));
     }
     sql
 }
@@ -175,7 +175,7 @@ async fn next_level(
     p: &TaskClaimParams,
 ) -> Result<Option<i32>> {
     let mut params: Vec<Param<'_>> = vec![&queue, &below, &first];
-    let filter = filters(p, 4, &mut params);
+    let filter = filters(p, &mut params);
     let row = tx
         .query_opt(
             &format!(
@@ -219,7 +219,7 @@ async fn keys_after(
     p: &TaskClaimParams,
 ) -> Result<Vec<String>> {
     let mut params: Vec<Param<'_>> = vec![&queue, &level, &after, &most];
-    let filter = filters(p, 5, &mut params);
+    let filter = filters(p, &mut params);
     let probe = |from: &str| {
         format!(
             "SELECT concurrency_key FROM sked_tasks WHERE state = 'available' \
@@ -257,7 +257,7 @@ async fn keyed_heads(
     let keys: Vec<String> = rooms.iter().map(|(k, _)| k.clone()).collect();
     let room: Vec<i64> = rooms.iter().map(|(_, r)| *r).collect();
     let mut params: Vec<Param<'_>> = vec![&queue, &level, &keys, &room];
-    let filter = filters(p, 5, &mut params);
+    let filter = filters(p, &mut params);
     let rows = tx
         .query(
             &format!(
@@ -298,7 +298,7 @@ async fn unkeyed_heads(
     p: &TaskClaimParams,
 ) -> Result<Vec<(Timestamp, TaskId)>> {
     let mut params: Vec<Param<'_>> = vec![&queue, &level, &UNKEYED_LOOK, &most];
-    let filter = filters(p, 5, &mut params);
+    let filter = filters(p, &mut params);
     let rows = tx
         .query(
             &format!(

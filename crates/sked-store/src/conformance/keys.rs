@@ -42,7 +42,20 @@ pub async fn a_per_key_limit_caps_each_key(store: &Shared) {
     tasks.extend(keyed("t", Some("b"), 3));
     tasks.extend(keyed("t", None, 2));
     insert_batch(store, &tasks, t0()).await;
-    let first = claim(store, 10, t0()).await;
+    // A worker that names its kinds (and a lowest priority) claims the same way.
+    let first = store
+        .task_claim(TaskClaimParams {
+            min_priority: Some(0),
+            queues: vec![],
+            kinds: vec!["k".into()],
+            max: 10,
+            worker: "w1".into(),
+            lease_ttl: TTL,
+            timeout_grace: crate::rules::DEFAULT_TIMEOUT_GRACE,
+            now: t0(),
+        })
+        .await
+        .unwrap();
     let mut got = keys_of(&first);
     got.sort();
     // Two of each key; the tasks without a key are not capped.

@@ -222,9 +222,15 @@ impl Engine {
     }
 
     /// Metrics and wake-ups after an attempt ended: a task to run again, a schedule's overlap
-    /// changed.
+    /// changed, a key with room again.
     fn finished(&self, task: &Task, outcome: &FinishOutcome, now: Timestamp) {
         self.inner.metrics.finished(task, outcome, now);
+        // A keyed task's end may give its key room under a per-key limit: the key's next task
+        // is claimable now, and nothing else announces it. (Tasks without a key never wake
+        // anyone here, so the drain of a plain queue pays nothing.)
+        if task.key.is_some() {
+            self.wake_workers();
+        }
         if !task.state.is_finished() {
             if task.run_at <= self.now() {
                 self.wake_workers();
