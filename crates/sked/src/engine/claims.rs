@@ -221,22 +221,16 @@ impl Engine {
         }
     }
 
-    /// Metrics and wake-ups after an attempt ended: a task to run again, a schedule's overlap
-    /// changed, a key with room again.
+    /// Metrics and wake-ups after an attempt ended: room under a limit, a task to run again, a
+    /// schedule's overlap changed.
     fn finished(&self, task: &Task, outcome: &FinishOutcome, now: Timestamp) {
         self.inner.metrics.finished(task, outcome, now);
-        // A keyed task's end may give its key room under a per-key limit: the key's next task
-        // is claimable now, and nothing else announces it. (Tasks without a key never wake
-        // anyone here, so the drain of a plain queue pays nothing.)
-        if task.key.is_some() {
-            self.wake_workers();
-        }
-        if !task.state.is_finished() {
-            if task.run_at <= self.now() {
-                self.wake_workers();
-            } else {
-                self.saw_waiting(Some(task.run_at));
-            }
+        // An ended attempt frees room under its queue's concurrency limit or its key's per-key
+        // limit, which no announcement says: claims waiting here look again. (Busy claims do
+        // not wait, so a drain pays nothing; an idle lane looks once more per ending.)
+        self.wake_workers();
+        if !task.state.is_finished() && task.run_at > self.now() {
+            self.saw_waiting(Some(task.run_at));
         }
         if task.schedule.is_some() {
             self.inner.schedules_changed.notify_waiters();
