@@ -100,6 +100,10 @@ pub struct KeyUsage {
     pub starts: Vec<(Timestamp, u32)>,
 }
 
+/// How many of a priority's first tasks a claim of a keyed queue looks through for tasks
+/// without a key (they have no index of their own).
+pub const UNKEYED_LOOK: i64 = 1_000;
+
 /// The most keys one claim of a keyed queue looks at in one priority.
 pub const KEYS_PER_CLAIM: usize = 1_000;
 

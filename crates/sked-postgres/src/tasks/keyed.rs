@@ -8,15 +8,14 @@ use deadpool_postgres::Transaction;
 use jiff::Timestamp;
 use sked_core::RateLimit;
 use sked_core::TaskId;
-use sked_store::keyed::{KEYS_PER_CLAIM, KeyHeads, KeyLimits, Tally, in_turn, round_robin};
+use sked_store::keyed::{
+    KEYS_PER_CLAIM, KeyHeads, KeyLimits, Tally, UNKEYED_LOOK, in_turn, round_robin,
+};
 use sked_store::*;
 
 use super::Param;
 use super::cursor::Key;
 use crate::codec::{col, db_err};
-
-/// How many of a priority's first tasks a claim looks through for tasks without a key.
-const UNKEYED_LOOK: i64 = 1_000;
 
 /// The claim's filters (kinds, lowest priority) as SQL, their parameters pushed after those in
 /// `params` (numbered on from them).

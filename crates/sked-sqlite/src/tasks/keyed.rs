@@ -8,14 +8,13 @@ use jiff::Timestamp;
 use rusqlite::{Transaction, params, params_from_iter, types::Value};
 use sked_core::RateLimit;
 use sked_core::TaskId;
-use sked_store::keyed::{KEYS_PER_CLAIM, KeyHeads, KeyLimits, Tally, in_turn, round_robin};
+use sked_store::keyed::{
+    KEYS_PER_CLAIM, KeyHeads, KeyLimits, Tally, UNKEYED_LOOK, in_turn, round_robin,
+};
 use sked_store::*;
 
 use crate::codec::{db_err, from_ts, ts};
 use crate::indexed;
-
-/// How many of a priority's first tasks a claim looks through for tasks without a key.
-const UNKEYED_LOOK: i64 = 1_000;
 
 /// A claim's key: priority (highest first), run time, id.
 type Key = (Reverse<i64>, i64, TaskId);
