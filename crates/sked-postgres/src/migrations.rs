@@ -16,6 +16,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (8, include_str!("../migrations/0008_unique_windows.sql")),
     (9, include_str!("../migrations/0009_schedule_policies.sql")),
     (10, include_str!("../migrations/0010_concurrency_keys.sql")),
+    (11, include_str!("../migrations/0011_reserved_starts.sql")),
 ];
 
 /// Brings the schema up to date, creating `schema` first when given (its name is validated).

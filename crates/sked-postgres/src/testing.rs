@@ -33,5 +33,5 @@ pub async fn fresh_store() -> Option<(crate::PgStore, TestSchema)> {
 /// worker, `$4` at most how many), for tests of its query plan; with `after`, the claim that
 /// resumes after a claim-order key (`$5` priority, `$6` run time, `$7` id).
 pub fn claim_sql(after: bool) -> String {
-    crate::tasks::claim::claim_sql("state = 'available'", after)
+    crate::tasks::claim::claim_sql("state = 'available'", after, true)
 }

@@ -35,6 +35,14 @@ fn walk(cond: &str) -> String {
     counts::queue_walk("g", "tasks", cond)
 }
 
+/// The distinct queues of the available tasks, one probe of `tasks_available_queue` each.
+pub(crate) static AVAILABLE_QUEUES: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH RECURSIVE {} SELECT name FROM g WHERE name IS NOT NULL",
+        walk("state = 'available'")
+    )
+});
+
 /// The first available tasks of every queue in claim order, at most `?1`: their keys and queue,
 /// read from the index alone. `filter` adds conditions, numbering its parameters from `?2`.
 pub(crate) fn claim_keys_all(filter: &str) -> String {
@@ -171,7 +179,8 @@ mod tests {
         let keyed_heads = keyed_heads(" AND kind IN (?5)");
         let unkeyed_heads = unkeyed_heads(" AND kind IN (?5)");
         let keyed_level = keyed_level(" AND kind IN (?3)");
-        let cases: [(&str, &[&str]); 15] = [
+        let cases: [(&str, &[&str]); 16] = [
+            (&AVAILABLE_QUEUES, &["COVERING INDEX tasks_available_queue"]),
             (&keyed_keys, &["tasks_available_key"]),
             (&keyed_heads, &["tasks_available_key"]),
             (&unkeyed_heads, &["tasks_available_queue"]),

@@ -12,6 +12,7 @@ use sked_store::*;
 
 use super::Param;
 use super::cursor::{ClaimCursors, Key, NextDue, QueueSetting};
+use super::known::Limited;
 use crate::codec::{TASK_COLUMNS, col, db_err, tasks_from_rows};
 use crate::listen::notify_tasks_sql;
 
@@ -45,13 +46,14 @@ static OPEN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     )
 });
 
-/// Paused queues and queues with a concurrency, rate or per-key limit (whether limited, as a
-/// limit: -1 for a queue limited otherwise than by concurrency).
+/// Paused queues and queues with a concurrency, rate or per-key limit (whether limited, and
+/// whether by a rate alone).
 static QUEUE_SETTINGS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
-        "SELECT q.name, q.paused, CASE WHEN {} THEN coalesce(q.concurrency_limit, -1) END \
+        "SELECT q.name, q.paused, CASE WHEN {} THEN {} END \
          FROM sked_queues q WHERE {}",
         keyed::LIMITED,
+        super::rated::RATE_ONLY,
         keyed::LIMITED_OR_PAUSED
     )
 });
@@ -71,8 +73,14 @@ static QUEUE_SETTINGS: std::sync::LazyLock<String> = std::sync::LazyLock::new(||
 /// in order). So the migrations and every change of queue settings analyze `sked_queues`
 /// ([`crate::queues::update`]). A scalar subquery per candidate instead of `NOT EXISTS` did not
 /// depend on the statistics, but cost a fifth of the drain's throughput.
-pub(crate) fn claim_sql(filter: &str, after: bool) -> String {
-    let open = OPEN.as_str();
+///
+/// `open`: among the queues that are neither paused nor limited; otherwise every queue of
+/// `filter` (a walk of one limited queue, see [`super::limited`]).
+pub(crate) fn claim_sql(filter: &str, after: bool, open: bool) -> String {
+    let open = match open {
+        true => OPEN.as_str(),
+        false => "true",
+    };
     let picked = match after {
         false => format!(
             "picked AS (SELECT id FROM sked_tasks c WHERE {filter} AND {open} \
@@ -127,11 +135,17 @@ pub(crate) async fn claim(
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let max = i64::from(p.max);
     let filter_key = format!("{:?} {:?}", p.queues, p.kinds);
-    let start = cursors.start(&filter_key, p.now);
+    // Staging and the queue settings only when they may have changed (see `super::known`).
+    let (stage_first, known_settings) = cursors.before_claim(p.now);
+    let mut start = cursors.start(&filter_key, p.now);
+    if stage_first && start.after == Some(Key::END) {
+        // What staging makes available lies before the end: this claim starts at the front.
+        start.after = None;
+    }
     let after = start.after;
     if start.probe {
         let (pool, cursors) = (pool.clone(), cursors.clone());
-        tokio::spawn(probe(pool, cursors, filter_key, after, p.clone()));
+        tokio::spawn(probe(pool, cursors, filter_key, after, p.clone(), true));
     }
     let grace = grace_ms(p.timeout_grace);
     let mut params: Vec<Param<'_>> = vec![&p.now, &expires, &p.worker, &max, &grace];
@@ -139,9 +153,7 @@ pub(crate) async fn claim(
         params.extend([&key.priority as Param<'_>, &key.run_at, &key.id]);
     }
     let filter = candidates_filter(&p.queues, &p.kinds, &p.min_priority, &mut params);
-    let sql = claim_sql(&filter, after.is_some());
-    // Staging and the queue settings only when they may have changed (see `super::known`).
-    let (stage_first, known_settings) = cursors.before_claim(p.now);
+    let sql = claim_sql(&filter, after.is_some(), true);
     let stage = c.prepare_cached(&STAGE).await.map_err(db_err)?;
     let settings = c.prepare_cached(&QUEUE_SETTINGS).await.map_err(db_err)?;
     let take = c.prepare_cached(&sql).await.map_err(db_err)?;
@@ -175,10 +187,15 @@ pub(crate) async fn claim(
         Some(rows) => Some(queue_settings(&rows)?),
         None => None,
     };
-    let mut limited: Vec<String> = Vec::new();
-    for (name, paused, limit) in read_settings.iter().chain(&known_settings).flatten() {
-        if !paused && limit.is_some() && (p.queues.is_empty() || p.queues.contains(name)) {
-            limited.push(name.clone());
+    let (mut locked, mut rated): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+    for (name, paused, limited) in read_settings.iter().chain(&known_settings).flatten() {
+        if *paused || !(p.queues.is_empty() || p.queues.contains(name)) {
+            continue;
+        }
+        match limited {
+            Some(Limited::Lock) => locked.push(name.clone()),
+            Some(Limited::Reserve) => rated.push(name.clone()),
+            None => {}
         }
     }
     cursors.learnt(&start, next_due, read_settings, p.now);
@@ -187,15 +204,33 @@ pub(crate) async fn claim(
             cursors.move_back(Key::before(top, first));
         }
     }
-    cursors.finish(start, claimed.last().map(Key::of), false);
+    // A short claim over every priority walked to the end of the open queues' claimable
+    // tasks: the next ones start after the end, until an announcement or the probe moves them
+    // back, instead of walking again past every task of a limited or paused queue.
+    let exhausted = claimed.len() < p.max as usize && p.min_priority.is_none();
+    cursors.finish(start, claimed.last().map(Key::of), exhausted);
     let left = p.max.saturating_sub(claimed.len() as u32);
     let mut held_until = None;
-    if left > 0 && !limited.is_empty() {
-        let (more, held) =
-            super::limited::claim_limited(c, cursors, p, &limited, left, expires).await?;
-        claimed.extend(more);
-        claimed.sort_by_key(|t| Key::of(t).order());
+    if left > 0 && !(locked.is_empty() && rated.is_empty()) {
+        let (reserved, held) = match rated.is_empty() {
+            true => Default::default(),
+            false => super::rated::reserve(c, &rated, left, p.now).await?,
+        };
         held_until = held;
+        if !(locked.is_empty() && reserved.is_empty()) {
+            let (more, held) = super::limited::claim_limited(
+                c,
+                (pool, cursors),
+                p,
+                (&locked, &reserved),
+                left,
+                expires,
+            )
+            .await?;
+            claimed.extend(more);
+            claimed.sort_by_key(|t| Key::of(t).order());
+            held_until = sked_store::rate::sooner(held_until, held);
+        }
     }
     Ok((claimed, held_until))
 }
@@ -213,19 +248,28 @@ fn staged_next(row: &tokio_postgres::Row, now: Timestamp) -> Result<NextDue> {
 
 fn queue_settings(rows: &[tokio_postgres::Row]) -> Result<Vec<QueueSetting>> {
     rows.iter()
-        .map(|row| Ok((col(row, 0)?, col(row, 1)?, col(row, 2)?)))
+        .map(|row| {
+            let limited = col::<Option<bool>>(row, 2)?.map(|rate_only| match rate_only {
+                true => Limited::Reserve,
+                false => Limited::Lock,
+            });
+            Ok((col(row, 0)?, col(row, 1)?, limited))
+        })
         .collect()
 }
 
 /// Looks for the first claimable task from the front of the claim index, apart from the
 /// claims (with a snapshot held it walks every task claimed since), and hands it to
-/// [`ClaimCursors::probed`]. A failure only delays the next probe.
-async fn probe(
+/// [`ClaimCursors::probed`]. A failure only delays the next probe. `open`: among the queues
+/// that are neither paused nor limited (the claim's); otherwise among `p`'s queues (a walk of
+/// one limited queue).
+pub(super) async fn probe(
     pool: Pool,
     cursors: Arc<ClaimCursors>,
     filter_key: String,
     seen: Option<Key>,
     p: TaskClaimParams,
+    open: bool,
 ) {
     // Its cost is the walk: the time to get a connection does not count.
     let mut began = Instant::now();
@@ -237,11 +281,14 @@ async fn probe(
         began = Instant::now();
         let mut params: Vec<Param<'_>> = Vec::new();
         let filter = candidates_filter(&p.queues, &p.kinds, &None, &mut params);
+        let open = match open {
+            true => format!(" AND {}", OPEN.as_str()),
+            false => String::new(),
+        };
         let stmt = c
             .prepare_cached(&format!(
-                "SELECT priority, run_at, id FROM sked_tasks c WHERE {filter} AND {open} \
-                 ORDER BY priority DESC, run_at, id LIMIT 1",
-                open = OPEN.as_str()
+                "SELECT priority, run_at, id FROM sked_tasks c WHERE {filter}{open} \
+                 ORDER BY priority DESC, run_at, id LIMIT 1"
             ))
             .await
             .map_err(db_err)?;

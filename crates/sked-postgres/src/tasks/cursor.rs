@@ -163,37 +163,11 @@ impl ClaimCursors {
         }
     }
 
-    /// Where a walk of one limited queue for `filter` starts at `now`: like
-    /// [`ClaimCursors::start`], but instead of probing it starts from the front at most every
-    /// [`PROBE_EVERY`] (and after a walk that found nothing), so that a task passed over
-    /// (locked for a moment by another statement) is not left behind.
-    pub(crate) fn start_walk(&self, filter: &str, now: Timestamp) -> Start {
-        let mut inner = self.lock();
-        let epoch = inner.epoch;
-        let position = inner.positions.entry(filter.to_owned()).or_default();
-        if position.probe_due.is_none_or(|due| now >= due) {
-            position.after = None;
-            position.probe_due = Some(now.saturating_add(PROBE_EVERY).unwrap_or(Timestamp::MAX));
-        }
-        Start {
-            after: position.after,
-            probe: false,
-            filter: filter.to_owned(),
-            epoch,
-        }
-    }
-
-    /// A walk from its position found nothing: the next one starts from the front.
-    pub(crate) fn restart(&self, filter: &str) {
-        if let Some(p) = self.lock().positions.get_mut(filter) {
-            p.after = None;
-        }
-    }
-
     /// Records a claim's end: `last`, the last task it took in claim order; `exhausted` when
-    /// a walk of one limited queue took fewer than it asked for, over every priority: it
-    /// reached the end, and the next walk need not pass over the same entries again until
-    /// something is announced before the end (see [`super::limited`]).
+    /// the claim (or a walk of one limited queue, see [`super::limited`]) took fewer than it
+    /// asked for, over every priority: it reached the end, and the next one need not pass over
+    /// the same entries again (the tasks of limited and paused queues, for a claim) until
+    /// something is announced before the end or a probe finds a task there.
     pub(crate) fn finish(&self, start: Start, last: Option<Key>, exhausted: bool) {
         let mut inner = self.lock();
         let unchanged = inner.epoch == start.epoch;
@@ -447,26 +421,32 @@ mod tests {
     }
 
     #[test]
-    fn a_limited_walk_resumes_and_starts_from_the_front_every_second() {
+    fn a_short_claim_resumes_after_the_end_until_a_task_is_announced_or_probed_before_it() {
         let cursors = ClaimCursors::default();
-        let first = cursors.start_walk("limited", at(10));
-        assert_eq!(first.after, None);
+        let first = cursors.start("q", at(10));
         cursors.finish(first, Some(key(0, 5, 7)), false);
-        let next = cursors.start_walk("limited", at(10));
+        // Walked to the end: the next claim passes over nothing...
+        let next = cursors.start("q", at(10));
         assert_eq!(next.after, Some(key(0, 5, 7)));
-        // Walked to the end: the next walk passes over nothing...
+        assert!(next.probe, "a probe looks from the front beside it");
         cursors.finish(next, Some(key(0, 6, 1)), true);
-        assert_eq!(cursors.start_walk("limited", at(10)).after, Some(Key::END));
-        // ...until a task is announced before it,
+        assert_eq!(cursors.start("q", at(10)).after, Some(Key::END));
+        // ...until the probe finds a task before the end (one passed over while locked),
+        cursors.probed(
+            "q",
+            Some(key(0, 4, 3)),
+            Some(Key::END),
+            at(10),
+            Duration::ZERO,
+        );
+        assert_eq!(cursors.start("q", at(10)).after, Some(key(0, 4, 2)));
+        // or a task is announced before it.
+        cursors.finish(cursors.start("q", at(10)), None, true);
+        assert_eq!(cursors.start("q", at(10)).after, Some(Key::END));
         cursors.move_back(Key::before(0, at(8)));
         assert_eq!(
-            cursors.start_walk("limited", at(10)).after,
+            cursors.start("q", at(10)).after,
             Some(Key::before(0, at(8)))
         );
-        // or a second has passed: then from the front.
-        assert_eq!(cursors.start_walk("limited", at(11)).after, None);
-        // A walk from a position that found nothing starts from the front next time.
-        cursors.restart("limited");
-        assert_eq!(cursors.start_walk("limited", at(11)).after, None);
     }
 }

@@ -53,8 +53,18 @@ impl NextDue {
     }
 }
 
-/// A queue's settings as claims use them: its name, paused, concurrency limit.
-pub(crate) type QueueSetting = (String, bool, Option<i32>);
+/// How claims take a limited queue's tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Limited {
+    /// Limited by a rate alone: within starts reserved beforehand (see `super::rated`).
+    Reserve,
+    /// Under the queue row's lock (see `super::limited`).
+    Lock,
+}
+
+/// A queue's settings as claims use them: its name, paused, and how it is limited (`None`:
+/// it is not).
+pub(crate) type QueueSetting = (String, bool, Option<Limited>);
 
 #[cfg(test)]
 mod tests {

@@ -1,9 +1,11 @@
-//! Claiming from paused-or-limited queues' neighbours: the limited queues (a concurrency or
-//! rate limit), each read on its own under its queue row's lock.
+//! Claiming from limited queues (a concurrency, rate or per-key limit), each read on its own:
+//! under its queue row's lock, or, for a queue limited by a rate alone, within the starts
+//! reserved for the claim beforehand ([`super::rated`]).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use deadpool_postgres::Object;
+use deadpool_postgres::{Object, Pool, Transaction};
 use jiff::Timestamp;
 use sked_core::{Task, TaskId};
 use sked_store::keyed::{KeyLimits, LIMITED};
@@ -12,55 +14,26 @@ use sked_store::*;
 use super::Param;
 use super::claim::{candidates_filter, grace_ms, lease_end_sql};
 use super::cursor::{ClaimCursors, Key};
+use super::rated::{Reservation, WINDOW, window_starts};
 use crate::codec::{TASK_COLUMNS, col, db_err, tasks_from_rows};
 
-/// With concurrency or rate limits in play, the limited queues' rows are locked for the
-/// transaction, so that nodes claiming at once cannot together exceed a limit. Also says when
-/// a rate limit that held tasks back lets one start again.
+/// Claims at most `max` tasks from the `limited` queues, whose rows are locked for the
+/// transaction so that nodes claiming at once cannot together exceed a limit, and from the
+/// queues with starts `reserved`, within them. Also says when a rate limit that held tasks
+/// back lets one start again.
 pub(super) async fn claim_limited(
     c: &mut Object,
-    cursors: &ClaimCursors,
+    (pool, cursors): (&Pool, &Arc<ClaimCursors>),
     p: &TaskClaimParams,
-    limited: &Vec<String>,
+    (limited, reserved): (&Vec<String>, &HashMap<String, Reservation>),
     max: u32,
     expires: Timestamp,
 ) -> Result<(Vec<Task>, Option<Timestamp>)> {
     let tx = c.transaction().await.map_err(db_err)?;
-    // The limited queues' rows are locked first; then, in a statement of its own, each one's
-    // running tasks and the starts its rate window counts are read. In one statement the
-    // counts would come from the snapshot taken before the lock was granted, without what the
-    // claim that held it had just committed, and nodes claiming at once would each take a
-    // full window. Sent together, the second statement still runs after the first.
-    let lock = tx
-        .prepare_cached(&format!(
-            "SELECT q.name FROM sked_queues q WHERE q.name = ANY($1) AND NOT q.paused \
-               AND {LIMITED} ORDER BY q.name FOR UPDATE"
-        ))
-        .await
-        .map_err(db_err)?;
-    let read = tx
-        .prepare_cached(&format!(
-            "SELECT q.name, q.concurrency_limit, \
-               (SELECT count(*) FROM sked_tasks t WHERE t.state = 'running' AND t.queue = q.name), \
-               q.rate_limit, q.rate_period_ms, \
-               coalesce(w.at, '{{}}'), coalesce(w.n, '{{}}'), \
-               q.rate_burst, q.rate_bucket_at, q.per_key_limit, q.key_cursor, \
-               q.per_key_rate_limit, q.per_key_rate_period_ms \
-             FROM sked_queues q \
-             LEFT JOIN LATERAL ( \
-               SELECT array_agg(s.started_at) AS at, array_agg(s.n) AS n \
-               FROM sked_queue_starts s WHERE s.queue = q.name \
-                 AND s.started_at > $2::timestamptz - q.rate_period_ms * interval '1 millisecond' \
-             ) w ON true \
-             WHERE q.name = ANY($1) AND NOT q.paused AND {LIMITED}"
-        ))
-        .await
-        .map_err(db_err)?;
-    let (lock_params, read_params): ([Param<'_>; 1], [Param<'_>; 2]) =
-        ([limited], [limited, &p.now]);
-    let (_, limits) =
-        tokio::try_join!(tx.query(&lock, &lock_params), tx.query(&read, &read_params))
-            .map_err(db_err)?;
+    let limits = match limited.is_empty() {
+        true => Vec::new(),
+        false => read_locked(&tx, limited, p.now).await?,
+    };
     let mut quota: HashMap<String, i64> = HashMap::new();
     let mut rated: HashMap<String, (sked_core::RateLimit, Option<Timestamp>)> = HashMap::new();
     let mut held_until: Option<Timestamp> = None;
@@ -87,14 +60,8 @@ pub(super) async fn claim_limited(
             burst: col(row, 7)?,
         });
         if let Some(rate) = rate {
-            let at: Vec<Timestamp> = col(row, 5)?;
-            let n: Vec<i32> = col(row, 6)?;
-            let starts: Vec<(Timestamp, u32)> = at
-                .into_iter()
-                .zip(n.into_iter().map(|n| n.max(0) as u32))
-                .collect();
             let bucket: Option<Timestamp> = col(row, 8)?;
-            let r = rate.room(&starts, bucket, p.now);
+            let r = rate.room(&window_starts(row, 5)?, bucket, p.now);
             held_until = sked_store::rate::sooner(held_until, r.frees_at);
             rated.insert(name.clone(), (rate, bucket));
             room = Some(r);
@@ -102,54 +69,55 @@ pub(super) async fn claim_limited(
         let left = sked_store::rate::quota(left, room).unwrap_or(i64::MAX);
         quota.insert(name, left);
     }
-    // Each queue with room on its own, for at most what its quota leaves: a queue at its
-    // limit never crowds the others out.
-    let mut candidates: Vec<(Key, String)> = Vec::new();
-    let mut walks = Vec::new();
-    for (queue, left) in quota.iter().filter(|(_, left)| **left > 0) {
-        let take = (*left).min(i64::from(max));
-        if let Some((per_key, cursor)) = keyed_queues.get(queue) {
-            let (found, frees) =
-                super::keyed::candidates(&tx, queue, *per_key, cursor, take, p).await?;
-            held_until = sked_store::rate::sooner(held_until, frees);
-            candidates.extend(found.into_iter().map(|key| (key, queue.clone())));
-            continue;
+    for (queue, r) in reserved {
+        quota.insert(queue.clone(), r.take);
+    }
+    let open: Vec<(&String, i64)> = quota
+        .iter()
+        .filter(|(_, left)| **left > 0)
+        .map(|(queue, left)| (queue, (*left).min(i64::from(max))))
+        .collect();
+    let mut claimed = match open.as_slice() {
+        // One queue without keys: found and claimed by one statement, as claims of the open
+        // queues are.
+        [(queue, take)] if !keyed_queues.contains_key(*queue) => {
+            let walk = Walk::new((pool, cursors), queue, p);
+            let claimed = walk.claim(&tx, *take, expires, p).await?;
+            let exhausted = (claimed.len() as i64) < *take && p.min_priority.is_none();
+            walk.finish(cursors, claimed.last().map(Key::of), exhausted);
+            claimed
         }
-        let walk = Walk::new(cursors, queue, p);
-        let found = walk.candidates(&tx, take, p).await?;
-        walks.push((walk, found.len() < take as usize));
-        candidates.extend(found.into_iter().map(|key| (key, queue.clone())));
-    }
-    candidates.sort_by_key(|(key, _)| key.order());
-    let passed_over = candidates.len() > max as usize;
-    candidates.truncate(max as usize);
-    for (walk, short) in walks {
-        let last = candidates
-            .iter()
-            .filter(|(_, q)| *q == walk.queue)
-            .map(|(key, _)| *key)
-            .next_back();
-        // Short and all taken: the walk reached the end of the queue's claimable tasks.
-        let exhausted = short && !passed_over && p.min_priority.is_none();
-        walk.finish(cursors, last, exhausted);
-    }
-    let chosen: Vec<TaskId> = candidates.iter().map(|(key, _)| key.id).collect();
+        _ => {
+            let taken = take(&tx, (pool, cursors), p, &open, &keyed_queues, max).await?;
+            held_until = sked_store::rate::sooner(held_until, taken.1);
+            let lease = lease_end_sql("$2", "$3", "$5");
+            let rows = tx
+                .query(
+                    &format!(
+                        "UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, \
+                           started_at = $2, lease_expires_at = {lease}, worker = $4, \
+                           cancel_requested = false \
+                         WHERE t.id = ANY($1) AND t.state = 'available' RETURNING {TASK_COLUMNS}"
+                    ),
+                    &[
+                        &taken.0,
+                        &p.now,
+                        &expires,
+                        &p.worker,
+                        &grace_ms(p.timeout_grace),
+                    ],
+                )
+                .await
+                .map_err(db_err)?;
+            tasks_from_rows(&rows)?
+        }
+    };
+    claimed.sort_by_key(|t| Key::of(t).order());
     let mut started: HashMap<&str, i32> = HashMap::new();
-    for (_, queue) in &candidates {
-        *started.entry(queue.as_str()).or_default() += 1;
+    for task in &claimed {
+        *started.entry(task.queue.as_str()).or_default() += 1;
     }
-    let lease = lease_end_sql("$2", "$3", "$5");
-    let rows = tx
-        .query(
-            &format!(
-                "UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, started_at = $2, \
-                   lease_expires_at = {lease}, worker = $4, cancel_requested = false \
-                 WHERE t.id = ANY($1) AND t.state = 'available' RETURNING {TASK_COLUMNS}"
-            ),
-            &[&chosen, &p.now, &expires, &p.worker, &grace_ms(p.timeout_grace)],
-        )
-        .await
-        .map_err(db_err)?;
+    super::rated::give_back(&tx, reserved, &started).await?;
     if !rated.is_empty() {
         // The starts a window counts, one row per queue and claim, and what they took from a
         // burst's bucket; and those out of every window are forgotten.
@@ -187,25 +155,132 @@ pub(super) async fn claim_limited(
         .map_err(db_err)?;
     }
     tx.commit().await.map_err(db_err)?;
-    Ok((tasks_from_rows(&rows)?, held_until))
+    Ok((claimed, held_until))
+}
+
+/// The tasks to claim from the `open` queues (with how many each may start), at most `max`
+/// in all, in claim order; also when a key held by its rate frees. Each queue is read on its
+/// own, for at most its share: a queue at its limit never crowds the others out.
+async fn take(
+    tx: &Transaction<'_>,
+    (pool, cursors): (&Pool, &Arc<ClaimCursors>),
+    p: &TaskClaimParams,
+    open: &[(&String, i64)],
+    keyed_queues: &HashMap<String, (KeyLimits, Option<String>)>,
+    max: u32,
+) -> Result<(Vec<TaskId>, Option<Timestamp>)> {
+    let mut held_until = None;
+    let mut candidates: Vec<(Key, &str)> = Vec::new();
+    let mut walks = Vec::new();
+    for (queue, take) in open {
+        if let Some((per_key, cursor)) = keyed_queues.get(*queue) {
+            let (found, frees) =
+                super::keyed::candidates(tx, queue, *per_key, cursor, *take, p).await?;
+            held_until = sked_store::rate::sooner(held_until, frees);
+            candidates.extend(found.into_iter().map(|key| (key, queue.as_str())));
+            continue;
+        }
+        let walk = Walk::new((pool, cursors), queue, p);
+        let found = walk.candidates(tx, *take, p).await?;
+        walks.push((walk, found.len() < *take as usize));
+        candidates.extend(found.into_iter().map(|key| (key, queue.as_str())));
+    }
+    candidates.sort_by_key(|(key, _)| key.order());
+    let passed_over = candidates.len() > max as usize;
+    candidates.truncate(max as usize);
+    for (walk, short) in walks {
+        let last = candidates
+            .iter()
+            .filter(|(_, q)| *q == walk.queue)
+            .map(|(key, _)| *key)
+            .next_back();
+        // Short and all taken: the walk reached the end of the queue's claimable tasks.
+        let exhausted = short && !passed_over && p.min_priority.is_none();
+        walk.finish(cursors, last, exhausted);
+    }
+    let chosen = candidates.iter().map(|(key, _)| key.id).collect();
+    Ok((chosen, held_until))
+}
+
+/// Locks the `limited` queues' rows and reads their limits and what counts against them.
+async fn read_locked(
+    tx: &Transaction<'_>,
+    limited: &Vec<String>,
+    now: Timestamp,
+) -> Result<Vec<tokio_postgres::Row>> {
+    let columns = "q.name, q.concurrency_limit, \
+        (SELECT count(*) FROM sked_tasks t WHERE t.state = 'running' AND t.queue = q.name), \
+        q.rate_limit, q.rate_period_ms, coalesce(w.at, '{}'), coalesce(w.n, '{}'), \
+        q.rate_burst, q.rate_bucket_at, q.per_key_limit, q.key_cursor, \
+        q.per_key_rate_limit, q.per_key_rate_period_ms";
+    lock_and_read(tx, (limited, LIMITED), columns, now).await
+}
+
+/// Locks the rows of the `queues` that are not paused and meet `cond` (on a queue row `q`),
+/// and reads their `columns` (the rate window joined as `w`, see [`WINDOW`], at `now`).
+pub(super) async fn lock_and_read(
+    tx: &Transaction<'_>,
+    (queues, cond): (&Vec<String>, &str),
+    columns: &str,
+    now: Timestamp,
+) -> Result<Vec<tokio_postgres::Row>> {
+    // The rows are locked first; then, in a statement of its own, each one's running tasks
+    // and the starts its rate window counts are read. In one statement the counts would come
+    // from the snapshot taken before the lock was granted, without what the claim that held
+    // it had just committed, and nodes claiming at once would each take a full window. Sent
+    // together, the second statement still runs after the first.
+    let lock = tx
+        .prepare_cached(&format!(
+            "SELECT q.name FROM sked_queues q WHERE q.name = ANY($1) AND NOT q.paused \
+               AND {cond} ORDER BY q.name FOR UPDATE"
+        ))
+        .await
+        .map_err(db_err)?;
+    let read = tx
+        .prepare_cached(&format!(
+            "SELECT {columns} FROM sked_queues q {WINDOW} \
+             WHERE q.name = ANY($1) AND NOT q.paused AND {cond}"
+        ))
+        .await
+        .map_err(db_err)?;
+    let (lock_params, read_params): ([Param<'_>; 1], [Param<'_>; 2]) = ([queues], [queues, &now]);
+    let (_, rows) = tokio::try_join!(tx.query(&lock, &lock_params), tx.query(&read, &read_params))
+        .map_err(db_err)?;
+    Ok(rows)
 }
 
 /// A walk of one limited queue's claimable tasks, in claim order, from where the last one
-/// ended (see [`ClaimCursors`]): without it each claim would walk again, from the front of the
-/// claim index, the entries of every task claimed since the last vacuum.
+/// ended, with a probe from the front beside it, as claims of the other queues go (see
+/// [`ClaimCursors`]): without it each claim would walk again, from the front of the claim
+/// index, the entries of every task claimed since the last vacuum.
 struct Walk {
     queue: String,
-    filter: String,
     start: super::cursor::Start,
 }
 
 impl Walk {
-    fn new(cursors: &ClaimCursors, queue: &str, p: &TaskClaimParams) -> Walk {
+    /// A walk of `queue` for the claim `p`; a probe from the front beside it when one is due.
+    fn new((pool, cursors): (&Pool, &Arc<ClaimCursors>), queue: &str, p: &TaskClaimParams) -> Walk {
         let filter = format!("limited {queue:?} {:?}", p.kinds);
+        let start = cursors.start(&filter, p.now);
+        if start.probe {
+            let one = TaskClaimParams {
+                queues: vec![queue.to_owned()],
+                ..p.clone()
+            };
+            let probe = super::claim::probe(
+                pool.clone(),
+                cursors.clone(),
+                filter,
+                start.after,
+                one,
+                false,
+            );
+            tokio::spawn(probe);
+        }
         Walk {
             queue: queue.to_owned(),
-            start: cursors.start_walk(&filter, p.now),
-            filter,
+            start,
         }
     }
 
@@ -263,13 +338,30 @@ impl Walk {
         Ok(keys)
     }
 
-    /// Records where the walk ended: `last`, the last task taken; `exhausted` when it reached
-    /// the end. A walk from a position that found nothing starts from the front next time,
-    /// so that a task the position passed without an announcement is not left behind.
-    fn finish(self, cursors: &ClaimCursors, last: Option<Key>, exhausted: bool) {
-        match (last, self.start.after) {
-            (None, Some(_)) => cursors.restart(&self.filter),
-            _ => cursors.finish(self.start, last, exhausted),
+    /// Claims the first `take` claimable tasks of the queue after the walk's position.
+    async fn claim(
+        &self,
+        tx: &Transaction<'_>,
+        take: i64,
+        expires: Timestamp,
+        p: &TaskClaimParams,
+    ) -> Result<Vec<Task>> {
+        let grace = grace_ms(p.timeout_grace);
+        let mut params: Vec<Param<'_>> = vec![&p.now, &expires, &p.worker, &take, &grace];
+        if let Some(key) = &self.start.after {
+            params.extend([&key.priority as Param<'_>, &key.run_at, &key.id]);
         }
+        let one = vec![self.queue.clone()];
+        let filter = candidates_filter(&one, &p.kinds, &p.min_priority, &mut params);
+        let sql = super::claim::claim_sql(&filter, self.start.after.is_some(), false);
+        let stmt = tx.prepare_cached(&sql).await.map_err(db_err)?;
+        let rows = tx.query(&stmt, &params).await.map_err(db_err)?;
+        tasks_from_rows(&rows)
+    }
+
+    /// Records where the walk ended: `last`, the last task taken; `exhausted` when it reached
+    /// the end.
+    fn finish(self, cursors: &ClaimCursors, last: Option<Key>, exhausted: bool) {
+        cursors.finish(self.start, last, exhausted);
     }
 }

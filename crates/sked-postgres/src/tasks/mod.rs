@@ -14,6 +14,7 @@ mod insert;
 mod keyed;
 mod known;
 mod limited;
+mod rated;
 
 pub(crate) use claim::{claim, heartbeat};
 pub(crate) use ending::{announce_schedules, announce_tasks, finish_many, rescue};

@@ -290,10 +290,21 @@ impl Conditions {
 /// A claim's key: priority (highest first), run time, id.
 type Key = (Reverse<i64>, i64, TaskId);
 
+/// At most this many queues that are neither paused nor limited are walked each on its own
+/// index, instead of together on one, by a claim over every queue while other queues are left
+/// out (see [`keys`]).
+const OPEN_WALKS: usize = 4;
+
 /// The ids of the first `p.max` available tasks a claim may take, in claim order. A claim over
 /// every queue walks one index for the queues that are neither paused nor limited; each
 /// limited queue with room, and each named queue, is walked on its own index for at most what
 /// its quota leaves, so that a limited queue's backlog never crowds others out of a claim.
+///
+/// The walk of one index for the open queues passes over every available task of the queues
+/// it leaves out: with a limited queue's backlog of 100,000 that was most of a claim's time.
+/// So while queues are left out, the open queues that have available tasks are found first
+/// (one probe per queue with available tasks), and when they are few, each is walked on its
+/// own index too.
 fn keys(
     tx: &Transaction<'_>,
     p: &TaskClaimParams,
@@ -304,8 +315,16 @@ fn keys(
     let mut queues: Vec<String> = if p.queues.is_empty() {
         let mut left_out = limits.excluded.clone();
         left_out.extend(limits.quota.keys().cloned());
-        keys = keys_of_open(tx, p, &left_out)?;
-        limits.quota.keys().cloned().collect()
+        let mut queues: Vec<String> = limits.quota.keys().cloned().collect();
+        let open = match left_out.is_empty() {
+            true => None,
+            false => Some(open_with_tasks(tx, &left_out)?),
+        };
+        match open {
+            Some(open) if open.len() <= OPEN_WALKS => queues.extend(open),
+            _ => keys = keys_of_open(tx, p, &left_out)?,
+        }
+        queues
     } else {
         p.queues
             .iter()
@@ -345,6 +364,24 @@ fn keys(
         keys.truncate(p.max as usize);
     }
     Ok(keys.into_iter().map(|(_, _, id)| id).collect())
+}
+
+/// The queues with available tasks, but the `left_out` ones.
+fn open_with_tasks(tx: &Transaction<'_>, left_out: &[String]) -> Result<Vec<String>> {
+    let mut stmt = tx
+        .prepare_cached(&indexed::AVAILABLE_QUEUES)
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .map_err(db_err)?;
+    let mut open = Vec::new();
+    for queue in rows {
+        let queue = queue.map_err(db_err)?;
+        if !left_out.contains(&queue) {
+            open.push(queue);
+        }
+    }
+    Ok(open)
 }
 
 /// The first available tasks of every queue but the `left_out` ones, walking one index in

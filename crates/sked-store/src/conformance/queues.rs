@@ -371,6 +371,52 @@ pub async fn limits_hold_for_claims_at_once(store: &Shared) {
     assert_eq!(at_once(at(61)).await, 7, "the next window");
 }
 
+/// Claims over every queue at once, while a queue limited by its rate has fewer tasks than
+/// its window has room for: together they start what there is, from it and from an open
+/// queue, and the window counts only the starts made, so later claims start the rest of it.
+pub async fn a_short_rated_claim_counts_only_its_starts(store: &Shared) {
+    let add = |queue: &'static str, n: usize| async move {
+        for _ in 0..n {
+            let mut t = task("k");
+            t.queue = queue.into();
+            insert(store, t, t0()).await;
+        }
+    };
+    store
+        .queue_update(QueueUpdateParams {
+            name: "short".into(),
+            rate: Some(Some("10/1m".parse().unwrap())),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    add("short", 3).await;
+    add("open", 2).await;
+    let claims: Vec<_> = (0..4)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { claim_from(&store, &[], 10, t0()).await })
+        })
+        .collect();
+    let mut started = Vec::new();
+    for c in claims {
+        started.extend(c.await.unwrap().into_iter().map(|t| t.queue));
+    }
+    started.sort();
+    assert_eq!(started, ["open", "open", "short", "short", "short"]);
+    assert_eq!(queue_at(store, "short", at(1)).await.rate_window, Some(3));
+    add("short", 10).await;
+    add("open", 1).await;
+    let later = claim_from(store, &[], 20, at(1)).await;
+    let from = |queue: &str| later.iter().filter(|t| t.queue == queue).count();
+    assert_eq!(
+        (from("short"), from("open")),
+        (7, 1),
+        "the rest of the window, and the open task"
+    );
+    assert_eq!(queue_at(store, "short", at(1)).await.rate_window, Some(10));
+}
+
 /// The queue `name` as a list at `now` shows it.
 async fn queue_at(store: &Shared, name: &str, now: Timestamp) -> QueueInfo {
     let listed = store
