@@ -156,6 +156,33 @@ impl PgStore {
         }
     }
 
+    /// Tells other nodes that room may have freed under a concurrency or per-key limit when
+    /// `ended` holds a task of a queue claimed under its lock: their claims waiting on it look
+    /// again (this node's are woken by its engine). A failure only leaves them to their next
+    /// poll.
+    async fn announce_room(&self, ended: &[Result<Task>]) {
+        // Without the settings (a queue changed since the last claim), the database says.
+        let locked = self.cursors.locked_queues();
+        let mut queues: Vec<String> = ended
+            .iter()
+            .flatten()
+            .map(|t| &t.queue)
+            .filter(|q| locked.as_ref().is_none_or(|l| l.contains(q)))
+            .cloned()
+            .collect();
+        if queues.is_empty() {
+            return;
+        }
+        queues.sort_unstable();
+        queues.dedup();
+        let sent = self
+            .op(async |c, ch| tasks::announce_room(c, ch, &queues).await)
+            .await;
+        if let Err(e) = sent {
+            tracing::debug!(error = %e, "the announcement of freed room failed");
+        }
+    }
+
     /// Runs one operation on a pooled connection, bounded by the operation timeout. A
     /// connection whose operation failed as unavailable, or ran out of time, is closed instead
     /// of going back to the pool: it may lead to a server that no longer takes writes, or
@@ -287,6 +314,7 @@ impl Store for PgStore {
         let ended = self
             .op(async |c, ch| tasks::finish_many(c, ch, &params).await)
             .await?;
+        self.announce_room(&ended).await;
         self.claimable(
             ended
                 .iter()

@@ -4,8 +4,9 @@
 //! per statement, not per row, however many tasks it inserts). Payloads:
 //! `t` (tasks may be claimable now), `t<µs>p<priority>` (the earliest run time among new tasks,
 //! in microseconds since the epoch, and their highest priority), followed by `w<µs>` when some of
-//! them wait (scheduled or retrying: the earliest of their run times), `s` (schedules changed)
-//! and `l<name>` (a lease was given up).
+//! them wait (scheduled or retrying: the earliest of their run times), `s` (schedules changed),
+//! `l<name>` (a lease was given up) and `r` (an attempt ended in a queue with a concurrency or
+//! per-key limit: room may have freed).
 //!
 //! The listener moves the store's claim positions back before it passes a task announcement on
 //! (see [`crate::tasks::cursor`]), so a claim woken by it starts early enough.
@@ -78,6 +79,7 @@ pub(crate) fn parse(payload: &str) -> Option<StoreEvent> {
             },
         }),
         "s" => Some(StoreEvent::Schedules),
+        "r" if rest.is_empty() => Some(StoreEvent::Room),
         "l" => Some(StoreEvent::LeaseReleased { name: rest.into() }),
         _ => None,
     }
@@ -301,6 +303,7 @@ mod tests {
         assert_eq!(announced("1767225600000000p2wx"), None);
         assert_eq!(announced(""), None);
         assert_eq!(parse("s"), Some(StoreEvent::Schedules));
+        assert_eq!(parse("r"), Some(StoreEvent::Room));
         assert_eq!(
             parse("lleader"),
             Some(StoreEvent::LeaseReleased {

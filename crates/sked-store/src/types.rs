@@ -434,6 +434,9 @@ pub enum StoreEvent {
     Schedules,
     /// A lease was given up: followers may take it at once.
     LeaseReleased { name: String },
+    /// An attempt ended in a queue with a concurrency or per-key limit: room may have freed
+    /// under it, which no task announcement says.
+    Room,
     /// Announcements flow (again). Anything may have changed while they did not.
     Listening,
     /// Announcements stopped (the connection dropped): poll until `Listening`.

@@ -245,6 +245,18 @@ impl ClaimCursors {
         }
     }
 
+    /// The queues claimed under their row's lock (a concurrency or per-key limit, or a rate
+    /// with a burst), as the queue settings last read say (`None` when they are not known).
+    pub(crate) fn locked_queues(&self) -> Option<Vec<String>> {
+        let inner = self.lock();
+        let (settings, _) = inner.settings.as_ref()?;
+        let locked = settings
+            .iter()
+            .filter(|(_, _, limited)| *limited == Some(super::known::Limited::Lock))
+            .map(|(name, _, _)| name.clone());
+        Some(locked.collect())
+    }
+
     /// Whether a claim at `now` stages due waiting tasks first, and the queue settings, if
     /// known and read within [`super::known::REFRESH`].
     pub(crate) fn before_claim(&self, now: Timestamp) -> (bool, Option<Vec<QueueSetting>>) {

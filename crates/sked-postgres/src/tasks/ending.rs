@@ -185,6 +185,24 @@ pub(crate) async fn announce_schedules<C: GenericClient + Sync>(
     Ok(())
 }
 
+/// Announces that room may have freed under a concurrency or per-key limit, when one of
+/// `queues` (where attempts ended) is claimed under its row's lock.
+pub(crate) async fn announce_room(c: &Object, channel: &str, queues: &Vec<String>) -> Result<()> {
+    let stmt = c
+        .prepare_cached(&format!(
+            "SELECT pg_notify($1, 'r') WHERE EXISTS (SELECT 1 FROM sked_queues q \
+               WHERE q.name = ANY($2) AND {} AND NOT {})",
+            sked_store::keyed::LIMITED,
+            super::rated::RATE_ONLY
+        ))
+        .await
+        .map_err(db_err)?;
+    c.execute(&stmt, &[&channel, queues])
+        .await
+        .map_err(db_err)?;
+    Ok(())
+}
+
 async fn lock_rows(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<HashMap<TaskId, Task>> {
     let stmt = tx
         .prepare_cached(&format!(

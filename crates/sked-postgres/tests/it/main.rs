@@ -6,5 +6,6 @@ mod conformance;
 mod known;
 mod plans;
 mod resume;
+mod room;
 mod snapshot;
 mod transactional;

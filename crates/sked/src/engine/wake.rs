@@ -155,6 +155,7 @@ pub(super) async fn follow_announcements(
                 }
                 inner.wake_workers();
             }
+            Ok(StoreEvent::Room) => inner.wake_workers(),
             Ok(StoreEvent::Schedules) => inner.schedules_changed.notify_waiters(),
             Ok(StoreEvent::LeaseReleased { .. }) => inner.leases_changed.notify_waiters(),
             Ok(StoreEvent::Listening) | Ok(StoreEvent::Deaf) | Err(RecvError::Lagged(_)) => {
