@@ -5,6 +5,7 @@ mod output;
 mod bench;
 mod client;
 mod run;
+mod shell;
 mod top;
 
 use std::process::ExitCode;
@@ -121,6 +122,18 @@ enum Command {
     Cron(CronCmd),
     /// Measure the store and engine in-process.
     Bench(bench::BenchArgs),
+    /// Print the completion script for a shell: `source <(sked completions bash)`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff): `sked man > sked.1; man -l sked.1`; with --out, write it
+    /// and one page per subcommand (sked-server.1, sked-task-add.1, …) into a directory.
+    Man {
+        /// Directory for every page (created if missing)
+        #[arg(long, value_name = "DIR")]
+        out: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -173,6 +186,8 @@ fn main() -> ExitCode {
             n,
             dst,
         }) => cron_next(&expr, &tz, &dst, after.as_deref(), n),
+        Command::Completions { shell } => shell::completions(shell),
+        Command::Man { out } => shell::man(out.as_deref()),
         command => {
             let rt = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -190,7 +205,9 @@ fn main() -> ExitCode {
                     Command::Queue(c) => client::queue(c, &global.remote()).await,
                     Command::Bench(a) => bench::run(a).await,
                     Command::Top(a) => top::top(a, &global.remote()).await,
-                    Command::Cron(_) => unreachable!("handled above"),
+                    Command::Cron(_) | Command::Completions { .. } | Command::Man { .. } => {
+                        unreachable!("handled above")
+                    }
                 }
             })
         }

@@ -22,5 +22,6 @@ mod pg_secrets;
 mod python_worker;
 mod rate_limits;
 mod schedule_policies;
+mod shell;
 mod tidy;
 mod worker_cli;
