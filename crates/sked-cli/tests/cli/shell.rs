@@ -69,6 +69,19 @@ fn bash_completes_subcommands_and_their_options() {
     );
     let flags = bash_completes(&script, "sked queue limit --per");
     assert!(flags.contains(&"--per-key".to_string()), "{flags:?}");
+    // A reader that stops early is no failure (nor a panic).
+    let head = Command::new("bash")
+        .args([
+            "-c",
+            &format!("set -o pipefail; {SKED} completions bash | head -1"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        head.status.success(),
+        "{}",
+        String::from_utf8_lossy(&head.stderr)
+    );
     for shell in ["zsh", "fish"] {
         assert!(
             sked_out(&["completions", shell]).contains("schedule"),
