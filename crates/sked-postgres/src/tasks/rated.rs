@@ -147,7 +147,8 @@ async fn log(
 }
 
 /// Corrects each reservation to the starts its claim made (`started`, by queue), in the
-/// claim's transaction.
+/// claim's transaction; one that made none goes (an idle worker's claims would otherwise
+/// leave a row each for as long as a quota's period).
 pub(super) async fn give_back(
     tx: &Transaction<'_>,
     reserved: &HashMap<String, Reservation>,
@@ -165,8 +166,9 @@ pub(super) async fn give_back(
         return Ok(());
     }
     tx.execute(
-        "UPDATE sked_queue_starts s SET n = g.n FROM unnest($1::bigint[], $2::int[]) AS g(id, n) \
-         WHERE s.id = g.id",
+        "WITH g AS (SELECT * FROM unnest($1::bigint[], $2::int[]) AS g(id, n)), \
+         gone AS (DELETE FROM sked_queue_starts s USING g WHERE s.id = g.id AND g.n = 0) \
+         UPDATE sked_queue_starts s SET n = g.n FROM g WHERE s.id = g.id AND g.n > 0",
         &[&ids, &counts],
     )
     .await

@@ -5,6 +5,7 @@ mod abandoned;
 mod conformance;
 mod known;
 mod plans;
+mod reserved;
 mod resume;
 mod room;
 mod snapshot;
