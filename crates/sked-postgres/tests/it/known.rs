@@ -7,7 +7,7 @@ use jiff::{SignedDuration, Timestamp};
 use sked_core::NewTask;
 use sked_postgres::PgStore;
 use sked_postgres::testing::{TestSchema, fresh_store};
-use sked_store::{Store, TaskClaimParams, TaskInsertParams};
+use sked_store::{Store, TaskInsertParams};
 
 /// Waits until the store listens (its first connection makes what it knows unknown).
 async fn listening(store: &PgStore) {
@@ -20,16 +20,7 @@ async fn listening(store: &PgStore) {
 
 async fn claim_ids(store: &PgStore, now: Timestamp) -> Vec<i64> {
     let tasks = store
-        .task_claim(TaskClaimParams {
-            queues: vec![],
-            kinds: vec![],
-            max: 10,
-            min_priority: None,
-            worker: "w".into(),
-            lease_ttl: SignedDuration::from_secs(60),
-            timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
-            now,
-        })
+        .task_claim(crate::claim_params(&[], 10, now))
         .await
         .unwrap();
     tasks.iter().map(|t| t.id).collect()

@@ -10,3 +10,18 @@ mod resume;
 mod room;
 mod snapshot;
 mod transactional;
+
+/// A claim by worker `w` of at most `max` tasks from `queues` (every queue when empty) at
+/// `now`, leased for a minute.
+fn claim_params(queues: &[&str], max: u32, now: jiff::Timestamp) -> sked_store::TaskClaimParams {
+    sked_store::TaskClaimParams {
+        queues: queues.iter().map(|q| q.to_string()).collect(),
+        kinds: vec![],
+        max,
+        min_priority: None,
+        worker: "w".into(),
+        lease_ttl: jiff::SignedDuration::from_secs(60),
+        timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
+        now,
+    }
+}

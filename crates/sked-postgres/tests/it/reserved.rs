@@ -5,7 +5,7 @@
 use jiff::{SignedDuration, Timestamp};
 use sked_core::NewTask;
 use sked_postgres::testing::fresh_store;
-use sked_store::{QueueUpdateParams, Store, TaskClaimParams, TaskInsertParams};
+use sked_store::{QueueUpdateParams, Store, TaskInsertParams};
 
 #[tokio::test]
 async fn claims_that_start_nothing_leave_no_starts_behind() {
@@ -21,18 +21,7 @@ async fn claims_that_start_nothing_leave_no_starts_behind() {
         .await
         .unwrap();
     let now = Timestamp::now();
-    let claim = |at: Timestamp| {
-        store.task_claim(TaskClaimParams {
-            queues: vec!["quota".into()],
-            kinds: vec![],
-            max: 10,
-            min_priority: None,
-            worker: "w".into(),
-            lease_ttl: SignedDuration::from_secs(60),
-            timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
-            now: at,
-        })
-    };
+    let claim = |at: Timestamp| store.task_claim(crate::claim_params(&["quota"], 10, at));
     for i in 0..5 {
         let at = now + SignedDuration::from_secs(i);
         assert!(claim(at).await.unwrap().is_empty());

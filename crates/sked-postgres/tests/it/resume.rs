@@ -8,7 +8,7 @@ use jiff::{SignedDuration, Timestamp};
 use sked_core::{NewTask, Task};
 use sked_postgres::PgStore;
 use sked_postgres::testing::{TestSchema, fresh_store};
-use sked_store::{FinishOutcome, Store, TaskClaimParams, TaskFinishParams, TaskInsertParams};
+use sked_store::{FinishOutcome, Store, TaskFinishParams, TaskInsertParams};
 
 fn task(priority: i32) -> sked_store::TaskInsert {
     let mut t = NewTask::new("noop");
@@ -27,16 +27,7 @@ async fn insert(store: &PgStore, priorities: &[i32], now: Timestamp) -> Vec<i64>
 
 async fn claim(store: &PgStore, max: u32, now: Timestamp) -> Vec<Task> {
     store
-        .task_claim(TaskClaimParams {
-            queues: vec![],
-            kinds: vec![],
-            max,
-            min_priority: None,
-            worker: "w".into(),
-            lease_ttl: SignedDuration::from_secs(60),
-            timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
-            now,
-        })
+        .task_claim(crate::claim_params(&[], max, now))
         .await
         .unwrap()
 }

@@ -4,13 +4,12 @@
 
 use std::time::{Duration, Instant};
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use sked_core::NewTask;
 use sked_postgres::PgStore;
 use sked_postgres::testing::fresh_store;
 use sked_store::{
-    FinishOutcome, QueueUpdateParams, Store, StoreEvent, TaskClaimParams, TaskFinishParams,
-    TaskInsertParams,
+    FinishOutcome, QueueUpdateParams, Store, StoreEvent, TaskFinishParams, TaskInsertParams,
 };
 use tokio::sync::broadcast::Receiver;
 
@@ -34,16 +33,7 @@ async fn run_one(store: &PgStore, queue: &str, now: Timestamp) {
         .await
         .unwrap();
     let claimed = store
-        .task_claim(TaskClaimParams {
-            queues: vec![queue.into()],
-            kinds: vec![],
-            max: 1,
-            min_priority: None,
-            worker: "w".into(),
-            lease_ttl: SignedDuration::from_secs(60),
-            timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
-            now,
-        })
+        .task_claim(crate::claim_params(&[queue], 1, now))
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1, "claimed from {queue}");
