@@ -82,6 +82,11 @@ pub(crate) struct ServerArgs {
     /// How long a client may take to send a request's head (request line and headers)
     #[arg(long, default_value = "10s", value_name = "DUR")]
     header_timeout: String,
+    /// API tokens with names and scopes, instead of the one --token: a file of lines
+    /// NAME:SCOPES:SECRET, scopes among admin, enqueue, work and read (comma-separated), the
+    /// secret at least 16 characters; '#' starts a comment line
+    #[arg(long, env = "SKED_TOKENS_FILE", value_name = "FILE")]
+    tokens: Option<std::path::PathBuf>,
 }
 
 #[derive(Args)]
@@ -335,9 +340,24 @@ pub(crate) async fn server(mut a: ServerArgs, g: &Global) -> CliResult {
         None | Some("") => None,
         Some(t) => Some(check_token(t)?),
     };
-    if !addr.ip().is_loopback() && token.is_none() {
+    let tokens = match &a.tokens {
+        None => None,
+        Some(_) if token.is_some() => {
+            return Err(CliError::usage(
+                "--tokens and --token (or SKED_TOKEN) both given: put every token in the file",
+            ));
+        }
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| CliError::usage(format!("--tokens {}: {e}", file.display())))?;
+            let tokens = sked_server::Tokens::parse(&text)
+                .map_err(|e| CliError::usage(format!("--tokens {}: {e}", file.display())))?;
+            Some(tokens)
+        }
+    };
+    if !addr.ip().is_loopback() && token.is_none() && tokens.is_none() {
         return Err(CliError::usage(format!(
-            "listening on {addr} (beyond loopback) requires an API token: pass --token or set SKED_TOKEN"
+            "listening on {addr} (beyond loopback) requires an API token: pass --token or --tokens, or set SKED_TOKEN"
         )));
     }
     let limits = sked_server::Limits {
@@ -352,7 +372,11 @@ pub(crate) async fn server(mut a: ServerArgs, g: &Global) -> CliResult {
         .await
         .map_err(|e| CliError::runtime(format!("cannot listen on {addr}: {e}")))?;
     let (node, node_id) = node(&a.common, &s);
-    let mut node = node.service(sked_server::HttpService::new(listener, token).limits(limits));
+    let mut http = sked_server::HttpService::new(listener, token).limits(limits);
+    if let Some(tokens) = tokens {
+        http = http.tokens(tokens);
+    }
+    let mut node = node.service(http);
     if !s.executors.is_empty() {
         let (executors, concurrency, queues) =
             (s.executors, a.common.concurrency, a.common.queues.clone());

@@ -20,7 +20,7 @@ use crate::{ApiError, AppState};
 
 pub(crate) async fn same_site(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let headers = req.headers();
-    if state.token.is_none()
+    if state.tokens.is_none()
         && let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok())
         && !is_local_host(host)
     {

@@ -2,6 +2,7 @@
 //! `/healthz` and the dashboard at `/`.
 //! [`router`] builds the whole API; it is tested with in-process requests.
 
+mod auth;
 mod connections;
 mod dashboard;
 mod error;
@@ -23,6 +24,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 
+pub use auth::{Scope, Token, Tokens};
 pub use connections::Limits;
 pub use error::ApiError;
 pub use service::{HttpService, serve};
@@ -34,8 +36,9 @@ pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 #[derive(Clone, Debug)]
 pub struct AppState {
     pub engine: sked::Engine,
-    /// When set, every request but `/healthz` must carry `Authorization: Bearer <token>`.
-    pub token: Option<Arc<str>>,
+    /// When set, every request but `/healthz` and the dashboard's page must carry
+    /// `Authorization: Bearer <secret>` of one of them, with the scope its route needs.
+    pub tokens: Option<Arc<Tokens>>,
 }
 
 /// The whole HTTP API.
@@ -86,7 +89,7 @@ pub fn router(state: AppState) -> Router {
         .nest("/v1", v1)
         .route("/openapi.json", get(openapi))
         .route("/metrics", get(metrics))
-        .layer(middleware::from_fn_with_state(state.clone(), auth))
+        .layer(middleware::from_fn_with_state(state.clone(), auth::check))
         // The page itself holds no data; what it shows comes from /v1, with the token.
         .route("/", get(dashboard::index))
         .route("/dashboard/app.js", get(dashboard::app_js))
@@ -106,8 +109,8 @@ pub fn router(state: AppState) -> Router {
 /// backend) only to a trusted client: one with the token, or, without a token, one that
 /// reached the server by a loopback name (a page that rebinds its own name gets `status`).
 async fn healthz(State(state): State<AppState>, headers: HeaderMap) -> Json<sked::api::Health> {
-    let trusted = match &state.token {
-        Some(token) => has_token(&headers, token),
+    let trusted = match &state.tokens {
+        Some(tokens) => tokens.find(&headers).is_some(),
         None => headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
@@ -145,41 +148,6 @@ async fn openapi() -> Response {
 
 async fn not_found() -> ApiError {
     ApiError::not_found("no such endpoint; see /openapi.json")
-}
-
-/// Token check, in constant time over the token's length.
-async fn auth(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    req: Request,
-    next: Next,
-) -> Response {
-    if let Some(token) = &state.token {
-        if !has_token(&headers, token) {
-            return ApiError::new(
-                sked::api::ErrorCode::Unauthorized,
-                "missing or wrong API token: send Authorization: Bearer <token>",
-            )
-            .into_response();
-        }
-    }
-    next.run(req).await
-}
-
-/// Whether the request carries `Authorization: Bearer <token>`, compared in constant time over
-/// the token's length.
-fn has_token(headers: &HeaderMap, token: &str) -> bool {
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    given.len() == token.len()
-        && given
-            .bytes()
-            .zip(token.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
 }
 
 /// Refuses a body whose declared length is over the limit before reading any of it; bodies

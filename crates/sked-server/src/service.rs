@@ -7,25 +7,33 @@ use sked::Engine;
 use sked::node::{Service, ServiceFuture, Stop};
 
 use crate::connections::{self, Limits};
-use crate::{AppState, router};
+use crate::{AppState, Tokens, router};
 
 /// The HTTP API on a listener, as a part of a [`sked::Node`].
 #[derive(Debug)]
 pub struct HttpService {
     listener: tokio::net::TcpListener,
-    token: Option<Arc<str>>,
+    tokens: Option<Arc<Tokens>>,
     limits: Limits,
 }
 
 impl HttpService {
     /// Serves on `listener` (bound already, so that a busy address fails before the node
-    /// starts). With a token, every request but `/healthz` must carry it.
+    /// starts). With a token, every request but `/healthz` must carry it (an `admin` token).
     pub fn new(listener: tokio::net::TcpListener, token: Option<String>) -> HttpService {
         HttpService {
             listener,
-            token: token.filter(|t| !t.is_empty()).map(Arc::from),
+            tokens: token
+                .filter(|t| !t.is_empty())
+                .map(|t| Arc::new(Tokens::admin(&t))),
             limits: Limits::default(),
         }
+    }
+
+    /// Accepts these tokens, each with its scopes (see [`Tokens`]), instead of one.
+    pub fn tokens(mut self, tokens: Tokens) -> HttpService {
+        self.tokens = Some(Arc::new(tokens));
+        self
     }
 
     /// Bounds on the connections it keeps ([`Limits::default`] unless set).
@@ -43,10 +51,10 @@ impl Service for HttpService {
     fn run(self: Box<Self>, engine: Engine, stop: Stop) -> ServiceFuture {
         let HttpService {
             listener,
-            token,
+            tokens,
             limits,
         } = *self;
-        let app = router(AppState { engine, token });
+        let app = router(AppState { engine, tokens });
         Box::pin(async move {
             connections::serve(listener, app, limits, stop.wait()).await;
             Ok(())

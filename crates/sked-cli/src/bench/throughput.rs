@@ -137,7 +137,7 @@ pub(super) async fn worker(
         );
         let state = sked_server::AppState {
             engine: engine.clone(),
-            token: None,
+            tokens: None,
         };
         tokio::spawn(sked_server::serve(listener, state, std::future::pending()));
         sked::Client::remote(&url).map_err(CliError::runtime)?

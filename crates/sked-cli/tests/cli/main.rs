@@ -24,4 +24,5 @@ mod rate_limits;
 mod schedule_policies;
 mod shell;
 mod tidy;
+mod tokens;
 mod worker_cli;

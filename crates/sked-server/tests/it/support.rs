@@ -22,7 +22,7 @@ pub(crate) fn api(token: Option<&str>) -> Api {
     Api {
         app: router(AppState {
             engine,
-            token: token.map(Arc::from),
+            tokens: token.map(|t| Arc::new(sked_server::Tokens::admin(t))),
         }),
         _dir: dir,
     }

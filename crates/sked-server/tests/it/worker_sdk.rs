@@ -55,7 +55,7 @@ async fn env(mode: Mode, manual_clock: bool) -> Env {
             let url = format!("http://{}", listener.local_addr().unwrap());
             let app = sked_server::router(sked_server::AppState {
                 engine: engine.clone(),
-                token: None,
+                tokens: None,
             });
             tokio::spawn(async move { axum::serve(listener, app).await });
             Client::remote(&url).unwrap()
