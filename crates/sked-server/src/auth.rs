@@ -11,8 +11,6 @@
 //! operator's change through the API (a request that needs `admin`: cancel, retry, pause,
 //! limits, schedule changes, …) is logged with the token's name (target `sked::audit`).
 
-use std::sync::Arc;
-
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
@@ -221,12 +219,11 @@ pub(crate) async fn check(
     req: Request,
     next: Next,
 ) -> Response {
-    let route = route.map_or_else(|| req.uri().path().to_owned(), |r| r.as_str().to_owned());
-    let method = req.method().clone();
-    let needs = required(&method, &route);
+    let route = route.as_ref().map_or(req.uri().path(), |r| r.as_str());
+    let needs = required(req.method(), route);
     // Without tokens the server trusts whoever reaches it (loopback only): the caller is "-".
-    let name: Arc<str> = match &state.tokens {
-        None => Arc::from("-"),
+    let name: &str = match &state.tokens {
+        None => "-",
         Some(tokens) => {
             let Some(token) = tokens.find(req.headers()) else {
                 return ApiError::new(
@@ -239,28 +236,35 @@ pub(crate) async fn check(
                 return ApiError::new(
                     sked::api::ErrorCode::Forbidden,
                     format!(
-                        "token {} lacks the {} scope that {method} {route} needs",
+                        "token {} lacks the {} scope that {} {route} needs",
                         token.name,
-                        needs.as_str()
+                        needs.as_str(),
+                        req.method()
                     ),
                 )
                 .into_response();
             }
-            Arc::from(token.name.as_str())
+            &token.name
         }
     };
-    let path = req.uri().path().to_owned();
-    let response = next.run(req).await;
-    if needs == Scope::Admin {
-        tracing::info!(
-            target: "sked::audit",
-            token = %name,
-            method = %method,
-            path = %path,
-            status = response.status().as_u16(),
-            "api change"
-        );
+    if needs != Scope::Admin {
+        return next.run(req).await;
     }
+    // An operator's change: logged once answered (reads and the worker protocol are not).
+    let (name, method, path) = (
+        name.to_owned(),
+        req.method().clone(),
+        req.uri().path().to_owned(),
+    );
+    let response = next.run(req).await;
+    tracing::info!(
+        target: "sked::audit",
+        token = %name,
+        method = %method,
+        path = %path,
+        status = response.status().as_u16(),
+        "api change"
+    );
     response
 }
 
