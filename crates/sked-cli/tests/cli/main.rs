@@ -19,6 +19,7 @@ mod keys;
 mod metrics;
 mod observe_cli;
 mod pg_secrets;
+mod python_client;
 mod python_worker;
 mod rate_limits;
 mod schedule_policies;

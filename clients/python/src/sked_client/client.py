@@ -1,0 +1,193 @@
+"""`Client`: the sked HTTP API, blocking, standard library only."""
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Dict, Iterable, List, Optional
+
+from .errors import SkedError, from_answer
+
+Json = Dict[str, Any]
+
+#: The server used when none is named.
+DEFAULT_SERVER = "http://127.0.0.1:7070"
+
+
+def _drop_none(d: Json) -> Json:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def new_task(
+    kind: str,
+    payload: Any = None,
+    *,
+    queue: Optional[str] = None,
+    priority: Optional[int] = None,
+    run_at: Optional[str] = None,
+    max_attempts: Optional[int] = None,
+    timeout: Optional[str] = None,
+    unique_key: Optional[str] = None,
+    unique_for: Optional[str] = None,
+    debounce: Optional[str] = None,
+    backoff: Optional[Json] = None,
+    key: Optional[str] = None,
+) -> Json:
+    """A task to enqueue, as the API takes it (`NewTask`). Times are RFC 3339, durations
+    like `30s` or `5m`."""
+    return _drop_none(
+        {
+            "kind": kind,
+            "payload": payload,
+            "queue": queue,
+            "priority": priority,
+            "run_at": run_at,
+            "max_attempts": max_attempts,
+            "timeout": timeout,
+            "unique_key": unique_key,
+            "unique_for": unique_for,
+            "debounce": debounce,
+            "backoff": backoff,
+            "key": key,
+        }
+    )
+
+
+class Client:
+    """The API of one sked server (`server`, e.g. `http://127.0.0.1:7070`), with `token` as
+    its bearer when given. Every call raises a `SkedError` subclass named after the API's
+    error code (`NotFound`, `InvalidInput`, …) when the server refuses it."""
+
+    def __init__(self, server: str = DEFAULT_SERVER, token: Optional[str] = None, timeout: float = 30):
+        self.base = server.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    # -- the wire --------------------------------------------------------------------------
+
+    def call(self, method: str, path: str, body: Any = None, timeout: Optional[float] = None) -> Any:
+        """One request; the answer's JSON (None when it has no body)."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        if data is not None:
+            req.add_header("content-type", "application/json")
+        if self.token:
+            req.add_header("authorization", "Bearer " + self.token)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
+                raw = resp.read()
+                return json.loads(raw) if raw else None
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            try:
+                err = json.loads(raw)["error"]
+            except (ValueError, KeyError, TypeError):
+                raise SkedError(f"HTTP {e.code}: {raw[:200]!r}", e.code) from None
+            raise from_answer(e.code, err.get("code", "unknown"), err.get("message", "")) from None
+        except urllib.error.URLError as e:
+            raise SkedError(f"cannot reach {self.base}: {e.reason}") from None
+
+    @staticmethod
+    def _q(value: str) -> str:
+        return urllib.parse.quote(str(value), safe="")
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    def enqueue(self, kind: str, payload: Any = None, **options: Any) -> Json:
+        """Enqueues one task (options as `new_task` takes them); the answer: `id`, `state`,
+        `duplicate` (a unique key's holder was returned), `debounced`."""
+        return self.call("POST", "/v1/tasks", new_task(kind, payload, **options))
+
+    def enqueue_many(self, tasks: Iterable[Json]) -> List[Json]:
+        """Enqueues tasks (each from `new_task`) in one transaction; an answer per task."""
+        return self.call("POST", "/v1/tasks/batch", {"tasks": list(tasks)})["tasks"]
+
+    def get(self, task_id: int) -> Json:
+        return self.call("GET", f"/v1/tasks/{int(task_id)}")
+
+    def list(
+        self,
+        *,
+        state: Optional[str] = None,
+        queue: Optional[str] = None,
+        kind: Optional[str] = None,
+        schedule: Optional[str] = None,
+        limit: Optional[int] = None,
+        before: Optional[int] = None,
+    ) -> List[Json]:
+        """Tasks, newest first, filtered (`state` may list several: `dead,cancelled`)."""
+        query = urllib.parse.urlencode(
+            _drop_none(
+                {
+                    "state": state,
+                    "queue": queue,
+                    "kind": kind,
+                    "schedule": schedule,
+                    "limit": limit,
+                    "before": before,
+                }
+            )
+        )
+        return self.call("GET", "/v1/tasks" + (f"?{query}" if query else ""))["tasks"]
+
+    def cancel(self, task_id: int) -> Json:
+        return self.call("POST", f"/v1/tasks/{int(task_id)}/cancel", {})
+
+    def retry(self, task_id: int) -> Json:
+        return self.call("POST", f"/v1/tasks/{int(task_id)}/retry", {})
+
+    def reschedule(self, task_id: int, run_at: str) -> Json:
+        return self.call("POST", f"/v1/tasks/{int(task_id)}/reschedule", {"run_at": run_at})
+
+    # -- schedules -------------------------------------------------------------------------
+
+    def add_schedule(
+        self,
+        name: str,
+        spec: str,
+        kind: str,
+        payload: Any = None,
+        *,
+        tz: Optional[str] = None,
+        queue: Optional[str] = None,
+        **policies: Any,
+    ) -> Json:
+        """A recurring schedule: `spec` is a cron expression, `every 5m` or `at TIME`;
+        `policies` as the API names them (`overlap`, `catchup`, `jitter`, `dst`, …)."""
+        task = _drop_none({"kind": kind, "payload": payload, "queue": queue})
+        body = _drop_none({"name": name, "spec": spec, "tz": tz, "task": task, **policies})
+        return self.call("POST", "/v1/schedules", body)
+
+    def schedules(self) -> List[Json]:
+        return self.call("GET", "/v1/schedules")["schedules"]
+
+    def schedule(self, name: str) -> Json:
+        return self.call("GET", f"/v1/schedules/{self._q(name)}")
+
+    def pause_schedule(self, name: str) -> Json:
+        return self.call("POST", f"/v1/schedules/{self._q(name)}/pause", {})
+
+    def resume_schedule(self, name: str) -> Json:
+        return self.call("POST", f"/v1/schedules/{self._q(name)}/resume", {})
+
+    def trigger_schedule(self, name: str) -> Json:
+        return self.call("POST", f"/v1/schedules/{self._q(name)}/trigger", {})
+
+    def remove_schedule(self, name: str) -> None:
+        self.call("DELETE", f"/v1/schedules/{self._q(name)}")
+
+    # -- queues ----------------------------------------------------------------------------
+
+    def queues(self) -> List[Json]:
+        return self.call("GET", "/v1/queues")["queues"]
+
+    def pause_queue(self, name: str) -> Json:
+        return self.call("POST", f"/v1/queues/{self._q(name)}/pause", {})
+
+    def resume_queue(self, name: str) -> Json:
+        return self.call("POST", f"/v1/queues/{self._q(name)}/resume", {})
+
+    def limit_queue(self, name: str, **limits: Any) -> Json:
+        """Sets a queue's limits as the API names them: `concurrency`, `rate` (`10/s`),
+        `burst`, `per_key`, `per_key_rate`; None removes one."""
+        return self.call("PUT", f"/v1/queues/{self._q(name)}/limit", limits)

@@ -1,0 +1,210 @@
+"""`Worker`: runs handlers for task kinds over the worker protocol (docs/worker-protocol.md):
+batched claims with long-poll, one heartbeat request for everything held every third of the
+lease (which is also how a cancellation arrives), endings sent in batches, a graceful stop.
+
+A handler takes `(task, ctx)` and returns a JSON-able result, or raises:
+
+- `Retry("why")`: a failure worth retrying (any other exception is one too);
+- `Fatal("why")`: retrying will not help, the task is dead at once;
+- `Snooze(seconds)`: run again later without spending an attempt;
+- `Cancelled()`: it noticed `ctx.cancelled()` and stopped.
+"""
+
+import os
+import signal
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+from .client import Client, Json
+from .errors import SkedError
+
+
+class Retry(Exception):
+    """A failure worth retrying."""
+
+
+class Fatal(Exception):
+    """A failure retrying will not fix: the task is dead at once."""
+
+
+class Cancelled(Exception):
+    """The handler saw that cancellation was asked and stopped."""
+
+
+class Snooze(Exception):
+    """Run the task again after `seconds`, without spending an attempt."""
+
+    def __init__(self, seconds: float):
+        super().__init__(f"snooze {seconds}s")
+        self.seconds = seconds
+
+
+class Context:
+    """What a running handler may ask: whether its task's cancellation was asked (or its
+    lease was lost: its result would be refused)."""
+
+    def __init__(self) -> None:
+        self._cancel = threading.Event()
+
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+
+Handler = Callable[[Json, Context], Any]
+
+
+class Worker:
+    """Claims and runs tasks of the kinds it has handlers for, `concurrency` at a time."""
+
+    def __init__(
+        self,
+        client: Client,
+        handlers: Optional[Dict[str, Handler]] = None,
+        *,
+        name: Optional[str] = None,
+        queues: Iterable[str] = (),
+        concurrency: int = 4,
+        lease_ttl: float = 30,
+        log: Callable[[str], None] = lambda m: print(f"[sked-worker] {m}", file=sys.stderr, flush=True),
+    ):
+        self.client = client
+        self.handlers: Dict[str, Handler] = dict(handlers or {})
+        self.name = name or f"python-{os.uname().nodename}-{os.getpid()}"
+        self.queues = list(queues)
+        self.concurrency = concurrency
+        self.lease_ttl = lease_ttl
+        self.log = log
+        self._lock = threading.Lock()
+        self._held: Dict[Tuple[int, int], Context] = {}
+        self._endings: List[Json] = []
+        self._stopping = threading.Event()
+        self._finished = threading.Event()
+        self.done = {"succeeded": 0, "failed": 0, "snoozed": 0, "cancelled": 0}
+
+    def handle(self, kind: str) -> Callable[[Handler], Handler]:
+        """Registers the decorated function as the handler of `kind`."""
+
+        def register(f: Handler) -> Handler:
+            self.handlers[kind] = f
+            return f
+
+        return register
+
+    def stop(self) -> None:
+        """Stops claiming; `run` returns once the running tasks have ended."""
+        self._stopping.set()
+
+    def stop_on_signals(self) -> None:
+        """SIGTERM and SIGINT stop the worker gracefully (call from the main thread)."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self.stop())
+
+    # -- the protocol ----------------------------------------------------------------------
+
+    def _claim(self, wait: float) -> List[Json]:
+        free = self.concurrency - len(self._held)
+        if free <= 0:
+            return []
+        body = {
+            "worker": self.name,
+            "queues": self.queues,
+            "kinds": sorted(self.handlers),
+            "max": free,
+            "wait": f"{int(wait * 1000)}ms",
+            "lease_ttl": f"{int(self.lease_ttl * 1000)}ms",
+        }
+        return self.client.call("POST", "/v1/claim", body, timeout=wait + 30)["tasks"]
+
+    def _heartbeats(self) -> None:
+        while not self._finished.wait(self.lease_ttl / 3):
+            with self._lock:
+                held = [{"id": i, "attempt": a} for (i, a) in self._held]
+            if not held:
+                continue
+            body = {"tasks": held, "lease_ttl": f"{int(self.lease_ttl * 1000)}ms"}
+            try:
+                reply = self.client.call("POST", "/v1/heartbeat", body)
+            except (SkedError, OSError) as e:
+                self.log(f"heartbeat failed: {e}")
+                continue
+            for h, r in zip(held, reply["results"]):
+                ctx = self._held.get((h["id"], h["attempt"]))
+                if ctx is not None and ("error" in r or r.get("cancel_requested")):
+                    ctx._cancel.set()
+
+    def _flush(self) -> None:
+        with self._lock:
+            items, self._endings = self._endings, []
+        if not items:
+            return
+        for attempt in range(10):
+            try:
+                reply = self.client.call("POST", "/v1/finish", {"results": items})
+                for item, r in zip(items, reply["results"]):
+                    if "error" in r:
+                        self.log(f"task {item['id']}: ending not recorded: {r['error']['message']}")
+                return
+            except SkedError as e:
+                if e.status not in (0, 503):
+                    self.log(f"could not record endings: {e}")
+                    return
+            except OSError as e:
+                self.log(f"cannot reach sked: {e}")
+            time.sleep(min(2.0, 0.1 * 2**attempt))
+
+    def _run_task(self, task: Json, ctx: Context) -> None:
+        item: Json = {"id": task["id"], "attempt": task["attempt"]}
+        try:
+            result = self.handlers[task["kind"]](task, ctx)
+            item["outcome"] = "succeeded"
+            if result is not None:
+                item["result"] = result
+        except Snooze as s:
+            item.update(outcome="snoozed", delay=f"{int(s.seconds * 1000)}ms")
+        except Cancelled:
+            item.update(outcome="cancelled")
+        except Fatal as e:
+            item.update(outcome="failed", error=str(e), retryable=False)
+        except Exception as e:  # noqa: BLE001 - any other error is a retryable failure
+            item.update(outcome="failed", error=f"{type(e).__name__}: {e}", retryable=True)
+        with self._lock:
+            self._held.pop((task["id"], task["attempt"]), None)
+            self._endings.append(item)
+            self.done[item["outcome"]] += 1
+        self._flush()
+
+    def run(self, exit_when_idle: Optional[float] = None) -> None:
+        """Claims and runs tasks until `stop` (or a signal, after `stop_on_signals`), or, with
+        `exit_when_idle`, until nothing was held or claimed for that many seconds."""
+        pool = ThreadPoolExecutor(max_workers=self.concurrency)
+        beat = threading.Thread(target=self._heartbeats, daemon=True)
+        beat.start()
+        idle_since = time.monotonic()
+        while not self._stopping.is_set():
+            # Long-poll only when idle and not about to exit for being idle.
+            wait = 1.0 if self._held or exit_when_idle else 10.0
+            try:
+                tasks = self._claim(wait)
+            except (SkedError, OSError) as e:
+                self.log(f"claim failed: {e}; retrying in 1s")
+                self._stopping.wait(1)
+                continue
+            if not tasks and len(self._held) >= self.concurrency:
+                time.sleep(0.01)
+            for t in tasks:
+                ctx = Context()
+                with self._lock:
+                    self._held[(t["id"], t["attempt"])] = ctx
+                pool.submit(self._run_task, t, ctx)
+            if tasks or self._held:
+                idle_since = time.monotonic()
+            elif exit_when_idle is not None and time.monotonic() - idle_since >= exit_when_idle:
+                break
+        self._stopping.set()
+        pool.shutdown(wait=True)
+        self._flush()
+        self._finished.set()
+        beat.join(timeout=5)

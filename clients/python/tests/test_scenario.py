@@ -1,0 +1,100 @@
+"""The client and the worker against a real sked server (its URL in SKED_URL; the Rust test
+`python_client` starts one): enqueue, a schedule, and a worker that completes a task, fails
+one retryably and one fatally, and heartbeats a slow one past its lease."""
+
+import os
+import threading
+import time
+import unittest
+
+from sked_client import Client, Fatal, InvalidInput, NotFound, Retry, Worker, new_task
+
+LEASE = 1.5  # seconds
+
+
+class Scenario(unittest.TestCase):
+    def setUp(self):
+        self.sked = Client(os.environ["SKED_URL"], os.environ.get("SKED_TOKEN"))
+
+    def test_tasks_schedules_queues_and_errors(self):
+        added = self.sked.enqueue("py.later", {"n": 1}, queue="py", run_at="2099-01-01T00:00:00Z")
+        self.assertEqual(added["state"], "scheduled")
+        task = self.sked.get(added["id"])
+        self.assertEqual((task["kind"], task["payload"], task["queue"]), ("py.later", {"n": 1}, "py"))
+        many = self.sked.enqueue_many([new_task("py.later", i, run_at="2099-01-01T00:00:00Z") for i in range(3)])
+        self.assertEqual(len(many), 3)
+        self.assertEqual(self.sked.cancel(added["id"])["state"], "cancelled")
+        self.assertIn(added["id"], [t["id"] for t in self.sked.list(state="cancelled")])
+        with self.assertRaises(NotFound) as nf:
+            self.sked.get(999_999_999)
+        self.assertEqual((nf.exception.status, nf.exception.code), (404, "not_found"))
+        with self.assertRaises(InvalidInput):
+            self.sked.enqueue("")
+        self.sked.add_schedule("py-hourly", "every 1h", "py.later", {"from": "schedule"})
+        self.assertEqual(self.sked.schedule("py-hourly")["name"], "py-hourly")
+        self.assertIn("py-hourly", [s["name"] for s in self.sked.schedules()])
+        self.assertTrue(self.sked.pause_schedule("py-hourly")["paused"])
+        self.assertFalse(self.sked.resume_schedule("py-hourly")["paused"])
+        self.sked.remove_schedule("py-hourly")
+        with self.assertRaises(NotFound):
+            self.sked.schedule("py-hourly")
+        limited = self.sked.limit_queue("py", concurrency=3)
+        self.assertEqual(limited["concurrency_limit"], 3)
+        self.assertTrue(self.sked.pause_queue("py")["paused"])
+        self.assertFalse(self.sked.resume_queue("py")["paused"])
+
+    def test_a_worker_completes_fails_and_heartbeats(self):
+        ok = self.sked.enqueue("py.ok", {"a": 2, "b": 3}, queue="pyw")["id"]
+        flaky = self.sked.enqueue("py.flaky", None, queue="pyw", max_attempts=3)["id"]
+        fatal = self.sked.enqueue("py.fatal", None, queue="pyw", max_attempts=3)["id"]
+        slow = self.sked.enqueue("py.slow", None, queue="pyw")["id"]
+        worker = Worker(self.sked, queues=["pyw"], concurrency=4, lease_ttl=LEASE, log=lambda m: None)
+        seen = {}
+
+        @worker.handle("py.ok")
+        def add(task, ctx):
+            return {"sum": task["payload"]["a"] + task["payload"]["b"]}
+
+        @worker.handle("py.flaky")
+        def flaky_handler(task, ctx):
+            raise Retry("not yet")
+
+        @worker.handle("py.fatal")
+        def fatal_handler(task, ctx):
+            raise Fatal("never")
+
+        @worker.handle("py.slow")
+        def slow_handler(task, ctx):
+            time.sleep(LEASE * 2.5)
+            # Still held, its lease extended past the first one by the heartbeats.
+            now = self.sked.get(task["id"])
+            seen["lease"] = (now["started_at"], now["lease_expires_at"], now["state"])
+            return "slow done"
+
+        runner = threading.Thread(target=worker.run, kwargs={"exit_when_idle": 1.0})
+        runner.start()
+        runner.join(timeout=60)
+        self.assertFalse(runner.is_alive(), "the worker did not stop when idle")
+
+        self.assertEqual(self.sked.get(ok)["state"], "succeeded")
+        self.assertEqual(self.sked.get(ok)["result"], {"sum": 5})
+        flaky_task = self.sked.get(flaky)
+        self.assertEqual(flaky_task["state"], "retrying")
+        self.assertIn("not yet", str(flaky_task))
+        fatal_task = self.sked.get(fatal)
+        self.assertEqual((fatal_task["state"], fatal_task["attempt"]), ("dead", 1))
+        slow_task = self.sked.get(slow)
+        self.assertEqual((slow_task["state"], slow_task["attempt"]), ("succeeded", 1))
+        started, lease, state = seen["lease"]
+        self.assertEqual(state, "running")
+        self.assertGreater(_secs(lease) - _secs(started), LEASE * 2, "heartbeats extended the lease")
+
+
+def _secs(rfc3339):
+    from datetime import datetime
+
+    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+
+
+if __name__ == "__main__":
+    unittest.main()
