@@ -82,6 +82,8 @@ class Worker:
         self._endings: List[Json] = []
         self._stopping = threading.Event()
         self._finished = threading.Event()
+        self._ended = threading.Event()  # endings wait to be sent
+        self._freed = threading.Event()  # a slot freed up
         self.done = {"succeeded": 0, "failed": 0, "snoozed": 0, "cancelled": 0}
 
     def handle(self, kind: str) -> Callable[[Handler], Handler]:
@@ -174,7 +176,15 @@ class Worker:
             self._held.pop((task["id"], task["attempt"]), None)
             self._endings.append(item)
             self.done[item["outcome"]] += 1
-        self._flush()
+        self._ended.set()
+        self._freed.set()
+
+    def _sender(self) -> None:
+        # One request for every ending that came while the last one was on its way.
+        while not self._finished.is_set():
+            if self._ended.wait(0.1):
+                self._ended.clear()
+                self._flush()
 
     def run(self, exit_when_idle: Optional[float] = None) -> None:
         """Claims and runs tasks until `stop` (or a signal, after `stop_on_signals`), or, with
@@ -182,6 +192,8 @@ class Worker:
         pool = ThreadPoolExecutor(max_workers=self.concurrency)
         beat = threading.Thread(target=self._heartbeats, daemon=True)
         beat.start()
+        sender = threading.Thread(target=self._sender, daemon=True)
+        sender.start()
         idle_since = time.monotonic()
         while not self._stopping.is_set():
             # Long-poll only when idle and not about to exit for being idle.
@@ -193,7 +205,9 @@ class Worker:
                 self._stopping.wait(1)
                 continue
             if not tasks and len(self._held) >= self.concurrency:
-                time.sleep(0.01)
+                # Every slot busy: claim again as soon as one frees.
+                self._freed.wait(0.1)
+                self._freed.clear()
             for t in tasks:
                 ctx = Context()
                 with self._lock:
@@ -205,6 +219,7 @@ class Worker:
                 break
         self._stopping.set()
         pool.shutdown(wait=True)
-        self._flush()
         self._finished.set()
+        sender.join(timeout=30)
+        self._flush()
         beat.join(timeout=5)
