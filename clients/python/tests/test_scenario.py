@@ -7,7 +7,9 @@ import threading
 import time
 import unittest
 
-from sked_client import Client, Fatal, InvalidInput, NotFound, Retry, Worker, new_task
+import asyncio
+
+from sked_client import AsyncClient, Client, Fatal, InvalidInput, NotFound, Retry, Worker, new_task
 
 LEASE = 1.5  # seconds
 
@@ -42,6 +44,24 @@ class Scenario(unittest.TestCase):
         self.assertEqual(limited["concurrency_limit"], 3)
         self.assertTrue(self.sked.pause_queue("py")["paused"])
         self.assertFalse(self.sked.resume_queue("py")["paused"])
+
+    def test_the_asyncio_client_makes_the_same_calls(self):
+        async def scenario():
+            sked = AsyncClient(os.environ["SKED_URL"], os.environ.get("SKED_TOKEN"))
+            added = await asyncio.gather(
+                *(sked.enqueue("py.async", i, run_at="2099-01-01T00:00:00Z") for i in range(5))
+            )
+            ids = sorted(a["id"] for a in added)
+            listed = await sked.list(kind="py.async")
+            self.assertEqual(sorted(t["id"] for t in listed), ids)
+            self.assertEqual((await sked.get(ids[0]))["payload"] in range(5), True)
+            with self.assertRaises(NotFound):
+                await sked.get(999_999_999)
+            await sked.add_schedule("py-async", "every 1h", "py.async", tz="UTC")
+            self.assertEqual((await sked.schedule("py-async"))["name"], "py-async")
+            await sked.remove_schedule("py-async")
+
+        asyncio.run(scenario())
 
     def test_a_worker_completes_fails_and_heartbeats(self):
         ok = self.sked.enqueue("py.ok", {"a": 2, "b": 3}, queue="pyw")["id"]

@@ -6,6 +6,7 @@ Standard library only.
     sked.enqueue("email.send", {"to": "a@example.com"}, queue="mail")
 """
 
+from .aio import AsyncClient
 from .client import DEFAULT_SERVER, Client, new_task
 from .errors import (
     Conflict,
@@ -26,6 +27,7 @@ from .worker import Cancelled, Context, Fatal, Retry, Snooze, Worker
 
 __all__ = [
     "DEFAULT_SERVER",
+    "AsyncClient",
     "Cancelled",
     "Client",
     "Conflict",
