@@ -26,4 +26,5 @@ mod schedule_policies;
 mod shell;
 mod tidy;
 mod tokens;
+mod typescript_client;
 mod worker_cli;

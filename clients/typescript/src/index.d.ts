@@ -1,0 +1,111 @@
+// Types of sked-client (src/index.js).
+
+export type Json = Record<string, any>;
+
+export class SkedError extends Error {
+  constructor(message: string, status?: number, code?: string);
+  /** The HTTP status (0: the server could not be reached). */
+  status: number;
+  /** The API's error code: `not_found`, `invalid_input`, … */
+  code: string;
+}
+
+/** One class per error code of the API. */
+export const errors: {
+  InvalidRequest: typeof SkedError;
+  InvalidJson: typeof SkedError;
+  InvalidInput: typeof SkedError;
+  NotFound: typeof SkedError;
+  Conflict: typeof SkedError;
+  StaleLease: typeof SkedError;
+  Unauthorized: typeof SkedError;
+  Forbidden: typeof SkedError;
+  PayloadTooLarge: typeof SkedError;
+  UnsupportedMediaType: typeof SkedError;
+  Unavailable: typeof SkedError;
+  Internal: typeof SkedError;
+};
+
+/** Task options, as the API names them (times RFC 3339, durations like "30s"). */
+export interface TaskOptions {
+  queue?: string;
+  priority?: number;
+  run_at?: string;
+  max_attempts?: number;
+  timeout?: string;
+  unique_key?: string;
+  unique_for?: string;
+  debounce?: string;
+  backoff?: Json;
+  key?: string;
+}
+
+export interface NewTask extends TaskOptions {
+  kind: string;
+  payload?: unknown;
+}
+
+export interface TaskFilters {
+  state?: string;
+  queue?: string;
+  kind?: string;
+  schedule?: string;
+  limit?: number;
+  before?: number;
+}
+
+export class Client {
+  constructor(server?: string, options?: { token?: string; timeoutMs?: number });
+  call(method: string, path: string, body?: unknown, options?: { timeoutMs?: number }): Promise<any>;
+  enqueue(kind: string, payload?: unknown, options?: TaskOptions): Promise<Json>;
+  enqueueMany(tasks: NewTask[]): Promise<Json[]>;
+  get(id: number): Promise<Json>;
+  list(filters?: TaskFilters): Promise<Json[]>;
+  cancel(id: number): Promise<Json>;
+  retry(id: number): Promise<Json>;
+  reschedule(id: number, runAt: string): Promise<Json>;
+  addSchedule(
+    name: string,
+    spec: string,
+    task: { kind: string; payload?: unknown; queue?: string },
+    options?: Json,
+  ): Promise<Json>;
+  schedules(): Promise<Json[]>;
+  schedule(name: string): Promise<Json>;
+  pauseSchedule(name: string): Promise<Json>;
+  resumeSchedule(name: string): Promise<Json>;
+  triggerSchedule(name: string): Promise<Json>;
+  removeSchedule(name: string): Promise<void>;
+  queues(): Promise<Json[]>;
+  pauseQueue(name: string): Promise<Json>;
+  resumeQueue(name: string): Promise<Json>;
+  limitQueue(name: string, limits: Json): Promise<Json>;
+}
+
+export class Retry extends Error {}
+export class Fatal extends Error {}
+export class Cancelled extends Error {}
+export class Snooze extends Error {
+  constructor(seconds: number);
+  seconds: number;
+}
+
+export type Handler = (task: Json, ctx: { signal: AbortSignal }) => unknown | Promise<unknown>;
+
+export class Worker {
+  constructor(
+    client: Client,
+    options?: {
+      queues?: string[];
+      concurrency?: number;
+      leaseTtl?: number;
+      name?: string;
+      log?: (message: string) => void;
+    },
+  );
+  done: { succeeded: number; failed: number; snoozed: number; cancelled: number };
+  handle(kind: string, handler: Handler): this;
+  stop(): void;
+  stopOnSignals(): this;
+  run(options?: { exitWhenIdle?: number }): Promise<void>;
+}

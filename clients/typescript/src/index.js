@@ -1,0 +1,312 @@
+// A client and a worker for sked over its HTTP API: Node 18+, `fetch`, no dependencies.
+
+/** An error answer of the API (or a server that could not be reached: status 0). */
+export class SkedError extends Error {
+  constructor(message, status = 0, code = "unknown") {
+    super(message);
+    this.name = "SkedError";
+    this.status = status;
+    this.code = code;
+  }
+}
+
+const CODES = [
+  "invalid_request", "invalid_json", "invalid_input", "not_found", "conflict", "stale_lease",
+  "unauthorized", "forbidden", "payload_too_large", "unsupported_media_type", "unavailable",
+  "internal",
+];
+
+/** One class per error code of the API: NotFound, InvalidInput, Conflict, … */
+export const errors = Object.fromEntries(
+  CODES.map((code) => {
+    const name = code.split("_").map((w) => w[0].toUpperCase() + w.slice(1)).join("");
+    const cls = {
+      [name]: class extends SkedError {
+        constructor(message, status) {
+          super(message, status, code);
+          this.name = name;
+        }
+      },
+    }[name];
+    return [name, cls];
+  }),
+);
+const BY_CODE = Object.fromEntries(Object.values(errors).map((cls) => [new cls("").code, cls]));
+
+const q = (s) => encodeURIComponent(String(s));
+const dropUndefined = (o) =>
+  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined && v !== null));
+
+/** The API of one sked server. */
+export class Client {
+  constructor(server = "http://127.0.0.1:7070", { token, timeoutMs = 30_000 } = {}) {
+    this.base = server.replace(/\/+$/, "");
+    this.token = token;
+    this.timeoutMs = timeoutMs;
+  }
+
+  /** One request; the answer's JSON (null when it has no body). */
+  async call(method, path, body, { timeoutMs } = {}) {
+    const headers = {};
+    if (body !== undefined) headers["content-type"] = "application/json";
+    if (this.token) headers.authorization = `Bearer ${this.token}`;
+    let res;
+    try {
+      res = await fetch(this.base + path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(timeoutMs ?? this.timeoutMs),
+      });
+    } catch (e) {
+      throw new SkedError(`cannot reach ${this.base}: ${e.message}`);
+    }
+    const text = await res.text();
+    if (!res.ok) {
+      let err;
+      try {
+        err = JSON.parse(text).error;
+      } catch {
+        throw new SkedError(`HTTP ${res.status}: ${text.slice(0, 200)}`, res.status);
+      }
+      const cls = BY_CODE[err.code];
+      throw cls ? new cls(err.message, res.status) : new SkedError(err.message, res.status, err.code);
+    }
+    return text ? JSON.parse(text) : null;
+  }
+
+  // -- tasks ---------------------------------------------------------------------------------
+  enqueue(kind, payload, options = {}) {
+    return this.call("POST", "/v1/tasks", dropUndefined({ kind, payload, ...options }));
+  }
+  async enqueueMany(tasks) {
+    return (await this.call("POST", "/v1/tasks/batch", { tasks })).tasks;
+  }
+  get(id) {
+    return this.call("GET", `/v1/tasks/${Number(id)}`);
+  }
+  async list(filters = {}) {
+    const query = new URLSearchParams(dropUndefined(filters)).toString();
+    return (await this.call("GET", `/v1/tasks${query ? `?${query}` : ""}`)).tasks;
+  }
+  cancel(id) {
+    return this.call("POST", `/v1/tasks/${Number(id)}/cancel`, {});
+  }
+  retry(id) {
+    return this.call("POST", `/v1/tasks/${Number(id)}/retry`, {});
+  }
+  reschedule(id, runAt) {
+    return this.call("POST", `/v1/tasks/${Number(id)}/reschedule`, { run_at: runAt });
+  }
+
+  // -- schedules -----------------------------------------------------------------------------
+  addSchedule(name, spec, task, options = {}) {
+    return this.call("POST", "/v1/schedules", dropUndefined({ name, spec, task, ...options }));
+  }
+  async schedules() {
+    return (await this.call("GET", "/v1/schedules")).schedules;
+  }
+  schedule(name) {
+    return this.call("GET", `/v1/schedules/${q(name)}`);
+  }
+  pauseSchedule(name) {
+    return this.call("POST", `/v1/schedules/${q(name)}/pause`, {});
+  }
+  resumeSchedule(name) {
+    return this.call("POST", `/v1/schedules/${q(name)}/resume`, {});
+  }
+  triggerSchedule(name) {
+    return this.call("POST", `/v1/schedules/${q(name)}/trigger`, {});
+  }
+  async removeSchedule(name) {
+    await this.call("DELETE", `/v1/schedules/${q(name)}`);
+  }
+
+  // -- queues --------------------------------------------------------------------------------
+  async queues() {
+    return (await this.call("GET", "/v1/queues")).queues;
+  }
+  pauseQueue(name) {
+    return this.call("POST", `/v1/queues/${q(name)}/pause`, {});
+  }
+  resumeQueue(name) {
+    return this.call("POST", `/v1/queues/${q(name)}/resume`, {});
+  }
+  limitQueue(name, limits) {
+    return this.call("PUT", `/v1/queues/${q(name)}/limit`, limits);
+  }
+}
+
+/** A failure worth retrying (any other thrown error is one too). */
+export class Retry extends Error {}
+/** A failure retrying will not fix: the task is dead at once. */
+export class Fatal extends Error {}
+/** The handler saw that cancellation was asked and stopped. */
+export class Cancelled extends Error {}
+/** Run the task again after `seconds`, without spending an attempt. */
+export class Snooze extends Error {
+  constructor(seconds) {
+    super(`snooze ${seconds}s`);
+    this.seconds = seconds;
+  }
+}
+
+const ms = (seconds) => `${Math.round(seconds * 1000)}ms`;
+
+/** Claims and runs tasks of the kinds it has handlers for, `concurrency` at a time. */
+export class Worker {
+  constructor(client, { queues = [], concurrency = 8, leaseTtl = 30, name, log } = {}) {
+    this.client = client;
+    this.handlers = new Map();
+    this.queues = queues;
+    this.concurrency = concurrency;
+    this.leaseTtl = leaseTtl;
+    this.name = name ?? `node-${process.pid}`;
+    this.log = log ?? ((m) => console.error(`[sked-worker] ${m}`));
+    this.held = new Map(); // "id/attempt" -> AbortController
+    this.endings = [];
+    this.sending = null;
+    this.stopping = false;
+    this.done = { succeeded: 0, failed: 0, snoozed: 0, cancelled: 0 };
+    this.freed = null;
+  }
+
+  /** Registers `handler(task, { signal })` for `kind`; `signal` aborts on cancellation. */
+  handle(kind, handler) {
+    this.handlers.set(kind, handler);
+    return this;
+  }
+
+  /** Stops claiming; `run` resolves once the running tasks have ended. */
+  stop() {
+    this.stopping = true;
+  }
+
+  /** SIGTERM and SIGINT stop the worker gracefully. */
+  stopOnSignals() {
+    for (const sig of ["SIGTERM", "SIGINT"]) process.once(sig, () => this.stop());
+    return this;
+  }
+
+  async #claim(waitSeconds) {
+    const free = this.concurrency - this.held.size;
+    if (free <= 0) return [];
+    const reply = await this.client.call(
+      "POST",
+      "/v1/claim",
+      {
+        worker: this.name,
+        queues: this.queues,
+        kinds: [...this.handlers.keys()].sort(),
+        max: free,
+        wait: ms(waitSeconds),
+        lease_ttl: ms(this.leaseTtl),
+      },
+      { timeoutMs: (waitSeconds + 30) * 1000 },
+    );
+    return reply.tasks;
+  }
+
+  async #heartbeat() {
+    const held = [...this.held.keys()].map((k) => {
+      const [id, attempt] = k.split("/").map(Number);
+      return { id, attempt };
+    });
+    if (held.length === 0) return;
+    try {
+      const reply = await this.client.call("POST", "/v1/heartbeat", {
+        tasks: held,
+        lease_ttl: ms(this.leaseTtl),
+      });
+      reply.results.forEach((r, i) => {
+        const ctl = this.held.get(`${held[i].id}/${held[i].attempt}`);
+        if (ctl && (r.error || r.cancel_requested)) ctl.abort();
+      });
+    } catch (e) {
+      this.log(`heartbeat failed: ${e.message}`);
+    }
+  }
+
+  // One request for every ending that came while the last one was on its way.
+  async #send() {
+    while (this.endings.length > 0) {
+      const items = this.endings;
+      this.endings = [];
+      for (let attempt = 0; attempt < 10; attempt++) {
+        try {
+          const reply = await this.client.call("POST", "/v1/finish", { results: items });
+          reply.results.forEach((r, i) => {
+            if (r.error) this.log(`task ${items[i].id}: ending not recorded: ${r.error.message}`);
+          });
+          break;
+        } catch (e) {
+          if (!(e.status === 0 || e.status === 503)) {
+            this.log(`could not record endings: ${e.message}`);
+            break;
+          }
+          await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)));
+        }
+      }
+    }
+    this.sending = null;
+  }
+
+  async #runTask(task) {
+    const key = `${task.id}/${task.attempt}`;
+    const ctl = this.held.get(key);
+    const item = { id: task.id, attempt: task.attempt };
+    try {
+      const result = await this.handlers.get(task.kind)(task, { signal: ctl.signal });
+      item.outcome = "succeeded";
+      if (result !== undefined) item.result = result;
+    } catch (e) {
+      if (e instanceof Snooze) Object.assign(item, { outcome: "snoozed", delay: ms(e.seconds) });
+      else if (e instanceof Cancelled) item.outcome = "cancelled";
+      else if (e instanceof Fatal) Object.assign(item, { outcome: "failed", error: e.message, retryable: false });
+      else Object.assign(item, { outcome: "failed", error: `${e?.name}: ${e?.message ?? e}`, retryable: true });
+    }
+    this.held.delete(key);
+    this.done[item.outcome] += 1;
+    this.endings.push(item);
+    this.sending ??= this.#send();
+    this.freed?.();
+  }
+
+  /** Claims and runs tasks until `stop`, or, with `exitWhenIdle` (seconds), until nothing was
+   * held or claimed for that long. */
+  async run({ exitWhenIdle } = {}) {
+    const beat = setInterval(() => this.#heartbeat(), (this.leaseTtl * 1000) / 3);
+    const running = new Set();
+    let idleSince = Date.now();
+    while (!this.stopping) {
+      const wait = this.held.size > 0 || exitWhenIdle !== undefined ? 1 : 10;
+      let tasks;
+      try {
+        tasks = await this.#claim(wait);
+      } catch (e) {
+        this.log(`claim failed: ${e.message}; retrying in 1s`);
+        await new Promise((r) => setTimeout(r, 1000));
+        continue;
+      }
+      if (tasks.length === 0 && this.held.size >= this.concurrency) {
+        // Every slot busy: claim again as soon as one frees.
+        await new Promise((r) => {
+          this.freed = r;
+          setTimeout(r, 100);
+        });
+        this.freed = null;
+      }
+      for (const t of tasks) {
+        this.held.set(`${t.id}/${t.attempt}`, new AbortController());
+        const p = this.#runTask(t).finally(() => running.delete(p));
+        running.add(p);
+      }
+      if (tasks.length > 0 || this.held.size > 0) idleSince = Date.now();
+      else if (exitWhenIdle !== undefined && Date.now() - idleSince >= exitWhenIdle * 1000) break;
+    }
+    this.stopping = true;
+    await Promise.all(running);
+    while (this.sending) await this.sending;
+    clearInterval(beat);
+  }
+}

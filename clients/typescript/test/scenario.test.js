@@ -1,0 +1,66 @@
+// The client and the worker against a real sked server (its URL in SKED_URL; the Rust test
+// `typescript_client` starts one), the same scenario as the Python client's.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { Client, Fatal, Retry, Worker, errors } from "../src/index.js";
+
+const sked = new Client(process.env.SKED_URL, { token: process.env.SKED_TOKEN });
+const LEASE = 1.5; // seconds
+
+test("tasks, schedules, queues and errors", async () => {
+  const added = await sked.enqueue("ts.later", { n: 1 }, { queue: "ts", run_at: "2099-01-01T00:00:00Z" });
+  assert.equal(added.state, "scheduled");
+  const task = await sked.get(added.id);
+  assert.deepEqual([task.kind, task.payload, task.queue], ["ts.later", { n: 1 }, "ts"]);
+  const many = await sked.enqueueMany([1, 2, 3].map((n) => ({ kind: "ts.later", payload: n, run_at: "2099-01-01T00:00:00Z" })));
+  assert.equal(many.length, 3);
+  assert.equal((await sked.cancel(added.id)).state, "cancelled");
+  assert.ok((await sked.list({ state: "cancelled" })).some((t) => t.id === added.id));
+  await assert.rejects(sked.get(999_999_999), (e) => e instanceof errors.NotFound && e.status === 404 && e.code === "not_found");
+  await assert.rejects(sked.enqueue(""), errors.InvalidInput);
+  await sked.addSchedule("ts-hourly", "every 1h", { kind: "ts.later" }, { tz: "UTC" });
+  assert.equal((await sked.schedule("ts-hourly")).name, "ts-hourly");
+  assert.ok((await sked.schedules()).some((s) => s.name === "ts-hourly"));
+  assert.equal((await sked.pauseSchedule("ts-hourly")).paused, true);
+  assert.equal((await sked.resumeSchedule("ts-hourly")).paused, false);
+  await sked.removeSchedule("ts-hourly");
+  await assert.rejects(sked.schedule("ts-hourly"), errors.NotFound);
+  assert.equal((await sked.limitQueue("ts", { concurrency: 3 })).concurrency_limit, 3);
+  assert.equal((await sked.pauseQueue("ts")).paused, true);
+  assert.equal((await sked.resumeQueue("ts")).paused, false);
+});
+
+test("a worker completes, fails and heartbeats", async () => {
+  const ok = (await sked.enqueue("ts.ok", { a: 2, b: 3 }, { queue: "tsw" })).id;
+  const flaky = (await sked.enqueue("ts.flaky", null, { queue: "tsw", max_attempts: 3 })).id;
+  const fatal = (await sked.enqueue("ts.fatal", null, { queue: "tsw", max_attempts: 3 })).id;
+  const slow = (await sked.enqueue("ts.slow", null, { queue: "tsw" })).id;
+  let seen;
+  const worker = new Worker(sked, { queues: ["tsw"], concurrency: 4, leaseTtl: LEASE, log: () => {} })
+    .handle("ts.ok", (t) => ({ sum: t.payload.a + t.payload.b }))
+    .handle("ts.flaky", () => {
+      throw new Retry("not yet");
+    })
+    .handle("ts.fatal", () => {
+      throw new Fatal("never");
+    })
+    .handle("ts.slow", async (t) => {
+      await new Promise((r) => setTimeout(r, LEASE * 2500));
+      seen = await sked.get(t.id); // still held, its lease extended by heartbeats
+      return "slow done";
+    });
+  await worker.run({ exitWhenIdle: 1 });
+  const okTask = await sked.get(ok);
+  assert.deepEqual([okTask.state, okTask.result], ["succeeded", { sum: 5 }]);
+  const flakyTask = await sked.get(flaky);
+  assert.equal(flakyTask.state, "retrying");
+  assert.match(JSON.stringify(flakyTask), /not yet/);
+  const fatalTask = await sked.get(fatal);
+  assert.deepEqual([fatalTask.state, fatalTask.attempt], ["dead", 1]);
+  const slowTask = await sked.get(slow);
+  assert.deepEqual([slowTask.state, slowTask.attempt], ["succeeded", 1]);
+  assert.equal(seen.state, "running");
+  const extended = (Date.parse(seen.lease_expires_at) - Date.parse(seen.started_at)) / 1000;
+  assert.ok(extended > LEASE * 2, `lease extended by ${extended}s`);
+});

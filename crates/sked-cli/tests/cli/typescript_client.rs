@@ -1,0 +1,108 @@
+//! The TypeScript client package (`clients/typescript`) against a real server: its own tests
+//! under `node --test`, and its README's quick start from a project that installed it.
+
+use std::process::Command;
+
+use crate::common::Server;
+
+const PACKAGE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../clients/typescript");
+
+/// Whether `node` runs here; CI needs it (it drives the dashboard's browser test too).
+fn node() -> bool {
+    let ok = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(std::env::var_os("CI").is_none(), "node is needed in CI");
+        eprintln!("skipping: no node");
+    }
+    ok
+}
+
+#[test]
+fn the_typescript_clients_tests_pass_against_a_real_server() {
+    if !node() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let out = Command::new("node")
+        .args(["--test", "test/"])
+        .current_dir(PACKAGE)
+        .env("SKED_URL", &server.url)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_readme_quick_start_runs_from_a_project_that_installed_it() {
+    if !node() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let project = dir.path().join("app");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(
+        project.join("package.json"),
+        r#"{"name": "app", "type": "module"}"#,
+    )
+    .unwrap();
+    // A copy, so that installing it leaves nothing in the repository.
+    let copy = dir.path().join("sked-client");
+    assert!(
+        Command::new("cp")
+            .args(["-r", PACKAGE])
+            .arg(&copy)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let npm = Command::new("npm")
+        .args(["install", "--no-audit", "--no-fund", "--offline"])
+        .arg(&copy)
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    assert!(
+        npm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&npm.stderr)
+    );
+    let readme = std::fs::read_to_string(format!("{PACKAGE}/README.md")).unwrap();
+    let start = readme.find("```js\n").expect("a js block") + "```js\n".len();
+    let script = &readme[start..start + readme[start..].find("```").unwrap()];
+    assert!(script.contains("await worker.run();") && script.contains("http://127.0.0.1:7070"));
+    let script = script
+        .replace("http://127.0.0.1:7070", &server.url)
+        .replace(
+            "await worker.run();",
+            "await worker.run({ exitWhenIdle: 1 });",
+        );
+    std::fs::write(project.join("quick.mjs"), script).unwrap();
+    let run = Command::new("node")
+        .arg("quick.mjs")
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let listed = server.json(&["task", "ls", "--kind", "email.send"]);
+    let tasks = listed["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{listed}");
+    let task = server.json(&["task", "get", &tasks[0]["id"].to_string()]);
+    assert_eq!(task["state"], "succeeded", "{task}");
+    assert_eq!(task["result"], serde_json::json!({"sent": true}), "{task}");
+    let schedule = server.json(&["schedule", "get", "nightly-report"]);
+    assert_eq!(schedule["tz"], "Europe/Berlin", "{schedule}");
+}
