@@ -106,3 +106,42 @@ fn the_readme_quick_start_runs_from_a_project_that_installed_it() {
     let schedule = server.json(&["schedule", "get", "nightly-report"]);
     assert_eq!(schedule["tz"], "Europe/Berlin", "{schedule}");
 }
+
+/// The hand-written declarations (`src/index.d.ts`) describe the module as a TypeScript user
+/// calls it: `test/types.ts` compiles under `tsc --strict` (installed by `.ci/run` with
+/// `npm ci --prefix clients/typescript`).
+#[test]
+fn the_declarations_type_check_under_strict_tsc() {
+    let tsc = format!("{PACKAGE}/node_modules/.bin/tsc");
+    if !std::path::Path::new(&tsc).exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "tsc is needed in CI (.ci/run installs it)"
+        );
+        eprintln!("skipping: no {tsc}; npm ci --prefix clients/typescript installs it");
+        return;
+    }
+    let out = Command::new(&tsc)
+        .args([
+            "--noEmit",
+            "--strict",
+            "--module",
+            "nodenext",
+            "--moduleResolution",
+            "nodenext",
+            "--target",
+            "es2022",
+            "--lib",
+            "es2022,dom",
+            "test/types.ts",
+        ])
+        .current_dir(PACKAGE)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,29 @@
+// Compiled by `tsc --noEmit` in the test suite: the declarations in src/index.d.ts describe
+// the module as a TypeScript user calls it.
+import { Client, Fatal, Retry, Snooze, Worker, errors, type Json, type TaskOptions } from "../src/index.js";
+
+const sked = new Client("http://127.0.0.1:7070", { token: "secret" });
+const options: TaskOptions = { queue: "mail", max_attempts: 5, run_at: "2030-01-01T00:00:00Z" };
+
+export async function use(): Promise<number> {
+  const added: Json = await sked.enqueue("email.send", { to: "a@example.com" }, options);
+  const many: Json[] = await sked.enqueueMany([{ kind: "k", payload: 1, queue: "q" }]);
+  const listed: Json[] = await sked.list({ state: "dead", limit: 10 });
+  await sked.addSchedule("nightly", "0 3 * * *", { kind: "report" }, { tz: "Europe/Berlin" });
+  await sked.limitQueue("mail", { concurrency: 3, rate: "10/s" });
+  const worker = new Worker(sked, { queues: ["mail"], concurrency: 8, leaseTtl: 30 })
+    .handle("email.send", async (task, { signal }) => {
+      if (signal.aborted) throw new Retry("cancelled");
+      if (!task.payload) throw new Fatal("no payload");
+      if (task.attempt > 3) throw new Snooze(60);
+      return { sent: true };
+    });
+  worker.stopOnSignals();
+  await worker.run({ exitWhenIdle: 1 });
+  try {
+    await sked.get(1);
+  } catch (e) {
+    if (e instanceof errors.NotFound) return e.status;
+  }
+  return added.id + many.length + listed.length + worker.done.succeeded;
+}
