@@ -1,5 +1,7 @@
 // A client and a worker for sked over its HTTP API: Node 18+, `fetch`, no dependencies.
 
+import { hostname } from "node:os";
+
 /** An error answer of the API (or a server that could not be reached: status 0). */
 export class SkedError extends Error {
   constructor(message, status = 0, code = "unknown") {
@@ -161,7 +163,7 @@ export class Worker {
     this.queues = queues;
     this.concurrency = concurrency;
     this.leaseTtl = leaseTtl;
-    this.name = name ?? `node-${process.pid}`;
+    this.name = name ?? `node-${hostname()}-${process.pid}`;
     this.log = log ?? ((m) => console.error(`[sked-worker] ${m}`));
     this.held = new Map(); // "id/attempt" -> AbortController
     this.endings = [];
@@ -169,6 +171,7 @@ export class Worker {
     this.stopping = false;
     this.done = { succeeded: 0, failed: 0, snoozed: 0, cancelled: 0 };
     this.freed = null;
+    this.beating = false; // a heartbeat request is on its way
   }
 
   /** Registers `handler(task, { signal })` for `kind`; `signal` aborts on cancellation. */
@@ -208,6 +211,16 @@ export class Worker {
   }
 
   async #heartbeat() {
+    if (this.beating) return; // the last one is still on its way
+    this.beating = true;
+    try {
+      await this.#beat();
+    } finally {
+      this.beating = false;
+    }
+  }
+
+  async #beat() {
     const held = [...this.held.keys()].map((k) => {
       const [id, attempt] = k.split("/").map(Number);
       return { id, attempt };

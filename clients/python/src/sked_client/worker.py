@@ -12,6 +12,7 @@ A handler takes `(task, ctx)` and returns a JSON-able result, or raises:
 
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -72,7 +73,7 @@ class Worker:
     ):
         self.client = client
         self.handlers: Dict[str, Handler] = dict(handlers or {})
-        self.name = name or f"python-{os.uname().nodename}-{os.getpid()}"
+        self.name = name or f"python-{socket.gethostname()}-{os.getpid()}"
         self.queues = list(queues)
         self.concurrency = concurrency
         self.lease_ttl = lease_ttl
