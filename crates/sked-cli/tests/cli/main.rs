@@ -9,6 +9,7 @@ mod common;
 
 mod bench_cli;
 mod bulk;
+mod client_packages;
 mod dedup;
 mod e2e;
 mod executors_cli;

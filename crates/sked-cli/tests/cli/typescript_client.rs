@@ -3,6 +3,7 @@
 
 use std::process::Command;
 
+use crate::client_packages::{copy_of, quick_start, quick_start_ran, succeeded};
 use crate::common::Server;
 
 const PACKAGE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../clients/typescript");
@@ -33,12 +34,7 @@ fn the_typescript_clients_tests_pass_against_a_real_server() {
         .env("SKED_URL", &server.url)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
 }
 
 #[test]
@@ -55,58 +51,27 @@ fn the_readme_quick_start_runs_from_a_project_that_installed_it() {
         r#"{"name": "app", "type": "module"}"#,
     )
     .unwrap();
-    // A copy, so that installing it leaves nothing in the repository.
-    let copy = dir.path().join("sked-client");
-    assert!(
-        Command::new("cp")
-            .args(["-r", PACKAGE])
-            .arg(&copy)
-            .status()
-            .unwrap()
-            .success()
-    );
-    // Its development tools are not part of what a project installs.
-    let _ = std::fs::remove_dir_all(copy.join("node_modules"));
+    let copy = copy_of(PACKAGE, dir.path());
     let npm = Command::new("npm")
         .args(["install", "--no-audit", "--no-fund", "--offline"])
         .arg(&copy)
         .current_dir(&project)
         .output()
         .unwrap();
-    assert!(
-        npm.status.success(),
-        "{}",
-        String::from_utf8_lossy(&npm.stderr)
+    succeeded(&npm);
+    let run = (
+        "await worker.run();",
+        "await worker.run({ exitWhenIdle: 1 });",
     );
-    let readme = std::fs::read_to_string(format!("{PACKAGE}/README.md")).unwrap();
-    let start = readme.find("```js\n").expect("a js block") + "```js\n".len();
-    let script = &readme[start..start + readme[start..].find("```").unwrap()];
-    assert!(script.contains("await worker.run();") && script.contains("http://127.0.0.1:7070"));
-    let script = script
-        .replace("http://127.0.0.1:7070", &server.url)
-        .replace(
-            "await worker.run();",
-            "await worker.run({ exitWhenIdle: 1 });",
-        );
+    let script = quick_start(PACKAGE, "js", &server, run);
     std::fs::write(project.join("quick.mjs"), script).unwrap();
     let run = Command::new("node")
         .arg("quick.mjs")
         .current_dir(&project)
         .output()
         .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let listed = server.json(&["task", "ls", "--kind", "email.send"]);
-    let tasks = listed["tasks"].as_array().unwrap();
-    assert_eq!(tasks.len(), 1, "{listed}");
-    let task = server.json(&["task", "get", &tasks[0]["id"].to_string()]);
-    assert_eq!(task["state"], "succeeded", "{task}");
-    assert_eq!(task["result"], serde_json::json!({"sent": true}), "{task}");
-    let schedule = server.json(&["schedule", "get", "nightly-report"]);
-    assert_eq!(schedule["tz"], "Europe/Berlin", "{schedule}");
+    succeeded(&run);
+    quick_start_ran(&server);
 }
 
 /// The hand-written declarations (`src/index.d.ts`) describe the module as a TypeScript user
@@ -140,10 +105,5 @@ fn the_declarations_type_check_under_strict_tsc() {
         .current_dir(PACKAGE)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
 }
