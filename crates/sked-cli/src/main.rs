@@ -4,6 +4,7 @@
 mod output;
 mod bench;
 mod client;
+mod otel;
 mod run;
 mod shell;
 mod top;

@@ -10,6 +10,7 @@ mod retry;
 pub mod schedule;
 pub mod serde_duration;
 mod task;
+mod trace_context;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use duration::{MAX_DURATION, check_duration, format_duration, parse_duration, parse_time};
@@ -28,6 +29,8 @@ pub use task::{
     NewTask, Task, TaskId, TaskState, Transition, TransitionError, check_payload_size,
     state_after_failure, validate_name,
 };
+
+pub use trace_context::{check_traceparent, format_traceparent, parse_traceparent};
 
 // Re-exported so users of sked-core name the same time types.
 pub use jiff;

@@ -55,6 +55,11 @@ pub struct NewTask {
     /// each key, and claims take keys in turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// The W3C trace context (`traceparent`) the task continues: its claim and runs are spans of
+    /// that trace, and its executors pass it on. Over HTTP the `traceparent` header sets it for
+    /// the tasks of a request that give none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// The longest unique or concurrency key, in characters.
@@ -96,7 +101,14 @@ impl NewTask {
             debounce: None,
             backoff: None,
             key: None,
+            traceparent: None,
         }
+    }
+
+    /// Continuing this W3C trace context (a `traceparent` value).
+    pub fn traceparent(mut self, traceparent: impl Into<String>) -> NewTask {
+        self.traceparent = Some(traceparent.into());
+        self
     }
 
     /// With this concurrency key: a queue's per-key limit caps the running tasks of each key,
@@ -202,6 +214,9 @@ impl NewTask {
                     )));
                 }
             }
+        }
+        if let Some(tp) = &self.traceparent {
+            crate::check_traceparent(tp)?;
         }
         for (name, d) in [("unique_for", self.unique_for), ("debounce", self.debounce)] {
             let Some(d) = d else { continue };

@@ -241,6 +241,9 @@ pub struct Task {
     /// Its concurrency key, if it has one.
     #[serde(default)]
     pub key: Option<String>,
+    /// The W3C trace context its claims and runs continue (see [`crate::NewTask::traceparent`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
     /// Filled by single-task reads; empty in lists.
     #[serde(default)]
     pub attempts: Vec<Attempt>,

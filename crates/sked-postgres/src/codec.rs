@@ -69,7 +69,7 @@ pub(crate) fn state(s: &str) -> Result<TaskState, StoreError> {
 pub(crate) const TASK_COLUMNS: &str = "t.id, t.queue, t.kind, t.payload, t.priority, t.state, t.run_at, \
     t.attempt, t.max_attempts, t.timeout_ms, t.unique_key, t.backoff_base_ms, t.backoff_max_ms, \
     t.schedule, t.nominal_at, t.created_at, t.started_at, t.finished_at, t.lease_expires_at, \
-    t.worker, t.cancel_requested, t.last_error, t.result, t.concurrency_key";
+    t.worker, t.cancel_requested, t.last_error, t.result, t.concurrency_key, t.traceparent";
 
 /// [`TASK_COLUMNS`] for lists without payloads: payload and result read as null, the error
 /// cut short, so that none of them is read whole (or de-TOASTed).
@@ -77,7 +77,7 @@ pub(crate) const TASK_COLUMNS_LEAN: &str = "t.id, t.queue, t.kind, 'null'::jsonb
     t.priority, t.state, t.run_at, t.attempt, t.max_attempts, t.timeout_ms, t.unique_key, \
     t.backoff_base_ms, t.backoff_max_ms, t.schedule, t.nominal_at, t.created_at, t.started_at, \
     t.finished_at, t.lease_expires_at, t.worker, t.cancel_requested, \
-    left(t.last_error,1024) AS last_error, NULL::jsonb AS result, t.concurrency_key";
+    left(t.last_error,1024) AS last_error, NULL::jsonb AS result, t.concurrency_key, t.traceparent";
 
 /// A task from a row selected with [`TASK_COLUMNS`], by column name.
 pub(crate) fn task_from_row(r: &Row) -> Result<Task, StoreError> {
@@ -116,6 +116,7 @@ pub(crate) fn task_from_row(r: &Row) -> Result<Task, StoreError> {
         last_error: col(r, C::LastError.at())?,
         result: col(r, C::Result.at())?,
         key: col(r, C::ConcurrencyKey.at())?,
+        traceparent: col(r, C::Traceparent.at())?,
         attempts: Vec::new(),
     })
 }

@@ -17,6 +17,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (9, include_str!("../migrations/0009_schedule_policies.sql")),
     (10, include_str!("../migrations/0010_concurrency_keys.sql")),
     (11, include_str!("../migrations/0011_reserved_starts.sql")),
+    (12, include_str!("../migrations/0012_trace_context.sql")),
 ];
 
 /// Brings the schema up to date, creating `schema` first when given (its name is validated).

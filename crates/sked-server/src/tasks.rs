@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use sked::TaskFilter;
 use sked::api::{Reschedule, TaskBatch, TaskList, TasksInserted};
@@ -14,10 +14,30 @@ use crate::{ApiError, AppState};
 
 type ApiResult<T> = Result<T, ApiError>;
 
+/// The caller's trace context: a valid `traceparent` header. An invalid one is ignored, as
+/// the W3C Trace Context recommendation asks of a receiver (the request goes on untraced).
+fn traceparent(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get("traceparent")?.to_str().ok()?.trim();
+    sked_core::check_traceparent(value)
+        .is_ok()
+        .then(|| value.to_string())
+}
+
+/// The tasks of a request that give no trace context of their own continue its header's.
+fn continue_trace<'a>(headers: &HeaderMap, tasks: impl IntoIterator<Item = &'a mut NewTask>) {
+    if let Some(tp) = traceparent(headers) {
+        for t in tasks {
+            t.traceparent.get_or_insert_with(|| tp.clone());
+        }
+    }
+}
+
 pub(crate) async fn enqueue(
     State(s): State<AppState>,
-    ApiJson(task): ApiJson<NewTask>,
+    headers: HeaderMap,
+    ApiJson(mut task): ApiJson<NewTask>,
 ) -> ApiResult<(StatusCode, Json<TaskInserted>)> {
+    continue_trace(&headers, [&mut task]);
     let ins = s.engine.enqueue(task).await?;
     let status = if ins.duplicate {
         StatusCode::OK
@@ -29,7 +49,8 @@ pub(crate) async fn enqueue(
 
 pub(crate) async fn enqueue_batch(
     State(s): State<AppState>,
-    ApiJson(b): ApiJson<TaskBatch>,
+    headers: HeaderMap,
+    ApiJson(mut b): ApiJson<TaskBatch>,
 ) -> ApiResult<(StatusCode, Json<TasksInserted>)> {
     let max = crate::worker::MAX_BATCH;
     if b.tasks.len() > max {
@@ -38,6 +59,7 @@ pub(crate) async fn enqueue_batch(
             b.tasks.len()
         )));
     }
+    continue_trace(&headers, &mut b.tasks);
     let tasks = s.engine.enqueue_many(b.tasks).await?;
     Ok((StatusCode::CREATED, Json(TasksInserted { tasks })))
 }

@@ -50,14 +50,14 @@ pub(crate) fn json(s: &str) -> serde_json::Value {
 pub(crate) const TASK_COLUMNS: &str = "id, queue, kind, payload, priority, state, run_at, attempt, \
     max_attempts, timeout_ms, unique_key, backoff_base_ms, backoff_max_ms, schedule, nominal_at, \
     created_at, started_at, finished_at, lease_expires_at, worker, cancel_requested, last_error, result, \
-    concurrency_key";
+    concurrency_key, traceparent";
 
 /// [`TASK_COLUMNS`] for lists without payloads: payload and result read as null, the error
 /// cut short, so that none of them is read whole.
 pub(crate) const TASK_COLUMNS_LEAN: &str = "id, queue, kind, 'null' AS payload, priority, state, run_at, \
     attempt, max_attempts, timeout_ms, unique_key, backoff_base_ms, backoff_max_ms, schedule, \
     nominal_at, created_at, started_at, finished_at, lease_expires_at, worker, cancel_requested, \
-    substr(last_error,1,1024) AS last_error, NULL AS result, concurrency_key";
+    substr(last_error,1,1024) AS last_error, NULL AS result, concurrency_key, traceparent";
 
 /// A text column, borrowed from the row (no copy).
 fn text<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<&'r str> {
@@ -109,6 +109,7 @@ pub(crate) fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
             _ => Some(json(text(r, C::Result.at())?)),
         },
         key: r.get(C::ConcurrencyKey.at())?,
+        traceparent: r.get(C::Traceparent.at())?,
         attempts: Vec::new(),
     })
 }

@@ -21,6 +21,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (10, include_str!("../migrations/0010_unique_windows.sql")),
     (11, include_str!("../migrations/0011_schedule_policies.sql")),
     (12, include_str!("../migrations/0012_concurrency_keys.sql")),
+    (13, include_str!("../migrations/0013_trace_context.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

@@ -33,6 +33,7 @@ pub enum TaskColumn {
     LastError,
     Result,
     ConcurrencyKey,
+    Traceparent,
 }
 
 impl TaskColumn {
@@ -43,7 +44,7 @@ impl TaskColumn {
 }
 
 /// The column names, in order.
-pub const TASK_COLUMNS: [&str; 24] = [
+pub const TASK_COLUMNS: [&str; 25] = [
     "id",
     "queue",
     "kind",
@@ -68,6 +69,7 @@ pub const TASK_COLUMNS: [&str; 24] = [
     "last_error",
     "result",
     "concurrency_key",
+    "traceparent",
 ];
 
 /// Whether a backend's select list (`"id, queue, …"`, optionally qualified like `t.id`, or

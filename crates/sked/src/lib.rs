@@ -31,6 +31,8 @@
 //! - [`Client`]: enqueue, schedules, status queries and the worker protocol, embedded or remote.
 //! - [`worker`]: typed handlers run with heartbeats, timeouts, cancellation, a priority-ordered
 //!   prefetch buffer, graceful shutdown and bounded runs; schedules declared in code.
+//! - [`telemetry`]: OpenTelemetry spans of enqueue, claim and run, linked by the trace
+//!   context each task carries.
 
 #![warn(missing_docs)]
 
@@ -45,6 +47,7 @@ mod metrics;
 pub mod node;
 mod open;
 mod server_clock;
+pub mod telemetry;
 pub mod worker;
 
 pub use client::Client;
@@ -66,3 +69,4 @@ pub use sked_store::{
 
 pub use open::{Scratch, open_scratch_store, open_store, redacted_url};
 pub use server_clock::node_clock;
+pub use telemetry::Telemetry;

@@ -19,6 +19,8 @@ mod hostile_lists;
 mod keys;
 mod metrics;
 mod observe_cli;
+mod otel;
+mod otlp_receiver;
 mod pg_secrets;
 mod python_client;
 mod python_worker;

@@ -2,13 +2,11 @@
 //! enqueue, an `enqueue` token cannot cancel, a `work` token claims and cannot pause queues, a
 //! wrong token gets 401; changes are logged with the token's name and no secret is logged.
 
-use std::io::{Read, Write};
 use std::process::Command;
-use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::{SKED, Server};
+use crate::common::{SKED, Server, http_call};
 
 const READ: &str = "read-0123456789abcdef";
 const ENQUEUE: &str = "enqueue-0123456789abcdef";
@@ -17,20 +15,14 @@ const ADMIN: &str = "admin:0123456789abcdef";
 
 /// One request with `token` as its bearer: the status and the body as JSON (null if none).
 fn call(server: &Server, method: &str, path: &str, token: &str, body: &str) -> (u16, Value) {
-    let addr = server.url.trim_start_matches("http://");
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let request = format!(
-        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(request.as_bytes()).unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).unwrap();
-    let status = answer.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    let bearer = format!("Bearer {token}");
+    http_call(
+        &server.url,
+        method,
+        path,
+        &[("Authorization", &bearer)],
+        body,
+    )
 }
 
 #[test]

@@ -193,6 +193,36 @@ pub fn http_get(url: &str, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
+/// One HTTP/1.0 request without a client library, with extra headers and a JSON body: the
+/// status and the answer as JSON (null when it is none).
+pub fn http_call(
+    url: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
+    let request = format!(
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\n{extra}Content-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let status = answer.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
 /// A loopback port nothing listens on at the moment.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

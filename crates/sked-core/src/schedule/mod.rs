@@ -207,6 +207,7 @@ impl TaskTemplate {
             debounce: None,
             backoff: None,
             key: self.key.clone(),
+            traceparent: None,
         }
     }
 }

@@ -35,7 +35,7 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
         .collect();
     if !plain.is_empty() {
         let rows = Columns::of(plain.iter().map(|&i| &tasks[i]), now);
-        let params: [Param<'_>; 15] = [
+        let params: [Param<'_>; 16] = [
             &channel,
             &now,
             &rows.queue,
@@ -51,10 +51,12 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
             &rows.schedule,
             &rows.nominal_at,
             &rows.concurrency_key,
+            &rows.traceparent,
         ];
-        let keyed = rows.concurrency_key.iter().any(Option::is_some);
-        let ids = match (keyed, prepared) {
-            (true, _) => c.query(KEYED_INSERT.as_str(), &params).await,
+        let extended = rows.concurrency_key.iter().any(Option::is_some)
+            || rows.traceparent.iter().any(Option::is_some);
+        let ids = match (extended, prepared) {
+            (true, _) => c.query(EXTENDED_INSERT.as_str(), &params).await,
             (false, Some(stmt)) => c.query(stmt, &params[..14]).await,
             (false, None) => c.query(PLAIN_INSERT.as_str(), &params[..14]).await,
         }
@@ -82,15 +84,16 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
 }
 
 /// Inserts tasks without unique keys, as many as given, and announces them: one statement.
-/// Without `keyed` it leaves the concurrency key out (null): a batch with no key does not send
-/// an array of nulls (bulk enqueues on PostgreSQL were 5–9 % slower with it).
-fn plain_insert_sql(keyed: bool) -> String {
-    let (column, value, array, name) = match keyed {
+/// Without `extended` it leaves the concurrency key and trace context out (null): a batch with
+/// neither does not send arrays of nulls (bulk enqueues on PostgreSQL were 5–9 % slower with
+/// one).
+fn plain_insert_sql(extended: bool) -> String {
+    let (column, value, array, name) = match extended {
         true => (
-            ", concurrency_key",
-            ", concurrency_key",
-            ", $15::text[]",
-            ", concurrency_key",
+            ", concurrency_key, traceparent",
+            ", concurrency_key, traceparent",
+            ", $15::text[], $16::text[]",
+            ", concurrency_key, traceparent",
         ),
         false => ("", "", "", ""),
     };
@@ -114,16 +117,17 @@ fn plain_insert_sql(keyed: bool) -> String {
     )
 }
 
-/// [`plain_insert_sql`] for batches without a concurrency key (prepared once per connection).
+/// [`plain_insert_sql`] for batches without a concurrency key or trace context (prepared once
+/// per connection).
 static PLAIN_INSERT: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| plain_insert_sql(false));
 
-/// [`plain_insert_sql`] for batches with one.
-static KEYED_INSERT: std::sync::LazyLock<String> =
+/// [`plain_insert_sql`] for batches with either.
+static EXTENDED_INSERT: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| plain_insert_sql(true));
 
-/// Inserts one task (`$3`–`$15` as for [`Columns::first_row`]), leased to a worker (`$17`,
-/// until `$16`) unless its queue is paused or limited; then it is inserted available (`$7`)
+/// Inserts one task (`$3`–`$16` as for [`Columns::first_row`]), leased to a worker (`$18`,
+/// until `$17`) unless its queue is paused or limited; then it is inserted available (`$7`)
 /// and announced. One statement, returning the row.
 static INSERT_CLAIMED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
@@ -132,13 +136,14 @@ static INSERT_CLAIMED: std::sync::LazyLock<String> = std::sync::LazyLock::new(||
              ins AS ( \
                INSERT INTO sked_tasks AS t (queue, kind, payload, priority, state, run_at, \
                  max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, \
-                 concurrency_key, created_at, attempt, started_at, lease_expires_at, worker) \
+                 concurrency_key, traceparent, created_at, attempt, started_at, lease_expires_at, \
+                 worker) \
                SELECT $3::text, $4::text, $5::jsonb, $6::int, \
                  CASE WHEN ok THEN 'running' ELSE $7::text END, $8::timestamptz, $9::int, \
                  $10::bigint, $11::bigint, $12::bigint, $13::text, $14::timestamptz, $15::text, \
-                 $2::timestamptz, CASE WHEN ok THEN 1 ELSE 0 END, \
-                 CASE WHEN ok THEN $2::timestamptz END, CASE WHEN ok THEN $16::timestamptz END, \
-                 CASE WHEN ok THEN $17::text END \
+                 $16::text, $2::timestamptz, CASE WHEN ok THEN 1 ELSE 0 END, \
+                 CASE WHEN ok THEN $2::timestamptz END, CASE WHEN ok THEN $17::timestamptz END, \
+                 CASE WHEN ok THEN $18::text END \
                FROM open RETURNING {TASK_COLUMNS}) \
          SELECT ins.*, CASE WHEN ins.state = 'available' THEN {} END FROM ins",
         notify_tasks_sql("ins.run_at", "ins.priority", "NULL::timestamptz")
@@ -212,8 +217,8 @@ async fn insert_unique<C: GenericClient + Sync>(
         "WITH ins AS ( \
            INSERT INTO sked_tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
              timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, concurrency_key, \
-             created_at, unique_key, unique_until) \
-           VALUES ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $2, $16, $17) \
+             traceparent, created_at, unique_key, unique_until) \
+           VALUES ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $2, $17, $18) \
            ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN {ACTIVE} DO NOTHING \
            RETURNING id, run_at, priority, state) \
          SELECT id, {} FROM ins",
@@ -295,10 +300,11 @@ struct Columns {
     schedule: Vec<Option<String>>,
     nominal_at: Vec<Option<Timestamp>>,
     concurrency_key: Vec<Option<String>>,
+    traceparent: Vec<Option<String>>,
 }
 
 impl Columns {
-    /// The parameters `$1`–`$15` of a one-task insert: the channel, now, then the first
+    /// The parameters `$1`–`$16` of a one-task insert: the channel, now, then the first
     /// task's fields in the order of the table's columns.
     fn first_row<'a>(&'a self, channel: &'a &str, now: &'a Timestamp) -> Vec<Param<'a>> {
         vec![
@@ -317,6 +323,7 @@ impl Columns {
             &self.schedule[0],
             &self.nominal_at[0],
             &self.concurrency_key[0],
+            &self.traceparent[0],
         ]
     }
 
@@ -339,6 +346,7 @@ impl Columns {
             c.schedule.push(t.schedule.clone());
             c.nominal_at.push(t.nominal_at);
             c.concurrency_key.push(task.key.clone());
+            c.traceparent.push(task.traceparent.clone());
         }
         c
     }

@@ -13,11 +13,12 @@ use crate::codec::{db_err, ms, ts};
 
 /// The columns an insert writes, in the order of [`Row::bind`].
 const COLUMNS: &str = "queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
-    unique_key, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at, concurrency_key";
-const PER_ROW: usize = 15;
+    unique_key, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at, concurrency_key, \
+    traceparent";
+const PER_ROW: usize = 16;
 
 /// Rows written by one statement of a bulk insert, largest first: few enough that a statement's
-/// parameters (15 a row) stay far below SQLite's limit, many enough that what a statement costs
+/// parameters (16 a row) stay far below SQLite's limit, many enough that what a statement costs
 /// beyond its rows (cursors opened and closed, the program started and reset) is paid rarely.
 /// A batch is written in statements of these sizes, so four statements are ever prepared.
 const STATEMENT_ROWS: [usize; 4] = [64, 16, 4, 1];
@@ -85,6 +86,7 @@ impl<'a> Row<'a> {
             &self.t.nominal_at.map(ts),
             &self.now,
             &task.key,
+            &task.traceparent,
         ];
         for (i, v) in values.into_iter().enumerate() {
             stmt.raw_bind_parameter(first + i + 1, v).map_err(db_err)?;

@@ -256,3 +256,57 @@ pub async fn unique_key_under_concurrency(store: &Shared) {
         .unwrap();
     assert_eq!(all.items.len(), 1);
 }
+
+/// A task's trace context is stored by every way of inserting it (a batch with and without
+/// other tasks' contexts, a unique key, an insert for a waiting worker) and comes back with
+/// its claim and its reads.
+pub async fn a_trace_context_travels_with_its_task(store: &Shared) {
+    let now = t0();
+    let tp = |n: u8| format!("00-{:032x}-{:016x}-01", 0xabc0 + n as u128, 0x10 + n as u64);
+    let traced = |kind: &str, n: u8| task(kind).traceparent(tp(n));
+    let mut unique = traced("unique", 3);
+    unique.unique_key = Some("traced".into());
+    let batch = [traced("a", 1), task("plain"), traced("b", 2), unique];
+    let answers = insert_batch(store, &batch, now).await;
+    let alone = insert(store, traced("alone", 4), now).await;
+    let (handed, leased) = store
+        .task_insert_claimed(TaskInsertClaimedParams {
+            task: traced("handed", 5).into(),
+            worker: "w".into(),
+            lease_ttl: TTL,
+            timeout_grace: crate::rules::DEFAULT_TIMEOUT_GRACE,
+            now,
+        })
+        .await
+        .unwrap();
+    assert_eq!(leased.unwrap().traceparent, Some(tp(5)));
+    assert_eq!(
+        store.task_get(handed.id).await.unwrap().traceparent,
+        Some(tp(5))
+    );
+    let mut claimed = claim(store, 10, now).await;
+    claimed.sort_by_key(|t| t.id);
+    let got: Vec<(i64, Option<String>)> = claimed
+        .iter()
+        .map(|t| (t.id, t.traceparent.clone()))
+        .collect();
+    let want = vec![
+        (answers[0].id, Some(tp(1))),
+        (answers[1].id, None),
+        (answers[2].id, Some(tp(2))),
+        (answers[3].id, Some(tp(3))),
+        (alone.id, Some(tp(4))),
+    ];
+    assert_eq!(got, want);
+    let listed = store
+        .task_list(TaskListParams {
+            limit: 10,
+            ..TaskListParams::default()
+        })
+        .await
+        .unwrap();
+    assert!(
+        listed.items.iter().any(|t| t.traceparent == Some(tp(2))),
+        "lists without payloads keep it"
+    );
+}

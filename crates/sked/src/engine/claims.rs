@@ -91,8 +91,13 @@ impl Engine {
             tokio::pin!(woken);
             woken.as_mut().enable();
             let now = self.now();
+            let started = std::time::SystemTime::now();
             let claimed = self.inner.store.task_claim(params(now)).await?;
             self.inner.metrics.claimed(&claimed, now);
+            self.inner
+                .config
+                .telemetry
+                .claimed(&claimed, started, &req.worker);
             let Some(deadline) = deadline else {
                 return Ok(claimed);
             };
@@ -141,7 +146,7 @@ impl Engine {
                 |ticket: Option<u64>| ticket.is_none_or(|t| lock(&self.inner.waiters).leave(t));
             tokio::select! {
                 task = &mut handed => match task {
-                    Ok(task) => return Ok(self.handed(task)),
+                    Ok(task) => return Ok(self.handed(task, &req.worker)),
                     // Inserted available after all (its queue is paused or limited): look.
                     Err(_) => continue,
                 },
@@ -156,7 +161,7 @@ impl Engine {
             if !leave(ticket) {
                 // A task is on its way: take it, or look if it went in available.
                 if let Ok(task) = handed.await {
-                    return Ok(self.handed(task));
+                    return Ok(self.handed(task, &req.worker));
                 }
                 continue;
             }
@@ -175,9 +180,11 @@ impl Engine {
     }
 
     /// A task handed to a waiting claim, counted as claimed.
-    fn handed(&self, task: Task) -> Vec<Task> {
+    fn handed(&self, task: Task, worker: &str) -> Vec<Task> {
         let claimed = vec![task];
         self.inner.metrics.claimed(&claimed, self.now());
+        let at = std::time::SystemTime::now();
+        self.inner.config.telemetry.claimed(&claimed, at, worker);
         claimed
     }
 

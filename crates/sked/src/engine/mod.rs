@@ -50,6 +50,8 @@ pub struct EngineConfig {
     /// A task with a timeout is leased at most this long past its timeout: a worker that
     /// ignores the timeout but keeps heartbeating loses the task then, and it runs again.
     pub timeout_grace: SignedDuration,
+    /// Where the spans of enqueues and claims go (off by default).
+    pub telemetry: crate::Telemetry,
 }
 
 impl Default for EngineConfig {
@@ -66,7 +68,14 @@ impl EngineConfig {
             node_id: default_node_id(),
             lease_ttl,
             timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
+            telemetry: crate::Telemetry::off(),
         }
+    }
+
+    /// The same settings with spans going to `telemetry`.
+    pub fn telemetry(mut self, telemetry: crate::Telemetry) -> EngineConfig {
+        self.telemetry = telemetry;
+        self
     }
 
     /// The same settings with this grace after a task's timeout.

@@ -115,7 +115,15 @@ impl Engine {
             })?;
         }
         let now = self.now();
-        let tasks = debounced(tasks, now)?;
+        let mut tasks = debounced(tasks, now)?;
+        let spans = self.inner.config.telemetry.enqueue(&mut tasks);
+        let result = self.insert(tasks, now).await;
+        spans.end(&result);
+        result
+    }
+
+    /// Inserts checked tasks: handed to a claim waiting here, or into the store.
+    async fn insert(&self, tasks: Vec<NewTask>, now: Timestamp) -> Result<Vec<TaskInserted>> {
         if let [task] = tasks.as_slice() {
             let waiter = lock(&self.inner.waiters).take_for(task, now);
             if let Some(waiter) = waiter {

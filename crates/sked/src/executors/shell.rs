@@ -146,6 +146,10 @@ impl Executor for ShellExecutor {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        // The trace context of this run, as OpenTelemetry's environment propagation names it.
+        if let Some(tp) = &task.traceparent {
+            cmd.env("TRACEPARENT", tp);
+        }
         if let Some(cwd) = &p.cwd {
             cmd.current_dir(cwd);
         }

@@ -118,6 +118,12 @@ impl TaskContext {
         self.task.id
     }
 
+    /// The W3C trace context this attempt runs in (`traceparent`): its run's span when the
+    /// worker records spans, else the one its task carries. Pass it on to continue the trace.
+    pub fn traceparent(&self) -> Option<&str> {
+        self.task.traceparent.as_deref()
+    }
+
     /// This attempt's number (1 for the first).
     pub fn attempt(&self) -> i32 {
         self.task.attempt

@@ -13,6 +13,8 @@ use tokio::sync::{OwnedSemaphorePermit, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use opentelemetry::context::FutureExt as _;
+
 use super::handler::{BoxFuture, Erased, TaskContext};
 use super::shared::{Holding, Shared, lock};
 use crate::api::worker::Ending;
@@ -47,6 +49,8 @@ struct Started {
     id: TaskId,
     attempt: i32,
     at: Instant,
+    /// The run's span, when spans are recorded.
+    span: Option<opentelemetry::Context>,
     _slot: OwnedSemaphorePermit,
 }
 
@@ -256,7 +260,7 @@ impl Lane {
         false
     }
 
-    fn spawn(&mut self, task: Task, slot: OwnedSemaphorePermit) {
+    fn spawn(&mut self, mut task: Task, slot: OwnedSemaphorePermit) {
         let (id, attempt) = (task.id, task.attempt);
         let Some(handler) = self.shared.handlers.get(&task.kind).cloned() else {
             // Claims ask only for the kinds handled; give back anything else.
@@ -270,11 +274,15 @@ impl Lane {
             return;
         };
         let timeout = task.timeout.and_then(|t| Duration::try_from(t).ok());
+        let span = self.shared.telemetry.run(&mut task, &self.shared.worker);
         let ctx = TaskContext::new(Arc::new(task), cancel.clone());
         let grace = self.shared.cancel_grace;
-        let abort = self
-            .running
-            .spawn(run_one(handler, ctx, cancel, timeout, grace));
+        let run = run_one(handler, ctx, cancel, timeout, grace);
+        let abort = match &span {
+            // The handler runs inside its span: what it starts is a child of the run.
+            Some(cx) => self.running.spawn(run.with_context(cx.clone())),
+            None => self.running.spawn(run),
+        };
         if let Some(h) = lock(&self.shared.holdings).get_mut(&(id, attempt)) {
             h.abort = Some(abort.clone());
         }
@@ -284,6 +292,7 @@ impl Lane {
                 id,
                 attempt,
                 at: Instant::now(),
+                span,
                 _slot: slot,
             },
         );
@@ -300,6 +309,9 @@ impl Lane {
         };
         if self.shared.is_lost(s.id, s.attempt) {
             self.shared.forget_lost(s.id, s.attempt);
+            if let Some(cx) = &s.span {
+                crate::telemetry::run_ended(cx, &Ending::Released);
+            }
             return;
         }
         let ending = match result {
@@ -324,6 +336,9 @@ impl Lane {
             // Stopped by this worker (grace period or run time over): give it back.
             Err(_) => Ending::Released,
         };
+        if let Some(cx) = &s.span {
+            crate::telemetry::run_ended(cx, &ending);
+        }
         self.shared.end(s.id, s.attempt, ending);
     }
 

@@ -74,6 +74,7 @@ pub struct Worker {
     declared: Option<(String, Vec<ScheduleDef>)>,
     initial_estimate: Duration,
     tolerance: f64,
+    telemetry: crate::Telemetry,
 }
 
 impl Worker {
@@ -81,9 +82,9 @@ impl Worker {
     /// id when remote), with no handlers yet: 10 tasks at once over every queue.
     pub fn new(client: impl Into<Client>) -> Worker {
         let client = client.into();
-        let node = match client.engine() {
-            Some(e) => e.config().node_id.clone(),
-            None => crate::engine::default_node_id(),
+        let (node, telemetry) = match client.engine() {
+            Some(e) => (e.config().node_id.clone(), e.config().telemetry.clone()),
+            None => (crate::engine::default_node_id(), crate::Telemetry::off()),
         };
         Worker {
             client,
@@ -100,7 +101,16 @@ impl Worker {
             declared: None,
             initial_estimate: Duration::from_secs(1),
             tolerance: 1.5,
+            telemetry,
         }
+    }
+
+    /// Where the spans of its runs go: each run is a span (`sked.run KIND`) in the trace of
+    /// its task, and the handler runs inside it. An embedded worker takes its engine's;
+    /// a remote one records none unless given one here.
+    pub fn telemetry(mut self, telemetry: crate::Telemetry) -> Worker {
+        self.telemetry = telemetry;
+        self
     }
 
     /// This worker's name in task history.
@@ -291,6 +301,7 @@ impl Worker {
             slots: Arc::new(Semaphore::new(total.max(1))),
             stats: Mutex::new(shared::Stats::default()),
             initial_estimate: self.initial_estimate,
+            telemetry: self.telemetry,
         });
         // Tell sked this worker is here before any lane claims, so that a claim's sign of life
         // finds it told (one write, not a claim's and this one's at once).

@@ -70,6 +70,8 @@ pub(crate) struct Shared {
     pub(crate) initial_estimate: Duration,
     /// What this worker tells about itself (the dashboard's list of workers).
     pub(crate) presence: crate::Presence,
+    /// Where the spans of runs go.
+    pub(crate) telemetry: crate::Telemetry,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

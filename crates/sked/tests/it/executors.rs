@@ -36,6 +36,7 @@ fn task(kind: &str, payload: Value) -> Task {
         last_error: None,
         result: None,
         key: None,
+        traceparent: None,
         attempts: vec![],
     }
 }

@@ -1,73 +1,20 @@
 //! `sked server` and `sked worker`: long-running processes, each one [`sked::Node`].
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use jiff::SignedDuration;
-use sked::executors::Executor;
 use sked::{EngineConfig, MaintenanceConfig, Node, NodeBuilder};
 
 use crate::{CliError, CliResult, Global};
 
+mod settings;
+
+pub(crate) use settings::Common;
+use settings::{Settings, duration, settings, std_duration};
+
 /// The database a node works on when `--db` is not given.
 const DEFAULT_DB: &str = "sqlite://sked.db";
-
-#[derive(Args)]
-pub(crate) struct Common {
-    /// Database: sqlite://PATH (created if missing), or postgres://USER@HOST:PORT/DB shared
-    /// by every node [default: sqlite://sked.db]
-    #[arg(long, env = "SKED_DB")]
-    db: Option<String>,
-    /// File holding the database URL, instead of --db: a password in it stays out of the
-    /// process list and the environment; one trailing newline is ignored
-    #[arg(long, env = "SKED_DB_FILE", value_name = "PATH", conflicts_with = "db")]
-    db_file: Option<std::path::PathBuf>,
-    /// Built-in executors to run in this process (comma-separated: shell, http)
-    #[arg(long, value_name = "LIST")]
-    exec: Option<String>,
-    /// Networks the http executor may connect to (comma-separated CIDR blocks or addresses),
-    /// instead of the default: anywhere but loopback, link-local, multicast and unspecified
-    #[arg(long, value_name = "LIST")]
-    http_allow: Option<String>,
-    /// The longest an http task without its own timeout may take
-    #[arg(long, default_value = "5m", value_name = "DUR")]
-    http_timeout: String,
-    /// Tasks run at once by this process's executors
-    #[arg(long, default_value_t = 10, value_name = "N")]
-    concurrency: usize,
-    /// Queues this process's executors work (comma-separated; all when absent)
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
-    queues: Vec<String>,
-    /// Lease of a claimed task without a heartbeat; the leader lease is this too, at most 15s
-    #[arg(long, default_value = "30s", value_name = "DUR")]
-    lease_ttl: String,
-    /// How long past its timeout a task stays leased to a worker that has not reported it;
-    /// then its heartbeats are refused and the task runs again
-    #[arg(long, default_value = "30s", value_name = "DUR")]
-    timeout_grace: String,
-    /// How long finished tasks are kept; give every node of a cluster the same value (the
-    /// leader prunes) [default: 7d]
-    #[arg(long, value_name = "DUR")]
-    retention: Option<String>,
-    /// Log as JSON lines instead of text
-    #[arg(long, env = "SKED_LOG_JSON", value_parser = clap::builder::BoolishValueParser::new())]
-    log_json: bool,
-    /// Pretend this node's clock is off by this much (tests of clock skew), like -1m or 45s.
-    #[arg(long, env = "SKED_CLOCK_SKEW", hide = true, allow_hyphen_values = true)]
-    clock_skew: Option<String>,
-}
-
-impl Common {
-    /// Takes `--db` from `--db-file` when that is given.
-    fn read_db_file(&mut self) -> CliResult {
-        if let Some(file) = &self.db_file {
-            self.db = Some(crate::read_secret("--db-file", file)?);
-        }
-        Ok(())
-    }
-}
 
 #[derive(Args)]
 pub(crate) struct ServerArgs {
@@ -136,15 +83,6 @@ fn init_logs(json: bool) {
     }
 }
 
-fn duration(flag: &str, v: &str) -> CliResult<SignedDuration> {
-    let d = sked_core::parse_duration(v)
-        .map_err(|e| CliError::usage(format!("invalid {flag}: {e}")))?;
-    if d < SignedDuration::from_secs(1) {
-        return Err(CliError::usage(format!("{flag} must be at least 1s")));
-    }
-    Ok(d)
-}
-
 /// `--initial-estimate` and `--tolerance`, which only a worker with `--max-runtime` uses.
 fn runtime_estimate(a: &WorkerArgs, bounded: bool) -> CliResult<Option<(Duration, f64)>> {
     if a.tolerance.is_none() && a.initial_estimate.is_none() {
@@ -184,83 +122,15 @@ fn runtime_estimate(a: &WorkerArgs, bounded: bool) -> CliResult<Option<(Duration
     Ok(Some((initial, tolerance)))
 }
 
-fn std_duration(d: SignedDuration) -> Duration {
-    Duration::try_from(d).unwrap_or_default()
-}
-
-/// A clock that is off by a fixed amount: a stand-in for a badly set machine clock.
-#[derive(Debug)]
-struct SkewedClock(SignedDuration);
-
-impl sked_core::Clock for SkewedClock {
-    fn now(&self) -> jiff::Timestamp {
-        let now = jiff::Timestamp::now();
-        now.checked_add(self.0).unwrap_or(now)
-    }
-}
-
-/// What the common flags say, checked before any connection is made (so bad flags fail fast
-/// with exit code 2).
-struct Settings {
-    lease_ttl: SignedDuration,
-    timeout_grace: SignedDuration,
-    retention: Option<SignedDuration>,
-    executors: Vec<Arc<dyn Executor>>,
-    clock: Option<Arc<dyn sked_core::Clock>>,
-}
-
-fn settings(c: &Common) -> CliResult<Settings> {
-    let lease_ttl = duration("--lease-ttl", &c.lease_ttl)?;
-    let timeout_grace = duration("--timeout-grace", &c.timeout_grace)?;
-    let mut options = sked::executors::BuiltinOptions::default();
-    if let Some(list) = &c.http_allow {
-        options.http_policy = sked::executors::HttpPolicy::allow_only(list)
-            .map_err(|e| CliError::usage(format!("invalid --http-allow: {e}")))?;
-    }
-    options.http_timeout = Some(std_duration(duration("--http-timeout", &c.http_timeout)?));
-    let executors = sked::executors::builtin(c.exec.as_deref().unwrap_or(""), &options)
-        .map_err(CliError::usage)?;
-    if c.http_allow.is_some() && !executors.iter().any(|e| e.kind() == "http") {
-        return Err(CliError::usage(
-            "--http-allow applies to the http executor: pass --exec http",
-        ));
-    }
-    if c.concurrency == 0 {
-        return Err(CliError::usage("--concurrency must be at least 1"));
-    }
-    let retention = c
-        .retention
-        .as_deref()
-        .map(|r| duration("--retention", r))
-        .transpose()?;
-    let clock: Option<Arc<dyn sked_core::Clock>> = match &c.clock_skew {
-        None => None,
-        Some(skew) => {
-            let (sign, magnitude) = match skew.strip_prefix('-') {
-                Some(rest) => (-1, rest),
-                None => (1, skew.as_str()),
-            };
-            let skew = sked_core::parse_duration(magnitude)
-                .map_err(|e| CliError::usage(format!("invalid --clock-skew: {e}")))?;
-            Some(Arc::new(SkewedClock(skew * sign)))
-        }
-    };
-    Ok(Settings {
-        lease_ttl,
-        timeout_grace,
-        retention,
-        executors,
-        clock,
-    })
-}
-
 /// A node on `--db` that takes part in maintenance, with the common flags applied.
 fn node(c: &Common, s: &Settings) -> (NodeBuilder, String) {
     let mut maintenance = MaintenanceConfig::for_lease_ttl(s.lease_ttl);
     if let Some(r) = s.retention {
         maintenance = maintenance.retention(r);
     }
-    let config = EngineConfig::with_lease_ttl(s.lease_ttl).timeout_grace(s.timeout_grace);
+    let config = EngineConfig::with_lease_ttl(s.lease_ttl)
+        .timeout_grace(s.timeout_grace)
+        .telemetry(s.telemetry.clone());
     let id = config.node_id.clone();
     let mut node = Node::builder()
         .db(c.db.clone().unwrap_or_else(|| DEFAULT_DB.to_string()))
@@ -366,7 +236,8 @@ pub(crate) async fn server(mut a: ServerArgs, g: &Global) -> CliResult {
             .try_into()
             .map_err(|_| CliError::usage("invalid --header-timeout"))?,
     };
-    let s = settings(&a.common)?;
+    let mut s = settings(&a.common)?;
+    let otel = s.otel.take();
     init_logs(a.common.log_json);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -398,6 +269,9 @@ pub(crate) async fn server(mut a: ServerArgs, g: &Global) -> CliResult {
     })
     .await
     .map_err(CliError::runtime)?;
+    if let Some(otel) = otel {
+        otel.shutdown().await;
+    }
     Ok(())
 }
 
@@ -433,7 +307,8 @@ pub(crate) async fn worker(mut a: WorkerArgs, g: &Global) -> CliResult {
             "--json does not apply to `sked worker`: it prints logs (use --log-json)",
         ));
     }
-    let s = settings(&a.common)?;
+    let mut s = settings(&a.common)?;
+    let otel = s.otel.take();
     if s.executors.is_empty() {
         return Err(CliError::usage(
             "a worker needs something to run: pass --exec shell,http",
@@ -503,7 +378,7 @@ pub(crate) async fn worker(mut a: WorkerArgs, g: &Global) -> CliResult {
             })
             .map_err(CliError::usage)?;
             init_logs(a.common.log_json);
-            let worker = setup(sked::worker::Worker::new(client));
+            let worker = setup(sked::worker::Worker::new(client).telemetry(s.telemetry.clone()));
             match max_runtime {
                 Some(m) => worker.run_for(std_duration(m), signalled()).await,
                 None => worker.run(signalled()).await,
@@ -521,6 +396,9 @@ pub(crate) async fn worker(mut a: WorkerArgs, g: &Global) -> CliResult {
             node.run_until(signalled()).await
         }
     };
+    if let Some(otel) = otel {
+        otel.shutdown().await;
+    }
     report.map_err(start_error)?;
     Ok(())
 }

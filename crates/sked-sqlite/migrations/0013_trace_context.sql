@@ -1,0 +1,3 @@
+-- The W3C trace context (`traceparent`) a task continues: its claim and runs are spans of that
+-- trace, and its executors pass it on. Null for tasks enqueued outside any trace.
+ALTER TABLE tasks ADD COLUMN traceparent TEXT;
