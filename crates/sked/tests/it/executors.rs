@@ -102,6 +102,20 @@ async fn http_succeeds_on_2xx_and_retries_5xx() {
         "{req}"
     );
 
+    // The task's trace context goes along, unless the payload gives its own.
+    let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let mut traced = task("http", json!({"url": format!("http://{ok}/traced")}));
+    traced.traceparent = Some(tp.into());
+    exec.run(&traced).await;
+    let req = seen.recv().await.unwrap();
+    assert!(req.contains(&format!("traceparent: {tp}")), "{req}");
+    let own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    traced.payload = json!({"url": format!("http://{ok}/own"), "headers": {"TraceParent": own}});
+    exec.run(&traced).await;
+    let req = seen.recv().await.unwrap().to_ascii_lowercase();
+    assert_eq!(req.matches("traceparent:").count(), 1, "{req}");
+    assert!(req.contains(own), "{req}");
+
     let (bad, _) = http_server("127.0.0.1", |_| answer(503, "", "busy")).await;
     let (error, retryable) = failure(
         exec.run(&task("http", json!({"url": format!("http://{bad}")})))

@@ -6,4 +6,5 @@ mod engine;
 mod executors;
 mod postgres;
 mod schedule_policies;
+mod traces;
 mod worker;
