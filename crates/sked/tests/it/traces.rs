@@ -12,6 +12,9 @@ use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData
 use sked::worker::{HandlerResult, TaskContext, Worker};
 use sked::{Engine, EngineConfig, NewTask, TaskState, Telemetry};
 
+/// The span a handler ran in, and the traceparent its context gave.
+type Seen = (SpanId, Option<String>);
+
 fn named<'a>(spans: &'a [SpanData], name: &str) -> &'a SpanData {
     spans
         .iter()
@@ -42,7 +45,7 @@ async fn a_handler_runs_inside_the_run_span_of_a_task_enqueued_in_the_callers_tr
     caller.span().end();
 
     // What the handler sees: its context's span and traceparent; it starts a span of its own.
-    let seen: Arc<Mutex<Option<(SpanId, Option<String>)>>> = Arc::default();
+    let seen: Arc<Mutex<Option<Seen>>> = Arc::default();
     let record = seen.clone();
     let inner_tracer = provider.tracer("handler");
     let worker = Worker::new(engine.clone()).id("w").handle(
