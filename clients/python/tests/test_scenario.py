@@ -64,7 +64,8 @@ class Scenario(unittest.TestCase):
         asyncio.run(scenario())
 
     def test_a_worker_completes_fails_and_heartbeats(self):
-        ok = self.sked.enqueue("py.ok", {"a": 2, "b": 3}, queue="pyw")["id"]
+        traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        ok = self.sked.enqueue("py.ok", {"a": 2, "b": 3}, queue="pyw", traceparent=traceparent)["id"]
         flaky = self.sked.enqueue("py.flaky", None, queue="pyw", max_attempts=3)["id"]
         fatal = self.sked.enqueue("py.fatal", None, queue="pyw", max_attempts=3)["id"]
         slow = self.sked.enqueue("py.slow", None, queue="pyw")["id"]
@@ -73,6 +74,7 @@ class Scenario(unittest.TestCase):
 
         @worker.handle("py.ok")
         def add(task, ctx):
+            seen["traceparent"] = ctx.traceparent
             return {"sum": task["payload"]["a"] + task["payload"]["b"]}
 
         @worker.handle("py.flaky")
@@ -98,6 +100,9 @@ class Scenario(unittest.TestCase):
 
         self.assertEqual(self.sked.get(ok)["state"], "succeeded")
         self.assertEqual(self.sked.get(ok)["result"], {"sum": 5})
+        # Without OpenTelemetry installed the handler gets the task's own trace context.
+        self.assertEqual(seen["traceparent"], traceparent)
+        self.assertEqual(self.sked.get(ok)["traceparent"], traceparent)
         flaky_task = self.sked.get(flaky)
         self.assertEqual(flaky_task["state"], "retrying")
         self.assertIn("not yet", str(flaky_task))

@@ -6,6 +6,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Dict, Iterable, List, Optional
 
+from ._trace import current_headers
 from .errors import SkedError, from_answer
 
 Json = Dict[str, Any]
@@ -32,9 +33,11 @@ def new_task(
     debounce: Optional[str] = None,
     backoff: Optional[Json] = None,
     key: Optional[str] = None,
+    traceparent: Optional[str] = None,
 ) -> Json:
     """A task to enqueue, as the API takes it (`NewTask`). Times are RFC 3339, durations
-    like `30s` or `5m`."""
+    like `30s` or `5m`. Without `traceparent`, the task continues the caller's current
+    OpenTelemetry span, if there is one."""
     return _drop_none(
         {
             "kind": kind,
@@ -49,6 +52,7 @@ def new_task(
             "debounce": debounce,
             "backoff": backoff,
             "key": key,
+            "traceparent": traceparent,
         }
     )
 
@@ -65,10 +69,17 @@ class Client:
 
     # -- the wire --------------------------------------------------------------------------
 
-    def call(self, method: str, path: str, body: Any = None, timeout: Optional[float] = None) -> Any:
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        timeout: Optional[float] = None,
+        headers: Optional[Dict[str, str]] = None,
+    ) -> Any:
         """One request; the answer's JSON (None when it has no body)."""
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req = urllib.request.Request(self.base + path, data=data, method=method, headers=headers or {})
         if data is not None:
             req.add_header("content-type", "application/json")
         if self.token:
@@ -96,11 +107,12 @@ class Client:
     def enqueue(self, kind: str, payload: Any = None, **options: Any) -> Json:
         """Enqueues one task (options as `new_task` takes them); the answer: `id`, `state`,
         `duplicate` (a unique key's holder was returned), `debounced`."""
-        return self.call("POST", "/v1/tasks", new_task(kind, payload, **options))
+        return self.call("POST", "/v1/tasks", new_task(kind, payload, **options), headers=current_headers())
 
     def enqueue_many(self, tasks: Iterable[Json]) -> List[Json]:
         """Enqueues tasks (each from `new_task`) in one transaction; an answer per task."""
-        return self.call("POST", "/v1/tasks/batch", {"tasks": list(tasks)})["tasks"]
+        body = {"tasks": list(tasks)}
+        return self.call("POST", "/v1/tasks/batch", body, headers=current_headers())["tasks"]
 
     def get(self, task_id: int) -> Json:
         return self.call("GET", f"/v1/tasks/{int(task_id)}")

@@ -19,6 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
+from ._trace import run_span
 from .client import Client, Json
 from .errors import SkedError
 
@@ -45,10 +46,13 @@ class Snooze(Exception):
 
 class Context:
     """What a running handler may ask: whether its task's cancellation was asked (or its
-    lease was lost: its result would be refused)."""
+    lease was lost: its result would be refused), and `traceparent`, the W3C trace context it
+    runs in (its run's span with OpenTelemetry installed, else the task's; None when the task
+    has none), to pass on to what it calls."""
 
     def __init__(self) -> None:
         self._cancel = threading.Event()
+        self.traceparent: Optional[str] = None
 
     def cancelled(self) -> bool:
         return self._cancel.is_set()
@@ -160,19 +164,22 @@ class Worker:
 
     def _run_task(self, task: Json, ctx: Context) -> None:
         item: Json = {"id": task["id"], "attempt": task["attempt"]}
-        try:
-            result = self.handlers[task["kind"]](task, ctx)
-            item["outcome"] = "succeeded"
-            if result is not None:
-                item["result"] = result
-        except Snooze as s:
-            item.update(outcome="snoozed", delay=f"{int(s.seconds * 1000)}ms")
-        except Cancelled:
-            item.update(outcome="cancelled")
-        except Fatal as e:
-            item.update(outcome="failed", error=str(e), retryable=False)
-        except Exception as e:  # noqa: BLE001 - any other error is a retryable failure
-            item.update(outcome="failed", error=f"{type(e).__name__}: {e}", retryable=True)
+        with run_span(task, self.name) as (traceparent, outcome):
+            ctx.traceparent = traceparent
+            try:
+                result = self.handlers[task["kind"]](task, ctx)
+                item["outcome"] = "succeeded"
+                if result is not None:
+                    item["result"] = result
+            except Snooze as s:
+                item.update(outcome="snoozed", delay=f"{int(s.seconds * 1000)}ms")
+            except Cancelled:
+                item.update(outcome="cancelled")
+            except Fatal as e:
+                item.update(outcome="failed", error=str(e), retryable=False)
+            except Exception as e:  # noqa: BLE001 - any other error is a retryable failure
+                item.update(outcome="failed", error=f"{type(e).__name__}: {e}", retryable=True)
+            outcome(item["outcome"], item.get("error"))
         with self._lock:
             self._held.pop((task["id"], task["attempt"]), None)
             self._endings.append(item)

@@ -164,3 +164,109 @@ fn a_bad_endpoint_is_refused_with_exit_code_2() {
     assert!(err.contains("--otlp-endpoint"), "{err}");
     assert!(!dir.path().join("sked.db").exists(), "nothing was created");
 }
+
+/// The application's side, with OpenTelemetry's SDK: a span `checkout` enqueues a task, and a
+/// worker runs it; prints the caller's trace and span ids, then what the handler saw.
+const PYTHON_TRACED: &str = r#"
+import sys
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from sked_client import Client, Worker
+
+server, collector = sys.argv[1], sys.argv[2]
+provider = TracerProvider(resource=Resource.create({"service.name": "py-app"}))
+provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=collector + "/v1/traces")))
+trace.set_tracer_provider(provider)
+sked = Client(server)
+with trace.get_tracer("app").start_as_current_span("checkout") as span:
+    caller = span.get_span_context()
+    sked.enqueue("py.traced", {"n": 1})
+print(f"{caller.trace_id:032x} {caller.span_id:016x}")
+worker = Worker(sked, concurrency=1)
+seen = []
+
+@worker.handle("py.traced")
+def handle(task, ctx):
+    current = trace.get_current_span().get_span_context()
+    seen.append(f"{ctx.traceparent} {current.span_id:016x}")
+    return {"ok": True}
+
+worker.run(exit_when_idle=1.0)
+print(seen[0])
+provider.shutdown()
+"#;
+
+/// The same trace through the Python client: its enqueue inside the application's span
+/// continues it, and its worker's run span is the task's child, current in the handler.
+#[test]
+fn the_python_client_continues_the_trace_through_sked_and_its_worker() {
+    let receiver = Receiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("sked.db").display());
+    let server = Server::start_on(
+        dir.path(),
+        &db,
+        &["--otlp-endpoint", &receiver.url],
+        &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
+        "server.log",
+    );
+    let package = crate::client_packages::package("python");
+    let copy = crate::client_packages::copy_of(&package, dir.path());
+    let venv = super::python_client::venv_with(
+        dir.path(),
+        &[
+            copy.as_path(),
+            Path::new("opentelemetry-sdk"),
+            Path::new("opentelemetry-exporter-otlp-proto-http"),
+        ],
+    );
+    let run = std::process::Command::new(venv.join("bin/python"))
+        .args(["-c", PYTHON_TRACED, &server.url, &receiver.url])
+        .output()
+        .unwrap();
+    crate::client_packages::succeeded(&run);
+    let printed = String::from_utf8(run.stdout).unwrap();
+    let words: Vec<&str> = printed.split_whitespace().collect();
+    let [trace, caller, traceparent, current] = words[..] else {
+        panic!("{printed}")
+    };
+
+    let spans = receiver.trace(
+        trace,
+        &[
+            "checkout",
+            "sked.enqueue",
+            "sked.claim",
+            "sked.run py.traced",
+        ],
+    );
+    let (checkout, enqueue, claim, run) = (
+        one(&spans, "checkout"),
+        one(&spans, "sked.enqueue"),
+        one(&spans, "sked.claim"),
+        one(&spans, "sked.run py.traced"),
+    );
+    assert_eq!(checkout.span_id, caller);
+    assert_eq!(
+        (checkout.service.as_str(), run.service.as_str()),
+        ("py-app", "py-app")
+    );
+    assert_eq!(enqueue.service, "sked");
+    assert_eq!(
+        enqueue.parent_id, checkout.span_id,
+        "the enqueue continues the caller"
+    );
+    assert_eq!(claim.parent_id, enqueue.span_id);
+    assert_eq!(
+        run.parent_id, enqueue.span_id,
+        "the worker's run is the task's child"
+    );
+    assert!(enqueue.start_ns <= claim.start_ns && claim.start_ns <= run.start_ns);
+    assert_eq!(run.attribute("sked.outcome"), Some("succeeded"));
+    // Its flags are the SDK's (sampled, and random ids for newer SDKs).
+    assert_eq!(&traceparent[..52], format!("00-{trace}-{}", run.span_id));
+    assert_eq!(current, run.span_id, "the handler runs inside the run span");
+}
