@@ -38,6 +38,8 @@ export interface TaskOptions {
   debounce?: string;
   backoff?: Json;
   key?: string;
+  /** The W3C trace context the task continues; by default the active OpenTelemetry span's. */
+  traceparent?: string;
 }
 
 export interface NewTask extends TaskOptions {
@@ -56,7 +58,12 @@ export interface TaskFilters {
 
 export class Client {
   constructor(server?: string, options?: { token?: string; timeoutMs?: number });
-  call(method: string, path: string, body?: unknown, options?: { timeoutMs?: number }): Promise<any>;
+  call(
+    method: string,
+    path: string,
+    body?: unknown,
+    options?: { timeoutMs?: number; headers?: Record<string, string> },
+  ): Promise<any>;
   enqueue(kind: string, payload?: unknown, options?: TaskOptions): Promise<Json>;
   enqueueMany(tasks: NewTask[]): Promise<Json[]>;
   get(id: number): Promise<Json>;
@@ -90,7 +97,14 @@ export class Snooze extends Error {
   seconds: number;
 }
 
-export type Handler = (task: Json, ctx: { signal: AbortSignal }) => unknown | Promise<unknown>;
+/** What a handler gets beside its task: `signal` aborts on cancellation; `traceparent` is
+ * the W3C trace context it runs in (its run's span with OpenTelemetry, else the task's). */
+export interface TaskContext {
+  signal: AbortSignal;
+  traceparent: string | null;
+}
+
+export type Handler = (task: Json, ctx: TaskContext) => unknown | Promise<unknown>;
 
 export class Worker {
   constructor(

@@ -39,6 +39,46 @@ const q = (s) => encodeURIComponent(String(s));
 const dropUndefined = (o) =>
   Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined && v !== null));
 
+// OpenTelemetry's API when the application has it installed (and an SDK registered): enqueues
+// then continue the active span's trace and each handler runs in a span of its task's trace.
+// The package depends on nothing; without it, traceparent values are passed on as they are.
+const otel = await import("@opentelemetry/api").catch(() => null);
+
+/** The trace headers of the active span (none without OpenTelemetry). */
+function traceHeaders() {
+  const carrier = {};
+  otel?.propagation.inject(otel.context.active(), carrier);
+  return carrier.traceparent ? { traceparent: carrier.traceparent } : {};
+}
+
+/** Runs `f(traceparent)` in the span of one run of `task` (a child of its trace context) when
+ * OpenTelemetry is there; `end(outcome, error)` closes the span. */
+function inRunSpan(task, worker, f) {
+  if (!otel) return f(task.traceparent ?? null, () => {});
+  const carrier = task.traceparent ? { traceparent: task.traceparent } : {};
+  const parent = otel.propagation.extract(otel.ROOT_CONTEXT, carrier);
+  const attributes = {
+    "sked.task.id": task.id,
+    "sked.queue": task.queue,
+    "sked.kind": task.kind,
+    "sked.attempt": task.attempt,
+    "sked.worker": worker,
+  };
+  const options = { kind: otel.SpanKind.CONSUMER, attributes };
+  return otel.trace.getTracer("sked-client").startActiveSpan(`sked.run ${task.kind}`, options, parent, (span) => {
+    const sc = span.spanContext();
+    const own = otel.trace.isSpanContextValid(sc)
+      ? `00-${sc.traceId}-${sc.spanId}-${sc.traceFlags.toString(16).padStart(2, "0")}`
+      : (task.traceparent ?? null);
+    return f(own, (outcome, error) => {
+      span.setAttribute("sked.outcome", outcome);
+      if (error !== undefined) span.setStatus({ code: otel.SpanStatusCode.ERROR, message: error });
+      else if (outcome === "succeeded") span.setStatus({ code: otel.SpanStatusCode.OK });
+      span.end();
+    });
+  });
+}
+
 /** The API of one sked server. */
 export class Client {
   constructor(server = "http://127.0.0.1:7070", { token, timeoutMs = 30_000 } = {}) {
@@ -48,8 +88,8 @@ export class Client {
   }
 
   /** One request; the answer's JSON (null when it has no body). */
-  async call(method, path, body, { timeoutMs } = {}) {
-    const headers = {};
+  async call(method, path, body, { timeoutMs, headers: extra } = {}) {
+    const headers = { ...extra };
     if (body !== undefined) headers["content-type"] = "application/json";
     if (this.token) headers.authorization = `Bearer ${this.token}`;
     let res;
@@ -79,10 +119,11 @@ export class Client {
 
   // -- tasks ---------------------------------------------------------------------------------
   enqueue(kind, payload, options = {}) {
-    return this.call("POST", "/v1/tasks", dropUndefined({ kind, payload, ...options }));
+    const body = dropUndefined({ kind, payload, ...options });
+    return this.call("POST", "/v1/tasks", body, { headers: traceHeaders() });
   }
   async enqueueMany(tasks) {
-    return (await this.call("POST", "/v1/tasks/batch", { tasks })).tasks;
+    return (await this.call("POST", "/v1/tasks/batch", { tasks }, { headers: traceHeaders() })).tasks;
   }
   get(id) {
     return this.call("GET", `/v1/tasks/${Number(id)}`);
@@ -268,16 +309,19 @@ export class Worker {
     const key = `${task.id}/${task.attempt}`;
     const ctl = this.held.get(key);
     const item = { id: task.id, attempt: task.attempt };
-    try {
-      const result = await this.handlers.get(task.kind)(task, { signal: ctl.signal });
-      item.outcome = "succeeded";
-      if (result !== undefined) item.result = result;
-    } catch (e) {
-      if (e instanceof Snooze) Object.assign(item, { outcome: "snoozed", delay: ms(e.seconds) });
-      else if (e instanceof Cancelled) item.outcome = "cancelled";
-      else if (e instanceof Fatal) Object.assign(item, { outcome: "failed", error: e.message, retryable: false });
-      else Object.assign(item, { outcome: "failed", error: `${e?.name}: ${e?.message ?? e}`, retryable: true });
-    }
+    await inRunSpan(task, this.name, async (traceparent, end) => {
+      try {
+        const result = await this.handlers.get(task.kind)(task, { signal: ctl.signal, traceparent });
+        item.outcome = "succeeded";
+        if (result !== undefined) item.result = result;
+      } catch (e) {
+        if (e instanceof Snooze) Object.assign(item, { outcome: "snoozed", delay: ms(e.seconds) });
+        else if (e instanceof Cancelled) item.outcome = "cancelled";
+        else if (e instanceof Fatal) Object.assign(item, { outcome: "failed", error: e.message, retryable: false });
+        else Object.assign(item, { outcome: "failed", error: `${e?.name}: ${e?.message ?? e}`, retryable: true });
+      }
+      end(item.outcome, item.error);
+    });
     this.held.delete(key);
     this.done[item.outcome] += 1;
     this.endings.push(item);

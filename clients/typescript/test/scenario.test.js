@@ -32,13 +32,18 @@ test("tasks, schedules, queues and errors", async () => {
 });
 
 test("a worker completes, fails and heartbeats", async () => {
-  const ok = (await sked.enqueue("ts.ok", { a: 2, b: 3 }, { queue: "tsw" })).id;
+  const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  const ok = (await sked.enqueue("ts.ok", { a: 2, b: 3 }, { queue: "tsw", traceparent })).id;
   const flaky = (await sked.enqueue("ts.flaky", null, { queue: "tsw", max_attempts: 3 })).id;
   const fatal = (await sked.enqueue("ts.fatal", null, { queue: "tsw", max_attempts: 3 })).id;
   const slow = (await sked.enqueue("ts.slow", null, { queue: "tsw" })).id;
   let seen;
+  let seenTrace;
   const worker = new Worker(sked, { queues: ["tsw"], concurrency: 4, leaseTtl: LEASE, log: () => {} })
-    .handle("ts.ok", (t) => ({ sum: t.payload.a + t.payload.b }))
+    .handle("ts.ok", (t, ctx) => {
+      seenTrace = ctx.traceparent;
+      return { sum: t.payload.a + t.payload.b };
+    })
     .handle("ts.flaky", () => {
       throw new Retry("not yet");
     })
@@ -53,6 +58,8 @@ test("a worker completes, fails and heartbeats", async () => {
   await worker.run({ exitWhenIdle: 1 });
   const okTask = await sked.get(ok);
   assert.deepEqual([okTask.state, okTask.result], ["succeeded", { sum: 5 }]);
+  // Without OpenTelemetry installed the handler gets the task's own trace context.
+  assert.deepEqual([seenTrace, okTask.traceparent], [traceparent, traceparent]);
   const flakyTask = await sked.get(flaky);
   assert.equal(flakyTask.state, "retrying");
   assert.match(JSON.stringify(flakyTask), /not yet/);

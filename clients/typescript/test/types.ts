@@ -3,7 +3,12 @@
 import { Client, Fatal, Retry, Snooze, Worker, errors, type Json, type TaskOptions } from "../src/index.js";
 
 const sked = new Client("http://127.0.0.1:7070", { token: "secret" });
-const options: TaskOptions = { queue: "mail", max_attempts: 5, run_at: "2030-01-01T00:00:00Z" };
+const options: TaskOptions = {
+  queue: "mail",
+  max_attempts: 5,
+  run_at: "2030-01-01T00:00:00Z",
+  traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+};
 
 export async function use(): Promise<number> {
   const added: Json = await sked.enqueue("email.send", { to: "a@example.com" }, options);
@@ -12,8 +17,10 @@ export async function use(): Promise<number> {
   await sked.addSchedule("nightly", "0 3 * * *", { kind: "report" }, { tz: "Europe/Berlin" });
   await sked.limitQueue("mail", { concurrency: 3, rate: "10/s" });
   const worker = new Worker(sked, { queues: ["mail"], concurrency: 8, leaseTtl: 30 })
-    .handle("email.send", async (task, { signal }) => {
+    .handle("email.send", async (task, { signal, traceparent }) => {
       if (signal.aborted) throw new Retry("cancelled");
+      const passOn: string | null = traceparent;
+      if (passOn === "") throw new Fatal("no trace");
       if (!task.payload) throw new Fatal("no payload");
       if (task.attempt > 3) throw new Snooze(60);
       return { sent: true };
