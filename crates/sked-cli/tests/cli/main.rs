@@ -20,6 +20,7 @@ mod keys;
 mod metrics;
 mod observe_cli;
 mod otel;
+mod otel_clients;
 mod otlp_receiver;
 mod pg_secrets;
 mod python_client;

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::otlp_receiver::{Receiver, Span};
 use crate::common::{Server, http_call, wait_for};
 
-const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+pub(crate) const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER: &str = "00f067aa0ba902b7";
 
 /// `POST path` with a JSON body and extra headers: the status and the answer as JSON.
@@ -44,7 +44,7 @@ fn run_traced_shell(server: &Server, out: &Path) -> Value {
     got
 }
 
-fn one<'a>(spans: &'a [Span], name: &str) -> &'a Span {
+pub(crate) fn one<'a>(spans: &'a [Span], name: &str) -> &'a Span {
     let found: Vec<&Span> = spans.iter().filter(|s| s.name == name).collect();
     assert_eq!(found.len(), 1, "one {name} span in {spans:#?}");
     found[0]
@@ -165,44 +165,11 @@ fn a_bad_endpoint_is_refused_with_exit_code_2() {
     assert!(!dir.path().join("sked.db").exists(), "nothing was created");
 }
 
-/// The application's side, with OpenTelemetry's SDK: a span `checkout` enqueues a task, and a
-/// worker runs it; prints the caller's trace and span ids, then what the handler saw.
-const PYTHON_TRACED: &str = r#"
-import sys
-from opentelemetry import trace
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from sked_client import Client, Worker
-
-server, collector = sys.argv[1], sys.argv[2]
-provider = TracerProvider(resource=Resource.create({"service.name": "py-app"}))
-provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=collector + "/v1/traces")))
-trace.set_tracer_provider(provider)
-sked = Client(server)
-with trace.get_tracer("app").start_as_current_span("checkout") as span:
-    caller = span.get_span_context()
-    sked.enqueue("py.traced", {"n": 1})
-print(f"{caller.trace_id:032x} {caller.span_id:016x}")
-worker = Worker(sked, concurrency=1)
-seen = []
-
-@worker.handle("py.traced")
-def handle(task, ctx):
-    current = trace.get_current_span().get_span_context()
-    seen.append(f"{ctx.traceparent} {current.span_id:016x}")
-    return {"ok": True}
-
-worker.run(exit_when_idle=1.0)
-print(seen[0])
-provider.shutdown()
-"#;
-
-/// The same trace through the Python client: its enqueue inside the application's span
-/// continues it, and its worker's run span is the task's child, current in the handler.
+/// A remote `sked worker` with `--otlp-endpoint`: the claim answer hands it the task's
+/// context, so its run span (exported under its own service name) is the task's child, and
+/// what it has buffered goes out when it stops.
 #[test]
-fn the_python_client_continues_the_trace_through_sked_and_its_worker() {
+fn a_remote_worker_exports_its_runs_as_children_of_the_task() {
     let receiver = Receiver::start();
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("sked.db").display());
@@ -213,60 +180,38 @@ fn the_python_client_continues_the_trace_through_sked_and_its_worker() {
         &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
         "server.log",
     );
-    let package = crate::client_packages::package("python");
-    let copy = crate::client_packages::copy_of(&package, dir.path());
-    let venv = super::python_client::venv_with(
-        dir.path(),
-        &[
-            copy.as_path(),
-            Path::new("opentelemetry-sdk"),
-            Path::new("opentelemetry-exporter-otlp-proto-http"),
-        ],
-    );
-    let run = std::process::Command::new(venv.join("bin/python"))
-        .args(["-c", PYTHON_TRACED, &server.url, &receiver.url])
-        .output()
+    let log = std::fs::File::create(dir.path().join("worker.log")).unwrap();
+    let mut worker = std::process::Command::new(crate::common::SKED)
+        .args(["worker", "--server", &server.url, "--exec", "shell"])
+        .args(["--otlp-endpoint", &receiver.url])
+        // Long enough that only the stop sends its span.
+        .env("OTEL_BSP_SCHEDULE_DELAY", "600000")
+        .env("OTEL_SERVICE_NAME", "sked-worker")
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
         .unwrap();
-    crate::client_packages::succeeded(&run);
-    let printed = String::from_utf8(run.stdout).unwrap();
-    let words: Vec<&str> = printed.split_whitespace().collect();
-    let [trace, caller, traceparent, current] = words[..] else {
-        panic!("{printed}")
-    };
+    let out = dir.path().join("traceparent");
+    run_traced_shell(&server, &out);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        receiver.spans().iter().all(|s| s.service != "sked-worker"),
+        "nothing from the worker before it stops"
+    );
+    let stopped = std::process::Command::new("kill")
+        .args(["-TERM", &worker.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    assert!(worker.wait().unwrap().success());
 
-    let spans = receiver.trace(
-        trace,
-        &[
-            "checkout",
-            "sked.enqueue",
-            "sked.claim",
-            "sked.run py.traced",
-        ],
-    );
-    let (checkout, enqueue, claim, run) = (
-        one(&spans, "checkout"),
-        one(&spans, "sked.enqueue"),
-        one(&spans, "sked.claim"),
-        one(&spans, "sked.run py.traced"),
-    );
-    assert_eq!(checkout.span_id, caller);
-    assert_eq!(
-        (checkout.service.as_str(), run.service.as_str()),
-        ("py-app", "py-app")
-    );
+    let spans = receiver.trace(TRACE, &["sked.enqueue", "sked.claim", "sked.run shell"]);
+    let (enqueue, run) = (one(&spans, "sked.enqueue"), one(&spans, "sked.run shell"));
+    assert_eq!(run.service, "sked-worker");
     assert_eq!(enqueue.service, "sked");
+    assert_eq!(run.parent_id, enqueue.span_id);
     assert_eq!(
-        enqueue.parent_id, checkout.span_id,
-        "the enqueue continues the caller"
+        std::fs::read_to_string(&out).unwrap(),
+        format!("00-{TRACE}-{}-01", run.span_id)
     );
-    assert_eq!(claim.parent_id, enqueue.span_id);
-    assert_eq!(
-        run.parent_id, enqueue.span_id,
-        "the worker's run is the task's child"
-    );
-    assert!(enqueue.start_ns <= claim.start_ns && claim.start_ns <= run.start_ns);
-    assert_eq!(run.attribute("sked.outcome"), Some("succeeded"));
-    // Its flags are the SDK's (sampled, and random ids for newer SDKs).
-    assert_eq!(&traceparent[..52], format!("00-{trace}-{}", run.span_id));
-    assert_eq!(current, run.span_id, "the handler runs inside the run span");
 }

@@ -10,8 +10,6 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use prost::Message;
 
-use crate::common::wait_for;
-
 /// A span as it arrived, ids in hex.
 #[derive(Debug, Clone)]
 pub(crate) struct Span {
@@ -71,14 +69,23 @@ impl Receiver {
                 .filter(|s| s.trace_id == trace_id)
                 .collect()
         };
-        wait_for(
-            &format!("spans {names:?} of trace {trace_id}"),
-            Duration::from_secs(30),
-            || {
-                let spans = of_trace();
-                names.iter().all(|n| spans.iter().any(|s| s.name == *n))
-            },
-        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let spans = of_trace();
+            if names.iter().all(|n| spans.iter().any(|s| s.name == *n)) {
+                break;
+            }
+            let all: Vec<(String, String, String)> = self
+                .spans()
+                .into_iter()
+                .map(|s| (s.service, s.name, s.trace_id))
+                .collect();
+            assert!(
+                std::time::Instant::now() < deadline,
+                "spans {names:?} of trace {trace_id} did not all arrive; every span: {all:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
         of_trace()
     }
 }
@@ -95,6 +102,7 @@ fn serve(conn: TcpStream, kept: &Mutex<Vec<Span>>) {
         let path = line.split(' ').nth(1).unwrap_or("").to_string();
         let mut length = 0usize;
         let mut encoding = String::new();
+        let mut chunked = false;
         loop {
             let mut header = String::new();
             if reader.read_line(&mut header).unwrap_or(0) == 0 {
@@ -108,13 +116,23 @@ fn serve(conn: TcpStream, kept: &Mutex<Vec<Span>>) {
             match name.trim().to_ascii_lowercase().as_str() {
                 "content-length" => length = value.trim().parse().unwrap_or(0),
                 "content-encoding" => encoding = value.trim().to_string(),
+                "transfer-encoding" => chunked = value.trim().eq_ignore_ascii_case("chunked"),
                 _ => {}
             }
         }
-        let mut body = vec![0; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
+        let body = match chunked {
+            false => {
+                let mut body = vec![0; length];
+                if reader.read_exact(&mut body).is_err() {
+                    return;
+                }
+                body
+            }
+            true => match read_chunks(&mut reader) {
+                Some(body) => body,
+                None => return,
+            },
+        };
         let status = if path != "/v1/traces" || !(encoding.is_empty() || encoding == "identity") {
             "404 Not Found"
         } else {
@@ -132,6 +150,22 @@ fn serve(conn: TcpStream, kept: &Mutex<Vec<Span>>) {
         if conn.write_all(answer.as_bytes()).is_err() {
             return;
         }
+    }
+}
+
+/// A body sent in chunks (`transfer-encoding: chunked`, as Node's exporter sends it).
+fn read_chunks(reader: &mut impl BufRead) -> Option<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let mut size = String::new();
+        reader.read_line(&mut size).ok()?;
+        let size = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
+        let mut chunk = vec![0; size + 2]; // the chunk and its CRLF
+        reader.read_exact(&mut chunk).ok()?;
+        if size == 0 {
+            return Some(body);
+        }
+        body.extend_from_slice(&chunk[..size]);
     }
 }
 

@@ -9,7 +9,7 @@ use crate::common::Server;
 const PACKAGE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../clients/typescript");
 
 /// Whether `node` runs here; CI needs it (it drives the dashboard's browser test too).
-fn node() -> bool {
+pub(crate) fn node() -> bool {
     let ok = Command::new("node")
         .arg("--version")
         .output()
@@ -19,6 +19,18 @@ fn node() -> bool {
         eprintln!("skipping: no node");
     }
     ok
+}
+
+/// An empty ES-module project `app` in `dir`, to install packages into.
+pub(crate) fn node_project(dir: &std::path::Path) -> std::path::PathBuf {
+    let project = dir.join("app");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(
+        project.join("package.json"),
+        r#"{"name": "app", "type": "module"}"#,
+    )
+    .unwrap();
+    project
 }
 
 #[test]
@@ -44,13 +56,7 @@ fn the_readme_quick_start_runs_from_a_project_that_installed_it() {
     }
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);
-    let project = dir.path().join("app");
-    std::fs::create_dir(&project).unwrap();
-    std::fs::write(
-        project.join("package.json"),
-        r#"{"name": "app", "type": "module"}"#,
-    )
-    .unwrap();
+    let project = node_project(dir.path());
     let copy = copy_of(PACKAGE, dir.path());
     let npm = Command::new("npm")
         .args(["install", "--no-audit", "--no-fund", "--offline"])
