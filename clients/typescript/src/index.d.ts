@@ -112,6 +112,8 @@ export class Worker {
     options?: {
       queues?: string[];
       concurrency?: number;
+      /** Tasks claimed ahead of free slots (default: `concurrency`); given back at a stop. */
+      prefetch?: number;
       leaseTtl?: number;
       name?: string;
       log?: (message: string) => void;

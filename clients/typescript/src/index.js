@@ -196,13 +196,19 @@ export class Snooze extends Error {
 
 const ms = (seconds) => `${Math.round(seconds * 1000)}ms`;
 
-/** Claims and runs tasks of the kinds it has handlers for, `concurrency` at a time. */
+/** Claims and runs tasks of the kinds it has handlers for, `concurrency` at a time, with up
+ * to `prefetch` more claimed ahead (leased and heartbeated, started in priority order as
+ * slots free; given back unstarted at a stop). */
 export class Worker {
-  constructor(client, { queues = [], concurrency = 8, leaseTtl = 30, name, log } = {}) {
+  constructor(client, { queues = [], concurrency = 8, prefetch, leaseTtl = 30, name, log } = {}) {
     this.client = client;
     this.handlers = new Map();
     this.queues = queues;
     this.concurrency = concurrency;
+    this.prefetch = prefetch ?? concurrency;
+    this.buffered = []; // claimed, waiting for a slot
+    this.active = 0; // handlers running
+    this.running = new Set();
     this.leaseTtl = leaseTtl;
     this.name = name ?? `node-${hostname()}-${process.pid}`;
     this.log = log ?? ((m) => console.error(`[sked-worker] ${m}`));
@@ -233,7 +239,7 @@ export class Worker {
   }
 
   async #claim(waitSeconds) {
-    const free = this.concurrency - this.held.size;
+    const free = this.concurrency + this.prefetch - this.held.size;
     if (free <= 0) return [];
     const reply = await this.client.call(
       "POST",
@@ -329,11 +335,25 @@ export class Worker {
     this.freed?.();
   }
 
+  /** Starts buffered tasks, most urgent first, while slots are free. */
+  #startWhatFits() {
+    while (this.active < this.concurrency && this.buffered.length > 0) {
+      const task = this.buffered.shift();
+      this.active += 1;
+      const p = this.#runTask(task).finally(() => {
+        this.running.delete(p);
+        this.active -= 1;
+        this.#startWhatFits();
+      });
+      this.running.add(p);
+    }
+  }
+
   /** Claims and runs tasks until `stop`, or, with `exitWhenIdle` (seconds), until nothing was
    * held or claimed for that long. */
   async run({ exitWhenIdle } = {}) {
     const beat = setInterval(() => this.#heartbeat(), (this.leaseTtl * 1000) / 3);
-    const running = new Set();
+    const urgency = (a, b) => b.priority - a.priority || Date.parse(a.run_at) - Date.parse(b.run_at) || a.id - b.id;
     let idleSince = Date.now();
     while (!this.stopping) {
       const wait = this.held.size > 0 || exitWhenIdle !== undefined ? 1 : 10;
@@ -345,7 +365,7 @@ export class Worker {
         await new Promise((r) => setTimeout(r, 1000));
         continue;
       }
-      if (tasks.length === 0 && this.held.size >= this.concurrency) {
+      if (tasks.length === 0 && this.held.size >= this.concurrency + this.prefetch) {
         // Every slot busy: claim again as soon as one frees.
         await new Promise((r) => {
           this.freed = r;
@@ -353,16 +373,22 @@ export class Worker {
         });
         this.freed = null;
       }
-      for (const t of tasks) {
-        this.held.set(`${t.id}/${t.attempt}`, new AbortController());
-        const p = this.#runTask(t).finally(() => running.delete(p));
-        running.add(p);
-      }
+      for (const t of tasks) this.held.set(`${t.id}/${t.attempt}`, new AbortController());
+      this.buffered.push(...tasks);
+      if (tasks.length > 0) this.buffered.sort(urgency);
+      this.#startWhatFits();
       if (tasks.length > 0 || this.held.size > 0) idleSince = Date.now();
       else if (exitWhenIdle !== undefined && Date.now() - idleSince >= exitWhenIdle * 1000) break;
     }
     this.stopping = true;
-    await Promise.all(running);
+    // What was claimed but not started goes back at once.
+    for (const t of this.buffered.splice(0)) {
+      this.held.delete(`${t.id}/${t.attempt}`);
+      this.endings.push({ id: t.id, attempt: t.attempt, outcome: "released" });
+    }
+    // (Only with something to send: `#send` of nothing ends before it is assigned.)
+    if (this.endings.length > 0) this.sending ??= this.#send();
+    while (this.running.size > 0) await Promise.all([...this.running]);
     while (this.sending) await this.sending;
     clearInterval(beat);
   }

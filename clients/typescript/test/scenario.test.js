@@ -71,3 +71,21 @@ test("a worker completes, fails and heartbeats", async () => {
   const extended = (Date.parse(seen.lease_expires_at) - Date.parse(seen.started_at)) / 1000;
   assert.ok(extended > LEASE * 2, `lease extended by ${extended}s`);
 });
+
+test("a stop gives back what was claimed ahead and not started", async () => {
+  const ids = [];
+  for (let i = 0; i < 3; i++) ids.push((await sked.enqueue("ts.ahead", i, { queue: "tsahead" })).id);
+  let started = 0;
+  const worker = new Worker(sked, { queues: ["tsahead"], concurrency: 1, prefetch: 2, log: () => {} });
+  worker.handle("ts.ahead", async () => {
+    started += 1;
+    worker.stop();
+    await new Promise((r) => setTimeout(r, 300));
+    return null;
+  });
+  await worker.run();
+  assert.equal(started, 1);
+  const tasks = await Promise.all(ids.map((id) => sked.get(id)));
+  const states = tasks.map((t) => t.state).sort();
+  assert.deepEqual(states, ["available", "available", "succeeded"]);
+});

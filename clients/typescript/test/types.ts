@@ -16,7 +16,7 @@ export async function use(): Promise<number> {
   const listed: Json[] = await sked.list({ state: "dead", limit: 10 });
   await sked.addSchedule("nightly", "0 3 * * *", { kind: "report" }, { tz: "Europe/Berlin" });
   await sked.limitQueue("mail", { concurrency: 3, rate: "10/s" });
-  const worker = new Worker(sked, { queues: ["mail"], concurrency: 8, leaseTtl: 30 })
+  const worker = new Worker(sked, { queues: ["mail"], concurrency: 8, prefetch: 8, leaseTtl: 30 })
     .handle("email.send", async (task, { signal, traceparent }) => {
       if (signal.aborted) throw new Retry("cancelled");
       const passOn: string | null = traceparent;
