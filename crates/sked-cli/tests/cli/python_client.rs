@@ -1,28 +1,12 @@
-//! The Python client package (`clients/python`) against a real server: its own tests
-//! (`clients/python/tests`) run with the package on `PYTHONPATH`, and its README's quick start
-//! after a `pip install` into a fresh virtualenv.
+//! The Python client package (`clients/python`) against a real server, installed with `pip`
+//! into a fresh virtualenv: its README's quick start and its own tests
+//! (`clients/python/tests`) run with the installed package.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::client_packages::{copy_of, package, quick_start, quick_start_ran, succeeded};
 use crate::common::Server;
-
-#[test]
-fn the_python_clients_tests_pass_against_a_real_server() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &[]);
-    let package = package("python");
-    let out = Command::new("python3")
-        .args(["-m", "unittest", "discover", "-v", "-s"])
-        .arg(format!("{package}/tests"))
-        .env("SKED_URL", &server.url)
-        .env("PYTHONPATH", format!("{package}/src"))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .output()
-        .unwrap();
-    succeeded(&out);
-}
 
 /// A fresh virtualenv in `dir` with `packages` installed (paths or names from PyPI); its
 /// directory.
@@ -44,10 +28,13 @@ pub(crate) fn venv_with(dir: &Path, packages: &[&Path]) -> PathBuf {
     venv
 }
 
-/// `pip install ./clients/python` into a fresh virtualenv, then the README's quick start, run
-/// against a real server (its worker set to exit once idle): the task it enqueues succeeds.
+/// `pip install ./clients/python` into a fresh virtualenv; then, with the installed package
+/// (not the source tree), the README's quick start (its worker set to exit once idle: the task
+/// it enqueues succeeds and its schedule exists) and the package's own scenario
+/// (`clients/python/tests`: a task completed, one failed retryably, one fatally, a slow one
+/// heartbeated past its lease, each end state read back through the API).
 #[test]
-fn the_readme_quick_start_runs_from_a_fresh_virtualenv() {
+fn the_installed_package_runs_its_quick_start_and_its_scenario() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);
     let package = package("python");
@@ -65,4 +52,18 @@ fn the_readme_quick_start_runs_from_a_fresh_virtualenv() {
         .unwrap();
     succeeded(&run);
     quick_start_ran(&server);
+    let scenario = Command::new(venv.join("bin/python"))
+        .args(["-m", "unittest", "discover", "-v", "-s"])
+        .arg(format!("{package}/tests"))
+        .env("SKED_URL", &server.url)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    succeeded(&scenario);
+    let said = String::from_utf8_lossy(&scenario.stderr);
+    assert!(
+        said.contains("test_a_worker_completes_fails_and_heartbeats ... ok"),
+        "{said}"
+    );
 }
