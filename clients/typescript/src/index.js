@@ -354,8 +354,21 @@ export class Worker {
   async run({ exitWhenIdle } = {}) {
     const beat = setInterval(() => this.#heartbeat(), (this.leaseTtl * 1000) / 3);
     const urgency = (a, b) => b.priority - a.priority || Date.parse(a.run_at) - Date.parse(b.run_at) || a.id - b.id;
+    // Claim once at least half the claimed-ahead buffer (or, without one, a slot) has room, so
+    // that a claim is not spent on the first slot to free up.
+    const enough = Math.max(1, Math.ceil(this.prefetch / 2));
     let idleSince = Date.now();
     while (!this.stopping) {
+      if (this.concurrency + this.prefetch - this.held.size < enough) {
+        await new Promise((r) => {
+          this.freed = r;
+          setTimeout(r, 100);
+        });
+        this.freed = null;
+        // Let the endings already on their way land first.
+        await new Promise((r) => setImmediate(r));
+        continue;
+      }
       const wait = this.held.size > 0 || exitWhenIdle !== undefined ? 1 : 10;
       let tasks;
       try {
@@ -364,14 +377,6 @@ export class Worker {
         this.log(`claim failed: ${e.message}; retrying in 1s`);
         await new Promise((r) => setTimeout(r, 1000));
         continue;
-      }
-      if (tasks.length === 0 && this.held.size >= this.concurrency + this.prefetch) {
-        // Every slot busy: claim again as soon as one frees.
-        await new Promise((r) => {
-          this.freed = r;
-          setTimeout(r, 100);
-        });
-        this.freed = null;
       }
       for (const t of tasks) this.held.set(`${t.id}/${t.attempt}`, new AbortController());
       this.buffered.push(...tasks);

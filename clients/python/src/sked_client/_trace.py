@@ -33,15 +33,38 @@ def _traceparent_of(span: Any) -> Optional[str]:
     return f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{int(sc.trace_flags):02x}"
 
 
-@contextmanager
-def run_span(task: Json, worker: str) -> Iterator[Any]:
+def _no_outcome(outcome: str, error: Optional[str] = None) -> None:
+    pass
+
+
+class _Untraced:
+    """A run without OpenTelemetry: the task's own context, nothing recorded (a plain object,
+    cheaper per task than a generator's context manager)."""
+
+    __slots__ = ("given",)
+
+    def __init__(self, given: Optional[str]) -> None:
+        self.given = given
+
+    def __enter__(self) -> Any:
+        return self.given, _no_outcome
+
+    def __exit__(self, *exc: Any) -> bool:
+        return False
+
+
+def run_span(task: Json, worker: str) -> Any:
     """The span of one run of `task` (`sked.run KIND`), a child of the task's trace context and
-    current while the handler runs; yields the run's `traceparent` (the task's own without
-    OpenTelemetry) and a function that sets the span's outcome."""
-    given = task.get("traceparent")
+    current while the handler runs, as a context manager that gives the run's `traceparent`
+    (the task's own without OpenTelemetry) and a function that sets the span's outcome."""
     if _trace is None or _propagate is None:
-        yield given, lambda outcome, error=None: None
-        return
+        return _Untraced(task.get("traceparent"))
+    return _traced_run(task, worker)
+
+
+@contextmanager
+def _traced_run(task: Json, worker: str) -> Iterator[Any]:
+    given = task.get("traceparent")
     parent = _propagate.extract({"traceparent": given}) if given else None
     tracer = _trace.get_tracer("sked_client")
     attributes = {

@@ -63,7 +63,7 @@ fn the_installed_package_runs_its_quick_start_and_its_scenario() {
     succeeded(&scenario);
     let said = String::from_utf8_lossy(&scenario.stderr);
     assert!(
-        said.contains("test_a_worker_completes_fails_and_heartbeats ... ok"),
+        said.contains("test_a_worker_completes_fails_and_heartbeats") && said.contains("\nOK"),
         "{said}"
     );
 }
