@@ -71,13 +71,7 @@ impl Telemetry {
     /// carries its enqueue span's context. Off, a task without a context takes the caller's.
     pub(crate) fn enqueue(&self, tasks: &mut [NewTask]) -> Spans {
         let Some(tracer) = &self.tracer else {
-            if tasks.iter().any(|t| t.traceparent.is_none()) {
-                if let Some(current) = traceparent_of(&Context::current()) {
-                    for t in tasks.iter_mut().filter(|t| t.traceparent.is_none()) {
-                        t.traceparent = Some(current.clone());
-                    }
-                }
-            }
+            continue_current(tasks);
             return Spans(Vec::new());
         };
         let mut spans: Vec<(Option<String>, Context, String)> = Vec::new();
@@ -149,19 +143,27 @@ impl Telemetry {
     }
 }
 
+/// Gives the tasks without a trace context the caller's current span's, if there is one (the
+/// remote client's enqueues, and the engine's when it records no spans).
+pub(crate) fn continue_current(tasks: &mut [NewTask]) {
+    if tasks.iter().any(|t| t.traceparent.is_none()) {
+        if let Some(current) = traceparent_of(&Context::current()) {
+            for t in tasks.iter_mut().filter(|t| t.traceparent.is_none()) {
+                t.traceparent = Some(current.clone());
+            }
+        }
+    }
+}
+
 /// Ends a run's span with its ending as the status.
 pub(crate) fn run_ended(cx: &Context, ending: &Ending) {
     let span = cx.span();
     let (outcome, status) = match ending {
         Ending::Succeeded(_) => ("succeeded", Status::Ok),
-        Ending::Failed { error, retryable } => (
-            if *retryable {
-                "failed"
-            } else {
-                "failed fatally"
-            },
-            Status::error(error.clone()),
-        ),
+        Ending::Failed { error, retryable } => {
+            span.set_attribute(KeyValue::new("sked.retryable", *retryable));
+            ("failed", Status::error(error.clone()))
+        }
         Ending::Snoozed(_) => ("snoozed", Status::Unset),
         Ending::Cancelled => ("cancelled", Status::error("cancelled")),
         Ending::Released => ("released", Status::Unset),

@@ -1,6 +1,9 @@
 //! End-to-end tests of the `sked` binary that can share a process, linked as one binary (one
 //! link instead of one per file): the CLI and HTTP on SQLite, `sked top` and import, `/metrics`,
-//! `sked worker` as a process, the Python worker, and the tidy checks. The PostgreSQL cluster,
+//! `sked worker` as a process, the Python example worker, traces, and the tidy checks. The
+//! client packages' tests (`tests/clients`: virtualenvs and npm projects installed from the
+//! registries) run in a binary of their own, after these, so that their installs do not load
+//! the machine while these measure read times. The PostgreSQL cluster,
 //! restart, browser and half-open connection tests stay binaries of their own: they measure
 //! failover times, drive Chromium or load the machine, and run after these, not beside them.
 
@@ -9,7 +12,6 @@ mod common;
 
 mod bench_cli;
 mod bulk;
-mod client_packages;
 mod dedup;
 mod e2e;
 mod executors_cli;
@@ -20,15 +22,11 @@ mod keys;
 mod metrics;
 mod observe_cli;
 mod otel;
-mod otel_clients;
-mod otlp_receiver;
 mod pg_secrets;
-mod python_client;
 mod python_worker;
 mod rate_limits;
 mod schedule_policies;
 mod shell;
 mod tidy;
 mod tokens;
-mod typescript_client;
 mod worker_cli;

@@ -9,19 +9,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::otlp_receiver::{Receiver, Span};
+use crate::common::otlp_receiver::{Receiver, one};
 use crate::common::{Server, http_call, wait_for};
 
-pub(crate) const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER: &str = "00f067aa0ba902b7";
 
 /// `POST path` with a JSON body and extra headers: the status and the answer as JSON.
-pub(crate) fn post(
-    server: &Server,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &Value,
-) -> (u16, Value) {
+fn post(server: &Server, path: &str, headers: &[(&str, &str)], body: &Value) -> (u16, Value) {
     http_call(&server.url, "POST", path, headers, &body.to_string())
 }
 
@@ -42,12 +37,6 @@ fn run_traced_shell(server: &Server, out: &Path) -> Value {
         got["state"] == "succeeded"
     });
     got
-}
-
-pub(crate) fn one<'a>(spans: &'a [Span], name: &str) -> &'a Span {
-    let found: Vec<&Span> = spans.iter().filter(|s| s.name == name).collect();
-    assert_eq!(found.len(), 1, "one {name} span in {spans:#?}");
-    found[0]
 }
 
 #[test]

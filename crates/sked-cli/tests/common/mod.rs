@@ -1,6 +1,7 @@
 //! Helpers shared by the end-to-end tests: the real `sked` binary as a child process.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod otlp_receiver;
 pub mod private_pg;
 pub mod starts;
 

@@ -118,6 +118,39 @@ fn job(kind: &str, payload: serde_json::Value) -> NewTask {
     t
 }
 
+/// An enqueue made while the caller's span is current continues its trace (embedded, and over
+/// HTTP through the remote client), and the handler is given that context to pass on.
+async fn an_enqueue_inside_a_trace_carries_it_to_the_handler(mode: Mode) {
+    use opentelemetry::context::FutureExt as _;
+    let e = env(mode, false).await;
+    let (seen_tx, seen) = tokio::sync::oneshot::channel();
+    let seen_tx = Arc::new(Mutex::new(Some(seen_tx)));
+    let w = start(Worker::new(e.client.clone()).handle(
+        "traced",
+        move |ctx: TaskContext, _: serde_json::Value| {
+            let seen_tx = seen_tx.clone();
+            async move {
+                if let Some(tx) = seen_tx.lock().unwrap().take() {
+                    let _ = tx.send(ctx.traceparent().map(str::to_string));
+                }
+                HandlerResult::Ok(())
+            }
+        },
+    ));
+    let caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let id = e
+        .client
+        .enqueue(job("traced", json!({})))
+        .with_context(sked::telemetry::context_of(caller))
+        .await
+        .unwrap()
+        .id;
+    assert_eq!(seen.await.unwrap().as_deref(), Some(caller));
+    let done = wait_state(&e, id, TaskState::Succeeded).await;
+    assert_eq!(done.traceparent.as_deref(), Some(caller));
+    w.stop().await;
+}
+
 #[derive(serde::Deserialize)]
 struct Add {
     a: i64,
@@ -654,6 +687,7 @@ macro_rules! in_both_modes {
 
 in_both_modes!(
     typed_handlers_get_their_payload,
+    an_enqueue_inside_a_trace_carries_it_to_the_handler,
     a_timed_out_handler_is_stopped_and_retried,
     a_panicking_handler_fails_and_the_worker_goes_on,
     after_a_rescue_the_old_attempt_is_rejected,

@@ -80,19 +80,26 @@ impl Client {
 
     // ---- tasks ----
 
-    /// Enqueues one task; returns its id (or, with a unique key held, the holder's).
+    /// Enqueues one task; returns its id (or, with a unique key held, the holder's). A task
+    /// without a `traceparent` continues the caller's current OpenTelemetry span, if any.
     pub async fn enqueue(&self, task: NewTask) -> Result<TaskInserted> {
         match &self.inner {
             Inner::Embedded(e) => e.enqueue(task).await,
-            Inner::Remote(r) => r.post("/v1/tasks", &task).await,
+            Inner::Remote(r) => {
+                let mut task = [task];
+                crate::telemetry::continue_current(&mut task);
+                let [task] = task;
+                r.post("/v1/tasks", &task).await
+            }
         }
     }
 
     /// Enqueues tasks in one transaction (all or none).
-    pub async fn enqueue_many(&self, tasks: Vec<NewTask>) -> Result<Vec<TaskInserted>> {
+    pub async fn enqueue_many(&self, mut tasks: Vec<NewTask>) -> Result<Vec<TaskInserted>> {
         match &self.inner {
             Inner::Embedded(e) => e.enqueue_many(tasks).await,
             Inner::Remote(r) => {
+                crate::telemetry::continue_current(&mut tasks);
                 let reply: api::TasksInserted =
                     r.post("/v1/tasks/batch", &api::TaskBatch { tasks }).await?;
                 Ok(reply.tasks)

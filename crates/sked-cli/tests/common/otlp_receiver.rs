@@ -10,23 +10,30 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use prost::Message;
 
+/// The one span named `name` among `spans`.
+pub fn one<'a>(spans: &'a [Span], name: &str) -> &'a Span {
+    let found: Vec<&Span> = spans.iter().filter(|s| s.name == name).collect();
+    assert_eq!(found.len(), 1, "one {name} span in {spans:#?}");
+    found[0]
+}
+
 /// A span as it arrived, ids in hex.
 #[derive(Debug, Clone)]
-pub(crate) struct Span {
-    pub(crate) service: String,
-    pub(crate) name: String,
-    pub(crate) trace_id: String,
-    pub(crate) span_id: String,
+pub struct Span {
+    pub service: String,
+    pub name: String,
+    pub trace_id: String,
+    pub span_id: String,
     /// Empty for a root span.
-    pub(crate) parent_id: String,
-    pub(crate) start_ns: u64,
-    pub(crate) end_ns: u64,
+    pub parent_id: String,
+    pub start_ns: u64,
+    pub end_ns: u64,
     /// Its string and integer attributes, as text.
-    pub(crate) attributes: Vec<(String, String)>,
+    pub attributes: Vec<(String, String)>,
 }
 
 impl Span {
-    pub(crate) fn attribute(&self, key: &str) -> Option<&str> {
+    pub fn attribute(&self, key: &str) -> Option<&str> {
         self.attributes
             .iter()
             .find(|(k, _)| k == key)
@@ -34,14 +41,14 @@ impl Span {
     }
 }
 
-pub(crate) struct Receiver {
+pub struct Receiver {
     /// The base URL to give as the OTLP endpoint.
-    pub(crate) url: String,
+    pub url: String,
     spans: Arc<Mutex<Vec<Span>>>,
 }
 
 impl Receiver {
-    pub(crate) fn start() -> Receiver {
+    pub fn start() -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let spans = Arc::new(Mutex::new(Vec::new()));
@@ -57,12 +64,12 @@ impl Receiver {
     }
 
     /// Every span received so far.
-    pub(crate) fn spans(&self) -> Vec<Span> {
+    pub fn spans(&self) -> Vec<Span> {
         self.spans.lock().unwrap().clone()
     }
 
     /// The spans of trace `trace_id` once `names` have all arrived (waiting up to 30 s).
-    pub(crate) fn trace(&self, trace_id: &str, names: &[&str]) -> Vec<Span> {
+    pub fn trace(&self, trace_id: &str, names: &[&str]) -> Vec<Span> {
         let of_trace = || -> Vec<Span> {
             self.spans()
                 .into_iter()

@@ -7,10 +7,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use super::otel::one;
-use super::otlp_receiver::{Receiver, Span};
 use crate::client_packages::{copy_of, package, succeeded};
 use crate::common::Server;
+use crate::common::otlp_receiver::{Receiver, Span, one};
 
 /// A server that exports to `receiver`, on a database in `dir`.
 fn traced_server(dir: &Path, receiver: &Receiver) -> Server {

@@ -1,0 +1,13 @@
+//! The client packages (`clients/python`, `clients/typescript`) against the real `sked`
+//! binary: each installed as its users install it (a fresh virtualenv, an npm project), its
+//! own tests and its README's quick start, and traces through it. A binary of its own, after
+//! the `cli` tests: the installs from the package registries load the machine, and the `cli`
+//! tests measure read times.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod client_packages;
+mod otel;
+mod python_client;
+mod typescript_client;
