@@ -93,8 +93,11 @@ impl Ceiling for PgStore {
     }
 }
 
-/// Takes and keeps a snapshot (the comment names the connection in `pg_stat_activity`).
+/// Takes and keeps a snapshot (the comment names the connection in `pg_stat_activity`). The
+/// transaction is idle by design, so it lifts, for itself only, the timeout that ends every
+/// other sked session idle in a transaction (`PgOptions::idle_in_transaction_timeout`).
 const HOLD: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ; \
+    SET LOCAL idle_in_transaction_session_timeout = 0; \
     SELECT count(*) FROM sked_queues /* sked bench: held snapshot */";
 
 /// A pooled connection inside a `REPEATABLE READ` transaction.

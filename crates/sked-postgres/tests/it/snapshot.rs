@@ -1,5 +1,5 @@
 //! `sked bench --hold-snapshot`'s snapshot: a transaction that keeps its snapshot (and so holds
-//! back vacuum) until released.
+//! back vacuum) until released, however long it stays idle.
 
 use sked_postgres::testing::fresh_store;
 use sked_store::ceiling::Ceiling;
@@ -28,6 +28,10 @@ async fn a_held_snapshot_stays_open_until_released() {
     let before = holders(&c).await;
     let held = store.hold_snapshot().await.unwrap();
     assert_eq!(holders(&c).await, before + 1);
+    // Past the 1 s after which sked's other sessions idle in a transaction are ended: the
+    // held one is idle in its transaction by design and stays.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert_eq!(holders(&c).await, before + 1, "the snapshot is still held");
     held.release().await.unwrap();
     assert_eq!(holders(&c).await, before);
 }
