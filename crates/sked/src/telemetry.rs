@@ -74,7 +74,8 @@ impl Telemetry {
             continue_current(tasks);
             return Spans(Vec::new());
         };
-        let mut spans: Vec<(Option<String>, Context, String)> = Vec::new();
+        // Per distinct parent: the parent, the enqueue span, the span's own traceparent.
+        let mut spans: Vec<(Option<String>, Context, Option<String>)> = Vec::new();
         for t in tasks.iter_mut() {
             let i = match spans.iter().position(|(p, ..)| *p == t.traceparent) {
                 Some(i) => i,
@@ -92,13 +93,13 @@ impl Telemetry {
                         ])
                         .start_with_context(tracer.as_ref(), &parent);
                     let cx = parent.with_span(span);
-                    let own = traceparent_of(&cx).unwrap_or_default();
+                    let own = traceparent_of(&cx);
                     spans.push((t.traceparent.clone(), cx, own));
                     spans.len() - 1
                 }
             };
-            if !spans[i].2.is_empty() {
-                t.traceparent = Some(spans[i].2.clone());
+            if let Some(own) = &spans[i].2 {
+                t.traceparent = Some(own.clone());
             }
         }
         Spans(spans.into_iter().map(|(_, cx, _)| cx).collect())

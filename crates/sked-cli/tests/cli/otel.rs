@@ -43,14 +43,7 @@ fn run_traced_shell(server: &Server, out: &Path) -> Value {
 fn a_traced_enqueue_yields_enqueue_claim_and_run_spans_in_the_callers_trace() {
     let receiver = Receiver::start();
     let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("sked.db").display());
-    let server = Server::start_on(
-        dir.path(),
-        &db,
-        &["--exec", "shell", "--otlp-endpoint", &receiver.url],
-        &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
-        "server.log",
-    );
+    let server = receiver.server(dir.path(), &["--exec", "shell"]);
     let out = dir.path().join("traceparent");
     let task = run_traced_shell(&server, &out);
 
@@ -161,14 +154,7 @@ fn a_bad_endpoint_is_refused_with_exit_code_2() {
 fn a_remote_worker_exports_its_runs_as_children_of_the_task() {
     let receiver = Receiver::start();
     let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("sked.db").display());
-    let server = Server::start_on(
-        dir.path(),
-        &db,
-        &["--otlp-endpoint", &receiver.url],
-        &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
-        "server.log",
-    );
+    let server = receiver.server(dir.path(), &[]);
     let log = std::fs::File::create(dir.path().join("worker.log")).unwrap();
     let mut worker = std::process::Command::new(crate::common::SKED)
         .args(["worker", "--server", &server.url, "--exec", "shell"])

@@ -8,20 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::client_packages::{copy_of, package, succeeded};
-use crate::common::Server;
 use crate::common::otlp_receiver::{Receiver, Span, one};
-
-/// A server that exports to `receiver`, on a database in `dir`.
-fn traced_server(dir: &Path, receiver: &Receiver) -> Server {
-    let db = format!("sqlite://{}", dir.join("sked.db").display());
-    Server::start_on(
-        dir,
-        &db,
-        &["--otlp-endpoint", &receiver.url],
-        &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
-        "server.log",
-    )
-}
 
 /// Checks the trace an application printed (`TRACE CALLER` on its first line, `TRACEPARENT
 /// CURRENT` from its handler on the second): the caller's span `checkout` from `service`,
@@ -106,7 +93,7 @@ provider.shutdown()
 fn the_python_client_continues_the_trace_through_sked_and_its_worker() {
     let receiver = Receiver::start();
     let dir = tempfile::tempdir().unwrap();
-    let server = traced_server(dir.path(), &receiver);
+    let server = receiver.server(dir.path(), &[]);
     let copy = copy_of(&package("python"), dir.path());
     let venv = super::python_client::venv_with(
         dir.path(),
@@ -167,7 +154,7 @@ fn the_typescript_client_continues_the_trace_through_sked_and_its_worker() {
     }
     let receiver = Receiver::start();
     let dir = tempfile::tempdir().unwrap();
-    let server = traced_server(dir.path(), &receiver);
+    let server = receiver.server(dir.path(), &[]);
     let project = super::typescript_client::node_project(dir.path());
     let copy = copy_of(&package("typescript"), dir.path());
     // Copied in as a registry install would be (not linked), so that the client finds the

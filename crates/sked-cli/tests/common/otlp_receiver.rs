@@ -63,6 +63,21 @@ impl Receiver {
         Receiver { url, spans }
     }
 
+    /// A `sked server` in `dir` (on a SQLite file there) exporting its spans here every
+    /// 100 ms, with `extra` flags.
+    pub fn server(&self, dir: &std::path::Path, extra: &[&str]) -> crate::common::Server {
+        let db = format!("sqlite://{}", dir.join("sked.db").display());
+        let mut flags = vec!["--otlp-endpoint", self.url.as_str()];
+        flags.extend_from_slice(extra);
+        crate::common::Server::start_on(
+            dir,
+            &db,
+            &flags,
+            &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
+            "server.log",
+        )
+    }
+
     /// Every span received so far.
     pub fn spans(&self) -> Vec<Span> {
         self.spans.lock().unwrap().clone()

@@ -15,6 +15,21 @@ use sked::{Engine, EngineConfig, NewTask, TaskState, Telemetry};
 /// The span a handler ran in, and the traceparent its context gave.
 type Seen = (SpanId, Option<String>);
 
+/// A tracer provider whose spans are kept in memory, and where they are.
+fn recorded() -> (SdkTracerProvider, InMemorySpanExporter) {
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    (provider, exporter)
+}
+
+/// An engine on a SQLite file in `dir`.
+fn engine(dir: &tempfile::TempDir, config: EngineConfig) -> Engine {
+    let store = Arc::new(sked_sqlite::SqliteStore::open(dir.path().join("sked.db")).unwrap());
+    Engine::new(store, config)
+}
+
 fn named<'a>(spans: &'a [SpanData], name: &str) -> &'a SpanData {
     spans
         .iter()
@@ -24,14 +39,10 @@ fn named<'a>(spans: &'a [SpanData], name: &str) -> &'a SpanData {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_handler_runs_inside_the_run_span_of_a_task_enqueued_in_the_callers_trace() {
-    let exporter = InMemorySpanExporter::default();
-    let provider = SdkTracerProvider::builder()
-        .with_simple_exporter(exporter.clone())
-        .build();
+    let (provider, exporter) = recorded();
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(sked_sqlite::SqliteStore::open(dir.path().join("sked.db")).unwrap());
     let config = EngineConfig::default().telemetry(Telemetry::new(provider.tracer("sked")));
-    let engine = Engine::new(store, config);
+    let engine = engine(&dir, config);
 
     let app = provider.tracer("app");
     let request = app.start("request");
@@ -116,13 +127,9 @@ async fn a_handler_runs_inside_the_run_span_of_a_task_enqueued_in_the_callers_tr
 
 #[tokio::test]
 async fn without_a_tracer_an_enqueue_still_takes_the_callers_context() {
-    let exporter = InMemorySpanExporter::default();
-    let provider = SdkTracerProvider::builder()
-        .with_simple_exporter(exporter.clone())
-        .build();
+    let (provider, exporter) = recorded();
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(sked_sqlite::SqliteStore::open(dir.path().join("sked.db")).unwrap());
-    let engine = Engine::new(store, EngineConfig::default());
+    let engine = engine(&dir, EngineConfig::default());
     let caller = Context::current_with_span(provider.tracer("app").start("request"));
     let sc = caller.span().span_context().clone();
     let id = engine
