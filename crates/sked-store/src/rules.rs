@@ -58,15 +58,20 @@ pub struct Finish {
 impl Finish {
     /// The task row after the change.
     pub fn apply(&self, task: &Task, now: Timestamp) -> Task {
+        self.applied(task.clone(), now)
+    }
+
+    /// [`Finish::apply`], to a task the caller gives up.
+    pub fn applied(&self, task: Task, now: Timestamp) -> Task {
         Task {
             state: self.state,
             run_at: self.run_at,
             max_attempts: self.max_attempts,
             finished_at: self.state.is_finished().then_some(now),
-            last_error: self.error.clone().or_else(|| task.last_error.clone()),
+            last_error: self.error.clone().or(task.last_error),
             result: self.result.clone(),
             lease_expires_at: None,
-            ..task.clone()
+            ..task
         }
     }
 }

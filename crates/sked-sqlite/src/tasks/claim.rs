@@ -4,14 +4,13 @@
 use std::cmp::Reverse;
 use std::collections::HashMap;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use rusqlite::{Transaction, params, params_from_iter, types::Value};
-use sked_core::{RateLimit, Task, TaskId, TaskState};
+use sked_core::{RateLimit, Task, TaskId};
 use sked_store::keyed::{KeyLimits, LIMITED_OR_PAUSED};
 use sked_store::rate;
 use sked_store::*;
 
-use super::get_row;
 use crate::codec::{db_err, from_ts, ts};
 use crate::indexed;
 
@@ -172,63 +171,9 @@ pub(crate) fn claim(
         .now
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let mut update = tx.prepare_cached(LEASE).map_err(db_err)?;
-    let claimed = keys
-        .into_iter()
-        .map(|id| {
-            lease(
-                tx,
-                &mut update,
-                id,
-                &p.worker,
-                p.now,
-                (expires, p.timeout_grace),
-            )
-        })
-        .collect::<Result<Vec<Task>>>()?;
+    let claimed = super::batch::lease(tx, &keys, &p.worker, p.now, (expires, p.timeout_grace))?;
     limits.log_starts(tx, &claimed, p.now)?;
     Ok((claimed, held_until))
-}
-
-/// Leases an available task (`?1`) to a worker (`?4`) from `?2` until `?3`.
-pub(crate) const LEASE: &str = "UPDATE tasks SET state = 'running', attempt = attempt + 1, \
-    started_at = ?2, lease_expires_at = ?3, worker = ?4, cancel_requested = 0 \
-    WHERE id = ?1 AND state = 'available'";
-
-/// Leases the available task `id` to `worker` from `now` until `wanted` (or sooner, by its
-/// timeout and `grace`: [`rules::lease_end`]) with `update` ([`LEASE`], prepared once for a
-/// whole claim); the task after.
-///
-/// One short statement per task: with no `IN` list of three or more constants in any partial
-/// index's predicate (migration 5), a prepared one-row update costs little more than the row
-/// and index writes themselves. The row is read whole before its update, and the claim's
-/// change is applied to it here rather than read back.
-pub(crate) fn lease(
-    tx: &Transaction<'_>,
-    update: &mut rusqlite::Statement<'_>,
-    id: TaskId,
-    worker: &str,
-    now: Timestamp,
-    (wanted, grace): (Timestamp, SignedDuration),
-) -> Result<Task> {
-    let mut task = get_row(tx, id)?;
-    let expires = rules::lease_end(now, task.timeout, grace, wanted);
-    let n = update
-        .execute(params![id, ts(now), ts(expires), worker])
-        .map_err(db_err)?;
-    if n != 1 {
-        // The task was read in this transaction, which holds the write lock.
-        return Err(StoreError::Backend(format!(
-            "task {id} was not available to claim"
-        )));
-    }
-    task.state = TaskState::Running;
-    task.attempt += 1;
-    task.started_at = Some(now);
-    task.lease_expires_at = Some(expires);
-    task.worker = Some(worker.to_string());
-    task.cancel_requested = false;
-    Ok(task)
 }
 
 /// Whether claims take tasks of `queue` as they come: it is neither paused nor limited.

@@ -195,9 +195,10 @@ pub(crate) fn insert_claimed(
         .now
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let mut update = tx.prepare_cached(super::claim::LEASE).map_err(db_err)?;
     let lease = (expires, p.timeout_grace);
-    let task = super::claim::lease(tx, &mut update, inserted.id, &p.worker, p.now, lease)?;
+    let task = super::batch::lease(tx, &[inserted.id], &p.worker, p.now, lease)?
+        .pop()
+        .ok_or_else(|| StoreError::Backend("the inserted task was not leased".into()))?;
     Ok((
         TaskInserted {
             state: task.state,

@@ -17,6 +17,7 @@ use sked_store::states::{FINISHED_ANY, NOT_STARTED};
 
 use crate::indexed;
 
+mod batch;
 pub(crate) mod bulk;
 pub(crate) mod claim;
 mod insert;
@@ -166,69 +167,53 @@ fn record_attempt(
     Ok(())
 }
 
-/// Ends attempts: each row read, its ending checked and computed in order (an id given twice
-/// finds its first ending), and written with a one-row prepared statement (see [`claim`]).
+/// Ends attempts: the rows read together, each ending checked and computed in order (an id
+/// given twice finds its first ending), and the endings written together
+/// ([`batch::end`]).
 pub(crate) fn finish_many(
     tx: &Transaction<'_>,
     ps: &[TaskFinishParams],
 ) -> Result<Vec<Result<Task>>> {
+    let mut rows = batch::read(tx, ps.iter().map(|p| p.id))?;
     let mut out: Vec<Result<Task>> = Vec::with_capacity(ps.len());
+    let mut endings: Vec<batch::Ending> = Vec::with_capacity(ps.len());
     // Where in `out` each id's latest ending is, for an id given twice.
     let mut latest: HashMap<TaskId, usize> = HashMap::with_capacity(ps.len());
-    let mut update = tx
-        .prepare_cached(
-            "UPDATE tasks SET state = ?3, run_at = ?4, max_attempts = ?5, finished_at = ?6, \
-               last_error = coalesce(?7, last_error), result = ?8, lease_expires_at = NULL \
-             WHERE id = ?1 AND state = 'running' AND attempt = ?2",
-        )
-        .map_err(db_err)?;
     for p in ps {
-        let read;
         let current = match latest.get(&p.id) {
-            Some(&i) => out[i].as_ref().ok(),
-            None => match get_row(tx, p.id) {
-                Ok(task) => {
-                    read = task;
-                    Some(&read)
-                }
-                Err(StoreError::NotFound { .. }) => None,
-                Err(e) => return Err(e),
-            },
+            Some(&i) => out[i].as_ref().ok().cloned(),
+            None => rows.remove(&p.id),
         };
-        let task = match rules::held(current, p.id, p.attempt) {
-            Ok(task) => task,
-            Err(e) => {
-                out.push(Err(e));
-                continue;
+        if let Err(e) = rules::held(current.as_ref(), p.id, p.attempt) {
+            if let Some(task) = current {
+                rows.insert(p.id, task);
             }
+            out.push(Err(e));
+            continue;
+        }
+        let Some(task) = current else {
+            out.push(Err(StoreError::task_not_found(p.id)));
+            continue;
         };
-        let change = rules::finish(task, &p.outcome, p.now, p.jitter);
+        let change = rules::finish(&task, &p.outcome, p.now, p.jitter);
         if !change.state.is_finished() {
-            record_attempt(tx, task, change.outcome, change.error.as_deref(), p.now)?;
+            record_attempt(tx, &task, change.outcome, change.error.as_deref(), p.now)?;
         }
-        let n = update
-            .execute(params![
-                p.id,
-                p.attempt,
-                change.state.as_str(),
-                ts(change.run_at),
-                change.max_attempts,
-                change.state.is_finished().then_some(ts(p.now)),
-                change.error,
-                change.result.as_ref().map(|r| r.to_string()),
-            ])
-            .map_err(db_err)?;
-        if n != 1 {
-            // The row was checked in this transaction, which holds the write lock.
-            return Err(StoreError::Backend(format!(
-                "the attempt {} of task {} was not running",
-                p.attempt, p.id
-            )));
-        }
-        let after = change.apply(task, p.now);
+        endings.push((
+            p.id,
+            p.attempt,
+            change.state.as_str(),
+            ts(change.run_at),
+            change.max_attempts,
+            change.state.is_finished().then_some(ts(p.now)),
+            change.error.clone(),
+            change.result.as_ref().map(|r| r.to_string()),
+        ));
+        let after = change.applied(task, p.now);
         latest.insert(p.id, out.len());
         out.push(Ok(after));
     }
+    batch::end(tx, &endings)?;
     Ok(out)
 }
 

@@ -349,3 +349,97 @@ pub async fn claim_with_min_priority(store: &Shared) {
     assert!(store.task_claim(ask(1)).await.unwrap().is_empty());
     assert_eq!(store.task_claim(ask(0)).await.unwrap().len(), 1);
 }
+
+/// One call ends many attempts of every kind at once, more than a store may write in one
+/// statement: each answer and each stored row is what that ending alone would have made, an id
+/// given twice finds its first ending, and stale or unknown ones change nothing.
+pub async fn a_batch_of_endings_ends_each_as_alone(store: &Shared) {
+    let n = 70;
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let mut t = task("k");
+        t.max_attempts = 2;
+        t.payload = json!({ "i": i });
+        tasks.push(t);
+    }
+    insert_batch(store, &tasks, t0()).await;
+    let claimed = claim(store, n, t0()).await;
+    assert_eq!(claimed.len(), n as usize);
+    let ending = |i: usize| match i % 5 {
+        0 => FinishOutcome::Succeeded { result: None },
+        1 => FinishOutcome::Succeeded {
+            result: Some(json!({ "n": i, "s": "é\"\\" })),
+        },
+        2 => failed(true),
+        3 => failed(false),
+        _ => FinishOutcome::Snoozed { until: at(600) },
+    };
+    let mut params: Vec<TaskFinishParams> = claimed
+        .iter()
+        .enumerate()
+        .map(|(i, t)| TaskFinishParams {
+            id: t.id,
+            attempt: t.attempt,
+            outcome: ending(i),
+            now: at(i as i64),
+            jitter: 0.5,
+        })
+        .collect();
+    // The first task again, a stale attempt, and a task that does not exist.
+    let first = &claimed[0];
+    for (id, attempt) in [(first.id, first.attempt), (claimed[1].id, 7), (i64::MAX, 1)] {
+        params.push(TaskFinishParams {
+            id,
+            attempt,
+            outcome: FinishOutcome::Succeeded { result: None },
+            now: at(100),
+            jitter: 0.5,
+        });
+    }
+    let answers = store.task_finish_many(params).await.unwrap();
+    assert_eq!(answers.len(), n as usize + 3);
+    for (i, (t, answer)) in claimed.iter().zip(&answers).enumerate() {
+        let done = answer.as_ref().unwrap();
+        let stored = store.task_get(t.id).await.unwrap();
+        let (state, finished) = match i % 5 {
+            0 | 1 => (TaskState::Succeeded, true),
+            2 => (TaskState::Retrying, false),
+            3 => (TaskState::Dead, true),
+            _ => (TaskState::Scheduled, false),
+        };
+        for got in [done, &stored] {
+            assert_eq!(got.state, state, "task {i}");
+            assert_eq!(
+                got.finished_at,
+                finished.then_some(at(i as i64)),
+                "task {i}"
+            );
+            assert_eq!(got.lease_expires_at, None, "task {i}");
+            assert_eq!(got.payload, json!({ "i": i }), "task {i}");
+        }
+        assert_eq!(done.run_at, stored.run_at, "task {i}");
+        assert_eq!(done.max_attempts, stored.max_attempts, "task {i}");
+        match i % 5 {
+            1 => assert_eq!(stored.result, Some(json!({ "n": i, "s": "é\"\\" }))),
+            2 | 3 => assert_eq!(stored.last_error.as_deref(), Some("boom")),
+            4 => assert_eq!(stored.run_at, at(600)),
+            _ => assert_eq!(stored.result, None),
+        }
+    }
+    let kinds: Vec<ErrorKind> = answers[n as usize..]
+        .iter()
+        .map(|a| a.as_ref().unwrap_err().kind())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ErrorKind::Conflict,
+            ErrorKind::Conflict,
+            ErrorKind::NotFound
+        ]
+    );
+    assert_eq!(
+        store.task_get(claimed[1].id).await.unwrap().state,
+        TaskState::Succeeded
+    );
+}
