@@ -2,11 +2,14 @@
 //! on disk), migrations embedded in the binary.
 //!
 //! All access goes through one connection on a blocking thread: SQLite has one writer at a
-//! time anyway, and every write is a short `BEGIN IMMEDIATE` transaction.
+//! time anyway. Every write runs in a short `BEGIN IMMEDIATE` transaction, which writes that
+//! arrive meanwhile share (group commit, [`group`]): one `fsync` for many callers, each answered
+//! once it is on disk.
 
 mod ceiling;
 mod checkpoint;
 mod codec;
+mod group;
 mod indexed;
 mod migrations;
 mod observe;
@@ -18,14 +21,16 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, Transaction};
 use sked_core::{Task, TaskId};
 use sked_store::*;
 
 /// A sked store in one SQLite file.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
+    /// Writes waiting for the connection, committed together (group commit).
+    writes: Arc<group::Queue>,
     path: PathBuf,
     _checkpointer: Arc<checkpoint::Checkpointer>,
     /// When a rate limit lets held-back tasks start again, as claims found it.
@@ -59,6 +64,7 @@ impl SqliteStore {
         let checkpointer = Arc::new(checkpoint::Checkpointer::start(&path));
         Ok(SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
+            writes: Default::default(),
             path,
             _checkpointer: checkpointer,
             held: Default::default(),
@@ -98,14 +104,29 @@ impl SqliteStore {
         .map_err(|e| StoreError::Backend(format!("store thread failed: {e}")))?
     }
 
-    /// Runs `f` in a write transaction (`BEGIN IMMEDIATE`), committed durably (fsync) when it
-    /// returns `Ok`.
+    /// Runs `f` in a write transaction (`BEGIN IMMEDIATE`), committed durably (fsync) before
+    /// its `Ok` is returned; writes that wait meanwhile share a transaction ([`group`]).
     async fn write<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
-        self.run(move |conn| transact(conn, f)).await
+        let (answer, start) = self.writes.push(f);
+        if start {
+            let (writes, conn) = (self.writes.clone(), self.conn.clone());
+            tokio::task::spawn_blocking(move || writes.drain(&conn));
+        }
+        answer
+            .await
+            .map_err(|_| StoreError::Backend("the store thread failed during a write".into()))?
+    }
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
 }
 
@@ -135,15 +156,6 @@ fn create_private(path: &Path) -> Result<()> {
     #[cfg(not(unix))]
     let _ = path;
     Ok(())
-}
-
-fn transact<T>(conn: &mut Connection, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(codec::db_err)?;
-    let out = f(&tx)?;
-    tx.commit().map_err(codec::db_err)?;
-    Ok(out)
 }
 
 #[async_trait]
@@ -361,4 +373,71 @@ mod conformance {
         let store = crate::SqliteStore::open(dir.path().join("sked.db")).expect("open");
         Some((store, dir))
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use sked_core::NewTask;
+    use sked_store::{Store, TaskInsert, TaskInsertParams};
+
+    /// Writes at once share transactions: each call's answer is its own, and a call that fails
+    /// after writing leaves nothing of its own behind while the others in its group stand.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_writes_stand_or_fall_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::SqliteStore::open(dir.path().join("sked.db")).unwrap();
+        let now = jiff::Timestamp::now();
+        let calls = (0..200).map(|i| {
+            let store = store.clone();
+            let mut keyed = NewTask::new("k");
+            keyed.unique_key = Some(format!("key-{i}"));
+            let tasks: Vec<NewTask> = match i % 4 {
+                // A task, a keyed task (written at once), then one that fails validation.
+                0 => vec![NewTask::new("k"), keyed, NewTask::new("")],
+                _ => vec![NewTask::new("k"), keyed],
+            };
+            tokio::spawn(async move {
+                let params = TaskInsertParams {
+                    tasks: tasks.into_iter().map(TaskInsert::from).collect(),
+                    now,
+                };
+                (i, store.task_insert_many(params).await)
+            })
+        });
+        let mut kept = 0;
+        for call in futures_join(calls).await {
+            let (i, answer) = call.unwrap();
+            match i % 4 {
+                0 => assert!(answer.is_err(), "call {i}"),
+                _ => kept += answer.unwrap().len(),
+            }
+        }
+        let count = store
+            .run(|conn| {
+                conn.query_row("SELECT count(*) FROM tasks", [], |r| r.get::<_, i64>(0))
+                    .map_err(crate::codec::db_err)
+            })
+            .await
+            .unwrap();
+        assert_eq!(count, kept as i64);
+        // The failed calls' keys are free.
+        let mut again = NewTask::new("k");
+        again.unique_key = Some("key-0".into());
+        let params = TaskInsertParams {
+            tasks: vec![again.into()],
+            now,
+        };
+        assert!(!store.task_insert_many(params).await.unwrap()[0].duplicate);
+    }
+
+    async fn futures_join<T>(
+        handles: impl Iterator<Item = tokio::task::JoinHandle<T>>,
+    ) -> Vec<Result<T, tokio::task::JoinError>> {
+        let handles: Vec<_> = handles.collect();
+        let mut out = Vec::with_capacity(handles.len());
+        for h in handles {
+            out.push(h.await);
+        }
+        out
+    }
 }
