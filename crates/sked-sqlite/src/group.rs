@@ -1,16 +1,15 @@
 //! Group commit: writes that wait while the connection is busy share one transaction, and so one
 //! `fsync`, when their turn comes.
 //!
-//! Each write is queued; unless a runner is at work, the write starts one on a blocking thread.
-//! The runner takes every queued write (up to [`MAX_GROUP`]), runs each inside a savepoint of one
-//! `BEGIN IMMEDIATE` transaction, commits, and goes on until the queue is empty, taking the
-//! connection for one group at a time so that reads get their turn between groups. A write
+//! Each write is queued, and a blocking thread is started for it. The first thread to get the
+//! connection takes every queued write (up to [`MAX_GROUP`]), runs each inside a savepoint of one
+//! `BEGIN IMMEDIATE` transaction, commits, and answers them; a thread that finds its write taken
+//! already has nothing to do. A caller waits for its answer, not for its thread. A write
 //! that fails is rolled back to its savepoint alone, so it changes nothing and the
 //! others stand. Every answer is sent only after the commit has returned, so an `Ok` still means
 //! the change is on disk, and a failed commit fails every write of its group. An uncontended
 //! write is a group of one and runs as before, without a savepoint.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
@@ -82,69 +81,37 @@ fn not_committed(why: &str) -> StoreError {
     StoreError::Unavailable(format!("the write was not committed: {why}"))
 }
 
-/// The writes waiting for the connection, and whether a runner is at work on them.
+/// The writes waiting for the connection.
 #[derive(Default)]
-pub(crate) struct Queue {
-    queued: Mutex<Vec<Box<dyn Write>>>,
-    running: AtomicBool,
-}
+pub(crate) struct Queue(Mutex<Vec<Box<dyn Write>>>);
 
 impl Queue {
-    /// Queues `f`; its answer arrives once a runner has run and committed it. When this returns
-    /// `true`, no runner is at work and the caller must start one ([`Queue::drain`]).
-    pub(crate) fn push<T, F>(&self, f: F) -> (oneshot::Receiver<Result<T>>, bool)
+    /// Queues `f`; its answer arrives once a [`Queue::run`] has run and committed it. The
+    /// caller starts a thread for a `run`.
+    pub(crate) fn push<T, F>(&self, f: F) -> oneshot::Receiver<Result<T>>
     where
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         self.lock().push(Box::new(Job { f, reply }));
-        (answer, !self.running.swap(true, Ordering::AcqRel))
+        answer
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<Box<dyn Write>>> {
-        self.queued.lock().unwrap_or_else(|e| e.into_inner())
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The runner: runs groups on `conn` until no write is queued.
-    pub(crate) fn drain(&self, conn: &Mutex<Connection>) {
-        let stop = Stop(self);
-        loop {
-            loop {
-                let writes: Vec<Box<dyn Write>> = {
-                    let mut queued = self.lock();
-                    let n = queued.len().min(MAX_GROUP);
-                    queued.drain(..n).collect()
-                };
-                if writes.is_empty() {
-                    break;
-                }
-                let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
-                run_group(&mut conn, writes);
-            }
-            self.running.store(false, Ordering::Release);
-            // A write queued after the queue was found empty, and before `running` was
-            // cleared, started no runner: this one goes on, unless another has started.
-            if self.lock().is_empty() || self.running.swap(true, Ordering::AcqRel) {
-                break;
-            }
-        }
-        std::mem::forget(stop);
-    }
-}
-
-/// Clears `running` if the runner panics, and fails the writes left queued (a later write
-/// starts a new runner).
-struct Stop<'a>(&'a Queue);
-
-impl Drop for Stop<'_> {
-    fn drop(&mut self) {
-        let left: Vec<Box<dyn Write>> = self.0.lock().drain(..).collect();
-        self.0.running.store(false, Ordering::Release);
-        for w in left {
-            w.fail(StoreError::Backend(
-                "the store thread failed during a write".into(),
-            ));
+    /// Once it has the connection, runs the queued writes, up to [`MAX_GROUP`], as one group.
+    pub(crate) fn run(&self, conn: &Mutex<Connection>) {
+        let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
+        let writes: Vec<Box<dyn Write>> = {
+            let mut queued = self.lock();
+            let n = queued.len().min(MAX_GROUP);
+            queued.drain(..n).collect()
+        };
+        if !writes.is_empty() {
+            run_group(&mut conn, writes);
         }
     }
 }
@@ -269,12 +236,13 @@ mod tests {
         let n = MAX_GROUP as i64 + 6;
         let mut answers = Vec::new();
         for v in 0..n {
-            let (answer, start) = queue.push(insert(v, v % 3 == 1));
-            // The first write starts the runner; the others find it at work.
-            assert_eq!(start, v == 0);
-            answers.push(answer);
+            answers.push(queue.push(insert(v, v % 3 == 1)));
         }
-        queue.drain(&conn);
+        // The first thread takes a full group; the rest are left for the next.
+        queue.run(&conn);
+        assert_eq!(queue.lock().len(), n as usize - MAX_GROUP);
+        queue.run(&conn);
+        queue.run(&conn);
         for (v, mut answer) in (0..n).zip(answers) {
             match answer.try_recv().unwrap() {
                 Ok(got) => assert_eq!((got, v % 3), (v, v % 3)),
@@ -286,11 +254,6 @@ mod tests {
         }
         let kept: Vec<i64> = (0..n).filter(|v| v % 3 != 1).collect();
         assert_eq!(values(&conn), kept);
-        // The runner has stopped: the next write starts another.
-        let (mut answer, start) = queue.push(insert(100, false));
-        assert!(start);
-        queue.drain(&conn);
-        assert_eq!(answer.try_recv().unwrap().unwrap(), 100);
     }
 
     #[test]
@@ -298,8 +261,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let conn = open(&dir);
         let queue = Queue::default();
-        let (mut answer, _) = queue.push(insert(7, true));
-        queue.drain(&conn);
+        let mut answer = queue.push(insert(7, true));
+        queue.run(&conn);
         assert!(answer.try_recv().unwrap().is_err());
         assert_eq!(values(&conn), Vec::<i64>::new());
     }
@@ -316,8 +279,8 @@ mod tests {
         let other = Connection::open(dir.path().join("group.db")).unwrap();
         other.execute_batch("BEGIN IMMEDIATE").unwrap();
         let queue = Queue::default();
-        let answers: Vec<_> = (0..3).map(|v| queue.push(insert(v, false)).0).collect();
-        queue.drain(&conn);
+        let answers: Vec<_> = (0..3).map(|v| queue.push(insert(v, false))).collect();
+        queue.run(&conn);
         for mut answer in answers {
             let e = answer.try_recv().unwrap().unwrap_err();
             assert_eq!(e.kind(), sked_store::ErrorKind::Unavailable, "{e}");

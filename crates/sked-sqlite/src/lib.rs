@@ -111,11 +111,9 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
-        let (answer, start) = self.writes.push(f);
-        if start {
-            let (writes, conn) = (self.writes.clone(), self.conn.clone());
-            tokio::task::spawn_blocking(move || writes.drain(&conn));
-        }
+        let answer = self.writes.push(f);
+        let (writes, conn) = (self.writes.clone(), self.conn.clone());
+        tokio::task::spawn_blocking(move || writes.run(&conn));
         answer
             .await
             .map_err(|_| StoreError::Backend("the store thread failed during a write".into()))?
