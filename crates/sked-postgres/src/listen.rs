@@ -1,7 +1,8 @@
 //! Announcements through LISTEN/NOTIFY.
 //!
 //! Every statement that makes work appear sends one `pg_notify` on the schema's channel (one
-//! per statement, not per row, however many tasks it inserts). Payloads:
+//! per statement, not per row, however many tasks it inserts); the store's own enqueues send it
+//! as the statement right after their insert (see `tasks::insert`). Payloads:
 //! `t` (tasks may be claimable now), `t<µs>p<priority>` (the earliest run time among new tasks,
 //! in microseconds since the epoch, and their highest priority), followed by `w<µs>` when some of
 //! them wait (scheduled or retrying: the earliest of their run times), `s` (schedules changed),

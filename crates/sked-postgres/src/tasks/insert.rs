@@ -24,53 +24,24 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
     tasks: &[TaskInsert],
     now: Timestamp,
 ) -> Result<Vec<TaskInserted>> {
-    for t in tasks {
-        t.task
-            .validate()
-            .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    }
+    validate(tasks)?;
     let mut out: Vec<Option<TaskInserted>> = vec![None; tasks.len()];
     let plain: Vec<usize> = (0..tasks.len())
         .filter(|&i| tasks[i].task.unique_key.is_none())
         .collect();
     if !plain.is_empty() {
         let rows = Columns::of(plain.iter().map(|&i| &tasks[i]), now);
-        let params: [Param<'_>; 16] = [
-            &channel,
-            &now,
-            &rows.queue,
-            &rows.kind,
-            &rows.payload,
-            &rows.priority,
-            &rows.state,
-            &rows.run_at,
-            &rows.max_attempts,
-            &rows.timeout_ms,
-            &rows.backoff_base_ms,
-            &rows.backoff_max_ms,
-            &rows.schedule,
-            &rows.nominal_at,
-            &rows.concurrency_key,
-            &rows.traceparent,
-        ];
-        let extended = rows.concurrency_key.iter().any(Option::is_some)
-            || rows.traceparent.iter().any(Option::is_some);
+        let mut params: Vec<Param<'_>> = vec![&channel];
+        params.extend(rows.params(&now));
+        let extended = rows.extended();
         let ids = match (extended, prepared) {
             (true, _) => c.query(EXTENDED_INSERT.as_str(), &params).await,
             (false, Some(stmt)) => c.query(stmt, &params[..14]).await,
             (false, None) => c.query(PLAIN_INSERT.as_str(), &params[..14]).await,
         }
         .map_err(db_err)?;
-        // Identity values are handed out in insertion order, which is the input order.
-        for (k, row) in ids.iter().enumerate() {
-            let i = plain[k];
-            out[i] = Some(TaskInserted {
-                id: col(row, 0)?,
-                state: TaskState::parse(&rows.state[k])
-                    .map_err(|e| StoreError::Backend(e.to_string()))?,
-                duplicate: false,
-                debounced: false,
-            });
+        for (k, answer) in answers(&rows, &ids)?.into_iter().enumerate() {
+            out[plain[k]] = Some(answer);
         }
     }
     for (i, t) in tasks.iter().enumerate() {
@@ -86,29 +57,51 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
 /// Inserts tasks without unique keys, as many as given, and announces them: one statement.
 /// Without `extended` it leaves the concurrency key and trace context out (null): a batch with
 /// neither does not send arrays of nulls (bulk enqueues on PostgreSQL were 5–9 % slower with
-/// one).
-fn plain_insert_sql(extended: bool) -> String {
+/// one). Without `announce` it announces nothing and takes no channel: its parameters are
+/// those of the announcing statement less one, `now` first (see [`insert_then_announce`]).
+fn plain_insert_sql(extended: bool, announce: bool) -> String {
+    // The parameter that is `$n` in the announcing statement.
+    let shift = usize::from(!announce);
+    let p = |n: usize| format!("${}", n - shift);
     let (column, value, array, name) = match extended {
         true => (
             ", concurrency_key, traceparent",
             ", concurrency_key, traceparent",
-            ", $15::text[], $16::text[]",
+            format!(", {}::text[], {}::text[]", p(15), p(16)),
             ", concurrency_key, traceparent",
         ),
-        false => ("", "", "", ""),
+        false => ("", "", String::new(), ""),
     };
+    let insert = format!(
+        "INSERT INTO sked_tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
+           timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at{column}) \
+         SELECT queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
+           backoff_base_ms, backoff_max_ms, schedule, nominal_at, {}{value} \
+         FROM unnest({}::text[], {}::text[], {}::jsonb[], {}::int[], {}::text[], \
+           {}::timestamptz[], {}::int[], {}::bigint[], {}::bigint[], {}::bigint[], \
+           {}::text[], {}::timestamptz[]{array}) WITH ORDINALITY \
+           AS u(queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
+           backoff_base_ms, backoff_max_ms, schedule, nominal_at{name}, ord) \
+         ORDER BY ord RETURNING id, run_at, priority, state",
+        p(2),
+        p(3),
+        p(4),
+        p(5),
+        p(6),
+        p(7),
+        p(8),
+        p(9),
+        p(10),
+        p(11),
+        p(12),
+        p(13),
+        p(14),
+    );
+    if !announce {
+        return format!("WITH ins AS ({insert}) SELECT id FROM ins ORDER BY id");
+    }
     format!(
-        "WITH ins AS ( \
-               INSERT INTO sked_tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
-                 timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at{column}) \
-               SELECT queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
-                 backoff_base_ms, backoff_max_ms, schedule, nominal_at, $2{value} \
-               FROM unnest($3::text[], $4::text[], $5::jsonb[], $6::int[], $7::text[], \
-                 $8::timestamptz[], $9::int[], $10::bigint[], $11::bigint[], $12::bigint[], \
-                 $13::text[], $14::timestamptz[]{array}) WITH ORDINALITY \
-                 AS u(queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
-                 backoff_base_ms, backoff_max_ms, schedule, nominal_at{name}, ord) \
-               ORDER BY ord RETURNING id, run_at, priority, state), \
+        "WITH ins AS ({insert}), \
              announced AS (SELECT {} FROM ( \
                SELECT min(run_at) AS first, max(priority) AS top, \
                  min(run_at) FILTER (WHERE state <> 'available') AS waiting FROM ins) f) \
@@ -120,11 +113,22 @@ fn plain_insert_sql(extended: bool) -> String {
 /// [`plain_insert_sql`] for batches without a concurrency key or trace context (prepared once
 /// per connection).
 static PLAIN_INSERT: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| plain_insert_sql(false));
+    std::sync::LazyLock::new(|| plain_insert_sql(false, true));
 
 /// [`plain_insert_sql`] for batches with either.
 static EXTENDED_INSERT: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| plain_insert_sql(true));
+    std::sync::LazyLock::new(|| plain_insert_sql(true, true));
+
+/// [`PLAIN_INSERT`] and [`EXTENDED_INSERT`] without their announcement.
+static QUIET_INSERTS: std::sync::LazyLock<[String; 2]> = std::sync::LazyLock::new(|| {
+    [
+        plain_insert_sql(false, false),
+        plain_insert_sql(true, false),
+    ]
+});
+
+/// Announces on `$1` the tasks `$2` names (see [`announcement`]).
+const ANNOUNCE: &str = "SELECT pg_notify($1, $2)";
 
 /// Inserts one task (`$3`–`$16` as for [`Columns::first_row`]), leased to a worker (`$18`,
 /// until `$17`) unless its queue is paused or limited; then it is inserted available (`$7`)
@@ -304,6 +308,54 @@ struct Columns {
 }
 
 impl Columns {
+    /// The parameters of a bulk insert after the channel: now, then the fields in the order of
+    /// the table's columns, the concurrency key and trace context last.
+    fn params<'a>(&'a self, now: &'a Timestamp) -> [Param<'a>; 15] {
+        [
+            now,
+            &self.queue,
+            &self.kind,
+            &self.payload,
+            &self.priority,
+            &self.state,
+            &self.run_at,
+            &self.max_attempts,
+            &self.timeout_ms,
+            &self.backoff_base_ms,
+            &self.backoff_max_ms,
+            &self.schedule,
+            &self.nominal_at,
+            &self.concurrency_key,
+            &self.traceparent,
+        ]
+    }
+
+    /// Whether some task has a concurrency key or a trace context (see [`plain_insert_sql`]).
+    fn extended(&self) -> bool {
+        self.concurrency_key.iter().any(Option::is_some)
+            || self.traceparent.iter().any(Option::is_some)
+    }
+
+    /// The announcement of these tasks, as [`notify_tasks_sql`] spells it: the earliest run
+    /// time (microseconds, rounded down: never after the stored one), the highest priority,
+    /// and the earliest run time of those that wait, if any.
+    fn announcement(&self) -> String {
+        let first = self.run_at.iter().min().map(|t| t.as_microsecond());
+        let top = self.priority.iter().max();
+        let waiting = (self.run_at.iter().zip(&self.state))
+            .filter(|(_, state)| state.as_str() != "available")
+            .map(|(t, _)| t.as_microsecond())
+            .min();
+        let mut out = String::from("t");
+        if let (Some(first), Some(top)) = (first, top) {
+            out.push_str(&format!("{first}p{top}"));
+        }
+        if let Some(waiting) = waiting {
+            out.push_str(&format!("w{waiting}"));
+        }
+        out
+    }
+
     /// The parameters `$1`–`$16` of a one-task insert: the channel, now, then the first
     /// task's fields in the order of the table's columns.
     fn first_row<'a>(&'a self, channel: &'a &str, now: &'a Timestamp) -> Vec<Param<'a>> {
@@ -360,13 +412,76 @@ pub(crate) async fn insert_many(
     if p.tasks.is_empty() {
         return Ok(Vec::new());
     }
-    let stmt = c.prepare_cached(&PLAIN_INSERT).await.map_err(db_err)?;
     if !needs_transaction(&p.tasks) {
-        let client: &tokio_postgres::Client = c;
-        return insert_tasks(client, Some(&stmt), channel, &p.tasks, p.now).await;
+        return insert_then_announce(c, channel, &p.tasks, p.now).await;
     }
+    let stmt = c.prepare_cached(&PLAIN_INSERT).await.map_err(db_err)?;
     let tx = c.transaction().await.map_err(db_err)?;
     let out = insert_tasks(&*tx, Some(&stmt), channel, &p.tasks, p.now).await?;
     tx.commit().await.map_err(db_err)?;
     Ok(out)
+}
+
+/// What the insert of `rows` answers, given the ids it returned in order: identity values are
+/// handed out in insertion order, which is the input order.
+fn answers(rows: &Columns, ids: &[tokio_postgres::Row]) -> Result<Vec<TaskInserted>> {
+    ids.iter()
+        .enumerate()
+        .map(|(k, row)| {
+            Ok(TaskInserted {
+                id: col(row, 0)?,
+                state: TaskState::parse(&rows.state[k])
+                    .map_err(|e| StoreError::Backend(e.to_string()))?,
+                duplicate: false,
+                debounced: false,
+            })
+        })
+        .collect()
+}
+
+/// Inserts tasks without unique keys with one statement of its own (its own transaction), and
+/// announces them with the next, sent at once behind it on the same connection: PostgreSQL runs
+/// them in order, so the announcement is heard once the tasks are committed. A `NOTIFY` inside
+/// the inserting transaction holds a database-wide lock from the moment it is queued until
+/// the commit, WAL flush included, so concurrent enqueues that announce commit one at a time;
+/// here each enqueue's transaction has none, and the announcing one writes nothing to flush.
+/// An announcement that fails only leaves other nodes to their next look; the tasks are in.
+async fn insert_then_announce(
+    c: &Object,
+    channel: &str,
+    tasks: &[TaskInsert],
+    now: Timestamp,
+) -> Result<Vec<TaskInserted>> {
+    validate(tasks)?;
+    let rows = Columns::of(tasks.iter(), now);
+    let extended = rows.extended();
+    // Both prepared before either is sent: a statement still to prepare would go out after
+    // the announcement.
+    let insert = c
+        .prepare_cached(&QUIET_INSERTS[usize::from(extended)])
+        .await
+        .map_err(db_err)?;
+    let announce = c.prepare_cached(ANNOUNCE).await.map_err(db_err)?;
+    let params = rows.params(&now);
+    let n = if extended { 15 } else { 13 };
+    let payload = rows.announcement();
+    let announced: [Param<'_>; 2] = [&channel, &payload];
+    let client: &tokio_postgres::Client = c;
+    let (ids, announced) = tokio::join!(
+        client.query(&insert, &params[..n]),
+        client.execute(&announce, &announced)
+    );
+    if let Err(e) = announced {
+        tracing::debug!(error = %e, "the announcement of inserted tasks failed");
+    }
+    answers(&rows, &ids.map_err(db_err)?)
+}
+
+fn validate(tasks: &[TaskInsert]) -> Result<()> {
+    for t in tasks {
+        t.task
+            .validate()
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    }
+    Ok(())
 }

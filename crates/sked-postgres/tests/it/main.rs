@@ -2,6 +2,7 @@
 //! suite, transactional enqueue and abandoned transactions.
 
 mod abandoned;
+mod announce;
 mod conformance;
 mod known;
 mod plans;
@@ -24,4 +25,17 @@ fn claim_params(queues: &[&str], max: u32, now: jiff::Timestamp) -> sked_store::
         timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
         now,
     }
+}
+
+/// The URL of a connection of the application's whose `search_path` reaches `schema`'s tables.
+fn schema_url(schema: &sked_postgres::testing::TestSchema) -> String {
+    let sep = if schema.base_url.contains('?') {
+        '&'
+    } else {
+        '?'
+    };
+    format!(
+        "{}{sep}options=-csearch_path%3D{}",
+        schema.base_url, schema.name
+    )
 }

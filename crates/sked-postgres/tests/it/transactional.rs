@@ -8,16 +8,7 @@ use sked_postgres::testing::{TestSchema, database_url};
 use sked_store::{Store, StoreEvent, TaskClaimParams, TaskListParams};
 
 async fn app_client(schema: &TestSchema) -> tokio_postgres::Client {
-    let url = format!(
-        "{}{}options=-csearch_path%3D{}",
-        schema.base_url,
-        if schema.base_url.contains('?') {
-            '&'
-        } else {
-            '?'
-        },
-        schema.name
-    );
+    let url = crate::schema_url(schema);
     let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
         .unwrap();
