@@ -16,8 +16,6 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 use sked_store::{Result, StoreError};
 use tokio::sync::oneshot;
 
-use crate::codec::db_err;
-
 /// At most this many writes share a transaction: a group's writes wait for its commit.
 pub(crate) const MAX_GROUP: usize = 64;
 
@@ -120,9 +118,10 @@ fn run_group(conn: &mut Connection, writes: Vec<Box<dyn Write>>) {
     let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(tx) => tx,
         Err(e) => {
-            let why = db_err(e).to_string();
             for w in writes {
-                w.fail(StoreError::Unavailable(why.clone()));
+                w.fail(StoreError::Unavailable(format!(
+                    "cannot begin a write: {e}"
+                )));
             }
             return;
         }
@@ -156,9 +155,9 @@ fn run_group(conn: &mut Connection, writes: Vec<Box<dyn Write>>) {
         return;
     }
     let failed = match answers.iter().any(|a| a.ok()) {
-        true => tx.commit().err().map(|e| db_err(e).to_string()),
+        true => tx.commit().err().map(|e| e.to_string()),
         // Nothing to keep: a lone write that failed is rolled back whole, as before.
-        false => tx.rollback().err().map(|e| db_err(e).to_string()),
+        false => tx.rollback().err().map(|e| e.to_string()),
     };
     for a in answers {
         a.send(failed.as_deref());
@@ -168,7 +167,7 @@ fn run_group(conn: &mut Connection, writes: Vec<Box<dyn Write>>) {
 /// Runs `w` inside a savepoint, rolled back when it fails; with why, when the transaction
 /// itself was lost.
 fn savepoint(tx: &Transaction<'_>, w: Box<dyn Write>) -> (Box<dyn Answer>, Option<String>) {
-    let step = |sql: &str| tx.execute_batch(sql).map_err(|e| db_err(e).to_string());
+    let step = |sql: &str| tx.execute_batch(sql).map_err(|e| e.to_string());
     if let Err(why) = step("SAVEPOINT sked_write") {
         w.fail(not_committed(&why));
         return (Box::new(Failed), Some(why));

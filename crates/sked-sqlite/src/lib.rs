@@ -403,7 +403,7 @@ mod tests {
             })
         });
         let mut kept = 0;
-        for call in futures_join(calls).await {
+        for call in join_all(calls).await {
             let (i, answer) = call.unwrap();
             match i % 4 {
                 0 => assert!(answer.is_err(), "call {i}"),
@@ -428,7 +428,7 @@ mod tests {
         assert!(!store.task_insert_many(params).await.unwrap()[0].duplicate);
     }
 
-    async fn futures_join<T>(
+    async fn join_all<T>(
         handles: impl Iterator<Item = tokio::task::JoinHandle<T>>,
     ) -> Vec<Result<T, tokio::task::JoinError>> {
         let handles: Vec<_> = handles.collect();
