@@ -9,7 +9,7 @@
 //! (VALUES …)`), up to 64 to a statement. Each write repeats the state the rows were read in
 //! and checks the count, so that it changes exactly the rows checked in this transaction.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use jiff::{SignedDuration, Timestamp};
@@ -61,28 +61,43 @@ fn end_sql(rows: usize) -> String {
 /// The statements of [`ENDINGS_PER_STATEMENT`] endings, in that order.
 static ENDS: LazyLock<[String; 4]> = LazyLock::new(|| ENDINGS_PER_STATEMENT.map(end_sql));
 
-/// The rows of `ids`, by id; ids without a row are left out.
-pub(crate) fn read(
-    tx: &Transaction<'_>,
-    ids: impl IntoIterator<Item = TaskId>,
-) -> Result<HashMap<TaskId, Task>> {
+/// Rows read together, found by id (a sorted list: no hashing on the hot path).
+pub(crate) struct Rows(Vec<(TaskId, Option<Task>)>);
+
+impl Rows {
+    /// The row of `id`, taken out; `None` when it was not read or is taken.
+    pub(crate) fn take(&mut self, id: TaskId) -> Option<Task> {
+        let i = self.0.binary_search_by_key(&id, |(k, _)| *k).ok()?;
+        self.0[i].1.take()
+    }
+
+    /// Puts a row read before back (a task of another id is ignored).
+    pub(crate) fn put(&mut self, task: Task) {
+        if let Ok(i) = self.0.binary_search_by_key(&task.id, |(k, _)| *k) {
+            self.0[i].1 = Some(task);
+        }
+    }
+}
+
+/// The rows of `ids`; ids without a row are left out.
+pub(crate) fn read(tx: &Transaction<'_>, ids: impl IntoIterator<Item = TaskId>) -> Result<Rows> {
     let ids: Vec<TaskId> = ids.into_iter().collect();
-    let mut rows = HashMap::with_capacity(ids.len());
-    if ids.is_empty() {
-        return Ok(rows);
+    let mut rows = Vec::with_capacity(ids.len());
+    if !ids.is_empty() {
+        let mut stmt = tx.prepare_cached(&READ).map_err(db_err)?;
+        let found = stmt
+            .query_map(
+                [serde_json::to_string(&ids).map_err(json_err)?],
+                task_from_row,
+            )
+            .map_err(db_err)?;
+        for task in found {
+            let task = task.map_err(db_err)?;
+            rows.push((task.id, Some(task)));
+        }
     }
-    let mut stmt = tx.prepare_cached(&READ).map_err(db_err)?;
-    let found = stmt
-        .query_map(
-            [serde_json::to_string(&ids).map_err(json_err)?],
-            task_from_row,
-        )
-        .map_err(db_err)?;
-    for task in found {
-        let task = task.map_err(db_err)?;
-        rows.insert(task.id, task);
-    }
-    Ok(rows)
+    rows.sort_unstable_by_key(|(id, _)| *id);
+    Ok(Rows(rows))
 }
 
 /// Leases the available tasks `ids`, in that order, to `worker` from `now` until `wanted` (or
@@ -105,7 +120,7 @@ pub(crate) fn lease(
         // Read in this transaction, which holds the write lock: a missing or taken row is a
         // fault in the claim that chose it.
         let mut task = rows
-            .remove(id)
+            .take(*id)
             .filter(|t| t.state == TaskState::Available)
             .ok_or_else(|| StoreError::Backend(format!("task {id} was not available to claim")))?;
         let expires = rules::lease_end(now, task.timeout, grace, wanted);
@@ -151,12 +166,17 @@ pub(crate) type Ending = (
 );
 
 /// Writes `endings`, checked in this transaction, in order: each statement names a task at
-/// most once.
-pub(crate) fn end(tx: &Transaction<'_>, endings: &[Ending]) -> Result<()> {
+/// most once (`repeats`: whether some task is named twice).
+pub(crate) fn end(tx: &Transaction<'_>, endings: &[Ending], repeats: bool) -> Result<()> {
     let mut rest = endings;
     while !rest.is_empty() {
-        let mut seen = HashSet::with_capacity(rest.len().min(ENDINGS_PER_STATEMENT[0]));
-        let distinct = rest.iter().take_while(|e| seen.insert(e.0)).count();
+        let distinct = match repeats {
+            false => rest.len(),
+            true => {
+                let mut seen = HashSet::with_capacity(rest.len().min(ENDINGS_PER_STATEMENT[0]));
+                rest.iter().take_while(|e| seen.insert(e.0)).count()
+            }
+        };
         let (size, sql) = ENDINGS_PER_STATEMENT
             .iter()
             .zip(ENDS.iter())

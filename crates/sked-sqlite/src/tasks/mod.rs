@@ -1,8 +1,6 @@
 //! Task operations. Every state change is a compare-and-set on the expected state (and, for a
 //! running task, the attempt number) inside a write transaction.
 
-use std::collections::HashMap;
-
 use jiff::Timestamp;
 use rusqlite::{
     Connection, OptionalExtension, Transaction, params, params_from_iter, types::Value,
@@ -168,7 +166,7 @@ fn record_attempt(
 }
 
 /// Ends attempts: the rows read together, each ending checked and computed in order (an id
-/// given twice finds its first ending), and the endings written together
+/// given twice finds the task as its first ending left it), and the endings written together
 /// ([`batch::end`]).
 pub(crate) fn finish_many(
     tx: &Transaction<'_>,
@@ -177,16 +175,17 @@ pub(crate) fn finish_many(
     let mut rows = batch::read(tx, ps.iter().map(|p| p.id))?;
     let mut out: Vec<Result<Task>> = Vec::with_capacity(ps.len());
     let mut endings: Vec<batch::Ending> = Vec::with_capacity(ps.len());
-    // Where in `out` each id's latest ending is, for an id given twice.
-    let mut latest: HashMap<TaskId, usize> = HashMap::with_capacity(ps.len());
+    // An id given twice finds its first ending: each ending's task goes back to `rows`.
+    let repeats = {
+        let mut ids: Vec<TaskId> = ps.iter().map(|p| p.id).collect();
+        ids.sort_unstable();
+        ids.windows(2).any(|w| w[0] == w[1])
+    };
     for p in ps {
-        let current = match latest.get(&p.id) {
-            Some(&i) => out[i].as_ref().ok().cloned(),
-            None => rows.remove(&p.id),
-        };
+        let current = rows.take(p.id);
         if let Err(e) = rules::held(current.as_ref(), p.id, p.attempt) {
             if let Some(task) = current {
-                rows.insert(p.id, task);
+                rows.put(task);
             }
             out.push(Err(e));
             continue;
@@ -210,10 +209,12 @@ pub(crate) fn finish_many(
             change.result.as_ref().map(|r| r.to_string()),
         ));
         let after = change.applied(task, p.now);
-        latest.insert(p.id, out.len());
+        if repeats {
+            rows.put(after.clone());
+        }
         out.push(Ok(after));
     }
-    batch::end(tx, &endings)?;
+    batch::end(tx, &endings, repeats)?;
     Ok(out)
 }
 
