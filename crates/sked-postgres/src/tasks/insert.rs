@@ -72,30 +72,36 @@ fn plain_insert_sql(extended: bool, announce: bool) -> String {
         ),
         false => ("", "", String::new(), ""),
     };
+    // The arrays of the columns, `$3` on in the announcing statement.
+    let arrays: Vec<String> = [
+        "text",
+        "text",
+        "jsonb",
+        "int",
+        "text",
+        "timestamptz",
+        "int",
+        "bigint",
+        "bigint",
+        "bigint",
+        "text",
+        "timestamptz",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, t)| format!("{}::{t}[]", p(i + 3)))
+    .collect();
     let insert = format!(
         "INSERT INTO sked_tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
            timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at{column}) \
          SELECT queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
            backoff_base_ms, backoff_max_ms, schedule, nominal_at, {}{value} \
-         FROM unnest({}::text[], {}::text[], {}::jsonb[], {}::int[], {}::text[], \
-           {}::timestamptz[], {}::int[], {}::bigint[], {}::bigint[], {}::bigint[], \
-           {}::text[], {}::timestamptz[]{array}) WITH ORDINALITY \
+         FROM unnest({}{array}) WITH ORDINALITY \
            AS u(queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
            backoff_base_ms, backoff_max_ms, schedule, nominal_at{name}, ord) \
          ORDER BY ord RETURNING id, run_at, priority, state",
         p(2),
-        p(3),
-        p(4),
-        p(5),
-        p(6),
-        p(7),
-        p(8),
-        p(9),
-        p(10),
-        p(11),
-        p(12),
-        p(13),
-        p(14),
+        arrays.join(", "),
     );
     if !announce {
         return format!("WITH ins AS ({insert}) SELECT id FROM ins ORDER BY id");

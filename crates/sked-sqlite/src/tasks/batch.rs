@@ -18,6 +18,7 @@ use sked_core::{Task, TaskId, TaskState};
 use sked_store::rules;
 use sked_store::*;
 
+use super::{STATEMENT_ROWS, parameter_rows};
 use crate::codec::{TASK_COLUMNS, db_err, task_from_row, ts};
 
 /// The rows of the ids in `?1` (a JSON array), in no particular order.
@@ -34,32 +35,20 @@ const LEASE: &str = "UPDATE tasks SET state = 'running', attempt = attempt + 1, 
 /// The values of one [`Ending`].
 const PER_ENDING: usize = 8;
 
-/// Endings written by one statement, largest first, as inserts are (see
-/// `insert::STATEMENT_ROWS`): four statements are ever prepared.
-const ENDINGS_PER_STATEMENT: [usize; 4] = [64, 16, 4, 1];
-
 /// Ends the running attempts of `rows` [`Ending`]s, given as parameters, eight a row.
 fn end_sql(rows: usize) -> String {
-    let mut values = String::new();
-    for r in 0..rows {
-        values.push_str(if r == 0 { "(" } else { ", (" });
-        for c in 0..PER_ENDING {
-            let sep = if c == 0 { "" } else { ", " };
-            values.push_str(&format!("{sep}?{}", r * PER_ENDING + c + 1));
-        }
-        values.push(')');
-    }
     format!(
         "UPDATE tasks SET state = e.column3, run_at = e.column4, max_attempts = e.column5, \
            finished_at = e.column6, last_error = coalesce(e.column7, tasks.last_error), \
            result = e.column8, lease_expires_at = NULL \
-         FROM (VALUES {values}) AS e \
-         WHERE tasks.id = e.column1 AND tasks.state = 'running' AND tasks.attempt = e.column2"
+         FROM (VALUES {}) AS e \
+         WHERE tasks.id = e.column1 AND tasks.state = 'running' AND tasks.attempt = e.column2",
+        parameter_rows(rows, PER_ENDING)
     )
 }
 
-/// The statements of [`ENDINGS_PER_STATEMENT`] endings, in that order.
-static ENDS: LazyLock<[String; 4]> = LazyLock::new(|| ENDINGS_PER_STATEMENT.map(end_sql));
+/// The statements of [`STATEMENT_ROWS`] endings, in that order.
+static ENDS: LazyLock<[String; 4]> = LazyLock::new(|| STATEMENT_ROWS.map(end_sql));
 
 /// Rows read together, found by id (a sorted list: no hashing on the hot path).
 pub(crate) struct Rows(Vec<(TaskId, Option<Task>)>);
@@ -173,11 +162,11 @@ pub(crate) fn end(tx: &Transaction<'_>, endings: &[Ending], repeats: bool) -> Re
         let distinct = match repeats {
             false => rest.len(),
             true => {
-                let mut seen = HashSet::with_capacity(rest.len().min(ENDINGS_PER_STATEMENT[0]));
+                let mut seen = HashSet::with_capacity(rest.len().min(STATEMENT_ROWS[0]));
                 rest.iter().take_while(|e| seen.insert(e.0)).count()
             }
         };
-        let (size, sql) = ENDINGS_PER_STATEMENT
+        let (size, sql) = STATEMENT_ROWS
             .iter()
             .zip(ENDS.iter())
             .find(|(size, _)| **size <= distinct)
@@ -224,7 +213,7 @@ mod tests {
         let conn = rusqlite::Connection::open(dir.path().join("plan.db")).unwrap();
         for sql in [READ.as_str(), LEASE, &ENDS[0], &ENDS[3]] {
             let mut sql = sql.to_string();
-            for p in (1..=ENDINGS_PER_STATEMENT[0] * PER_ENDING).rev() {
+            for p in (1..=STATEMENT_ROWS[0] * PER_ENDING).rev() {
                 sql = sql.replace(&format!("?{p}"), "NULL");
             }
             let plan = plan(&conn, &sql);

@@ -9,6 +9,7 @@ use sked_store::rules;
 use sked_store::states::QUEUED;
 use sked_store::*;
 
+use super::{STATEMENT_ROWS, parameter_rows};
 use crate::codec::{db_err, ms, ts};
 
 /// The columns an insert writes, in the order of [`Row::bind`].
@@ -17,25 +18,14 @@ const COLUMNS: &str = "queue, kind, payload, priority, state, run_at, max_attemp
     traceparent";
 const PER_ROW: usize = 16;
 
-/// Rows written by one statement of a bulk insert, largest first: few enough that a statement's
-/// parameters (16 a row) stay far below SQLite's limit, many enough that what a statement costs
-/// beyond its rows (cursors opened and closed, the program started and reset) is paid rarely.
-/// A batch is written in statements of these sizes, so four statements are ever prepared.
-const STATEMENT_ROWS: [usize; 4] = [64, 16, 4, 1];
 const ROWS_PER_STATEMENT: usize = STATEMENT_ROWS[0];
 
 /// `INSERT INTO tasks (…) VALUES (…), (…), …` with `rows` rows of parameters.
 fn insert_sql(rows: usize) -> String {
-    let mut sql = format!("INSERT INTO tasks ({COLUMNS}) VALUES ");
-    for r in 0..rows {
-        sql.push_str(if r == 0 { "(" } else { ", (" });
-        for c in 0..PER_ROW {
-            let sep = if c == 0 { "" } else { ", " };
-            sql.push_str(&format!("{sep}?{}", r * PER_ROW + c + 1));
-        }
-        sql.push(')');
-    }
-    sql
+    format!(
+        "INSERT INTO tasks ({COLUMNS}) VALUES {}",
+        parameter_rows(rows, PER_ROW)
+    )
 }
 
 /// The statements of [`STATEMENT_ROWS`] rows, in that order.

@@ -24,6 +24,27 @@ mod keyed;
 pub(crate) use claim::claim;
 pub(crate) use insert::{insert_claimed, insert_many, insert_one};
 
+/// Rows written by one multi-row statement (an insert's, or a batch of endings'), largest
+/// first: few enough that a statement's parameters stay far below SQLite's limit, many enough
+/// that what a statement costs beyond its rows (cursors opened and closed, the program started
+/// and reset) is paid rarely. A batch is written in statements of these sizes, so four
+/// statements of a kind are ever prepared.
+pub(crate) const STATEMENT_ROWS: [usize; 4] = [64, 16, 4, 1];
+
+/// `(?1, …, ?k), (?k+1, …), …`: `rows` rows of `per_row` parameters.
+pub(crate) fn parameter_rows(rows: usize, per_row: usize) -> String {
+    let mut sql = String::new();
+    for r in 0..rows {
+        sql.push_str(if r == 0 { "(" } else { ", (" });
+        for c in 0..per_row {
+            let sep = if c == 0 { "" } else { ", " };
+            sql.push_str(&format!("{sep}?{}", r * per_row + c + 1));
+        }
+        sql.push(')');
+    }
+    sql
+}
+
 /// A task row by id.
 static GET_ROW: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"));
