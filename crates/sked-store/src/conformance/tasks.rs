@@ -354,17 +354,45 @@ pub async fn claim_with_min_priority(store: &Shared) {
 /// statement: each answer and each stored row is what that ending alone would have made, an id
 /// given twice finds its first ending, and stale or unknown ones change nothing.
 pub async fn a_batch_of_endings_ends_each_as_alone(store: &Shared) {
+    endings_each_as_alone(store, true).await;
+}
+
+/// The same without an id given twice, so that a store may end successes without reading
+/// them first: successes that no longer hold their task, or name none, still say why.
+pub async fn a_batch_of_distinct_endings_ends_each_as_alone(store: &Shared) {
+    endings_each_as_alone(store, false).await;
+}
+
+async fn endings_each_as_alone(store: &Shared, repeat: bool) {
     let n = 70;
     let mut tasks = Vec::new();
-    for i in 0..n {
+    for i in 0..n + 2 {
         let mut t = task("k");
         t.max_attempts = 2;
         t.payload = json!({ "i": i });
         tasks.push(t);
     }
     insert_batch(store, &tasks, t0()).await;
-    let claimed = claim(store, n, t0()).await;
-    assert_eq!(claimed.len(), n as usize);
+    let mut claimed = claim(store, n + 2, t0()).await;
+    assert_eq!(claimed.len(), n as usize + 2);
+    // A running task that the batch names with a stale attempt only.
+    let running = claimed.pop().unwrap();
+    // The last task failed once: its next attempt ends with the others, and a success keeps the
+    // error it had.
+    let failed_once = claimed.pop().unwrap();
+    let retrying = finish(
+        store,
+        failed_once.id,
+        failed_once.attempt,
+        failed(true),
+        t0(),
+    )
+    .await
+    .unwrap();
+    let again = claim(store, 1, retrying.run_at).await.pop().unwrap();
+    assert_eq!(again.id, failed_once.id);
+    claimed.push(again);
+    let waiting = insert(store, task("k"), t0()).await.id;
     let ending = |i: usize| match i % 5 {
         0 => FinishOutcome::Succeeded { result: None },
         1 => FinishOutcome::Succeeded {
@@ -385,9 +413,14 @@ pub async fn a_batch_of_endings_ends_each_as_alone(store: &Shared) {
             jitter: 0.5,
         })
         .collect();
-    // The first task again, a stale attempt, and a task that does not exist.
+    // A stale attempt, a task that is not running, and a task that does not exist; with
+    // `repeat`, the first task again.
     let first = &claimed[0];
-    for (id, attempt) in [(first.id, first.attempt), (claimed[1].id, 7), (i64::MAX, 1)] {
+    let mut odd = vec![(running.id, 7), (waiting, 0), (i64::MAX, 1)];
+    if repeat {
+        odd.insert(0, (first.id, first.attempt));
+    }
+    for (id, attempt) in odd.iter().copied() {
         params.push(TaskFinishParams {
             id,
             attempt,
@@ -397,7 +430,7 @@ pub async fn a_batch_of_endings_ends_each_as_alone(store: &Shared) {
         });
     }
     let answers = store.task_finish_many(params).await.unwrap();
-    assert_eq!(answers.len(), n as usize + 3);
+    assert_eq!(answers.len(), claimed.len() + odd.len());
     for (i, (t, answer)) in claimed.iter().zip(&answers).enumerate() {
         let done = answer.as_ref().unwrap();
         let stored = store.task_get(t.id).await.unwrap();
@@ -407,39 +440,56 @@ pub async fn a_batch_of_endings_ends_each_as_alone(store: &Shared) {
             3 => (TaskState::Dead, true),
             _ => (TaskState::Scheduled, false),
         };
-        for got in [done, &stored] {
-            assert_eq!(got.state, state, "task {i}");
-            assert_eq!(
-                got.finished_at,
-                finished.then_some(at(i as i64)),
-                "task {i}"
-            );
-            assert_eq!(got.lease_expires_at, None, "task {i}");
-            assert_eq!(got.payload, json!({ "i": i }), "task {i}");
-        }
-        assert_eq!(done.run_at, stored.run_at, "task {i}");
-        assert_eq!(done.max_attempts, stored.max_attempts, "task {i}");
+        let without_history = sked_core::Task {
+            attempts: Vec::new(),
+            ..stored.clone()
+        };
+        assert_eq!(
+            done, &without_history,
+            "task {i}: the answer is the stored row"
+        );
+        assert_eq!(stored.state, state, "task {i}");
+        assert_eq!(
+            stored.finished_at,
+            finished.then_some(at(i as i64)),
+            "task {i}"
+        );
+        assert_eq!(stored.lease_expires_at, None, "task {i}");
+        // A snooze gives its attempt back.
+        let allowed = if i % 5 == 4 { 3 } else { 2 };
+        assert_eq!(stored.max_attempts, allowed, "task {i}");
         match i % 5 {
             1 => assert_eq!(stored.result, Some(json!({ "n": i, "s": "é\"\\" }))),
             2 | 3 => assert_eq!(stored.last_error.as_deref(), Some("boom")),
             4 => assert_eq!(stored.run_at, at(600)),
             _ => assert_eq!(stored.result, None),
         }
+        if t.id == failed_once.id {
+            assert_eq!(stored.last_error.as_deref(), Some("boom"), "task {i}");
+            assert_eq!(stored.payload, json!({ "i": n }), "task {i}");
+        } else {
+            assert_eq!(stored.payload, json!({ "i": i }), "task {i}");
+        }
     }
-    let kinds: Vec<ErrorKind> = answers[n as usize..]
+    let kinds: Vec<ErrorKind> = answers[claimed.len()..]
         .iter()
         .map(|a| a.as_ref().unwrap_err().kind())
         .collect();
+    let mut expected = vec![
+        ErrorKind::Conflict,
+        ErrorKind::Conflict,
+        ErrorKind::NotFound,
+    ];
+    if repeat {
+        expected.insert(0, ErrorKind::Conflict);
+    }
+    assert_eq!(kinds, expected);
     assert_eq!(
-        kinds,
-        [
-            ErrorKind::Conflict,
-            ErrorKind::Conflict,
-            ErrorKind::NotFound
-        ]
+        store.task_get(running.id).await.unwrap().state,
+        TaskState::Running
     );
     assert_eq!(
-        store.task_get(claimed[1].id).await.unwrap().state,
-        TaskState::Succeeded
+        store.task_get(waiting).await.unwrap().state,
+        TaskState::Available
     );
 }
