@@ -81,6 +81,18 @@ pub async fn a_large_batch_answers_in_order(store: &Shared) {
             if i == 70 || i == 200 || i == 201 {
                 t.unique_key = Some(format!("large-{}", i.min(200)));
             }
+            // A few tasks with every option among many with none: a store may write tasks
+            // without options with fewer columns.
+            if (150..153).contains(&i) {
+                t.max_attempts = 4;
+                t.timeout = Some(SignedDuration::from_secs(i.into()));
+                t.backoff = Some(sked_core::Backoff {
+                    base: SignedDuration::from_secs(2),
+                    max: SignedDuration::from_secs(i.into()),
+                });
+                t.key = Some(format!("tenant-{i}"));
+                t.traceparent = Some(format!("00-{:032x}-00f067aa0ba902b7-01", i + 1));
+            }
             t
         })
         .collect();
@@ -98,6 +110,14 @@ pub async fn a_large_batch_answers_in_order(store: &Shared) {
         assert!(!answer.duplicate);
         let got = store.task_get(answer.id).await.unwrap();
         assert_eq!((&got.kind, &got.payload), (&sent.kind, &sent.payload));
+        assert_eq!(
+            (got.priority, got.max_attempts, got.timeout, got.backoff),
+            (sent.priority, sent.max_attempts, sent.timeout, sent.backoff),
+            "task {i}"
+        );
+        assert_eq!((&got.key, &got.traceparent), (&sent.key, &sent.traceparent));
+        assert_eq!(got.run_at, sent.run_at.unwrap_or(now), "task {i}");
+        assert_eq!((got.schedule.as_ref(), got.created_at), (None, now));
         assert_eq!(got.state, answer.state);
         let due_later = i % 7 == 0;
         assert_eq!(answer.state == TaskState::Scheduled, due_later, "task {i}");
