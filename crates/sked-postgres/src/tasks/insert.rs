@@ -13,10 +13,11 @@ use crate::codec::{TASK_COLUMNS, col, db_err, ms, state, task_from_row};
 use crate::listen::notify_tasks_sql;
 use deadpool_postgres::Object;
 
-/// Inserts tasks. Tasks without a unique key go in with one `unnest` statement; each task with
-/// a key goes in on its own, `ON CONFLICT DO NOTHING` against the partial unique index, and
-/// returns the holder when the key is taken. Several statements need a transaction around
-/// them: `c` is one whenever `tasks` has a unique key (see [`needs_transaction`]).
+/// Inserts tasks. Tasks without a unique key go in with one `unnest` statement (`prepared`,
+/// when given, is the one of [`INSERTS`] for their [`Columns::shape`]); each task with a key
+/// goes in on its own, `ON CONFLICT DO NOTHING` against the partial unique index, and returns
+/// the holder when the key is taken. Several statements need a transaction around them: `c` is
+/// one whenever `tasks` has a unique key (see [`needs_transaction`]).
 pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
     c: &C,
     prepared: Option<&tokio_postgres::Statement>,
@@ -33,11 +34,11 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
         let rows = Columns::of(plain.iter().map(|&i| &tasks[i]), now);
         let mut params: Vec<Param<'_>> = vec![&channel];
         params.extend(rows.params(&now));
-        let extended = rows.extended();
-        let ids = match (extended, prepared) {
-            (true, _) => c.query(EXTENDED_INSERT.as_str(), &params).await,
-            (false, Some(stmt)) => c.query(stmt, &params[..14]).await,
-            (false, None) => c.query(PLAIN_INSERT.as_str(), &params[..14]).await,
+        let shape = rows.shape();
+        let params = &params[..2 + SHAPES[shape]];
+        let ids = match prepared {
+            Some(stmt) => c.query(stmt, params).await,
+            None => c.query(INSERTS[shape].as_str(), params).await,
         }
         .map_err(db_err)?;
         for (k, answer) in answers(&rows, &ids)?.into_iter().enumerate() {
@@ -54,51 +55,52 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
         .collect()
 }
 
-/// Inserts tasks without unique keys, as many as given, and announces them: one statement.
-/// Without `extended` it leaves the concurrency key and trace context out (null): a batch with
-/// neither does not send arrays of nulls (bulk enqueues on PostgreSQL were 5–9 % slower with
-/// one). Without `announce` it announces nothing and takes no channel: its parameters are
-/// those of the announcing statement less one, `now` first (see [`insert_then_announce`]).
-fn plain_insert_sql(extended: bool, announce: bool) -> String {
+/// The columns a bulk insert may write, with their types, in the order of its arrays (`$3` on
+/// in the announcing statement): those every task sets, then its options, then the concurrency
+/// key and trace context.
+const BULK_COLUMNS: [(&str, &str); 14] = [
+    ("queue", "text"),
+    ("kind", "text"),
+    ("payload", "jsonb"),
+    ("priority", "int"),
+    ("state", "text"),
+    ("run_at", "timestamptz"),
+    ("max_attempts", "int"),
+    ("timeout_ms", "bigint"),
+    ("backoff_base_ms", "bigint"),
+    ("backoff_max_ms", "bigint"),
+    ("schedule", "text"),
+    ("nominal_at", "timestamptz"),
+    ("concurrency_key", "text"),
+    ("traceparent", "text"),
+];
+
+/// How many of [`BULK_COLUMNS`] a batch writes, by its shape (see [`Columns::shape`]): tasks
+/// without options, tasks with a timeout, backoff or schedule, tasks with a concurrency key or
+/// trace context. The columns left out are null, and a batch does not send arrays of nulls for
+/// them: bulk enqueues on PostgreSQL were 5–9 % slower with two such arrays.
+const SHAPES: [usize; 3] = [7, 12, 14];
+
+/// Inserts tasks without unique keys, as many as given, writing the first `columns` of
+/// [`BULK_COLUMNS`], and announces them: one statement. Without `announce` it announces
+/// nothing and takes no channel: its parameters are those of the announcing statement less one,
+/// `now` first (see [`insert_then_announce`]).
+fn bulk_insert_sql(columns: usize, announce: bool) -> String {
     // The parameter that is `$n` in the announcing statement.
     let shift = usize::from(!announce);
     let p = |n: usize| format!("${}", n - shift);
-    let (column, value, array, name) = match extended {
-        true => (
-            ", concurrency_key, traceparent",
-            ", concurrency_key, traceparent",
-            format!(", {}::text[], {}::text[]", p(15), p(16)),
-            ", concurrency_key, traceparent",
-        ),
-        false => ("", "", String::new(), ""),
-    };
-    // The arrays of the columns, `$3` on in the announcing statement.
-    let arrays: Vec<String> = [
-        "text",
-        "text",
-        "jsonb",
-        "int",
-        "text",
-        "timestamptz",
-        "int",
-        "bigint",
-        "bigint",
-        "bigint",
-        "text",
-        "timestamptz",
-    ]
-    .iter()
-    .enumerate()
-    .map(|(i, t)| format!("{}::{t}[]", p(i + 3)))
-    .collect();
+    let written = &BULK_COLUMNS[..columns];
+    let names: Vec<&str> = written.iter().map(|(name, _)| *name).collect();
+    let names = names.join(", ");
+    let arrays: Vec<String> = written
+        .iter()
+        .enumerate()
+        .map(|(i, (_, t))| format!("{}::{t}[]", p(i + 3)))
+        .collect();
     let insert = format!(
-        "INSERT INTO sked_tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
-           timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, created_at{column}) \
-         SELECT queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
-           backoff_base_ms, backoff_max_ms, schedule, nominal_at, {}{value} \
-         FROM unnest({}{array}) WITH ORDINALITY \
-           AS u(queue, kind, payload, priority, state, run_at, max_attempts, timeout_ms, \
-           backoff_base_ms, backoff_max_ms, schedule, nominal_at{name}, ord) \
+        "INSERT INTO sked_tasks ({names}, created_at) \
+         SELECT {names}, {} \
+         FROM unnest({}) WITH ORDINALITY AS u({names}, ord) \
          ORDER BY ord RETURNING id, run_at, priority, state",
         p(2),
         arrays.join(", "),
@@ -116,22 +118,13 @@ fn plain_insert_sql(extended: bool, announce: bool) -> String {
     )
 }
 
-/// [`plain_insert_sql`] for batches without a concurrency key or trace context (prepared once
-/// per connection).
-static PLAIN_INSERT: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| plain_insert_sql(false, true));
+/// [`bulk_insert_sql`] for each of [`SHAPES`] (prepared once per connection).
+static INSERTS: std::sync::LazyLock<[String; 3]> =
+    std::sync::LazyLock::new(|| SHAPES.map(|columns| bulk_insert_sql(columns, true)));
 
-/// [`plain_insert_sql`] for batches with either.
-static EXTENDED_INSERT: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| plain_insert_sql(true, true));
-
-/// [`PLAIN_INSERT`] and [`EXTENDED_INSERT`] without their announcement.
-static QUIET_INSERTS: std::sync::LazyLock<[String; 2]> = std::sync::LazyLock::new(|| {
-    [
-        plain_insert_sql(false, false),
-        plain_insert_sql(true, false),
-    ]
-});
+/// [`INSERTS`] without their announcement.
+static QUIET_INSERTS: std::sync::LazyLock<[String; 3]> =
+    std::sync::LazyLock::new(|| SHAPES.map(|columns| bulk_insert_sql(columns, false)));
 
 /// Announces on `$1` the tasks `$2` names (see [`announcement`]).
 const ANNOUNCE: &str = "SELECT pg_notify($1, $2)";
@@ -336,10 +329,23 @@ impl Columns {
         ]
     }
 
-    /// Whether some task has a concurrency key or a trace context (see [`plain_insert_sql`]).
-    fn extended(&self) -> bool {
-        self.concurrency_key.iter().any(Option::is_some)
+    /// The index in [`SHAPES`] of these tasks: the fewest columns that hold every value.
+    fn shape(&self) -> usize {
+        let some = |c: &[Option<_>]| c.iter().any(Option::is_some);
+        if self.concurrency_key.iter().any(Option::is_some)
             || self.traceparent.iter().any(Option::is_some)
+        {
+            2
+        } else if some(&self.timeout_ms)
+            || some(&self.backoff_base_ms)
+            || some(&self.backoff_max_ms)
+            || self.schedule.iter().any(Option::is_some)
+            || self.nominal_at.iter().any(Option::is_some)
+        {
+            1
+        } else {
+            0
+        }
     }
 
     /// The announcement of these tasks, as [`notify_tasks_sql`] spells it: the earliest run
@@ -421,7 +427,9 @@ pub(crate) async fn insert_many(
     if !needs_transaction(&p.tasks) {
         return insert_then_announce(c, channel, &p.tasks, p.now).await;
     }
-    let stmt = c.prepare_cached(&PLAIN_INSERT).await.map_err(db_err)?;
+    let unkeyed = p.tasks.iter().filter(|t| t.task.unique_key.is_none());
+    let shape = Columns::of(unkeyed, p.now).shape();
+    let stmt = c.prepare_cached(&INSERTS[shape]).await.map_err(db_err)?;
     let tx = c.transaction().await.map_err(db_err)?;
     let out = insert_tasks(&*tx, Some(&stmt), channel, &p.tasks, p.now).await?;
     tx.commit().await.map_err(db_err)?;
@@ -460,16 +468,16 @@ async fn insert_then_announce(
 ) -> Result<Vec<TaskInserted>> {
     validate(tasks)?;
     let rows = Columns::of(tasks.iter(), now);
-    let extended = rows.extended();
+    let shape = rows.shape();
     // Both prepared before either is sent: a statement still to prepare would go out after
     // the announcement.
     let insert = c
-        .prepare_cached(&QUIET_INSERTS[usize::from(extended)])
+        .prepare_cached(&QUIET_INSERTS[shape])
         .await
         .map_err(db_err)?;
     let announce = c.prepare_cached(ANNOUNCE).await.map_err(db_err)?;
     let params = rows.params(&now);
-    let n = if extended { 15 } else { 13 };
+    let n = 1 + SHAPES[shape];
     let payload = rows.announcement();
     let announced: [Param<'_>; 2] = [&channel, &payload];
     let client: &tokio_postgres::Client = c;

@@ -132,6 +132,23 @@ pub async fn a_large_batch_answers_in_order(store: &Shared) {
         unkeyed.windows(2).all(|w| w[0] < w[1]),
         "ids grow in the order given"
     );
+    // A batch whose options are a timeout and a backoff alone.
+    let mut timed = task("timed");
+    timed.timeout = Some(SignedDuration::from_secs(9));
+    timed.backoff = Some(sked_core::Backoff {
+        base: SignedDuration::from_secs(1),
+        max: SignedDuration::from_secs(8),
+    });
+    let batch = [task("plain"), timed, task("plain")];
+    let answers = insert_batch(store, &batch, now).await;
+    for (sent, answer) in batch.iter().zip(&answers) {
+        let got = store.task_get(answer.id).await.unwrap();
+        assert_eq!(
+            (&got.kind, got.timeout, got.backoff),
+            (&sent.kind, sent.timeout, sent.backoff)
+        );
+        assert_eq!((&got.key, &got.traceparent), (&None, &None));
+    }
 }
 
 /// A task inserted for a waiting worker is leased in its insert, as a claim would lease it,
