@@ -14,7 +14,7 @@ use crate::listen::notify_tasks_sql;
 use deadpool_postgres::Object;
 
 /// Inserts tasks. Tasks without a unique key go in with one `unnest` statement (`prepared`,
-/// when given, is the one of [`INSERTS`] for their [`Columns::shape`]); each task with a key
+/// when given, is the one of [`INSERTS`] for their [`shape`]); each task with a key
 /// goes in on its own, `ON CONFLICT DO NOTHING` against the partial unique index, and returns
 /// the holder when the key is taken. Several statements need a transaction around them: `c` is
 /// one whenever `tasks` has a unique key (see [`needs_transaction`]).
@@ -34,7 +34,7 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
         let rows = Columns::of(plain.iter().map(|&i| &tasks[i]), now);
         let mut params: Vec<Param<'_>> = vec![&channel];
         params.extend(rows.params(&now));
-        let shape = rows.shape();
+        let shape = shape(plain.iter().map(|&i| &tasks[i]));
         let params = &params[..2 + SHAPES[shape]];
         let ids = match prepared {
             Some(stmt) => c.query(stmt, params).await,
@@ -75,11 +75,30 @@ const BULK_COLUMNS: [(&str, &str); 14] = [
     ("traceparent", "text"),
 ];
 
-/// How many of [`BULK_COLUMNS`] a batch writes, by its shape (see [`Columns::shape`]): tasks
+/// How many of [`BULK_COLUMNS`] a batch writes, by its [`shape`]: tasks
 /// without options, tasks with a timeout, backoff or schedule, tasks with a concurrency key or
 /// trace context. The columns left out are null, and a batch does not send arrays of nulls for
 /// them: bulk enqueues on PostgreSQL were 5–9 % slower with two such arrays.
 const SHAPES: [usize; 3] = [7, 12, 14];
+
+/// The index in [`SHAPES`] of `tasks`: the fewest columns that hold every value.
+fn shape<'a>(tasks: impl IntoIterator<Item = &'a TaskInsert>) -> usize {
+    let mut shape = 0;
+    for t in tasks {
+        let task = &t.task;
+        if task.key.is_some() || task.traceparent.is_some() {
+            return 2;
+        }
+        if task.timeout.is_some()
+            || task.backoff.is_some()
+            || t.schedule.is_some()
+            || t.nominal_at.is_some()
+        {
+            shape = 1;
+        }
+    }
+    shape
+}
 
 /// Inserts tasks without unique keys, as many as given, writing the first `columns` of
 /// [`BULK_COLUMNS`], and announces them: one statement. Without `announce` it announces
@@ -329,25 +348,6 @@ impl Columns {
         ]
     }
 
-    /// The index in [`SHAPES`] of these tasks: the fewest columns that hold every value.
-    fn shape(&self) -> usize {
-        let some = |c: &[Option<_>]| c.iter().any(Option::is_some);
-        if self.concurrency_key.iter().any(Option::is_some)
-            || self.traceparent.iter().any(Option::is_some)
-        {
-            2
-        } else if some(&self.timeout_ms)
-            || some(&self.backoff_base_ms)
-            || some(&self.backoff_max_ms)
-            || self.schedule.iter().any(Option::is_some)
-            || self.nominal_at.iter().any(Option::is_some)
-        {
-            1
-        } else {
-            0
-        }
-    }
-
     /// The announcement of these tasks, as [`notify_tasks_sql`] spells it: the earliest run
     /// time (microseconds, rounded down: never after the stored one), the highest priority,
     /// and the earliest run time of those that wait, if any.
@@ -428,8 +428,10 @@ pub(crate) async fn insert_many(
         return insert_then_announce(c, channel, &p.tasks, p.now).await;
     }
     let unkeyed = p.tasks.iter().filter(|t| t.task.unique_key.is_none());
-    let shape = Columns::of(unkeyed, p.now).shape();
-    let stmt = c.prepare_cached(&INSERTS[shape]).await.map_err(db_err)?;
+    let stmt = c
+        .prepare_cached(&INSERTS[shape(unkeyed)])
+        .await
+        .map_err(db_err)?;
     let tx = c.transaction().await.map_err(db_err)?;
     let out = insert_tasks(&*tx, Some(&stmt), channel, &p.tasks, p.now).await?;
     tx.commit().await.map_err(db_err)?;
@@ -468,7 +470,7 @@ async fn insert_then_announce(
 ) -> Result<Vec<TaskInserted>> {
     validate(tasks)?;
     let rows = Columns::of(tasks.iter(), now);
-    let shape = rows.shape();
+    let shape = shape(tasks);
     // Both prepared before either is sent: a statement still to prepare would go out after
     // the announcement.
     let insert = c

@@ -249,10 +249,10 @@ fn write_rows(
     out: &mut Vec<TaskInserted>,
 ) -> Result<()> {
     let mut rest = &rows[..];
-    for (i, size) in STATEMENT_ROWS.iter().enumerate() {
+    for (nth, size) in STATEMENT_ROWS.iter().enumerate() {
         while rest.len() >= *size {
             let (now, later) = rest.split_at(*size);
-            write_statement(tx, i, now, out)?;
+            write_statement(tx, nth, now, out)?;
             rest = later;
         }
     }
@@ -260,19 +260,19 @@ fn write_rows(
     Ok(())
 }
 
-/// Writes `rows` with the statement of as many rows (the `size`th of [`STATEMENT_ROWS`]), the
+/// Writes `rows` with the statement for as many rows (the `nth` of [`STATEMENT_ROWS`]), the
 /// plain one when every row is plain. Their ids are consecutive: the table's ids come from
 /// `AUTOINCREMENT`, one more than the largest so far for each row in turn, and this
 /// transaction is the only writer.
 fn write_statement(
     tx: &Transaction<'_>,
-    size: usize,
+    nth: usize,
     rows: &[Row<'_>],
     out: &mut Vec<TaskInserted>,
 ) -> Result<()> {
     let (sql, per_row) = match rows.iter().all(Row::is_plain) {
-        true => (&PLAIN_INSERTS[size], PLAIN_PER_ROW),
-        false => (&INSERTS[size], PER_ROW),
+        true => (&PLAIN_INSERTS[nth], PLAIN_PER_ROW),
+        false => (&INSERTS[nth], PER_ROW),
     };
     let mut stmt = tx.prepare_cached(sql).map_err(db_err)?;
     for (i, row) in rows.iter().enumerate() {
