@@ -75,6 +75,9 @@ pub async fn a_large_batch_answers_in_order(store: &Shared) {
             let mut t = task(&format!("k{i}"));
             t.payload = json!({ "i": i });
             t.priority = i % 3;
+            if i % 5 == 0 {
+                t.queue = format!("q{}", i % 2);
+            }
             if i % 7 == 0 {
                 t.run_at = Some(at(60));
             }
@@ -109,7 +112,10 @@ pub async fn a_large_batch_answers_in_order(store: &Shared) {
         }
         assert!(!answer.duplicate);
         let got = store.task_get(answer.id).await.unwrap();
-        assert_eq!((&got.kind, &got.payload), (&sent.kind, &sent.payload));
+        assert_eq!(
+            (&got.queue, &got.kind, &got.payload),
+            (&sent.queue, &sent.kind, &sent.payload)
+        );
         assert_eq!(
             (got.priority, got.max_attempts, got.timeout, got.backoff),
             (sent.priority, sent.max_attempts, sent.timeout, sent.backoff),
@@ -148,6 +154,60 @@ pub async fn a_large_batch_answers_in_order(store: &Shared) {
             (&sent.kind, sent.timeout, sent.backoff)
         );
         assert_eq!((&got.key, &got.traceparent), (&None, &None));
+    }
+    // A batch whose tasks share every field but the payload, due later: a store may send a
+    // shared value once.
+    let batch: Vec<NewTask> = (0..5)
+        .map(|i| {
+            let mut t = task("same");
+            t.queue = "shared".into();
+            t.payload = json!({ "i": i });
+            t.priority = -2;
+            t.max_attempts = 7;
+            t.run_at = Some(at(90));
+            t
+        })
+        .collect();
+    let answers = insert_batch(store, &batch, now).await;
+    assert_eq!(answers.len(), batch.len());
+    for (sent, answer) in batch.iter().zip(&answers) {
+        let got = store.task_get(answer.id).await.unwrap();
+        assert_eq!(
+            (&got.queue, &got.kind, &got.payload, got.priority),
+            (&sent.queue, &sent.kind, &sent.payload, sent.priority)
+        );
+        assert_eq!(
+            (got.state, got.run_at, got.max_attempts, got.created_at),
+            (TaskState::Scheduled, at(90), 7, now)
+        );
+        assert_eq!(answer.state, TaskState::Scheduled);
+    }
+    // Batches that share all but one field, which one task sets apart (a store may write a
+    // batch with statements of several rows).
+    let apart: [fn(&mut NewTask); 6] = [
+        |t| t.queue = "apart".into(),
+        |t| t.kind = "apart".into(),
+        |t| t.priority = 9,
+        |t| t.run_at = Some(at(120)),
+        |t| t.run_at = None,
+        |t| t.max_attempts = 2,
+    ];
+    for set_apart in apart {
+        let mut same = task("same");
+        same.run_at = Some(at(60));
+        let mut batch = vec![same; 8];
+        set_apart(&mut batch[2]);
+        let answers = insert_batch(store, &batch, now).await;
+        for (sent, answer) in batch.iter().zip(&answers) {
+            let got = store.task_get(answer.id).await.unwrap();
+            assert_eq!(
+                (&got.queue, &got.kind, got.priority, got.max_attempts),
+                (&sent.queue, &sent.kind, sent.priority, sent.max_attempts)
+            );
+            assert_eq!(got.run_at, sent.run_at.unwrap_or(now));
+            assert_eq!(got.state, answer.state);
+            assert_eq!(got.state == TaskState::Scheduled, sent.run_at.is_some());
+        }
     }
 }
 
