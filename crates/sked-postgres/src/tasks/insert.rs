@@ -9,7 +9,8 @@ use sked_store::*;
 use tokio_postgres::GenericClient;
 
 use super::Param;
-use crate::codec::{TASK_COLUMNS, col, db_err, ms, state, task_from_row};
+use super::unnest::{BulkParams, Columns, INSERTS, QUIET_INSERTS, SHAPES, answers, shape};
+use crate::codec::{TASK_COLUMNS, col, db_err, state, task_from_row};
 use crate::listen::notify_tasks_sql;
 use deadpool_postgres::Object;
 
@@ -32,13 +33,13 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
         .collect();
     if !plain.is_empty() {
         let rows = Columns::of(plain.iter().map(|&i| &tasks[i]), now);
-        let mut params: Vec<Param<'_>> = vec![&channel];
-        params.extend(rows.params(&now));
         let shape = shape(plain.iter().map(|&i| &tasks[i]));
-        let params = &params[..2 + SHAPES[shape]];
+        let sent = BulkParams::of(&rows);
+        let mut params: Vec<Param<'_>> = vec![&channel];
+        params.extend(sent.params(&now, SHAPES[shape]));
         let ids = match prepared {
-            Some(stmt) => c.query(stmt, params).await,
-            None => c.query(INSERTS[shape].as_str(), params).await,
+            Some(stmt) => c.query(stmt, &params).await,
+            None => c.query(INSERTS[shape].as_str(), &params).await,
         }
         .map_err(db_err)?;
         for (k, answer) in answers(&rows, &ids)?.into_iter().enumerate() {
@@ -54,96 +55,6 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
         .map(|o| o.ok_or_else(|| StoreError::Backend("a task was not inserted".into())))
         .collect()
 }
-
-/// The columns a bulk insert may write, with their types, in the order of its arrays (`$3` on
-/// in the announcing statement): those every task sets, then its options, then the concurrency
-/// key and trace context.
-const BULK_COLUMNS: [(&str, &str); 14] = [
-    ("queue", "text"),
-    ("kind", "text"),
-    ("payload", "jsonb"),
-    ("priority", "int"),
-    ("state", "text"),
-    ("run_at", "timestamptz"),
-    ("max_attempts", "int"),
-    ("timeout_ms", "bigint"),
-    ("backoff_base_ms", "bigint"),
-    ("backoff_max_ms", "bigint"),
-    ("schedule", "text"),
-    ("nominal_at", "timestamptz"),
-    ("concurrency_key", "text"),
-    ("traceparent", "text"),
-];
-
-/// How many of [`BULK_COLUMNS`] a batch writes, by its [`shape`]: tasks
-/// without options, tasks with a timeout, backoff or schedule, tasks with a concurrency key or
-/// trace context. The columns left out are null, and a batch does not send arrays of nulls for
-/// them: bulk enqueues on PostgreSQL were 5–9 % slower with two such arrays.
-const SHAPES: [usize; 3] = [7, 12, 14];
-
-/// The index in [`SHAPES`] of `tasks`: the fewest columns that hold every value.
-fn shape<'a>(tasks: impl IntoIterator<Item = &'a TaskInsert>) -> usize {
-    let mut shape = 0;
-    for t in tasks {
-        let task = &t.task;
-        if task.key.is_some() || task.traceparent.is_some() {
-            return 2;
-        }
-        if task.timeout.is_some()
-            || task.backoff.is_some()
-            || t.schedule.is_some()
-            || t.nominal_at.is_some()
-        {
-            shape = 1;
-        }
-    }
-    shape
-}
-
-/// Inserts tasks without unique keys, as many as given, writing the first `columns` of
-/// [`BULK_COLUMNS`], and announces them: one statement. Without `announce` it announces
-/// nothing and takes no channel: its parameters are those of the announcing statement less one,
-/// `now` first (see [`insert_then_announce`]).
-fn bulk_insert_sql(columns: usize, announce: bool) -> String {
-    // The parameter that is `$n` in the announcing statement.
-    let shift = usize::from(!announce);
-    let p = |n: usize| format!("${}", n - shift);
-    let written = &BULK_COLUMNS[..columns];
-    let names: Vec<&str> = written.iter().map(|(name, _)| *name).collect();
-    let names = names.join(", ");
-    let arrays: Vec<String> = written
-        .iter()
-        .enumerate()
-        .map(|(i, (_, t))| format!("{}::{t}[]", p(i + 3)))
-        .collect();
-    let insert = format!(
-        "INSERT INTO sked_tasks ({names}, created_at) \
-         SELECT {names}, {} \
-         FROM unnest({}) WITH ORDINALITY AS u({names}, ord) \
-         ORDER BY ord RETURNING id, run_at, priority, state",
-        p(2),
-        arrays.join(", "),
-    );
-    if !announce {
-        return format!("WITH ins AS ({insert}) SELECT id FROM ins ORDER BY id");
-    }
-    format!(
-        "WITH ins AS ({insert}), \
-             announced AS (SELECT {} FROM ( \
-               SELECT min(run_at) AS first, max(priority) AS top, \
-                 min(run_at) FILTER (WHERE state <> 'available') AS waiting FROM ins) f) \
-             SELECT id FROM ins, announced ORDER BY id",
-        notify_tasks_sql("f.first", "f.top", "f.waiting")
-    )
-}
-
-/// [`bulk_insert_sql`] for each of [`SHAPES`] (prepared once per connection).
-static INSERTS: std::sync::LazyLock<[String; 3]> =
-    std::sync::LazyLock::new(|| SHAPES.map(|columns| bulk_insert_sql(columns, true)));
-
-/// [`INSERTS`] without their announcement.
-static QUIET_INSERTS: std::sync::LazyLock<[String; 3]> =
-    std::sync::LazyLock::new(|| SHAPES.map(|columns| bulk_insert_sql(columns, false)));
 
 /// Announces on `$1` the tasks `$2` names (see [`announcement`]).
 const ANNOUNCE: &str = "SELECT pg_notify($1, $2)";
@@ -306,116 +217,6 @@ async fn insert_unique<C: GenericClient + Sync>(
     ))
 }
 
-/// Task fields as parallel arrays, for `unnest`.
-#[derive(Default)]
-struct Columns {
-    queue: Vec<String>,
-    kind: Vec<String>,
-    payload: Vec<serde_json::Value>,
-    priority: Vec<i32>,
-    state: Vec<String>,
-    run_at: Vec<Timestamp>,
-    max_attempts: Vec<i32>,
-    timeout_ms: Vec<Option<i64>>,
-    backoff_base_ms: Vec<Option<i64>>,
-    backoff_max_ms: Vec<Option<i64>>,
-    schedule: Vec<Option<String>>,
-    nominal_at: Vec<Option<Timestamp>>,
-    concurrency_key: Vec<Option<String>>,
-    traceparent: Vec<Option<String>>,
-}
-
-impl Columns {
-    /// The parameters of a bulk insert after the channel: now, then the fields in the order of
-    /// the table's columns, the concurrency key and trace context last.
-    fn params<'a>(&'a self, now: &'a Timestamp) -> [Param<'a>; 15] {
-        [
-            now,
-            &self.queue,
-            &self.kind,
-            &self.payload,
-            &self.priority,
-            &self.state,
-            &self.run_at,
-            &self.max_attempts,
-            &self.timeout_ms,
-            &self.backoff_base_ms,
-            &self.backoff_max_ms,
-            &self.schedule,
-            &self.nominal_at,
-            &self.concurrency_key,
-            &self.traceparent,
-        ]
-    }
-
-    /// The announcement of these tasks, as [`notify_tasks_sql`] spells it: the earliest run
-    /// time (microseconds, rounded down: never after the stored one), the highest priority,
-    /// and the earliest run time of those that wait, if any.
-    fn announcement(&self) -> String {
-        let first = self.run_at.iter().min().map(|t| t.as_microsecond());
-        let top = self.priority.iter().max();
-        let waiting = (self.run_at.iter().zip(&self.state))
-            .filter(|(_, state)| state.as_str() != "available")
-            .map(|(t, _)| t.as_microsecond())
-            .min();
-        let mut out = String::from("t");
-        if let (Some(first), Some(top)) = (first, top) {
-            out.push_str(&format!("{first}p{top}"));
-        }
-        if let Some(waiting) = waiting {
-            out.push_str(&format!("w{waiting}"));
-        }
-        out
-    }
-
-    /// The parameters `$1`–`$16` of a one-task insert: the channel, now, then the first
-    /// task's fields in the order of the table's columns.
-    fn first_row<'a>(&'a self, channel: &'a &str, now: &'a Timestamp) -> Vec<Param<'a>> {
-        vec![
-            channel,
-            now,
-            &self.queue[0],
-            &self.kind[0],
-            &self.payload[0],
-            &self.priority[0],
-            &self.state[0],
-            &self.run_at[0],
-            &self.max_attempts[0],
-            &self.timeout_ms[0],
-            &self.backoff_base_ms[0],
-            &self.backoff_max_ms[0],
-            &self.schedule[0],
-            &self.nominal_at[0],
-            &self.concurrency_key[0],
-            &self.traceparent[0],
-        ]
-    }
-
-    fn of<'a>(tasks: impl Iterator<Item = &'a TaskInsert>, now: Timestamp) -> Columns {
-        let mut c = Columns::default();
-        for t in tasks {
-            let task = &t.task;
-            let run_at = task.run_at.unwrap_or(now);
-            c.queue.push(task.queue.clone());
-            c.kind.push(task.kind.clone());
-            c.payload.push(task.payload.clone());
-            c.priority.push(task.priority);
-            c.state
-                .push(rules::state_for_run_at(run_at, now).as_str().to_string());
-            c.run_at.push(run_at);
-            c.max_attempts.push(task.max_attempts);
-            c.timeout_ms.push(task.timeout.map(ms));
-            c.backoff_base_ms.push(task.backoff.map(|b| ms(b.base)));
-            c.backoff_max_ms.push(task.backoff.map(|b| ms(b.max)));
-            c.schedule.push(t.schedule.clone());
-            c.nominal_at.push(t.nominal_at);
-            c.concurrency_key.push(task.key.clone());
-            c.traceparent.push(task.traceparent.clone());
-        }
-        c
-    }
-}
-
 pub(crate) async fn insert_many(
     c: &mut Object,
     channel: &str,
@@ -436,23 +237,6 @@ pub(crate) async fn insert_many(
     let out = insert_tasks(&*tx, Some(&stmt), channel, &p.tasks, p.now).await?;
     tx.commit().await.map_err(db_err)?;
     Ok(out)
-}
-
-/// What the insert of `rows` answers, given the ids it returned in order: identity values are
-/// handed out in insertion order, which is the input order.
-fn answers(rows: &Columns, ids: &[tokio_postgres::Row]) -> Result<Vec<TaskInserted>> {
-    ids.iter()
-        .enumerate()
-        .map(|(k, row)| {
-            Ok(TaskInserted {
-                id: col(row, 0)?,
-                state: TaskState::parse(&rows.state[k])
-                    .map_err(|e| StoreError::Backend(e.to_string()))?,
-                duplicate: false,
-                debounced: false,
-            })
-        })
-        .collect()
 }
 
 /// Inserts tasks without unique keys with one statement of its own (its own transaction), and
@@ -478,13 +262,13 @@ async fn insert_then_announce(
         .await
         .map_err(db_err)?;
     let announce = c.prepare_cached(ANNOUNCE).await.map_err(db_err)?;
-    let params = rows.params(&now);
-    let n = 1 + SHAPES[shape];
+    let sent = BulkParams::of(&rows);
+    let params = sent.params(&now, SHAPES[shape]);
     let payload = rows.announcement();
     let announced: [Param<'_>; 2] = [&channel, &payload];
     let client: &tokio_postgres::Client = c;
     let (ids, announced) = tokio::join!(
-        client.query(&insert, &params[..n]),
+        client.query(&insert, &params),
         client.execute(&announce, &announced)
     );
     if let Err(e) = announced {

@@ -15,6 +15,7 @@ mod keyed;
 mod known;
 mod limited;
 mod rated;
+mod unnest;
 
 pub(crate) use claim::{claim, heartbeat};
 pub(crate) use ending::{announce_room, announce_schedules, announce_tasks, finish_many, rescue};
