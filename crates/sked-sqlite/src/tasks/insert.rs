@@ -35,11 +35,45 @@ fn insert_sql(rows: usize, per_row: usize) -> String {
     )
 }
 
-/// The statements of [`STATEMENT_ROWS`] rows, in that order: every column, and plain rows.
+/// How many values plain rows may share, bound once: every column a plain row writes but the
+/// payload, in the order of [`COLUMNS`] (see [`Row::bind_shared`]).
+const SHARED: usize = PLAIN_PER_ROW - 1;
+
+/// `INSERT INTO tasks (…) VALUES (…), …` with `rows` plain rows that share every value but the
+/// payload: those are `?1`–`?7`, in the order of [`COLUMNS`], the payloads `?8` on.
+fn shared_insert_sql(rows: usize) -> String {
+    let columns: Vec<&str> = COLUMNS.split(", ").take(PLAIN_PER_ROW).collect();
+    let values: Vec<String> = (0..rows)
+        .map(|r| {
+            let mut shared = 0;
+            let row: Vec<String> = (columns.iter())
+                .map(|&c| match c {
+                    "payload" => format!("?{}", SHARED + 1 + r),
+                    _ => {
+                        shared += 1;
+                        format!("?{shared}")
+                    }
+                })
+                .collect();
+            format!("({})", row.join(", "))
+        })
+        .collect();
+    format!(
+        "INSERT INTO tasks ({}) VALUES {}",
+        columns.join(", "),
+        values.join(", ")
+    )
+}
+
+/// The statements of [`STATEMENT_ROWS`] rows, in that order: every column, plain rows, and
+/// plain rows that share all but their payloads (a batch of one kind of task for one queue,
+/// the common bulk enqueue, binds a parameter a row instead of eight).
 static INSERTS: LazyLock<[String; 4]> =
     LazyLock::new(|| STATEMENT_ROWS.map(|rows| insert_sql(rows, PER_ROW)));
 static PLAIN_INSERTS: LazyLock<[String; 4]> =
     LazyLock::new(|| STATEMENT_ROWS.map(|rows| insert_sql(rows, PLAIN_PER_ROW)));
+static SHARED_INSERTS: LazyLock<[String; 4]> =
+    LazyLock::new(|| STATEMENT_ROWS.map(shared_insert_sql));
 
 /// A checked task, ready to be bound to an insert's parameters.
 struct Row<'a> {
@@ -79,6 +113,18 @@ impl<'a> Row<'a> {
             && task.traceparent.is_none()
     }
 
+    /// Whether this row and `other` have the same values in the columns plain rows may share
+    /// (the state follows from the run time and now).
+    fn shares_with(&self, other: &Row<'_>) -> bool {
+        let (a, b) = (&self.t.task, &other.t.task);
+        a.queue == b.queue
+            && a.kind == b.kind
+            && a.priority == b.priority
+            && self.run_at == other.run_at
+            && a.max_attempts == b.max_attempts
+            && self.now == other.now
+    }
+
     /// Binds the first `per_row` columns of this row ([`PER_ROW`], or [`PLAIN_PER_ROW`] for a
     /// plain one) to the parameters after `first` (1-based numbering: `first + 1` on).
     fn bind(&self, stmt: &mut Statement<'_>, first: usize, per_row: usize) -> Result<()> {
@@ -103,6 +149,24 @@ impl<'a> Row<'a> {
         ];
         for (i, v) in values.into_iter().take(per_row).enumerate() {
             stmt.raw_bind_parameter(first + i + 1, v).map_err(db_err)?;
+        }
+        Ok(())
+    }
+
+    /// Binds this row's values but the payload to `?1`–`?7`, as [`shared_insert_sql`] names them.
+    fn bind_shared(&self, stmt: &mut Statement<'_>) -> Result<()> {
+        let task = &self.t.task;
+        let values: [&dyn ToSql; SHARED] = [
+            &task.queue,
+            &task.kind,
+            &task.priority,
+            &self.state.as_str(),
+            &self.run_at,
+            &task.max_attempts,
+            &self.now,
+        ];
+        for (i, v) in values.into_iter().enumerate() {
+            stmt.raw_bind_parameter(i + 1, v).map_err(db_err)?;
         }
         Ok(())
     }
@@ -260,8 +324,9 @@ fn write_rows(
     Ok(())
 }
 
-/// Writes `rows` with the statement for as many rows (the `nth` of [`STATEMENT_ROWS`]), the
-/// plain one when every row is plain. Their ids are consecutive: the table's ids come from
+/// Writes `rows` with the statement for as many rows (the `nth` of [`STATEMENT_ROWS`]): the
+/// shared one when every row is plain and shares its values with the first, the plain one when
+/// every row is plain. Their ids are consecutive: the table's ids come from
 /// `AUTOINCREMENT`, one more than the largest so far for each row in turn, and this
 /// transaction is the only writer.
 fn write_statement(
@@ -270,7 +335,17 @@ fn write_statement(
     rows: &[Row<'_>],
     out: &mut Vec<TaskInserted>,
 ) -> Result<()> {
-    let (sql, per_row) = match rows.iter().all(Row::is_plain) {
+    let plain = rows.iter().all(Row::is_plain);
+    if plain && rows.iter().all(|r| r.shares_with(&rows[0])) {
+        let mut stmt = tx.prepare_cached(&SHARED_INSERTS[nth]).map_err(db_err)?;
+        rows[0].bind_shared(&mut stmt)?;
+        for (i, row) in rows.iter().enumerate() {
+            stmt.raw_bind_parameter(SHARED + 1 + i, &row.payload)
+                .map_err(db_err)?;
+        }
+        return execute(tx, &mut stmt, rows, out);
+    }
+    let (sql, per_row) = match plain {
         true => (&PLAIN_INSERTS[nth], PLAIN_PER_ROW),
         false => (&INSERTS[nth], PER_ROW),
     };
@@ -278,6 +353,16 @@ fn write_statement(
     for (i, row) in rows.iter().enumerate() {
         row.bind(&mut stmt, i * per_row, per_row)?;
     }
+    execute(tx, &mut stmt, rows, out)
+}
+
+/// Runs an insert of `rows` whose parameters are bound, and answers them.
+fn execute(
+    tx: &Transaction<'_>,
+    stmt: &mut Statement<'_>,
+    rows: &[Row<'_>],
+    out: &mut Vec<TaskInserted>,
+) -> Result<()> {
     let n = stmt.raw_execute().map_err(db_err)?;
     if n != rows.len() {
         return Err(StoreError::Backend(format!(
@@ -293,4 +378,18 @@ fn write_statement(
         debounced: false,
     }));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_rows_name_the_shared_values_once_and_a_payload_each() {
+        assert_eq!(
+            shared_insert_sql(2),
+            "INSERT INTO tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
+             created_at) VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7), (?1, ?2, ?9, ?3, ?4, ?5, ?6, ?7)"
+        );
+    }
 }
