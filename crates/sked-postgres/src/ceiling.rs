@@ -20,6 +20,11 @@ const CREATE: &str = "DROP TABLE IF EXISTS sked_ceiling_jobs;
     CREATE INDEX sked_ceiling_jobs_available ON sked_ceiling_jobs (priority DESC, run_at, id)
         WHERE state = 'available';";
 
+/// What the kept drain adds to the bare table: the finish time, and finished rows by it.
+const KEPT: &str = "ALTER TABLE sked_ceiling_jobs ADD COLUMN finished_at timestamptz;
+    CREATE INDEX sked_ceiling_jobs_finished ON sked_ceiling_jobs (finished_at)
+        WHERE state = 'succeeded';";
+
 const INSERT: &str = "INSERT INTO sked_ceiling_jobs (queue, kind, payload, priority, run_at, state) \
     SELECT 'default', 'noop', p, 0, now(), 'available' FROM unnest($1::jsonb[]) AS u(p)";
 
@@ -28,6 +33,10 @@ const CLAIM: &str = "UPDATE sked_ceiling_jobs SET state = 'running' WHERE id IN 
     ORDER BY priority DESC, run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) RETURNING id";
 
 const DELETE: &str = "DELETE FROM sked_ceiling_jobs WHERE id = ANY($1)";
+
+/// The kept drain's ending: the outcome written instead of the rows deleted.
+const SUCCEED: &str =
+    "UPDATE sked_ceiling_jobs SET state = 'succeeded', finished_at = now() WHERE id = ANY($1)";
 
 #[async_trait]
 impl Ceiling for PgStore {
@@ -40,6 +49,10 @@ impl Ceiling for PgStore {
         let clients = p.clients.max(1);
         let setup = self.client().await?;
         setup.batch_execute(CREATE).await.map_err(db_err)?;
+        let kept = p.workload == CeilingWorkload::DrainKept;
+        if kept {
+            setup.batch_execute(KEPT).await.map_err(db_err)?;
+        }
         let out = match p.workload {
             CeilingWorkload::Insert => {
                 let started = Instant::now();
@@ -50,11 +63,11 @@ impl Ceiling for PgStore {
                     rows: p.n,
                 }
             }
-            CeilingWorkload::Drain => {
+            CeilingWorkload::Drain | CeilingWorkload::DrainKept => {
                 // Inserted as `sked bench drain` inserts its tasks, and nothing done after.
                 self.insert(p.n, 10_000, 0, 1).await?;
                 let started = Instant::now();
-                let parts = (0..clients).map(|_| self.drain(p.batch));
+                let parts = (0..clients).map(|_| self.drain(p.batch, kept));
                 let rows = futures_util::future::try_join_all(parts).await?;
                 CeilingReport {
                     secs: started.elapsed().as_secs_f64(),
@@ -135,11 +148,15 @@ impl PgStore {
         Ok(())
     }
 
-    /// Claims and deletes until nothing is left; the rows this client handled.
-    async fn drain(&self, batch: usize) -> Result<usize> {
+    /// Claims and deletes (or, `kept`, marks succeeded) until nothing is left; the rows this
+    /// client handled.
+    async fn drain(&self, batch: usize, kept: bool) -> Result<usize> {
         let c = self.client().await?;
         let claim = c.prepare(CLAIM).await.map_err(db_err)?;
-        let delete = c.prepare(DELETE).await.map_err(db_err)?;
+        let end = c
+            .prepare(if kept { SUCCEED } else { DELETE })
+            .await
+            .map_err(db_err)?;
         let limit = batch as i64;
         let mut done = 0;
         loop {
@@ -153,7 +170,7 @@ impl PgStore {
             if ids.is_empty() {
                 return Ok(done);
             }
-            c.execute(&delete, &[&ids]).await.map_err(db_err)?;
+            c.execute(&end, &[&ids]).await.map_err(db_err)?;
             done += ids.len();
         }
     }

@@ -20,6 +20,10 @@ const CREATE: &str = "DROP TABLE IF EXISTS ceiling_jobs;
     CREATE INDEX ceiling_jobs_available ON ceiling_jobs (priority DESC, run_at, id)
         WHERE state = 'available';";
 
+/// What the kept drain adds to the bare table: the finish time, and finished rows by it.
+const KEPT: &str = "ALTER TABLE ceiling_jobs ADD COLUMN finished_at INTEGER;
+    CREATE INDEX ceiling_jobs_finished ON ceiling_jobs (finished_at) WHERE state = 'succeeded';";
+
 const INSERT: &str = "INSERT INTO ceiling_jobs (queue, kind, payload, priority, run_at, state) \
     VALUES ('default', 'noop', ?1, 0, ?2, 'available')";
 
@@ -28,6 +32,9 @@ const CLAIM: &str = "UPDATE ceiling_jobs SET state = 'running' WHERE id IN ( \
     LIMIT ?1) RETURNING id";
 
 const DELETE: &str = "DELETE FROM ceiling_jobs WHERE id = ?1";
+
+/// The kept drain's ending: the outcome written instead of the row deleted.
+const SUCCEED: &str = "UPDATE ceiling_jobs SET state = 'succeeded', finished_at = ?2 WHERE id = ?1";
 
 #[async_trait]
 impl Ceiling for SqliteStore {
@@ -39,6 +46,9 @@ impl Ceiling for SqliteStore {
         }
         self.run(move |conn| {
             conn.execute_batch(CREATE).map_err(db_err)?;
+            if p.workload == CeilingWorkload::DrainKept {
+                conn.execute_batch(KEPT).map_err(db_err)?;
+            }
             let out = match p.workload {
                 CeilingWorkload::Insert => {
                     let started = Instant::now();
@@ -48,13 +58,13 @@ impl Ceiling for SqliteStore {
                         rows: p.n,
                     }
                 }
-                CeilingWorkload::Drain => {
+                CeilingWorkload::Drain | CeilingWorkload::DrainKept => {
                     // Inserted as `sked bench drain` inserts its tasks, then the same settling.
                     insert(conn, p.n, 10_000)?;
                     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
                         .map_err(db_err)?;
                     let started = Instant::now();
-                    let rows = drain(conn, p.batch)?;
+                    let rows = drain(conn, p.batch, p.workload == CeilingWorkload::DrainKept)?;
                     CeilingReport {
                         secs: started.elapsed().as_secs_f64(),
                         rows,
@@ -134,8 +144,9 @@ fn insert(conn: &mut Connection, n: usize, batch: usize) -> Result<()> {
     Ok(())
 }
 
-/// Claims and deletes until nothing is left; the rows it handled.
-fn drain(conn: &mut Connection, batch: usize) -> Result<usize> {
+/// Claims and deletes (or, `kept`, marks succeeded) until nothing is left; the rows it
+/// handled.
+fn drain(conn: &mut Connection, batch: usize, kept: bool) -> Result<usize> {
     let mut done = 0;
     loop {
         let tx = conn
@@ -155,7 +166,13 @@ fn drain(conn: &mut Connection, batch: usize) -> Result<usize> {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(db_err)?;
-        {
+        if kept {
+            let now = jiff::Timestamp::now().as_microsecond();
+            let mut stmt = tx.prepare_cached(SUCCEED).map_err(db_err)?;
+            for id in &ids {
+                stmt.execute(params![id, now]).map_err(db_err)?;
+            }
+        } else {
             let mut stmt = tx.prepare_cached(DELETE).map_err(db_err)?;
             for id in &ids {
                 stmt.execute([id]).map_err(db_err)?;
@@ -174,6 +191,52 @@ mod tests {
     fn checkpoint_busy(conn: &Connection) -> i64 {
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
             .unwrap()
+    }
+
+    /// `(state, rows, rows with a finish time)` of the bare table, by state.
+    fn states(conn: &Connection) -> Vec<(String, i64, i64)> {
+        let mut stmt = conn
+            .prepare(
+                "SELECT state, count(*), count(finished_at) FROM ceiling_jobs \
+                 GROUP BY state ORDER BY state",
+            )
+            .unwrap();
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap();
+        rows.map(Result::unwrap).collect()
+    }
+
+    #[test]
+    fn the_kept_drain_ends_every_row_and_deletes_none() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(CREATE).unwrap();
+        conn.execute_batch(KEPT).unwrap();
+        insert(&mut conn, 2_500, 1_000).unwrap();
+        assert_eq!(drain(&mut conn, 1_000, true).unwrap(), 2_500);
+        assert_eq!(states(&conn), [("succeeded".to_string(), 2_500, 2_500)]);
+        // Retention finds them by finish time, on the index the kept drain adds.
+        let plan: String = conn
+            .query_row(
+                "EXPLAIN QUERY PLAN SELECT id FROM ceiling_jobs \
+                 WHERE state = 'succeeded' ORDER BY finished_at LIMIT 10",
+                [],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("ceiling_jobs_finished"), "{plan}");
+    }
+
+    #[test]
+    fn the_bare_drain_deletes_every_row() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(CREATE).unwrap();
+        insert(&mut conn, 2_500, 1_000).unwrap();
+        assert_eq!(drain(&mut conn, 1_000, false).unwrap(), 2_500);
+        let left: i64 = conn
+            .query_row("SELECT count(*) FROM ceiling_jobs", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(left, 0);
     }
 
     #[tokio::test]

@@ -7,6 +7,11 @@
 //! a queue needs to claim in order: `id`, `queue`, `kind`, `payload` (JSON), `priority`,
 //! `run_at`, `state`, and one partial index of available rows in claim order
 //! (`priority DESC, run_at, id`). No history, no attempts, no leases, no announcements.
+//!
+//! A queue that keeps each task's outcome, as sked does, cannot delete a finished row: it
+//! writes the outcome instead, and retention must find finished rows by age. The kept drain
+//! ([`CeilingWorkload::DrainKept`]) is that bare loop, a second ceiling beside the first, so
+//! that a benchmark can also say how close sked comes to the least its own promise writes.
 
 use async_trait::async_trait;
 
@@ -19,6 +24,11 @@ pub enum CeilingWorkload {
     /// available rows with one `UPDATE … RETURNING id` (one transaction), delete them (a second
     /// transaction), until none are left.
     Drain,
+    /// As [`CeilingWorkload::Drain`], but a claimed row is marked `succeeded` with its finish
+    /// time (the second transaction, one statement as the delete is) instead of deleted. The
+    /// table has one more column, `finished_at`, and one more partial index, of succeeded
+    /// rows by finish time, as retention needs to remove the oldest first.
+    DrainKept,
     /// `n` rows inserted in transactions of `batch` rows, by `clients` connections at once.
     Insert,
 }
@@ -41,7 +51,7 @@ pub struct CeilingParams {
 pub struct CeilingReport {
     /// Wall time of the timed part, in seconds.
     pub secs: f64,
-    /// Rows it handled (claimed and deleted, or inserted).
+    /// Rows it handled (claimed and deleted or ended, or inserted).
     pub rows: usize,
 }
 

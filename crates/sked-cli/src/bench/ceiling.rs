@@ -56,8 +56,9 @@ pub(super) async fn ceiling_per_s(
     Ok(report.per_s())
 }
 
-/// Both ceilings: the drain as `drain` runs (claims of [`CLAIM_BATCH`], its default workers),
-/// the insert as `enqueue` runs (`batch` rows per transaction, `parallel` connections).
+/// The ceilings: the drain as `drain` runs (claims of [`CLAIM_BATCH`], its default workers),
+/// with its rows deleted and with their outcomes kept, and the insert as `enqueue` runs
+/// (`batch` rows per transaction, `parallel` connections).
 pub(super) async fn ceiling(
     store: &Arc<dyn Store>,
     n: usize,
@@ -65,10 +66,19 @@ pub(super) async fn ceiling(
     parallel: usize,
 ) -> CliResult<serde_json::Value> {
     let drain = ceiling_per_s(store, CeilingWorkload::Drain, n, CLAIM_BATCH, DRAIN_WORKERS).await?;
+    let kept = ceiling_per_s(
+        store,
+        CeilingWorkload::DrainKept,
+        n,
+        CLAIM_BATCH,
+        DRAIN_WORKERS,
+    )
+    .await?;
     let insert = ceiling_per_s(store, CeilingWorkload::Insert, n, batch, parallel).await?;
     Ok(json!({
         "workload": "ceiling",
         "drain_per_s": round(drain), "drain_batch": CLAIM_BATCH, "drain_clients": DRAIN_WORKERS,
+        "drain_kept_per_s": round(kept),
         "insert_per_s": round(insert), "insert_batch": batch, "insert_clients": parallel,
     }))
 }

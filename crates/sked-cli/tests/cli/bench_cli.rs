@@ -43,14 +43,26 @@ fn ceiling_and_ratios(db: &[&str]) {
     let line = bench(&[&["ceiling", "-n", "3000"], db].concat());
     assert_eq!(line["workload"], "ceiling");
     positive(&line, "drain_per_s");
+    positive(&line, "drain_kept_per_s");
     positive(&line, "insert_per_s");
     assert_eq!(line["drain_batch"], 1000);
     assert_eq!(line["insert_batch"], 1000);
     let drain = bench(&[&["drain", "-n", "3000", "--vs-ceiling"], db].concat());
     assert_eq!(drain["workload"], "drain");
     check_ratio(&drain);
+    // A drain is also set against the bare drain that keeps each outcome.
+    let (per_s, kept) = (
+        positive(&drain, "per_s"),
+        positive(&drain, "kept_ceiling_per_s"),
+    );
+    let kept_ratio = positive(&drain, "kept_ratio");
+    assert!(
+        (kept_ratio - per_s / kept).abs() < 0.001,
+        "kept_ratio {kept_ratio} is not {per_s}/{kept}"
+    );
     let enqueue = bench(&[&["enqueue", "-n", "3000", "-c", "500", "--vs-ceiling"], db].concat());
     check_ratio(&enqueue);
+    assert!(enqueue.get("kept_ratio").is_none(), "{enqueue}");
 }
 
 #[test]
