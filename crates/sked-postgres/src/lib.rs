@@ -160,13 +160,11 @@ impl PgStore {
     /// `ended` holds a task of a queue claimed under its lock: their claims waiting on it look
     /// again (this node's are woken by its engine). A failure only leaves them to their next
     /// poll.
-    async fn announce_room(&self, ended: &[Result<Task>]) {
+    async fn announce_room<'a>(&self, ended: impl IntoIterator<Item = &'a String>) {
         // Without the settings (a queue changed since the last claim), the database says.
         let locked = self.cursors.locked_queues();
         let mut queues: Vec<String> = ended
-            .iter()
-            .flatten()
-            .map(|t| &t.queue)
+            .into_iter()
             .filter(|q| locked.as_ref().is_none_or(|l| l.contains(q)))
             .cloned()
             .collect();
@@ -314,7 +312,8 @@ impl Store for PgStore {
         let ended = self
             .op(async |c, ch| tasks::finish_many(c, ch, &params).await)
             .await?;
-        self.announce_room(&ended).await;
+        self.announce_room(ended.iter().flatten().map(|t| &t.queue))
+            .await;
         self.claimable(
             ended
                 .iter()
@@ -322,6 +321,24 @@ impl Store for PgStore {
                 .filter(|t| !t.state.is_finished())
                 .map(key),
         );
+        Ok(ended)
+    }
+
+    /// A batch of successes, each task named once, returns only what [`TaskEnded`] needs;
+    /// any other batch goes as [`Store::task_finish_many`] does.
+    async fn task_end_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<TaskEnded>>> {
+        let Some(successes) = tasks::Successes::of(&params) else {
+            let answers = self.task_finish_many(params).await?;
+            return Ok(answers
+                .into_iter()
+                .map(|r| r.map(TaskEnded::from))
+                .collect());
+        };
+        let ended = self
+            .op(async |c, ch| successes.write_brief(c, ch).await)
+            .await?;
+        self.announce_room(ended.iter().flatten().map(|t| &t.queue))
+            .await;
         Ok(ended)
     }
 

@@ -220,6 +220,11 @@ impl Store for SqliteStore {
         self.write(move |tx| tasks::finish_many(tx, &params)).await
     }
 
+    /// Successes written without reading their rows first ([`tasks::end_many`]).
+    async fn task_end_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<TaskEnded>>> {
+        self.write(move |tx| tasks::end_many(tx, &params)).await
+    }
+
     async fn task_cancel(&self, params: TaskCancelParams) -> Result<Task> {
         self.write(move |tx| tasks::cancel(tx, params.id, params.now))
             .await

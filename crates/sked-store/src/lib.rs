@@ -121,6 +121,17 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// `running` and the attempt number. One result per item, in order.
     async fn task_finish_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<Task>>>;
 
+    /// [`Store::task_finish_many`], answering only what [`TaskEnded`] says of each task (the
+    /// same checks, the same rows written, the same errors). Batch endings from workers go
+    /// this way: a store may write successes without reading their rows.
+    async fn task_end_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<TaskEnded>>> {
+        let answers = self.task_finish_many(params).await?;
+        Ok(answers
+            .into_iter()
+            .map(|r| r.map(TaskEnded::from))
+            .collect())
+    }
+
     /// Cancels a task that has not started, or asks a running one to stop.
     async fn task_cancel(&self, params: TaskCancelParams) -> Result<Task>;
 

@@ -137,6 +137,52 @@ pub struct TaskFinishParams {
     pub jitter: f64,
 }
 
+/// What an ended attempt left of its task: enough for the engine's metrics and wake-ups and
+/// for batch answers, which name only the id and the state. [`crate::Store::task_end_many`]
+/// answers this instead of the whole task, so that a store may end an attempt without reading
+/// its row first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskEnded {
+    pub id: TaskId,
+    pub queue: String,
+    pub state: TaskState,
+    pub attempt: i32,
+    pub run_at: Timestamp,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    pub schedule: Option<String>,
+}
+
+impl From<&sked_core::Task> for TaskEnded {
+    fn from(t: &sked_core::Task) -> TaskEnded {
+        TaskEnded {
+            id: t.id,
+            queue: t.queue.clone(),
+            state: t.state,
+            attempt: t.attempt,
+            run_at: t.run_at,
+            started_at: t.started_at,
+            finished_at: t.finished_at,
+            schedule: t.schedule.clone(),
+        }
+    }
+}
+
+impl From<sked_core::Task> for TaskEnded {
+    fn from(t: sked_core::Task) -> TaskEnded {
+        TaskEnded {
+            id: t.id,
+            queue: t.queue,
+            state: t.state,
+            attempt: t.attempt,
+            run_at: t.run_at,
+            started_at: t.started_at,
+            finished_at: t.finished_at,
+            schedule: t.schedule,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct TaskCancelParams {
     pub id: TaskId,

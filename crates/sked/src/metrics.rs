@@ -12,7 +12,7 @@ use prometheus::{
     Registry, TextEncoder,
 };
 use sked_core::{Task, TaskState};
-use sked_store::FinishOutcome;
+use sked_store::{FinishOutcome, TaskEnded};
 
 /// How far `sked_tasks` counts each queue's tasks of one state: a scrape reads the counts
 /// every time, and their cost is bounded by queues × states × this, however many tasks are kept.
@@ -342,7 +342,7 @@ impl Metrics {
         }
     }
 
-    pub(crate) fn finished(&self, task: &Task, outcome: &FinishOutcome, now: Timestamp) {
+    pub(crate) fn finished(&self, task: &TaskEnded, outcome: &FinishOutcome, now: Timestamp) {
         let label = match outcome {
             FinishOutcome::Succeeded { .. } => "succeeded",
             FinishOutcome::Failed { .. } if task.state == TaskState::Dead => "dead",

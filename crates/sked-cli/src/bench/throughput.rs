@@ -82,7 +82,7 @@ pub(super) async fn drain(
                 if claimed.is_empty() {
                     return Ok::<usize, sked::store::StoreError>(done);
                 }
-                for r in store.task_finish_many(succeeded(&claimed, now)).await? {
+                for r in store.task_end_many(succeeded(&claimed, now)).await? {
                     r?;
                     done += 1;
                 }

@@ -309,7 +309,7 @@ pub(crate) async fn rescue(
 /// that checks and changes each row (no locking read first, no transaction around it). What a
 /// success changes is what [`rules::finish`] says for it: the state, the finish time and the
 /// result; the run time, attempts left and last error stay.
-struct Successes {
+pub(crate) struct Successes {
     id: Vec<TaskId>,
     attempt: Vec<i32>,
     now: Vec<Timestamp>,
@@ -317,7 +317,7 @@ struct Successes {
 }
 
 impl Successes {
-    fn of(ps: &[TaskFinishParams]) -> Option<Successes> {
+    pub(crate) fn of(ps: &[TaskFinishParams]) -> Option<Successes> {
         let mut seen = std::collections::HashSet::with_capacity(ps.len());
         let mut out = Successes {
             id: Vec::with_capacity(ps.len()),
@@ -341,16 +341,60 @@ impl Successes {
     }
 
     async fn write(&self, c: &mut Object, channel: &str) -> Result<Vec<Result<Task>>> {
-        let stmt = c.prepare_cached(&SUCCEED).await.map_err(db_err)?;
-        let rows = c
-            .query(&stmt, &[&self.id, &self.attempt, &self.now, &self.result])
-            .await
-            .map_err(db_err)?;
-        let mut done: HashMap<TaskId, Task> = tasks_from_rows(&rows)?
+        let rows = self.succeed(c, &SUCCEED).await?;
+        let done: HashMap<TaskId, Task> = tasks_from_rows(&rows)?
             .into_iter()
             .map(|t| (t.id, t))
             .collect();
-        if done.values().any(|t| t.schedule.is_some()) {
+        let scheduled = done.values().any(|t| t.schedule.is_some());
+        self.answers(c, channel, done, scheduled).await
+    }
+
+    /// [`Successes::write`], returning only what [`TaskEnded`] says of each task.
+    pub(crate) async fn write_brief(
+        &self,
+        c: &mut Object,
+        channel: &str,
+    ) -> Result<Vec<Result<TaskEnded>>> {
+        let rows = self.succeed(c, &SUCCEED_BRIEF).await?;
+        let done: HashMap<TaskId, TaskEnded> = rows
+            .iter()
+            .map(|r| {
+                let ended = TaskEnded {
+                    id: col(r, 0)?,
+                    queue: col(r, 1)?,
+                    state: sked_core::TaskState::Succeeded,
+                    attempt: col(r, 2)?,
+                    run_at: col(r, 3)?,
+                    started_at: col(r, 4)?,
+                    finished_at: col(r, 5)?,
+                    schedule: col(r, 6)?,
+                };
+                Ok((ended.id, ended))
+            })
+            .collect::<Result<_>>()?;
+        let scheduled = done.values().any(|t| t.schedule.is_some());
+        self.answers(c, channel, done, scheduled).await
+    }
+
+    /// Runs `sql`, one of the success statements, over the batch: the rows it changed.
+    async fn succeed(&self, c: &mut Object, sql: &str) -> Result<Vec<tokio_postgres::Row>> {
+        let stmt = c.prepare_cached(sql).await.map_err(db_err)?;
+        c.query(&stmt, &[&self.id, &self.attempt, &self.now, &self.result])
+            .await
+            .map_err(db_err)
+    }
+
+    /// An answer per success, in order, from the tasks it ended (`done`, by id): those it did
+    /// not end say why. Announces a change to schedules when a task of one ended.
+    async fn answers<T>(
+        &self,
+        c: &mut Object,
+        channel: &str,
+        mut done: HashMap<TaskId, T>,
+        scheduled: bool,
+    ) -> Result<Vec<Result<T>>> {
+        if scheduled {
             announce_schedules(&***c, channel).await?;
         }
         // The rows not changed: missing, or no longer running as that attempt.
@@ -391,13 +435,22 @@ impl Successes {
     }
 }
 
-static SUCCEED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+/// The successes of `$1`–`$4`, returning `returning`.
+fn succeed_sql(returning: &str) -> String {
     format!(
         "UPDATE sked_tasks t SET state = 'succeeded', finished_at = u.now, result = u.result, \
            lease_expires_at = NULL \
          FROM unnest($1::bigint[], $2::int[], $3::timestamptz[], $4::jsonb[]) \
            AS u(id, attempt, now, result) \
          WHERE t.id = u.id AND t.state = 'running' AND t.attempt = u.attempt \
-         RETURNING {TASK_COLUMNS}"
+         RETURNING {returning}"
     )
+}
+
+static SUCCEED: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| succeed_sql(TASK_COLUMNS));
+
+/// What [`TaskEnded`] needs, in the order [`Successes::write_brief`] reads it.
+static SUCCEED_BRIEF: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    succeed_sql("t.id, t.queue, t.attempt, t.run_at, t.started_at, t.finished_at, t.schedule")
 });

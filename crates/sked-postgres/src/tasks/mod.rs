@@ -18,7 +18,9 @@ mod rated;
 mod unnest;
 
 pub(crate) use claim::{claim, heartbeat};
-pub(crate) use ending::{announce_room, announce_schedules, announce_tasks, finish_many, rescue};
+pub(crate) use ending::{
+    Successes, announce_room, announce_schedules, announce_tasks, finish_many, rescue,
+};
 pub(crate) use insert::{insert_claimed, insert_many, insert_tasks};
 
 use deadpool_postgres::{Object, Transaction};

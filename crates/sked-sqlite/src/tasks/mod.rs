@@ -18,10 +18,12 @@ use crate::indexed;
 mod batch;
 pub(crate) mod bulk;
 pub(crate) mod claim;
+mod ended;
 mod insert;
 mod keyed;
 
 pub(crate) use claim::claim;
+pub(crate) use ended::end_many;
 pub(crate) use insert::{insert_claimed, insert_many, insert_one};
 
 /// Rows written by one multi-row statement (an insert's, or a batch of endings'), largest
@@ -186,6 +188,13 @@ fn record_attempt(
     Ok(())
 }
 
+/// Whether some task is named by two of `ps`.
+fn names_an_id_twice(ps: &[TaskFinishParams]) -> bool {
+    let mut ids: Vec<TaskId> = ps.iter().map(|p| p.id).collect();
+    ids.sort_unstable();
+    ids.windows(2).any(|w| w[0] == w[1])
+}
+
 /// Ends attempts: the rows read together, each ending checked and computed in order (an id
 /// given twice finds the task as its first ending left it), and the endings written together
 /// ([`batch::end`]).
@@ -197,11 +206,7 @@ pub(crate) fn finish_many(
     let mut out: Vec<Result<Task>> = Vec::with_capacity(ps.len());
     let mut endings: Vec<batch::Ending> = Vec::with_capacity(ps.len());
     // An id given twice finds its first ending: each ending's task goes back to `rows`.
-    let repeats = {
-        let mut ids: Vec<TaskId> = ps.iter().map(|p| p.id).collect();
-        ids.sort_unstable();
-        ids.windows(2).any(|w| w[0] == w[1])
-    };
+    let repeats = names_an_id_twice(ps);
     for p in ps {
         let current = rows.take(p.id);
         if let Err(e) = rules::held(current.as_ref(), p.id, p.attempt) {

@@ -9,6 +9,7 @@
 //! the helpers they share.
 
 mod bulk;
+mod endings;
 mod inserts;
 mod keys;
 mod observe;
@@ -20,6 +21,7 @@ mod tasks;
 mod unique;
 
 pub use bulk::*;
+pub use endings::*;
 pub use inserts::*;
 pub use keys::*;
 pub use observe::*;
@@ -47,6 +49,8 @@ macro_rules! conformance_tests {
             concurrency_limit_caps_running, claim_filters_queues_and_kinds,
             a_per_key_limit_caps_each_key, a_per_key_rate_caps_each_keys_starts, keys_take_turns_across_claims, a_higher_priority_goes_first_across_keys,
             heartbeat_extends_and_rejects_stale, complete_records_result_and_attempt, a_batch_of_endings_ends_each_as_alone, a_batch_of_distinct_endings_ends_each_as_alone,
+            a_batch_of_brief_endings_ends_each_as_alone, a_batch_of_distinct_brief_endings_ends_each_as_alone,
+            a_batch_of_successes_alone_answers_briefly,
             fail_retries_with_backoff_until_dead, fatal_failure_is_dead_at_once,
             snooze_does_not_spend_an_attempt, release_gives_the_task_back_at_once,
             claim_with_min_priority, cancel_before_and_while_running,

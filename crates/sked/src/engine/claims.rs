@@ -6,7 +6,8 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use sked_core::{Task, TaskId};
 use sked_store::{
-    FinishOutcome, HeartbeatReply, TaskClaimParams, TaskFinishParams, TaskHeartbeatParams,
+    FinishOutcome, HeartbeatReply, TaskClaimParams, TaskEnded, TaskFinishParams,
+    TaskHeartbeatParams,
 };
 
 use super::handoff::Wanted;
@@ -214,7 +215,7 @@ impl Engine {
         let params = self.finish_params(id, attempt, outcome);
         let (outcome, now) = (params.outcome.clone(), params.now);
         let task = self.inner.finisher.finish(params).await?;
-        self.finished(&task, &outcome, now);
+        self.finished(&TaskEnded::from(&task), &outcome, now);
         Ok(task)
     }
 
@@ -230,7 +231,7 @@ impl Engine {
 
     /// Metrics and wake-ups after an attempt ended: room under a limit, a task to run again, a
     /// schedule's overlap changed.
-    fn finished(&self, task: &Task, outcome: &FinishOutcome, now: Timestamp) {
+    fn finished(&self, task: &TaskEnded, outcome: &FinishOutcome, now: Timestamp) {
         self.inner.metrics.finished(task, outcome, now);
         // An ended attempt frees room under its queue's concurrency limit or its key's per-key
         // limit, which no announcement says: claims waiting here look again. (Busy claims do
@@ -245,18 +246,20 @@ impl Engine {
     }
 
     /// Ends many attempts in one store operation (a batch is its own group commit). One
-    /// result per item, in order; the whole call fails only when the store does.
+    /// result per item, in order, saying what the ending left of each task (the store need
+    /// not read whole rows: [`sked_store::Store::task_end_many`]); the whole call fails only
+    /// when the store does.
     pub async fn finish_many(
         &self,
         items: Vec<(TaskId, i32, FinishOutcome)>,
-    ) -> Result<Vec<Result<Task>>> {
+    ) -> Result<Vec<Result<TaskEnded>>> {
         let params: Vec<TaskFinishParams> = items
             .into_iter()
             .map(|(id, attempt, outcome)| self.finish_params(id, attempt, outcome))
             .collect();
         let outcomes: Vec<(FinishOutcome, Timestamp)> =
             params.iter().map(|p| (p.outcome.clone(), p.now)).collect();
-        let results = self.inner.store.task_finish_many(params).await?;
+        let results = self.inner.store.task_end_many(params).await?;
         Ok(results
             .into_iter()
             .zip(outcomes)
