@@ -1,9 +1,9 @@
 //! Batch endings answered with [`TaskEnded`]: successes are written without reading their rows
 //! first. A success needs nothing of the row but the check that its attempt still holds the
 //! task, which the statement's `WHERE` makes, and the few columns it returns are what the
-//! answer needs; reading whole rows to build whole tasks was a quarter of a drained task's
-//! instructions. Every other ending, and a success whose attempt no longer holds its task,
-//! goes the way [`super::finish_many`] goes, which says why.
+//! answer needs: a drained task counts 10 % fewer instructions than when its ending read the
+//! row and built the whole task. Every other ending, and a success whose attempt no longer
+//! holds its task, goes the way [`super::finish_many`] goes, which says why.
 
 use std::sync::LazyLock;
 
