@@ -60,7 +60,7 @@ pub(crate) const TASK_COLUMNS_LEAN: &str = "id, queue, kind, 'null' AS payload, 
     substr(last_error,1,1024) AS last_error, NULL AS result, concurrency_key, traceparent";
 
 /// A text column, borrowed from the row (no copy).
-fn text<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<&'r str> {
+pub(crate) fn text<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<&'r str> {
     let value = r.get_ref(i)?;
     value
         .as_str()

@@ -212,21 +212,11 @@ impl Engine {
 
     /// Ends an attempt. Concurrent calls are committed together (group commit).
     pub async fn finish(&self, id: TaskId, attempt: i32, outcome: FinishOutcome) -> Result<Task> {
-        let params = self.finish_params(id, attempt, outcome);
+        let params = finish_params(id, attempt, outcome, self.now());
         let (outcome, now) = (params.outcome.clone(), params.now);
         let task = self.inner.finisher.finish(params).await?;
         self.finished(&TaskEnded::from(&task), &outcome, now);
         Ok(task)
-    }
-
-    fn finish_params(&self, id: TaskId, attempt: i32, outcome: FinishOutcome) -> TaskFinishParams {
-        TaskFinishParams {
-            id,
-            attempt,
-            outcome,
-            now: self.now(),
-            jitter: fastrand::f64(),
-        }
     }
 
     /// Metrics and wake-ups after an attempt ended: room under a limit, a task to run again, a
@@ -253,9 +243,11 @@ impl Engine {
         &self,
         items: Vec<(TaskId, i32, FinishOutcome)>,
     ) -> Result<Vec<Result<TaskEnded>>> {
+        // The batch ends at one moment: its successes share a finish time (and a statement).
+        let now = self.now();
         let params: Vec<TaskFinishParams> = items
             .into_iter()
-            .map(|(id, attempt, outcome)| self.finish_params(id, attempt, outcome))
+            .map(|(id, attempt, outcome)| finish_params(id, attempt, outcome, now))
             .collect();
         let outcomes: Vec<(FinishOutcome, Timestamp)> =
             params.iter().map(|p| (p.outcome.clone(), p.now)).collect();
@@ -294,5 +286,21 @@ impl Engine {
             .into_iter()
             .map(|r| r.map_err(Error::from))
             .collect())
+    }
+}
+
+/// The store's parameters of an attempt ending at `now`, with a fresh jitter for its backoff.
+fn finish_params(
+    id: TaskId,
+    attempt: i32,
+    outcome: FinishOutcome,
+    now: Timestamp,
+) -> TaskFinishParams {
+    TaskFinishParams {
+        id,
+        attempt,
+        outcome,
+        now,
+        jitter: fastrand::f64(),
     }
 }
