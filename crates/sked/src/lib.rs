@@ -64,7 +64,7 @@ pub use sked_core::{
 };
 pub use sked_store::{self as store, Store};
 pub use sked_store::{
-    BackfillReport, FinishOutcome, Occurrence, QueueInfo, Schedule, TaskInserted,
+    BackfillReport, FinishOutcome, Occurrence, QueueInfo, Schedule, TaskEnded, TaskInserted,
 };
 
 pub use open::{Scratch, open_scratch_store, open_store, redacted_url};
