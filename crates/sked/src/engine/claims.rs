@@ -290,6 +290,8 @@ impl Engine {
 }
 
 /// The store's parameters of an attempt ending at `now`, with a fresh jitter for its backoff.
+/// Stores keep times to the microsecond, so `now` is cut to it: the answer then gives the
+/// finish time the store keeps.
 fn finish_params(
     id: TaskId,
     attempt: i32,
@@ -300,7 +302,7 @@ fn finish_params(
         id,
         attempt,
         outcome,
-        now,
+        now: Timestamp::from_microsecond(now.as_microsecond()).unwrap_or(now),
         jitter: fastrand::f64(),
     }
 }

@@ -635,3 +635,43 @@ async fn a_batch_a_due_later_task_and_a_keyed_task_are_not_handed_over() {
     assert!(batch.iter().all(|i| i.state == TaskState::Available));
     assert_eq!(claim.await.unwrap().len(), 2);
 }
+
+/// A batch of endings is recorded at one moment, on the real clock: its successes share one
+/// finish time (so a store may write them with one statement), and each answer says what the
+/// stored task says.
+#[tokio::test]
+async fn a_batch_of_endings_ends_at_one_moment() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(sked_sqlite::SqliteStore::open(dir.path().join("sked.db")).unwrap());
+    let engine = Engine::new(store, EngineConfig::default().node_id("test"));
+    let tasks = (0..200).map(|i| NewTask::new(["a", "b"][i % 2])).collect();
+    engine.enqueue_many(tasks).await.unwrap();
+    let claimed = engine
+        .claim(ClaimRequest {
+            worker: "w".into(),
+            max: 200,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 200);
+    let items = claimed
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let result = (i % 3 == 0).then(|| json!({ "i": i }));
+            (t.id, t.attempt, FinishOutcome::Succeeded { result })
+        })
+        .collect();
+    let answers = engine.finish_many(items).await.unwrap();
+    let mut at = Vec::new();
+    for answer in answers {
+        let ended = answer.unwrap();
+        let stored = engine.task(ended.id).await.unwrap();
+        assert_eq!(ended, sked::TaskEnded::from(&stored));
+        assert_eq!(stored.state, TaskState::Succeeded);
+        at.push(stored.finished_at.unwrap());
+    }
+    at.dedup();
+    assert_eq!(at.len(), 1, "finish times: {at:?}");
+}
