@@ -191,7 +191,7 @@ pub(crate) fn end(tx: &Transaction<'_>, endings: &[Ending], repeats: bool) -> Re
     Ok(())
 }
 
-fn json_err(e: serde_json::Error) -> StoreError {
+pub(super) fn json_err(e: serde_json::Error) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 

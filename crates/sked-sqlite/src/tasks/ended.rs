@@ -45,7 +45,7 @@ fn read(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<Vec<Row>> {
     if ids.is_empty() {
         return Ok(rows);
     }
-    let list = serde_json::to_string(ids).map_err(|e| StoreError::Backend(e.to_string()))?;
+    let list = serde_json::to_string(ids).map_err(batch::json_err)?;
     let mut stmt = tx.prepare_cached(READ).map_err(db_err)?;
     let found = stmt
         .query_map([list], |r| {
@@ -139,7 +139,7 @@ pub(crate) fn end_many(
     }
     let mut stmt = tx.prepare_cached(SUCCEED).map_err(db_err)?;
     for (at, ids) in &plain {
-        let list = serde_json::to_string(ids).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let list = serde_json::to_string(ids).map_err(batch::json_err)?;
         let n = stmt.execute(params![list, at]).map_err(db_err)?;
         if n != ids.len() {
             return Err(StoreError::Backend(format!(

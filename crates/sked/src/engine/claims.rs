@@ -212,7 +212,7 @@ impl Engine {
 
     /// Ends an attempt. Concurrent calls are committed together (group commit).
     pub async fn finish(&self, id: TaskId, attempt: i32, outcome: FinishOutcome) -> Result<Task> {
-        let params = finish_params(id, attempt, outcome, self.now());
+        let params = finish_params(id, attempt, outcome, stored_time(self.now()));
         let (outcome, now) = (params.outcome.clone(), params.now);
         let task = self.inner.finisher.finish(params).await?;
         self.finished(&TaskEnded::from(&task), &outcome, now);
@@ -244,18 +244,17 @@ impl Engine {
         items: Vec<(TaskId, i32, FinishOutcome)>,
     ) -> Result<Vec<Result<TaskEnded>>> {
         // The batch ends at one moment: its successes share a finish time (and a statement).
-        let now = self.now();
+        let now = stored_time(self.now());
         let params: Vec<TaskFinishParams> = items
             .into_iter()
             .map(|(id, attempt, outcome)| finish_params(id, attempt, outcome, now))
             .collect();
-        let outcomes: Vec<(FinishOutcome, Timestamp)> =
-            params.iter().map(|p| (p.outcome.clone(), p.now)).collect();
+        let outcomes: Vec<FinishOutcome> = params.iter().map(|p| p.outcome.clone()).collect();
         let results = self.inner.store.task_end_many(params).await?;
         Ok(results
             .into_iter()
             .zip(outcomes)
-            .map(|(r, (outcome, now))| {
+            .map(|(r, outcome)| {
                 let task = r?;
                 self.finished(&task, &outcome, now);
                 Ok(task)
@@ -289,9 +288,13 @@ impl Engine {
     }
 }
 
+/// `t` cut to the microsecond, as stores keep times: an ending's answer then gives the finish
+/// time a later read shows.
+fn stored_time(t: Timestamp) -> Timestamp {
+    Timestamp::from_microsecond(t.as_microsecond()).unwrap_or(t)
+}
+
 /// The store's parameters of an attempt ending at `now`, with a fresh jitter for its backoff.
-/// Stores keep times to the microsecond, so `now` is cut to it: the answer then gives the
-/// finish time the store keeps.
 fn finish_params(
     id: TaskId,
     attempt: i32,
@@ -302,7 +305,7 @@ fn finish_params(
         id,
         attempt,
         outcome,
-        now: Timestamp::from_microsecond(now.as_microsecond()).unwrap_or(now),
+        now,
         jitter: fastrand::f64(),
     }
 }
