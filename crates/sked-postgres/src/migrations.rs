@@ -18,6 +18,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (10, include_str!("../migrations/0010_concurrency_keys.sql")),
     (11, include_str!("../migrations/0011_reserved_starts.sql")),
     (12, include_str!("../migrations/0012_trace_context.sql")),
+    (13, include_str!("../migrations/0013_finished_by_queue.sql")),
 ];
 
 /// Brings the schema up to date, creating `schema` first when given (its name is validated).

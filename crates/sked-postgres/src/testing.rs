@@ -35,3 +35,14 @@ pub async fn fresh_store() -> Option<(crate::PgStore, TestSchema)> {
 pub fn claim_sql(after: bool) -> String {
     crate::tasks::claim::claim_sql("state = 'available'", after, true)
 }
+
+/// Retention's statement (`$1` finished before, `$2` at most how many), for tests of its plan.
+pub fn prune_sql() -> String {
+    crate::tasks::PRUNE.clone()
+}
+
+/// The statement of ended tasks per time bucket (`$1` since, `$2` the bucket's width in µs),
+/// for tests of its plan.
+pub fn activity_sql() -> String {
+    crate::observe::ended_sql()
+}

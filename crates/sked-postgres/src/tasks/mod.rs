@@ -239,24 +239,51 @@ pub(crate) async fn reschedule(
     task_from_row(&row)
 }
 
+/// `WITH RECURSIVE` items naming `g`, the queues of the finished tasks (one probe of
+/// `sked_tasks_finished_queue` per queue), and `f`, the finished tasks of those queues that
+/// `cond` keeps, with `columns` of theirs: each queue's tasks of each finished state are read
+/// on that index oldest first (`t` names the task; `cond` may end with a `LIMIT` or `OFFSET`).
+pub(crate) fn finished_by_queue(columns: &str, cond: &str) -> String {
+    let states: Vec<String> = TaskState::ALL
+        .iter()
+        .filter(|s| s.is_finished())
+        .map(|s| format!("('{}')", s.as_str()))
+        .collect();
+    format!(
+        "{}, f AS (SELECT x.* FROM g CROSS JOIN (VALUES {}) AS s(state) CROSS JOIN LATERAL ( \
+           SELECT {columns} FROM sked_tasks t \
+           WHERE t.queue = g.name AND t.state IN {FINISHED} AND t.state = s.state AND {cond}) x \
+         WHERE g.name IS NOT NULL)",
+        counts::queue_walk("g", "sked_tasks", &format!("state IN {FINISHED}")),
+        states.join(", ")
+    )
+}
+
+/// Finished tasks that retention removes, with their attempts: finished before `$1` (and out
+/// of their dedup window), at most `$2`, found queue by queue and state by state, oldest first
+/// in each; answers how many tasks it deleted. In batches: each delete is short, and vacuum
+/// reclaims the space.
+pub(crate) static PRUNE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH RECURSIVE {}, \
+           doomed AS (SELECT id FROM f LIMIT $2), \
+           attempts AS (DELETE FROM sked_task_attempts WHERE task_id IN (SELECT id FROM doomed)), \
+           tasks AS (DELETE FROM sked_tasks WHERE id IN (SELECT id FROM doomed) RETURNING 1) \
+         SELECT count(*) FROM tasks",
+        finished_by_queue(
+            "t.id",
+            "t.finished_at < $1 AND (t.unique_until IS NULL OR t.unique_until < $1) \
+             ORDER BY t.finished_at LIMIT $2"
+        )
+    )
+});
+
 pub(crate) async fn prune(c: &mut Object, p: &TaskPruneParams) -> Result<u64> {
     let limit = i64::from(p.limit);
     let tx = c.transaction().await.map_err(db_err)?;
     // The leader runs this every minute, mostly to find nothing: both statements are prepared
     // once per connection.
-    let tasks = tx
-        .prepare_cached(&format!(
-            // Oldest first, in batches: each delete is short, and vacuum reclaims the space.
-            "WITH doomed AS ( \
-               SELECT id FROM sked_tasks WHERE state IN {FINISHED} AND finished_at < $1 \
-                 AND (unique_until IS NULL OR unique_until < $1) \
-               ORDER BY finished_at LIMIT $2), \
-             attempts AS (DELETE FROM sked_task_attempts WHERE task_id IN (SELECT id FROM doomed)), \
-             tasks AS (DELETE FROM sked_tasks WHERE id IN (SELECT id FROM doomed) RETURNING 1) \
-             SELECT count(*) FROM tasks"
-        ))
-        .await
-        .map_err(db_err)?;
+    let tasks = tx.prepare_cached(&PRUNE).await.map_err(db_err)?;
     // The occurrence ledger follows the same retention.
     let ledger = tx
         .prepare_cached(

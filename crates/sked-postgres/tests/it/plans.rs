@@ -2,7 +2,7 @@
 //! that autovacuum seldom analyzes (queue settings) turned a claim into a read and sort of every
 //! available task.
 
-use sked_postgres::testing::{claim_sql, fresh_store};
+use sked_postgres::testing::{activity_sql, claim_sql, fresh_store, prune_sql};
 use sked_store::{QueueUpdateParams, Store, TaskInsert, TaskInsertParams};
 
 #[tokio::test]
@@ -69,4 +69,115 @@ async fn a_claim_walks_the_claim_index_whatever_the_queue_statistics() {
             && !plan.contains("Sort Key: c."),
         "a resumed claim does not start at its key in the claim index:\n{plan}"
     );
+}
+
+#[tokio::test]
+async fn retention_and_activity_read_finished_tasks_queue_by_queue_on_one_index() {
+    let Some((store, schema)) = fresh_store().await else {
+        return;
+    };
+    let now = jiff::Timestamp::now();
+    for queue in ["a", "b", "c"] {
+        let tasks = (0..10_000)
+            .map(|_| TaskInsert::from(sked_core::NewTask::new("noop").queue(queue)))
+            .collect();
+        store
+            .task_insert_many(TaskInsertParams { tasks, now })
+            .await
+            .unwrap();
+    }
+    let (c, conn) = tokio_postgres::connect(&schema.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    // Most tasks ended, as a node that keeps a day of history has them.
+    c.batch_execute(
+        "UPDATE sked_tasks SET state = CASE WHEN id % 10 = 0 THEN 'dead' ELSE 'succeeded' END, \
+           finished_at = now() - (id % 1000) * interval '1 minute' WHERE id % 7 <> 0; \
+         ANALYZE sked_tasks",
+    )
+    .await
+    .unwrap();
+    let explain = async |sql: String, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]| {
+        let rows = c.query(&format!("EXPLAIN {sql}"), params).await.unwrap();
+        rows.iter()
+            .map(|r| r.get(0))
+            .collect::<Vec<String>>()
+            .join("\n")
+    };
+    let before = now - jiff::SignedDuration::from_hours(1);
+    let limit: i64 = 1000;
+    let width: i64 = 60_000_000;
+    for (what, plan) in [
+        ("retention", explain(prune_sql(), &[&before, &limit]).await),
+        (
+            "activity",
+            explain(activity_sql(), &[&before, &width]).await,
+        ),
+    ] {
+        // Each queue's finished tasks of each state by time: the time bounds the scan.
+        let per_queue = plan.lines().any(|l| {
+            l.contains("Index Cond: ((queue = g")
+                && l.contains("(state = ")
+                && l.contains("(finished_at")
+        });
+        let reads_all = plan
+            .lines()
+            .any(|l| l.contains("Seq Scan on sked_tasks t "));
+        assert!(
+            plan.contains("Index Only Scan using sked_tasks_finished_queue")
+                && per_queue
+                && !reads_all,
+            "{what} does not read finished tasks queue by queue on their index:\n{plan}"
+        );
+    }
+    // And they answer what the finished rows say.
+    let expected: i64 = c
+        .query_one(
+            "SELECT count(*) FROM sked_tasks WHERE finished_at < $1",
+            &[&before],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let ended: i64 = c
+        .query(activity_sql().as_str(), &[&before, &width])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, i64>(2))
+        .sum();
+    let recent: i64 = c
+        .query_one(
+            "SELECT count(*) FROM sked_tasks WHERE finished_at >= $1",
+            &[&before],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(ended, recent);
+    let mut pruned = 0;
+    loop {
+        let n = store
+            .task_prune(sked_store::TaskPruneParams {
+                finished_before: before,
+                limit: 1000,
+            })
+            .await
+            .unwrap();
+        pruned += n as i64;
+        if n == 0 {
+            break;
+        }
+    }
+    assert_eq!(pruned, expected);
+    let left: i64 = c
+        .query_one(
+            "SELECT count(*) FROM sked_tasks WHERE finished_at < $1",
+            &[&before],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
 }
