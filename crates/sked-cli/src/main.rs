@@ -160,6 +160,10 @@ enum CronCmd {
     },
 }
 
+/// jemalloc, for Rust and (unprefixed) for the SQLite linked in: see ARCHITECTURE.md, sked-cli.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let parsed = Cli::command()
         .try_get_matches()
