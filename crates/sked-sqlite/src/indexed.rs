@@ -219,7 +219,14 @@ mod tests {
                 ],
             ),
         ];
-        for sql in [&claim_keys, &claim_keys_all] {
+        // Claim order ends with the id, which is the rowid that ends every index entry.
+        for sql in [
+            &claim_keys,
+            &claim_keys_all,
+            &keyed_heads,
+            &unkeyed_heads,
+            &keyed_level,
+        ] {
             let keys_plan = plan(&conn, sql);
             assert!(
                 !keys_plan.contains("TEMP B-TREE"),

@@ -22,6 +22,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (11, include_str!("../migrations/0011_schedule_policies.sql")),
     (12, include_str!("../migrations/0012_concurrency_keys.sql")),
     (13, include_str!("../migrations/0013_trace_context.sql")),
+    (
+        14,
+        include_str!("../migrations/0014_rowid_in_claim_indexes.sql"),
+    ),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {
