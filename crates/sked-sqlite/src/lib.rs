@@ -433,6 +433,63 @@ mod tests {
         assert!(!store.task_insert_many(params).await.unwrap()[0].duplicate);
     }
 
+    /// Bulk inserts keep what a statement wrote before it failed (`OR FAIL`, which spares them
+    /// a statement journal): the write's savepoint, or its transaction when alone, takes it back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_bulk_insert_that_fails_inside_a_statement_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sked.db");
+        let store = crate::SqliteStore::open(&path).unwrap();
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                "CREATE TRIGGER boom BEFORE INSERT ON tasks WHEN new.payload = '\"boom\"' \
+                 BEGIN SELECT RAISE(FAIL, 'boom'); END;",
+            )
+            .unwrap();
+        let now = jiff::Timestamp::now();
+        // Calls of 600 tasks of one kind, statements of many rows each; every other call has
+        // a task that fails after hundreds of rows of its statement were written.
+        let calls = (0..40).map(|i| {
+            let store = store.clone();
+            let tasks = (0..600)
+                .map(|j| {
+                    let boom = i % 2 == 0 && j == 450;
+                    let payload = if boom {
+                        "boom".into()
+                    } else {
+                        serde_json::json!(j)
+                    };
+                    TaskInsert::from(NewTask::new("k").payload(payload))
+                })
+                .collect();
+            tokio::spawn(async move {
+                (
+                    i,
+                    store
+                        .task_insert_many(TaskInsertParams { tasks, now })
+                        .await,
+                )
+            })
+        });
+        let mut kept = 0;
+        for call in join_all(calls).await {
+            let (i, answer) = call.unwrap();
+            match i % 2 {
+                0 => assert!(answer.unwrap_err().to_string().contains("boom"), "call {i}"),
+                _ => kept += answer.unwrap().len(),
+            }
+        }
+        let count = store
+            .run(|conn| {
+                conn.query_row("SELECT count(*) FROM tasks", [], |r| r.get::<_, i64>(0))
+                    .map_err(crate::codec::db_err)
+            })
+            .await
+            .unwrap();
+        assert_eq!((count, kept), (20 * 600, 20 * 600));
+    }
+
     async fn join_all<T>(
         handles: impl Iterator<Item = tokio::task::JoinHandle<T>>,
     ) -> Vec<Result<T, tokio::task::JoinError>> {

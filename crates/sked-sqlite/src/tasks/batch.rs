@@ -28,7 +28,7 @@ static READ: LazyLock<String> = LazyLock::new(|| {
 
 /// Leases the available tasks of `?1` (a JSON array of ids) to the worker `?4` from `?2` until
 /// `?3`.
-const LEASE: &str = "UPDATE tasks SET state = 'running', attempt = attempt + 1, started_at = ?2, \
+const LEASE: &str = "UPDATE OR FAIL tasks SET state = 'running', attempt = attempt + 1, started_at = ?2, \
     lease_expires_at = ?3, worker = ?4, cancel_requested = 0 \
     WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'available'";
 
@@ -38,7 +38,7 @@ const PER_ENDING: usize = 8;
 /// Ends the running attempts of `rows` [`Ending`]s, given as parameters, eight a row.
 fn end_sql(rows: usize) -> String {
     format!(
-        "UPDATE tasks SET state = e.column3, run_at = e.column4, max_attempts = e.column5, \
+        "UPDATE OR FAIL tasks SET state = e.column3, run_at = e.column4, max_attempts = e.column5, \
            finished_at = e.column6, last_error = coalesce(e.column7, tasks.last_error), \
            result = e.column8, lease_expires_at = NULL \
          FROM (VALUES {}) AS e \

@@ -24,7 +24,7 @@ const READ: &str = "SELECT id, queue, state, attempt, run_at, started_at, schedu
 /// Ends as succeeded at `?2`, without a result, the running tasks of `?1` (a JSON array of
 /// ids). What [`rules::finish`] makes of a success: the run time, the attempts allowed and the
 /// last error stay.
-const SUCCEED: &str = "UPDATE tasks SET state = 'succeeded', finished_at = ?2, result = NULL, \
+const SUCCEED: &str = "UPDATE OR FAIL tasks SET state = 'succeeded', finished_at = ?2, result = NULL, \
     lease_expires_at = NULL WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running'";
 
 /// A row as [`READ`] reads it.

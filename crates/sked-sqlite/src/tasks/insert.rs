@@ -29,7 +29,7 @@ const ROWS_PER_STATEMENT: usize = STATEMENT_ROWS[0];
 fn insert_sql(rows: usize, per_row: usize) -> String {
     let columns: Vec<&str> = COLUMNS.split(", ").take(per_row).collect();
     format!(
-        "INSERT INTO tasks ({}) VALUES {}",
+        "INSERT OR FAIL INTO tasks ({}) VALUES {}",
         columns.join(", "),
         parameter_rows(rows, per_row)
     )
@@ -59,7 +59,7 @@ fn shared_insert_sql(rows: usize) -> String {
         })
         .collect();
     format!(
-        "INSERT INTO tasks ({}) VALUES {}",
+        "INSERT OR FAIL INTO tasks ({}) VALUES {}",
         columns.join(", "),
         values.join(", ")
     )
@@ -388,7 +388,7 @@ mod tests {
     fn shared_rows_name_the_shared_values_once_and_a_payload_each() {
         assert_eq!(
             shared_insert_sql(2),
-            "INSERT INTO tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
+            "INSERT OR FAIL INTO tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
              created_at) VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7), (?1, ?2, ?9, ?3, ?4, ?5, ?6, ?7)"
         );
     }

@@ -1,5 +1,12 @@
 //! Task operations. Every state change is a compare-and-set on the expected state (and, for a
 //! running task, the attempt number) inside a write transaction.
+//!
+//! The statements that write many rows of a hot path (bulk inserts, leases, endings) say
+//! `OR FAIL`: a statement that may abort halfway makes SQLite copy every page it touches that an
+//! earlier statement of the transaction changed into a statement journal first (5.6 % of a bulk
+//! enqueue's instructions). With `OR FAIL` a failed statement keeps its earlier rows, and the
+//! write fails whole: its savepoint, or its transaction when it is alone, takes them back
+//! (`group.rs`; `a_bulk_insert_that_fails_inside_a_statement_leaves_nothing`).
 
 use jiff::Timestamp;
 use rusqlite::{
