@@ -415,13 +415,7 @@ mod tests {
                 _ => kept += answer.unwrap().len(),
             }
         }
-        let count = store
-            .run(|conn| {
-                conn.query_row("SELECT count(*) FROM tasks", [], |r| r.get::<_, i64>(0))
-                    .map_err(crate::codec::db_err)
-            })
-            .await
-            .unwrap();
+        let count = task_count(&store).await;
         assert_eq!(count, kept as i64);
         // The failed calls' keys are free.
         let mut again = NewTask::new("k");
@@ -480,14 +474,18 @@ mod tests {
                 _ => kept += answer.unwrap().len(),
             }
         }
-        let count = store
+        let count = task_count(&store).await;
+        assert_eq!((count, kept), (20 * 600, 20 * 600));
+    }
+
+    async fn task_count(store: &crate::SqliteStore) -> i64 {
+        store
             .run(|conn| {
                 conn.query_row("SELECT count(*) FROM tasks", [], |r| r.get::<_, i64>(0))
                     .map_err(crate::codec::db_err)
             })
             .await
-            .unwrap();
-        assert_eq!((count, kept), (20 * 600, 20 * 600));
+            .unwrap()
     }
 
     async fn join_all<T>(

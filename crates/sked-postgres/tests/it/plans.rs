@@ -4,6 +4,40 @@
 
 use sked_postgres::testing::{activity_sql, claim_sql, fresh_store, prune_sql};
 use sked_store::{QueueUpdateParams, Store, TaskInsert, TaskInsertParams};
+use tokio_postgres::types::ToSql;
+
+type Param<'a> = &'a (dyn ToSql + Sync);
+
+/// 10,000 tasks in each of `queues` (a queue named twice gets twice as many).
+async fn insert(store: &impl Store, queues: &[&str], now: jiff::Timestamp) {
+    for queue in queues {
+        let tasks = (0..10_000)
+            .map(|_| TaskInsert::from(sked_core::NewTask::new("noop").queue(*queue)))
+            .collect();
+        store
+            .task_insert_many(TaskInsertParams { tasks, now })
+            .await
+            .unwrap();
+    }
+}
+
+/// A plain connection to the store's schema.
+async fn connect(schema: &sked_postgres::testing::TestSchema) -> tokio_postgres::Client {
+    let (c, conn) = tokio_postgres::connect(&schema.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    c
+}
+
+/// PostgreSQL's plan for `sql`, a line per step.
+async fn explain(c: &tokio_postgres::Client, sql: &str, params: &[Param<'_>]) -> String {
+    let rows = c.query(&format!("EXPLAIN {sql}"), params).await.unwrap();
+    rows.iter()
+        .map(|r| r.get(0))
+        .collect::<Vec<String>>()
+        .join("\n")
+}
 
 #[tokio::test]
 async fn a_claim_walks_the_claim_index_whatever_the_queue_statistics() {
@@ -11,19 +45,8 @@ async fn a_claim_walks_the_claim_index_whatever_the_queue_statistics() {
         return;
     };
     let now = jiff::Timestamp::now();
-    for _ in 0..5 {
-        let tasks = (0..10_000)
-            .map(|_| TaskInsert::from(sked_core::NewTask::new("noop")))
-            .collect();
-        store
-            .task_insert_many(TaskInsertParams { tasks, now })
-            .await
-            .unwrap();
-    }
-    let (c, conn) = tokio_postgres::connect(&schema.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    insert(&store, &["default"; 5], now).await;
+    let c = connect(&schema).await;
     // Queue settings as a deployment has them: a few queues paused or limited, through sked.
     for i in 0..10 {
         store
@@ -41,14 +64,7 @@ async fn a_claim_walks_the_claim_index_whatever_the_queue_statistics() {
     let max: i64 = 1000;
     let worker = "w".to_string();
     let grace: i64 = 30_000;
-    let explain = async |sql: String, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]| {
-        let rows = c.query(&format!("EXPLAIN {sql}"), params).await.unwrap();
-        rows.iter()
-            .map(|r| r.get(0))
-            .collect::<Vec<String>>()
-            .join("\n")
-    };
-    let plan = explain(claim_sql(false), &[&now, &now, &worker, &max, &grace]).await;
+    let plan = explain(&c, &claim_sql(false), &[&now, &now, &worker, &max, &grace]).await;
     assert!(
         plan.contains("Index Scan using sked_tasks_available") && !plan.contains("Sort"),
         "a claim does not walk the claim index in order:\n{plan}"
@@ -57,7 +73,8 @@ async fn a_claim_walks_the_claim_index_whatever_the_queue_statistics() {
     // order and the first starting at the key rather than filtering up to it.
     let (priority, id) = (0i32, 25_000i64);
     let plan = explain(
-        claim_sql(true),
+        &c,
+        &claim_sql(true),
         &[&now, &now, &worker, &max, &grace, &priority, &now, &id],
     )
     .await;
@@ -77,19 +94,8 @@ async fn retention_and_activity_read_finished_tasks_queue_by_queue_on_one_index(
         return;
     };
     let now = jiff::Timestamp::now();
-    for queue in ["a", "b", "c"] {
-        let tasks = (0..10_000)
-            .map(|_| TaskInsert::from(sked_core::NewTask::new("noop").queue(queue)))
-            .collect();
-        store
-            .task_insert_many(TaskInsertParams { tasks, now })
-            .await
-            .unwrap();
-    }
-    let (c, conn) = tokio_postgres::connect(&schema.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    insert(&store, &["a", "b", "c"], now).await;
+    let c = connect(&schema).await;
     // Most tasks ended, as a node that keeps a day of history has them.
     c.batch_execute(
         "UPDATE sked_tasks SET state = CASE WHEN id % 10 = 0 THEN 'dead' ELSE 'succeeded' END, \
@@ -98,21 +104,17 @@ async fn retention_and_activity_read_finished_tasks_queue_by_queue_on_one_index(
     )
     .await
     .unwrap();
-    let explain = async |sql: String, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]| {
-        let rows = c.query(&format!("EXPLAIN {sql}"), params).await.unwrap();
-        rows.iter()
-            .map(|r| r.get(0))
-            .collect::<Vec<String>>()
-            .join("\n")
-    };
     let before = now - jiff::SignedDuration::from_hours(1);
     let limit: i64 = 1000;
     let width: i64 = 60_000_000;
     for (what, plan) in [
-        ("retention", explain(prune_sql(), &[&before, &limit]).await),
+        (
+            "retention",
+            explain(&c, &prune_sql(), &[&before, &limit]).await,
+        ),
         (
             "activity",
-            explain(activity_sql(), &[&before, &width]).await,
+            explain(&c, &activity_sql(), &[&before, &width]).await,
         ),
     ] {
         // Each queue's finished tasks of each state by time: the time bounds the scan.
@@ -132,14 +134,11 @@ async fn retention_and_activity_read_finished_tasks_queue_by_queue_on_one_index(
         );
     }
     // And they answer what the finished rows say.
-    let expected: i64 = c
-        .query_one(
-            "SELECT count(*) FROM sked_tasks WHERE finished_at < $1",
-            &[&before],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let finished = async |cmp: &str| -> i64 {
+        let sql = format!("SELECT count(*) FROM sked_tasks WHERE finished_at {cmp} $1");
+        c.query_one(&sql, &[&before]).await.unwrap().get(0)
+    };
+    let expected = finished("<").await;
     let ended: i64 = c
         .query(activity_sql().as_str(), &[&before, &width])
         .await
@@ -147,14 +146,7 @@ async fn retention_and_activity_read_finished_tasks_queue_by_queue_on_one_index(
         .iter()
         .map(|r| r.get::<_, i64>(2))
         .sum();
-    let recent: i64 = c
-        .query_one(
-            "SELECT count(*) FROM sked_tasks WHERE finished_at >= $1",
-            &[&before],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let recent = finished(">=").await;
     assert_eq!(ended, recent);
     let mut pruned = 0;
     loop {
@@ -171,13 +163,6 @@ async fn retention_and_activity_read_finished_tasks_queue_by_queue_on_one_index(
         }
     }
     assert_eq!(pruned, expected);
-    let left: i64 = c
-        .query_one(
-            "SELECT count(*) FROM sked_tasks WHERE finished_at < $1",
-            &[&before],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let left = finished("<").await;
     assert_eq!(left, 0);
 }
