@@ -13,25 +13,24 @@ use crate::codec::{col, db_err};
 const BUCKET_OF: &str = "(extract(epoch FROM (finished_at - $1)) * 1000000)::bigint / $2::bigint";
 
 /// Ended tasks per bucket and state since `$1`, buckets `$2` µs wide.
-pub(crate) fn ended_sql() -> String {
+pub(crate) static ENDED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH RECURSIVE {} SELECT {BUCKET_OF}, state, count(*) FROM f GROUP BY 1, 2",
         // `OFFSET 0` keeps each queue's and state's read apart: joined into one, they were
         // read as a scan of the whole index.
         crate::tasks::finished_by_queue("t.state, t.finished_at", "t.finished_at >= $1 OFFSET 0")
     )
-}
+});
 
 pub(crate) async fn activity(c: &mut Object, p: &ActivityParams) -> Result<Vec<ActivityBucket>> {
     let width = p.bucket.as_micros().max(1) as i64;
-    let ended_sql = ended_sql();
     let failed_sql = format!(
         "SELECT {BUCKET_OF}, 'failed', count(*) FROM sked_task_attempts \
          WHERE outcome = 'failed' AND finished_at >= $1 GROUP BY 1"
     );
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&p.since, &width];
     let (ended, failed) = tokio::try_join!(
-        c.query(ended_sql.as_str(), &params),
+        c.query(ENDED.as_str(), &params),
         c.query(failed_sql.as_str(), &params),
     )
     .map_err(db_err)?;

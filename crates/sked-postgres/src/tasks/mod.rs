@@ -249,6 +249,7 @@ pub(crate) fn finished_by_queue(columns: &str, cond: &str) -> String {
         .filter(|s| s.is_finished())
         .map(|s| format!("('{}')", s.as_str()))
         .collect();
+    // `state IN` lets PostgreSQL prove the index's predicate, which `= s.state` alone does not.
     format!(
         "{}, f AS (SELECT x.* FROM g CROSS JOIN (VALUES {}) AS s(state) CROSS JOIN LATERAL ( \
            SELECT {columns} FROM sked_tasks t \

@@ -30,7 +30,7 @@ const SUCCEED: &str = "UPDATE OR FAIL tasks SET state = 'succeeded', finished_at
 /// A row as [`READ`] reads it.
 struct Row {
     id: TaskId,
-    queue: Option<String>,
+    queue: String,
     state: TaskState,
     attempt: i32,
     run_at: i64,
@@ -51,7 +51,7 @@ fn read(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<Vec<Row>> {
         .query_map([list], |r| {
             Ok(Row {
                 id: r.get(0)?,
-                queue: Some(r.get(1)?),
+                queue: r.get(1)?,
                 state: state(text(r, 2)?)?,
                 attempt: r.get(3)?,
                 run_at: r.get(4)?,
@@ -128,7 +128,7 @@ pub(crate) fn end_many(
         }
         out.push(Some(Ok(TaskEnded {
             id: p.id,
-            queue: row.queue.take().unwrap_or_default(),
+            queue: std::mem::take(&mut row.queue),
             state: TaskState::Succeeded,
             attempt: p.attempt,
             run_at: from_ts(row.run_at),
