@@ -18,6 +18,16 @@ pub(crate) fn db_err(e: rusqlite::Error) -> StoreError {
     }
 }
 
+/// `ids` as the parameter of `rarray(?)`: SQLite reads the values where they are, where a
+/// JSON array read with `json_each` is written out, parsed and converted back, id by id.
+pub(crate) fn id_list(ids: &[sked_core::TaskId]) -> rusqlite::vtab::array::Array {
+    std::rc::Rc::new(
+        ids.iter()
+            .map(|&id| rusqlite::types::Value::Integer(id))
+            .collect(),
+    )
+}
+
 pub(crate) fn ts(t: Timestamp) -> i64 {
     t.as_microsecond()
 }

@@ -51,6 +51,8 @@ impl SqliteStore {
         .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(codec::db_err)?;
+        // `rarray(?)`: the lists of ids that batch statements take (see `codec::id_list`).
+        rusqlite::vtab::array::load_module(&conn).map_err(codec::db_err)?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = FULL;

@@ -4,10 +4,11 @@
 //! A statement that changes the state opens a cursor on every index whose predicate names the
 //! state, whether or not the row enters or leaves it, and its start and end cost more than a
 //! row. A claim of 1,000 tasks leased by one statement pays that once instead of 1,000 times.
-//! Ids travel as one JSON array, read with `json_each`: tasks leased until the same time share
-//! a statement. Endings differ row by row, so they go as rows of parameters (`UPDATE … FROM
-//! (VALUES …)`), up to 64 to a statement. Each write repeats the state the rows were read in
-//! and checks the count, so that it changes exactly the rows checked in this transaction.
+//! Ids travel as one array, bound as a pointer and read with `rarray` (see
+//! [`crate::codec::id_list`]): tasks leased until the same time share a statement. Endings
+//! differ row by row, so they go as rows of parameters (`UPDATE … FROM (VALUES …)`), up to 64
+//! to a statement. Each write repeats the state the rows were read in and checks the count, so
+//! that it changes exactly the rows checked in this transaction.
 
 use std::collections::HashSet;
 use std::sync::LazyLock;
@@ -19,18 +20,17 @@ use sked_store::rules;
 use sked_store::*;
 
 use super::{STATEMENT_ROWS, parameter_rows};
-use crate::codec::{TASK_COLUMNS, db_err, task_from_row, ts};
+use crate::codec::{TASK_COLUMNS, db_err, id_list, task_from_row, ts};
 
-/// The rows of the ids in `?1` (a JSON array), in no particular order.
-static READ: LazyLock<String> = LazyLock::new(|| {
-    format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id IN (SELECT value FROM json_each(?1))")
-});
+/// The rows of the ids in `?1` (an [`id_list`]), in no particular order.
+static READ: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id IN rarray(?1)"));
 
-/// Leases the available tasks of `?1` (a JSON array of ids) to the worker `?4` from `?2` until
+/// Leases the available tasks of `?1` (an [`id_list`]) to the worker `?4` from `?2` until
 /// `?3`.
 const LEASE: &str = "UPDATE OR FAIL tasks SET state = 'running', attempt = attempt + 1, started_at = ?2, \
     lease_expires_at = ?3, worker = ?4, cancel_requested = 0 \
-    WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'available'";
+    WHERE id IN rarray(?1) AND state = 'available'";
 
 /// The values of one [`Ending`].
 const PER_ENDING: usize = 8;
@@ -75,10 +75,7 @@ pub(crate) fn read(tx: &Transaction<'_>, ids: impl IntoIterator<Item = TaskId>) 
     if !ids.is_empty() {
         let mut stmt = tx.prepare_cached(&READ).map_err(db_err)?;
         let found = stmt
-            .query_map(
-                [serde_json::to_string(&ids).map_err(json_err)?],
-                task_from_row,
-            )
+            .query_map([id_list(&ids)], task_from_row)
             .map_err(db_err)?;
         for task in found {
             let task = task.map_err(db_err)?;
@@ -127,7 +124,7 @@ pub(crate) fn lease(
     }
     let mut stmt = tx.prepare_cached(LEASE).map_err(db_err)?;
     for (expires, ids) in &leases {
-        let list = serde_json::to_string(ids).map_err(json_err)?;
+        let list = id_list(ids);
         let n = stmt
             .execute(params![list, ts(now), ts(*expires), worker])
             .map_err(db_err)?;
@@ -191,10 +188,6 @@ pub(crate) fn end(tx: &Transaction<'_>, endings: &[Ending], repeats: bool) -> Re
     Ok(())
 }
 
-pub(super) fn json_err(e: serde_json::Error) -> StoreError {
-    StoreError::Backend(e.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,7 +204,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         drop(crate::SqliteStore::open(dir.path().join("plan.db")).unwrap());
         let conn = rusqlite::Connection::open(dir.path().join("plan.db")).unwrap();
-        for sql in [READ.as_str(), LEASE, &ENDS[0], &ENDS[3]] {
+        rusqlite::vtab::array::load_module(&conn).unwrap();
+        let ended = [super::super::ended::READ, super::super::ended::SUCCEED];
+        for sql in [READ.as_str(), LEASE, &ENDS[0], &ENDS[3]]
+            .into_iter()
+            .chain(ended)
+        {
             let mut sql = sql.to_string();
             for p in (1..=STATEMENT_ROWS[0] * PER_ENDING).rev() {
                 sql = sql.replace(&format!("?{p}"), "NULL");

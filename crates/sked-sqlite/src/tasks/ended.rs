@@ -1,6 +1,6 @@
 //! Batch endings answered with [`TaskEnded`]: successes are checked and answered from a narrow
 //! read of eight columns and written without building whole tasks. Successes without a result
-//! that end at the same time share one `UPDATE … WHERE id IN (SELECT value FROM json_each(?))`,
+//! that end at the same time share one `UPDATE … WHERE id IN rarray(?)`,
 //! as a claim's leases do; successes with a result go as rows of parameters
 //! ([`super::batch::end`]). Every other ending, and a success whose attempt no longer holds its
 //! task, goes the way [`super::finish_many`] goes, which says why.
@@ -15,17 +15,17 @@ use sked_core::{TaskId, TaskState};
 use sked_store::*;
 
 use super::batch;
-use crate::codec::{db_err, from_ts, opt_ts, state, text, ts};
+use crate::codec::{db_err, from_ts, id_list, opt_ts, state, text, ts};
 
-/// What a success's check and answer need of the rows of `?1` (a JSON array of ids).
-const READ: &str = "SELECT id, queue, state, attempt, run_at, started_at, schedule, max_attempts \
-    FROM tasks WHERE id IN (SELECT value FROM json_each(?1))";
+/// What a success's check and answer need of the rows of `?1` (an [`id_list`]).
+pub(super) const READ: &str = "SELECT id, queue, state, attempt, run_at, started_at, schedule, max_attempts \
+    FROM tasks WHERE id IN rarray(?1)";
 
-/// Ends as succeeded at `?2`, without a result, the running tasks of `?1` (a JSON array of
-/// ids). What [`rules::finish`] makes of a success: the run time, the attempts allowed and the
+/// Ends as succeeded at `?2`, without a result, the running tasks of `?1` (an [`id_list`]).
+/// What [`rules::finish`] makes of a success: the run time, the attempts allowed and the
 /// last error stay.
-const SUCCEED: &str = "UPDATE OR FAIL tasks SET state = 'succeeded', finished_at = ?2, result = NULL, \
-    lease_expires_at = NULL WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running'";
+pub(super) const SUCCEED: &str = "UPDATE OR FAIL tasks SET state = 'succeeded', finished_at = ?2, result = NULL, \
+    lease_expires_at = NULL WHERE id IN rarray(?1) AND state = 'running'";
 
 /// A row as [`READ`] reads it.
 struct Row {
@@ -45,7 +45,7 @@ fn read(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<Vec<Row>> {
     if ids.is_empty() {
         return Ok(rows);
     }
-    let list = serde_json::to_string(ids).map_err(batch::json_err)?;
+    let list = id_list(ids);
     let mut stmt = tx.prepare_cached(READ).map_err(db_err)?;
     let found = stmt
         .query_map([list], |r| {
@@ -139,7 +139,7 @@ pub(crate) fn end_many(
     }
     let mut stmt = tx.prepare_cached(SUCCEED).map_err(db_err)?;
     for (at, ids) in &plain {
-        let list = serde_json::to_string(ids).map_err(batch::json_err)?;
+        let list = id_list(ids);
         let n = stmt.execute(params![list, at]).map_err(db_err)?;
         if n != ids.len() {
             return Err(StoreError::Backend(format!(
