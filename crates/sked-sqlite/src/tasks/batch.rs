@@ -205,10 +205,14 @@ mod tests {
         drop(crate::SqliteStore::open(dir.path().join("plan.db")).unwrap());
         let conn = rusqlite::Connection::open(dir.path().join("plan.db")).unwrap();
         rusqlite::vtab::array::load_module(&conn).unwrap();
-        let ended = [super::super::ended::READ, super::super::ended::SUCCEED];
+        let others = [
+            super::super::ended::READ,
+            super::super::ended::SUCCEED,
+            super::super::PRUNE_TASKS,
+        ];
         for sql in [READ.as_str(), LEASE, &ENDS[0], &ENDS[3]]
             .into_iter()
-            .chain(ended)
+            .chain(others)
         {
             let mut sql = sql.to_string();
             for p in (1..=STATEMENT_ROWS[0] * PER_ENDING).rev() {
@@ -221,5 +225,10 @@ mod tests {
             );
             assert!(!plan.contains("SCAN tasks"), "{sql}:\n{plan}");
         }
+        let attempts = plan(&conn, &super::super::PRUNE_ATTEMPTS.replace("?1", "NULL"));
+        assert!(
+            attempts.contains("task_attempts USING PRIMARY KEY (task_id=?)"),
+            "{attempts}"
+        );
     }
 }

@@ -2,7 +2,7 @@
 
 use jiff::SignedDuration;
 use serde_json::json;
-use sked_core::TaskState;
+use sked_core::{NewTask, TaskState};
 
 use crate::*;
 
@@ -215,6 +215,39 @@ pub async fn prune_removes_old_finished_tasks(store: &Shared) {
         store.task_get(pending).await.is_ok(),
         "unfinished tasks are never pruned"
     );
+}
+
+/// A limit above a thousand (SQLite prunes a thousand a transaction) is kept exactly, across
+/// queues, and only finished tasks go.
+pub async fn prune_deletes_up_to_its_limit(store: &Shared) {
+    let tasks: Vec<NewTask> = (0..2_600)
+        .map(|i| NewTask::new("k").queue(if i % 2 == 0 { "a" } else { "b" }))
+        .collect();
+    insert_batch(store, &tasks, t0()).await;
+    let claimed = claim(store, 2_600, t0()).await;
+    assert_eq!(claimed.len(), 2_600);
+    let ends = claimed.iter().map(|t| TaskFinishParams {
+        id: t.id,
+        attempt: t.attempt,
+        outcome: FinishOutcome::Succeeded { result: None },
+        now: t0(),
+        jitter: 0.5,
+    });
+    for r in store.task_end_many(ends.collect()).await.unwrap() {
+        r.unwrap();
+    }
+    let pending = insert(store, task("k"), t0()).await.id;
+    let prune = async |limit| {
+        let p = TaskPruneParams {
+            finished_before: at(1),
+            limit,
+        };
+        store.task_prune(p).await.unwrap()
+    };
+    assert_eq!(prune(2_500).await, 2_500);
+    assert_eq!(prune(10_000).await, 100, "the rest, and no more");
+    assert_eq!(prune(10_000).await, 0);
+    assert!(store.task_get(pending).await.is_ok());
 }
 
 pub async fn list_filters(store: &Shared) {
