@@ -10,7 +10,7 @@
 //! Each line is one variant's drain of N available tasks (default 100,000) in claims of 1,000,
 //! a claim and its endings in two transactions as `sked bench drain` runs them. "Batches" are
 //! the store's statements (`tasks/batch.rs`): a claim's or an ending's rows read by one
-//! statement, the leases written by one `UPDATE … WHERE id IN (json_each)`, the endings by
+//! statement, the leases written by one `UPDATE … WHERE id IN rarray(?)`, the endings by
 //! `UPDATE … FROM (VALUES …)` of up to 64 rows; "per row" is one read and one update per task,
 //! as the store ran them before.
 
@@ -30,7 +30,7 @@ const LEASE: &str = "UPDATE tasks SET state = 'running', attempt = attempt + 1, 
     lease_expires_at = ?3, worker = ?4, cancel_requested = 0 WHERE id = ?1 AND state = 'available'";
 const LEASE_BATCH: &str = "UPDATE tasks SET state = 'running', attempt = attempt + 1, \
     started_at = ?2, lease_expires_at = ?3, worker = ?4, cancel_requested = 0 \
-    WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'available'";
+    WHERE id IN rarray(?1) AND state = 'available'";
 const END: &str = "UPDATE tasks SET state = 'succeeded', run_at = run_at, finished_at = ?3, \
     result = NULL, lease_expires_at = NULL WHERE id = ?1 AND state = 'running' AND attempt = ?2";
 /// Endings a batch statement writes, largest first, as the store's.
@@ -174,6 +174,7 @@ fn main() {
 fn prepare(path: &std::path::Path, v: &Variant, n: usize) -> Connection {
     drop(SqliteStore::open(path).expect("the store"));
     let mut conn = Connection::open(path).expect("the file");
+    rusqlite::vtab::array::load_module(&conn).expect("rarray");
     conn.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
          PRAGMA cache_size = -65536; PRAGMA wal_autocheckpoint = 0;",
@@ -221,7 +222,7 @@ fn drain(conn: &Connection, v: &Variant, n: usize) -> f64 {
                 read_batch(conn, &ids);
             }
             if v.batch {
-                let list = serde_json::to_string(&ids).expect("the ids");
+                let list = ids_array(&ids);
                 let mut lease = conn.prepare_cached(LEASE_BATCH).expect("the leases");
                 let n = lease
                     .execute(params![list, 1, 2, "bench"])
@@ -286,12 +287,21 @@ fn per_row(
     }
 }
 
+/// `ids` bound as the store binds them, for `rarray(?)`.
+fn ids_array(ids: &[i64]) -> rusqlite::vtab::array::Array {
+    std::rc::Rc::new(
+        ids.iter()
+            .map(|&id| rusqlite::types::Value::Integer(id))
+            .collect(),
+    )
+}
+
 /// The rows of `ids` by one statement, every column read.
 fn read_batch(conn: &Connection, ids: &[i64]) {
-    let list = serde_json::to_string(ids).expect("the ids");
+    let list = ids_array(ids);
     let mut stmt = conn
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM tasks WHERE id IN (SELECT value FROM json_each(?1))"
+            "SELECT {COLUMNS} FROM tasks WHERE id IN rarray(?1)"
         ))
         .expect("the rows");
     let mut rows = stmt.query([list]).expect("the rows");

@@ -1,9 +1,9 @@
 //! Batch endings answered with [`TaskEnded`]: successes are checked and answered from a narrow
 //! read of eight columns and written without building whole tasks. Successes without a result
-//! that end at the same time share one `UPDATE … WHERE id IN rarray(?)`,
-//! as a claim's leases do; successes with a result go as rows of parameters
-//! ([`super::batch::end`]). Every other ending, and a success whose attempt no longer holds its
-//! task, goes the way [`super::finish_many`] goes, which says why.
+//! that end at the same time share one `UPDATE … WHERE id IN rarray(?)`, as a claim's leases
+//! do; successes with a result go as rows of parameters ([`super::batch::end`]). Every other
+//! ending, and a success whose attempt no longer holds its task, goes the way
+//! [`super::finish_many`] goes, which says why.
 //!
 //! Reading whole rows to build whole tasks, then writing each ending's values, was a third of
 //! a drained task's instructions; an `UPDATE … FROM (VALUES …) RETURNING` of the answer's

@@ -217,8 +217,7 @@ pub async fn prune_removes_old_finished_tasks(store: &Shared) {
     );
 }
 
-/// A limit above a thousand (SQLite prunes a thousand a transaction) is kept exactly, across
-/// queues, and only finished tasks go.
+/// A limit in the thousands is kept exactly, across queues, and only finished tasks go.
 pub async fn prune_deletes_up_to_its_limit(store: &Shared) {
     let tasks: Vec<NewTask> = (0..2_600)
         .map(|i| NewTask::new("k").queue(if i % 2 == 0 { "a" } else { "b" }))
