@@ -168,7 +168,7 @@ async fn insert_unique<C: GenericClient + Sync>(
         if let Some(row) = c.query_opt(&sql, &params).await.map_err(db_err)? {
             return Ok(TaskInserted {
                 id: col(&row, 0)?,
-                state: state(&rows.state[0])?,
+                state: state(rows.state[0])?,
                 duplicate: false,
                 debounced: false,
             });
@@ -188,7 +188,7 @@ async fn insert_unique<C: GenericClient + Sync>(
             if let Some(row) = moved {
                 return Ok(TaskInserted {
                     id: col(&row, 0)?,
-                    state: state(&rows.state[0])?,
+                    state: state(rows.state[0])?,
                     duplicate: true,
                     debounced: true,
                 });

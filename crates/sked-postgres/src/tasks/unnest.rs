@@ -118,26 +118,27 @@ pub(super) static INSERTS: std::sync::LazyLock<[String; 3]> =
 pub(super) static QUIET_INSERTS: std::sync::LazyLock<[String; 3]> =
     std::sync::LazyLock::new(|| SHAPES.map(|columns| bulk_insert_sql(columns, false)));
 
-/// Task fields as parallel arrays, for `unnest`.
+/// Task fields as parallel arrays, for `unnest`, borrowed from the tasks: a batch copies no
+/// payload, queue or kind to send them.
 #[derive(Default)]
-pub(super) struct Columns {
-    pub(super) queue: Vec<String>,
-    pub(super) kind: Vec<String>,
-    pub(super) payload: Vec<serde_json::Value>,
+pub(super) struct Columns<'a> {
+    pub(super) queue: Vec<&'a str>,
+    pub(super) kind: Vec<&'a str>,
+    pub(super) payload: Vec<&'a serde_json::Value>,
     pub(super) priority: Vec<i32>,
-    pub(super) state: Vec<String>,
+    pub(super) state: Vec<&'static str>,
     pub(super) run_at: Vec<Timestamp>,
     pub(super) max_attempts: Vec<i32>,
     pub(super) timeout_ms: Vec<Option<i64>>,
     pub(super) backoff_base_ms: Vec<Option<i64>>,
     pub(super) backoff_max_ms: Vec<Option<i64>>,
-    pub(super) schedule: Vec<Option<String>>,
+    pub(super) schedule: Vec<Option<&'a str>>,
     pub(super) nominal_at: Vec<Option<Timestamp>>,
-    pub(super) concurrency_key: Vec<Option<String>>,
-    pub(super) traceparent: Vec<Option<String>>,
+    pub(super) concurrency_key: Vec<Option<&'a str>>,
+    pub(super) traceparent: Vec<Option<&'a str>>,
 }
 
-impl Columns {
+impl<'a> Columns<'a> {
     /// The announcement of these tasks, as [`notify_tasks_sql`] spells it: the earliest run
     /// time (microseconds, rounded down: never after the stored one), the highest priority,
     /// and the earliest run time of those that wait, if any.
@@ -145,7 +146,7 @@ impl Columns {
         let first = self.run_at.iter().min().map(|t| t.as_microsecond());
         let top = self.priority.iter().max();
         let waiting = (self.run_at.iter().zip(&self.state))
-            .filter(|(_, state)| state.as_str() != "available")
+            .filter(|(_, state)| **state != "available")
             .map(|(t, _)| t.as_microsecond())
             .min();
         let mut out = String::from("t");
@@ -160,7 +161,7 @@ impl Columns {
 
     /// The parameters `$1`–`$16` of a one-task insert: the channel, now, then the first
     /// task's fields in the order of the table's columns.
-    pub(super) fn first_row<'a>(&'a self, channel: &'a &str, now: &'a Timestamp) -> Vec<Param<'a>> {
+    pub(super) fn first_row<'p>(&'p self, channel: &'p &str, now: &'p Timestamp) -> Vec<Param<'p>> {
         vec![
             channel,
             now,
@@ -181,26 +182,25 @@ impl Columns {
         ]
     }
 
-    pub(super) fn of<'a>(tasks: impl Iterator<Item = &'a TaskInsert>, now: Timestamp) -> Columns {
+    pub(super) fn of(tasks: impl Iterator<Item = &'a TaskInsert>, now: Timestamp) -> Columns<'a> {
         let mut c = Columns::default();
         for t in tasks {
             let task = &t.task;
             let run_at = task.run_at.unwrap_or(now);
-            c.queue.push(task.queue.clone());
-            c.kind.push(task.kind.clone());
-            c.payload.push(task.payload.clone());
+            c.queue.push(&task.queue);
+            c.kind.push(&task.kind);
+            c.payload.push(&task.payload);
             c.priority.push(task.priority);
-            c.state
-                .push(rules::state_for_run_at(run_at, now).as_str().to_string());
+            c.state.push(rules::state_for_run_at(run_at, now).as_str());
             c.run_at.push(run_at);
             c.max_attempts.push(task.max_attempts);
             c.timeout_ms.push(task.timeout.map(ms));
             c.backoff_base_ms.push(task.backoff.map(|b| ms(b.base)));
             c.backoff_max_ms.push(task.backoff.map(|b| ms(b.max)));
-            c.schedule.push(t.schedule.clone());
+            c.schedule.push(t.schedule.as_deref());
             c.nominal_at.push(t.nominal_at);
-            c.concurrency_key.push(task.key.clone());
-            c.traceparent.push(task.traceparent.clone());
+            c.concurrency_key.push(task.key.as_deref());
+            c.traceparent.push(task.traceparent.as_deref());
         }
         c
     }
@@ -221,17 +221,17 @@ fn sent<T: PartialEq>(all: &[T]) -> Sent<'_, T> {
 
 /// The parameters of a bulk insert, [`SENT_ONCE`] columns [`sent`] as they may be.
 pub(super) struct BulkParams<'a> {
-    rows: &'a Columns,
-    queue: Sent<'a, String>,
-    kind: Sent<'a, String>,
+    rows: &'a Columns<'a>,
+    queue: Sent<'a, &'a str>,
+    kind: Sent<'a, &'a str>,
     priority: Sent<'a, i32>,
-    state: Sent<'a, String>,
+    state: Sent<'a, &'static str>,
     run_at: Sent<'a, Timestamp>,
     max_attempts: Sent<'a, i32>,
 }
 
 impl<'a> BulkParams<'a> {
-    pub(super) fn of(rows: &'a Columns) -> BulkParams<'a> {
+    pub(super) fn of(rows: &'a Columns<'a>) -> BulkParams<'a> {
         BulkParams {
             rows,
             queue: sent(&rows.queue),
@@ -283,7 +283,10 @@ impl<'a> BulkParams<'a> {
 /// statement inserts in input order (`ORDER BY ord`), and identity values are handed out in
 /// insertion order, so the ids ascend. Ids that do not are refused rather than matched to the
 /// wrong tasks.
-pub(super) fn answers(rows: &Columns, ids: &[tokio_postgres::Row]) -> Result<Vec<TaskInserted>> {
+pub(super) fn answers(
+    rows: &Columns<'_>,
+    ids: &[tokio_postgres::Row],
+) -> Result<Vec<TaskInserted>> {
     if ids.len() != rows.state.len() {
         return Err(StoreError::Backend(format!(
             "a bulk insert of {} tasks returned {} ids",
@@ -304,7 +307,7 @@ pub(super) fn answers(rows: &Columns, ids: &[tokio_postgres::Row]) -> Result<Vec
             last = Some(id);
             Ok(TaskInserted {
                 id,
-                state: TaskState::parse(&rows.state[k])
+                state: TaskState::parse(rows.state[k])
                     .map_err(|e| StoreError::Backend(e.to_string()))?,
                 duplicate: false,
                 debounced: false,
