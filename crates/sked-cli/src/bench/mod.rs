@@ -112,6 +112,10 @@ pub(crate) struct BenchArgs {
     /// bind measures what keeping it costs the claims.
     #[arg(long, value_name = "N/PERIOD")]
     queue_rate: Option<String>,
+    /// Queues the drained tasks are spread over, in turn (drain): the workers claim over every
+    /// queue, as workers without `--queues` do.
+    #[arg(long, default_value_t = 1)]
+    queues: usize,
     /// Tasks enqueued a second (soak).
     #[arg(long, default_value_t = 1000)]
     rate: u32,
@@ -170,6 +174,17 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
         ),
         (Some(_), _) => return Err(CliError::usage("--queue-rate applies to drain")),
     };
+    if a.queues == 0 {
+        return Err(CliError::usage("--queues must be at least 1"));
+    }
+    if a.queues > 1 && !matches!(a.workload, Workload::Drain) {
+        return Err(CliError::usage("--queues applies to drain"));
+    }
+    if a.queues > 1 && queue_rate.is_some() {
+        return Err(CliError::usage(
+            "--queue-rate limits the one drained queue: it does not go with --queues",
+        ));
+    }
     let soak_plan = match a.workload {
         Workload::Soak => {
             let duration = positive_duration("duration", &a.duration)?;
@@ -244,7 +259,7 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     };
     let mut line = match a.workload {
         Workload::Enqueue => enqueue(&store, a.n, batch, a.parallel).await?,
-        Workload::Drain => drain(&store, a.n, workers).await?,
+        Workload::Drain => drain(&store, a.n, workers, a.queues).await?,
         Workload::Ceiling => ceiling(&store, a.n, batch, a.parallel).await?,
         Workload::Latency => latency(&engine, a.n).await?,
         Workload::Lateness => lateness(&engine, a.n).await?,

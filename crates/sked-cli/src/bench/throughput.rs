@@ -45,15 +45,29 @@ pub(super) async fn enqueue(
     }))
 }
 
+/// The queue of drained task `i` of a drain over `queues` queues: the default queue alone, or
+/// `q0` … in turn.
+fn drained_queue(i: usize, queues: usize) -> Option<String> {
+    (queues > 1).then(|| format!("q{}", i % queues))
+}
+
 pub(super) async fn drain(
     store: &Arc<dyn Store>,
     n: usize,
     workers: usize,
+    queues: usize,
 ) -> CliResult<serde_json::Value> {
     let setup = progress(n, "insert");
+    let task = |i: usize| {
+        let mut t = noop(i);
+        if let Some(queue) = drained_queue(i, queues) {
+            t.queue = queue;
+        }
+        t
+    };
     for start in (0..n).step_by(10_000) {
         let end = n.min(start + 10_000);
-        insert(store, (start..end).map(noop).collect()).await?;
+        insert(store, (start..end).map(task).collect()).await?;
         setup.inc((end - start) as u64);
     }
     setup.finish_and_clear();
@@ -65,6 +79,8 @@ pub(super) async fn drain(
         let (store, bar) = (store.clone(), bar.clone());
         handles.push(tokio::spawn(async move {
             let mut done = 0usize;
+            // The queues this worker's claims took tasks from, when there are several.
+            let mut seen = std::collections::HashSet::new();
             loop {
                 let now = jiff::Timestamp::now();
                 let claimed = store
@@ -80,7 +96,10 @@ pub(super) async fn drain(
                     })
                     .await?;
                 if claimed.is_empty() {
-                    return Ok::<usize, sked::store::StoreError>(done);
+                    return Ok::<_, sked::store::StoreError>((done, seen));
+                }
+                if queues > 1 {
+                    seen.extend(claimed.iter().map(|t| t.queue.clone()));
                 }
                 for r in store.task_end_many(succeeded(&claimed, now)).await? {
                     r?;
@@ -90,12 +109,14 @@ pub(super) async fn drain(
             }
         }));
     }
-    let mut total = 0;
+    let (mut total, mut claimed_from) = (0, std::collections::HashSet::new());
     for h in handles {
-        total += h
+        let (done, seen) = h
             .await
             .map_err(CliError::runtime)?
             .map_err(CliError::runtime)?;
+        total += done;
+        claimed_from.extend(seen);
     }
     let secs = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
@@ -104,9 +125,12 @@ pub(super) async fn drain(
             "drained {total} tasks, expected {n}"
         )));
     }
-    Ok(
-        json!({"workload": "drain", "workers": workers, "per_s": round(n as f64 / secs), "secs": round(secs)}),
-    )
+    let mut line = json!({"workload": "drain", "workers": workers, "queues": queues,
+        "per_s": round(n as f64 / secs), "secs": round(secs)});
+    if queues > 1 {
+        line["claimed_from_queues"] = json!(claimed_from.len());
+    }
+    Ok(line)
 }
 
 /// The Rust worker with a no-op handler drains `n` pre-inserted tasks, embedded or over HTTP.

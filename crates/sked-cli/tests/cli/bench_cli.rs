@@ -92,6 +92,47 @@ fn vs_ceiling_elsewhere_is_refused_before_running() {
     );
 }
 
+/// A drain over tasks spread across queues: every task ran (the drain fails otherwise), and
+/// the claims over every queue took tasks from each of them.
+fn drain_over_queues(db: &[&str]) {
+    let line = bench(&[&["drain", "-n", "700", "--queues", "7"], db].concat());
+    assert_eq!(line["queues"], 7, "{line}");
+    assert_eq!(line["claimed_from_queues"], 7, "{line}");
+    positive(&line, "per_s");
+    let one = bench(&[&["drain", "-n", "100"], db].concat());
+    assert_eq!(one["queues"], 1, "{one}");
+    assert!(one.get("claimed_from_queues").is_none(), "{one}");
+}
+
+#[test]
+fn drain_over_queues_on_sqlite() {
+    drain_over_queues(&[]);
+}
+
+#[test]
+fn drain_over_queues_on_postgres() {
+    let Some(url) = database_url() else { return };
+    drain_over_queues(&["--db", &url]);
+}
+
+#[test]
+fn queues_elsewhere_or_none_are_refused_before_running() {
+    refused(&["drain", "-n", "1000000", "--queues", "0"], "--queues");
+    refused(&["latency", "-n", "1000000", "--queues", "3"], "--queues");
+    refused(
+        &[
+            "drain",
+            "-n",
+            "1000000",
+            "--queues",
+            "3",
+            "--queue-rate",
+            "10/s",
+        ],
+        "--queues",
+    );
+}
+
 fn held_snapshot(db: &[&str]) {
     let line = bench(&[&["drain", "-n", "2000", "--hold-snapshot"], db].concat());
     assert_eq!(line["held_snapshot"], true, "{line}");
