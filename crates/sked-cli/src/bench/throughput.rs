@@ -45,12 +45,6 @@ pub(super) async fn enqueue(
     }))
 }
 
-/// The queue of drained task `i` of a drain over `queues` queues: the default queue alone, or
-/// `q0` … in turn.
-fn drained_queue(i: usize, queues: usize) -> Option<String> {
-    (queues > 1).then(|| format!("q{}", i % queues))
-}
-
 pub(super) async fn drain(
     store: &Arc<dyn Store>,
     n: usize,
@@ -58,10 +52,11 @@ pub(super) async fn drain(
     queues: usize,
 ) -> CliResult<serde_json::Value> {
     let setup = progress(n, "insert");
+    // Over several queues, task i goes to `q{i % queues}`; otherwise to the default queue.
     let task = |i: usize| {
         let mut t = noop(i);
-        if let Some(queue) = drained_queue(i, queues) {
-            t.queue = queue;
+        if queues > 1 {
+            t.queue = format!("q{}", i % queues);
         }
         t
     };
@@ -99,7 +94,12 @@ pub(super) async fn drain(
                     return Ok::<_, sked::store::StoreError>((done, seen));
                 }
                 if queues > 1 {
-                    seen.extend(claimed.iter().map(|t| t.queue.clone()));
+                    // A copy of each queue's name once, not of every task's.
+                    for t in &claimed {
+                        if !seen.contains(&t.queue) {
+                            seen.insert(t.queue.clone());
+                        }
+                    }
                 }
                 for r in store.task_end_many(succeeded(&claimed, now)).await? {
                     r?;

@@ -363,12 +363,14 @@ pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
     };
     // Two statements for the whole batch: SQLite's one writer waits for retention, and a
     // statement a task cost twice the time (a pass of 10,000 held the writer for 60–90 ms).
-    let list = id_list(&ids);
-    for sql in [PRUNE_ATTEMPTS, PRUNE_TASKS] {
-        tx.prepare_cached(sql)
-            .map_err(db_err)?
-            .execute([&list])
-            .map_err(db_err)?;
+    if !ids.is_empty() {
+        let list = id_list(&ids);
+        for sql in [PRUNE_ATTEMPTS, PRUNE_TASKS] {
+            tx.prepare_cached(sql)
+                .map_err(db_err)?
+                .execute([&list])
+                .map_err(db_err)?;
+        }
     }
     // The occurrence ledger follows the same retention.
     tx.prepare_cached(
