@@ -159,6 +159,10 @@ impl PgStore {
             .map_err(db_err)?;
         let limit = batch as i64;
         let mut done = 0;
+        // Planned as sked's claims are (see `tasks::claim::ORDERED_WALK`).
+        c.batch_execute(crate::tasks::claim::ORDERED_WALK)
+            .await
+            .map_err(db_err)?;
         loop {
             let ids: Vec<i64> = c
                 .query(&claim, &[&limit])
@@ -168,6 +172,9 @@ impl PgStore {
                 .map(|r| r.get(0))
                 .collect();
             if ids.is_empty() {
+                c.batch_execute(crate::tasks::claim::ORDERED_WALK_END)
+                    .await
+                    .map_err(db_err)?;
                 return Ok(done);
             }
             c.execute(&end, &[&ids]).await.map_err(db_err)?;

@@ -36,6 +36,13 @@ pub fn claim_sql(after: bool) -> String {
     crate::tasks::claim::claim_sql("state = 'available'", after, true)
 }
 
+/// The planner setting a claim runs under, and its reset (see `tasks::claim::ORDERED_WALK`),
+/// for tests of its plan.
+pub fn claim_planner_setting() -> (&'static str, &'static str) {
+    use crate::tasks::claim::{ORDERED_WALK, ORDERED_WALK_END};
+    (ORDERED_WALK, ORDERED_WALK_END)
+}
+
 /// Retention's statement (`$1` finished before, `$2` at most how many), for tests of its plan.
 pub fn prune_sql() -> String {
     crate::tasks::PRUNE.clone()

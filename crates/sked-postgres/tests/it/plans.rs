@@ -2,7 +2,9 @@
 //! that autovacuum seldom analyzes (queue settings) turned a claim into a read and sort of every
 //! available task.
 
-use sked_postgres::testing::{activity_sql, claim_sql, fresh_store, prune_sql};
+use sked_postgres::testing::{
+    activity_sql, claim_planner_setting, claim_sql, fresh_store, prune_sql,
+};
 use sked_store::{QueueUpdateParams, Store, TaskInsert, TaskInsertParams};
 use tokio_postgres::types::ToSql;
 
@@ -85,6 +87,65 @@ async fn a_claim_walks_the_claim_index_whatever_the_queue_statistics() {
             && plan.contains("(ROW(run_at, id) > ROW(")
             && !plan.contains("Sort Key: c."),
         "a resumed claim does not start at its key in the claim index:\n{plan}"
+    );
+}
+
+/// Tasks enqueued into a table not analyzed yet (a new deployment's first bulk enqueue, until
+/// autovacuum gets to it): the planner guesses that few tasks are available, and read through
+/// a bitmap and sorted, every claim would read them all.
+#[tokio::test]
+async fn a_claim_walks_the_claim_index_before_the_tasks_are_analyzed() {
+    let Some((store, schema)) = fresh_store().await else {
+        return;
+    };
+    let now = jiff::Timestamp::now();
+    insert(&store, &["default"; 5], now).await;
+    let c = connect(&schema).await;
+    let (max, worker, grace): (i64, String, i64) = (1000, "w".into(), 30_000);
+    let params: [Param<'_>; 5] = [&now, &now, &worker, &max, &grace];
+    let misled = explain(&c, &claim_sql(false), &params).await;
+    assert!(
+        misled.contains("Bitmap Heap Scan on sked_tasks c"),
+        "the statistics no longer mislead the planner, and this test shows nothing:\n{misled}"
+    );
+    let (setting, reset) = claim_planner_setting();
+    c.batch_execute(setting).await.unwrap();
+    let plan = explain(&c, &claim_sql(false), &params).await;
+    c.batch_execute(reset).await.unwrap();
+    assert!(
+        plan.contains("Index Scan using sked_tasks_available") && !plan.contains("Sort"),
+        "a claim under its planner setting does not walk the claim index in order:\n{plan}"
+    );
+    // And the claim takes the first tasks, in order.
+    let claimed = store
+        .task_claim(sked_store::TaskClaimParams {
+            min_priority: None,
+            queues: vec![],
+            kinds: vec![],
+            max: 1000,
+            worker: worker.clone(),
+            lease_ttl: jiff::SignedDuration::from_secs(60),
+            timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
+            now,
+        })
+        .await
+        .unwrap();
+    let ids: Vec<i64> = claimed.iter().map(|t| t.id).collect();
+    let first: Vec<i64> = c
+        .query(
+            "SELECT id FROM sked_tasks WHERE state = 'running' ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ids, first);
+    assert_eq!(
+        ids,
+        (1..=1000).collect::<Vec<i64>>(),
+        "the first 1,000 in claim order"
     );
 }
 
