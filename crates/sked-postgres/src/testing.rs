@@ -43,6 +43,12 @@ pub fn claim_planner_setting() -> (&'static str, &'static str) {
     (ORDERED_WALK, ORDERED_WALK_END)
 }
 
+/// The statement of a batch of `n` successes (`$1` ids, `$2` attempts, `$3` times, `$4`
+/// results), returning the ids, for tests of its plan.
+pub fn success_sql(n: usize) -> String {
+    crate::tasks::ending::success_sql(n)
+}
+
 /// Retention's statement (`$1` finished before, `$2` at most how many), for tests of its plan.
 pub fn prune_sql() -> String {
     crate::tasks::PRUNE.clone()

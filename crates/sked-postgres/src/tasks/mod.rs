@@ -9,7 +9,7 @@
 pub(crate) mod bulk;
 pub(crate) mod claim;
 pub(crate) mod cursor;
-mod ending;
+pub(crate) mod ending;
 mod insert;
 mod keyed;
 mod known;

@@ -3,7 +3,7 @@
 //! available task.
 
 use sked_postgres::testing::{
-    activity_sql, claim_planner_setting, claim_sql, fresh_store, prune_sql,
+    activity_sql, claim_planner_setting, claim_sql, fresh_store, prune_sql, success_sql,
 };
 use sked_store::{QueueUpdateParams, Store, TaskInsert, TaskInsertParams};
 use tokio_postgres::types::ToSql;
@@ -147,6 +147,79 @@ async fn a_claim_walks_the_claim_index_before_the_tasks_are_analyzed() {
         (1..=1000).collect::<Vec<i64>>(),
         "the first 1,000 in claim order"
     );
+}
+
+/// The index of running tasks keeps an entry for every task that ran since the oldest snapshot
+/// still held: a small batch of successes that read it whole would cost more with every task
+/// run meanwhile.
+#[tokio::test]
+async fn a_small_batch_of_successes_reads_its_own_tasks_not_the_running_ones() {
+    let Some((store, schema)) = fresh_store().await else {
+        return;
+    };
+    let now = jiff::Timestamp::now();
+    insert(&store, &["default"; 5], now).await;
+    let c = connect(&schema).await;
+    // Analyzed while nothing ran; then 20,000 running.
+    c.batch_execute(
+        "ANALYZE sked_tasks; \
+         UPDATE sked_tasks SET state = 'running', attempt = 1, started_at = now() \
+         WHERE id <= 20000",
+    )
+    .await
+    .unwrap();
+    // The plan a prepared statement settles on, one for any values (these are not read).
+    let generic = async |sql: &str| -> String {
+        c.batch_execute(&format!(
+            "DEALLOCATE ALL; SET plan_cache_mode = force_generic_plan; PREPARE ending AS {sql}"
+        ))
+        .await
+        .unwrap();
+        let rows = c
+            .query(
+                "EXPLAIN EXECUTE ending(ARRAY[5001, 5002], ARRAY[1, 1], \
+                   ARRAY[now(), now()], ARRAY[NULL::jsonb, NULL])",
+                &[],
+            )
+            .await
+            .unwrap();
+        c.batch_execute("RESET plan_cache_mode").await.unwrap();
+        rows.iter()
+            .map(|r| r.get(0))
+            .collect::<Vec<String>>()
+            .join("\n")
+    };
+    let (small, large) = (success_sql(10), success_sql(1000));
+    assert_ne!(small, large);
+    let misled = generic(&large).await;
+    assert!(
+        misled.contains("sked_tasks_running"),
+        "the statement for large batches no longer reads the running tasks' index, and this \
+         test shows nothing:\n{misled}"
+    );
+    let plan = generic(&small).await;
+    assert!(
+        plan.contains("Index Scan using sked_tasks_pkey") && !plan.contains("sked_tasks_running"),
+        "a small batch of successes does not read its tasks by their key:\n{plan}"
+    );
+    // Planned for its values, it does not read that index either; and it ends exactly those.
+    let ids: Vec<i64> = (5001..=5010).collect();
+    let attempts = vec![1i32; ids.len()];
+    let times = vec![now; ids.len()];
+    let results: Vec<Option<serde_json::Value>> = vec![None; ids.len()];
+    let params: [Param<'_>; 4] = [&ids, &attempts, &times, &results];
+    let custom = explain(&c, &small, &params).await;
+    assert!(
+        !custom.contains("sked_tasks_running"),
+        "a small batch of successes reads the running tasks' index:\n{custom}"
+    );
+    let ended = c.query(small.as_str(), &params).await.unwrap();
+    let mut got: Vec<i64> = ended.iter().map(|r| r.get(0)).collect();
+    got.sort();
+    assert_eq!(got, ids);
+    // A task no longer running is left as it is.
+    let again = c.query(small.as_str(), &params).await.unwrap();
+    assert!(again.is_empty(), "successes ended twice: {}", again.len());
 }
 
 #[tokio::test]
