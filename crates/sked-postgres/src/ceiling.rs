@@ -158,27 +158,32 @@ impl PgStore {
             .await
             .map_err(db_err)?;
         let limit = batch as i64;
-        let mut done = 0;
-        // Planned as sked's claims are (see `tasks::claim::ORDERED_WALK`).
+        // Planned as sked's claims are (see `tasks::claim::ORDERED_WALK`), and reset whether
+        // the loop ends or fails: the connection goes back to the store's pool.
         c.batch_execute(crate::tasks::claim::ORDERED_WALK)
             .await
             .map_err(db_err)?;
-        loop {
-            let ids: Vec<i64> = c
-                .query(&claim, &[&limit])
-                .await
-                .map_err(db_err)?
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
-            if ids.is_empty() {
-                c.batch_execute(crate::tasks::claim::ORDERED_WALK_END)
+        let drained = async {
+            let mut done = 0;
+            loop {
+                let ids: Vec<i64> = c
+                    .query(&claim, &[&limit])
                     .await
-                    .map_err(db_err)?;
-                return Ok(done);
+                    .map_err(db_err)?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                if ids.is_empty() {
+                    return Ok::<usize, sked_store::StoreError>(done);
+                }
+                c.execute(&end, &[&ids]).await.map_err(db_err)?;
+                done += ids.len();
             }
-            c.execute(&end, &[&ids]).await.map_err(db_err)?;
-            done += ids.len();
         }
+        .await;
+        let reset = c.batch_execute(crate::tasks::claim::ORDERED_WALK_END).await;
+        let done = drained?;
+        reset.map_err(db_err)?;
+        Ok(done)
     }
 }
