@@ -144,6 +144,27 @@ pub(crate) async fn claim(
     cursors: &Arc<ClaimCursors>,
     p: &TaskClaimParams,
 ) -> Result<(Vec<Task>, Option<Timestamp>)> {
+    loop {
+        if let Some(claimed) = claim_from_position(c, pool, channel, cursors, p).await? {
+            return Ok(claimed);
+        }
+    }
+}
+
+/// One claim from the store's position for `p`'s queues and kinds; `None` when that position
+/// was the end and staging made tasks available before it: claim again, from them.
+///
+/// At the end, the claim statement would find nothing, and a claim from the front would walk,
+/// with a snapshot held, every task claimed since (a node whose worker keeps up with a steady
+/// load is at the end whenever its staging runs, once a second). So staging runs alone, and
+/// when it makes tasks available the claim starts again just before them.
+async fn claim_from_position(
+    c: &mut Object,
+    pool: &Pool,
+    channel: &str,
+    cursors: &Arc<ClaimCursors>,
+    p: &TaskClaimParams,
+) -> Result<Option<(Vec<Task>, Option<Timestamp>)>> {
     let expires = p
         .now
         .checked_add(p.lease_ttl)
@@ -152,12 +173,9 @@ pub(crate) async fn claim(
     let filter_key = format!("{:?} {:?}", p.queues, p.kinds);
     // Staging and the queue settings only when they may have changed (see `super::known`).
     let (stage_first, known_settings) = cursors.before_claim(p.now);
-    let mut start = cursors.start(&filter_key, p.now);
-    if stage_first && start.after == Some(Key::END) {
-        // What staging makes available lies before the end: this claim starts at the front.
-        start.after = None;
-    }
+    let start = cursors.start(&filter_key, p.now);
     let after = start.after;
+    let at_end = after == Some(Key::END);
     if start.probe {
         let (pool, cursors) = (pool.clone(), cursors.clone());
         tokio::spawn(probe(pool, cursors, filter_key, after, p.clone(), true));
@@ -174,25 +192,36 @@ pub(crate) async fn claim(
     let take = c.prepare_cached(&sql).await.map_err(db_err)?;
     let stage_params: [Param<'_>; 2] = [&channel, &p.now];
     // Up to three statements in one round trip, run in order (between the planner setting
-    // and its reset): the claim sees what staging made available.
-    let (_, staged, read_settings, rows, _) = tokio::try_join!(
-        c.batch_execute(ORDERED_WALK),
-        async {
-            match stage_first {
-                true => c.query_one(&stage, &stage_params).await.map(Some),
-                false => Ok(None),
-            }
-        },
-        async {
-            match known_settings {
-                None => c.query(&settings, &[]).await.map(Some),
-                Some(_) => Ok(None),
-            }
-        },
-        c.query(&take, &params),
-        c.batch_execute(ORDERED_WALK_END)
-    )
-    .map_err(db_err)?;
+    // and its reset): the claim sees what staging made available. At the end, with nothing
+    // to stage or read, there is nothing to ask.
+    let idle_at_end = at_end && !stage_first && known_settings.is_some();
+    let (_, staged, read_settings, rows, _) = if idle_at_end {
+        ((), None, None, Vec::new(), ())
+    } else {
+        tokio::try_join!(
+            c.batch_execute(ORDERED_WALK),
+            async {
+                match stage_first {
+                    true => c.query_one(&stage, &stage_params).await.map(Some),
+                    false => Ok(None),
+                }
+            },
+            async {
+                match known_settings {
+                    None => c.query(&settings, &[]).await.map(Some),
+                    Some(_) => Ok(None),
+                }
+            },
+            async {
+                match at_end {
+                    true => Ok(Vec::new()),
+                    false => c.query(&take, &params).await,
+                }
+            },
+            c.batch_execute(ORDERED_WALK_END)
+        )
+        .map_err(db_err)?
+    };
     let mut claimed = tasks_from_rows(&rows)?;
     // RETURNING has no order of its own.
     claimed.sort_by_key(|t| Key::of(t).order());
@@ -216,10 +245,15 @@ pub(crate) async fn claim(
         }
     }
     cursors.learnt(&start, next_due, read_settings, p.now);
+    let mut staged_before_end = false;
     if let Some(row) = &staged {
         if let (Some(top), Some(first)) = (col(row, 0)?, col(row, 1)?) {
             cursors.move_back(Key::before(top, first));
+            staged_before_end = at_end;
         }
+    }
+    if staged_before_end {
+        return Ok(None);
     }
     // A short claim over every priority walked to the end of the open queues' claimable
     // tasks: the next ones start after the end, until an announcement or the probe moves them
@@ -249,7 +283,7 @@ pub(crate) async fn claim(
             held_until = sked_store::rate::sooner(held_until, held);
         }
     }
-    Ok((claimed, held_until))
+    Ok(Some((claimed, held_until)))
 }
 
 /// When the next waiting task is due, from staging's row (not known when it staged a full batch:

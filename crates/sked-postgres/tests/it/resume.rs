@@ -125,6 +125,73 @@ async fn with_a_snapshot_held_claims_do_not_walk_what_was_claimed_before() {
     holder.batch_execute("ROLLBACK").await.unwrap();
 }
 
+/// A node whose worker keeps up with a steady load has claimed everything there is whenever
+/// its staging runs (at least once a second): with a snapshot held, its claims there do not
+/// walk from the front past every task claimed since.
+#[tokio::test]
+async fn with_a_snapshot_held_claims_at_the_end_do_not_walk_back_when_staging() {
+    let Some((store, schema)) = fresh_store().await else {
+        return;
+    };
+    let holder = connect(&schema.base_url).await;
+    holder
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM pg_class")
+        .await
+        .unwrap();
+    let (rounds, each) = (30, 100);
+    let mut now = Timestamp::now();
+    for _ in 0..rounds {
+        insert(&store, &vec![0; each], now).await;
+        let tasks = claim(&store, 1000, now).await;
+        assert_eq!(tasks.len(), each);
+        complete(&store, &tasks, now).await;
+        // Two seconds on, staging is due again, and there is nothing left to claim.
+        now += SignedDuration::from_secs(2);
+        assert!(claim(&store, 1000, now).await.is_empty());
+    }
+    drop(store);
+    let reads = claim_index_reads(&connect(&schema.base_url).await, &schema).await;
+    let n = (rounds * each) as i64;
+    // The probe beside the claims walks from the front at most once a round (at most once a
+    // second of the claims' clock): 100 + 200 + … + 3,000 entries (46,500) at most. Were the
+    // empty claims to walk from the front too, as many again.
+    let probes = (each * rounds * (rounds + 1) / 2) as i64;
+    assert!(
+        reads < probes + 3 * n,
+        "{reads} claim index entries read to claim {n} tasks (the probes: at most {probes})"
+    );
+    holder.batch_execute("ROLLBACK").await.unwrap();
+}
+
+/// Claims that reached the end still take a waiting task that comes due: the claim that stages
+/// it takes it.
+#[tokio::test]
+async fn a_task_that_comes_due_after_claims_reached_the_end_is_claimed_when_staged() {
+    let Some((store, _schema)) = fresh_store().await else {
+        return;
+    };
+    let now = Timestamp::now();
+    let due = now + SignedDuration::from_secs(5);
+    let inserted = store
+        .task_insert_many(TaskInsertParams {
+            tasks: vec![NewTask::new("noop").run_at(due).into()],
+            now,
+        })
+        .await
+        .unwrap();
+    assert!(claim(&store, 10, now).await.is_empty());
+    assert!(
+        claim(&store, 10, now + SignedDuration::from_secs(2))
+            .await
+            .is_empty()
+    );
+    let claimed = claim(&store, 10, due).await;
+    assert_eq!(
+        claimed.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![inserted[0].id]
+    );
+}
+
 #[tokio::test]
 async fn a_higher_priority_task_is_claimed_next_whoever_inserted_it() {
     let Some((a, schema)) = fresh_store().await else {
