@@ -56,6 +56,17 @@ async fn connect(url: &str) -> tokio_postgres::Client {
     c
 }
 
+/// A connection inside a `REPEATABLE READ` transaction that has taken its snapshot: vacuum
+/// keeps every row version since, until it rolls back.
+async fn hold_snapshot(url: &str) -> tokio_postgres::Client {
+    let holder = connect(url).await;
+    holder
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM pg_class")
+        .await
+        .unwrap();
+    holder
+}
+
 /// Entries the claim index has handed out to scans of it, once every connection of the schema's
 /// stores has ended (a backend's counters are published when it exits).
 async fn claim_index_reads(c: &tokio_postgres::Client, schema: &TestSchema) -> i64 {
@@ -97,11 +108,7 @@ async fn with_a_snapshot_held_claims_do_not_walk_what_was_claimed_before() {
         return;
     };
     let now = Timestamp::now();
-    let holder = connect(&schema.base_url).await;
-    holder
-        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM pg_class")
-        .await
-        .unwrap();
+    let holder = hold_snapshot(&schema.base_url).await;
     let n = 3000;
     insert(&store, &vec![0; n], now).await;
     let mut claimed = 0;
@@ -133,11 +140,7 @@ async fn with_a_snapshot_held_claims_at_the_end_do_not_walk_back_when_staging() 
     let Some((store, schema)) = fresh_store().await else {
         return;
     };
-    let holder = connect(&schema.base_url).await;
-    holder
-        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM pg_class")
-        .await
-        .unwrap();
+    let holder = hold_snapshot(&schema.base_url).await;
     let (rounds, each) = (30, 100);
     let mut now = Timestamp::now();
     for _ in 0..rounds {
