@@ -111,10 +111,15 @@ pub async fn run(engine: Engine, config: MaintenanceConfig, mut shutdown: watch:
                     next_schedules = Instant::now() + scheduler.pass_and_plan(&engine).await;
                 }
                 if Instant::now() >= next_rescue {
-                    if let Err(e) = rescuer.pass(&engine).await {
-                        tracing::warn!(error = %e, "rescue failed");
-                    }
-                    next_rescue = Instant::now() + to_std(rescuer.config().interval);
+                    let started = Instant::now();
+                    let wait = match rescuer.pass(&engine).await {
+                        Ok(ids) => rescuer.wait_after(ids.len(), started.elapsed()),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "rescue failed");
+                            to_std(rescuer.config().interval)
+                        }
+                    };
+                    next_rescue = Instant::now() + wait;
                 }
                 if Instant::now() >= next_prune {
                     let pruned = match pruner.pass(&engine).await {
