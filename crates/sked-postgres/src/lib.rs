@@ -59,6 +59,8 @@ pub struct PgStore {
     operations: std::sync::atomic::AtomicU64,
     /// Where claims resume in the claim index (see [`tasks::cursor`]).
     cursors: Arc<tasks::cursor::ClaimCursors>,
+    /// How large batches of successes find their rows (see [`tasks::plan_choice`]).
+    success_plans: tasks::plan_choice::PlanChoice,
     listener: listen::Listener,
     /// When a rate limit lets held-back tasks start again, as claims found it.
     held: sked_store::rate::HeldUntil,
@@ -106,6 +108,7 @@ impl PgStore {
             op_timeout: opts.op_timeout,
             operations: std::sync::atomic::AtomicU64::new(0),
             cursors,
+            success_plans: Default::default(),
             listener,
             held: Default::default(),
         })
@@ -310,7 +313,7 @@ impl Store for PgStore {
 
     async fn task_finish_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<Task>>> {
         let ended = self
-            .op(async |c, ch| tasks::finish_many(c, ch, &params).await)
+            .op(async |c, ch| tasks::finish_many(c, ch, &params, &self.success_plans).await)
             .await?;
         self.announce_room(ended.iter().flatten().map(|t| &t.queue))
             .await;
@@ -335,7 +338,7 @@ impl Store for PgStore {
                 .collect());
         };
         let ended = self
-            .op(async |c, ch| successes.write_brief(c, ch).await)
+            .op(async |c, ch| successes.write_brief(c, ch, &self.success_plans).await)
             .await?;
         self.announce_room(ended.iter().flatten().map(|t| &t.queue))
             .await;

@@ -2,6 +2,7 @@
 //! write, each as one statement over parallel arrays, and the announcements that follow.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use deadpool_postgres::{Object, Transaction};
 use jiff::Timestamp;
@@ -10,6 +11,7 @@ use sked_store::*;
 use tokio_postgres::GenericClient;
 
 use super::cursor::Key;
+use super::plan_choice::PlanChoice;
 use crate::codec::{TASK_COLUMNS, col, db_err, task_from_row, tasks_from_rows};
 use crate::listen::notify_tasks_sql;
 
@@ -220,12 +222,13 @@ pub(crate) async fn finish_many(
     c: &mut Object,
     channel: &str,
     ps: &[TaskFinishParams],
+    plans: &PlanChoice,
 ) -> Result<Vec<Result<Task>>> {
     if ps.is_empty() {
         return Ok(Vec::new());
     }
     if let Some(successes) = Successes::of(ps) {
-        return successes.write(c, channel).await;
+        return successes.write(c, channel, plans).await;
     }
     let tx = c.transaction().await.map_err(db_err)?;
     let ids: Vec<TaskId> = ps.iter().map(|p| p.id).collect();
@@ -340,8 +343,13 @@ impl Successes {
         Some(out)
     }
 
-    async fn write(&self, c: &mut Object, channel: &str) -> Result<Vec<Result<Task>>> {
-        let rows = self.succeed(c, &SUCCEED).await?;
+    async fn write(
+        &self,
+        c: &mut Object,
+        channel: &str,
+        plans: &PlanChoice,
+    ) -> Result<Vec<Result<Task>>> {
+        let rows = self.succeed(c, &SUCCEED, plans).await?;
         let done: HashMap<TaskId, Task> = tasks_from_rows(&rows)?
             .into_iter()
             .map(|t| (t.id, t))
@@ -355,8 +363,9 @@ impl Successes {
         &self,
         c: &mut Object,
         channel: &str,
+        plans: &PlanChoice,
     ) -> Result<Vec<Result<TaskEnded>>> {
-        let rows = self.succeed(c, &SUCCEED_BRIEF).await?;
+        let rows = self.succeed(c, &SUCCEED_BRIEF, plans).await?;
         let done: HashMap<TaskId, TaskEnded> = rows
             .iter()
             .map(|r| {
@@ -377,14 +386,31 @@ impl Successes {
         self.answers(c, channel, done, scheduled).await
     }
 
-    /// Runs one of the success statements, the one for the batch's size, over the batch: the
-    /// rows it changed.
-    async fn succeed(&self, c: &mut Object, sql: &[String; 2]) -> Result<Vec<tokio_postgres::Row>> {
-        let sql = &sql[usize::from(self.id.len() <= BY_KEY_MAX)];
-        let stmt = c.prepare_cached(sql).await.map_err(db_err)?;
-        c.query(&stmt, &[&self.id, &self.attempt, &self.now, &self.result])
+    /// Runs one of the success statements over the batch: by key up to [`BY_KEY_MAX`] tasks,
+    /// and for more the one `plans` measured cheaper (see [`super::plan_choice`]). The rows it
+    /// changed.
+    async fn succeed(
+        &self,
+        c: &mut Object,
+        sql: &[String; 2],
+        plans: &PlanChoice,
+    ) -> Result<Vec<tokio_postgres::Row>> {
+        let n = self.id.len();
+        let large = n > BY_KEY_MAX;
+        let which = match large {
+            true => plans.pick(Instant::now()),
+            false => 1,
+        };
+        let stmt = c.prepare_cached(&sql[which]).await.map_err(db_err)?;
+        let started = Instant::now();
+        let rows = c
+            .query(&stmt, &[&self.id, &self.attempt, &self.now, &self.result])
             .await
-            .map_err(db_err)
+            .map_err(db_err)?;
+        if large {
+            plans.record(which, n, started.elapsed(), Instant::now());
+        }
+        Ok(rows)
     }
 
     /// An answer per success, in order, from the tasks it ended (`done`, by id): those it did
@@ -437,7 +463,8 @@ impl Successes {
     }
 }
 
-/// Batches of successes up to this size find their rows by key alone (see [`succeed_sql`]).
+/// Batches of successes up to this size find their rows by key alone (see [`succeed_sql`]);
+/// larger ones take whichever of the two statements was measured cheaper per row.
 const BY_KEY_MAX: usize = 100;
 
 /// The successes of `$1`–`$4`, returning `returning`.
@@ -451,7 +478,9 @@ const BY_KEY_MAX: usize = 100;
 /// with endings of a few tasks each, they took 3.6 ms a statement and most of the server's
 /// time. With `by_key`, the state is asked through the arrays (`t.state = u.state`, a column
 /// of `'running'`), which that index cannot answer: the rows are found by their key (0.25 and
-/// 0.8 ms a statement in two runs under the same load).
+/// 0.8 ms a statement in two runs under the same load). For a large batch under a held
+/// snapshot the plain read grows too (261 ms a batch after half an hour), so the store
+/// measures which is cheaper ([`super::plan_choice`]).
 fn succeed_sql(returning: &str, by_key: bool) -> String {
     // The array of states and its column, and what the row's state is compared with.
     let (states, column, running) = match by_key {

@@ -14,6 +14,7 @@ mod insert;
 mod keyed;
 mod known;
 mod limited;
+pub(crate) mod plan_choice;
 mod rated;
 mod unnest;
 

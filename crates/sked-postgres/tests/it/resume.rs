@@ -1,6 +1,7 @@
 //! Claims resume where the store's previous claim ended, so that a held snapshot (which keeps
 //! every claimed task's entry in the claim index) does not make each claim walk all of them;
-//! tasks that appear before that point are still claimed first.
+//! tasks that appear before that point are still claimed first. Large batches of successes
+//! likewise stop reading the index of running tasks whole once that is measured slower.
 
 use std::time::{Duration, Instant};
 
@@ -67,9 +68,9 @@ async fn hold_snapshot(url: &str) -> tokio_postgres::Client {
     holder
 }
 
-/// Entries the claim index has handed out to scans of it, once every connection of the schema's
-/// stores has ended (a backend's counters are published when it exits).
-async fn claim_index_reads(c: &tokio_postgres::Client, schema: &TestSchema) -> i64 {
+/// Entries `index` has handed out to scans of it, once every connection of the schema's stores
+/// has ended (a backend's counters are published when it exits).
+async fn index_reads(c: &tokio_postgres::Client, schema: &TestSchema, index: &str) -> i64 {
     let started = Instant::now();
     loop {
         let open: i64 = c
@@ -94,12 +95,17 @@ async fn claim_index_reads(c: &tokio_postgres::Client, schema: &TestSchema) -> i
         .unwrap();
     c.query_one(
         "SELECT idx_tup_read FROM pg_stat_user_indexes \
-         WHERE schemaname = $1 AND indexrelname = 'sked_tasks_available'",
-        &[&schema.name],
+         WHERE schemaname = $1 AND indexrelname = $2",
+        &[&schema.name, &index],
     )
     .await
     .unwrap()
     .get(0)
+}
+
+/// Entries the claim index has handed out to scans of it (see [`index_reads`]).
+async fn claim_index_reads(c: &tokio_postgres::Client, schema: &TestSchema) -> i64 {
+    index_reads(c, schema, "sked_tasks_available").await
 }
 
 #[tokio::test]
@@ -329,4 +335,48 @@ async fn two_stores_claiming_while_tasks_arrive_claim_every_task_once() {
         "a task was claimed twice or not at all"
     );
     assert_eq!(claimed, inserted);
+}
+
+/// With a snapshot held, the index of running tasks keeps an entry for every task that ran
+/// since: large batches of successes stop reading it whole once looking their tasks up by key
+/// is measured cheaper.
+#[tokio::test]
+async fn with_a_snapshot_held_large_batches_of_successes_find_their_tasks_by_key() {
+    let Some((store, schema)) = fresh_store().await else {
+        return;
+    };
+    let now = Timestamp::now();
+    let holder = hold_snapshot(&schema.base_url).await;
+    let ran = 60_000;
+    for _ in 0..ran / 5000 {
+        insert(&store, &vec![0; 5000], now).await;
+    }
+    loop {
+        let tasks = claim(&store, 5000, now).await;
+        if tasks.is_empty() {
+            break;
+        }
+        complete(&store, &tasks, now).await;
+    }
+    drop(store);
+    let c = connect(&schema.base_url).await;
+    let before = index_reads(&c, &schema, "sked_tasks_running").await;
+    // A store that has measured nothing yet: ten batches of 500.
+    let store = PgStore::connect(schema.options()).await.unwrap();
+    insert(&store, &vec![0; 5000], now).await;
+    for _ in 0..10 {
+        let tasks = claim(&store, 500, now).await;
+        assert_eq!(tasks.len(), 500);
+        complete(&store, &tasks, now).await;
+    }
+    drop(store);
+    let reads = index_reads(&c, &schema, "sked_tasks_running").await - before;
+    // Each batch asked plainly reads every entry, 60,000 and more: ten would read 600,000.
+    // The first batch is asked plainly and the second by key; the plain statement runs again
+    // only twenty times its duration later.
+    assert!(
+        reads < 2 * ran,
+        "{reads} entries of the running tasks' index read to end ten batches of 500"
+    );
+    holder.batch_execute("ROLLBACK").await.unwrap();
 }
