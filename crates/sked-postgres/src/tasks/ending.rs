@@ -386,9 +386,9 @@ impl Successes {
         self.answers(c, channel, done, scheduled).await
     }
 
-    /// Runs one of the success statements over the batch: by key up to [`BY_KEY_MAX`] tasks,
-    /// and for more the one `plans` measured cheaper (see [`super::plan_choice`]). The rows it
-    /// changed.
+    /// Runs the success statements over the batch: by key up to [`BY_KEY_MAX`] tasks, and for
+    /// more whichever `plans` measured cheaper per row (see [`super::plan_choice`]), plainly
+    /// or by key in parts of [`BY_KEY_MAX`]. The rows they changed.
     async fn succeed(
         &self,
         c: &mut Object,
@@ -396,21 +396,48 @@ impl Successes {
         plans: &PlanChoice,
     ) -> Result<Vec<tokio_postgres::Row>> {
         let n = self.id.len();
-        let large = n > BY_KEY_MAX;
-        let which = match large {
-            true => plans.pick(Instant::now()),
-            false => 1,
-        };
+        if n <= BY_KEY_MAX {
+            let stmt = c.prepare_cached(&sql[1]).await.map_err(db_err)?;
+            return c
+                .query(&stmt, &[&self.id, &self.attempt, &self.now, &self.result])
+                .await
+                .map_err(db_err);
+        }
+        let which = plans.pick(Instant::now());
         let stmt = c.prepare_cached(&sql[which]).await.map_err(db_err)?;
         let started = Instant::now();
-        let rows = c
-            .query(&stmt, &[&self.id, &self.attempt, &self.now, &self.result])
+        let rows = match which {
+            0 => c
+                .query(&stmt, &[&self.id, &self.attempt, &self.now, &self.result])
+                .await
+                .map_err(db_err)?,
+            _ => self.succeed_in_parts(c, &stmt).await?,
+        };
+        plans.record(which, n, started.elapsed(), Instant::now());
+        Ok(rows)
+    }
+
+    /// The by-key statement over parts of [`BY_KEY_MAX`] successes, sent together in one
+    /// transaction. One statement over a large batch is planned by its size: a hash join over
+    /// every task (98–250 ms for 1,000 among 200,000), where its parts find their rows by key.
+    async fn succeed_in_parts(
+        &self,
+        c: &mut Object,
+        stmt: &tokio_postgres::Statement,
+    ) -> Result<Vec<tokio_postgres::Row>> {
+        let tx = c.transaction().await.map_err(db_err)?;
+        let parts = (0..self.id.len()).step_by(BY_KEY_MAX).map(|from| {
+            let to = (from + BY_KEY_MAX).min(self.id.len());
+            let (id, attempt) = (&self.id[from..to], &self.attempt[from..to]);
+            let (now, result) = (&self.now[from..to], &self.result[from..to]);
+            let tx = &tx;
+            async move { tx.query(stmt, &[&id, &attempt, &now, &result]).await }
+        });
+        let rows = futures_util::future::try_join_all(parts)
             .await
             .map_err(db_err)?;
-        if large {
-            plans.record(which, n, started.elapsed(), Instant::now());
-        }
-        Ok(rows)
+        tx.commit().await.map_err(db_err)?;
+        Ok(rows.into_iter().flatten().collect())
     }
 
     /// An answer per success, in order, from the tasks it ended (`done`, by id): those it did
