@@ -396,24 +396,23 @@ impl Successes {
         plans: &PlanChoice,
     ) -> Result<Vec<tokio_postgres::Row>> {
         let n = self.id.len();
-        if n <= BY_KEY_MAX {
-            let stmt = c.prepare_cached(&sql[1]).await.map_err(db_err)?;
-            return c
-                .query(&stmt, &[&self.id, &self.attempt, &self.now, &self.result])
-                .await
-                .map_err(db_err);
-        }
-        let which = plans.pick(Instant::now());
+        let large = n > BY_KEY_MAX;
+        let which = match large {
+            true => plans.pick(Instant::now()),
+            false => 1,
+        };
         let stmt = c.prepare_cached(&sql[which]).await.map_err(db_err)?;
         let started = Instant::now();
-        let rows = match which {
-            0 => c
+        let rows = match (large, which) {
+            (true, 1) => self.succeed_in_parts(c, &stmt).await?,
+            _ => c
                 .query(&stmt, &[&self.id, &self.attempt, &self.now, &self.result])
                 .await
                 .map_err(db_err)?,
-            _ => self.succeed_in_parts(c, &stmt).await?,
         };
-        plans.record(which, n, started.elapsed(), Instant::now());
+        if large {
+            plans.record(which, n, started.elapsed(), Instant::now());
+        }
         Ok(rows)
     }
 
