@@ -397,6 +397,7 @@ impl Successes {
     ) -> Result<Vec<tokio_postgres::Row>> {
         let n = self.id.len();
         let large = n > BY_KEY_MAX;
+        // `sql` holds the plain statement, then the one by key: `plans`' first and second.
         let which = match large {
             true => plans.pick(Instant::now()),
             false => 1,

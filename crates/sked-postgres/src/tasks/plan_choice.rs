@@ -11,9 +11,10 @@
 //! apart in time, so the store measures.
 //!
 //! Each choice runs the statement measured cheaper per row the last time it ran (the second
-//! only when it took less than half the first's time); the other is run again once it is due (never measured yet, or twenty times its last duration after it,
-//! and at least a second), so that a change in the database is noticed, and a statement
-//! that became slow takes at most a twentieth of the time.
+//! only when it took less than half the first's time); the other is run again once it is due
+//! (never measured yet, or twenty times its last duration after it, and at least a second),
+//! so that a change in the database is noticed, and a statement that became slow takes at
+//! most a twentieth of the time.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
