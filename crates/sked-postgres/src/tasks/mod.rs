@@ -245,6 +245,15 @@ pub(crate) async fn reschedule(
 /// `cond` keeps, with `columns` of theirs: each queue's tasks of each finished state are read
 /// on that index oldest first (`t` names the task; `cond` may end with a `LIMIT` or `OFFSET`).
 pub(crate) fn finished_by_queue(columns: &str, cond: &str) -> String {
+    finished_in(
+        &counts::queue_walk("g", "sked_tasks", &format!("state IN {FINISHED}")),
+        columns,
+        cond,
+    )
+}
+
+/// [`finished_by_queue`] over the queues `g` names (`g(name) AS (…)`, a `WITH` item).
+fn finished_in(g: &str, columns: &str, cond: &str) -> String {
     let states: Vec<String> = TaskState::ALL
         .iter()
         .filter(|s| s.is_finished())
@@ -252,40 +261,74 @@ pub(crate) fn finished_by_queue(columns: &str, cond: &str) -> String {
         .collect();
     // `state IN` lets PostgreSQL prove the index's predicate, which `= s.state` alone does not.
     format!(
-        "{}, f AS (SELECT x.* FROM g CROSS JOIN (VALUES {}) AS s(state) CROSS JOIN LATERAL ( \
+        "{g}, f AS (SELECT x.* FROM g CROSS JOIN (VALUES {}) AS s(state) CROSS JOIN LATERAL ( \
            SELECT {columns} FROM sked_tasks t \
            WHERE t.queue = g.name AND t.state IN {FINISHED} AND t.state = s.state AND {cond}) x \
          WHERE g.name IS NOT NULL)",
-        counts::queue_walk("g", "sked_tasks", &format!("state IN {FINISHED}")),
         states.join(", ")
     )
 }
 
-/// Finished tasks that retention removes, with their attempts: finished before `$1` (and out
-/// of their dedup window), at most `$2`, found queue by queue and state by state, oldest first
-/// in each; answers how many tasks it deleted. In batches: each delete is short, and vacuum
-/// reclaims the space.
-pub(crate) static PRUNE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+/// The statement that deletes what the `f` of `finished` names, at most `$2`, with the tasks'
+/// attempts, and answers how many tasks it deleted.
+fn prune_sql(finished: &str) -> String {
     format!(
-        "WITH RECURSIVE {}, \
+        "WITH RECURSIVE {finished}, \
            doomed AS (SELECT id FROM f LIMIT $2), \
            attempts AS (DELETE FROM sked_task_attempts WHERE task_id IN (SELECT id FROM doomed)), \
            tasks AS (DELETE FROM sked_tasks WHERE id IN (SELECT id FROM doomed) RETURNING 1) \
-         SELECT count(*) FROM tasks",
-        finished_by_queue(
-            "t.id",
-            "t.finished_at < $1 AND (t.unique_until IS NULL OR t.unique_until < $1) \
-             ORDER BY t.finished_at LIMIT $2"
-        )
+         SELECT count(*) FROM tasks"
+    )
+}
+
+/// What retention removes of a queue's finished tasks of one state: finished before `$1` (and
+/// out of their dedup window), oldest first, at most `$2`.
+const PRUNABLE: &str = "t.finished_at < $1 AND (t.unique_until IS NULL OR t.unique_until < $1) \
+    ORDER BY t.finished_at LIMIT $2";
+
+/// Finished tasks that retention removes, with their attempts: found queue by queue and state
+/// by state, oldest first in each. In batches: each delete is short, and vacuum reclaims the
+/// space.
+pub(crate) static PRUNE: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| prune_sql(&finished_by_queue("t.id", PRUNABLE)));
+
+/// [`PRUNE`] over the queues named in `$3`, of the tasks that finished at or after `$4`: each
+/// queue's read starts at the bound, so neither the entries before it nor the walk from queue
+/// to queue are read. Behind a held snapshot those are mostly tasks deleted already, which the
+/// index keeps until vacuum may remove them.
+pub(crate) static PRUNE_RANGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    prune_sql(&finished_in(
+        "g(name) AS (SELECT unnest($3::text[]))",
+        "t.id",
+        &format!("t.finished_at >= $4 AND {PRUNABLE}"),
+    ))
+});
+
+/// The queues that hold finished tasks, in order, at most `$1`.
+static FINISHED_QUEUES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH RECURSIVE {} SELECT name FROM g WHERE name IS NOT NULL LIMIT $1",
+        counts::queue_walk("g", "sked_tasks", &format!("state IN {FINISHED}"))
     )
 });
+
+pub(crate) async fn finished_queues(c: &mut Object, limit: u32) -> Result<Vec<String>> {
+    let stmt = c.prepare_cached(&FINISHED_QUEUES).await.map_err(db_err)?;
+    let rows = c.query(&stmt, &[&i64::from(limit)]).await.map_err(db_err)?;
+    rows.iter().map(|r| col(r, 0)).collect()
+}
 
 pub(crate) async fn prune(c: &mut Object, p: &TaskPruneParams) -> Result<u64> {
     let limit = i64::from(p.limit);
     let tx = c.transaction().await.map_err(db_err)?;
     // The leader runs this every minute, mostly to find nothing: both statements are prepared
     // once per connection.
-    let tasks = tx.prepare_cached(&PRUNE).await.map_err(db_err)?;
+    let sql: &str = if p.only.is_some() {
+        &PRUNE_RANGE
+    } else {
+        &PRUNE
+    };
+    let tasks = tx.prepare_cached(sql).await.map_err(db_err)?;
     // The occurrence ledger follows the same retention.
     let ledger = tx
         .prepare_cached(
@@ -295,9 +338,15 @@ pub(crate) async fn prune(c: &mut Object, p: &TaskPruneParams) -> Result<u64> {
         .await
         .map_err(db_err)?;
     let params: [Param<'_>; 2] = [&p.finished_before, &limit];
-    let (deleted, _) =
-        tokio::try_join!(tx.query_one(&tasks, &params), tx.execute(&ledger, &params))
-            .map_err(db_err)?;
+    let mut task_params = params.to_vec();
+    if let Some(range) = &p.only {
+        task_params.extend([&range.queues as Param<'_>, &range.finished_since]);
+    }
+    let (deleted, _) = tokio::try_join!(
+        tx.query_one(&tasks, &task_params),
+        tx.execute(&ledger, &params)
+    )
+    .map_err(db_err)?;
     tx.commit().await.map_err(db_err)?;
     Ok(col::<i64>(&deleted, 0)? as u64)
 }

@@ -288,6 +288,7 @@ async fn retention_and_activity_read_finished_tasks_queue_by_queue_on_one_index(
             .task_prune(sked_store::TaskPruneParams {
                 finished_before: before,
                 limit: 1000,
+                only: None,
             })
             .await
             .unwrap();

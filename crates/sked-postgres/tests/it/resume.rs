@@ -1,7 +1,8 @@
 //! Claims resume where the store's previous claim ended, so that a held snapshot (which keeps
 //! every claimed task's entry in the claim index) does not make each claim walk all of them;
 //! tasks that appear before that point are still claimed first. Large batches of successes
-//! likewise stop reading the index of running tasks whole once that is measured slower.
+//! likewise stop reading the index of running tasks whole once that is measured slower, and a
+//! bounded pruning pass reads from its bound, in the queues it names.
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,10 @@ use jiff::{SignedDuration, Timestamp};
 use sked_core::{NewTask, Task};
 use sked_postgres::PgStore;
 use sked_postgres::testing::{TestSchema, fresh_store};
-use sked_store::{FinishOutcome, Store, StoreError, TaskFinishParams, TaskInsertParams};
+use sked_store::{
+    FinishOutcome, PruneRange, Store, StoreError, TaskFinishParams, TaskInsertParams,
+    TaskPruneParams,
+};
 
 fn task(priority: i32) -> sked_store::TaskInsert {
     let mut t = NewTask::new("noop");
@@ -402,5 +406,71 @@ async fn with_a_snapshot_held_large_batches_of_successes_find_their_tasks_by_key
         reads < 3 * ran,
         "{reads} entries of the running tasks' index read to end ten batches of 500"
     );
+    holder.batch_execute("ROLLBACK").await.unwrap();
+}
+
+/// With a snapshot held, the index of finished tasks keeps an entry for every task deleted
+/// since: a full pruning pass steps over all of them, a bounded one starts at its bound.
+#[tokio::test]
+async fn with_a_snapshot_held_a_bounded_prune_does_not_read_what_was_deleted_before() {
+    let Some((store, schema)) = fresh_store().await else {
+        return;
+    };
+    let holder = hold_snapshot(&schema.base_url).await;
+    let app = connect(&crate::schema_url(&schema)).await;
+    // Tasks of two queues that finished two hours ago, `n` at `ago` minutes in each.
+    let finished = async |n: i64, ago: i64| {
+        app.batch_execute(&format!(
+            "INSERT INTO sked_tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
+               created_at, attempt, finished_at) \
+             SELECT q, 'noop', '{{}}', 0, 'succeeded', now(), 25, now(), 1, \
+               now() - interval '{ago} minutes' \
+             FROM generate_series(1, {n}), unnest(ARRAY['a', 'b']) AS q"
+        ))
+        .await
+        .unwrap();
+    };
+    // Deleted while the snapshot is held: 200,000 entries the index keeps.
+    let deleted: i64 = 100_000;
+    finished(deleted, 180).await;
+    app.batch_execute("DELETE FROM sked_tasks").await.unwrap();
+    finished(1_000, 90).await;
+    finished(1_000, 80).await;
+    drop(store);
+    let c = connect(&schema.base_url).await;
+    let index = "sked_tasks_finished_queue";
+    let now = Timestamp::now();
+    let hour_ago = now - SignedDuration::from_hours(1);
+    // The last complete pass's cutoff was 100 minutes ago.
+    let since = now - SignedDuration::from_mins(100);
+    let bounded = TaskPruneParams {
+        finished_before: now - SignedDuration::from_mins(85),
+        limit: 10_000,
+        only: Some(PruneRange {
+            finished_since: since,
+            queues: vec!["a".into(), "b".into()],
+        }),
+    };
+    // What one pass reads of the index, in a store of its own.
+    let read_by = async |p: TaskPruneParams| {
+        let before = index_reads(&c, &schema, index).await;
+        let store = PgStore::connect(schema.options()).await.unwrap();
+        assert_eq!(store.task_prune(p).await.unwrap(), 2_000);
+        drop(store);
+        index_reads(&c, &schema, index).await - before
+    };
+    let reads = read_by(bounded).await;
+    assert!(
+        reads < 3_000,
+        "{reads} entries of the finished tasks' index read to delete 2,000"
+    );
+    // The same deletion by a full pass reads the entries of the tasks deleted before.
+    let full = TaskPruneParams {
+        finished_before: hour_ago,
+        limit: 10_000,
+        only: None,
+    };
+    let reads = read_by(full).await;
+    assert!(reads > 2 * deleted, "{reads}: the snapshot was not held");
     holder.batch_execute("ROLLBACK").await.unwrap();
 }

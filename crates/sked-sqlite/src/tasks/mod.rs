@@ -354,12 +354,27 @@ pub(super) const PRUNE_TASKS: &str = "DELETE FROM tasks WHERE id IN rarray(?1)";
 
 pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
     let cutoff = ts(p.finished_before);
-    let ids: Vec<TaskId> = {
-        let mut stmt = tx.prepare_cached(&indexed::PRUNABLE).map_err(db_err)?;
-        let rows = stmt
-            .query_map(params![cutoff, p.limit], |r| r.get(0))
-            .map_err(db_err)?;
-        rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+    let ids: Vec<TaskId> = match &p.only {
+        None => {
+            let mut stmt = tx.prepare_cached(&indexed::PRUNABLE).map_err(db_err)?;
+            let rows = stmt
+                .query_map(params![cutoff, p.limit], |r| r.get(0))
+                .map_err(db_err)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+        }
+        Some(range) => {
+            let queues = serde_json::to_string(&range.queues).expect("strings serialise");
+            let mut stmt = tx
+                .prepare_cached(&indexed::PRUNABLE_RANGE)
+                .map_err(db_err)?;
+            let rows = stmt
+                .query_map(
+                    params![cutoff, p.limit, queues, ts(range.finished_since)],
+                    |r| r.get(0),
+                )
+                .map_err(db_err)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+        }
     };
     // Two statements for the whole batch: SQLite's one writer waits for retention, and a
     // statement a task cost twice the time (a pass of 10,000 held the writer for 60–90 ms).
@@ -381,6 +396,14 @@ pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
     .execute(params![cutoff, p.limit])
     .map_err(db_err)?;
     Ok(ids.len() as u64)
+}
+
+pub(crate) fn finished_queues(conn: &mut Connection, limit: u32) -> Result<Vec<String>> {
+    let mut stmt = conn
+        .prepare_cached(&indexed::FINISHED_QUEUES)
+        .map_err(db_err)?;
+    let rows = stmt.query_map([limit], |r| r.get(0)).map_err(db_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(db_err)
 }
 
 pub(crate) fn next_run_at(conn: &mut Connection) -> Result<Option<Timestamp>> {

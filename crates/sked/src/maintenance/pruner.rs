@@ -1,10 +1,18 @@
 //! The pruner: deletes finished tasks (and their ledger lines) older than the retention
 //! period, a batch per pass, and forgets workers and nodes long gone.
+//!
+//! A pass after a complete one (one that found every task due then) looks only at what
+//! finished since that pass's cutoff, less [`LATE_FINISH`], in the queues the last full pass
+//! found; a full pass, which looks at every finished task of every queue, runs first and at
+//! least every [`FULL_PASS_EVERY`]. On PostgreSQL a held snapshot (a long report, a forgotten
+//! `BEGIN`) keeps every deleted task in the index of finished tasks until it ends, so a full
+//! pass reads more each time while a bounded one reads about the same.
 
+use std::sync::Mutex;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use sked_store::TaskPruneParams;
+use sked_store::{PruneRange, TaskPruneParams};
 
 use crate::{Engine, Result};
 
@@ -33,16 +41,44 @@ impl Default for PrunerConfig {
     }
 }
 
+/// How often a full pass runs at the least. It finds the queues that hold finished tasks,
+/// and the tasks a bounded pass does not see: those that finished more than [`LATE_FINISH`]
+/// before the previous complete pass's cutoff but were written after it (a slow commit,
+/// another node's clock), and those kept past the retention for their dedup window.
+const FULL_PASS_EVERY: SignedDuration = SignedDuration::from_mins(10);
+
+/// How far before the last complete pass's cutoff a bounded pass looks: room for finish times
+/// written late, or by a node whose clock is behind the leader's.
+const LATE_FINISH: SignedDuration = SignedDuration::from_mins(1);
+
+/// Bounded passes name at most this many queues; beyond it, every pass is a full one.
+const QUEUES_NAMED_AT_MOST: u32 = 10_000;
+
+/// Where the last complete pass left off.
+#[derive(Debug, Clone)]
+struct Complete {
+    /// Every task finished before this (out of its dedup window) was deleted.
+    before: Timestamp,
+    /// The queues that held finished tasks when the last full pass ran.
+    queues: Vec<String>,
+    /// When the last full pass ran.
+    full_at: Timestamp,
+}
+
 /// Deletes old finished tasks.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Pruner {
     config: PrunerConfig,
+    complete: Mutex<Option<Complete>>,
 }
 
 impl Pruner {
     /// A pruner with these settings.
     pub fn new(config: PrunerConfig) -> Pruner {
-        Pruner { config }
+        Pruner {
+            config,
+            complete: Mutex::new(None),
+        }
     }
 
     /// Its settings.
@@ -68,17 +104,48 @@ impl Pruner {
         if let Ok(cut) = engine.now().checked_sub(self.config.forget_workers_after) {
             engine.store().worker_prune(cut).await?;
         }
-        let cutoff = engine
-            .now()
+        let now = engine.now();
+        let cutoff = now
             .checked_sub(self.config.retention)
             .unwrap_or(Timestamp::MIN);
-        Ok(engine
+        let last = self.complete.lock().expect("not poisoned").clone();
+        let (only, queues, full_at) = match last {
+            Some(c) if now.duration_since(c.full_at) < FULL_PASS_EVERY => {
+                let since = c.before.checked_sub(LATE_FINISH).unwrap_or(Timestamp::MIN);
+                let range = PruneRange {
+                    finished_since: since,
+                    queues: c.queues.clone(),
+                };
+                (Some(range), c.queues, c.full_at)
+            }
+            _ => {
+                // The queues first: a queue whose first task ends during the pass is found
+                // by the next full one.
+                let queues = engine
+                    .store()
+                    .task_finished_queues(QUEUES_NAMED_AT_MOST + 1)
+                    .await?;
+                (None, queues, now)
+            }
+        };
+        let deleted = engine
             .store()
             .task_prune(TaskPruneParams {
                 finished_before: cutoff,
                 limit: self.config.batch,
+                only,
             })
-            .await?)
+            .await?;
+        let complete =
+            deleted < u64::from(self.config.batch) && queues.len() <= QUEUES_NAMED_AT_MOST as usize;
+        if complete {
+            *self.complete.lock().expect("not poisoned") = Some(Complete {
+                before: cutoff,
+                queues,
+                full_at,
+            });
+        }
+        Ok(deleted)
     }
 }
 
@@ -86,9 +153,11 @@ impl Pruner {
 mod tests {
     use sked_store::WorkerInfo;
 
+    use sked_core::NewTask;
+
     use super::*;
-    use crate::Presence;
-    use crate::maintenance::test_env::{Env, succeeded};
+    use crate::maintenance::test_env::{Env, claimed, succeeded};
+    use crate::{ClaimRequest, Presence};
 
     #[test]
     fn a_full_batch_is_followed_at_once_by_another_pass() {
@@ -136,6 +205,102 @@ mod tests {
             workers.iter().all(|w| w.id != "gone"),
             "a worker gone for a week is forgotten"
         );
+    }
+
+    /// Ends `task` as if its node's clock read `at`.
+    async fn succeed_at(env: &Env, task: &sked_core::Task, at: Timestamp) {
+        let end = sked_store::TaskFinishParams {
+            id: task.id,
+            attempt: task.attempt,
+            outcome: sked_store::FinishOutcome::Succeeded { result: None },
+            now: at,
+            jitter: 0.5,
+        };
+        env.store.task_finish_many(vec![end]).await.unwrap()[0]
+            .as_ref()
+            .unwrap();
+    }
+
+    fn an_hours_retention() -> Pruner {
+        Pruner::new(PrunerConfig {
+            retention: SignedDuration::from_hours(1),
+            ..PrunerConfig::default()
+        })
+    }
+
+    #[tokio::test]
+    async fn after_a_complete_pass_the_next_reads_from_its_cutoff_until_a_full_one_is_due() {
+        let env = Env::new();
+        let node = env.node("a");
+        let pruner = an_hours_retention();
+        succeeded(&node, 1).await;
+        env.advance_secs(2 * 3600);
+        assert_eq!(
+            pruner.pass(&node).await.unwrap(),
+            1,
+            "the first pass is full"
+        );
+        let cutoff = node.now() - SignedDuration::from_hours(1);
+        let [long_late, late]: [sked_core::Task; 2] = claimed(&node, 2).await.try_into().unwrap();
+        succeed_at(
+            &env,
+            &long_late,
+            cutoff - LATE_FINISH - SignedDuration::from_secs(1),
+        )
+        .await;
+        succeed_at(&env, &late, cutoff - LATE_FINISH).await;
+        env.advance_secs(60);
+        assert_eq!(
+            pruner.pass(&node).await.unwrap(),
+            1,
+            "a bounded pass sees what ended up to a minute before the last cutoff"
+        );
+        env.advance_secs(FULL_PASS_EVERY.as_secs() - 61);
+        assert_eq!(pruner.pass(&node).await.unwrap(), 0, "still bounded");
+        env.advance_secs(1);
+        assert_eq!(pruner.pass(&node).await.unwrap(), 1, "the full pass");
+    }
+
+    #[tokio::test]
+    async fn a_queue_new_since_the_full_pass_is_pruned_by_the_next_one() {
+        let env = Env::new();
+        let node = env.node("a");
+        let pruner = an_hours_retention();
+        succeeded(&node, 1).await;
+        env.advance_secs(2 * 3600);
+        assert_eq!(pruner.pass(&node).await.unwrap(), 1);
+        let cutoff = node.now() - SignedDuration::from_hours(1);
+        node.enqueue(NewTask::new("k").queue("new")).await.unwrap();
+        let task = node
+            .claim(ClaimRequest {
+                worker: "w".into(),
+                max: 1,
+                ..ClaimRequest::default()
+            })
+            .await
+            .unwrap()
+            .remove(0);
+        // Within the range the next bounded pass reads, had it named the queue.
+        succeed_at(&env, &task, cutoff + SignedDuration::from_secs(10)).await;
+        env.advance_secs(60);
+        assert_eq!(pruner.pass(&node).await.unwrap(), 0, "bounded: not named");
+        env.advance_secs(FULL_PASS_EVERY.as_secs());
+        assert_eq!(pruner.pass(&node).await.unwrap(), 1, "full: found");
+    }
+
+    #[tokio::test]
+    async fn the_bound_moves_only_after_a_pass_that_found_everything() {
+        let env = Env::new();
+        let node = env.node("a");
+        let pruner = Pruner::new(PrunerConfig {
+            batch: 2,
+            ..an_hours_retention().config().clone()
+        });
+        succeeded(&node, 3).await;
+        env.advance_secs(2 * 3600);
+        assert_eq!(pruner.pass(&node).await.unwrap(), 2, "full, not complete");
+        // Had the incomplete pass set the bound, this pass would look after its cutoff.
+        assert_eq!(pruner.pass(&node).await.unwrap(), 1, "full again");
     }
 
     #[tokio::test]
