@@ -54,6 +54,12 @@ pub fn prune_sql() -> String {
     crate::tasks::PRUNE.clone()
 }
 
+/// Retention's statement for a bounded pass (`$3` the queues, `$4` finished since), for tests
+/// of its plan.
+pub fn prune_range_sql() -> String {
+    crate::tasks::PRUNE_RANGE.clone()
+}
+
 /// The statement of ended tasks per time bucket (`$1` since, `$2` the bucket's width in µs),
 /// for tests of its plan.
 pub fn activity_sql() -> String {

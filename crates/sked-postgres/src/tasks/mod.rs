@@ -269,14 +269,21 @@ fn finished_in(g: &str, columns: &str, cond: &str) -> String {
     )
 }
 
-/// The statement that deletes what the `f` of `finished` names, at most `$2`, with the tasks'
-/// attempts, and answers how many tasks it deleted.
+/// The statement that deletes the tasks the `f` of `finished` names (by `ctid`), at most `$2`,
+/// with their attempts, and answers how many tasks it deleted.
+///
+/// The rows are deleted where the read found them (a TID scan), not looked up again by key: a
+/// batch of 10,000 lookups took 55 of a pass's 110 ms with a snapshot held (every version of a
+/// task keeps its key's entry then), and a TID scan 2–10 ms. The delete asks the state again,
+/// so a task retried since the read (whose new version PostgreSQL finds) is left, and its
+/// attempts with it.
 fn prune_sql(finished: &str) -> String {
     format!(
         "WITH RECURSIVE {finished}, \
-           doomed AS (SELECT id FROM f LIMIT $2), \
-           attempts AS (DELETE FROM sked_task_attempts WHERE task_id IN (SELECT id FROM doomed)), \
-           tasks AS (DELETE FROM sked_tasks WHERE id IN (SELECT id FROM doomed) RETURNING 1) \
+           doomed AS (SELECT ctid FROM f LIMIT $2), \
+           tasks AS (DELETE FROM sked_tasks WHERE ctid = ANY (ARRAY(SELECT ctid FROM doomed)) \
+             AND state IN {FINISHED} RETURNING id), \
+           attempts AS (DELETE FROM sked_task_attempts WHERE task_id IN (SELECT id FROM tasks)) \
          SELECT count(*) FROM tasks"
     )
 }
@@ -290,7 +297,7 @@ const PRUNABLE: &str = "t.finished_at < $1 AND (t.unique_until IS NULL OR t.uniq
 /// by state, oldest first in each. In batches: each delete is short, and vacuum reclaims the
 /// space.
 pub(crate) static PRUNE: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| prune_sql(&finished_by_queue("t.id", PRUNABLE)));
+    std::sync::LazyLock::new(|| prune_sql(&finished_by_queue("t.ctid", PRUNABLE)));
 
 /// [`PRUNE`] over the queues named in `$3`, of the tasks that finished at or after `$4`: each
 /// queue's read starts at the bound, so neither the entries before it nor the walk from queue
@@ -299,7 +306,7 @@ pub(crate) static PRUNE: std::sync::LazyLock<String> =
 pub(crate) static PRUNE_RANGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     prune_sql(&finished_in(
         "g(name) AS (SELECT unnest($3::text[]))",
-        "t.id",
+        "t.ctid",
         &format!("t.finished_at >= $4 AND {PRUNABLE}"),
     ))
 });

@@ -3,7 +3,8 @@
 //! available task.
 
 use sked_postgres::testing::{
-    activity_sql, claim_planner_setting, claim_sql, fresh_store, prune_sql, success_sql,
+    activity_sql, claim_planner_setting, claim_sql, fresh_store, prune_range_sql, prune_sql,
+    success_sql,
 };
 use sked_store::{QueueUpdateParams, Store, TaskInsert, TaskInsertParams};
 use tokio_postgres::types::ToSql;
@@ -267,6 +268,36 @@ async fn retention_and_activity_read_finished_tasks_queue_by_queue_on_one_index(
             "{what} does not read finished tasks queue by queue on their index:\n{plan}"
         );
     }
+    // Retention deletes the rows where it read them, without looking their keys up, in the
+    // generic plan too, which PostgreSQL may settle on for the prepared statements.
+    c.batch_execute("SET plan_cache_mode = force_generic_plan")
+        .await
+        .unwrap();
+    for (sql, types, args) in [
+        (
+            prune_sql(),
+            "timestamptz, bigint",
+            format!("'{before}', {limit}"),
+        ),
+        (
+            prune_range_sql(),
+            "timestamptz, bigint, text[], timestamptz",
+            format!("'{before}', {limit}, '{{a,b}}', '{before}'::timestamptz - interval '1 hour'"),
+        ),
+    ] {
+        c.batch_execute(&format!("PREPARE retention ({types}) AS {sql}"))
+            .await
+            .unwrap();
+        let plan = explain(&c, &format!("EXECUTE retention ({args})"), &[]).await;
+        c.batch_execute("DEALLOCATE retention").await.unwrap();
+        assert!(
+            plan.contains("Tid Scan on sked_tasks")
+                && plan.contains("Index Scan using sked_tasks_finished_queue")
+                && plan.contains("(finished_at < $1)"),
+            "retention's generic plan:\n{plan}"
+        );
+    }
+    c.batch_execute("RESET plan_cache_mode").await.unwrap();
     // And they answer what the finished rows say.
     let finished = async |cmp: &str| -> i64 {
         let sql = format!("SELECT count(*) FROM sked_tasks WHERE finished_at {cmp} $1");
