@@ -49,6 +49,12 @@ pub fn success_sql(n: usize) -> String {
     crate::tasks::ending::success_sql(n)
 }
 
+/// A heartbeat's statement (`$1` id, `$2` attempt, `$3` lease end, `$4` grace in ms, `$5`
+/// now), for tests of its plan.
+pub fn heartbeat_sql() -> String {
+    crate::tasks::claim::HEARTBEAT.clone()
+}
+
 /// Retention's statement (`$1` finished before, `$2` at most how many), for tests of its plan.
 pub fn prune_sql() -> String {
     crate::tasks::PRUNE.clone()

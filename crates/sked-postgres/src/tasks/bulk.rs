@@ -98,7 +98,8 @@ pub(crate) async fn batch(
                     "UPDATE sked_tasks t SET state = 'available', run_at = $2, finished_at = NULL, \
                        cancel_requested = false, lease_expires_at = NULL, \
                        max_attempts = greatest(t.max_attempts, t.attempt + 1) \
-                     WHERE t.id = ANY($1) AND t.state IN {FINISHED}"
+                     WHERE t.id = ANY($1) AND {}",
+                    super::by_key(&format!("t.state IN {FINISHED}"))
                 ),
                 &[&ids, &p.now],
             )
@@ -117,15 +118,18 @@ pub(crate) async fn batch(
             tx.execute(
                 &format!(
                     "UPDATE sked_tasks t SET state = 'cancelled', finished_at = $2 \
-                     WHERE t.id = ANY($1) AND t.state IN {NOT_STARTED}"
+                     WHERE t.id = ANY($1) AND {}",
+                    super::by_key(&format!("t.state IN {NOT_STARTED}"))
                 ),
                 &[&ids, &p.now],
             )
             .await
             .map_err(db_err)?;
             tx.execute(
-                "UPDATE sked_tasks t SET cancel_requested = true \
-                 WHERE t.id = ANY($1) AND t.state = 'running'",
+                &format!(
+                    "UPDATE sked_tasks t SET cancel_requested = true WHERE t.id = ANY($1) AND {}",
+                    super::by_key("t.state = 'running'")
+                ),
                 &[&ids],
             )
             .await

@@ -386,11 +386,12 @@ pub(super) fn candidates_filter<'a>(
 /// Extends a held attempt's lease (`$1` id, `$2` attempt) until `$3`, or its timeout and the
 /// grace (`$4`, milliseconds) after its start when that comes first; a task with a timeout
 /// whose lease would end by now (`$5`) is not extended, as [`rules::heartbeat`] says.
-static HEARTBEAT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+pub(crate) static HEARTBEAT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let lease = lease_end_sql("t.started_at", "$3", "$4");
+    let running = super::by_key("state = 'running'");
     format!(
         "UPDATE sked_tasks t SET lease_expires_at = {lease} \
-         WHERE id = $1 AND state = 'running' AND attempt = $2 \
+         WHERE id = $1 AND {running} AND attempt = $2 \
            AND (timeout_ms IS NULL OR {lease} > $5::timestamptz) \
          RETURNING cancel_requested, lease_expires_at"
     )

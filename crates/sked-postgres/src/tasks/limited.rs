@@ -97,7 +97,8 @@ pub(super) async fn claim_limited(
                         "UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, \
                            started_at = $2, lease_expires_at = {lease}, worker = $4, \
                            cancel_requested = false \
-                         WHERE t.id = ANY($1) AND t.state = 'available' RETURNING {TASK_COLUMNS}"
+                         WHERE t.id = ANY($1) AND {} RETURNING {TASK_COLUMNS}",
+                        super::by_key("t.state = 'available'")
                     ),
                     &[
                         &taken.0,

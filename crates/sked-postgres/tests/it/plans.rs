@@ -3,8 +3,8 @@
 //! available task.
 
 use sked_postgres::testing::{
-    activity_sql, claim_planner_setting, claim_sql, fresh_store, prune_range_sql, prune_sql,
-    success_sql,
+    activity_sql, claim_planner_setting, claim_sql, fresh_store, heartbeat_sql, prune_range_sql,
+    prune_sql, success_sql,
 };
 use sked_store::{QueueUpdateParams, Store, TaskInsert, TaskInsertParams};
 use tokio_postgres::types::ToSql;
@@ -221,6 +221,64 @@ async fn a_small_batch_of_successes_reads_its_own_tasks_not_the_running_ones() {
     // A task no longer running is left as it is.
     let again = c.query(small.as_str(), &params).await.unwrap();
     assert!(again.is_empty(), "successes ended twice: {}", again.len());
+}
+
+/// A heartbeat finds its task by key: statistics taken while nothing ran make the index of
+/// running tasks look empty, and a held snapshot keeps an entry in it for every task run since.
+#[tokio::test]
+async fn a_heartbeat_reads_its_task_by_key_not_the_running_ones() {
+    let Some((store, schema)) = fresh_store().await else {
+        return;
+    };
+    let now = jiff::Timestamp::now();
+    insert(&store, &["default"; 2], now).await;
+    let c = connect(&schema).await;
+    c.batch_execute(
+        "ANALYZE sked_tasks; \
+         UPDATE sked_tasks SET state = 'running', attempt = 1, started_at = now(), \
+           lease_expires_at = now() + interval '1 minute' WHERE id <= 10000",
+    )
+    .await
+    .unwrap();
+    let generic = async |sql: &str| -> String {
+        c.batch_execute(&format!(
+            "DEALLOCATE ALL; SET plan_cache_mode = force_generic_plan; PREPARE beat AS {sql}"
+        ))
+        .await
+        .unwrap();
+        let plan = explain(
+            &c,
+            "EXECUTE beat(5000, 1, now() + interval '1 minute', 30000, now())",
+            &[],
+        )
+        .await;
+        c.batch_execute("RESET plan_cache_mode; DEALLOCATE ALL")
+            .await
+            .unwrap();
+        plan
+    };
+    let sql = heartbeat_sql();
+    let misled = generic(&sql.replace("(state = 'running') IS TRUE", "state = 'running'")).await;
+    assert!(
+        misled.contains("sked_tasks_running"),
+        "asked plainly, the heartbeat no longer reads the running tasks' index, and this test \
+         shows nothing:\n{misled}"
+    );
+    let plan = generic(&sql).await;
+    assert!(
+        plan.contains("sked_tasks_pkey") && !plan.contains("sked_tasks_running"),
+        "a heartbeat does not read its task by key:\n{plan}"
+    );
+    // And it extends that task's lease.
+    let later = now + jiff::SignedDuration::from_mins(5);
+    let grace: i64 = 30_000;
+    let rows = c
+        .query(sql.as_str(), &[&5000i64, &1i32, &later, &grace, &now])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    let until: jiff::Timestamp = rows[0].get(1);
+    assert_eq!(until.as_microsecond(), later.as_microsecond());
 }
 
 #[tokio::test]
