@@ -393,11 +393,6 @@ impl Store for PgStore {
         self.op(async |c, _| tasks::prune(c, &params).await).await
     }
 
-    async fn task_finished_queues(&self, limit: u32) -> Result<Vec<String>> {
-        self.op(async |c, _| tasks::finished_queues(c, limit).await)
-            .await
-    }
-
     async fn task_next_run_at(&self) -> Result<Option<jiff::Timestamp>> {
         self.op(async |c, _| tasks::next_run_at(c).await).await
     }

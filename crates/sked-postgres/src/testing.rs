@@ -60,10 +60,9 @@ pub fn prune_sql() -> String {
     crate::tasks::PRUNE.clone()
 }
 
-/// Retention's statement for a bounded pass (`$3` the queues, `$4` finished since), for tests
-/// of its plan.
-pub fn prune_range_sql() -> String {
-    crate::tasks::PRUNE_RANGE.clone()
+/// Retention's statement for a bounded pass (`$3` finished since), for tests of its plan.
+pub fn prune_since_sql() -> String {
+    crate::tasks::PRUNE_SINCE.clone()
 }
 
 /// The statement of ended tasks per time bucket (`$1` since, `$2` the bucket's width in µs),

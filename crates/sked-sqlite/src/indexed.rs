@@ -125,22 +125,15 @@ pub(crate) static PRUNABLE: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// [`PRUNABLE`] over the queues named in `?3` (a JSON array), of the tasks that finished at or
-/// after `?4`.
-pub(crate) static PRUNABLE_RANGE: LazyLock<String> = LazyLock::new(|| {
+/// [`PRUNABLE`] over the tasks that finished at or after `?3`, in the walk from queue to queue
+/// too.
+pub(crate) static PRUNABLE_SINCE: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "WITH g(name) AS (SELECT value FROM json_each(?3)) SELECT t.id FROM g CROSS JOIN tasks t \
-         WHERE t.queue = g.name AND t.state IN {FINISHED} \
-         AND {FINISHED_ANY} AND t.finished_at >= ?4 AND t.finished_at < ?1 \
-         AND (t.unique_until IS NULL OR t.unique_until < ?1) LIMIT ?2"
-    )
-});
-
-/// The queues that hold finished tasks, in order, at most `?1`.
-pub(crate) static FINISHED_QUEUES: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH RECURSIVE {} SELECT name FROM g WHERE name IS NOT NULL LIMIT ?1",
-        walk(FINISHED_ANY)
+        "WITH RECURSIVE {} SELECT t.id FROM g CROSS JOIN tasks t \
+         WHERE g.name IS NOT NULL AND t.queue = g.name AND t.state IN {FINISHED} \
+         AND {FINISHED_ANY} AND t.finished_at >= ?3 AND t.finished_at < ?1 \
+         AND (t.unique_until IS NULL OR t.unique_until < ?1) LIMIT ?2",
+        walk(&format!("{FINISHED_ANY} AND finished_at >= ?3"))
     )
 });
 
@@ -198,7 +191,7 @@ mod tests {
         let keyed_heads = keyed_heads(" AND kind IN (?5)");
         let unkeyed_heads = unkeyed_heads(" AND kind IN (?5)");
         let keyed_level = keyed_level(" AND kind IN (?3)");
-        let cases: [(&str, &[&str]); 18] = [
+        let cases: [(&str, &[&str]); 17] = [
             (&AVAILABLE_QUEUES, &["COVERING INDEX tasks_available_queue"]),
             (&keyed_keys, &["tasks_available_key"]),
             (&keyed_heads, &["tasks_available_key"]),
@@ -216,10 +209,9 @@ mod tests {
                 &["tasks_finished (queue=? AND state=? AND finished_at<?)"],
             ),
             (
-                &PRUNABLE_RANGE,
+                &PRUNABLE_SINCE,
                 &["tasks_finished (queue=? AND state=? AND finished_at>? AND finished_at<?)"],
             ),
-            (&FINISHED_QUEUES, &["tasks_finished"]),
             (
                 &ACTIVITY,
                 &["tasks_finished (queue=? AND state=? AND finished_at>?)"],

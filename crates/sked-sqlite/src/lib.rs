@@ -257,11 +257,6 @@ impl Store for SqliteStore {
         self.write(move |tx| tasks::prune(tx, &params)).await
     }
 
-    async fn task_finished_queues(&self, limit: u32) -> Result<Vec<String>> {
-        self.run(move |conn| tasks::finished_queues(conn, limit))
-            .await
-    }
-
     async fn task_next_run_at(&self) -> Result<Option<jiff::Timestamp>> {
         self.run(tasks::next_run_at).await
     }

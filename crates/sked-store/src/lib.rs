@@ -145,13 +145,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// cancelled when a cancel was requested). Returns the rescued ids.
     async fn task_rescue(&self, params: TaskRescueParams) -> Result<Vec<TaskId>>;
 
-    /// Deletes finished tasks that finished before the cutoff (of the range in
-    /// `params.only`, when given), oldest first within each queue. Returns how many.
+    /// Deletes finished tasks that finished before the cutoff (and at or after
+    /// `params.finished_since`, when given), oldest first within each queue. Returns how many.
     async fn task_prune(&self, params: TaskPruneParams) -> Result<u64>;
-
-    /// The names of the queues that hold finished tasks, in order, at most `limit`: the
-    /// queues a bounded pruning pass names.
-    async fn task_finished_queues(&self, limit: u32) -> Result<Vec<String>>;
 
     /// The earliest run_at of a scheduled or retrying task: when a worker should look next.
     async fn task_next_run_at(&self) -> Result<Option<jiff::Timestamp>>;

@@ -214,19 +214,11 @@ pub struct TaskPruneParams {
     pub finished_before: Timestamp,
     /// At most this many tasks are deleted.
     pub limit: u32,
-    /// `None`: every finished task is looked at. `Some`: only those of the named queues that
-    /// finished at or after a bound, for a pass that goes on where a complete one ended.
-    pub only: Option<PruneRange>,
-}
-
-/// The part of the finished tasks a pruning pass looks at, when not all of them: the tasks
-/// of `queues` that finished at or after `finished_since`. A store that keeps deleted rows
-/// for a while (PostgreSQL, behind a held snapshot) reads neither the older entries nor the
-/// other queues' entries of its index of finished tasks.
-#[derive(Debug, Clone)]
-pub struct PruneRange {
-    pub finished_since: Timestamp,
-    pub queues: Vec<String>,
+    /// `None`: every finished task is looked at. `Some`: only those that finished at or after
+    /// this, for a pass that goes on where a complete one ended. A store that keeps deleted
+    /// rows for a while (PostgreSQL, behind a held snapshot) then does not visit the older
+    /// entries of its index of finished tasks.
+    pub finished_since: Option<Timestamp>,
 }
 
 /// A page of queues by name.

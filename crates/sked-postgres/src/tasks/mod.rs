@@ -310,39 +310,29 @@ const PRUNABLE: &str = "t.finished_at < $1 AND (t.unique_until IS NULL OR t.uniq
 pub(crate) static PRUNE: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| prune_sql(&finished_by_queue("t.ctid", PRUNABLE)));
 
-/// [`PRUNE`] over the queues named in `$3`, of the tasks that finished at or after `$4`: each
-/// queue's read starts at the bound, so neither the entries before it nor the walk from queue
-/// to queue are read. Behind a held snapshot those are mostly tasks deleted already, which the
-/// index keeps until vacuum may remove them.
-pub(crate) static PRUNE_RANGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+/// [`PRUNE`] over the tasks that finished at or after `$3`, in the walk from queue to queue
+/// too: each read starts at the bound, and each probe of the walk skips the older entries
+/// inside the index, without visiting their rows. Behind a held snapshot those are mostly
+/// tasks deleted already, which the index keeps until vacuum may remove them.
+pub(crate) static PRUNE_SINCE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     prune_sql(&finished_in(
-        "g(name) AS (SELECT unnest($3::text[]))",
+        &counts::queue_walk(
+            "g",
+            "sked_tasks",
+            &format!("state IN {FINISHED} AND finished_at >= $3"),
+        ),
         "t.ctid",
-        &format!("t.finished_at >= $4 AND {PRUNABLE}"),
+        &format!("t.finished_at >= $3 AND {PRUNABLE}"),
     ))
 });
-
-/// The queues that hold finished tasks, in order, at most `$1`.
-static FINISHED_QUEUES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    format!(
-        "WITH RECURSIVE {} SELECT name FROM g WHERE name IS NOT NULL LIMIT $1",
-        counts::queue_walk("g", "sked_tasks", &format!("state IN {FINISHED}"))
-    )
-});
-
-pub(crate) async fn finished_queues(c: &mut Object, limit: u32) -> Result<Vec<String>> {
-    let stmt = c.prepare_cached(&FINISHED_QUEUES).await.map_err(db_err)?;
-    let rows = c.query(&stmt, &[&i64::from(limit)]).await.map_err(db_err)?;
-    rows.iter().map(|r| col(r, 0)).collect()
-}
 
 pub(crate) async fn prune(c: &mut Object, p: &TaskPruneParams) -> Result<u64> {
     let limit = i64::from(p.limit);
     let tx = c.transaction().await.map_err(db_err)?;
     // The leader runs this every minute, mostly to find nothing: both statements are prepared
     // once per connection.
-    let sql: &str = if p.only.is_some() {
-        &PRUNE_RANGE
+    let sql: &str = if p.finished_since.is_some() {
+        &PRUNE_SINCE
     } else {
         &PRUNE
     };
@@ -357,8 +347,8 @@ pub(crate) async fn prune(c: &mut Object, p: &TaskPruneParams) -> Result<u64> {
         .map_err(db_err)?;
     let params: [Param<'_>; 2] = [&p.finished_before, &limit];
     let mut task_params = params.to_vec();
-    if let Some(range) = &p.only {
-        task_params.extend([&range.queues as Param<'_>, &range.finished_since]);
+    if let Some(since) = &p.finished_since {
+        task_params.push(since);
     }
     let (deleted, _) = tokio::try_join!(
         tx.query_one(&tasks, &task_params),

@@ -3,7 +3,7 @@
 //! available task.
 
 use sked_postgres::testing::{
-    activity_sql, claim_planner_setting, claim_sql, fresh_store, heartbeat_sql, prune_range_sql,
+    activity_sql, claim_planner_setting, claim_sql, fresh_store, heartbeat_sql, prune_since_sql,
     prune_sql, success_sql,
 };
 use sked_store::{QueueUpdateParams, Store, TaskInsert, TaskInsertParams};
@@ -338,9 +338,9 @@ async fn retention_and_activity_read_finished_tasks_queue_by_queue_on_one_index(
             format!("'{before}', {limit}"),
         ),
         (
-            prune_range_sql(),
-            "timestamptz, bigint, text[], timestamptz",
-            format!("'{before}', {limit}, '{{a,b}}', '{before}'::timestamptz - interval '1 hour'"),
+            prune_since_sql(),
+            "timestamptz, bigint, timestamptz",
+            format!("'{before}', {limit}, '{before}'::timestamptz - interval '1 hour'"),
         ),
     ] {
         c.batch_execute(&format!("PREPARE retention ({types}) AS {sql}"))
@@ -377,7 +377,7 @@ async fn retention_and_activity_read_finished_tasks_queue_by_queue_on_one_index(
             .task_prune(sked_store::TaskPruneParams {
                 finished_before: before,
                 limit: 1000,
-                only: None,
+                finished_since: None,
             })
             .await
             .unwrap();

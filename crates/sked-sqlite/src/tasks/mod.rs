@@ -354,7 +354,7 @@ pub(super) const PRUNE_TASKS: &str = "DELETE FROM tasks WHERE id IN rarray(?1)";
 
 pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
     let cutoff = ts(p.finished_before);
-    let ids: Vec<TaskId> = match &p.only {
+    let ids: Vec<TaskId> = match &p.finished_since {
         None => {
             let mut stmt = tx.prepare_cached(&indexed::PRUNABLE).map_err(db_err)?;
             let rows = stmt
@@ -362,16 +362,12 @@ pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
                 .map_err(db_err)?;
             rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
         }
-        Some(range) => {
-            let queues = serde_json::to_string(&range.queues).expect("strings serialise");
+        Some(since) => {
             let mut stmt = tx
-                .prepare_cached(&indexed::PRUNABLE_RANGE)
+                .prepare_cached(&indexed::PRUNABLE_SINCE)
                 .map_err(db_err)?;
             let rows = stmt
-                .query_map(
-                    params![cutoff, p.limit, queues, ts(range.finished_since)],
-                    |r| r.get(0),
-                )
+                .query_map(params![cutoff, p.limit, ts(*since)], |r| r.get(0))
                 .map_err(db_err)?;
             rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
         }
@@ -396,14 +392,6 @@ pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
     .execute(params![cutoff, p.limit])
     .map_err(db_err)?;
     Ok(ids.len() as u64)
-}
-
-pub(crate) fn finished_queues(conn: &mut Connection, limit: u32) -> Result<Vec<String>> {
-    let mut stmt = conn
-        .prepare_cached(&indexed::FINISHED_QUEUES)
-        .map_err(db_err)?;
-    let rows = stmt.query_map([limit], |r| r.get(0)).map_err(db_err)?;
-    rows.collect::<rusqlite::Result<_>>().map_err(db_err)
 }
 
 pub(crate) fn next_run_at(conn: &mut Connection) -> Result<Option<Timestamp>> {

@@ -203,7 +203,7 @@ pub async fn prune_removes_old_finished_tasks(store: &Shared) {
         .task_prune(TaskPruneParams {
             finished_before: at(1),
             limit: 1000,
-            only: None,
+            finished_since: None,
         })
         .await
         .unwrap();
@@ -241,7 +241,7 @@ pub async fn prune_deletes_up_to_its_limit(store: &Shared) {
         let p = TaskPruneParams {
             finished_before: at(1),
             limit,
-            only: None,
+            finished_since: None,
         };
         store.task_prune(p).await.unwrap()
     };
@@ -251,9 +251,8 @@ pub async fn prune_deletes_up_to_its_limit(store: &Shared) {
     assert!(store.task_get(pending).await.is_ok());
 }
 
-/// A bounded pass deletes only what finished in its range, of the queues it names; the
-/// queues with finished tasks are listed in order.
-pub async fn prune_in_a_range_leaves_the_rest(store: &Shared) {
+/// A bounded pass deletes only what finished since its bound, in every queue.
+pub async fn prune_since_leaves_what_finished_before(store: &Shared) {
     let mut ids = Vec::new();
     for (queue, ended) in [("a", 2), ("a", 20), ("b", 20), ("c", 20)] {
         let id = insert(store, task("k").queue(queue), t0()).await.id;
@@ -265,40 +264,33 @@ pub async fn prune_in_a_range_leaves_the_rest(store: &Shared) {
             .unwrap();
         ids.push(id);
     }
-    insert(store, task("k").queue("d"), t0()).await;
-    assert_eq!(
-        store.task_finished_queues(100).await.unwrap(),
-        ["a", "b", "c"],
-        "queues with finished tasks, and no other"
-    );
-    assert_eq!(store.task_finished_queues(2).await.unwrap(), ["a", "b"]);
-    let prune = async |only: Option<(i64, &[&str])>| {
-        let only = only.map(|(since, queues)| PruneRange {
-            finished_since: at(since),
-            queues: queues.iter().map(|q| q.to_string()).collect(),
-        });
+    let pending = insert(store, task("k").queue("d"), t0()).await.id;
+    let prune = async |since: Option<i64>| {
         let p = TaskPruneParams {
             finished_before: at(30),
             limit: 100,
-            only,
+            finished_since: since.map(at),
         };
         store.task_prune(p).await.unwrap()
     };
-    assert_eq!(prune(Some((0, &["x", "d"]))).await, 0, "other queues");
-    assert_eq!(prune(Some((21, &["a", "b", "c"]))).await, 0, "after");
-    assert_eq!(prune(Some((10, &["a", "b"]))).await, 2);
+    assert_eq!(prune(Some(21)).await, 0, "nothing finished since");
+    assert_eq!(prune(Some(10)).await, 3, "one in each queue");
     let left = async || {
         let mut left = Vec::new();
-        for &id in &ids {
+        for &id in ids.iter().chain([&pending]) {
             if store.task_get(id).await.is_ok() {
                 left.push(id);
             }
         }
         left
     };
-    assert_eq!(left().await, [ids[0], ids[3]], "the earlier, and c's");
-    assert_eq!(prune(None).await, 2, "a full pass finds the rest");
-    assert!(left().await.is_empty());
+    assert_eq!(
+        left().await,
+        [ids[0], pending],
+        "the earlier, and the unfinished"
+    );
+    assert_eq!(prune(None).await, 1, "a full pass finds the rest");
+    assert_eq!(left().await, [pending]);
 }
 
 pub async fn list_filters(store: &Shared) {

@@ -27,7 +27,7 @@ pub async fn a_dedup_window_holds_the_key_after_the_task_finished(store: &Shared
         .task_prune(TaskPruneParams {
             finished_before: at(9),
             limit: 100,
-            only: None,
+            finished_since: None,
         })
         .await
         .unwrap();

@@ -2,17 +2,17 @@
 //! period, a batch per pass, and forgets workers and nodes long gone.
 //!
 //! A pass after a complete one (one that found every task due then) looks only at what
-//! finished since that pass's cutoff, less [`LATE_FINISH`], in the queues the last full pass
-//! found; a full pass, which looks at every finished task of every queue, runs first and at
-//! least every [`FULL_PASS_EVERY`]. On PostgreSQL a held snapshot (a long report, a forgotten
-//! `BEGIN`) keeps every deleted task in the index of finished tasks until it ends, so a full
-//! pass reads more each time while a bounded one reads about the same.
+//! finished since that pass's cutoff, less [`LATE_FINISH`]; a full pass, which looks at every
+//! finished task, runs first and at least every [`FULL_PASS_EVERY`]. On PostgreSQL a held
+//! snapshot (a long report, a forgotten `BEGIN`) keeps every deleted task in the index of
+//! finished tasks until it ends: a full pass visits the rows of all of them each time, a
+//! bounded one steps over their entries inside the index.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use sked_store::{PruneRange, TaskPruneParams};
+use sked_store::TaskPruneParams;
 
 use crate::{Engine, Result};
 
@@ -41,26 +41,21 @@ impl Default for PrunerConfig {
     }
 }
 
-/// How often a full pass runs at the least. It finds the queues that hold finished tasks,
-/// and the tasks a bounded pass does not see: those that finished more than [`LATE_FINISH`]
-/// before the previous complete pass's cutoff but were written after it (a slow commit,
-/// another node's clock), and those kept past the retention for their dedup window.
+/// How often a full pass runs at the least. It finds the tasks a bounded pass does not see:
+/// those that finished more than [`LATE_FINISH`] before the previous complete pass's cutoff
+/// but were written after it (a slow commit, another node's clock), and those kept past the
+/// retention for their dedup window.
 const FULL_PASS_EVERY: SignedDuration = SignedDuration::from_mins(10);
 
 /// How far before the last complete pass's cutoff a bounded pass looks: room for finish times
 /// written late, or by a node whose clock is behind the leader's.
 const LATE_FINISH: SignedDuration = SignedDuration::from_mins(1);
 
-/// Bounded passes name at most this many queues; beyond it, every pass is a full one.
-const QUEUES_NAMED_AT_MOST: u32 = 10_000;
-
 /// Where the last complete pass left off.
 #[derive(Debug, Clone)]
 struct Complete {
     /// Every task finished before this (out of its dedup window) was deleted.
     before: Timestamp,
-    /// The queues that held finished tasks when the last full pass ran.
-    queues: Vec<String>,
     /// When the last full pass ran.
     full_at: Timestamp,
 }
@@ -109,39 +104,24 @@ impl Pruner {
             .checked_sub(self.config.retention)
             .unwrap_or(Timestamp::MIN);
         let last = self.complete.lock().expect("not poisoned").clone();
-        let (only, queues, full_at) = match last {
+        let (finished_since, full_at) = match last {
             Some(c) if now.duration_since(c.full_at) < FULL_PASS_EVERY => {
                 let since = c.before.checked_sub(LATE_FINISH).unwrap_or(Timestamp::MIN);
-                let range = PruneRange {
-                    finished_since: since,
-                    queues: c.queues.clone(),
-                };
-                (Some(range), c.queues, c.full_at)
+                (Some(since), c.full_at)
             }
-            _ => {
-                // The queues first: a queue whose first task ends during the pass is found
-                // by the next full one.
-                let queues = engine
-                    .store()
-                    .task_finished_queues(QUEUES_NAMED_AT_MOST + 1)
-                    .await?;
-                (None, queues, now)
-            }
+            _ => (None, now),
         };
         let deleted = engine
             .store()
             .task_prune(TaskPruneParams {
                 finished_before: cutoff,
                 limit: self.config.batch,
-                only,
+                finished_since,
             })
             .await?;
-        let complete =
-            deleted < u64::from(self.config.batch) && queues.len() <= QUEUES_NAMED_AT_MOST as usize;
-        if complete {
+        if deleted < u64::from(self.config.batch) {
             *self.complete.lock().expect("not poisoned") = Some(Complete {
                 before: cutoff,
-                queues,
                 full_at,
             });
         }
@@ -262,13 +242,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_queue_new_since_the_full_pass_is_pruned_by_the_next_one() {
+    async fn a_bounded_pass_finds_a_queue_new_since_the_full_one() {
         let env = Env::new();
         let node = env.node("a");
         let pruner = an_hours_retention();
-        succeeded(&node, 1).await;
         env.advance_secs(2 * 3600);
-        assert_eq!(pruner.pass(&node).await.unwrap(), 1);
+        assert_eq!(
+            pruner.pass(&node).await.unwrap(),
+            0,
+            "full, and nothing yet"
+        );
         let cutoff = node.now() - SignedDuration::from_hours(1);
         node.enqueue(NewTask::new("k").queue("new")).await.unwrap();
         let task = node
@@ -280,12 +263,9 @@ mod tests {
             .await
             .unwrap()
             .remove(0);
-        // Within the range the next bounded pass reads, had it named the queue.
         succeed_at(&env, &task, cutoff + SignedDuration::from_secs(10)).await;
         env.advance_secs(60);
-        assert_eq!(pruner.pass(&node).await.unwrap(), 0, "bounded: not named");
-        env.advance_secs(FULL_PASS_EVERY.as_secs());
-        assert_eq!(pruner.pass(&node).await.unwrap(), 1, "full: found");
+        assert_eq!(pruner.pass(&node).await.unwrap(), 1, "bounded, and found");
     }
 
     #[tokio::test]
