@@ -42,6 +42,21 @@ async fn explain(c: &tokio_postgres::Client, sql: &str, params: &[Param<'_>]) ->
         .join("\n")
 }
 
+/// The plan PostgreSQL may settle on for `sql` as a prepared statement, one for any values:
+/// `EXPLAIN EXECUTE` of it with `args` (SQL, not read by the plan).
+async fn generic_plan(c: &tokio_postgres::Client, sql: &str, args: &str) -> String {
+    c.batch_execute(&format!(
+        "DEALLOCATE ALL; SET plan_cache_mode = force_generic_plan; PREPARE generic AS {sql}"
+    ))
+    .await
+    .unwrap();
+    let plan = explain(c, &format!("EXECUTE generic({args})"), &[]).await;
+    c.batch_execute("RESET plan_cache_mode; DEALLOCATE ALL")
+        .await
+        .unwrap();
+    plan
+}
+
 #[tokio::test]
 async fn a_claim_walks_the_claim_index_whatever_the_queue_statistics() {
     let Some((store, schema)) = fresh_store().await else {
@@ -169,26 +184,9 @@ async fn a_small_batch_of_successes_reads_its_own_tasks_not_the_running_ones() {
     )
     .await
     .unwrap();
-    // The plan a prepared statement settles on, one for any values (these are not read).
     let generic = async |sql: &str| -> String {
-        c.batch_execute(&format!(
-            "DEALLOCATE ALL; SET plan_cache_mode = force_generic_plan; PREPARE ending AS {sql}"
-        ))
-        .await
-        .unwrap();
-        let rows = c
-            .query(
-                "EXPLAIN EXECUTE ending(ARRAY[5001, 5002], ARRAY[1, 1], \
-                   ARRAY[now(), now()], ARRAY[NULL::jsonb, NULL])",
-                &[],
-            )
-            .await
-            .unwrap();
-        c.batch_execute("RESET plan_cache_mode").await.unwrap();
-        rows.iter()
-            .map(|r| r.get(0))
-            .collect::<Vec<String>>()
-            .join("\n")
+        let args = "ARRAY[5001, 5002], ARRAY[1, 1], ARRAY[now(), now()], ARRAY[NULL::jsonb, NULL]";
+        generic_plan(&c, sql, args).await
     };
     let (small, large) = (success_sql(10), success_sql(1000));
     assert_ne!(small, large);
@@ -241,21 +239,8 @@ async fn a_heartbeat_reads_its_task_by_key_not_the_running_ones() {
     .await
     .unwrap();
     let generic = async |sql: &str| -> String {
-        c.batch_execute(&format!(
-            "DEALLOCATE ALL; SET plan_cache_mode = force_generic_plan; PREPARE beat AS {sql}"
-        ))
-        .await
-        .unwrap();
-        let plan = explain(
-            &c,
-            "EXECUTE beat(5000, 1, now() + interval '1 minute', 30000, now())",
-            &[],
-        )
-        .await;
-        c.batch_execute("RESET plan_cache_mode; DEALLOCATE ALL")
-            .await
-            .unwrap();
-        plan
+        let args = "5000, 1, now() + interval '1 minute', 30000, now()";
+        generic_plan(&c, sql, args).await
     };
     let sql = heartbeat_sql();
     let misled = generic(&sql.replace("(state = 'running') IS TRUE", "state = 'running'")).await;
@@ -327,27 +312,17 @@ async fn retention_and_activity_read_finished_tasks_queue_by_queue_on_one_index(
         );
     }
     // Retention deletes the rows where it read them, without looking their keys up, in the
-    // generic plan too, which PostgreSQL may settle on for the prepared statements.
-    c.batch_execute("SET plan_cache_mode = force_generic_plan")
-        .await
-        .unwrap();
-    for (sql, types, args) in [
-        (
-            prune_sql(),
-            "timestamptz, bigint",
-            format!("'{before}', {limit}"),
-        ),
+    // generic plan too.
+    for (sql, args) in [
+        (prune_sql(), format!("'{before}'::timestamptz, {limit}")),
         (
             prune_since_sql(),
-            "timestamptz, bigint, timestamptz",
-            format!("'{before}', {limit}, '{before}'::timestamptz - interval '1 hour'"),
+            format!(
+                "'{before}'::timestamptz, {limit}, '{before}'::timestamptz - interval '1 hour'"
+            ),
         ),
     ] {
-        c.batch_execute(&format!("PREPARE retention ({types}) AS {sql}"))
-            .await
-            .unwrap();
-        let plan = explain(&c, &format!("EXECUTE retention ({args})"), &[]).await;
-        c.batch_execute("DEALLOCATE retention").await.unwrap();
+        let plan = generic_plan(&c, &sql, &args).await;
         assert!(
             plan.contains("Tid Scan on sked_tasks")
                 && plan.contains("Index Scan using sked_tasks_finished_queue")
@@ -355,7 +330,6 @@ async fn retention_and_activity_read_finished_tasks_queue_by_queue_on_one_index(
             "retention's generic plan:\n{plan}"
         );
     }
-    c.batch_execute("RESET plan_cache_mode").await.unwrap();
     // And they answer what the finished rows say.
     let finished = async |cmp: &str| -> i64 {
         let sql = format!("SELECT count(*) FROM sked_tasks WHERE finished_at {cmp} $1");

@@ -133,11 +133,9 @@ impl Pruner {
 mod tests {
     use sked_store::WorkerInfo;
 
-    use sked_core::NewTask;
-
     use super::*;
+    use crate::Presence;
     use crate::maintenance::test_env::{Env, claimed, succeeded};
-    use crate::{ClaimRequest, Presence};
 
     #[test]
     fn a_full_batch_is_followed_at_once_by_another_pass() {
@@ -253,16 +251,7 @@ mod tests {
             "full, and nothing yet"
         );
         let cutoff = node.now() - SignedDuration::from_hours(1);
-        node.enqueue(NewTask::new("k").queue("new")).await.unwrap();
-        let task = node
-            .claim(ClaimRequest {
-                worker: "w".into(),
-                max: 1,
-                ..ClaimRequest::default()
-            })
-            .await
-            .unwrap()
-            .remove(0);
+        let [task]: [sked_core::Task; 1] = claimed(&node, 1).await.try_into().unwrap();
         succeed_at(&env, &task, cutoff + SignedDuration::from_secs(10)).await;
         env.advance_secs(60);
         assert_eq!(pruner.pass(&node).await.unwrap(), 1, "bounded, and found");
