@@ -285,9 +285,9 @@ fn finished_in(g: &str, columns: &str, cond: &str) -> String {
 ///
 /// The rows are deleted where the read found them (a TID scan), not looked up again by key:
 /// with a snapshot held, a batch of 10,000 lookups took 55 of a pass's 110 ms (every version of
-/// a task keeps its key's entry then), and the same pass by TID 64 ms. The delete asks the state again,
-/// so a task retried since the read (whose new version PostgreSQL finds) is left, and its
-/// attempts with it.
+/// a task keeps its key's entry then), and the same pass by TID 64 ms. The delete asks the
+/// state again, so a task retried since the read (whose new version PostgreSQL finds) is left,
+/// and its attempts with it.
 fn prune_sql(finished: &str) -> String {
     format!(
         "WITH RECURSIVE {finished}, \
