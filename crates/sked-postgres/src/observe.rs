@@ -18,7 +18,7 @@ pub(crate) static ENDED: std::sync::LazyLock<String> = std::sync::LazyLock::new(
         "WITH RECURSIVE {} SELECT {BUCKET_OF}, state, count(*) FROM f GROUP BY 1, 2",
         // `OFFSET 0` keeps each queue's and state's read apart: joined into one, they were
         // read as a scan of the whole index.
-        crate::tasks::finished_by_queue("t.state, t.finished_at", "t.finished_at >= $1 OFFSET 0")
+        crate::tasks::finished_since_by_queue("t.state, t.finished_at", "$1", "OFFSET 0")
     )
 });
 

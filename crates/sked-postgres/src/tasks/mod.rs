@@ -263,6 +263,24 @@ pub(crate) fn finished_by_queue(columns: &str, cond: &str) -> String {
     )
 }
 
+/// [`finished_by_queue`] of the tasks that finished at or after `since` (a placeholder), in
+/// the walk from queue to queue as in each queue's read (`rest` follows that condition: more
+/// of them with `AND`, or an `ORDER BY`, `LIMIT` or `OFFSET`). Each read starts at the bound,
+/// and each probe of the walk compares the older entries' finish times inside the index
+/// without visiting their rows: behind a held snapshot those are mostly tasks deleted
+/// already, which the index keeps until vacuum may remove them.
+pub(crate) fn finished_since_by_queue(columns: &str, since: &str, rest: &str) -> String {
+    finished_in(
+        &counts::queue_walk(
+            "g",
+            "sked_tasks",
+            &format!("state IN {FINISHED} AND finished_at >= {since}"),
+        ),
+        columns,
+        &format!("t.finished_at >= {since} {rest}"),
+    )
+}
+
 /// [`finished_by_queue`] over the queues `g` names (`g(name) AS (…)`, a `WITH` item).
 fn finished_in(g: &str, columns: &str, cond: &str) -> String {
     let states: Vec<String> = TaskState::ALL
@@ -310,19 +328,12 @@ const PRUNABLE: &str = "t.finished_at < $1 AND (t.unique_until IS NULL OR t.uniq
 pub(crate) static PRUNE: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| prune_sql(&finished_by_queue("t.ctid", PRUNABLE)));
 
-/// [`PRUNE`] over the tasks that finished at or after `$3`, in the walk from queue to queue
-/// too: each read starts at the bound, and each probe of the walk skips the older entries
-/// inside the index, without visiting their rows. Behind a held snapshot those are mostly
-/// tasks deleted already, which the index keeps until vacuum may remove them.
+/// [`PRUNE`] over the tasks that finished at or after `$3` ([`finished_since_by_queue`]).
 pub(crate) static PRUNE_SINCE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    prune_sql(&finished_in(
-        &counts::queue_walk(
-            "g",
-            "sked_tasks",
-            &format!("state IN {FINISHED} AND finished_at >= $3"),
-        ),
+    prune_sql(&finished_since_by_queue(
         "t.ctid",
-        &format!("t.finished_at >= $3 AND {PRUNABLE}"),
+        "$3",
+        &format!("AND {PRUNABLE}"),
     ))
 });
 

@@ -310,6 +310,12 @@ async fn retention_and_activity_read_finished_tasks_queue_by_queue_on_one_index(
                 && !reads_all,
             "{what} does not read finished tasks queue by queue on their index:\n{plan}"
         );
+        // The activity's walk from queue to queue starts at its bound too.
+        let walk_bounded = plan.contains("Index Cond: (finished_at >= ");
+        assert!(
+            what != "activity" || walk_bounded,
+            "the activity walks the queues from their oldest finished task:\n{plan}"
+        );
     }
     // Retention deletes the rows where it read them, without looking their keys up, in the
     // generic plan too.
