@@ -114,28 +114,25 @@ pub(crate) fn keyed_level(filter: &str) -> String {
 }
 
 /// Finished tasks that retention removes: finished before `?1`, at most `?2`, found queue by
-/// queue and state by state.
-pub(crate) static PRUNABLE: LazyLock<String> = LazyLock::new(|| {
+/// queue and state by state; `since` (empty, or ` AND …` on `finished_at`) bounds the walk and
+/// the reads alike.
+fn prunable(since: &str) -> String {
     format!(
         "WITH RECURSIVE {} SELECT t.id FROM g CROSS JOIN tasks t \
          WHERE g.name IS NOT NULL AND t.queue = g.name AND t.state IN {FINISHED} \
-         AND {FINISHED_ANY} AND t.finished_at < ?1 \
+         AND {FINISHED_ANY}{since} AND t.finished_at < ?1 \
          AND (t.unique_until IS NULL OR t.unique_until < ?1) LIMIT ?2",
-        walk(FINISHED_ANY)
+        walk(&format!("{FINISHED_ANY}{since}"))
     )
-});
+}
+
+/// [`prunable`] over every finished task.
+pub(crate) static PRUNABLE: LazyLock<String> = LazyLock::new(|| prunable(""));
 
 /// [`PRUNABLE`] over the tasks that finished at or after `?3`, in the walk from queue to queue
 /// too.
-pub(crate) static PRUNABLE_SINCE: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH RECURSIVE {} SELECT t.id FROM g CROSS JOIN tasks t \
-         WHERE g.name IS NOT NULL AND t.queue = g.name AND t.state IN {FINISHED} \
-         AND {FINISHED_ANY} AND t.finished_at >= ?3 AND t.finished_at < ?1 \
-         AND (t.unique_until IS NULL OR t.unique_until < ?1) LIMIT ?2",
-        walk(&format!("{FINISHED_ANY} AND finished_at >= ?3"))
-    )
-});
+pub(crate) static PRUNABLE_SINCE: LazyLock<String> =
+    LazyLock::new(|| prunable(" AND finished_at >= ?3"));
 
 /// Ended tasks per time bucket and state since `?1`, buckets `?2` µs wide.
 pub(crate) static ACTIVITY: LazyLock<String> = LazyLock::new(|| {

@@ -398,18 +398,15 @@ impl Successes {
         let n = self.id.len();
         let large = n > BY_KEY_MAX;
         // `sql` holds the plain statement, then the one by key: `plans`' first and second.
-        let which = match large {
-            true => plans.pick(Instant::now()),
-            false => 1,
-        };
+        let which = if large { plans.pick(Instant::now()) } else { 1 };
         let stmt = c.prepare_cached(&sql[which]).await.map_err(db_err)?;
         let started = Instant::now();
-        let rows = match (large, which) {
-            (true, 1) => self.succeed_in_parts(c, &stmt).await?,
-            _ => c
-                .query(&stmt, &[&self.id, &self.attempt, &self.now, &self.result])
+        let rows = if large && which == 1 {
+            self.succeed_in_parts(c, &stmt).await?
+        } else {
+            c.query(&stmt, &[&self.id, &self.attempt, &self.now, &self.result])
                 .await
-                .map_err(db_err)?,
+                .map_err(db_err)?
         };
         if large {
             plans.record(which, n, started.elapsed(), Instant::now());

@@ -340,13 +340,17 @@ pub(crate) static PRUNE_SINCE: std::sync::LazyLock<String> = std::sync::LazyLock
 pub(crate) async fn prune(c: &mut Object, p: &TaskPruneParams) -> Result<u64> {
     let limit = i64::from(p.limit);
     let tx = c.transaction().await.map_err(db_err)?;
-    // The leader runs this every minute, mostly to find nothing: both statements are prepared
-    // once per connection.
-    let sql: &str = if p.finished_since.is_some() {
-        &PRUNE_SINCE
-    } else {
-        &PRUNE
+    let params: [Param<'_>; 2] = [&p.finished_before, &limit];
+    let mut task_params = params.to_vec();
+    let sql: &str = match &p.finished_since {
+        None => &PRUNE,
+        Some(since) => {
+            task_params.push(since);
+            &PRUNE_SINCE
+        }
     };
+    // The leader runs this every minute, mostly to find nothing: its statements are prepared
+    // once per connection.
     let tasks = tx.prepare_cached(sql).await.map_err(db_err)?;
     // The occurrence ledger follows the same retention.
     let ledger = tx
@@ -356,11 +360,6 @@ pub(crate) async fn prune(c: &mut Object, p: &TaskPruneParams) -> Result<u64> {
         )
         .await
         .map_err(db_err)?;
-    let params: [Param<'_>; 2] = [&p.finished_before, &limit];
-    let mut task_params = params.to_vec();
-    if let Some(since) = &p.finished_since {
-        task_params.push(since);
-    }
     let (deleted, _) = tokio::try_join!(
         tx.query_one(&tasks, &task_params),
         tx.execute(&ledger, &params)

@@ -417,7 +417,7 @@ async fn with_a_snapshot_held_a_bounded_prune_does_not_read_what_was_deleted_bef
     };
     let holder = hold_snapshot(&schema.base_url).await;
     let app = connect(&crate::schema_url(&schema)).await;
-    // Tasks of two queues that finished two hours ago, `n` at `ago` minutes in each.
+    // `n` tasks in each of two queues, finished `ago` minutes ago.
     let finished = async |n: i64, ago: i64| {
         app.batch_execute(&format!(
             "INSERT INTO sked_tasks (queue, kind, payload, priority, state, run_at, max_attempts, \

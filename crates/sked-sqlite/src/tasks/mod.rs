@@ -354,23 +354,20 @@ pub(super) const PRUNE_TASKS: &str = "DELETE FROM tasks WHERE id IN rarray(?1)";
 
 pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
     let cutoff = ts(p.finished_before);
-    let ids: Vec<TaskId> = match &p.finished_since {
-        None => {
-            let mut stmt = tx.prepare_cached(&indexed::PRUNABLE).map_err(db_err)?;
-            let rows = stmt
-                .query_map(params![cutoff, p.limit], |r| r.get(0))
-                .map_err(db_err)?;
-            rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
-        }
+    let mut args = vec![cutoff, i64::from(p.limit)];
+    let sql: &str = match p.finished_since {
+        None => &indexed::PRUNABLE,
         Some(since) => {
-            let mut stmt = tx
-                .prepare_cached(&indexed::PRUNABLE_SINCE)
-                .map_err(db_err)?;
-            let rows = stmt
-                .query_map(params![cutoff, p.limit, ts(*since)], |r| r.get(0))
-                .map_err(db_err)?;
-            rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+            args.push(ts(since));
+            &indexed::PRUNABLE_SINCE
         }
+    };
+    let ids: Vec<TaskId> = {
+        let mut stmt = tx.prepare_cached(sql).map_err(db_err)?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(&args), |r| r.get(0))
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
     };
     // Two statements for the whole batch: SQLite's one writer waits for retention, and a
     // statement a task cost twice the time (a pass of 10,000 held the writer for 60–90 ms).

@@ -96,10 +96,10 @@ impl Pruner {
     /// `now`, and forgets workers gone long enough. Returns how many tasks were deleted.
     /// Leader-only in normal operation.
     pub async fn pass(&self, engine: &Engine) -> Result<u64> {
-        if let Ok(cut) = engine.now().checked_sub(self.config.forget_workers_after) {
+        let now = engine.now();
+        if let Ok(cut) = now.checked_sub(self.config.forget_workers_after) {
             engine.store().worker_prune(cut).await?;
         }
-        let now = engine.now();
         let cutoff = now
             .checked_sub(self.config.retention)
             .unwrap_or(Timestamp::MIN);
