@@ -1,7 +1,15 @@
 //! Time agreed between nodes. Nodes that share a database take their time from the database
-//! server's clock: each measures its offset to it (a round trip, halved, as NTP does) at start
-//! and every [`RESYNC_EVERY`] after, and reads "now" as its own clock plus that offset. Leases,
-//! fire times and backoffs then agree across nodes, however skewed their own clocks are.
+//! server's clock: each measures its offset to it at start and every [`RESYNC_EVERY`] after,
+//! and reads "now" as its own clock plus that offset. Leases, run times, fire times and
+//! backoffs then agree across nodes, however skewed their own clocks are.
+//!
+//! A measurement reads the database's clock [`READINGS`] times and keeps the reading with the
+//! shortest round trip, as NTP's clock filter does: the server read its clock somewhere within
+//! that round trip, so the offset is off by at most half of it. A single reading is not
+//! enough: the first one of a node that has just started also opens a connection and prepares
+//! the statement, and on a busy machine that made a restarted node's clock run hundreds of
+//! milliseconds ahead of the others, so that a task it enqueued "now" was claimed elsewhere
+//! with a start before its run time.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -15,6 +23,9 @@ use crate::Result;
 
 /// How often the offset is measured again.
 pub(crate) const RESYNC_EVERY: Duration = Duration::from_secs(30);
+
+/// How many readings of the database's clock one measurement takes.
+const READINGS: usize = 5;
 
 /// A local clock corrected by a measured offset to the database server's clock.
 #[derive(Debug)]
@@ -39,20 +50,51 @@ impl ServerClock {
 
     /// Measures the offset once. `Ok(false)` when the store has no server clock.
     async fn sync(&self, store: &dyn Store) -> Result<bool> {
-        let sent = Instant::now();
-        let local_sent = self.local.now();
-        let Some(server) = store.server_time().await? else {
+        let Some(reading) = measure(self.local.as_ref(), || store.server_time()).await? else {
             return Ok(false);
         };
-        let round_trip = sent.elapsed();
-        // The server read its clock about halfway through the round trip.
-        let local_mid = local_sent.checked_add(round_trip / 2).unwrap_or(local_sent);
-        let offset = server.duration_since(local_mid);
         self.offset_us
-            .store(offset.as_micros() as i64, Ordering::Relaxed);
-        tracing::debug!(offset = %offset, ?round_trip, "measured the offset to the database clock");
+            .store(reading.offset.as_micros() as i64, Ordering::Relaxed);
+        tracing::debug!(offset = %reading.offset, round_trip = ?reading.round_trip, "measured the offset to the database clock");
         Ok(true)
     }
+}
+
+/// One reading of the database's clock.
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    /// The database's clock minus the local one.
+    offset: SignedDuration,
+    /// How long the reading took: the offset is off by at most half of it.
+    round_trip: Duration,
+}
+
+/// The offset of the clock `read` returns to `local`, from the one of [`READINGS`] readings
+/// with the shortest round trip. `Ok(None)` when `read` has no clock to give.
+async fn measure<F, Fut, E>(local: &dyn Clock, mut read: F) -> Result<Option<Reading>, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<Timestamp>, E>>,
+{
+    let mut best: Option<Reading> = None;
+    for _ in 0..READINGS {
+        let sent = Instant::now();
+        let local_sent = local.now();
+        let Some(server) = read().await? else {
+            return Ok(None);
+        };
+        let round_trip = sent.elapsed();
+        // Taken as read halfway through the round trip.
+        let local_mid = local_sent.checked_add(round_trip / 2).unwrap_or(local_sent);
+        let reading = Reading {
+            offset: server.duration_since(local_mid),
+            round_trip,
+        };
+        if best.is_none_or(|b| reading.round_trip < b.round_trip) {
+            best = Some(reading);
+        }
+    }
+    Ok(best)
 }
 
 /// The clock a node should use with `store`: `local` corrected to the database server's clock
@@ -80,4 +122,46 @@ pub async fn node_clock(store: &Arc<dyn Store>, local: Arc<dyn Clock>) -> Result
         }
     });
     Ok(clock)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sked_core::SystemClock;
+
+    /// A database clock ten seconds ahead whose first reading is slow and read at its very end,
+    /// as a first query that opens a connection and prepares its statement is.
+    #[tokio::test]
+    async fn a_slow_first_reading_does_not_skew_the_offset() {
+        let ahead = SignedDuration::from_secs(10);
+        let mut first = true;
+        let reading = measure(&SystemClock, || {
+            let slow = std::mem::take(&mut first);
+            async move {
+                if slow {
+                    tokio::time::sleep(Duration::from_millis(1000)).await;
+                }
+                Ok::<_, ()>(Some(Timestamp::now() + ahead))
+            }
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        // The slow reading alone would be 500 ms off.
+        let error = (reading.offset - ahead).abs();
+        assert!(
+            error < SignedDuration::from_millis(100),
+            "offset {} is {error} off",
+            reading.offset
+        );
+        assert!(reading.round_trip < Duration::from_millis(1000));
+    }
+
+    #[tokio::test]
+    async fn a_store_without_a_clock_gives_none() {
+        let reading = measure(&SystemClock, || async { Ok::<_, ()>(None) })
+            .await
+            .unwrap();
+        assert!(reading.is_none());
+    }
 }
