@@ -6,10 +6,9 @@
 //! A measurement reads the database's clock [`READINGS`] times and keeps the reading with the
 //! shortest round trip, as NTP's clock filter does: the server read its clock somewhere within
 //! that round trip, so the offset is off by at most half of it. A single reading is not
-//! enough: the first one of a node that has just started also opens a connection and prepares
-//! the statement, and on a busy machine that made a restarted node's clock run hundreds of
-//! milliseconds ahead of the others, so that a task it enqueued "now" was claimed elsewhere
-//! with a start before its run time.
+//! enough: a node's first one also prepares the statement (one more round trip before the
+//! server reads its clock), and any one may wait for a pooled connection or for a busy
+//! machine to run it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};

@@ -17,7 +17,8 @@
 //!   test measured, with no task;
 //! - `early_start`: a task started before its run time by more than [`CLOCK_TOLERANCE_NS`]
 //!   (the start by the database's clock as the claiming node estimates it; the run time as the
-//!   client or the enqueuing node gave it);
+//!   client or the enqueuing node gave it), or reached its worker that early (by this
+//!   machine's clock, which is the database's: a check that does not take sked's word);
 //! - `server_error`: a request answered with a 5xx other than 503 (a fault must give
 //!   `unavailable`, never an internal error).
 #![allow(dead_code, unreachable_pub)]
@@ -260,6 +261,15 @@ pub fn check(events: &[Event]) -> Report {
                         format!(
                             "task {id} attempt {attempt} started {} µs before its run time",
                             (run_at_ns - started_at_ns) / 1000
+                        ),
+                    );
+                }
+                if *at_ns < run_at_ns - CLOCK_TOLERANCE_NS {
+                    r.anomaly(
+                        "early_start",
+                        format!(
+                            "task {id} attempt {attempt} reached its worker {} µs before its run time",
+                            (run_at_ns - at_ns) / 1000
                         ),
                     );
                 }
@@ -534,7 +544,23 @@ mod tests {
                         started_at_ns: CLOCK_TOLERANCE_NS - 1,
                         schedule: None,
                         nominal_ns: None,
-                        at_ns: 40,
+                        at_ns: 2 * CLOCK_TOLERANCE_NS,
+                    }],
+                    None,
+                ),
+            ),
+            (
+                "early_start",
+                with(
+                    vec![Event::Claimed {
+                        id: 1,
+                        attempt: 3,
+                        worker: "w".into(),
+                        run_at_ns: 2 * CLOCK_TOLERANCE_NS,
+                        started_at_ns: 2 * CLOCK_TOLERANCE_NS,
+                        schedule: None,
+                        nominal_ns: None,
+                        at_ns: CLOCK_TOLERANCE_NS - 1,
                     }],
                     None,
                 ),
