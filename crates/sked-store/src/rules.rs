@@ -92,15 +92,6 @@ pub fn held(current: Option<&Task>, id: TaskId, attempt: i32) -> crate::Result<&
 /// told otherwise: time for a worker to stop the work and report how it ended.
 pub const DEFAULT_TIMEOUT_GRACE: SignedDuration = SignedDuration::from_secs(30);
 
-/// The start of an attempt claimed at `now` of a task due at `run_at`: `now`, but never before
-/// `run_at`. A claim's time is read before it waits for its turn (a connection, the writer);
-/// meanwhile a claim with a later time, here or on another node, may make tasks available
-/// that were not due at the first one's time, and the first one may then take them. Those
-/// cannot start before they became due, so their start is their run time.
-pub fn attempt_start(now: Timestamp, run_at: Timestamp) -> Timestamp {
-    now.max(run_at)
-}
-
 /// The end of a lease asked to last until `wanted`, for an attempt started at `started_at`:
 /// never later than the task's timeout and `grace` (held between zero and
 /// [`sked_core::MAX_DURATION`]) after that start. A worker that ignores the

@@ -15,10 +15,15 @@
 //! - `duplicate_occurrence`: two tasks for one schedule and nominal time;
 //! - `missed_second`: a second of an every-second schedule's span, outside the outages the
 //!   test measured, with no task;
-//! - `early_start`: a task started before its run time by more than [`CLOCK_TOLERANCE_NS`]
-//!   (the start by the database's clock as the claiming node estimates it; the run time as the
-//!   client or the enqueuing node gave it), or reached its worker that early (by this
-//!   machine's clock, which is the database's: a check that does not take sked's word);
+//! - `early_start`: a task reached its worker before its run time by more than
+//!   [`CLOCK_TOLERANCE_NS`] (the run time as the client or the enqueuing node gave it, by the
+//!   database's clock; the answer's arrival by this machine's, which is the database's);
+//! - `start_outside_claim`: an attempt's recorded start outside its claim, from the request
+//!   sent to the answer received, by more than [`CLOCK_TOLERANCE_NS`] (the start is the
+//!   claim's time, by the database's clock as the claiming node estimates it, read when the
+//!   claim is asked; the claim's statement may run later, under load long enough for another
+//!   node to make tasks available that were not due at that time, so the start is not
+//!   compared with the run time);
 //! - `server_error`: a request answered with a 5xx other than 503 (a fault must give
 //!   `unavailable`, never an internal error).
 #![allow(dead_code, unreachable_pub)]
@@ -47,7 +52,8 @@ pub enum Event {
     /// An enqueue without an acknowledgement (refused, unavailable, connection lost): the task
     /// may or may not exist, and nothing is promised of it.
     EnqueueFailed { status: u16, at_ns: i64 },
-    /// A claim answered with this attempt of a task. Times are the server's.
+    /// A claim sent at `sent_ns` and answered at `at_ns` with this attempt of a task. The run
+    /// time, start and nominal time are the server's.
     Claimed {
         id: i64,
         attempt: i32,
@@ -56,6 +62,7 @@ pub enum Event {
         started_at_ns: i64,
         schedule: Option<String>,
         nominal_ns: Option<i64>,
+        sent_ns: i64,
         at_ns: i64,
     },
     /// A completion sent at `sent_ns` and answered at `at_ns`: accepted or not.
@@ -250,26 +257,31 @@ pub fn check(events: &[Event]) -> Report {
                 attempt,
                 run_at_ns,
                 started_at_ns,
+                sent_ns,
                 at_ns,
                 ..
             } => {
                 r.claimed += 1;
                 claims.entry(*id).or_default().push((*attempt, *at_ns));
-                if *started_at_ns < run_at_ns - CLOCK_TOLERANCE_NS {
-                    r.anomaly(
-                        "early_start",
-                        format!(
-                            "task {id} attempt {attempt} started {} µs before its run time",
-                            (run_at_ns - started_at_ns) / 1000
-                        ),
-                    );
-                }
                 if *at_ns < run_at_ns - CLOCK_TOLERANCE_NS {
                     r.anomaly(
                         "early_start",
                         format!(
                             "task {id} attempt {attempt} reached its worker {} µs before its run time",
                             (run_at_ns - at_ns) / 1000
+                        ),
+                    );
+                }
+                if *started_at_ns < sent_ns - CLOCK_TOLERANCE_NS
+                    || *started_at_ns > at_ns + CLOCK_TOLERANCE_NS
+                {
+                    r.anomaly(
+                        "start_outside_claim",
+                        format!(
+                            "task {id} attempt {attempt} started {} µs after its claim was sent, \
+                             answered {} µs after it",
+                            (started_at_ns - sent_ns) / 1000,
+                            (at_ns - sent_ns) / 1000
                         ),
                     );
                 }
@@ -390,6 +402,7 @@ mod tests {
             started_at_ns: at_ns,
             schedule: None,
             nominal_ns: None,
+            sent_ns: at_ns,
             at_ns,
         }
     }
@@ -544,23 +557,42 @@ mod tests {
                         started_at_ns: CLOCK_TOLERANCE_NS - 1,
                         schedule: None,
                         nominal_ns: None,
-                        at_ns: 2 * CLOCK_TOLERANCE_NS,
+                        sent_ns: CLOCK_TOLERANCE_NS - 2,
+                        at_ns: CLOCK_TOLERANCE_NS - 1,
                     }],
                     None,
                 ),
             ),
             (
-                "early_start",
+                "start_outside_claim",
                 with(
                     vec![Event::Claimed {
                         id: 1,
                         attempt: 3,
                         worker: "w".into(),
-                        run_at_ns: 2 * CLOCK_TOLERANCE_NS,
-                        started_at_ns: 2 * CLOCK_TOLERANCE_NS,
+                        run_at_ns: 0,
+                        started_at_ns: 10 * CLOCK_TOLERANCE_NS,
                         schedule: None,
                         nominal_ns: None,
-                        at_ns: CLOCK_TOLERANCE_NS - 1,
+                        sent_ns: 12 * CLOCK_TOLERANCE_NS,
+                        at_ns: 13 * CLOCK_TOLERANCE_NS,
+                    }],
+                    None,
+                ),
+            ),
+            (
+                "start_outside_claim",
+                with(
+                    vec![Event::Claimed {
+                        id: 1,
+                        attempt: 3,
+                        worker: "w".into(),
+                        run_at_ns: 0,
+                        started_at_ns: 14 * CLOCK_TOLERANCE_NS,
+                        schedule: None,
+                        nominal_ns: None,
+                        sent_ns: 11 * CLOCK_TOLERANCE_NS,
+                        at_ns: 12 * CLOCK_TOLERANCE_NS,
                     }],
                     None,
                 ),

@@ -17,7 +17,7 @@ use sked_postgres::testing::{TestSchema, database_url};
 /// leases and resumed, so that its late completions meet the fencing token. Then the history
 /// checker: every acknowledged task succeeded after at least one claim, no attempt completed
 /// twice, no stale completion accepted, one task per occurrence and every second covered, none
-/// started early.
+/// reached its worker early, and each start within its claim.
 #[test]
 fn kill_9_loop_of_servers_and_workers_loses_nothing() {
     let Some(url) = database_url() else { return };

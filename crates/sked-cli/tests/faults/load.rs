@@ -86,6 +86,7 @@ pub fn worker_main() {
             _ => (10, Duration::from_millis(5)),
         };
         let claim = json!({"worker": args.name, "kinds": [args.kind], "max": max, "wait": "1s", "lease_ttl": "2s"});
+        let sent_ns = now_ns();
         let tasks = match http(url, "POST", "/v1/claim", &claim, Duration::from_secs(5)) {
             Ok((200, answer)) => answer["tasks"].as_array().cloned().unwrap_or_default(),
             other => {
@@ -105,6 +106,7 @@ pub fn worker_main() {
                 started_at_ns: ns(&t["started_at"]).unwrap(),
                 schedule: t["schedule"].as_str().map(str::to_string),
                 nominal_ns: ns(&t["nominal_at"]),
+                sent_ns,
                 at_ns,
             });
         }

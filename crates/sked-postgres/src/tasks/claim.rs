@@ -111,20 +111,13 @@ pub(crate) fn claim_sql(filter: &str, after: bool, open: bool) -> String {
              picked AS (SELECT id FROM same UNION ALL SELECT id FROM lower)"
         ),
     };
-    let start = start_sql("$1");
-    let lease = lease_end_sql(&start, "$2", "$5");
+    let lease = lease_end_sql("$1", "$2", "$5");
     format!(
         "WITH {picked} \
-         UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, started_at = {start}, \
+         UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, started_at = $1, \
            lease_expires_at = {lease}, worker = $3, cancel_requested = false \
          FROM picked WHERE t.id = picked.id RETURNING {TASK_COLUMNS}"
     )
-}
-
-/// The start of an attempt of task `t` claimed at `now`: never before its run time, as
-/// [`rules::attempt_start`] says.
-pub(super) fn start_sql(now: &str) -> String {
-    format!("GREATEST({now}::timestamptz, t.run_at)")
 }
 
 /// The end of the lease of task `t` started at `start`, asked until `wanted`: never past its

@@ -90,13 +90,12 @@ pub(super) async fn claim_limited(
         _ => {
             let taken = take(&tx, (pool, cursors), p, &open, &keyed_queues, max).await?;
             held_until = sked_store::rate::sooner(held_until, taken.1);
-            let start = super::claim::start_sql("$2");
-            let lease = lease_end_sql(&start, "$3", "$5");
+            let lease = lease_end_sql("$2", "$3", "$5");
             let rows = tx
                 .query(
                     &format!(
                         "UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, \
-                           started_at = {start}, lease_expires_at = {lease}, worker = $4, \
+                           started_at = $2, lease_expires_at = {lease}, worker = $4, \
                            cancel_requested = false \
                          WHERE t.id = ANY($1) AND {} RETURNING {TASK_COLUMNS}",
                         super::by_key("t.state = 'available'")

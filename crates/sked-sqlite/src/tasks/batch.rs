@@ -26,9 +26,9 @@ use crate::codec::{TASK_COLUMNS, db_err, id_list, task_from_row, ts};
 static READ: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id IN rarray(?1)"));
 
-/// Leases the available tasks of `?1` (an [`id_list`]) to the worker `?4`, claimed at `?2`
-/// ([`rules::attempt_start`]), until `?3`.
-const LEASE: &str = "UPDATE OR FAIL tasks SET state = 'running', attempt = attempt + 1, started_at = max(?2, run_at), \
+/// Leases the available tasks of `?1` (an [`id_list`]) to the worker `?4` from `?2` until
+/// `?3`.
+const LEASE: &str = "UPDATE OR FAIL tasks SET state = 'running', attempt = attempt + 1, started_at = ?2, \
     lease_expires_at = ?3, worker = ?4, cancel_requested = 0 \
     WHERE id IN rarray(?1) AND state = 'available'";
 
@@ -109,15 +109,14 @@ pub(crate) fn lease(
             .take(*id)
             .filter(|t| t.state == TaskState::Available)
             .ok_or_else(|| StoreError::Backend(format!("task {id} was not available to claim")))?;
-        let started = rules::attempt_start(now, task.run_at);
-        let expires = rules::lease_end(started, task.timeout, grace, wanted);
+        let expires = rules::lease_end(now, task.timeout, grace, wanted);
         match leases.iter_mut().find(|(at, _)| *at == expires) {
             Some((_, same)) => same.push(*id),
             None => leases.push((expires, vec![*id])),
         }
         task.state = TaskState::Running;
         task.attempt += 1;
-        task.started_at = Some(started);
+        task.started_at = Some(now);
         task.lease_expires_at = Some(expires);
         task.worker = Some(worker.to_string());
         task.cancel_requested = false;

@@ -78,29 +78,6 @@ pub async fn future_tasks_wait_until_due(store: &Shared) {
     assert_eq!(got[0].id, id);
 }
 
-/// A claim whose time was read before another claim, later by the clock, made tasks available
-/// may take them: they start at their run time, not at its time, and the lease is still
-/// measured from its time.
-pub async fn a_claim_read_earlier_starts_no_task_before_its_run_time(store: &Shared) {
-    for _ in 0..2 {
-        let mut t = task("k");
-        t.run_at = Some(at(30));
-        insert(store, t, t0()).await;
-    }
-    assert_eq!(
-        claim(store, 1, at(31)).await.len(),
-        1,
-        "both staged, one taken"
-    );
-    let got = claim(store, 1, at(29)).await;
-    assert_eq!(got.len(), 1);
-    assert_eq!(got[0].started_at, Some(at(30)));
-    assert_eq!(got[0].lease_expires_at, Some(at(29) + TTL));
-    let stored = store.task_get(got[0].id).await.unwrap();
-    assert_eq!(stored.started_at, Some(at(30)));
-    assert_eq!(stored.lease_expires_at, Some(at(29) + TTL));
-}
-
 pub async fn paused_queue_gives_nothing(store: &Shared) {
     let mut t = task("k");
     t.queue = "q".into();
