@@ -407,6 +407,21 @@ mod tests {
         }
     }
 
+    /// Task 1's third attempt, claimed with a request sent at `sent_ns` and answered at `at_ns`.
+    fn timed_claim(run_at_ns: i64, started_at_ns: i64, sent_ns: i64, at_ns: i64) -> Event {
+        Event::Claimed {
+            id: 1,
+            attempt: 3,
+            worker: "w".into(),
+            run_at_ns,
+            started_at_ns,
+            schedule: None,
+            nominal_ns: None,
+            sent_ns,
+            at_ns,
+        }
+    }
+
     fn completed(id: i64, attempt: i32, accepted: bool, sent_ns: i64) -> Event {
         Event::Completed {
             id,
@@ -549,51 +564,36 @@ mod tests {
             (
                 "early_start",
                 with(
-                    vec![Event::Claimed {
-                        id: 1,
-                        attempt: 3,
-                        worker: "w".into(),
-                        run_at_ns: 2 * CLOCK_TOLERANCE_NS,
-                        started_at_ns: CLOCK_TOLERANCE_NS - 1,
-                        schedule: None,
-                        nominal_ns: None,
-                        sent_ns: CLOCK_TOLERANCE_NS - 2,
-                        at_ns: CLOCK_TOLERANCE_NS - 1,
-                    }],
+                    vec![timed_claim(
+                        2 * CLOCK_TOLERANCE_NS,
+                        CLOCK_TOLERANCE_NS - 1,
+                        CLOCK_TOLERANCE_NS - 2,
+                        CLOCK_TOLERANCE_NS - 1,
+                    )],
                     None,
                 ),
             ),
             (
                 "start_outside_claim",
                 with(
-                    vec![Event::Claimed {
-                        id: 1,
-                        attempt: 3,
-                        worker: "w".into(),
-                        run_at_ns: 0,
-                        started_at_ns: 10 * CLOCK_TOLERANCE_NS,
-                        schedule: None,
-                        nominal_ns: None,
-                        sent_ns: 12 * CLOCK_TOLERANCE_NS,
-                        at_ns: 13 * CLOCK_TOLERANCE_NS,
-                    }],
+                    vec![timed_claim(
+                        0,
+                        10 * CLOCK_TOLERANCE_NS,
+                        12 * CLOCK_TOLERANCE_NS,
+                        13 * CLOCK_TOLERANCE_NS,
+                    )],
                     None,
                 ),
             ),
             (
                 "start_outside_claim",
                 with(
-                    vec![Event::Claimed {
-                        id: 1,
-                        attempt: 3,
-                        worker: "w".into(),
-                        run_at_ns: 0,
-                        started_at_ns: 14 * CLOCK_TOLERANCE_NS,
-                        schedule: None,
-                        nominal_ns: None,
-                        sent_ns: 11 * CLOCK_TOLERANCE_NS,
-                        at_ns: 12 * CLOCK_TOLERANCE_NS,
-                    }],
+                    vec![timed_claim(
+                        0,
+                        14 * CLOCK_TOLERANCE_NS,
+                        11 * CLOCK_TOLERANCE_NS,
+                        12 * CLOCK_TOLERANCE_NS,
+                    )],
                     None,
                 ),
             ),
