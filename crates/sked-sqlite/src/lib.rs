@@ -1,10 +1,11 @@
 //! The embedded SQLite backend: one file, WAL, `synchronous=FULL` (an `Ok` means the change is
 //! on disk), migrations embedded in the binary.
 //!
-//! All access goes through one connection on a blocking thread: SQLite has one writer at a
-//! time anyway. Every write runs in a short `BEGIN IMMEDIATE` transaction, which writes that
-//! arrive meanwhile share (group commit, [`group`]): one `fsync` for many callers, each answered
-//! once it is on disk.
+//! All writes go through one connection on a blocking thread: SQLite has one writer at a time
+//! anyway. Every write runs in a short `BEGIN IMMEDIATE` transaction, which writes that arrive
+//! meanwhile share (group commit, [`group`]): one `fsync` for many callers, each answered once
+//! it is on disk. A second connection reads the tasks a claim leased once the claim is
+//! committed, while the writer goes on with the next writes.
 
 mod ceiling;
 mod checkpoint;
@@ -29,6 +30,8 @@ use sked_store::*;
 #[derive(Clone)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
+    /// Reads the tasks claims leased, beside the writer (WAL lets it read while it writes).
+    reader: Arc<Mutex<Connection>>,
     /// Writes waiting for the connection, committed together (group commit).
     writes: Arc<group::Queue>,
     path: PathBuf,
@@ -42,30 +45,16 @@ impl SqliteStore {
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore> {
         let path = path.as_ref().to_path_buf();
         create_private(&path)?;
-        let mut conn = Connection::open_with_flags(
-            &path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(codec::db_err)?;
-        // `rarray(?)`: the lists of ids that batch statements take (see `codec::id_list`).
-        rusqlite::vtab::array::load_module(&conn).map_err(codec::db_err)?;
-        conn.execute_batch(
-            "PRAGMA journal_mode = WAL;
-             PRAGMA synchronous = FULL;
-             PRAGMA foreign_keys = ON;
-             PRAGMA temp_store = MEMORY;
-             PRAGMA cache_size = -16384;
-             PRAGMA wal_autocheckpoint = 0;",
-        )
-        .map_err(codec::db_err)?;
+        let mut conn = connect(&path)?;
         migrations::run(&mut conn)?;
+        let reader = connect(&path)?;
+        reader
+            .execute_batch("PRAGMA query_only = ON;")
+            .map_err(codec::db_err)?;
         let checkpointer = Arc::new(checkpoint::Checkpointer::start(&path));
         Ok(SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
+            reader: Arc::new(Mutex::new(reader)),
             writes: Default::default(),
             path,
             _checkpointer: checkpointer,
@@ -128,6 +117,31 @@ impl std::fmt::Debug for SqliteStore {
             .field("path", &self.path)
             .finish_non_exhaustive()
     }
+}
+
+/// A connection to the database at `path`, with the settings every connection of the store has.
+fn connect(path: &Path) -> Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(codec::db_err)?;
+    // `rarray(?)`: the lists of ids that batch statements take (see `codec::id_list`).
+    rusqlite::vtab::array::load_module(&conn).map_err(codec::db_err)?;
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         PRAGMA synchronous = FULL;
+         PRAGMA foreign_keys = ON;
+         PRAGMA temp_store = MEMORY;
+         PRAGMA cache_size = -16384;
+         PRAGMA wal_autocheckpoint = 0;",
+    )
+    .map_err(codec::db_err)?;
+    Ok(conn)
 }
 
 /// Creates the database file readable and writable by its owner only, unless it exists (its
@@ -196,13 +210,24 @@ impl Store for SqliteStore {
         self.run(move |conn| tasks::list(conn, &params)).await
     }
 
+    /// The leases are written by the writer; the leased tasks are read after the commit, on
+    /// the reader's connection ([`tasks::read_leased`]).
     async fn task_claim(&self, params: TaskClaimParams) -> Result<Vec<Task>> {
-        let now = params.now;
-        let (claimed, held) = self.write(move |tx| tasks::claim(tx, &params)).await?;
+        let (now, worker) = (params.now, params.worker.clone());
+        let (ids, held) = self.write(move |tx| tasks::claim(tx, &params)).await?;
         if let Some(at) = held {
             self.held.note(at, now);
         }
-        Ok(claimed)
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let reader = self.reader.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = reader.lock().unwrap_or_else(|e| e.into_inner());
+            tasks::read_leased(&conn, &ids, &worker, now)
+        })
+        .await
+        .map_err(|e| StoreError::Backend(format!("store thread failed: {e}")))?
     }
 
     async fn task_heartbeat(&self, params: TaskHeartbeatParams) -> Result<HeartbeatReply> {

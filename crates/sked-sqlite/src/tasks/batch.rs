@@ -1,5 +1,7 @@
-//! A claim's leases and a batch of endings, read and written together: one statement reads
-//! the rows, and few write them.
+//! A claim's leases and a batch of endings: one statement reads the rows, and few write them.
+//! A claim's leases are written without reading the rows ([`lease_ids`]); the store reads
+//! them once the claim is committed, on a connection of its own ([`read_leased`]), so that
+//! the writer goes on to the next writes meanwhile.
 //!
 //! A statement that changes the state opens a cursor on every index whose predicate names the
 //! state, whether or not the row enters or leaves it, and its start and end cost more than a
@@ -15,8 +17,7 @@ use std::sync::LazyLock;
 
 use jiff::{SignedDuration, Timestamp};
 use rusqlite::{ToSql, Transaction, params};
-use sked_core::{Task, TaskId, TaskState};
-use sked_store::rules;
+use sked_core::{Task, TaskId};
 use sked_store::*;
 
 use super::{STATEMENT_ROWS, parameter_rows};
@@ -26,10 +27,23 @@ use crate::codec::{TASK_COLUMNS, db_err, id_list, task_from_row, ts};
 static READ: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id IN rarray(?1)"));
 
+/// The rows of the ids in `?1` (an [`id_list`]) that the claim of worker `?2` started at `?3`
+/// leased, in no particular order.
+static READ_LEASED: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE id IN rarray(?1) AND state = 'running' \
+         AND worker = ?2 AND started_at = ?3"
+    )
+});
+
 /// Leases the available tasks of `?1` (an [`id_list`]) to the worker `?4` from `?2` until
-/// `?3`.
+/// `?3`, or sooner: never past a task's timeout and the grace `?5` (milliseconds) after the
+/// start, as [`sked_store::rules::lease_end`] says. Times are microseconds; the timeout and the grace are
+/// at most [`sked_core::MAX_DURATION`] each, so the sum stays in range.
 const LEASE: &str = "UPDATE OR FAIL tasks SET state = 'running', attempt = attempt + 1, started_at = ?2, \
-    lease_expires_at = ?3, worker = ?4, cancel_requested = 0 \
+    lease_expires_at = CASE WHEN timeout_ms IS NULL THEN ?3 \
+      ELSE min(?3, ?2 + (timeout_ms + ?5) * 1000) END, \
+    worker = ?4, cancel_requested = 0 \
     WHERE id IN rarray(?1) AND state = 'available'";
 
 /// The values of one [`Ending`].
@@ -86,54 +100,82 @@ pub(crate) fn read(tx: &Transaction<'_>, ids: impl IntoIterator<Item = TaskId>) 
     Ok(Rows(rows))
 }
 
-/// Leases the available tasks `ids`, in that order, to `worker` from `now` until `wanted` (or
-/// sooner, by each task's timeout and `grace`: [`rules::lease_end`]); the tasks after.
-pub(crate) fn lease(
+/// Leases the available tasks `ids` to `worker` from `now` until `wanted` (or sooner, by each
+/// task's timeout and `grace`: [`sked_store::rules::lease_end`]), without reading them: [`read_leased`]
+/// reads them after, in this transaction or, once it is committed, on another connection.
+pub(crate) fn lease_ids(
     tx: &Transaction<'_>,
     ids: &[TaskId],
     worker: &str,
     now: Timestamp,
     (wanted, grace): (Timestamp, SignedDuration),
+) -> Result<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let grace = grace.clamp(SignedDuration::ZERO, sked_core::MAX_DURATION);
+    let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(0);
+    let n = tx
+        .prepare_cached(LEASE)
+        .map_err(db_err)?
+        .execute(params![id_list(ids), ts(now), ts(wanted), worker, grace_ms])
+        .map_err(db_err)?;
+    // Every id was chosen in this transaction, which holds the write lock: one that was not
+    // available is a fault in the claim that chose it.
+    if n != ids.len() {
+        return Err(StoreError::Backend(format!(
+            "leased {n} of {} tasks chosen as available",
+            ids.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The tasks of `ids` that `worker`'s claim at `now` leased ([`lease_ids`]), in the order of
+/// `ids`. Read after the claim's commit, a task another write changed since is as that write
+/// left it, and one it took from the worker (deleted, or rescued and leased again) is left
+/// out: its lease runs out and rescue runs it again.
+pub(crate) fn read_leased(
+    conn: &rusqlite::Connection,
+    ids: &[TaskId],
+    worker: &str,
+    now: Timestamp,
 ) -> Result<Vec<Task>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let mut rows = read(tx, ids.iter().copied())?;
-    let mut tasks = Vec::with_capacity(ids.len());
-    // The tasks by the end of their lease: all at `wanted` but those with a shorter timeout.
-    let mut leases: Vec<(Timestamp, Vec<TaskId>)> = Vec::new();
-    for id in ids {
-        // Read in this transaction, which holds the write lock: a missing or taken row is a
-        // fault in the claim that chose it.
-        let mut task = rows
-            .take(*id)
-            .filter(|t| t.state == TaskState::Available)
-            .ok_or_else(|| StoreError::Backend(format!("task {id} was not available to claim")))?;
-        let expires = rules::lease_end(now, task.timeout, grace, wanted);
-        match leases.iter_mut().find(|(at, _)| *at == expires) {
-            Some((_, same)) => same.push(*id),
-            None => leases.push((expires, vec![*id])),
-        }
-        task.state = TaskState::Running;
-        task.attempt += 1;
-        task.started_at = Some(now);
-        task.lease_expires_at = Some(expires);
-        task.worker = Some(worker.to_string());
-        task.cancel_requested = false;
-        tasks.push(task);
+    let mut stmt = conn.prepare_cached(&READ_LEASED).map_err(db_err)?;
+    let found = stmt
+        .query_map(params![id_list(ids), worker, ts(now)], task_from_row)
+        .map_err(db_err)?;
+    let mut rows = Vec::with_capacity(ids.len());
+    for task in found {
+        let task = task.map_err(db_err)?;
+        rows.push((task.id, Some(task)));
     }
-    let mut stmt = tx.prepare_cached(LEASE).map_err(db_err)?;
-    for (expires, ids) in &leases {
-        let list = id_list(ids);
-        let n = stmt
-            .execute(params![list, ts(now), ts(*expires), worker])
-            .map_err(db_err)?;
-        if n != ids.len() {
-            return Err(StoreError::Backend(format!(
-                "leased {n} of {} tasks read as available",
-                ids.len()
-            )));
-        }
+    rows.sort_unstable_by_key(|(id, _)| *id);
+    let mut rows = Rows(rows);
+    Ok(ids.iter().filter_map(|id| rows.take(*id)).collect())
+}
+
+/// Leases the available tasks `ids`, in that order, to `worker` from `now` until `wanted` (or
+/// sooner, by each task's timeout and `grace`: [`sked_store::rules::lease_end`]); the tasks after, read in
+/// this transaction.
+pub(crate) fn lease(
+    tx: &Transaction<'_>,
+    ids: &[TaskId],
+    worker: &str,
+    now: Timestamp,
+    lease: (Timestamp, SignedDuration),
+) -> Result<Vec<Task>> {
+    lease_ids(tx, ids, worker, now, lease)?;
+    let tasks = read_leased(tx, ids, worker, now)?;
+    if tasks.len() != ids.len() {
+        return Err(StoreError::Backend(format!(
+            "read {} of {} tasks leased",
+            tasks.len(),
+            ids.len()
+        )));
     }
     Ok(tasks)
 }
@@ -199,6 +241,50 @@ mod tests {
         rows.map(Result::unwrap).collect::<Vec<_>>().join("\n")
     }
 
+    /// Read after its claim's commit, a claim gives its tasks in claim order, as any write
+    /// since left them, and leaves out those that no longer hold its lease.
+    #[test]
+    fn a_claim_reads_what_it_still_holds_in_claim_order() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(crate::SqliteStore::open(dir.path().join("read.db")).unwrap());
+        let mut conn = crate::connect(&dir.path().join("read.db")).unwrap();
+        for _ in 0..5 {
+            conn.execute(
+                "INSERT INTO tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
+                   created_at) VALUES ('default', 'k', '{}', 0, 'available', 0, 25, 0)",
+                [],
+            )
+            .unwrap();
+        }
+        let now = Timestamp::from_second(1_000).unwrap();
+        let wanted = Timestamp::from_second(1_060).unwrap();
+        let claimed: Vec<TaskId> = vec![4, 2, 5, 1];
+        let tx = conn.transaction().unwrap();
+        lease_ids(&tx, &claimed, "w1", now, (wanted, SignedDuration::ZERO)).unwrap();
+        tx.commit().unwrap();
+        // Since the commit: task 2 was rescued and leased again (to another worker), task 5
+        // deleted, and task 1's cancel asked for.
+        conn.execute_batch(
+            "UPDATE tasks SET attempt = 2, worker = 'w2', started_at = started_at + 1 WHERE id = 2;
+             DELETE FROM tasks WHERE id = 5;
+             UPDATE tasks SET cancel_requested = 1 WHERE id = 1;",
+        )
+        .unwrap();
+        let tasks = read_leased(&conn, &claimed, "w1", now).unwrap();
+        let ids: Vec<TaskId> = tasks.iter().map(|t| t.id).collect();
+        assert_eq!(ids, [4, 1]);
+        assert!(
+            tasks
+                .iter()
+                .all(|t| t.attempt == 1 && t.lease_expires_at == Some(wanted))
+        );
+        assert!(tasks[1].cancel_requested);
+        // A lease of a task that is not available is refused whole.
+        let tx = conn.transaction().unwrap();
+        let err = lease_ids(&tx, &[3, 4], "w1", now, (wanted, SignedDuration::ZERO));
+        assert!(err.is_err(), "{err:?}");
+    }
+
     #[test]
     fn the_batch_statements_find_rows_by_id() {
         let dir = tempfile::tempdir().unwrap();
@@ -210,7 +296,7 @@ mod tests {
             super::super::ended::SUCCEED,
             super::super::PRUNE_TASKS,
         ];
-        for sql in [READ.as_str(), LEASE, &ENDS[0], &ENDS[3]]
+        for sql in [READ.as_str(), &READ_LEASED, LEASE, &ENDS[0], &ENDS[3]]
             .into_iter()
             .chain(others)
         {

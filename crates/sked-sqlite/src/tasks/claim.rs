@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use jiff::Timestamp;
 use rusqlite::{Transaction, params, params_from_iter, types::Value};
-use sked_core::{RateLimit, Task, TaskId};
+use sked_core::{RateLimit, TaskId};
 use sked_store::keyed::{KeyLimits, LIMITED_OR_PAUSED};
 use sked_store::rate;
 use sked_store::*;
@@ -106,11 +106,16 @@ impl Limits {
         Ok(limits)
     }
 
-    /// Logs the starts of `claimed` in rate-limited queues (and takes them from a burst's
-    /// bucket), and forgets those out of every window.
-    fn log_starts(&self, tx: &Transaction<'_>, claimed: &[Task], now: Timestamp) -> Result<()> {
+    /// Logs the starts of a claim in rate-limited queues (`started`: how many tasks of each it
+    /// leased), takes them from a burst's bucket, and forgets those out of every window.
+    fn log_starts(
+        &self,
+        tx: &Transaction<'_>,
+        started: &HashMap<&str, i64>,
+        now: Timestamp,
+    ) -> Result<()> {
         for (queue, (rate, bucket)) in &self.rated {
-            let n = claimed.iter().filter(|t| &t.queue == queue).count() as i64;
+            let n = started.get(queue.as_str()).copied().unwrap_or(0);
             if let (true, Some(after)) = (n > 0, rate.bucket_after(*bucket, n as u32, now)) {
                 tx.prepare_cached("UPDATE queues SET rate_bucket_at = ?2 WHERE name = ?1")
                     .map_err(db_err)?
@@ -154,26 +159,27 @@ pub(crate) fn starts(
     rows.map(|r| r.map_err(db_err)).collect()
 }
 
-/// Claims the first available tasks for `p`; also says when a rate limit that held tasks
-/// back lets one start again.
+/// Leases the first available tasks for `p` (their ids, in claim order: the store reads them
+/// once this transaction is committed, [`super::batch::read_leased`]); also says when a rate
+/// limit that held tasks back lets one start again.
 pub(crate) fn claim(
     tx: &Transaction<'_>,
     p: &TaskClaimParams,
-) -> Result<(Vec<Task>, Option<Timestamp>)> {
+) -> Result<(Vec<TaskId>, Option<Timestamp>)> {
     stage(tx, p.now)?;
     if p.max == 0 {
         return Ok((Vec::new(), None));
     }
     let limits = Limits::read(tx, p.now)?;
     let mut held_until = limits.held_until;
-    let keys = keys(tx, p, &limits, &mut held_until)?;
+    let (ids, started) = keys(tx, p, &limits, &mut held_until)?;
     let expires = p
         .now
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let claimed = super::batch::lease(tx, &keys, &p.worker, p.now, (expires, p.timeout_grace))?;
-    limits.log_starts(tx, &claimed, p.now)?;
-    Ok((claimed, held_until))
+    super::batch::lease_ids(tx, &ids, &p.worker, p.now, (expires, p.timeout_grace))?;
+    limits.log_starts(tx, &started, p.now)?;
+    Ok((ids, held_until))
 }
 
 /// Whether claims take tasks of `queue` as they come: it is neither paused nor limited.
@@ -235,6 +241,13 @@ impl Conditions {
 /// A claim's key: priority (highest first), run time, id.
 type Key = (Reverse<i64>, i64, TaskId);
 
+/// A key found by a walk of one queue's index: the queue's place among the walked queues.
+/// The walk of the open queues together gives [`TOGETHER`].
+type Walked = (Key, usize);
+
+/// The place of a key found by the walk of the open queues together.
+const TOGETHER: usize = usize::MAX;
+
 /// At most this many queues that are neither paused nor limited are walked each on its own
 /// index, instead of together on one, by a claim over every queue while other queues are left
 /// out (see [`keys`]).
@@ -250,13 +263,16 @@ const OPEN_WALKS: usize = 4;
 /// So while queues are left out, the open queues that have available tasks are found first
 /// (one probe per queue with available tasks), and when they are few, each is walked on its
 /// own index too.
-fn keys(
+///
+/// With the ids, how many of them each rate-limited queue starts (such a queue is limited, so
+/// it is walked on its own).
+fn keys<'q>(
     tx: &Transaction<'_>,
     p: &TaskClaimParams,
-    limits: &Limits,
+    limits: &'q Limits,
     held_until: &mut Option<Timestamp>,
-) -> Result<Vec<TaskId>> {
-    let mut keys: Vec<Key> = Vec::new();
+) -> Result<(Vec<TaskId>, HashMap<&'q str, i64>)> {
+    let mut keys: Vec<Walked> = Vec::new();
     let mut queues: Vec<String> = if p.queues.is_empty() {
         let mut left_out = limits.excluded.clone();
         left_out.extend(limits.quota.keys().cloned());
@@ -267,7 +283,12 @@ fn keys(
         };
         match open {
             Some(open) if open.len() <= OPEN_WALKS => queues.extend(open),
-            _ => keys = keys_of_open(tx, p, &left_out)?,
+            _ => {
+                keys = keys_of_open(tx, p, &left_out)?
+                    .into_iter()
+                    .map(|k| (k, TOGETHER))
+                    .collect()
+            }
         }
         queues
     } else {
@@ -285,12 +306,12 @@ fn keys(
             .prepare_cached(&indexed::claim_keys(&c.sql))
             .map_err(db_err)?;
         let max = i64::from(p.max);
-        for queue in &queues {
+        for (walk, queue) in queues.iter().enumerate() {
             let limit = limits.quota.get(queue).map_or(max, |&left| left.min(max));
             if let Some(&per_key) = limits.keyed.get(queue) {
                 let (found, frees) = super::keyed::claim_keys(tx, queue, per_key, limit, p)?;
                 *held_until = rate::sooner(*held_until, frees);
-                keys.extend(found);
+                keys.extend(found.into_iter().map(|k| (k, walk)));
                 continue;
             }
             let args = [Value::Text(queue.clone()), Value::Integer(limit)]
@@ -302,13 +323,25 @@ fn keys(
                 })
                 .map_err(db_err)?;
             for row in rows {
-                keys.push(row.map_err(db_err)?);
+                keys.push((row.map_err(db_err)?, walk));
             }
         }
         keys.sort_unstable();
         keys.truncate(p.max as usize);
     }
-    Ok(keys.into_iter().map(|(_, _, id)| id).collect())
+    let mut started: HashMap<&str, i64> = HashMap::new();
+    for (_, walk) in &keys {
+        let rated = queues
+            .get(*walk)
+            .and_then(|q| limits.rated.get_key_value(q.as_str()));
+        if let Some((queue, _)) = rated {
+            *started.entry(queue.as_str()).or_default() += 1;
+        }
+    }
+    Ok((
+        keys.into_iter().map(|((_, _, id), _)| id).collect(),
+        started,
+    ))
 }
 
 /// The queues with available tasks, but the `left_out` ones.

@@ -31,6 +31,7 @@ mod ended;
 mod insert;
 mod keyed;
 
+pub(crate) use batch::read_leased;
 pub(crate) use claim::claim;
 pub(crate) use ended::end_many;
 pub(crate) use insert::{insert_claimed, insert_many, insert_one};
