@@ -30,8 +30,9 @@ use sked_store::*;
 #[derive(Clone)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
-    /// Reads the tasks claims leased, beside the writer (WAL lets it read while it writes).
-    reader: Arc<Mutex<Connection>>,
+    /// Reads the tasks claims leased, beside the writer (WAL lets it read while it writes);
+    /// opened by the first claim that leases a task.
+    reader: Arc<Mutex<Option<Connection>>>,
     /// Writes waiting for the connection, committed together (group commit).
     writes: Arc<group::Queue>,
     path: PathBuf,
@@ -47,14 +48,10 @@ impl SqliteStore {
         create_private(&path)?;
         let mut conn = connect(&path)?;
         migrations::run(&mut conn)?;
-        let reader = connect(&path)?;
-        reader
-            .execute_batch("PRAGMA query_only = ON;")
-            .map_err(codec::db_err)?;
         let checkpointer = Arc::new(checkpoint::Checkpointer::start(&path));
         Ok(SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
-            reader: Arc::new(Mutex::new(reader)),
+            reader: Default::default(),
             writes: Default::default(),
             path,
             _checkpointer: checkpointer,
@@ -144,6 +141,14 @@ fn connect(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
+/// A connection that only reads.
+fn connect_reader(path: &Path) -> Result<Connection> {
+    let conn = connect(path)?;
+    conn.execute_batch("PRAGMA query_only = ON;")
+        .map_err(codec::db_err)?;
+    Ok(conn)
+}
+
 /// Creates the database file readable and writable by its owner only, unless it exists (its
 /// journal files take the same mode from it): tasks, payloads and results are not for every
 /// user of the machine.
@@ -221,10 +226,14 @@ impl Store for SqliteStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let reader = self.reader.clone();
+        let (reader, path) = (self.reader.clone(), self.path.clone());
         tokio::task::spawn_blocking(move || {
-            let conn = reader.lock().unwrap_or_else(|e| e.into_inner());
-            tasks::read_leased(&conn, &ids, &worker, now)
+            let mut conn = reader.lock().unwrap_or_else(|e| e.into_inner());
+            let conn = match conn.as_mut() {
+                Some(conn) => conn,
+                None => conn.insert(connect_reader(&path)?),
+            };
+            tasks::read_leased(conn, &ids, &worker, now)
         })
         .await
         .map_err(|e| StoreError::Backend(format!("store thread failed: {e}")))?
