@@ -215,17 +215,18 @@ impl Store for SqliteStore {
         self.run(move |conn| tasks::list(conn, &params)).await
     }
 
-    /// The leases are written by the writer; the leased tasks are read after the commit, on
-    /// the reader's connection ([`tasks::read_leased`]).
+    /// A large claim's tasks are read after the commit, on the reader's connection
+    /// ([`tasks::Leased`]).
     async fn task_claim(&self, params: TaskClaimParams) -> Result<Vec<Task>> {
         let (now, worker) = (params.now, params.worker.clone());
-        let (ids, held) = self.write(move |tx| tasks::claim(tx, &params)).await?;
+        let (leased, held) = self.write(move |tx| tasks::claim(tx, &params)).await?;
         if let Some(at) = held {
             self.held.note(at, now);
         }
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
+        let ids = match leased {
+            tasks::Leased::Read(tasks) => return Ok(tasks),
+            tasks::Leased::Later(ids) => ids,
+        };
         let (reader, path) = (self.reader.clone(), self.path.clone());
         tokio::task::spawn_blocking(move || {
             let mut conn = reader.lock().unwrap_or_else(|e| e.into_inner());
@@ -416,8 +417,8 @@ mod conformance {
 
 #[cfg(test)]
 mod tests {
-    use sked_core::NewTask;
-    use sked_store::{Store, TaskInsert, TaskInsertParams};
+    use sked_core::{NewTask, TaskState};
+    use sked_store::{Store, TaskClaimParams, TaskInsert, TaskInsertParams};
 
     /// Writes at once share transactions: each call's answer is its own, and a call that fails
     /// after writing leaves nothing of its own behind while the others in its group stand.
@@ -512,6 +513,75 @@ mod tests {
         }
         let count = task_count(&store).await;
         assert_eq!((count, kept), (20 * 600, 20 * 600));
+    }
+
+    /// A claim large enough to be read after its commit answers as a small one, read in its
+    /// transaction, does: the tasks in claim order, each as the store keeps it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_large_claim_read_after_its_commit_answers_as_a_small_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::SqliteStore::open(dir.path().join("sked.db")).unwrap();
+        let now = jiff::Timestamp::from_second(1_000_000).unwrap();
+        let large = crate::tasks::READ_LATER_FROM;
+        // Priorities in turn, so that claim order is not id order; every third with a timeout
+        // that ends its lease early.
+        let tasks = (0..large + 20)
+            .map(|i| {
+                let mut t = NewTask::new("k").priority((i % 3) as i32);
+                if i % 3 == 0 {
+                    t.timeout = Some(jiff::SignedDuration::from_secs(5));
+                }
+                TaskInsert::from(t)
+            })
+            .collect();
+        let past = now - jiff::SignedDuration::from_secs(1);
+        let params = TaskInsertParams { tasks, now: past };
+        store.task_insert_many(params).await.unwrap();
+        let claim = |max: usize, worker: &str| TaskClaimParams {
+            min_priority: None,
+            queues: vec![],
+            kinds: vec![],
+            max: max as u32,
+            worker: worker.into(),
+            lease_ttl: jiff::SignedDuration::from_secs(60),
+            timeout_grace: jiff::SignedDuration::from_secs(1),
+            now,
+        };
+        let small = store.task_claim(claim(10, "small")).await.unwrap();
+        let large_claim = store.task_claim(claim(large, "large")).await.unwrap();
+        assert_eq!((small.len(), large_claim.len()), (10, large));
+        for claimed in [&small, &large_claim] {
+            let keys: Vec<_> = claimed
+                .iter()
+                .map(|t| (std::cmp::Reverse(t.priority), t.run_at, t.id))
+                .collect();
+            assert!(keys.is_sorted(), "claim order");
+            for t in claimed.iter() {
+                // A claim answers without the attempts' history, which a read adds.
+                let mut stored = store.task_get(t.id).await.unwrap();
+                stored.attempts.clear();
+                assert_eq!(t, &stored, "task {}", t.id);
+                assert_eq!(
+                    (t.state, t.attempt, t.started_at),
+                    (TaskState::Running, 1, Some(now))
+                );
+                let ends = match t.timeout {
+                    Some(_) => now + jiff::SignedDuration::from_secs(6),
+                    None => now + jiff::SignedDuration::from_secs(60),
+                };
+                assert_eq!(t.lease_expires_at, Some(ends), "task {}", t.id);
+            }
+        }
+        assert!(
+            small
+                .iter()
+                .all(|t| t.priority == 2 && t.worker.as_deref() == Some("small"))
+        );
+        assert!(
+            large_claim
+                .iter()
+                .all(|t| t.worker.as_deref() == Some("large"))
+        );
     }
 
     async fn task_count(store: &crate::SqliteStore) -> i64 {

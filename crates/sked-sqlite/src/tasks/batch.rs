@@ -1,7 +1,7 @@
 //! A claim's leases and a batch of endings: one statement reads the rows, and few write them.
-//! A claim's leases are written without reading the rows ([`lease_ids`]); the store reads
-//! them once the claim is committed, on a connection of its own ([`read_leased`]), so that
-//! the writer goes on to the next writes meanwhile.
+//! A large claim's leases are written without reading the rows ([`lease_ids`]); the store
+//! reads them once the claim is committed, on a connection of its own ([`read_leased`]), so
+//! that the writer goes on to the next writes meanwhile ([`lease_claimed`]).
 //!
 //! A statement that changes the state opens a cursor on every index whose predicate names the
 //! state, whether or not the row enters or leaves it, and its start and end cost more than a
@@ -178,6 +178,37 @@ pub(crate) fn lease(
         )));
     }
     Ok(tasks)
+}
+
+/// Claims of at least this many tasks are read after their commit ([`Leased::Later`]), smaller
+/// ones in their transaction. A read after the commit frees the writer sooner, but costs the
+/// claim a hop to another thread and a cold page cache (SQLite drops a connection's cache
+/// whenever another connection wrote): a drain's claims of 1,000 went faster, the Rust
+/// worker's of up to 256 slower (BENCHMARKS.md). 500 lies between, and was not measured itself.
+pub(crate) const READ_LATER_FROM: usize = 500;
+
+/// A claim's leased tasks.
+pub(crate) enum Leased {
+    /// Read in the claim's transaction.
+    Read(Vec<Task>),
+    /// To read once the claim is committed ([`read_leased`]), in this order.
+    Later(Vec<TaskId>),
+}
+
+/// Leases the available tasks `ids`, in that order, as [`lease`] does; a claim of
+/// [`READ_LATER_FROM`] or more is left to read after the commit.
+pub(crate) fn lease_claimed(
+    tx: &Transaction<'_>,
+    ids: Vec<TaskId>,
+    worker: &str,
+    now: Timestamp,
+    until: (Timestamp, SignedDuration),
+) -> Result<Leased> {
+    if ids.len() < READ_LATER_FROM {
+        return Ok(Leased::Read(lease(tx, &ids, worker, now, until)?));
+    }
+    lease_ids(tx, &ids, worker, now, until)?;
+    Ok(Leased::Later(ids))
 }
 
 /// What an ending writes to its task's row: id, attempt, state, run time, attempts allowed,

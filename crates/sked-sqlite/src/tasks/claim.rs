@@ -11,6 +11,7 @@ use sked_store::keyed::{KeyLimits, LIMITED_OR_PAUSED};
 use sked_store::rate;
 use sked_store::*;
 
+use super::batch::{Leased, lease_claimed};
 use crate::codec::{db_err, from_ts, ts};
 use crate::indexed;
 
@@ -159,16 +160,16 @@ pub(crate) fn starts(
     rows.map(|r| r.map_err(db_err)).collect()
 }
 
-/// Leases the first available tasks for `p` (their ids, in claim order: the store reads them
-/// once this transaction is committed, [`super::batch::read_leased`]); also says when a rate
-/// limit that held tasks back lets one start again.
+/// Leases the first available tasks for `p`, in claim order (a large claim's are read once
+/// this transaction is committed: [`Leased`]); also says when a rate limit that held tasks
+/// back lets one start again.
 pub(crate) fn claim(
     tx: &Transaction<'_>,
     p: &TaskClaimParams,
-) -> Result<(Vec<TaskId>, Option<Timestamp>)> {
+) -> Result<(Leased, Option<Timestamp>)> {
     stage(tx, p.now)?;
     if p.max == 0 {
-        return Ok((Vec::new(), None));
+        return Ok((Leased::Read(Vec::new()), None));
     }
     let limits = Limits::read(tx, p.now)?;
     let mut held_until = limits.held_until;
@@ -177,9 +178,9 @@ pub(crate) fn claim(
         .now
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    super::batch::lease_ids(tx, &ids, &p.worker, p.now, (expires, p.timeout_grace))?;
+    let leased = lease_claimed(tx, ids, &p.worker, p.now, (expires, p.timeout_grace))?;
     limits.log_starts(tx, &started, p.now)?;
-    Ok((ids, held_until))
+    Ok((leased, held_until))
 }
 
 /// Whether claims take tasks of `queue` as they come: it is neither paused nor limited.

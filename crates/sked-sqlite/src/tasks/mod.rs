@@ -31,7 +31,9 @@ mod ended;
 mod insert;
 mod keyed;
 
-pub(crate) use batch::read_leased;
+#[cfg(test)]
+pub(crate) use batch::READ_LATER_FROM;
+pub(crate) use batch::{Leased, read_leased};
 pub(crate) use claim::claim;
 pub(crate) use ended::end_many;
 pub(crate) use insert::{insert_claimed, insert_many, insert_one};
