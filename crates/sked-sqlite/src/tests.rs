@@ -1,0 +1,190 @@
+//! The store's own tests: group commit, bulk inserts that fail halfway, claims read after
+//! their commit.
+
+use sked_core::{NewTask, TaskState};
+use sked_store::{Store, TaskClaimParams, TaskInsert, TaskInsertParams};
+
+/// Writes at once share transactions: each call's answer is its own, and a call that fails
+/// after writing leaves nothing of its own behind while the others in its group stand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writes_stand_or_fall_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::SqliteStore::open(dir.path().join("sked.db")).unwrap();
+    let now = jiff::Timestamp::now();
+    let calls = (0..200).map(|i| {
+        let store = store.clone();
+        let mut keyed = NewTask::new("k");
+        keyed.unique_key = Some(format!("key-{i}"));
+        let tasks: Vec<NewTask> = match i % 4 {
+            // A task, a keyed task (written at once), then one that fails validation.
+            0 => vec![NewTask::new("k"), keyed, NewTask::new("")],
+            _ => vec![NewTask::new("k"), keyed],
+        };
+        tokio::spawn(async move {
+            let params = TaskInsertParams {
+                tasks: tasks.into_iter().map(TaskInsert::from).collect(),
+                now,
+            };
+            (i, store.task_insert_many(params).await)
+        })
+    });
+    let mut kept = 0;
+    for call in join_all(calls).await {
+        let (i, answer) = call.unwrap();
+        match i % 4 {
+            0 => assert!(answer.is_err(), "call {i}"),
+            _ => kept += answer.unwrap().len(),
+        }
+    }
+    let count = task_count(&store).await;
+    assert_eq!(count, kept as i64);
+    // The failed calls' keys are free.
+    let mut again = NewTask::new("k");
+    again.unique_key = Some("key-0".into());
+    let params = TaskInsertParams {
+        tasks: vec![again.into()],
+        now,
+    };
+    assert!(!store.task_insert_many(params).await.unwrap()[0].duplicate);
+}
+
+/// Bulk inserts keep what a statement wrote before it failed (`OR FAIL`, which spares them
+/// a statement journal): the write's savepoint, or its transaction when alone, takes it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_bulk_insert_that_fails_inside_a_statement_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sked.db");
+    let store = crate::SqliteStore::open(&path).unwrap();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TRIGGER boom BEFORE INSERT ON tasks WHEN new.payload = '\"boom\"' \
+             BEGIN SELECT RAISE(FAIL, 'boom'); END;",
+        )
+        .unwrap();
+    let now = jiff::Timestamp::now();
+    // Calls of 600 tasks of one kind, statements of many rows each; every other call has
+    // a task that fails after hundreds of rows of its statement were written.
+    let calls = (0..40).map(|i| {
+        let store = store.clone();
+        let tasks = (0..600)
+            .map(|j| {
+                let boom = i % 2 == 0 && j == 450;
+                let payload = if boom {
+                    "boom".into()
+                } else {
+                    serde_json::json!(j)
+                };
+                TaskInsert::from(NewTask::new("k").payload(payload))
+            })
+            .collect();
+        tokio::spawn(async move {
+            (
+                i,
+                store
+                    .task_insert_many(TaskInsertParams { tasks, now })
+                    .await,
+            )
+        })
+    });
+    let mut kept = 0;
+    for call in join_all(calls).await {
+        let (i, answer) = call.unwrap();
+        match i % 2 {
+            0 => assert!(answer.unwrap_err().to_string().contains("boom"), "call {i}"),
+            _ => kept += answer.unwrap().len(),
+        }
+    }
+    let count = task_count(&store).await;
+    assert_eq!((count, kept), (20 * 600, 20 * 600));
+}
+
+/// A claim large enough to be read after its commit answers as a small one, read in its
+/// transaction, does: the tasks in claim order, each as the store keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_claim_read_after_its_commit_answers_as_a_small_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::SqliteStore::open(dir.path().join("sked.db")).unwrap();
+    let now = jiff::Timestamp::from_second(1_000_000).unwrap();
+    let large = crate::tasks::READ_LATER_FROM;
+    // Priorities in turn, so that claim order is not id order; every third with a timeout
+    // that ends its lease early.
+    let tasks = (0..large + 20)
+        .map(|i| {
+            let mut t = NewTask::new("k").priority((i % 3) as i32);
+            if i % 3 == 0 {
+                t.timeout = Some(jiff::SignedDuration::from_secs(5));
+            }
+            TaskInsert::from(t)
+        })
+        .collect();
+    let past = now - jiff::SignedDuration::from_secs(1);
+    let params = TaskInsertParams { tasks, now: past };
+    store.task_insert_many(params).await.unwrap();
+    let claim = |max: usize, worker: &str| TaskClaimParams {
+        min_priority: None,
+        queues: vec![],
+        kinds: vec![],
+        max: max as u32,
+        worker: worker.into(),
+        lease_ttl: jiff::SignedDuration::from_secs(60),
+        timeout_grace: jiff::SignedDuration::from_secs(1),
+        now,
+    };
+    let small = store.task_claim(claim(10, "small")).await.unwrap();
+    let large_claim = store.task_claim(claim(large, "large")).await.unwrap();
+    assert_eq!((small.len(), large_claim.len()), (10, large));
+    for claimed in [&small, &large_claim] {
+        let keys: Vec<_> = claimed
+            .iter()
+            .map(|t| (std::cmp::Reverse(t.priority), t.run_at, t.id))
+            .collect();
+        assert!(keys.is_sorted(), "claim order");
+        for t in claimed.iter() {
+            // A claim answers without the attempts' history, which a read adds.
+            let mut stored = store.task_get(t.id).await.unwrap();
+            stored.attempts.clear();
+            assert_eq!(t, &stored, "task {}", t.id);
+            assert_eq!(
+                (t.state, t.attempt, t.started_at),
+                (TaskState::Running, 1, Some(now))
+            );
+            let ends = match t.timeout {
+                Some(_) => now + jiff::SignedDuration::from_secs(6),
+                None => now + jiff::SignedDuration::from_secs(60),
+            };
+            assert_eq!(t.lease_expires_at, Some(ends), "task {}", t.id);
+        }
+    }
+    assert!(
+        small
+            .iter()
+            .all(|t| t.priority == 2 && t.worker.as_deref() == Some("small"))
+    );
+    assert!(
+        large_claim
+            .iter()
+            .all(|t| t.worker.as_deref() == Some("large"))
+    );
+}
+
+async fn task_count(store: &crate::SqliteStore) -> i64 {
+    store
+        .run(|conn| {
+            conn.query_row("SELECT count(*) FROM tasks", [], |r| r.get::<_, i64>(0))
+                .map_err(crate::codec::db_err)
+        })
+        .await
+        .unwrap()
+}
+
+async fn join_all<T>(
+    handles: impl Iterator<Item = tokio::task::JoinHandle<T>>,
+) -> Vec<Result<T, tokio::task::JoinError>> {
+    let handles: Vec<_> = handles.collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        out.push(h.await);
+    }
+    out
+}
