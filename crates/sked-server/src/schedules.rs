@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 use sked::api::{
@@ -31,7 +32,7 @@ pub(crate) struct ListQuery {
 pub(crate) async fn list(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<ListQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     let [payload] = crate::extract::includes(q.include.as_deref(), ["payload"])?;
     let page = s
         .engine
@@ -45,16 +46,19 @@ pub(crate) async fn list(
         next_after: page.next_after(),
         schedules: page.items.into_iter().map(ScheduleView::from).collect(),
     };
+    if payload {
+        // Written straight from the page: a page of payloads (up to about 8 MiB) is held once,
+        // not again as a JSON value.
+        return Ok(Json(list).into_response());
+    }
     let mut body = serde_json::to_value(&list).map_err(crate::error::internal)?;
     // What was not asked for is left out, not shown as null (a payload may be null).
-    if !payload {
-        for s in body["schedules"].as_array_mut().into_iter().flatten() {
-            if let Some(task) = s["task"].as_object_mut() {
-                task.remove("payload");
-            }
+    for s in body["schedules"].as_array_mut().into_iter().flatten() {
+        if let Some(task) = s["task"].as_object_mut() {
+            task.remove("payload");
         }
     }
-    Ok(Json(body))
+    Ok(Json(body).into_response())
 }
 
 /// `POST /v1/schedules` with the whole definition: creates or replaces.

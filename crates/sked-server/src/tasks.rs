@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use sked::TaskFilter;
 use sked::api::{Reschedule, TaskBatch, TaskList, TasksInserted};
@@ -88,7 +89,7 @@ pub(crate) struct ListQuery {
 pub(crate) async fn list(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<ListQuery>,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Response> {
     let [payload, result] = crate::extract::includes(q.include.as_deref(), ["payload", "result"])?;
     let states = match &q.state {
         Some(list) => list
@@ -117,6 +118,11 @@ pub(crate) async fn list(
         next_before: page.next_before(),
         tasks: page.items,
     };
+    if payload && result {
+        // Written straight from the page: its payloads and results (up to about 8 MiB) are
+        // held once, not again as a JSON value.
+        return Ok(Json(list).into_response());
+    }
     let mut body = serde_json::to_value(&list).map_err(crate::error::internal)?;
     // What was not asked for is left out, not shown as null (a payload may be null).
     for task in body["tasks"].as_array_mut().into_iter().flatten() {
@@ -129,7 +135,7 @@ pub(crate) async fn list(
             }
         }
     }
-    Ok(Json(body))
+    Ok(Json(body).into_response())
 }
 
 pub(crate) async fn cancel(
