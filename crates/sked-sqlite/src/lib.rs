@@ -4,7 +4,7 @@
 //! All writes go through one connection on a blocking thread: SQLite has one writer at a time
 //! anyway. Every write runs in a short `BEGIN IMMEDIATE` transaction, which writes that arrive
 //! meanwhile share (group commit, [`group`]): one `fsync` for many callers, each answered once
-//! it is on disk. A second connection reads the tasks a claim leased once the claim is
+//! it is on disk. A second connection reads the tasks a large claim leased once the claim is
 //! committed, while the writer goes on with the next writes.
 
 mod ceiling;
@@ -30,8 +30,8 @@ use sked_store::*;
 #[derive(Clone)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
-    /// Reads the tasks claims leased, beside the writer (WAL lets it read while it writes);
-    /// opened by the first claim that leases a task.
+    /// Reads the tasks large claims leased, beside the writer (WAL lets it read while it
+    /// writes); opened by the first claim read after its commit (`tasks::Leased::Later`).
     reader: Arc<Mutex<Option<Connection>>>,
     /// Writes waiting for the connection, committed together (group commit).
     writes: Arc<group::Queue>,
@@ -216,7 +216,7 @@ impl Store for SqliteStore {
     }
 
     /// A large claim's tasks are read after the commit, on the reader's connection
-    /// ([`tasks::Leased`]).
+    /// (`tasks::Leased`).
     async fn task_claim(&self, params: TaskClaimParams) -> Result<Vec<Task>> {
         let (now, worker) = (params.now, params.worker.clone());
         let (leased, held) = self.write(move |tx| tasks::claim(tx, &params)).await?;

@@ -38,8 +38,8 @@ static READ_LEASED: LazyLock<String> = LazyLock::new(|| {
 
 /// Leases the available tasks of `?1` (an [`id_list`]) to the worker `?4` from `?2` until
 /// `?3`, or sooner: never past a task's timeout and the grace `?5` (milliseconds) after the
-/// start, as [`sked_store::rules::lease_end`] says. Times are microseconds; the timeout and the grace are
-/// at most [`sked_core::MAX_DURATION`] each, so the sum stays in range.
+/// start, as [`sked_store::rules::lease_end`] says. Times are microseconds; the timeout and
+/// the grace are at most [`sked_core::MAX_DURATION`] each, so the sum stays in range.
 const LEASE: &str = "UPDATE OR FAIL tasks SET state = 'running', attempt = attempt + 1, started_at = ?2, \
     lease_expires_at = CASE WHEN timeout_ms IS NULL THEN ?3 \
       ELSE min(?3, ?2 + (timeout_ms + ?5) * 1000) END, \
@@ -101,8 +101,9 @@ pub(crate) fn read(tx: &Transaction<'_>, ids: impl IntoIterator<Item = TaskId>) 
 }
 
 /// Leases the available tasks `ids` to `worker` from `now` until `wanted` (or sooner, by each
-/// task's timeout and `grace`: [`sked_store::rules::lease_end`]), without reading them: [`read_leased`]
-/// reads them after, in this transaction or, once it is committed, on another connection.
+/// task's timeout and `grace`: [`sked_store::rules::lease_end`]), without reading them:
+/// [`read_leased`] reads them after, in this transaction or, once it is committed, on another
+/// connection.
 pub(crate) fn lease_ids(
     tx: &Transaction<'_>,
     ids: &[TaskId],
@@ -159,8 +160,8 @@ pub(crate) fn read_leased(
 }
 
 /// Leases the available tasks `ids`, in that order, to `worker` from `now` until `wanted` (or
-/// sooner, by each task's timeout and `grace`: [`sked_store::rules::lease_end`]); the tasks after, read in
-/// this transaction.
+/// sooner, by each task's timeout and `grace`: [`sked_store::rules::lease_end`]); the tasks
+/// after, read in this transaction.
 pub(crate) fn lease(
     tx: &Transaction<'_>,
     ids: &[TaskId],
