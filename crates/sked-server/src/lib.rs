@@ -13,6 +13,7 @@ mod queues;
 mod schedules;
 mod service;
 mod tasks;
+mod trimmed;
 mod worker;
 
 use std::sync::Arc;

@@ -42,23 +42,35 @@ pub(crate) async fn list(
             with_payloads: payload,
         })
         .await?;
-    let list = ScheduleList {
-        next_after: page.next_after(),
-        schedules: page.items.into_iter().map(ScheduleView::from).collect(),
-    };
+    let next_after = page.next_after();
+    let schedules: Vec<ScheduleView> = page.items.into_iter().map(ScheduleView::from).collect();
     if payload {
-        // Written straight from the page: a page of payloads (up to about 8 MiB) is held once,
-        // not again as a JSON value.
-        return Ok(Json(list).into_response());
+        return Ok(Json(ScheduleList {
+            schedules,
+            next_after,
+        })
+        .into_response());
     }
-    let mut body = serde_json::to_value(&list).map_err(crate::error::internal)?;
+    /// [`ScheduleList`], its schedules' tasks without their payloads.
+    #[derive(serde::Serialize)]
+    struct Trimmed<'a> {
+        schedules: crate::trimmed::Trimmed<'a, ScheduleView>,
+        next_after: Option<String>,
+    }
     // What was not asked for is left out, not shown as null (a payload may be null).
-    for s in body["schedules"].as_array_mut().into_iter().flatten() {
-        if let Some(task) = s["task"].as_object_mut() {
+    let trim = |fields: &mut serde_json::Map<String, serde_json::Value>| {
+        if let Some(task) = fields.get_mut("task").and_then(|t| t.as_object_mut()) {
             task.remove("payload");
         }
-    }
-    Ok(Json(body).into_response())
+    };
+    Ok(Json(Trimmed {
+        schedules: crate::trimmed::Trimmed {
+            items: &schedules,
+            trim: &trim,
+        },
+        next_after,
+    })
+    .into_response())
 }
 
 /// `POST /v1/schedules` with the whole definition: creates or replaces.

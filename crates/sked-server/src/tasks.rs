@@ -114,28 +114,37 @@ pub(crate) async fn list(
             f
         })
         .await?;
-    let list = TaskList {
-        next_before: page.next_before(),
-        tasks: page.items,
-    };
+    let next_before = page.next_before();
     if payload && result {
-        // Written straight from the page: its payloads and results (up to about 8 MiB) are
-        // held once, not again as a JSON value.
-        return Ok(Json(list).into_response());
+        return Ok(Json(TaskList {
+            next_before,
+            tasks: page.items,
+        })
+        .into_response());
     }
-    let mut body = serde_json::to_value(&list).map_err(crate::error::internal)?;
+    /// [`TaskList`], its tasks without what was not asked for.
+    #[derive(serde::Serialize)]
+    struct Trimmed<'a> {
+        tasks: crate::trimmed::Trimmed<'a, Task>,
+        next_before: Option<sked_core::TaskId>,
+    }
     // What was not asked for is left out, not shown as null (a payload may be null).
-    for task in body["tasks"].as_array_mut().into_iter().flatten() {
-        if let Some(fields) = task.as_object_mut() {
-            if !payload {
-                fields.remove("payload");
-            }
-            if !result {
-                fields.remove("result");
-            }
+    let trim = |fields: &mut serde_json::Map<String, serde_json::Value>| {
+        if !payload {
+            fields.remove("payload");
         }
-    }
-    Ok(Json(body).into_response())
+        if !result {
+            fields.remove("result");
+        }
+    };
+    Ok(Json(Trimmed {
+        tasks: crate::trimmed::Trimmed {
+            items: &page.items,
+            trim: &trim,
+        },
+        next_before,
+    })
+    .into_response())
 }
 
 pub(crate) async fn cancel(
