@@ -5,7 +5,8 @@
 //! anyway. Every write runs in a short `BEGIN IMMEDIATE` transaction, which writes that arrive
 //! meanwhile share (group commit, [`group`]): one `fsync` for many callers, each answered once
 //! it is on disk. A second connection reads the tasks a large claim leased once the claim is
-//! committed, while the writer goes on with the next writes.
+//! committed, and the rows a large batch of endings checks before its write, while the writer
+//! goes on with other writes.
 
 mod ceiling;
 mod checkpoint;
@@ -87,6 +88,25 @@ impl SqliteStore {
         tokio::task::spawn_blocking(move || {
             let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
             f(&mut conn)
+        })
+        .await
+        .map_err(|e| StoreError::Backend(format!("store thread failed: {e}")))?
+    }
+
+    /// Runs `f` on the reader's connection, opened with the first read, on a blocking thread.
+    async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let (reader, path) = (self.reader.clone(), self.path.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut conn = reader.lock().unwrap_or_else(|e| e.into_inner());
+            let conn = match conn.as_mut() {
+                Some(conn) => conn,
+                None => conn.insert(connect_reader(&path)?),
+            };
+            f(conn)
         })
         .await
         .map_err(|e| StoreError::Backend(format!("store thread failed: {e}")))?
@@ -227,17 +247,8 @@ impl Store for SqliteStore {
             tasks::Leased::Read(tasks) => return Ok(tasks),
             tasks::Leased::Later(ids) => ids,
         };
-        let (reader, path) = (self.reader.clone(), self.path.clone());
-        tokio::task::spawn_blocking(move || {
-            let mut conn = reader.lock().unwrap_or_else(|e| e.into_inner());
-            let conn = match conn.as_mut() {
-                Some(conn) => conn,
-                None => conn.insert(connect_reader(&path)?),
-            };
-            tasks::read_leased(conn, &ids, &worker, now)
-        })
-        .await
-        .map_err(|e| StoreError::Backend(format!("store thread failed: {e}")))?
+        self.read(move |conn| tasks::read_leased(conn, &ids, &worker, now))
+            .await
     }
 
     async fn task_heartbeat(&self, params: TaskHeartbeatParams) -> Result<HeartbeatReply> {
@@ -257,9 +268,30 @@ impl Store for SqliteStore {
         self.write(move |tx| tasks::finish_many(tx, &params)).await
     }
 
-    /// Successes written without reading their rows first ([`tasks::end_many`]).
+    /// Successes checked from a narrow read and written without building whole tasks
+    /// (`tasks::end_many`); a large batch's read is made before the write, on the reader's
+    /// connection.
     async fn task_end_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<TaskEnded>>> {
-        self.write(move |tx| tasks::end_many(tx, &params)).await
+        if !tasks::reads_before(&params) {
+            return self
+                .write(move |tx| tasks::end_many(tx, &params, None))
+                .await;
+        }
+        let params = Arc::new(params);
+        let p = params.clone();
+        let before = self.read(move |conn| tasks::read_before(conn, &p)).await?;
+        let p = params.clone();
+        match self
+            .write(move |tx| tasks::end_many(tx, &p, Some(before)))
+            .await
+        {
+            // A lease was lost since the read: the batch again, read in its transaction.
+            Err(e) if tasks::changed_since_read(&e) => {
+                self.write(move |tx| tasks::end_many(tx, &params, None))
+                    .await
+            }
+            out => out,
+        }
     }
 
     async fn task_cancel(&self, params: TaskCancelParams) -> Result<Task> {

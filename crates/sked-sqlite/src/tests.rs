@@ -1,8 +1,11 @@
 //! The store's own tests: group commit, bulk inserts that fail halfway, claims read after
-//! their commit.
+//! their commit, endings read before their write.
 
-use sked_core::{NewTask, TaskState};
-use sked_store::{Store, TaskClaimParams, TaskInsert, TaskInsertParams};
+use sked_core::{NewTask, Task, TaskState};
+use sked_store::{
+    FinishOutcome, Store, StoreError, TaskClaimParams, TaskEnded, TaskFinishParams, TaskInsert,
+    TaskInsertParams,
+};
 
 /// Writes at once share transactions: each call's answer is its own, and a call that fails
 /// after writing leaves nothing of its own behind while the others in its group stand.
@@ -166,6 +169,173 @@ async fn a_large_claim_read_after_its_commit_answers_as_a_small_one() {
             .iter()
             .all(|t| t.worker.as_deref() == Some("large"))
     );
+}
+
+/// `n` tasks inserted a second before `now` and claimed at `now` by one worker, in claim order.
+async fn claimed(store: &crate::SqliteStore, n: usize, now: jiff::Timestamp) -> Vec<Task> {
+    let tasks = (0..n)
+        .map(|_| TaskInsert::from(NewTask::new("k")))
+        .collect();
+    let past = now - jiff::SignedDuration::from_secs(1);
+    let params = TaskInsertParams { tasks, now: past };
+    store.task_insert_many(params).await.unwrap();
+    let claim = TaskClaimParams {
+        min_priority: None,
+        queues: vec![],
+        kinds: vec![],
+        max: n as u32,
+        worker: "w".into(),
+        lease_ttl: jiff::SignedDuration::from_secs(60),
+        timeout_grace: jiff::SignedDuration::from_secs(1),
+        now,
+    };
+    let tasks = store.task_claim(claim).await.unwrap();
+    assert_eq!(tasks.len(), n);
+    tasks
+}
+
+/// The endings of `tasks`: successes, every seventh with a result, every eleventh a failure
+/// that is retried, and the fifth naming an attempt the task never had.
+fn endings(tasks: &[Task], now: jiff::Timestamp) -> Vec<TaskFinishParams> {
+    let outcome = |i: usize| match i {
+        _ if i % 11 == 0 => FinishOutcome::Failed {
+            error: "no".into(),
+            retryable: true,
+        },
+        _ if i % 7 == 0 => FinishOutcome::Succeeded {
+            result: Some(serde_json::json!({"i": i})),
+        },
+        _ => FinishOutcome::Succeeded { result: None },
+    };
+    let attempt = |i: usize, t: &Task| if i == 5 { t.attempt + 1 } else { t.attempt };
+    tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| TaskFinishParams {
+            id: t.id,
+            attempt: attempt(i, t),
+            outcome: outcome(i),
+            now,
+            jitter: 0.5,
+        })
+        .collect()
+}
+
+/// A batch of endings large enough to be read before its write answers as a small one, read
+/// in its transaction, does: each answer as the store then keeps the task, and an attempt
+/// that does not hold its task refused alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_batch_of_endings_read_before_its_write_answers_as_a_small_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::SqliteStore::open(dir.path().join("sked.db")).unwrap();
+    let now = jiff::Timestamp::from_second(1_000_000).unwrap();
+    let large = crate::tasks::READ_LATER_FROM + 100;
+    let tasks = claimed(&store, 20 + large, now).await;
+    let (small, large) = tasks.split_at(20);
+    let ended = now + jiff::SignedDuration::from_secs(2);
+    for batch in [small, large] {
+        let ps = endings(batch, ended);
+        assert_eq!(crate::tasks::reads_before(&ps), batch.len() > 20);
+        let answers = store.task_end_many(ps.clone()).await.unwrap();
+        assert_eq!(answers.len(), ps.len());
+        for (i, (p, answer)) in ps.iter().zip(answers).enumerate() {
+            if i == 5 {
+                assert!(
+                    matches!(answer, Err(StoreError::StaleLease { id, .. }) if id == p.id),
+                    "{answer:?}"
+                );
+                let stored = store.task_get(p.id).await.unwrap();
+                assert_eq!(stored.state, TaskState::Running, "left as it was");
+                continue;
+            }
+            let stored = store.task_get(p.id).await.unwrap();
+            assert_eq!(answer.unwrap(), TaskEnded::from(&stored), "task {}", p.id);
+            let (state, result) = match i {
+                _ if i % 11 == 0 => (TaskState::Retrying, None),
+                _ if i % 7 == 0 => (TaskState::Succeeded, Some(serde_json::json!({"i": i}))),
+                _ => (TaskState::Succeeded, None),
+            };
+            assert_eq!(
+                (stored.state, stored.result),
+                (state, result),
+                "task {}",
+                p.id
+            );
+            if state == TaskState::Succeeded {
+                assert_eq!(stored.finished_at, Some(ended));
+            }
+        }
+    }
+}
+
+/// A write whose read was made before it, and which finds a task's attempt changed since,
+/// fails whole and is rolled back; ended again, the batch refuses only that task's ending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endings_read_before_a_lease_was_lost_are_written_again() {
+    // A success without a result (3), then one with a result (14), checked by the other
+    // statement.
+    for lost in [3, 14] {
+        ended_again_after_losing(lost).await;
+    }
+}
+
+async fn ended_again_after_losing(lost: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::SqliteStore::open(dir.path().join("sked.db")).unwrap();
+    let now = jiff::Timestamp::from_second(1_000_000).unwrap();
+    let tasks = claimed(&store, 40, now).await;
+    let ended = now + jiff::SignedDuration::from_secs(2);
+    let ps: Vec<TaskFinishParams> = endings(&tasks, ended)
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut p)| {
+            p.attempt = tasks[i].attempt;
+            p
+        })
+        .collect();
+    let p = ps.clone();
+    let before = store
+        .read(move |conn| crate::tasks::read_before(conn, &p))
+        .await
+        .unwrap();
+    // Since the read, the task was rescued and leased again.
+    let lost = tasks[lost].id;
+    store
+        .write(move |tx| {
+            let rescued = "UPDATE tasks SET attempt = attempt + 1, worker = 'w2' WHERE id = ?1";
+            tx.execute(rescued, [lost]).map_err(crate::codec::db_err)
+        })
+        .await
+        .unwrap();
+    let p = ps.clone();
+    let err = store
+        .write(move |tx| crate::tasks::end_many(tx, &p, Some(before)))
+        .await
+        .unwrap_err();
+    assert!(crate::tasks::changed_since_read(&err), "{err:?}");
+    let running = store
+        .run(|conn| {
+            let sql = "SELECT count(*) FROM tasks WHERE state = 'running'";
+            conn.query_row(sql, [], |r| r.get::<_, i64>(0))
+                .map_err(crate::codec::db_err)
+        })
+        .await
+        .unwrap();
+    assert_eq!(running, 40, "nothing of the failed write stands");
+    let p = ps.clone();
+    let answers = store
+        .write(move |tx| crate::tasks::end_many(tx, &p, None))
+        .await
+        .unwrap();
+    for (p, answer) in ps.iter().zip(answers) {
+        match p.id == lost {
+            true => assert!(
+                matches!(answer, Err(StoreError::StaleLease { .. })),
+                "{answer:?}"
+            ),
+            false => assert_ne!(answer.unwrap().state, TaskState::Running),
+        }
+    }
 }
 
 async fn task_count(store: &crate::SqliteStore) -> i64 {

@@ -225,9 +225,11 @@ pub(crate) type Ending = (
     Option<String>,
 );
 
-/// Writes `endings`, checked in this transaction, in order: each statement names a task at
-/// most once (`repeats`: whether some task is named twice).
-pub(crate) fn end(tx: &Transaction<'_>, endings: &[Ending], repeats: bool) -> Result<()> {
+/// Writes `endings`, in order: each statement names a task at most once (`repeats`: whether
+/// some task is named twice). `false` when a statement found fewer of its tasks running with
+/// the ending's attempt than it named; it stops there, and the caller must not commit.
+#[must_use = "a short write must not be committed"]
+pub(crate) fn end(tx: &Transaction<'_>, endings: &[Ending], repeats: bool) -> Result<bool> {
     let mut rest = endings;
     while !rest.is_empty() {
         let distinct = match repeats {
@@ -251,15 +253,18 @@ pub(crate) fn end(tx: &Transaction<'_>, endings: &[Ending], repeats: bool) -> Re
                     .map_err(db_err)?;
             }
         }
-        let n = stmt.raw_execute().map_err(db_err)?;
-        if n != *size {
-            return Err(StoreError::Backend(format!(
-                "ended {n} of {size} attempts read as running"
-            )));
+        if stmt.raw_execute().map_err(db_err)? != *size {
+            return Ok(false);
         }
         rest = later;
     }
-    Ok(())
+    Ok(true)
+}
+
+/// The error of a write that ended fewer attempts than it had read as running in its own
+/// transaction, which holds the write lock: a fault in the read or the write.
+pub(crate) fn short_write() -> StoreError {
+    StoreError::Backend("a batch ending found fewer attempts running than it read".into())
 }
 
 #[cfg(test)]

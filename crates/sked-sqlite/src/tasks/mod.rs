@@ -35,7 +35,7 @@ mod keyed;
 pub(crate) use batch::READ_LATER_FROM;
 pub(crate) use batch::{Leased, read_leased};
 pub(crate) use claim::claim;
-pub(crate) use ended::end_many;
+pub(crate) use ended::{changed_since_read, end_many, read_before, reads_before};
 pub(crate) use insert::{insert_claimed, insert_many, insert_one};
 
 /// Rows written by one multi-row statement (an insert's, or a batch of endings'), largest
@@ -252,7 +252,9 @@ pub(crate) fn finish_many(
         }
         out.push(Ok(after));
     }
-    batch::end(tx, &endings, repeats)?;
+    if !batch::end(tx, &endings, repeats)? {
+        return Err(batch::short_write());
+    }
     Ok(out)
 }
 
