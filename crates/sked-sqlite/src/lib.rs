@@ -49,13 +49,14 @@ impl SqliteStore {
         create_private(&path)?;
         let mut conn = connect(&path)?;
         migrations::run(&mut conn)?;
-        let checkpointer = Arc::new(checkpoint::Checkpointer::start(&path));
+        let conn = Arc::new(Mutex::new(conn));
+        let checkpointer = checkpoint::Checkpointer::start(&path, Arc::downgrade(&conn));
         Ok(SqliteStore {
-            conn: Arc::new(Mutex::new(conn)),
+            conn,
             reader: Default::default(),
             writes: Default::default(),
             path,
-            _checkpointer: checkpointer,
+            _checkpointer: Arc::new(checkpointer),
             held: Default::default(),
         })
     }
@@ -136,6 +137,9 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
+/// How long a connection waits for another's lock before it fails as busy.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A connection to the database at `path`, with the settings every connection of the store has.
 fn connect(path: &Path) -> Result<Connection> {
     let conn = Connection::open_with_flags(
@@ -145,8 +149,7 @@ fn connect(path: &Path) -> Result<Connection> {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))
-        .map_err(codec::db_err)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(codec::db_err)?;
     // `rarray(?)`: the lists of ids that batch statements take (see `codec::id_list`).
     rusqlite::vtab::array::load_module(&conn).map_err(codec::db_err)?;
     conn.execute_batch(
@@ -157,6 +160,11 @@ fn connect(path: &Path) -> Result<Connection> {
          PRAGMA cache_size = -16384;
          PRAGMA wal_autocheckpoint = 0;",
     )
+    .map_err(codec::db_err)?;
+    conn.execute_batch(&format!(
+        "PRAGMA journal_size_limit = {};",
+        checkpoint::WAL_LIMIT
+    ))
     .map_err(codec::db_err)?;
     Ok(conn)
 }
