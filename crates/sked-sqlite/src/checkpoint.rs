@@ -11,14 +11,15 @@
 //! connection) cuts the file back to the limit. (A `RESTART` checkpoint from the thread's own
 //! connection waits for the write lock, which a writer that never pauses hands from one
 //! transaction to the next without letting it in.) A reader that holds an older snapshot
-//! (a long read) keeps the WAL from starting again: the checkpoint waits for it at most
-//! [`RESTART_WAIT`], holding the writer back that long, and is not tried again before
-//! [`RESTART_PAUSE`] has passed.
+//! keeps the WAL from starting again: the checkpoint waits for it at most [`RESTART_WAIT`]
+//! (the store's own reads take a few milliseconds), holding the writer back that long, and
+//! the next one waits a pause that doubles from [`FIRST_PAUSE`] to [`LAST_PAUSE`] while such
+//! a reader (a long report, a forgotten transaction) stays.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
@@ -29,10 +30,14 @@ const EVERY: Duration = Duration::from_millis(200);
 pub(crate) const WAL_LIMIT: u64 = 64 << 20;
 
 /// How long a `RESTART` checkpoint waits for readers of older snapshots, the writer held back.
-const RESTART_WAIT: Duration = Duration::from_millis(100);
+const RESTART_WAIT: Duration = Duration::from_millis(20);
 
-/// After a `RESTART` checkpoint that a reader held back, the next waits this long.
-const RESTART_PAUSE: Duration = Duration::from_secs(10);
+/// After a `RESTART` checkpoint that a reader held back, the next waits this long, and twice
+/// as long after each one held back since, up to [`LAST_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_secs(1);
+
+/// The longest pause between `RESTART` checkpoints that readers hold back.
+const LAST_PAUSE: Duration = Duration::from_secs(64);
 
 /// What one [`step`] did.
 #[derive(Debug, PartialEq, Eq)]
@@ -95,21 +100,23 @@ impl Checkpointer {
                 let _ = conn.execute_batch(&format!(
                     "PRAGMA synchronous = FULL; PRAGMA journal_size_limit = {WAL_LIMIT};"
                 ));
-                let mut paused_until = std::time::Instant::now();
+                let (mut paused_until, mut pause) = (Instant::now(), FIRST_PAUSE);
                 while !flag.load(Ordering::Relaxed) {
                     std::thread::sleep(EVERY);
                     let Some(writer) = writer.upgrade() else {
                         break;
                     };
-                    let limit = match std::time::Instant::now() < paused_until {
+                    let limit = match Instant::now() < paused_until {
                         true => u64::MAX,
                         false => WAL_LIMIT,
                     };
                     match step(&conn, &writer, limit) {
                         Ok(Step::Held) => {
-                            paused_until = std::time::Instant::now() + RESTART_PAUSE;
+                            paused_until = Instant::now() + pause;
+                            pause = (pause * 2).min(LAST_PAUSE);
                         }
-                        Ok(_) => {}
+                        Ok(Step::Restarted) => pause = FIRST_PAUSE,
+                        Ok(Step::Passive) => {}
                         Err(e) => tracing::debug!(error = %e, "checkpoint skipped"),
                     }
                 }
@@ -186,7 +193,7 @@ mod tests {
         for _ in 0..8 {
             write(50);
         }
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         assert_eq!(step(&checkpointer, &writer, limit).unwrap(), Step::Held);
         assert!(
             started.elapsed() < Duration::from_secs(2),
