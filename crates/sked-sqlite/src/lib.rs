@@ -31,8 +31,9 @@ use sked_store::*;
 #[derive(Clone)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
-    /// Reads the tasks large claims leased, beside the writer (WAL lets it read while it
-    /// writes); opened by the first claim read after its commit (`tasks::Leased::Later`).
+    /// Reads beside the writer (WAL lets it read while it writes): the tasks a large claim
+    /// leased, after its commit (`tasks::Leased::Later`), and the rows a large batch of
+    /// endings checks, before its write (`tasks::read_before`). Opened by the first such read.
     reader: Arc<Mutex<Option<Connection>>>,
     /// Writes waiting for the connection, committed together (group commit).
     writes: Arc<group::Queue>,
@@ -152,17 +153,14 @@ fn connect(path: &Path) -> Result<Connection> {
     conn.busy_timeout(BUSY_TIMEOUT).map_err(codec::db_err)?;
     // `rarray(?)`: the lists of ids that batch statements take (see `codec::id_list`).
     rusqlite::vtab::array::load_module(&conn).map_err(codec::db_err)?;
-    conn.execute_batch(
+    conn.execute_batch(&format!(
         "PRAGMA journal_mode = WAL;
          PRAGMA synchronous = FULL;
          PRAGMA foreign_keys = ON;
          PRAGMA temp_store = MEMORY;
          PRAGMA cache_size = -16384;
-         PRAGMA wal_autocheckpoint = 0;",
-    )
-    .map_err(codec::db_err)?;
-    conn.execute_batch(&format!(
-        "PRAGMA journal_size_limit = {};",
+         PRAGMA wal_autocheckpoint = 0;
+         PRAGMA journal_size_limit = {};",
         checkpoint::WAL_LIMIT
     ))
     .map_err(codec::db_err)?;
