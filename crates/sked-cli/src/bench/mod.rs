@@ -2,7 +2,8 @@
 //! line. Workloads:
 //! - `enqueue`: bulk enqueue rate, in batches of `-c` tasks per transaction;
 //! - `drain`: pre-insert `-n` tasks, then the time until all have succeeded, claimed in batches
-//!   and completed in batches by `-c` concurrent no-op workers;
+//!   and completed in batches by `-c` concurrent no-op workers (`--observers R`: while R
+//!   readers poll the queues' counts and the newest tasks, as clients and dashboards do);
 //! - `latency`: `-n` sequential enqueue→start samples with an idle worker waiting;
 //! - `lateness`: due-time→start of `-n` tasks due over a short window;
 //! - `worker`: pre-insert `-n` tasks, then the time until the Rust worker (no-op handler,
@@ -116,6 +117,10 @@ pub(crate) struct BenchArgs {
     /// queue, as workers without `--queues` do.
     #[arg(long, default_value_t = 1)]
     queues: usize,
+    /// Readers polling the queues' counts and the newest tasks as fast as they can meanwhile,
+    /// as clients and dashboards do (drain).
+    #[arg(long, default_value_t = 0)]
+    observers: usize,
     /// Tasks enqueued a second (soak).
     #[arg(long, default_value_t = 1000)]
     rate: u32,
@@ -179,6 +184,9 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     }
     if a.queues > 1 && !matches!(a.workload, Workload::Drain) {
         return Err(CliError::usage("--queues applies to drain"));
+    }
+    if a.observers > 0 && !matches!(a.workload, Workload::Drain) {
+        return Err(CliError::usage("--observers applies to drain"));
     }
     if a.queues > 1 && queue_rate.is_some() {
         return Err(CliError::usage(
@@ -259,7 +267,7 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     };
     let mut line = match a.workload {
         Workload::Enqueue => enqueue(&store, a.n, batch, a.parallel).await?,
-        Workload::Drain => drain(&store, a.n, workers, a.queues).await?,
+        Workload::Drain => drain(&store, a.n, workers, a.queues, a.observers).await?,
         Workload::Ceiling => ceiling(&store, a.n, batch, a.parallel).await?,
         Workload::Latency => latency(&engine, a.n).await?,
         Workload::Lateness => lateness(&engine, a.n).await?,

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use jiff::SignedDuration;
 use serde_json::json;
-use sked::store::TaskClaimParams;
+use sked::store::{QueueListParams, TaskClaimParams, TaskListParams};
 use sked::{Engine, Store};
 
 use crate::{CliError, CliResult};
@@ -50,6 +50,7 @@ pub(super) async fn drain(
     n: usize,
     workers: usize,
     queues: usize,
+    observers: usize,
 ) -> CliResult<serde_json::Value> {
     let setup = progress(n, "insert");
     // Over several queues, task i goes to `q{i % queues}`; otherwise to the default queue.
@@ -69,6 +70,7 @@ pub(super) async fn drain(
     store.settle().await.map_err(CliError::runtime)?;
     let bar = progress(n, "drain");
     let started = Instant::now();
+    let watching = Observers::start(store, observers);
     let mut handles = Vec::new();
     for w in 0..workers {
         let (store, bar) = (store.clone(), bar.clone());
@@ -119,6 +121,7 @@ pub(super) async fn drain(
         claimed_from.extend(seen);
     }
     let secs = started.elapsed().as_secs_f64();
+    let reads = watching.stop().await?;
     bar.finish_and_clear();
     if total != n {
         return Err(CliError::runtime(format!(
@@ -130,7 +133,67 @@ pub(super) async fn drain(
     if queues > 1 {
         line["claimed_from_queues"] = json!(claimed_from.len());
     }
+    if observers > 0 {
+        line["observers"] = json!(observers);
+        line["observer_reads_per_s"] = json!(round(reads as f64 / secs));
+    }
     Ok(line)
+}
+
+/// Readers that poll what a dashboard shows (the queues with their counts, the newest tasks)
+/// as fast as they can while a workload runs, as many clients polling at once would.
+struct Observers {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    handles: Vec<tokio::task::JoinHandle<Result<u64, sked::store::StoreError>>>,
+}
+
+impl Observers {
+    fn start(store: &Arc<dyn Store>, n: usize) -> Observers {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let handles = (0..n)
+            .map(|_| {
+                let (store, stop) = (store.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let mut reads = 0;
+                    // At least one round, however short the workload.
+                    loop {
+                        store
+                            .queue_list(QueueListParams {
+                                after: None,
+                                limit: 100,
+                                count_limit: sked::store::QUEUE_COUNT_LIMIT,
+                                now: jiff::Timestamp::now(),
+                            })
+                            .await?;
+                        store
+                            .task_list(TaskListParams {
+                                limit: 50,
+                                ..Default::default()
+                            })
+                            .await?;
+                        reads += 2;
+                        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            return Ok(reads);
+                        }
+                    }
+                })
+            })
+            .collect();
+        Observers { stop, handles }
+    }
+
+    /// Stops the readers; how many reads they made.
+    async fn stop(self) -> CliResult<u64> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut reads = 0;
+        for h in self.handles {
+            reads += h
+                .await
+                .map_err(CliError::runtime)?
+                .map_err(CliError::runtime)?;
+        }
+        Ok(reads)
+    }
 }
 
 /// The Rust worker with a no-op handler drains `n` pre-inserted tasks, embedded or over HTTP.

@@ -115,6 +115,33 @@ fn drain_over_queues_on_postgres() {
     drain_over_queues(&["--db", &url]);
 }
 
+/// A drain while readers poll: every task ran, and the readers read meanwhile.
+fn drain_observed(db: &[&str]) {
+    let line = bench(&[&["drain", "-n", "3000", "--observers", "3"], db].concat());
+    assert_eq!(line["observers"], 3, "{line}");
+    positive(&line, "observer_reads_per_s");
+    positive(&line, "per_s");
+}
+
+#[test]
+fn drain_observed_on_sqlite() {
+    drain_observed(&[]);
+}
+
+#[test]
+fn drain_observed_on_postgres() {
+    let Some(url) = database_url() else { return };
+    drain_observed(&["--db", &url]);
+}
+
+#[test]
+fn observers_elsewhere_are_refused_before_running() {
+    refused(
+        &["enqueue", "-n", "1000000", "--observers", "2"],
+        "--observers",
+    );
+}
+
 #[test]
 fn queues_elsewhere_or_none_are_refused_before_running() {
     refused(&["drain", "-n", "1000000", "--queues", "0"], "--queues");
