@@ -3,7 +3,8 @@
 //! - `enqueue`: bulk enqueue rate, in batches of `-c` tasks per transaction;
 //! - `drain`: pre-insert `-n` tasks, then the time until all have succeeded, claimed in batches
 //!   and completed in batches by `-c` concurrent no-op workers (`--observers R`: while R
-//!   readers poll the queues' counts and the newest tasks, as clients and dashboards do);
+//!   readers poll the queues' counts and the newest tasks every 10 ms, as clients and
+//!   dashboards do);
 //! - `latency`: `-n` sequential enqueue→start samples with an idle worker waiting;
 //! - `lateness`: due-time→start of `-n` tasks due over a short window;
 //! - `worker`: pre-insert `-n` tasks, then the time until the Rust worker (no-op handler,
@@ -117,8 +118,8 @@ pub(crate) struct BenchArgs {
     /// queue, as workers without `--queues` do.
     #[arg(long, default_value_t = 1)]
     queues: usize,
-    /// Readers polling the queues' counts and the newest tasks as fast as they can meanwhile,
-    /// as clients and dashboards do (drain).
+    /// Readers polling the queues' counts and the newest tasks meanwhile, each every 10 ms or
+    /// as soon as its last poll answered, as clients and dashboards do (drain).
     #[arg(long, default_value_t = 0)]
     observers: usize,
     /// Tasks enqueued a second (soak).

@@ -121,7 +121,7 @@ pub(super) async fn drain(
         claimed_from.extend(seen);
     }
     let secs = started.elapsed().as_secs_f64();
-    let reads = watching.stop().await?;
+    let polls = watching.stop().await?;
     bar.finish_and_clear();
     if total != n {
         return Err(CliError::runtime(format!(
@@ -135,28 +135,38 @@ pub(super) async fn drain(
     }
     if observers > 0 {
         line["observers"] = json!(observers);
-        line["observer_reads_per_s"] = json!(round(reads as f64 / secs));
+        line["observer_polls_per_s"] = json!(round(polls.len() as f64 / secs));
+        let latency = super::summary("", polls);
+        line["observer_poll_p50_ms"] = latency["p50_ms"].clone();
+        line["observer_poll_p99_ms"] = latency["p99_ms"].clone();
     }
     Ok(line)
 }
 
 /// Readers that poll what a dashboard shows (the queues with their counts, the newest tasks)
-/// as fast as they can while a workload runs, as many clients polling at once would.
+/// while a workload runs, each every [`Observers::EVERY`] or as soon as its last poll answered,
+/// as many clients polling at once would.
 struct Observers {
     stop: Arc<std::sync::atomic::AtomicBool>,
-    handles: Vec<tokio::task::JoinHandle<Result<u64, sked::store::StoreError>>>,
+    handles: Vec<tokio::task::JoinHandle<Result<Vec<f64>, sked::store::StoreError>>>,
 }
 
 impl Observers {
+    const EVERY: Duration = Duration::from_millis(10);
+
     fn start(store: &Arc<dyn Store>, n: usize) -> Observers {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let handles = (0..n)
             .map(|_| {
                 let (store, stop) = (store.clone(), stop.clone());
                 tokio::spawn(async move {
-                    let mut reads = 0;
-                    // At least one round, however short the workload.
+                    let mut polls = Vec::new();
+                    let mut pace = tokio::time::interval(Self::EVERY);
+                    pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    // At least one poll, however short the workload.
                     loop {
+                        pace.tick().await;
+                        let started = Instant::now();
                         store
                             .queue_list(QueueListParams {
                                 after: None,
@@ -171,9 +181,9 @@ impl Observers {
                                 ..Default::default()
                             })
                             .await?;
-                        reads += 2;
+                        polls.push(started.elapsed().as_secs_f64() * 1000.0);
                         if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                            return Ok(reads);
+                            return Ok(polls);
                         }
                     }
                 })
@@ -182,17 +192,18 @@ impl Observers {
         Observers { stop, handles }
     }
 
-    /// Stops the readers; how many reads they made.
-    async fn stop(self) -> CliResult<u64> {
+    /// Stops the readers; how long each poll (two reads) took, in milliseconds.
+    async fn stop(self) -> CliResult<Vec<f64>> {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let mut reads = 0;
+        let mut polls = Vec::new();
         for h in self.handles {
-            reads += h
-                .await
-                .map_err(CliError::runtime)?
-                .map_err(CliError::runtime)?;
+            polls.extend(
+                h.await
+                    .map_err(CliError::runtime)?
+                    .map_err(CliError::runtime)?,
+            );
         }
-        Ok(reads)
+        Ok(polls)
     }
 }
 
