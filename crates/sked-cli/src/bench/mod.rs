@@ -3,8 +3,8 @@
 //! - `enqueue`: bulk enqueue rate, in batches of `-c` tasks per transaction;
 //! - `drain`: pre-insert `-n` tasks, then the time until all have succeeded, claimed in batches
 //!   and completed in batches by `-c` concurrent no-op workers (`--observers R`: while R
-//!   readers poll the queues' counts and the newest tasks every 10 ms, as clients and
-//!   dashboards do);
+//!   readers poll the queues' counts and the newest tasks, every 10 ms or `--observe-every`,
+//!   as clients and dashboards do);
 //! - `latency`: `-n` sequential enqueue→start samples with an idle worker waiting;
 //! - `lateness`: due-time→start of `-n` tasks due over a short window;
 //! - `worker`: pre-insert `-n` tasks, then the time until the Rust worker (no-op handler,
@@ -118,10 +118,14 @@ pub(crate) struct BenchArgs {
     /// queue, as workers without `--queues` do.
     #[arg(long, default_value_t = 1)]
     queues: usize,
-    /// Readers polling the queues' counts and the newest tasks meanwhile, each every 10 ms or
-    /// as soon as its last poll answered, as clients and dashboards do (drain).
+    /// Readers polling the queues' counts and the newest tasks meanwhile, as clients and
+    /// dashboards do (drain).
     #[arg(long, default_value_t = 0)]
     observers: usize,
+    /// How often each of the --observers polls (or as soon as its last poll answered, when
+    /// that took longer).
+    #[arg(long, default_value = "10ms")]
+    observe_every: String,
     /// Tasks enqueued a second (soak).
     #[arg(long, default_value_t = 1000)]
     rate: u32,
@@ -189,6 +193,7 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     if a.observers > 0 && !matches!(a.workload, Workload::Drain) {
         return Err(CliError::usage("--observers applies to drain"));
     }
+    let every = positive_duration("observe-every", &a.observe_every)?;
     if a.queues > 1 && queue_rate.is_some() {
         return Err(CliError::usage(
             "--queue-rate limits the one drained queue: it does not go with --queues",
@@ -268,7 +273,7 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     };
     let mut line = match a.workload {
         Workload::Enqueue => enqueue(&store, a.n, batch, a.parallel).await?,
-        Workload::Drain => drain(&store, a.n, workers, a.queues, a.observers).await?,
+        Workload::Drain => drain(&store, a.n, workers, a.queues, (a.observers, every)).await?,
         Workload::Ceiling => ceiling(&store, a.n, batch, a.parallel).await?,
         Workload::Latency => latency(&engine, a.n).await?,
         Workload::Lateness => lateness(&engine, a.n).await?,

@@ -19,7 +19,7 @@ pub(super) async fn counts(
     engine: &Engine,
     n: usize,
 ) -> CliResult<serde_json::Value> {
-    drain(store, n, 4, 1, 0).await?;
+    drain(store, n, 4, 1, (0, Duration::ZERO)).await?;
     store.settle().await.map_err(CliError::runtime)?;
     let mut line = json!({"workload": "counts"});
     line["after_drain"] = read_counts(engine, n).await?;

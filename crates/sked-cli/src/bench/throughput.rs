@@ -50,7 +50,7 @@ pub(super) async fn drain(
     n: usize,
     workers: usize,
     queues: usize,
-    observers: usize,
+    (observers, every): (usize, Duration),
 ) -> CliResult<serde_json::Value> {
     let setup = progress(n, "insert");
     // Over several queues, task i goes to `q{i % queues}`; otherwise to the default queue.
@@ -70,7 +70,7 @@ pub(super) async fn drain(
     store.settle().await.map_err(CliError::runtime)?;
     let bar = progress(n, "drain");
     let started = Instant::now();
-    let watching = Observers::start(store, observers);
+    let watching = Observers::start(store, observers, every);
     let mut handles = Vec::new();
     for w in 0..workers {
         let (store, bar) = (store.clone(), bar.clone());
@@ -135,6 +135,7 @@ pub(super) async fn drain(
     }
     if observers > 0 {
         line["observers"] = json!(observers);
+        line["observe_every_ms"] = json!(every.as_millis() as u64);
         line["observer_polls_per_s"] = json!(round(polls.len() as f64 / secs));
         let latency = super::summary("", polls);
         line["observer_poll_p50_ms"] = latency["p50_ms"].clone();
@@ -144,24 +145,22 @@ pub(super) async fn drain(
 }
 
 /// Readers that poll what a dashboard shows (the queues with their counts, the newest tasks)
-/// while a workload runs, each every [`Observers::EVERY`] or as soon as its last poll answered,
-/// as many clients polling at once would.
+/// while a workload runs, each at a pace (or as soon as its last poll answered, when that took
+/// longer), as clients and dashboards do.
 struct Observers {
     stop: Arc<std::sync::atomic::AtomicBool>,
     handles: Vec<tokio::task::JoinHandle<Result<Vec<f64>, sked::store::StoreError>>>,
 }
 
 impl Observers {
-    const EVERY: Duration = Duration::from_millis(10);
-
-    fn start(store: &Arc<dyn Store>, n: usize) -> Observers {
+    fn start(store: &Arc<dyn Store>, n: usize, every: Duration) -> Observers {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let handles = (0..n)
             .map(|_| {
                 let (store, stop) = (store.clone(), stop.clone());
                 tokio::spawn(async move {
                     let mut polls = Vec::new();
-                    let mut pace = tokio::time::interval(Self::EVERY);
+                    let mut pace = tokio::time::interval(every);
                     pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                     // At least one poll, however short the workload.
                     loop {

@@ -117,8 +117,23 @@ fn drain_over_queues_on_postgres() {
 
 /// A drain while readers poll: every task ran, and the readers' polls were timed.
 fn drain_observed(db: &[&str]) {
-    let line = bench(&[&["drain", "-n", "3000", "--observers", "3"], db].concat());
+    let line = bench(
+        &[
+            &[
+                "drain",
+                "-n",
+                "3000",
+                "--observers",
+                "3",
+                "--observe-every",
+                "5ms",
+            ],
+            db,
+        ]
+        .concat(),
+    );
     assert_eq!(line["observers"], 3, "{line}");
+    assert_eq!(line["observe_every_ms"], 5, "{line}");
     positive(&line, "observer_polls_per_s");
     let (p50, p99) = (
         positive(&line, "observer_poll_p50_ms"),
@@ -144,6 +159,18 @@ fn observers_elsewhere_are_refused_before_running() {
     refused(
         &["enqueue", "-n", "1000000", "--observers", "2"],
         "--observers",
+    );
+    refused(
+        &[
+            "drain",
+            "-n",
+            "1000000",
+            "--observers",
+            "2",
+            "--observe-every",
+            "0s",
+        ],
+        "observe-every",
     );
 }
 
