@@ -96,7 +96,7 @@ impl Ceiling for SqliteStore {
         let mut wal = self.path.clone().into_os_string();
         wal.push("-wal");
         let (tasks, file) = self
-            .run(|conn| {
+            .read(|conn| {
                 conn.query_row(
                     "SELECT (SELECT count(*) FROM tasks), \
                        (SELECT page_count FROM pragma_page_count()) \

@@ -16,6 +16,7 @@ mod indexed;
 mod migrations;
 mod observe;
 mod queues;
+mod readers;
 mod schedules;
 mod tasks;
 
@@ -31,10 +32,13 @@ use sked_store::*;
 #[derive(Clone)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
-    /// Reads beside the writer (WAL lets it read while it writes): the tasks a large claim
-    /// leased, after its commit (`tasks::Leased::Later`), and the rows a large batch of
-    /// endings checks, before its write (`tasks::read_before`). Opened by the first such read.
-    reader: Arc<Mutex<Option<Connection>>>,
+    /// The store's reads (tasks, lists, counts, schedules), beside the writer.
+    readers: Arc<readers::Readers>,
+    /// The reads of a drain's own path, on a connection of their own so that they never wait
+    /// behind a client's: the tasks a large claim leased, after its commit
+    /// (`tasks::Leased::Later`), and the rows a large batch of endings checks, before its
+    /// write (`tasks::read_before`).
+    hot: Arc<readers::Readers>,
     /// Writes waiting for the connection, committed together (group commit).
     writes: Arc<group::Queue>,
     path: PathBuf,
@@ -54,7 +58,8 @@ impl SqliteStore {
         let checkpointer = checkpoint::Checkpointer::start(&path, Arc::downgrade(&conn));
         Ok(SqliteStore {
             conn,
-            reader: Default::default(),
+            readers: Arc::new(readers::Readers::new(path.clone(), readers::MAX_READERS)),
+            hot: Arc::new(readers::Readers::new(path.clone(), 1)),
             writes: Default::default(),
             path,
             _checkpointer: Arc::new(checkpointer),
@@ -95,23 +100,14 @@ impl SqliteStore {
         .map_err(|e| StoreError::Backend(format!("store thread failed: {e}")))?
     }
 
-    /// Runs `f` on the reader's connection, opened with the first read, on a blocking thread.
+    /// Runs `f` in a read transaction on a reader's connection ([`readers`]), on a blocking
+    /// thread.
     async fn read<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
-        let (reader, path) = (self.reader.clone(), self.path.clone());
-        tokio::task::spawn_blocking(move || {
-            let mut conn = reader.lock().unwrap_or_else(|e| e.into_inner());
-            let conn = match conn.as_mut() {
-                Some(conn) => conn,
-                None => conn.insert(connect_reader(&path)?),
-            };
-            f(conn)
-        })
-        .await
-        .map_err(|e| StoreError::Backend(format!("store thread failed: {e}")))?
+        self.readers.read(f).await
     }
 
     /// Runs `f` in a write transaction (`BEGIN IMMEDIATE`), committed durably (fsync) before
@@ -234,11 +230,11 @@ impl Store for SqliteStore {
     }
 
     async fn task_get(&self, id: TaskId) -> Result<Task> {
-        self.run(move |conn| tasks::get(conn, id)).await
+        self.read(move |conn| tasks::get(conn, id)).await
     }
 
     async fn task_list(&self, params: TaskListParams) -> Result<TaskPage> {
-        self.run(move |conn| tasks::list(conn, &params)).await
+        self.read(move |conn| tasks::list(conn, &params)).await
     }
 
     /// A large claim's tasks are read after the commit, on the reader's connection
@@ -253,7 +249,8 @@ impl Store for SqliteStore {
             tasks::Leased::Read(tasks) => return Ok(tasks),
             tasks::Leased::Later(ids) => ids,
         };
-        self.read(move |conn| tasks::read_leased(conn, &ids, &worker, now))
+        self.hot
+            .read(move |conn| tasks::read_leased(conn, &ids, &worker, now))
             .await
     }
 
@@ -285,7 +282,10 @@ impl Store for SqliteStore {
         }
         let params = Arc::new(params);
         let p = params.clone();
-        let before = self.read(move |conn| tasks::read_before(conn, &p)).await?;
+        let before = self
+            .hot
+            .read(move |conn| tasks::read_before(conn, &p))
+            .await?;
         let p = params.clone();
         match self
             .write(move |tx| tasks::end_many(tx, &p, Some(before)))
@@ -314,7 +314,7 @@ impl Store for SqliteStore {
     }
 
     async fn task_bulk_count(&self, filter: BulkFilter) -> Result<u64> {
-        self.run(move |conn| tasks::bulk::count(conn, &filter))
+        self.read(move |conn| tasks::bulk::count(conn, &filter))
             .await
     }
 
@@ -331,7 +331,7 @@ impl Store for SqliteStore {
     }
 
     async fn task_next_run_at(&self) -> Result<Option<jiff::Timestamp>> {
-        self.run(tasks::next_run_at).await
+        self.read(tasks::next_run_at).await
     }
 
     fn task_held_until(&self, now: jiff::Timestamp) -> Option<jiff::Timestamp> {
@@ -339,12 +339,12 @@ impl Store for SqliteStore {
     }
 
     async fn queue_list(&self, params: QueueListParams) -> Result<Page<QueueInfo>> {
-        self.run(move |conn| queues::list(conn, &params)).await
+        self.read(move |conn| queues::list(conn, &params)).await
     }
 
     async fn queue_get(&self, name: &str, now: jiff::Timestamp) -> Result<QueueInfo> {
         let name = name.to_string();
-        self.run(move |conn| queues::info(conn, &name, Some(now)))
+        self.read(move |conn| queues::info(conn, &name, Some(now)))
             .await
     }
 
@@ -352,7 +352,8 @@ impl Store for SqliteStore {
         &self,
         params: sked_store::keyed::KeyUsageParams,
     ) -> Result<sked_store::keyed::KeyUsage> {
-        self.run(move |conn| queues::key_usage(conn, &params)).await
+        self.read(move |conn| queues::key_usage(conn, &params))
+            .await
     }
 
     async fn queue_update(&self, params: QueueUpdateParams) -> Result<QueueInfo> {
@@ -372,7 +373,7 @@ impl Store for SqliteStore {
 
     async fn lease_get(&self, name: &str, now: jiff::Timestamp) -> Result<Option<Lease>> {
         let name = name.to_string();
-        self.run(move |conn| queues::lease_get(conn, &name, now))
+        self.read(move |conn| queues::lease_get(conn, &name, now))
             .await
     }
 
@@ -386,11 +387,11 @@ impl Store for SqliteStore {
 
     async fn schedule_get(&self, name: &str) -> Result<Schedule> {
         let name = name.to_string();
-        self.run(move |conn| schedules::get(conn, &name)).await
+        self.read(move |conn| schedules::get(conn, &name)).await
     }
 
     async fn schedule_list(&self, params: ScheduleListParams) -> Result<Page<Schedule>> {
-        self.run(move |conn| schedules::list(conn, &params)).await
+        self.read(move |conn| schedules::list(conn, &params)).await
     }
 
     async fn schedule_delete(&self, name: &str) -> Result<bool> {
@@ -404,7 +405,7 @@ impl Store for SqliteStore {
     }
 
     async fn schedule_due(&self, params: ScheduleDueParams) -> Result<Vec<DueSchedule>> {
-        self.run(move |conn| schedules::due(conn, &params)).await
+        self.read(move |conn| schedules::due(conn, &params)).await
     }
 
     async fn schedule_apply(&self, params: ScheduleApplyParams) -> Result<Vec<TaskId>> {
@@ -416,16 +417,17 @@ impl Store for SqliteStore {
     }
 
     async fn occurrence_list(&self, params: OccurrenceListParams) -> Result<Vec<Occurrence>> {
-        self.run(move |conn| schedules::occurrences(conn, &params))
+        self.read(move |conn| schedules::occurrences(conn, &params))
             .await
     }
 
     async fn schedule_next_fire_at(&self) -> Result<Option<jiff::Timestamp>> {
-        self.run(schedules::next_fire_at).await
+        self.read(schedules::next_fire_at).await
     }
 
     async fn activity(&self, params: ActivityParams) -> Result<Vec<ActivityBucket>> {
-        self.run(move |conn| observe::activity(conn, &params)).await
+        self.read(move |conn| observe::activity(conn, &params))
+            .await
     }
 
     async fn worker_beat(&self, params: WorkerBeatParams) -> Result<()> {
@@ -434,7 +436,7 @@ impl Store for SqliteStore {
     }
 
     async fn worker_list(&self, params: WorkerListParams) -> Result<Page<WorkerInfo>> {
-        self.run(move |conn| observe::worker_list(conn, &params))
+        self.read(move |conn| observe::worker_list(conn, &params))
             .await
     }
 

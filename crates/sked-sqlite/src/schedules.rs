@@ -434,7 +434,7 @@ pub(crate) fn occurrences(conn: &Connection, p: &OccurrenceListParams) -> Result
     rows.collect::<rusqlite::Result<_>>().map_err(db_err)
 }
 
-pub(crate) fn next_fire_at(conn: &mut Connection) -> Result<Option<Timestamp>> {
+pub(crate) fn next_fire_at(conn: &Connection) -> Result<Option<Timestamp>> {
     let us: Option<i64> = conn
         .query_row(
             "SELECT min(next_fire_at) FROM schedules WHERE paused = 0",

@@ -72,10 +72,10 @@ fn get_row(conn: &Connection, id: TaskId) -> Result<Task> {
         .ok_or_else(|| StoreError::task_not_found(id))
 }
 
-pub(crate) fn get(conn: &mut Connection, id: TaskId) -> Result<Task> {
-    let tx = conn.transaction().map_err(db_err)?;
-    let mut task = get_row(&tx, id)?;
-    let mut stmt = tx
+/// A task with its attempts, read in one transaction (as reads are: `crate::readers`).
+pub(crate) fn get(conn: &Connection, id: TaskId) -> Result<Task> {
+    let mut task = get_row(conn, id)?;
+    let mut stmt = conn
         .prepare_cached(
             "SELECT attempt, worker, started_at, finished_at, outcome, error FROM task_attempts \
              WHERE task_id = ?1 ORDER BY attempt",
@@ -396,7 +396,7 @@ pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
     Ok(ids.len() as u64)
 }
 
-pub(crate) fn next_run_at(conn: &mut Connection) -> Result<Option<Timestamp>> {
+pub(crate) fn next_run_at(conn: &Connection) -> Result<Option<Timestamp>> {
     let us: Option<i64> = conn
         .prepare_cached(&indexed::NEXT_RUN_AT)
         .map_err(db_err)?
