@@ -87,7 +87,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use sked_store::Store;
 
     fn count(conn: &Connection) -> Result<i64> {
         conn.query_row("SELECT count(*) FROM queues", [], |r| r.get(0))
@@ -136,36 +135,62 @@ mod tests {
         assert_eq!(readers.kept(), 1);
     }
 
+    /// Every read of the store answers while a write transaction holds the writer, and does
+    /// not see that write.
     #[tokio::test]
     async fn reads_do_not_wait_for_the_writer() {
+        use sked_store::*;
         let dir = tempfile::tempdir().unwrap();
         let store = crate::SqliteStore::open(dir.path().join("sked.db")).unwrap();
+        let now = jiff::Timestamp::now();
+        let id = store
+            .task_insert_many(TaskInsertParams {
+                tasks: vec![TaskInsert::from(sked_core::NewTask::new("k"))],
+                now,
+            })
+            .await
+            .unwrap()[0]
+            .id;
         store
-            .queue_update(sked_store::QueueUpdateParams {
-                name: "a".into(),
+            .queue_update(QueueUpdateParams {
+                name: "default".into(),
                 paused: Some(true),
                 ..Default::default()
             })
             .await
             .unwrap();
-        // A write transaction holds the writer's connection until the reads below are done.
         let (held, hold) = mpsc::channel::<()>();
         let (begun, has_begun) = mpsc::channel();
         let conn = store.conn.clone();
         let writer = std::thread::spawn(move || {
             let conn = conn.lock().unwrap();
-            conn.execute_batch("BEGIN IMMEDIATE; UPDATE queues SET paused = 0")
+            conn.execute_batch("BEGIN IMMEDIATE; UPDATE queues SET paused = 0; DELETE FROM tasks;")
                 .unwrap();
             begun.send(()).unwrap();
             hold.recv().unwrap();
             conn.execute_batch("ROLLBACK").unwrap();
         });
         has_begun.recv().unwrap();
-        let now = jiff::Timestamp::now();
         let reads = async {
-            let queue = store.queue_get("a", now).await.unwrap();
+            let task = store.task_get(id).await.unwrap();
+            let tasks = store
+                .task_list(TaskListParams {
+                    limit: 10,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            let counted = store
+                .task_bulk_count(BulkFilter {
+                    states: vec![sked_core::TaskState::Available],
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            store.task_next_run_at().await.unwrap();
+            let queue = store.queue_get("default", now).await.unwrap();
             let queues = store
-                .queue_list(sked_store::QueueListParams {
+                .queue_list(QueueListParams {
                     after: None,
                     limit: 10,
                     count_limit: 10,
@@ -173,13 +198,61 @@ mod tests {
                 })
                 .await
                 .unwrap();
-            (queue, queues)
+            store
+                .queue_key_usage(keyed::KeyUsageParams {
+                    queue: "default".into(),
+                    key: "a".into(),
+                    since: now,
+                })
+                .await
+                .unwrap();
+            store.lease_get("leader", now).await.unwrap();
+            assert!(store.schedule_get("none").await.is_err());
+            store
+                .schedule_list(ScheduleListParams {
+                    after: None,
+                    limit: 10,
+                    with_payloads: false,
+                })
+                .await
+                .unwrap();
+            store
+                .schedule_due(ScheduleDueParams { now, limit: 10 })
+                .await
+                .unwrap();
+            store
+                .occurrence_list(OccurrenceListParams {
+                    schedule: "none".into(),
+                    limit: 10,
+                })
+                .await
+                .unwrap();
+            store.schedule_next_fire_at().await.unwrap();
+            store
+                .activity(ActivityParams {
+                    since: now,
+                    bucket: jiff::SignedDuration::from_secs(60),
+                })
+                .await
+                .unwrap();
+            store
+                .worker_list(WorkerListParams {
+                    seen_since: now,
+                    limit: 10,
+                })
+                .await
+                .unwrap();
+            (task, tasks.items.len(), counted, queue, queues.items.len())
         };
-        let (queue, queues) = tokio::time::timeout(Duration::from_secs(5), reads)
-            .await
-            .expect("reads answered while a write transaction held the writer");
-        assert!(queue.paused, "the write in progress is not seen");
-        assert_eq!(queues.items.len(), 1);
+        let (task, listed, counted, queue, queues) =
+            tokio::time::timeout(Duration::from_secs(5), reads)
+                .await
+                .expect("reads answered while a write transaction held the writer");
+        // None of them saw the write in progress.
+        assert_eq!(task.id, id);
+        assert_eq!((listed, counted), (1, 1));
+        assert!(queue.paused);
+        assert_eq!(queues, 1);
         held.send(()).unwrap();
         writer.join().unwrap();
     }
