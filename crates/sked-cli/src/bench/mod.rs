@@ -399,10 +399,15 @@ pub(super) fn succeeded(tasks: &[sked_core::Task], now: jiff::Timestamp) -> Vec<
         .collect()
 }
 
-pub(super) fn summary(workload: &str, mut ms: Vec<f64>) -> serde_json::Value {
-    ms.sort_by(|a, b| a.total_cmp(b));
-    let pct = |p: f64| ms[((ms.len() as f64 - 1.0) * p).round() as usize];
+pub(super) fn summary(workload: &str, ms: Vec<f64>) -> serde_json::Value {
+    let pct = percentiles(ms);
     json!({"workload": workload, "p50_ms": round(pct(0.5)), "p99_ms": round(pct(0.99)), "max_ms": round(pct(1.0))})
+}
+
+/// The percentiles of `samples` (at least one), as a function of the fraction wanted.
+pub(super) fn percentiles(mut samples: Vec<f64>) -> impl Fn(f64) -> f64 {
+    samples.sort_by(|a, b| a.total_cmp(b));
+    move |p| samples[((samples.len() as f64 - 1.0) * p).round() as usize]
 }
 
 /// `per_s` over `ceiling`, to three places.

@@ -137,9 +137,9 @@ pub(super) async fn drain(
         line["observers"] = json!(observers);
         line["observe_every_ms"] = json!(every.as_millis() as u64);
         line["observer_polls_per_s"] = json!(round(polls.len() as f64 / secs));
-        let latency = super::summary("", polls);
-        line["observer_poll_p50_ms"] = latency["p50_ms"].clone();
-        line["observer_poll_p99_ms"] = latency["p99_ms"].clone();
+        let pct = super::percentiles(polls);
+        line["observer_poll_p50_ms"] = json!(round(pct(0.5)));
+        line["observer_poll_p99_ms"] = json!(round(pct(0.99)));
     }
     Ok(line)
 }
