@@ -239,8 +239,8 @@ impl Store for SqliteStore {
         self.read(move |conn| tasks::list(conn, &params)).await
     }
 
-    /// A large claim's tasks are read after the commit, on the reader's connection
-    /// (`tasks::Leased`).
+    /// A large claim's tasks are read after the commit, on the drain's own reader (`hot`;
+    /// `tasks::Leased`).
     async fn task_claim(&self, params: TaskClaimParams) -> Result<Vec<Task>> {
         let (now, worker) = (params.now, params.worker.clone());
         let (leased, held) = self.write(move |tx| tasks::claim(tx, &params)).await?;
@@ -274,8 +274,8 @@ impl Store for SqliteStore {
     }
 
     /// Successes checked from a narrow read and written without building whole tasks
-    /// (`tasks::end_many`); a large batch's read is made before the write, on the reader's
-    /// connection.
+    /// (`tasks::end_many`); a large batch's read is made before the write, on the drain's own
+    /// reader (`hot`).
     async fn task_end_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<TaskEnded>>> {
         if !tasks::reads_before(&params) {
             return self
