@@ -59,6 +59,8 @@ pub struct PgStore {
     operations: std::sync::atomic::AtomicU64,
     /// Where claims resume in the claim index (see [`tasks::cursor`]).
     cursors: Arc<tasks::cursor::ClaimCursors>,
+    /// Large claims over the same queues take turns (see [`tasks::turns`]).
+    turns: tasks::turns::ClaimTurns,
     /// How large batches of successes find their rows (see [`tasks::plan_choice`]).
     success_plans: tasks::plan_choice::PlanChoice,
     listener: listen::Listener,
@@ -108,6 +110,7 @@ impl PgStore {
             op_timeout: opts.op_timeout,
             operations: std::sync::atomic::AtomicU64::new(0),
             cursors,
+            turns: Default::default(),
             success_plans: Default::default(),
             listener,
             held: Default::default(),
@@ -297,9 +300,25 @@ impl Store for PgStore {
 
     async fn task_claim(&self, params: TaskClaimParams) -> Result<Vec<Task>> {
         let (pool, cursors) = (&self.pool, &self.cursors);
+        // The turn is taken before a connection, which a claim waiting for it does not hold,
+        // and within the operation's time.
+        let turn = match params.max >= tasks::turns::TURNS_FROM {
+            true => {
+                let key = tasks::claim::filter_key(&params);
+                let turn = tokio::time::timeout(self.op_timeout, self.turns.take(&key)).await;
+                Some(turn.map_err(|_| {
+                    StoreError::Unavailable(format!(
+                        "the claims before this one took longer than {:?}",
+                        self.op_timeout
+                    ))
+                })?)
+            }
+            false => None,
+        };
         let (claimed, held) = self
             .op(async |c, channel| tasks::claim(c, pool, channel, cursors, &params).await)
             .await?;
+        drop(turn);
         if let Some(at) = held {
             self.held.note(at, params.now);
         }

@@ -137,6 +137,11 @@ pub(crate) fn grace_ms(grace: jiff::SignedDuration) -> i64 {
     i64::try_from(grace.as_millis().clamp(0, most)).unwrap_or(0)
 }
 
+/// The queues and kinds of a claim, as its position and its turns know them.
+pub(crate) fn filter_key(p: &TaskClaimParams) -> String {
+    format!("{:?} {:?}", p.queues, p.kinds)
+}
+
 pub(crate) async fn claim(
     c: &mut Object,
     pool: &Pool,
@@ -170,7 +175,7 @@ async fn claim_from_position(
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let max = i64::from(p.max);
-    let filter_key = format!("{:?} {:?}", p.queues, p.kinds);
+    let filter_key = filter_key(p);
     // Staging and the queue settings only when they may have changed (see `super::known`).
     let (stage_first, known_settings) = cursors.before_claim(p.now);
     let start = cursors.start(&filter_key, p.now);

@@ -16,6 +16,7 @@ mod known;
 mod limited;
 pub(crate) mod plan_choice;
 mod rated;
+pub(crate) mod turns;
 mod unnest;
 
 pub(crate) use claim::{claim, heartbeat};

@@ -11,6 +11,7 @@ mod resume;
 mod room;
 mod snapshot;
 mod transactional;
+mod turns;
 
 /// A claim by worker `w` of at most `max` tasks from `queues` (every queue when empty) at
 /// `now`, leased for a minute.
