@@ -197,9 +197,17 @@ impl PgStore {
     where
         F: AsyncFnOnce(&mut deadpool_postgres::Object, &str) -> Result<T>,
     {
+        self.op_until(tokio::time::Instant::now() + self.op_timeout, f)
+            .await
+    }
+
+    /// [`Self::op`], with the time it has already begun: it fails as late at `deadline`.
+    async fn op_until<T, F>(&self, deadline: tokio::time::Instant, f: F) -> Result<T>
+    where
+        F: AsyncFnOnce(&mut deadpool_postgres::Object, &str) -> Result<T>,
+    {
         self.operations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let deadline = tokio::time::Instant::now() + self.op_timeout;
         let late = || {
             StoreError::Unavailable(format!(
                 "PostgreSQL did not answer within {:?}",
@@ -302,10 +310,11 @@ impl Store for PgStore {
         let (pool, cursors) = (&self.pool, &self.cursors);
         // The turn is taken before a connection, which a claim waiting for it does not hold,
         // and within the operation's time.
+        let deadline = tokio::time::Instant::now() + self.op_timeout;
         let turn = match params.max >= tasks::turns::TURNS_FROM {
             true => {
                 let key = tasks::claim::filter_key(&params);
-                let turn = tokio::time::timeout(self.op_timeout, self.turns.take(&key)).await;
+                let turn = tokio::time::timeout_at(deadline, self.turns.take(&key)).await;
                 Some(turn.map_err(|_| {
                     StoreError::Unavailable(format!(
                         "the claims before this one took longer than {:?}",
@@ -316,7 +325,9 @@ impl Store for PgStore {
             false => None,
         };
         let (claimed, held) = self
-            .op(async |c, channel| tasks::claim(c, pool, channel, cursors, &params).await)
+            .op_until(deadline, async |c, channel| {
+                tasks::claim(c, pool, channel, cursors, &params).await
+            })
             .await?;
         drop(turn);
         if let Some(at) = held {
