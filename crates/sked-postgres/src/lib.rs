@@ -311,19 +311,7 @@ impl Store for PgStore {
         // The turn is taken before a connection, which a claim waiting for it does not hold,
         // and within the operation's time.
         let deadline = tokio::time::Instant::now() + self.op_timeout;
-        let turn = match params.max >= tasks::turns::TURNS_FROM {
-            true => {
-                let key = tasks::claim::filter_key(&params);
-                let turn = tokio::time::timeout_at(deadline, self.turns.take(&key)).await;
-                Some(turn.map_err(|_| {
-                    StoreError::Unavailable(format!(
-                        "the claims before this one took longer than {:?}",
-                        self.op_timeout
-                    ))
-                })?)
-            }
-            false => None,
-        };
+        let turn = self.turns.wait(&params, deadline).await?;
         let (claimed, held) = self
             .op_until(deadline, async |c, channel| {
                 tasks::claim(c, pool, channel, cursors, &params).await

@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use sked_store::{Result, StoreError, TaskClaimParams};
 use tokio::sync::OwnedMutexGuard;
 
 /// Claims of at least this many tasks take turns.
@@ -25,6 +26,25 @@ pub(crate) struct ClaimTurns {
 }
 
 impl ClaimTurns {
+    /// Waits for the turn of the claim `p` if it is large enough to take one, failing at
+    /// `deadline`; the turn lasts as long as the guard.
+    pub(crate) async fn wait(
+        &self,
+        p: &TaskClaimParams,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<OwnedMutexGuard<()>>> {
+        if p.max < TURNS_FROM {
+            return Ok(None);
+        }
+        let key = super::claim::filter_key(p);
+        match tokio::time::timeout_at(deadline, self.take(&key)).await {
+            Ok(turn) => Ok(Some(turn)),
+            Err(_) => Err(StoreError::Unavailable(
+                "the claims before this one over the same queues did not end in time".into(),
+            )),
+        }
+    }
+
     /// Waits for the turn of a claim over `filter` (its queues and kinds, as
     /// [`super::claim::filter_key`] spells them); the turn lasts as long as the guard.
     pub(crate) async fn take(&self, filter: &str) -> OwnedMutexGuard<()> {
