@@ -47,7 +47,7 @@ impl ClaimTurns {
 
     /// Waits for the turn of a claim over `filter` (its queues and kinds, as
     /// [`super::claim::filter_key`] spells them); the turn lasts as long as the guard.
-    pub(crate) async fn take(&self, filter: &str) -> OwnedMutexGuard<()> {
+    async fn take(&self, filter: &str) -> OwnedMutexGuard<()> {
         let line = {
             // Plain values only: a panic elsewhere cannot have left the map half-changed.
             let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
