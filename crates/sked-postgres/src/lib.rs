@@ -23,6 +23,7 @@ mod diagnostics;
 mod listen;
 mod migrations;
 mod observe;
+mod plans;
 mod queues;
 mod schedules;
 mod scratch;
@@ -479,8 +480,8 @@ impl Store for PgStore {
             .await
     }
 
-    async fn schedule_delete(&self, name: &str) -> Result<bool> {
-        self.op(async |c, ch| schedules::delete(c, ch, name).await)
+    async fn schedule_delete(&self, name: &str, now: jiff::Timestamp) -> Result<bool> {
+        self.op(async |c, ch| schedules::delete(c, ch, name, now).await)
             .await
     }
 
@@ -510,6 +511,18 @@ impl Store for PgStore {
 
     async fn schedule_next_fire_at(&self) -> Result<Option<jiff::Timestamp>> {
         self.op(async |c, _| schedules::next_fire_at(c).await).await
+    }
+
+    async fn schedule_materialise(
+        &self,
+        params: ScheduleMaterialiseParams,
+    ) -> Result<MaterialiseReport> {
+        self.op(async |c, ch| plans::materialise(c, ch, &params).await)
+            .await
+    }
+
+    async fn schedule_next_look_at(&self) -> Result<Option<jiff::Timestamp>> {
+        self.op(async |c, _| plans::next_look_at(c).await).await
     }
 
     async fn activity(&self, params: ActivityParams) -> Result<Vec<ActivityBucket>> {

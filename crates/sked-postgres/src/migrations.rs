@@ -19,6 +19,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (11, include_str!("../migrations/0011_reserved_starts.sql")),
     (12, include_str!("../migrations/0012_trace_context.sql")),
     (13, include_str!("../migrations/0013_finished_by_queue.sql")),
+    (14, include_str!("../migrations/0014_schedules_ahead.sql")),
 ];
 
 /// Brings the schema up to date, creating `schema` first when given (its name is validated).

@@ -11,14 +11,14 @@ use crate::codec::{col, db_err, ms, state};
 use crate::tasks::{self, announce_schedules};
 
 /// The schedule select list, in [`columns::ScheduleColumn`]'s order.
-static COLUMNS: std::sync::LazyLock<String> =
+pub(crate) static COLUMNS: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| columns::schedule_columns("sked_tasks"));
 
 fn bad(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(format!("bad schedule row: {e}"))
 }
 
-fn from_row(r: &tokio_postgres::Row) -> Result<Schedule> {
+pub(crate) fn from_row(r: &tokio_postgres::Row) -> Result<Schedule> {
     use sked_store::columns::ScheduleColumn as C;
     let (from, jitter, dst, pause_after_failures) = rules::policies_from_columns(
         col(r, C::IntervalFrom.at())?,
@@ -53,6 +53,7 @@ fn from_row(r: &tokio_postgres::Row) -> Result<Schedule> {
             .map(state)
             .transpose()?,
         declared_by: col(r, C::DeclaredBy.at())?,
+        unplanned_from: col(r, C::UnplannedFrom.at())?,
     })
 }
 
@@ -116,7 +117,7 @@ pub(crate) async fn upsert(
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let task = serde_json::to_value(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
     let tx = c.transaction().await.map_err(db_err)?;
-    let existing = existing_locked(&*tx, &def.name).await?;
+    let existing = existing_withdrawn(&*tx, &def.name, p.now).await?;
     let policy = rules::PolicyColumns::of(def);
     let (next_fire_at, anchor_at) = rules::rewritten_times(
         existing.as_ref(),
@@ -125,13 +126,15 @@ pub(crate) async fn upsert(
         p.next_fire_at,
         p.now,
     );
+    let look_at = rules::first_look(next_fire_at, def.paused, p.now);
     tx.execute(
         "INSERT INTO sked_schedules AS s (name, spec, tz, task, overlap, catchup, catchup_window_ms, \
            paused, anchor_at, next_fire_at, created_at, updated_at, \
-           interval_from, jitter_ms, dst, pause_after_failures) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $11, $10, $9, $9, $12, $13, $14, $15) \
+           interval_from, jitter_ms, dst, pause_after_failures, look_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $11, $10, $9, $9, $12, $13, $14, $15, $16) \
          ON CONFLICT (name) DO UPDATE SET \
            next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
+           look_at = excluded.look_at, awaits_run = false, \
            spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
            catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
            interval_from = excluded.interval_from, jitter_ms = excluded.jitter_ms, \
@@ -156,6 +159,7 @@ pub(crate) async fn upsert(
             &policy.jitter_ms,
             &policy.dst,
             &policy.pause_after_failures,
+            &look_at,
         ],
     )
     .await
@@ -170,15 +174,44 @@ pub(crate) async fn upsert(
 /// next fire time and anchor are decided by [`rules::rewritten_times`]).
 const SYNC_UPSERT: &str = "INSERT INTO sked_schedules AS s (name, spec, tz, task, overlap, catchup, \
        catchup_window_ms, paused, anchor_at, next_fire_at, created_at, updated_at, declared_by, \
-       interval_from, jitter_ms, dst, pause_after_failures) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $12, $10, $9, $9, $11, $13, $14, $15, $16) \
+       interval_from, jitter_ms, dst, pause_after_failures, look_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $12, $10, $9, $9, $11, $13, $14, $15, $16, $17) \
      ON CONFLICT (name) DO UPDATE SET \
        next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
+       look_at = CASE WHEN s.paused THEN NULL ELSE $18::timestamptz END, awaits_run = false, \
        spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
        catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
        interval_from = excluded.interval_from, jitter_ms = excluded.jitter_ms, \
        dst = excluded.dst, pause_after_failures = excluded.pause_after_failures, \
        declared_by = excluded.declared_by, updated_at = excluded.updated_at";
+
+/// The stored schedule of this name, if there is one, locked until the transaction ends, its
+/// runs made ahead withdrawn (see [`crate::plans::withdraw_ahead`]): what is written over it
+/// applies to every run not started yet.
+async fn existing_withdrawn<C: GenericClient + Sync>(
+    c: &C,
+    name: &str,
+    now: Timestamp,
+) -> Result<Option<Schedule>> {
+    lock(c, name).await?;
+    crate::plans::withdraw_ahead(c, name, now).await?;
+    match get(c, name).await {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Locks the schedule's row, if there is one, until the transaction ends.
+async fn lock<C: GenericClient + Sync>(c: &C, name: &str) -> Result<()> {
+    c.execute(
+        "SELECT 1 FROM sked_schedules WHERE name = $1 FOR UPDATE",
+        &[&name],
+    )
+    .await
+    .map_err(db_err)?;
+    Ok(())
+}
 
 /// The stored schedule of this name, if there is one, locked until the transaction ends so
 /// that what is written over it is decided from what it is.
@@ -215,10 +248,13 @@ pub(crate) async fn sync(
         let def = &d.def;
         def.validate()
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
-        let existing = existing_locked(&*tx, &def.name).await?;
+        let mut existing = existing_locked(&*tx, &def.name).await?;
         let action = rules::sync_action(existing.as_ref(), def, &p.group);
         if !rules::note_sync(&mut report, action, &def.name) {
             continue;
+        }
+        if existing.is_some() {
+            existing = existing_withdrawn(&*tx, &def.name, p.now).await?;
         }
         let (next_fire_at, anchor_at) = rules::rewritten_times(
             existing.as_ref(),
@@ -230,6 +266,9 @@ pub(crate) async fn sync(
         let task =
             serde_json::to_value(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
         let policy = rules::PolicyColumns::of(def);
+        // A new schedule takes the declared paused flag, an existing one keeps its own.
+        let look_new = rules::first_look(next_fire_at, def.paused, p.now);
+        let look_kept = rules::first_look(next_fire_at, false, p.now);
         tx.execute(
             SYNC_UPSERT,
             &[
@@ -249,12 +288,25 @@ pub(crate) async fn sync(
                 &policy.jitter_ms,
                 &policy.dst,
                 &policy.pause_after_failures,
+                &look_new,
+                &look_kept,
             ],
         )
         .await
         .map_err(db_err)?;
     }
     let names: Vec<String> = p.schedules.iter().map(|d| d.def.name.clone()).collect();
+    let leaving = tx
+        .query(
+            "SELECT name FROM sked_schedules WHERE declared_by = $1 AND NOT (name = ANY($2)) \
+             ORDER BY name FOR UPDATE",
+            &[&p.group, &names],
+        )
+        .await
+        .map_err(db_err)?;
+    for row in &leaving {
+        crate::plans::withdraw_ahead(&*tx, col::<&str>(row, 0)?, p.now).await?;
+    }
     let gone = tx
         .query(
             "DELETE FROM sked_schedules WHERE declared_by = $1 AND NOT (name = ANY($2)) RETURNING name",
@@ -281,8 +333,15 @@ pub(crate) async fn sync(
     Ok(report)
 }
 
-pub(crate) async fn delete(c: &mut Object, channel: &str, name: &str) -> Result<bool> {
+pub(crate) async fn delete(
+    c: &mut Object,
+    channel: &str,
+    name: &str,
+    now: Timestamp,
+) -> Result<bool> {
     let tx = c.transaction().await.map_err(db_err)?;
+    lock(&*tx, name).await?;
+    crate::plans::withdraw_ahead(&*tx, name, now).await?;
     let n = tx
         .execute("DELETE FROM sked_schedules WHERE name = $1", &[&name])
         .await
@@ -302,16 +361,20 @@ pub(crate) async fn set_paused(
 ) -> Result<Schedule> {
     let tx = c.transaction().await.map_err(db_err)?;
     let n = if p.paused {
+        lock(&*tx, &p.name).await?;
+        crate::plans::withdraw_ahead(&*tx, &p.name, p.now).await?;
         tx.execute(
-            "UPDATE sked_schedules SET paused = true, paused_reason = $3, updated_at = $2 WHERE name = $1",
+            "UPDATE sked_schedules SET paused = true, paused_reason = $3, updated_at = $2, \
+               look_at = NULL, awaits_run = false WHERE name = $1",
             &[&p.name, &p.now, &p.reason],
         )
         .await
     } else {
+        let look_at = rules::first_look(p.next_fire_at, false, p.now);
         tx.execute(
             "UPDATE sked_schedules SET paused = false, paused_reason = NULL, resumed_at = $3, \
-               next_fire_at = $2, updated_at = $3 WHERE name = $1",
-            &[&p.name, &p.next_fire_at, &p.now],
+               next_fire_at = $2, updated_at = $3, look_at = $4, awaits_run = false WHERE name = $1",
+            &[&p.name, &p.next_fire_at, &p.now, &look_at],
         )
         .await
     }
@@ -362,58 +425,36 @@ pub(crate) async fn apply(
     // the schedule advanced and fails with a conflict.
     let current = tx
         .query_opt(
-            "SELECT next_fire_at FROM sked_schedules WHERE name = $1 FOR UPDATE",
+            "SELECT next_fire_at, look_at, awaits_run, paused FROM sked_schedules WHERE name = $1 FOR UPDATE",
             &[&p.name],
         )
         .await
         .map_err(db_err)?;
-    let current = match current {
-        Some(row) => Some(col::<Option<Timestamp>>(&row, 0)?),
-        None => None,
+    let (cursor, look_at, awaits_run, paused) = match &current {
+        Some(row) => (
+            Some(col::<Option<Timestamp>>(row, 0)?),
+            col::<Option<Timestamp>>(row, 1)?,
+            col::<bool>(row, 2)?,
+            col::<bool>(row, 3)?,
+        ),
+        None => (None, None, false, false),
     };
-    rules::check_plan_current(&p.name, current, p.expected_next_fire_at)?;
-    for id in &p.plan.cancel {
-        rules::replaced(tasks::cancel_in(&tx, *id, p.now).await)?;
+    rules::check_plan_current(&p.name, cursor, p.expected_next_fire_at)?;
+    let write = rules::PlanWrite::new(
+        p.name.clone(),
+        p.task.clone(),
+        p.plan.clone(),
+        rules::look_after_apply(look_at, p.plan.next_fire_at, paused, p.now),
+        awaits_run,
+    );
+    let writes = std::slice::from_ref(&write);
+    let written = crate::plans::write_plans(&tx, channel, writes, p.now).await?;
+    let lines = rules::ledger_lines(writes);
+    if let Some(i) = written.recorded.iter().position(|r| !r) {
+        return Err(rules::already_recorded(&lines[i]));
     }
-    let mut enqueued = Vec::new();
-    for occ in &p.plan.occurrences {
-        let task_id = match rules::occurrence_task(p, occ) {
-            Some(insert) => {
-                let inserted = tasks::insert_tasks(&*tx, None, channel, &[insert], p.now).await?;
-                let id = inserted[0].id;
-                enqueued.push(id);
-                Some(id)
-            }
-            None => None,
-        };
-        // A buffered occurrence is released by turning its ledger line into `enqueued`.
-        let released = tx
-            .execute(
-                "UPDATE sked_occurrences SET outcome = $3, task_id = $4, detail = $5, recorded_at = $6 \
-                 WHERE schedule = $1 AND nominal_at = $2 AND outcome = 'buffered' AND $3 = 'enqueued'",
-                &[&p.name, &occ.nominal_at, &occ.outcome.as_str(), &task_id, &occ.detail, &p.now],
-            )
-            .await
-            .map_err(db_err)?;
-        if released == 0 {
-            // The primary key makes a second task for the same occurrence impossible.
-            tx.execute(
-                "INSERT INTO sked_occurrences (schedule, nominal_at, outcome, task_id, detail, recorded_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
-                &[&p.name, &occ.nominal_at, &occ.outcome.as_str(), &task_id, &occ.detail, &p.now],
-            )
-            .await
-            .map_err(|e| rules::occurrence_recorded(db_err(e), &p.name, occ.nominal_at))?;
-        }
-    }
-    tx.execute(
-        "UPDATE sked_schedules SET next_fire_at = $2, buffered_at = $3, updated_at = $4 WHERE name = $1",
-        &[&p.name, &p.plan.next_fire_at, &p.plan.buffered, &p.now],
-    )
-    .await
-    .map_err(db_err)?;
     tx.commit().await.map_err(db_err)?;
-    Ok(enqueued)
+    Ok(written.tasks.into_iter().flatten().collect())
 }
 
 pub(crate) async fn backfill(

@@ -15,6 +15,7 @@ mod group;
 mod indexed;
 mod migrations;
 mod observe;
+mod plans;
 mod queues;
 mod readers;
 mod schedules;
@@ -396,9 +397,10 @@ impl Store for SqliteStore {
         self.read(move |conn| schedules::list(conn, &params)).await
     }
 
-    async fn schedule_delete(&self, name: &str) -> Result<bool> {
+    async fn schedule_delete(&self, name: &str, now: jiff::Timestamp) -> Result<bool> {
         let name = name.to_string();
-        self.write(move |tx| schedules::delete(tx, &name)).await
+        self.write(move |tx| schedules::delete(tx, &name, now))
+            .await
     }
 
     async fn schedule_set_paused(&self, params: SchedulePauseParams) -> Result<Schedule> {
@@ -425,6 +427,17 @@ impl Store for SqliteStore {
 
     async fn schedule_next_fire_at(&self) -> Result<Option<jiff::Timestamp>> {
         self.read(schedules::next_fire_at).await
+    }
+
+    async fn schedule_materialise(
+        &self,
+        params: ScheduleMaterialiseParams,
+    ) -> Result<MaterialiseReport> {
+        self.write(move |tx| plans::materialise(tx, &params)).await
+    }
+
+    async fn schedule_next_look_at(&self) -> Result<Option<jiff::Timestamp>> {
+        self.read(plans::next_look_at).await
     }
 
     async fn activity(&self, params: ActivityParams) -> Result<Vec<ActivityBucket>> {

@@ -26,6 +26,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         14,
         include_str!("../migrations/0014_rowid_in_claim_indexes.sql"),
     ),
+    (15, include_str!("../migrations/0015_schedules_ahead.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

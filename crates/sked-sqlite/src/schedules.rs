@@ -9,14 +9,14 @@ use crate::codec::{db_err, from_ts, ms, opt_ts, state, ts};
 use crate::tasks;
 
 /// The schedule select list, in [`columns::ScheduleColumn`]'s order.
-static COLUMNS: std::sync::LazyLock<String> =
+pub(crate) static COLUMNS: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| columns::schedule_columns("tasks"));
 
 fn invalid_column(e: impl std::fmt::Display) -> rusqlite::Error {
     rusqlite::Error::InvalidColumnType(0, e.to_string(), rusqlite::types::Type::Text)
 }
 
-fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Schedule> {
+pub(crate) fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Schedule> {
     use sked_store::columns::ScheduleColumn as C;
     let (from, jitter, dst, pause_after_failures) = rules::policies_from_columns(
         &r.get::<_, String>(C::IntervalFrom.at())?,
@@ -58,6 +58,7 @@ fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Schedule> {
             .map(|s| state(&s))
             .transpose()?,
         declared_by: r.get(C::DeclaredBy.at())?,
+        unplanned_from: opt_ts(r.get(C::UnplannedFrom.at())?),
     })
 }
 
@@ -106,6 +107,7 @@ pub(crate) fn upsert(tx: &Transaction<'_>, p: &ScheduleUpsertParams) -> Result<S
     def.validate()
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let task = serde_json::to_string(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    crate::plans::withdraw_ahead(tx, &def.name, p.now)?;
     let existing = existing(tx, &def.name)?;
     let policy = rules::PolicyColumns::of(def);
     let (next_fire_at, anchor_at) = rules::rewritten_times(
@@ -115,13 +117,15 @@ pub(crate) fn upsert(tx: &Transaction<'_>, p: &ScheduleUpsertParams) -> Result<S
         p.next_fire_at,
         p.now,
     );
+    let look_at = rules::first_look(next_fire_at, def.paused, p.now);
     tx.prepare_cached(
         "INSERT INTO schedules (name, spec, tz, task, overlap, catchup, catchup_window_ms, paused, \
            anchor_at, next_fire_at, created_at, updated_at, \
-           interval_from, jitter_ms, dst, pause_after_failures) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?11, ?10, ?9, ?9, ?12, ?13, ?14, ?15) \
+           interval_from, jitter_ms, dst, pause_after_failures, look_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?11, ?10, ?9, ?9, ?12, ?13, ?14, ?15, ?16) \
          ON CONFLICT (name) DO UPDATE SET \
            next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
+           look_at = excluded.look_at, awaits_run = 0, \
            spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
            catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
            interval_from = excluded.interval_from, jitter_ms = excluded.jitter_ms, \
@@ -148,6 +152,7 @@ pub(crate) fn upsert(tx: &Transaction<'_>, p: &ScheduleUpsertParams) -> Result<S
         policy.jitter_ms,
         policy.dst,
         policy.pause_after_failures,
+        look_at.map(ts),
     ])
     .map_err(db_err)?;
     get(tx, &def.name)
@@ -166,10 +171,11 @@ fn existing(conn: &Connection, name: &str) -> Result<Option<Schedule>> {
 /// next fire time and anchor are decided by [`rules::rewritten_times`]).
 const SYNC_UPSERT: &str = "INSERT INTO schedules (name, spec, tz, task, overlap, catchup, \
        catchup_window_ms, paused, anchor_at, next_fire_at, created_at, updated_at, declared_by, \
-       interval_from, jitter_ms, dst, pause_after_failures) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?12, ?10, ?9, ?9, ?11, ?13, ?14, ?15, ?16) \
+       interval_from, jitter_ms, dst, pause_after_failures, look_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?12, ?10, ?9, ?9, ?11, ?13, ?14, ?15, ?16, ?17) \
      ON CONFLICT (name) DO UPDATE SET \
        next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
+       look_at = CASE WHEN schedules.paused THEN NULL ELSE ?18 END, awaits_run = 0, \
        spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
        catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
        interval_from = excluded.interval_from, jitter_ms = excluded.jitter_ms, \
@@ -182,10 +188,14 @@ pub(crate) fn sync(tx: &Transaction<'_>, p: &ScheduleSyncParams) -> Result<Sched
         let def = &d.def;
         def.validate()
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
-        let existing = existing(tx, &def.name)?;
+        let mut existing = existing(tx, &def.name)?;
         let action = rules::sync_action(existing.as_ref(), def, &p.group);
         if !rules::note_sync(&mut report, action, &def.name) {
             continue;
+        }
+        if existing.is_some() {
+            crate::plans::withdraw_ahead(tx, &def.name, p.now)?;
+            existing = self::existing(tx, &def.name)?;
         }
         let (next_fire_at, anchor_at) = rules::rewritten_times(
             existing.as_ref(),
@@ -197,6 +207,9 @@ pub(crate) fn sync(tx: &Transaction<'_>, p: &ScheduleSyncParams) -> Result<Sched
         let task =
             serde_json::to_string(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
         let policy = rules::PolicyColumns::of(def);
+        // A new schedule takes the declared paused flag, an existing one keeps its own.
+        let look_new = rules::first_look(next_fire_at, def.paused, p.now);
+        let look_kept = rules::first_look(next_fire_at, false, p.now);
         tx.prepare_cached(SYNC_UPSERT)
             .map_err(db_err)?
             .execute(params![
@@ -216,6 +229,8 @@ pub(crate) fn sync(tx: &Transaction<'_>, p: &ScheduleSyncParams) -> Result<Sched
                 policy.jitter_ms,
                 policy.dst,
                 policy.pause_after_failures,
+                look_new.map(ts),
+                look_kept.map(ts),
             ])
             .map_err(db_err)?;
     }
@@ -228,14 +243,15 @@ pub(crate) fn sync(tx: &Transaction<'_>, p: &ScheduleSyncParams) -> Result<Sched
     };
     for name in before {
         if !p.schedules.iter().any(|d| d.def.name == name) {
-            delete(tx, &name)?;
+            delete(tx, &name, p.now)?;
             report.removed.push(name);
         }
     }
     Ok(report)
 }
 
-pub(crate) fn delete(tx: &Transaction<'_>, name: &str) -> Result<bool> {
+pub(crate) fn delete(tx: &Transaction<'_>, name: &str, now: Timestamp) -> Result<bool> {
+    crate::plans::withdraw_ahead(tx, name, now)?;
     let n = tx
         .execute("DELETE FROM schedules WHERE name = ?1", [name])
         .map_err(db_err)?;
@@ -246,15 +262,18 @@ pub(crate) fn delete(tx: &Transaction<'_>, name: &str) -> Result<bool> {
 
 pub(crate) fn set_paused(tx: &Transaction<'_>, p: &SchedulePauseParams) -> Result<Schedule> {
     let n = if p.paused {
+        crate::plans::withdraw_ahead(tx, &p.name, p.now)?;
         tx.execute(
-            "UPDATE schedules SET paused = 1, paused_reason = ?3, updated_at = ?2 WHERE name = ?1",
+            "UPDATE schedules SET paused = 1, paused_reason = ?3, updated_at = ?2, \
+               look_at = NULL, awaits_run = 0 WHERE name = ?1",
             params![p.name, ts(p.now), p.reason],
         )
     } else {
+        let look_at = rules::first_look(p.next_fire_at, false, p.now);
         tx.execute(
             "UPDATE schedules SET paused = 0, paused_reason = NULL, resumed_at = ?3, \
-               next_fire_at = ?2, updated_at = ?3 WHERE name = ?1",
-            params![p.name, p.next_fire_at.map(ts), ts(p.now)],
+               next_fire_at = ?2, updated_at = ?3, look_at = ?4, awaits_run = 0 WHERE name = ?1",
+            params![p.name, p.next_fire_at.map(ts), ts(p.now), look_at.map(ts)],
         )
     }
     .map_err(db_err)?;
@@ -262,14 +281,6 @@ pub(crate) fn set_paused(tx: &Transaction<'_>, p: &SchedulePauseParams) -> Resul
         return Err(StoreError::schedule_not_found(&p.name));
     }
     get(tx, &p.name)
-}
-
-fn active_tasks(conn: &Connection, name: &str) -> Result<Vec<TaskId>> {
-    let mut stmt = conn
-        .prepare_cached(&crate::indexed::SCHEDULE_ACTIVE)
-        .map_err(db_err)?;
-    let rows = stmt.query_map([name], |r| r.get(0)).map_err(db_err)?;
-    rows.collect::<rusqlite::Result<_>>().map_err(db_err)
 }
 
 pub(crate) fn due(conn: &Connection, p: &ScheduleDueParams) -> Result<Vec<DueSchedule>> {
@@ -292,7 +303,7 @@ pub(crate) fn due(conn: &Connection, p: &ScheduleDueParams) -> Result<Vec<DueSch
     schedules
         .into_iter()
         .map(|(schedule, dead_runs)| {
-            let active_tasks = active_tasks(conn, &schedule.name)?;
+            let active_tasks = crate::plans::active_tasks(conn, &schedule.name)?;
             Ok(DueSchedule {
                 schedule,
                 active_tasks,
@@ -303,61 +314,33 @@ pub(crate) fn due(conn: &Connection, p: &ScheduleDueParams) -> Result<Vec<DueSch
 }
 
 pub(crate) fn apply(tx: &Transaction<'_>, p: &ScheduleApplyParams) -> Result<Vec<TaskId>> {
-    let current: Option<Option<i64>> = tx
+    type Current = (Option<i64>, Option<i64>, bool, bool);
+    let current: Option<Current> = tx
         .query_row(
-            "SELECT next_fire_at FROM schedules WHERE name = ?1",
+            "SELECT next_fire_at, look_at, awaits_run, paused FROM schedules WHERE name = ?1",
             [&p.name],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
         .optional()
         .map_err(db_err)?;
     // Compared as stored (whole microseconds).
     let expected = p.expected_next_fire_at.map(|t| from_ts(ts(t)));
-    rules::check_plan_current(&p.name, current.map(|c| c.map(from_ts)), expected)?;
-    for id in &p.plan.cancel {
-        rules::replaced(tasks::cancel(tx, *id, p.now))?;
+    rules::check_plan_current(&p.name, current.map(|c| c.0.map(from_ts)), expected)?;
+    let (_, look_at, awaits_run, paused) = current.unwrap_or_default();
+    let write = rules::PlanWrite::new(
+        p.name.clone(),
+        p.task.clone(),
+        p.plan.clone(),
+        rules::look_after_apply(opt_ts(look_at), p.plan.next_fire_at, paused, p.now),
+        awaits_run,
+    );
+    let writes = std::slice::from_ref(&write);
+    let written = crate::plans::write_plans(tx, writes, p.now)?;
+    let lines = rules::ledger_lines(writes);
+    if let Some(i) = written.recorded.iter().position(|r| !r) {
+        return Err(rules::already_recorded(&lines[i]));
     }
-    let mut enqueued = Vec::new();
-    for occ in &p.plan.occurrences {
-        let task_id = match rules::occurrence_task(p, occ) {
-            Some(insert) => {
-                let inserted = tasks::insert_one(tx, &insert, p.now)?;
-                enqueued.push(inserted.id);
-                Some(inserted.id)
-            }
-            None => None,
-        };
-        // A buffered occurrence is released by turning its ledger line into `enqueued`.
-        let released = tx
-            .prepare_cached(
-                "UPDATE occurrences SET outcome = ?3, task_id = ?4, detail = ?5, recorded_at = ?6 \
-                 WHERE schedule = ?1 AND nominal_at = ?2 AND outcome = 'buffered' AND ?3 = 'enqueued'",
-            )
-            .map_err(db_err)?
-            .execute(params![p.name, ts(occ.nominal_at), occ.outcome.as_str(), task_id, occ.detail, ts(p.now)])
-            .map_err(db_err)?;
-        if released == 0 {
-            // The primary key makes a second task for the same occurrence impossible.
-            tx.prepare_cached(
-                "INSERT INTO occurrences (schedule, nominal_at, outcome, task_id, detail, recorded_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )
-            .map_err(db_err)?
-            .execute(params![p.name, ts(occ.nominal_at), occ.outcome.as_str(), task_id, occ.detail, ts(p.now)])
-            .map_err(|e| rules::occurrence_recorded(db_err(e), &p.name, occ.nominal_at))?;
-        }
-    }
-    tx.execute(
-        "UPDATE schedules SET next_fire_at = ?2, buffered_at = ?3, updated_at = ?4 WHERE name = ?1",
-        params![
-            p.name,
-            p.plan.next_fire_at.map(ts),
-            p.plan.buffered.map(ts),
-            ts(p.now)
-        ],
-    )
-    .map_err(db_err)?;
-    Ok(enqueued)
+    Ok(written.tasks.into_iter().flatten().collect())
 }
 
 pub(crate) fn backfill(tx: &Transaction<'_>, p: &ScheduleBackfillParams) -> Result<BackfillReport> {

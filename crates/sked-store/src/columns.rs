@@ -109,7 +109,8 @@ pub enum ScheduleColumn {
     Paused,
     /// Where intervals count from.
     AnchorAt,
-    /// Its next occurrence, unless paused.
+    /// Its next occurrence still to run: the first one not planned yet, or an earlier one
+    /// made ahead whose task has not been staged (derived).
     NextFireAt,
     /// The occurrence held back by `buffer_one`.
     BufferedAt,
@@ -137,6 +138,8 @@ pub enum ScheduleColumn {
     PauseAfterFailures,
     /// Why it paused itself.
     PausedReason,
+    /// The first occurrence not planned yet.
+    UnplannedFrom,
 }
 
 impl ScheduleColumn {
@@ -146,7 +149,7 @@ impl ScheduleColumn {
     }
 
     /// The position of the first column a backend appends after these.
-    pub const APPENDED: usize = ScheduleColumn::PausedReason as usize + 1;
+    pub const APPENDED: usize = ScheduleColumn::UnplannedFrom as usize + 1;
 }
 
 /// The select list of a schedule row, the schedules table aliased `s`, its task figures
@@ -159,15 +162,25 @@ pub fn schedule_columns(tasks_table: &str) -> String {
              ORDER BY t.id DESC LIMIT 1)"
         )
     };
+    // The earliest run made ahead and not staged yet, if it comes before the first occurrence
+    // not planned. Its partial index holds a schedule's unfinished tasks only.
+    let made = "min(t.nominal_at)";
+    let next_fire = format!(
+        "(SELECT coalesce(CASE WHEN {made} < s.next_fire_at THEN {made} END, s.next_fire_at, {made}) \
+           FROM {tasks_table} t WHERE t.schedule = s.name AND t.state = 'scheduled' AND t.attempt = 0 \
+           AND {active})",
+        active = crate::states::ACTIVE_ANY,
+    );
     format!(
         "s.name, s.spec, s.tz, s.task, s.overlap, s.catchup, s.catchup_window_ms, s.paused, \
-         s.anchor_at, s.next_fire_at, s.buffered_at, s.created_at, s.updated_at, \
+         s.anchor_at, {next_fire}, s.buffered_at, s.created_at, s.updated_at, \
          (SELECT started_at FROM {tasks_table} t WHERE t.schedule = s.name AND t.started_at IS NOT NULL \
            ORDER BY t.id DESC LIMIT 1), \
          {}, \
          EXISTS (SELECT 1 FROM {tasks_table} t WHERE t.schedule = s.name AND t.state = 'running'), \
          {}, \
-         s.declared_by, s.interval_from, s.jitter_ms, s.dst, s.pause_after_failures, s.paused_reason",
+         s.declared_by, s.interval_from, s.jitter_ms, s.dst, s.pause_after_failures, s.paused_reason, \
+         s.next_fire_at",
         latest_finished("finished_at"),
         latest_finished("state"),
     )
@@ -231,5 +244,7 @@ mod tests {
         assert_eq!(items[ScheduleColumn::DeclaredBy.at()], "s.declared_by");
         assert_eq!(items[ScheduleColumn::IntervalFrom.at()], "s.interval_from");
         assert_eq!(items[ScheduleColumn::PausedReason.at()], "s.paused_reason");
+        assert!(items[ScheduleColumn::NextFireAt.at()].contains("min(t.nominal_at)"));
+        assert_eq!(items[ScheduleColumn::UnplannedFrom.at()], "s.next_fire_at");
     }
 }

@@ -209,8 +209,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// templates' payloads are null.
     async fn schedule_list(&self, params: ScheduleListParams) -> Result<Page<Schedule>>;
 
-    /// Deletes a schedule and its ledger; its tasks stay. `false` if there was none.
-    async fn schedule_delete(&self, name: &str) -> Result<bool>;
+    /// Deletes a schedule and its ledger; its tasks stay, but for runs made ahead whose time
+    /// has not come at `now`, which are withdrawn. `false` if there was none.
+    async fn schedule_delete(&self, name: &str, now: jiff::Timestamp) -> Result<bool>;
 
     /// Pauses or resumes; on resume the next fire time is the one given.
     async fn schedule_set_paused(&self, params: SchedulePauseParams) -> Result<Schedule>;
@@ -224,6 +225,20 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// `enqueued` occurrence and advances the schedule. Fails with a conflict, changing
     /// nothing, when the schedule's next fire time is no longer `expected_next_fire_at`.
     async fn schedule_apply(&self, params: ScheduleApplyParams) -> Result<Vec<TaskId>>;
+
+    /// One pass of the scheduler, in one transaction: plans the schedules whose time to be
+    /// looked at has come (at most `limit`, oldest first; on PostgreSQL skipping those another
+    /// node is planning), each through [`rules::plan_due`]: due occurrences become tasks or
+    /// ledger lines, occurrences to come within the horizon are made ahead as tasks due at
+    /// their time, and each schedule says when to be looked at again. Each occurrence gets at
+    /// most one ledger line and one task, whatever the nodes do.
+    async fn schedule_materialise(
+        &self,
+        params: ScheduleMaterialiseParams,
+    ) -> Result<MaterialiseReport>;
+
+    /// When the earliest schedule needs planning next (`None`: none does).
+    async fn schedule_next_look_at(&self) -> Result<Option<jiff::Timestamp>>;
 
     /// Enqueues the given past occurrences that have no run yet, in one transaction: an
     /// occurrence the ledger has as enqueued or buffered is counted and left alone, a skipped

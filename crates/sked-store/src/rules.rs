@@ -271,5 +271,7 @@ pub fn list_limit(asked: Option<u32>) -> u32 {
     asked.unwrap_or(LIST_LIMIT_DEFAULT).clamp(1, LIST_LIMIT_MAX)
 }
 
+mod materialise;
 mod schedules;
+pub use materialise::*;
 pub use schedules::*;

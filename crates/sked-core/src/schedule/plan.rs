@@ -182,14 +182,41 @@ impl LeftOut {
     }
 }
 
+/// A plan made ahead of time ([`plan_ahead`]): the plan, and when to plan again.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Ahead {
+    pub plan: Plan,
+    /// When the schedule must be planned again: when its next occurrence comes within the
+    /// look-ahead, or, when an outcome depends on a run that has not ended, at that
+    /// occurrence's nominal time. `None`: never (a single time that has passed).
+    pub look_at: Option<Timestamp>,
+    /// An outcome depends on a run of the schedule that has not ended (an occurrence that
+    /// cannot be decided before its time, a buffered occurrence, an interval counted from a
+    /// run): planning again as soon as a run ends may decide it sooner than `look_at`.
+    pub awaits_run: bool,
+}
+
+/// At most this many occurrences are made ahead in one plan; the rest are planned next time.
+pub const MAX_AHEAD: usize = 1_000;
+
 /// Plans every occurrence due at `now`.
 pub fn plan(input: &PlanInput<'_>, now: Timestamp) -> Plan {
+    plan_ahead(input, now, now).plan
+}
+
+/// Plans every occurrence due at `now` as [`plan`] does, then the occurrences up to `until`
+/// whose outcome cannot change before their time, as tasks due at their nominal time (plus
+/// jitter). An occurrence that is due later and whose outcome depends on a run that has not
+/// ended yet (overlap `skip`, `buffer_one`, `replace` or `allow:N` with runs unfinished) ends
+/// the plan: it is decided at its nominal time, or earlier once the runs it waits for end.
+pub fn plan_ahead(input: &PlanInput<'_>, now: Timestamp, until: Timestamp) -> Ahead {
+    let until = until.max(now);
     let mut placer = Placer::new(input);
     placer.release_buffered();
     if let (Spec::Every(d), IntervalFrom::LastStart | IntervalFrom::LastFinish) =
         (input.spec, input.from)
     {
-        return placer.counted_from_last_run(*d, now);
+        return placer.counted_from_last_run(*d, now, until);
     }
     let mut plan = std::mem::take(&mut placer.plan);
     let window_start = now.checked_sub(input.catchup_window).unwrap_or(now);
@@ -197,7 +224,8 @@ pub fn plan(input: &PlanInput<'_>, now: Timestamp) -> Plan {
     let next = |t: Timestamp| input.spec.next_after(t, input.tz, input.anchor);
 
     let Some(mut n) = input.next_fire_at else {
-        return plan;
+        placer.plan = plan;
+        return placer.finish_ahead(now, until, None);
     };
     // Occurrences before the catch-up window: never run, recorded as one summary line.
     if n < window_start {
@@ -330,7 +358,18 @@ pub fn plan(input: &PlanInput<'_>, now: Timestamp) -> Plan {
             ));
         }
     }
-    placer.finish()
+    // Occurrences to come within the look-ahead, while each can be decided now.
+    let mut made = 0;
+    while placer.plan.next_fire_at.is_some_and(|t| t <= until) && made < MAX_AHEAD {
+        let t = placer.plan.next_fire_at.expect("checked");
+        if !placer.place_ahead(t) {
+            placer.stopped_at = Some(t);
+            break;
+        }
+        made += 1;
+        placer.plan.next_fire_at = next(t);
+    }
+    placer.finish_ahead(now, until, None)
 }
 
 /// Places due occurrences one by one through the overlap policy, counting the runs that are
@@ -339,6 +378,8 @@ struct Placer<'i, 'a> {
     input: &'i PlanInput<'a>,
     plan: Plan,
     active: usize,
+    /// An occurrence to come that cannot be decided before its time.
+    stopped_at: Option<Timestamp>,
 }
 
 impl<'i, 'a> Placer<'i, 'a> {
@@ -350,6 +391,7 @@ impl<'i, 'a> Placer<'i, 'a> {
                 ..Plan::default()
             },
             active: input.active_tasks.len(),
+            stopped_at: None,
         }
     }
 
@@ -436,15 +478,47 @@ impl<'i, 'a> Placer<'i, 'a> {
         });
     }
 
+    /// An occurrence to come, made ahead if its outcome cannot change before its time: it runs
+    /// unless runs are unfinished then, and runs only end (or are made by this planner) until
+    /// then. With unfinished runs under an overlap policy that bounds them, the outcome
+    /// depends on whether they end in time: `false`, nothing placed.
+    fn place_ahead(&mut self, t: Timestamp) -> bool {
+        let room = match self.input.overlap {
+            _ if self.active == 0 => true,
+            OverlapPolicy::Allow => true,
+            OverlapPolicy::AllowUpTo(n) => self.active < n as usize,
+            OverlapPolicy::Skip | OverlapPolicy::BufferOne | OverlapPolicy::Replace => false,
+        };
+        if !room {
+            return false;
+        }
+        self.active += 1;
+        let offset = self.input.jitter.map_or(SignedDuration::ZERO, |j| {
+            jitter_offset(self.input.name, t, j)
+        });
+        self.plan.occurrences.push(PlannedOccurrence {
+            nominal_at: t,
+            outcome: OccurrenceOutcome::Enqueued,
+            detail: None,
+            run_at: Some(t.checked_add(offset).unwrap_or(t)),
+        });
+        true
+    }
+
     /// An interval counted from the previous run's start or end: one occurrence is due at a
     /// time, an interval after that run started (or ended), and no sooner than the stored next
     /// fire time. While the run it counts from has not started (or ended) the next fire time
     /// is a time to look again, an interval on: that run cannot start (end) before now, so the
     /// occurrence cannot be due before then, and looking every interval finds it on time.
-    fn counted_from_last_run(mut self, every: SignedDuration, now: Timestamp) -> Plan {
+    fn counted_from_last_run(
+        mut self,
+        every: SignedDuration,
+        now: Timestamp,
+        until: Timestamp,
+    ) -> Ahead {
         let input = self.input;
         let Some(stored) = input.next_fire_at else {
-            return self.finish();
+            return self.finish_ahead(now, until, None);
         };
         let after = |t: Timestamp| t.checked_add(every).ok();
         // A run released from the buffer just now counts as unfinished too.
@@ -457,33 +531,75 @@ impl<'i, 'a> Placer<'i, 'a> {
             _ => (unfinished, input.last_run.finished_at),
         };
         if waiting {
-            self.plan.next_fire_at = after(now).map(|t| t.max(stored));
-            return self.finish();
+            // The stored time is only when to look again.
+            let look = after(now).map(|t| t.max(stored));
+            self.plan.next_fire_at = look;
+            return self.finish_ahead(now, until, Some(look));
         }
         let due = last.and_then(after).map_or(stored, |t| t.max(stored));
-        if due > now {
+        if due > until {
             self.plan.next_fire_at = Some(due);
-            return self.finish();
+            return self.finish_ahead(now, until, None);
         }
-        let late = now
-            .checked_sub(input.misfire_grace)
-            .is_ok_and(|grace| due < grace);
-        if late && input.catchup == CatchupPolicy::None {
-            self.plan.occurrences.push(PlannedOccurrence::new(
-                due,
-                OccurrenceOutcome::Missed,
-                Some("missed: catch-up policy none".into()),
-            ));
+        if due > now {
+            if !self.place_ahead(due) {
+                self.plan.next_fire_at = Some(due);
+                self.stopped_at = Some(due);
+                return self.finish_ahead(now, until, None);
+            }
         } else {
-            self.place(due);
+            let late = now
+                .checked_sub(input.misfire_grace)
+                .is_ok_and(|grace| due < grace);
+            if late && input.catchup == CatchupPolicy::None {
+                self.plan.occurrences.push(PlannedOccurrence::new(
+                    due,
+                    OccurrenceOutcome::Missed,
+                    Some("missed: catch-up policy none".into()),
+                ));
+            } else {
+                self.place(due);
+            }
         }
-        self.plan.next_fire_at = after(due.max(now));
-        self.finish()
+        let next = after(due.max(now));
+        self.plan.next_fire_at = next;
+        // The next occurrence counts from a run not started or ended yet: the stored time is
+        // the earliest it can be due, and only when to look again.
+        let look = next.map(|t| {
+            t.checked_sub(until.duration_since(now))
+                .unwrap_or(t)
+                .max(now)
+        });
+        self.finish_ahead(now, until, Some(look))
     }
 
-    fn finish(mut self) -> Plan {
+    /// The plan, and when to plan again: `look` if the caller knows (`Some(None)`: never), else
+    /// when the next occurrence comes within the look-ahead (`until - now` before it), or at the
+    /// nominal time of an occurrence that could not be decided yet.
+    fn finish_ahead(
+        mut self,
+        now: Timestamp,
+        until: Timestamp,
+        look: Option<Option<Timestamp>>,
+    ) -> Ahead {
         self.plan.cancel.sort_unstable();
         self.plan.cancel.dedup();
-        self.plan
+        let horizon = until.duration_since(now);
+        let look_at = match (look, self.stopped_at) {
+            (Some(look), _) => look,
+            (None, Some(t)) => Some(t),
+            (None, None) => self
+                .plan
+                .next_fire_at
+                .map(|t| t.checked_sub(horizon).unwrap_or(t).max(now)),
+        };
+        let awaits_run = self.stopped_at.is_some()
+            || (self.plan.buffered.is_some() && self.active > 0)
+            || (self.input.from != IntervalFrom::Fixed && self.active > 0);
+        Ahead {
+            plan: self.plan,
+            look_at,
+            awaits_run,
+        }
     }
 }

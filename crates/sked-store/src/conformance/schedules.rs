@@ -275,8 +275,8 @@ pub async fn schedule_crud_and_pause(store: &Shared) {
         .unwrap();
     assert_eq!((r.paused, r.next_fire_at), (false, Some(at(28 * 3600))));
     assert_eq!(all(store).await.len(), 1);
-    assert!(store.schedule_delete("nightly").await.unwrap());
-    assert!(!store.schedule_delete("nightly").await.unwrap());
+    assert!(store.schedule_delete("nightly", t0()).await.unwrap());
+    assert!(!store.schedule_delete("nightly", t0()).await.unwrap());
     assert_eq!(
         store.schedule_get("nightly").await.unwrap_err().kind(),
         ErrorKind::NotFound

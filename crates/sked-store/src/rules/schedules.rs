@@ -83,7 +83,7 @@ pub fn rewritten_times(
         && old.from == def.from
         && (how == Rewrite::Declared || old.paused == def.paused);
     let next = if same_times {
-        old.next_fire_at
+        old.unplanned_from
     } else {
         next_fire_at
     };
@@ -190,7 +190,7 @@ pub fn check_backfill(
     nominals: &[Timestamp],
     now: Timestamp,
 ) -> crate::Result<()> {
-    let (name, next_fire_at) = (&s.name, s.next_fire_at.filter(|_| !s.paused));
+    let (name, next_fire_at) = (&s.name, s.unplanned_from.filter(|_| !s.paused));
     for &t in nominals {
         if t > now || next_fire_at.is_some_and(|next| t >= next) {
             return Err(crate::StoreError::Invalid(format!(
@@ -234,7 +234,7 @@ pub fn backfill_task(s: &crate::Schedule, nominal_at: Timestamp) -> crate::TaskI
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use sked_core::{ScheduleDef, TaskTemplate};
 
     use super::*;
@@ -244,7 +244,8 @@ mod tests {
         Timestamp::from_second(1_800_000_000 + s).unwrap()
     }
 
-    fn stored(def: &ScheduleDef) -> Schedule {
+    /// `def` as stored at 0 s, next due at 100 s.
+    pub(crate) fn stored(def: &ScheduleDef) -> Schedule {
         Schedule {
             name: def.name.clone(),
             spec: def.spec.clone(),
@@ -268,6 +269,7 @@ mod tests {
             last_finished_at: None,
             running: false,
             last_outcome: None,
+            unplanned_from: Some(t(100)),
             declared_by: None,
         }
     }

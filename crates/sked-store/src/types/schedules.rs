@@ -88,6 +88,10 @@ pub struct Schedule {
     pub running: bool,
     /// The final state of its most recent finished run.
     pub last_outcome: Option<TaskState>,
+    /// The first occurrence the scheduler has not planned yet: where it goes on from.
+    /// `next_fire_at` is the first occurrence still to run, which may be one made ahead.
+    #[serde(skip)]
+    pub unplanned_from: Option<Timestamp>,
     /// The group of the code that declares it ([`crate::Store::schedule_sync`]); `None` for
     /// a schedule made at run time through the API or CLI.
     #[serde(default)]
@@ -112,6 +116,43 @@ pub struct ScheduleListParams {
     pub limit: u32,
     /// Read the templates' payloads (else they are null).
     pub with_payloads: bool,
+}
+
+/// One pass of the scheduler over the schedules that need planning, in one transaction.
+#[derive(Debug, Clone)]
+pub struct ScheduleMaterialiseParams {
+    pub now: Timestamp,
+    /// Occurrences due up to `now + horizon` are made ahead (at most [`crate::rules::HORIZON_MAX`]).
+    pub horizon: SignedDuration,
+    /// Schedules planned at most.
+    pub limit: u32,
+    /// No further schedule is planned once the plans hold this many tasks.
+    pub max_enqueued: usize,
+    /// An occurrence less late than this is on time.
+    pub misfire_grace: SignedDuration,
+    /// See [`sked_core::PlanInput::catchup_limit`].
+    pub catchup_limit: usize,
+    /// Schedules a run of which ended since the last pass: those waiting for a run to end
+    /// are planned now.
+    pub runs_ended: Vec<String>,
+}
+
+/// What a materialising pass did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MaterialiseReport {
+    /// The tasks made, with their queues.
+    pub enqueued: Vec<(String, TaskId)>,
+    /// The ledger lines written, by outcome.
+    pub outcomes: Vec<OccurrenceOutcome>,
+    /// Schedules that paused themselves, with their dead runs in a row.
+    pub paused: Vec<(String, u32)>,
+    /// Schedules that cannot be evaluated (their spec or zone), with why: not looked at again
+    /// until they change.
+    pub invalid: Vec<(String, String)>,
+    /// Schedules planned.
+    pub planned: u32,
+    /// As many schedules as the limit were planned: more may need planning now.
+    pub more: bool,
 }
 
 #[derive(Debug, Clone)]

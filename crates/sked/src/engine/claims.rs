@@ -230,8 +230,12 @@ impl Engine {
         if !task.state.is_finished() && task.run_at > self.now() {
             self.saw_waiting(Some(task.run_at));
         }
-        if task.schedule.is_some() {
-            self.inner.schedules_changed.notify_waiters();
+        if let Some(schedule) = &task.schedule {
+            if task.state.is_finished() {
+                self.run_ended(schedule);
+            } else {
+                self.inner.schedules_changed.notify_waiters();
+            }
         }
     }
 

@@ -117,6 +117,10 @@ struct Inner {
     work_epoch: AtomicU64,
     /// Woken when schedules changed or a scheduled task finished (overlap, buffers).
     schedules_changed: Notify,
+    /// Schedules a run of which ended here since the scheduler last looked: those waiting for
+    /// a run to end are planned at once (a hint; without it they are planned at the time of
+    /// the occurrence that waits).
+    runs_ended: Mutex<std::collections::BTreeSet<String>>,
     /// Woken when a lease was given up somewhere.
     leases_changed: Notify,
     /// The store announces other processes' changes and its listener is up: no need to poll.
@@ -158,6 +162,7 @@ impl Engine {
             tasks_changed: Notify::new(),
             work_epoch: AtomicU64::new(0),
             schedules_changed: Notify::new(),
+            runs_ended: Mutex::new(std::collections::BTreeSet::new()),
             leases_changed: Notify::new(),
             announced: AtomicBool::new(false),
             leader_until: Mutex::new(None),

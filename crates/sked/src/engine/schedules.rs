@@ -112,7 +112,7 @@ impl Engine {
 
     /// Deletes a schedule and its ledger; its tasks stay.
     pub async fn schedule_delete(&self, name: &str) -> Result<()> {
-        if self.inner.store.schedule_delete(name).await? {
+        if self.inner.store.schedule_delete(name, self.now()).await? {
             Ok(())
         } else {
             Err(StoreError::schedule_not_found(name).into())
@@ -166,14 +166,14 @@ impl Engine {
             )],
             cancel: vec![],
             buffered: s.buffered_at,
-            next_fire_at: s.next_fire_at,
+            next_fire_at: s.unplanned_from,
         };
         let ids = self
             .inner
             .store
             .schedule_apply(ScheduleApplyParams {
                 name: name.into(),
-                expected_next_fire_at: s.next_fire_at,
+                expected_next_fire_at: s.unplanned_from,
                 plan,
                 task: s.task.clone(),
                 now,

@@ -225,7 +225,10 @@ impl Engine {
                 now: self.now(),
             })
             .await?;
-        self.inner.schedules_changed.notify_waiters();
+        match &t.schedule {
+            Some(schedule) if t.state.is_finished() => self.run_ended(schedule),
+            _ => self.inner.schedules_changed.notify_waiters(),
+        }
         Ok(t)
     }
 

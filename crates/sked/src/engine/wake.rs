@@ -19,6 +19,9 @@ use crate::Result;
 pub(super) const POLL_ANNOUNCED: Duration = Duration::from_secs(30);
 pub(super) const POLL_UNANNOUNCED: Duration = Duration::from_secs(1);
 
+/// The most schedules remembered between two looks of the scheduler as having had a run end.
+const RUNS_ENDED_MAX: usize = 100_000;
+
 /// The earliest run time of a scheduled or retrying task, kept up to date from this node's
 /// own changes and the store's announcements, so that idle workers need not ask the store.
 #[derive(Debug, Clone, Copy, Default)]
@@ -62,6 +65,25 @@ impl Engine {
 
     pub(crate) fn schedules_changed(&self) -> &Notify {
         &self.inner.schedules_changed
+    }
+
+    /// A run of `schedule` ended here: the scheduler is woken, and told which schedule.
+    pub(crate) fn run_ended(&self, schedule: &str) {
+        {
+            let mut ended = lock(&self.inner.runs_ended);
+            // A hint only: past this many, the schedules are planned when their time comes.
+            if ended.len() < RUNS_ENDED_MAX && !ended.contains(schedule) {
+                ended.insert(schedule.to_string());
+            }
+        }
+        self.inner.schedules_changed.notify_waiters();
+    }
+
+    /// The schedules a run of which ended here since the last call.
+    pub(crate) fn take_runs_ended(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.inner.runs_ended))
+            .into_iter()
+            .collect()
     }
 
     pub(crate) fn leases_changed(&self) -> &Notify {

@@ -1,14 +1,15 @@
-//! Maintenance: the duties one node of the cluster does for all, as separate units, each with
+//! Maintenance: the duties the nodes of a cluster do for all, as separate units, each with
 //! its own settings and tests:
 //!
+//! - [`Scheduler`] (`scheduler.rs`): turns schedule occurrences into tasks, ahead of their
+//!   time; every node runs it and takes a share;
 //! - [`Elector`] (`leader.rs`): takes and renews the leader lease;
-//! - [`Scheduler`] (`scheduler.rs`): turns due schedule occurrences into tasks;
-//! - [`Rescuer`] (`rescuer.rs`): gives back tasks whose lease expired;
-//! - [`Pruner`] (`pruner.rs`): deletes old finished tasks.
+//! - [`Rescuer`] (`rescuer.rs`): gives back tasks whose lease expired (leader only);
+//! - [`Pruner`] (`pruner.rs`): deletes old finished tasks (leader only).
 //!
-//! [`run`] drives them: every node that runs it takes part in the election, and the one
-//! holding the lease does the other three. Idle, a node asks the store only when something is
-//! due; see `BENCHMARKS.md`.
+//! [`run`] drives them: every node that runs it plans schedules and takes part in the
+//! election, and the one holding the lease rescues and prunes. Idle, a node asks the store
+//! only when something is due; see `BENCHMARKS.md`.
 
 mod leader;
 mod pruner;
@@ -26,10 +27,10 @@ use crate::Engine;
 pub use leader::{Elector, LEADER_LEASE, LeaderConfig, Step};
 pub use pruner::{Pruner, PrunerConfig};
 pub use rescuer::{Rescuer, RescuerConfig};
-pub use scheduler::{Scheduler, SchedulerConfig};
+pub use scheduler::{DEFAULT_LOOK_AHEAD, Pass, Scheduler, SchedulerConfig};
 
 /// The settings of every maintenance unit.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct MaintenanceConfig {
     /// The leader lease.
@@ -40,6 +41,21 @@ pub struct MaintenanceConfig {
     pub rescuer: RescuerConfig,
     /// Pruning finished tasks.
     pub pruner: PrunerConfig,
+}
+
+impl Default for MaintenanceConfig {
+    /// Each unit's defaults, the scheduler looking [`DEFAULT_LOOK_AHEAD`] ahead.
+    fn default() -> MaintenanceConfig {
+        MaintenanceConfig {
+            leader: LeaderConfig::default(),
+            scheduler: SchedulerConfig {
+                look_ahead: DEFAULT_LOOK_AHEAD,
+                ..SchedulerConfig::default()
+            },
+            rescuer: RescuerConfig::default(),
+            pruner: PrunerConfig::default(),
+        }
+    }
 }
 
 impl MaintenanceConfig {
@@ -63,18 +79,43 @@ impl MaintenanceConfig {
     }
 }
 
-/// Runs the election and, while this node leads, the other units, until `shutdown` turns
-/// true; gives the lease up on the way out.
-pub async fn run(engine: Engine, config: MaintenanceConfig, mut shutdown: watch::Receiver<bool>) {
-    let mut elector = Elector::new(config.leader.clone(), Instant::now());
+/// Plans schedules and runs the election and, while this node leads, the rescuer and the
+/// pruner, until `shutdown` turns true; gives the lease up on the way out.
+pub async fn run(engine: Engine, config: MaintenanceConfig, shutdown: watch::Receiver<bool>) {
     let scheduler = Scheduler::new(config.scheduler.clone());
+    tokio::join!(
+        plan_schedules(engine.clone(), scheduler, shutdown.clone()),
+        lead(engine, config, shutdown)
+    );
+}
+
+/// Plans schedules whenever one needs it, or a change or a run's end is told, until
+/// `shutdown` turns true.
+async fn plan_schedules(engine: Engine, scheduler: Scheduler, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        // Listen before working, so a change during the pass is not missed.
+        let changed = engine.schedules_changed().notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let wait = scheduler.pass_and_plan(&engine).await;
+        tokio::select! {
+            _ = &mut changed => {}
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}
+
+/// The election and, while this node leads, the rescuer and the pruner.
+async fn lead(engine: Engine, config: MaintenanceConfig, mut shutdown: watch::Receiver<bool>) {
+    let mut elector = Elector::new(config.leader.clone(), Instant::now());
     let rescuer = Rescuer::new(config.rescuer.clone());
     let pruner = Pruner::new(config.pruner.clone());
     let mut next_rescue = Instant::now();
     let mut next_prune = Instant::now();
-    // When schedules must be looked at: now (just became leader, or told of a change), at the
-    // next fire time, or at the latest after the safety interval.
-    let mut next_schedules = Instant::now();
     let mut presence = crate::Presence {
         id: engine.config().node_id.clone(),
         role: "node".into(),
@@ -92,24 +133,16 @@ pub async fn run(engine: Engine, config: MaintenanceConfig, mut shutdown: watch:
         )
         .await;
         // Listen before working, so a change during the pass is not missed.
-        let schedules_changed = engine.schedules_changed().notified();
         let leases_changed = engine.leases_changed().notified();
-        tokio::pin!(schedules_changed, leases_changed);
-        schedules_changed.as_mut().enable();
+        tokio::pin!(leases_changed);
         leases_changed.as_mut().enable();
         let step = elector.step(&engine, Instant::now()).await;
-        if step.became {
-            next_schedules = Instant::now();
-        }
         let mut wake_at = step
             .next_try
             .min(Instant::now() + crate::engine::BEAT_EVERY);
         if let (true, Some(until)) = (step.leader, step.leader_until) {
             // The duties end with the leadership, even mid-request.
             let duties = async {
-                if Instant::now() >= next_schedules {
-                    next_schedules = Instant::now() + scheduler.pass_and_plan(&engine).await;
-                }
                 if Instant::now() >= next_rescue {
                     let started = Instant::now();
                     let wait = match rescuer.pass(&engine).await {
@@ -140,14 +173,9 @@ pub async fn run(engine: Engine, config: MaintenanceConfig, mut shutdown: watch:
             if tokio::time::timeout_at(until, duties).await.is_err() {
                 tracing::warn!("the leader's duties outlasted its leadership; stopped");
             }
-            wake_at = wake_at
-                .min(next_rescue)
-                .min(next_prune)
-                .min(next_schedules)
-                .min(until);
+            wake_at = wake_at.min(next_rescue).min(next_prune).min(until);
         }
         tokio::select! {
-            _ = &mut schedules_changed, if step.leader => next_schedules = Instant::now(),
             _ = &mut leases_changed, if !step.leader => elector.try_now(Instant::now()),
             _ = tokio::time::sleep_until(wake_at) => {}
             _ = shutdown.changed() => {}

@@ -1,0 +1,208 @@
+//! Plans made ahead of time: which occurrences to come become tasks before their time, which
+//! wait for their time, and when the schedule is planned again.
+
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp};
+use sked_core::schedule::plan::plan;
+use sked_core::{
+    Ahead, CatchupPolicy, IntervalFrom, LastRun, OccurrenceOutcome, OverlapPolicy, PlanInput, Spec,
+    jitter_offset, plan_ahead,
+};
+
+fn t(s: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + s).unwrap()
+}
+
+/// A plan at `now` looking `ahead` seconds on, for schedule "s" with `spec`, its first
+/// unplanned occurrence at `next`, these unfinished tasks, and `set` applied to the input.
+fn ahead_at(
+    spec: &str,
+    next: i64,
+    active: &[i64],
+    now: i64,
+    ahead: i64,
+    set: impl FnOnce(&mut PlanInput<'_>),
+) -> Ahead {
+    let spec = Spec::parse(spec).unwrap();
+    let tz = TimeZone::UTC;
+    let mut input = PlanInput {
+        name: "s",
+        spec: &spec,
+        tz: &tz,
+        anchor: t(0),
+        next_fire_at: Some(t(next)),
+        overlap: OverlapPolicy::Skip,
+        catchup: CatchupPolicy::Latest,
+        catchup_window: SignedDuration::from_hours(1),
+        misfire_grace: SignedDuration::from_secs(10),
+        active_tasks: active,
+        buffered: None,
+        catchup_limit: 1000,
+        from: IntervalFrom::Fixed,
+        jitter: None,
+        last_run: LastRun::default(),
+    };
+    set(&mut input);
+    let a = plan_ahead(&input, t(now), t(now + ahead));
+    if ahead == 0 {
+        assert_eq!(
+            a.plan,
+            plan(&input, t(now)),
+            "no look-ahead is the plain plan"
+        );
+    }
+    a
+}
+
+/// (nominal second, outcome, run second) of each line.
+fn lines(a: &Ahead) -> Vec<(i64, OccurrenceOutcome, Option<i64>)> {
+    let s = |t: Timestamp| t.as_second() - 1_800_000_000;
+    a.plan
+        .occurrences
+        .iter()
+        .map(|o| (s(o.nominal_at), o.outcome, o.run_at.map(s)))
+        .collect()
+}
+
+use OccurrenceOutcome::{Enqueued, Skipped};
+
+#[test]
+fn allow_makes_every_occurrence_within_the_horizon_due_at_its_time() {
+    let a = ahead_at("every 10s", 10, &[], 5, 60, |i| {
+        i.overlap = OverlapPolicy::Allow
+    });
+    let made: Vec<_> = (1..=6).map(|k| (k * 10, Enqueued, Some(k * 10))).collect();
+    assert_eq!(lines(&a), made);
+    assert_eq!(a.plan.next_fire_at, Some(t(70)));
+    // Looked at again when 70 s comes within the 60 s horizon.
+    assert_eq!(a.look_at, Some(t(10)));
+    assert!(!a.awaits_run);
+}
+
+#[test]
+fn skip_makes_the_next_run_ahead_only_while_no_run_is_unfinished() {
+    // Nothing unfinished: 10 s is made ahead; 20 s depends on whether that run ends in time.
+    let a = ahead_at("every 10s", 10, &[], 5, 60, |_| {});
+    assert_eq!(lines(&a), [(10, Enqueued, Some(10))]);
+    assert_eq!(a.plan.next_fire_at, Some(t(20)));
+    assert_eq!(a.look_at, Some(t(20)), "decided at its time at the latest");
+    assert!(a.awaits_run);
+    // A run unfinished: nothing is made ahead.
+    for overlap in [
+        OverlapPolicy::Skip,
+        OverlapPolicy::BufferOne,
+        OverlapPolicy::Replace,
+    ] {
+        let a = ahead_at("every 10s", 10, &[7], 5, 60, |i| i.overlap = overlap);
+        assert!(a.plan.occurrences.is_empty(), "{overlap}");
+        assert!(a.plan.cancel.is_empty(), "{overlap}");
+        assert_eq!((a.plan.next_fire_at, a.look_at), (Some(t(10)), Some(t(10))));
+        assert!(a.awaits_run);
+    }
+    // At its time it is decided as without look-ahead: skipped while the run is unfinished.
+    let a = ahead_at("every 10s", 10, &[7], 10, 60, |_| {});
+    assert_eq!(lines(&a)[0].1, Skipped);
+}
+
+#[test]
+fn allow_n_makes_runs_ahead_while_there_is_room() {
+    let a = ahead_at("every 10s", 10, &[7], 5, 60, |i| {
+        i.overlap = OverlapPolicy::AllowUpTo(3)
+    });
+    assert_eq!(
+        lines(&a),
+        [(10, Enqueued, Some(10)), (20, Enqueued, Some(20))]
+    );
+    assert_eq!((a.plan.next_fire_at, a.look_at), (Some(t(30)), Some(t(30))));
+    assert!(a.awaits_run);
+}
+
+#[test]
+fn due_occurrences_are_planned_first_then_the_ones_to_come() {
+    // 10 s is due now (and on time), 20 s and 30 s are to come.
+    let a = ahead_at("every 10s", 10, &[], 12, 20, |i| {
+        i.overlap = OverlapPolicy::Allow
+    });
+    assert_eq!(
+        lines(&a),
+        [
+            (10, Enqueued, None),
+            (20, Enqueued, Some(20)),
+            (30, Enqueued, Some(30))
+        ]
+    );
+    // With skip, the due run makes the next undecidable.
+    let a = ahead_at("every 10s", 10, &[], 12, 20, |_| {});
+    assert_eq!(lines(&a), [(10, Enqueued, None)]);
+    assert_eq!(a.look_at, Some(t(20)));
+}
+
+#[test]
+fn jitter_moves_runs_made_ahead_by_the_same_offset() {
+    let jitter = SignedDuration::from_secs(5);
+    let a = ahead_at("every 10s", 10, &[], 0, 30, |i| {
+        i.overlap = OverlapPolicy::Allow;
+        i.jitter = Some(jitter);
+    });
+    for o in &a.plan.occurrences {
+        assert_eq!(
+            o.run_at,
+            Some(o.nominal_at + jitter_offset("s", o.nominal_at, jitter))
+        );
+    }
+    assert_eq!(a.plan.occurrences.len(), 3);
+}
+
+#[test]
+fn a_buffered_run_is_released_and_the_next_waits_for_it() {
+    let a = ahead_at("every 10s", 20, &[], 15, 60, |i| {
+        i.overlap = OverlapPolicy::BufferOne;
+        i.buffered = Some(t(10));
+    });
+    assert_eq!(lines(&a), [(10, Enqueued, None)]);
+    assert_eq!(a.plan.buffered, None);
+    assert_eq!(a.look_at, Some(t(20)));
+    assert!(a.awaits_run);
+}
+
+#[test]
+fn the_horizon_bounds_how_far_ahead_and_a_single_time_ends() {
+    // Nothing within 30 s: look again when 100 s is 30 s away.
+    let a = ahead_at("every 100s", 100, &[], 0, 30, |_| {});
+    assert!(a.plan.occurrences.is_empty());
+    assert_eq!(a.look_at, Some(t(70)));
+    // A single time made ahead: nothing is left to plan.
+    let once = format!("at {}", t(20));
+    let a = ahead_at(&once, 20, &[], 0, 30, |_| {});
+    assert_eq!(lines(&a), [(20, Enqueued, Some(20))]);
+    assert_eq!((a.plan.next_fire_at, a.look_at), (None, None));
+}
+
+#[test]
+fn intervals_from_the_last_run_are_made_ahead_once_it_ended() {
+    let from = |i: &mut PlanInput<'_>| {
+        i.from = IntervalFrom::LastFinish;
+        i.last_run.finished_at = Some(t(5));
+    };
+    // Ended at 5 s: 8 s is made ahead; the one after counts from that run's end.
+    let a = ahead_at("every 3s", 6, &[], 6, 60, from);
+    assert_eq!(lines(&a), [(8, Enqueued, Some(8))]);
+    assert!(a.awaits_run);
+    // That run unfinished: look again an interval on, as without look-ahead.
+    let a = ahead_at("every 3s", 11, &[9], 9, 60, from);
+    assert!(a.plan.occurrences.is_empty());
+    assert_eq!((a.plan.next_fire_at, a.look_at), (Some(t(12)), Some(t(12))));
+}
+
+#[test]
+fn without_look_ahead_the_plan_is_the_plain_one() {
+    for (spec, next, active, now, overlap) in [
+        ("every 10s", 10, &[][..], 35, OverlapPolicy::Allow),
+        ("every 10s", 10, &[3][..], 35, OverlapPolicy::Skip),
+        ("* * * * *", 60, &[][..], 200, OverlapPolicy::BufferOne),
+        ("every 7s", 1, &[1, 2][..], 40, OverlapPolicy::AllowUpTo(3)),
+    ] {
+        // `ahead_at` checks the plans agree when the horizon is 0.
+        ahead_at(spec, next, active, now, 0, |i| i.overlap = overlap);
+    }
+}

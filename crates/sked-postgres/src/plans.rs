@@ -1,0 +1,306 @@
+//! Materialising passes: the schedules due to be planned, claimed with `SKIP LOCKED` so that
+//! every node plans a share, planned by [`rules::plan_due`], and their plans written in a few
+//! statements per batch. Also runs made ahead withdrawn when their schedule changes.
+
+use std::collections::{HashMap, HashSet};
+
+use deadpool_postgres::{Object, Transaction};
+use jiff::Timestamp;
+use sked_core::TaskId;
+use sked_store::rules::{PlanWrite, Written};
+use sked_store::states::ACTIVE;
+use sked_store::*;
+use tokio_postgres::GenericClient;
+
+use crate::codec::{col, db_err};
+use crate::schedules::{COLUMNS, from_row};
+use crate::tasks;
+
+/// One pass (see [`Store::schedule_materialise`]).
+pub(crate) async fn materialise(
+    c: &mut Object,
+    channel: &str,
+    p: &ScheduleMaterialiseParams,
+) -> Result<MaterialiseReport> {
+    if !p.runs_ended.is_empty() {
+        runs_ended(c, &p.runs_ended, p.now).await?;
+    }
+    let tx = c.transaction().await.map_err(db_err)?;
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT {columns}, ({dead_runs})::integer FROM sked_schedules s \
+             WHERE s.look_at <= $1 ORDER BY s.look_at LIMIT $2 FOR UPDATE OF s SKIP LOCKED",
+            columns = COLUMNS.as_str(),
+            dead_runs = columns::dead_runs("sked_tasks"),
+        ))
+        .await
+        .map_err(db_err)?;
+    let rows = tx
+        .query(&stmt, &[&p.now, &i64::from(p.limit)])
+        .await
+        .map_err(db_err)?;
+    let mut due = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let dead_runs = col::<i32>(r, columns::ScheduleColumn::APPENDED)?.max(0) as u32;
+        due.push((from_row(r)?, dead_runs));
+    }
+    let names: Vec<&str> = due.iter().map(|(s, _)| s.name.as_str()).collect();
+    let active = active_tasks(&*tx, &names).await?;
+    let none = Vec::new();
+    let batch = rules::plan_batch(
+        due.iter().map(|(s, dead_runs)| {
+            let runs = active.get(s.name.as_str()).unwrap_or(&none);
+            (s, runs.as_slice(), *dead_runs)
+        }),
+        p,
+    );
+    for (name, reason, _) in &batch.pauses {
+        withdraw_ahead(&*tx, name, p.now).await?;
+        tx.execute(
+            "UPDATE sked_schedules SET paused = true, paused_reason = $2, look_at = NULL, \
+               awaits_run = false, updated_at = $3 WHERE name = $1",
+            &[name, reason, &p.now],
+        )
+        .await
+        .map_err(db_err)?;
+    }
+    for (name, _) in &batch.invalid {
+        tx.execute(
+            "UPDATE sked_schedules SET look_at = NULL WHERE name = $1",
+            &[name],
+        )
+        .await
+        .map_err(db_err)?;
+    }
+    let written = write_plans(&tx, channel, &batch.writes, p.now).await?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(batch.report(written, rows.len() as u32 >= p.limit))
+}
+
+/// Schedules waiting for a run to end, a run of which ended: planned at once. Their rows are
+/// locked in name order, so that two nodes saying so at once cannot deadlock.
+async fn runs_ended(c: &Object, names: &[String], now: Timestamp) -> Result<()> {
+    let stmt = c
+        .prepare_cached(
+            "UPDATE sked_schedules s SET look_at = $2 FROM ( \
+               SELECT name FROM sked_schedules WHERE name = ANY($1) AND awaits_run \
+               AND look_at IS NOT NULL ORDER BY name FOR UPDATE) l \
+             WHERE s.name = l.name AND s.look_at > $2",
+        )
+        .await
+        .map_err(db_err)?;
+    c.execute(&stmt, &[&names, &now]).await.map_err(db_err)?;
+    Ok(())
+}
+
+/// The unfinished tasks of each schedule named, oldest first.
+async fn active_tasks<C: GenericClient + Sync>(
+    c: &C,
+    names: &[&str],
+) -> Result<HashMap<String, Vec<TaskId>>> {
+    let mut out: HashMap<String, Vec<TaskId>> = HashMap::new();
+    if names.is_empty() {
+        return Ok(out);
+    }
+    let rows = c
+        .query(
+            &format!(
+                "SELECT schedule, id FROM sked_tasks WHERE schedule = ANY($1) \
+                 AND state IN {ACTIVE} ORDER BY id"
+            ),
+            &[&names],
+        )
+        .await
+        .map_err(db_err)?;
+    for r in &rows {
+        out.entry(col(r, 0)?).or_default().push(col(r, 1)?);
+    }
+    Ok(out)
+}
+
+/// Writes a batch of plans whose schedules the caller has locked: the cancels, each ledger
+/// line (an `enqueued` one turns the occurrence's `buffered` line into its run, else a new line
+/// is inserted unless one is there), a task for each enqueued line written, and each
+/// schedule's next state.
+pub(crate) async fn write_plans(
+    tx: &Transaction<'_>,
+    channel: &str,
+    writes: &[PlanWrite],
+    now: Timestamp,
+) -> Result<Written> {
+    for w in writes {
+        for id in &w.plan.cancel {
+            rules::replaced(tasks::cancel_in(tx, *id, now).await)?;
+        }
+    }
+    let lines = rules::ledger_lines(writes);
+    let key = |schedule: &str, t: Timestamp| (schedule.to_string(), t);
+    // Buffered occurrences released.
+    let (mut names, mut nominals, mut details) = (vec![], vec![], vec![]);
+    for l in lines.iter().filter(|l| l.may_release()) {
+        names.push(l.write.name.as_str());
+        nominals.push(l.occ.nominal_at);
+        details.push(l.occ.detail.as_deref());
+    }
+    let mut recorded: HashSet<(String, Timestamp)> = HashSet::new();
+    if !names.is_empty() {
+        let rows = tx
+            .query(
+                "UPDATE sked_occurrences o SET outcome = 'enqueued', detail = u.detail, recorded_at = $4 \
+                 FROM unnest($1::text[], $2::timestamptz[], $3::text[]) AS u(schedule, nominal_at, detail) \
+                 WHERE o.schedule = u.schedule AND o.nominal_at = u.nominal_at AND o.outcome = 'buffered' \
+                 RETURNING o.schedule, o.nominal_at",
+                &[&names, &nominals, &details, &now],
+            )
+            .await
+            .map_err(db_err)?;
+        for r in &rows {
+            recorded.insert((col(r, 0)?, col(r, 1)?));
+        }
+    }
+    // New lines; the primary key keeps a second one for the same occurrence out.
+    let (mut names, mut nominals, mut outcomes, mut details) = (vec![], vec![], vec![], vec![]);
+    for l in &lines {
+        if !recorded.contains(&key(&l.write.name, l.occ.nominal_at)) {
+            names.push(l.write.name.as_str());
+            nominals.push(l.occ.nominal_at);
+            outcomes.push(l.occ.outcome.as_str());
+            details.push(l.occ.detail.as_deref());
+        }
+    }
+    if !names.is_empty() {
+        let stmt = tx
+            .prepare_cached(
+                "INSERT INTO sked_occurrences (schedule, nominal_at, outcome, detail, recorded_at) \
+                 SELECT u.schedule, u.nominal_at, u.outcome, u.detail, $5 \
+                 FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[]) \
+                   AS u(schedule, nominal_at, outcome, detail) \
+                 ON CONFLICT (schedule, nominal_at) DO NOTHING RETURNING schedule, nominal_at",
+            )
+            .await
+            .map_err(db_err)?;
+        let rows = tx
+            .query(&stmt, &[&names, &nominals, &outcomes, &details, &now])
+            .await
+            .map_err(db_err)?;
+        for r in &rows {
+            recorded.insert((col(r, 0)?, col(r, 1)?));
+        }
+    }
+    let recorded: Vec<bool> = lines
+        .iter()
+        .map(|l| recorded.contains(&key(&l.write.name, l.occ.nominal_at)))
+        .collect();
+    // A task for each enqueued line written.
+    let mut inserts = Vec::new();
+    let mut of_line = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if let (true, Some(insert)) = (recorded[i], l.task()) {
+            inserts.push(insert);
+            of_line.push(i);
+        }
+    }
+    let mut task_ids: Vec<Option<TaskId>> = vec![None; lines.len()];
+    if !inserts.is_empty() {
+        let inserted = tasks::insert_tasks(&**tx, None, channel, &inserts, now).await?;
+        let (mut names, mut nominals, mut ids) = (vec![], vec![], vec![]);
+        for (i, ins) in of_line.into_iter().zip(inserted) {
+            task_ids[i] = Some(ins.id);
+            names.push(lines[i].write.name.as_str());
+            nominals.push(lines[i].occ.nominal_at);
+            ids.push(ins.id);
+        }
+        let stmt = tx
+            .prepare_cached(
+                "UPDATE sked_occurrences o SET task_id = u.id \
+                 FROM unnest($1::text[], $2::timestamptz[], $3::bigint[]) AS u(schedule, nominal_at, id) \
+                 WHERE o.schedule = u.schedule AND o.nominal_at = u.nominal_at",
+            )
+            .await
+            .map_err(db_err)?;
+        tx.execute(&stmt, &[&names, &nominals, &ids])
+            .await
+            .map_err(db_err)?;
+    }
+    // Each schedule's next state.
+    if !writes.is_empty() {
+        let names: Vec<&str> = writes.iter().map(|w| w.name.as_str()).collect();
+        let next: Vec<Option<Timestamp>> = writes.iter().map(|w| w.plan.next_fire_at).collect();
+        let buffered: Vec<Option<Timestamp>> = writes.iter().map(|w| w.plan.buffered).collect();
+        let look: Vec<Option<Timestamp>> = writes.iter().map(|w| w.look_at).collect();
+        let awaits: Vec<bool> = writes.iter().map(|w| w.awaits_run).collect();
+        let stmt = tx
+            .prepare_cached(
+                "UPDATE sked_schedules s SET next_fire_at = u.next, buffered_at = u.buffered, \
+                   look_at = CASE WHEN s.paused THEN NULL ELSE u.look END, awaits_run = u.awaits, \
+                   updated_at = $6 \
+                 FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[], \
+                   $5::bool[]) AS u(name, next, buffered, look, awaits) \
+                 WHERE s.name = u.name",
+            )
+            .await
+            .map_err(db_err)?;
+        tx.execute(&stmt, &[&names, &next, &buffered, &look, &awaits, &now])
+            .await
+            .map_err(db_err)?;
+    }
+    let outcomes = lines
+        .iter()
+        .zip(&recorded)
+        .filter(|(_, r)| **r)
+        .map(|(l, _)| l.occ.outcome)
+        .collect();
+    Ok(Written {
+        recorded,
+        tasks: task_ids,
+        outcomes,
+    })
+}
+
+/// Withdraws the runs of schedule `name` made ahead whose time has not come (not started,
+/// nominal time after `now`): their tasks and ledger lines go, and the schedule is planned
+/// again from the earliest of them. Its row must be locked.
+pub(crate) async fn withdraw_ahead<C: GenericClient + Sync>(
+    c: &C,
+    name: &str,
+    now: Timestamp,
+) -> Result<()> {
+    let rows = c
+        .query(
+            &format!(
+                "DELETE FROM sked_tasks WHERE schedule = $1 AND state = 'scheduled' AND attempt = 0 \
+                 AND nominal_at > $2 AND state IN {ACTIVE} RETURNING nominal_at"
+            ),
+            &[&name, &now],
+        )
+        .await
+        .map_err(db_err)?;
+    let nominals: Vec<Timestamp> = rows.iter().map(|r| col(r, 0)).collect::<Result<_>>()?;
+    let Some(first) = nominals.iter().min().copied() else {
+        return Ok(());
+    };
+    c.execute(
+        "DELETE FROM sked_occurrences WHERE schedule = $1 AND nominal_at = ANY($2)",
+        &[&name, &nominals],
+    )
+    .await
+    .map_err(db_err)?;
+    c.execute(
+        "UPDATE sked_schedules SET next_fire_at = $2 WHERE name = $1 \
+           AND (next_fire_at IS NULL OR next_fire_at > $2)",
+        &[&name, &first],
+    )
+    .await
+    .map_err(db_err)?;
+    Ok(())
+}
+
+/// When the earliest schedule needs planning next.
+pub(crate) async fn next_look_at(c: &mut Object) -> Result<Option<Timestamp>> {
+    let stmt = c
+        .prepare_cached("SELECT min(look_at) FROM sked_schedules")
+        .await
+        .map_err(db_err)?;
+    let row = c.query_one(&stmt, &[]).await.map_err(db_err)?;
+    col(&row, 0)
+}

@@ -1,0 +1,233 @@
+//! Materialising passes: the schedules due to be planned, planned by [`rules::plan_due`], and
+//! their plans written in the one write transaction. Also runs made ahead withdrawn when their
+//! schedule changes.
+
+use std::collections::HashSet;
+
+use jiff::Timestamp;
+use rusqlite::{Connection, Transaction, params};
+use sked_core::TaskId;
+use sked_store::rules::{PlanWrite, Written};
+use sked_store::*;
+
+use crate::codec::{db_err, opt_ts, ts};
+use crate::schedules::{COLUMNS, from_row};
+use crate::tasks;
+
+/// One pass (see [`Store::schedule_materialise`]).
+pub(crate) fn materialise(
+    tx: &Transaction<'_>,
+    p: &ScheduleMaterialiseParams,
+) -> Result<MaterialiseReport> {
+    for name in &p.runs_ended {
+        tx.prepare_cached(
+            "UPDATE schedules SET look_at = ?2 WHERE name = ?1 AND awaits_run AND look_at > ?2",
+        )
+        .map_err(db_err)?
+        .execute(params![name, ts(p.now)])
+        .map_err(db_err)?;
+    }
+    let due: Vec<(Schedule, u32)> = {
+        let mut stmt = tx
+            .prepare_cached(&format!(
+                "SELECT {columns}, {dead_runs} FROM schedules s \
+                 WHERE s.look_at <= ?1 ORDER BY s.look_at LIMIT ?2",
+                columns = COLUMNS.as_str(),
+                dead_runs = columns::dead_runs("tasks"),
+            ))
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map(params![ts(p.now), p.limit], |r| {
+                Ok((from_row(r)?, r.get(columns::ScheduleColumn::APPENDED)?))
+            })
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+    };
+    let active: Vec<Vec<TaskId>> = due
+        .iter()
+        .map(|(s, _)| active_tasks(tx, &s.name))
+        .collect::<Result<_>>()?;
+    let batch = rules::plan_batch(
+        due.iter()
+            .zip(&active)
+            .map(|((s, dead_runs), runs)| (s, runs.as_slice(), *dead_runs)),
+        p,
+    );
+    for (name, reason, _) in &batch.pauses {
+        withdraw_ahead(tx, name, p.now)?;
+        tx.execute(
+            "UPDATE schedules SET paused = 1, paused_reason = ?2, look_at = NULL, \
+               awaits_run = 0, updated_at = ?3 WHERE name = ?1",
+            params![name, reason, ts(p.now)],
+        )
+        .map_err(db_err)?;
+    }
+    for (name, _) in &batch.invalid {
+        tx.execute(
+            "UPDATE schedules SET look_at = NULL WHERE name = ?1",
+            [name],
+        )
+        .map_err(db_err)?;
+    }
+    let written = write_plans(tx, &batch.writes, p.now)?;
+    Ok(batch.report(written, due.len() as u32 >= p.limit))
+}
+
+/// A schedule's unfinished tasks, oldest first.
+pub(crate) fn active_tasks(conn: &Connection, name: &str) -> Result<Vec<TaskId>> {
+    let mut stmt = conn
+        .prepare_cached(&crate::indexed::SCHEDULE_ACTIVE)
+        .map_err(db_err)?;
+    let rows = stmt.query_map([name], |r| r.get(0)).map_err(db_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(db_err)
+}
+
+/// Writes a batch of plans: the cancels, each ledger line (an `enqueued` one turns the
+/// occurrence's `buffered` line into its run, else a new line is inserted unless one is there),
+/// a task for each enqueued line written, and each schedule's next state.
+pub(crate) fn write_plans(
+    tx: &Transaction<'_>,
+    writes: &[PlanWrite],
+    now: Timestamp,
+) -> Result<Written> {
+    for w in writes {
+        for id in &w.plan.cancel {
+            rules::replaced(tasks::cancel(tx, *id, now))?;
+        }
+    }
+    let lines = rules::ledger_lines(writes);
+    let mut recorded = Vec::with_capacity(lines.len());
+    for l in &lines {
+        let (name, nominal) = (&l.write.name, ts(l.occ.nominal_at));
+        let released = l.may_release()
+            && tx
+                .prepare_cached(
+                    "UPDATE occurrences SET outcome = 'enqueued', detail = ?3, recorded_at = ?4 \
+                     WHERE schedule = ?1 AND nominal_at = ?2 AND outcome = 'buffered'",
+                )
+                .map_err(db_err)?
+                .execute(params![name, nominal, l.occ.detail, ts(now)])
+                .map_err(db_err)?
+                > 0;
+        let inserted = !released
+            && tx
+                .prepare_cached(
+                    "INSERT INTO occurrences (schedule, nominal_at, outcome, detail, recorded_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (schedule, nominal_at) DO NOTHING",
+                )
+                .map_err(db_err)?
+                .execute(params![
+                    name,
+                    nominal,
+                    l.occ.outcome.as_str(),
+                    l.occ.detail,
+                    ts(now)
+                ])
+                .map_err(db_err)?
+                > 0;
+        recorded.push(released || inserted);
+    }
+    let mut task_ids: Vec<Option<TaskId>> = vec![None; lines.len()];
+    let mut inserts = Vec::new();
+    let mut of_line = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if let (true, Some(insert)) = (recorded[i], l.task()) {
+            inserts.push(insert);
+            of_line.push(i);
+        }
+    }
+    if !inserts.is_empty() {
+        let inserted = tasks::insert_many(
+            tx,
+            &TaskInsertParams {
+                tasks: inserts,
+                now,
+            },
+        )?;
+        for (i, ins) in of_line.into_iter().zip(inserted) {
+            task_ids[i] = Some(ins.id);
+            tx.prepare_cached(
+                "UPDATE occurrences SET task_id = ?3 WHERE schedule = ?1 AND nominal_at = ?2",
+            )
+            .map_err(db_err)?
+            .execute(params![
+                lines[i].write.name,
+                ts(lines[i].occ.nominal_at),
+                ins.id
+            ])
+            .map_err(db_err)?;
+        }
+    }
+    for w in writes {
+        tx.prepare_cached(
+            "UPDATE schedules SET next_fire_at = ?2, buffered_at = ?3, \
+               look_at = CASE WHEN paused THEN NULL ELSE ?4 END, awaits_run = ?5, updated_at = ?6 \
+             WHERE name = ?1",
+        )
+        .map_err(db_err)?
+        .execute(params![
+            w.name,
+            w.plan.next_fire_at.map(ts),
+            w.plan.buffered.map(ts),
+            w.look_at.map(ts),
+            w.awaits_run,
+            ts(now)
+        ])
+        .map_err(db_err)?;
+    }
+    let outcomes = lines
+        .iter()
+        .zip(&recorded)
+        .filter(|(_, r)| **r)
+        .map(|(l, _)| l.occ.outcome)
+        .collect();
+    Ok(Written {
+        recorded,
+        tasks: task_ids,
+        outcomes,
+    })
+}
+
+/// Withdraws the runs of schedule `name` made ahead whose time has not come (not started,
+/// nominal time after `now`): their tasks and ledger lines go, and the schedule is planned
+/// again from the earliest of them.
+pub(crate) fn withdraw_ahead(tx: &Transaction<'_>, name: &str, now: Timestamp) -> Result<()> {
+    let nominals: Vec<i64> = {
+        let mut stmt = tx
+            .prepare_cached(&format!(
+                "DELETE FROM tasks WHERE schedule = ?1 AND state = 'scheduled' AND attempt = 0 \
+                 AND nominal_at > ?2 AND {} RETURNING nominal_at",
+                sked_store::states::ACTIVE_ANY
+            ))
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map(params![name, ts(now)], |r| r.get(0))
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+    };
+    let Some(first) = nominals.iter().min().copied() else {
+        return Ok(());
+    };
+    let gone: HashSet<i64> = nominals.into_iter().collect();
+    for nominal in gone {
+        tx.prepare_cached("DELETE FROM occurrences WHERE schedule = ?1 AND nominal_at = ?2")
+            .map_err(db_err)?
+            .execute(params![name, nominal])
+            .map_err(db_err)?;
+    }
+    tx.execute(
+        "UPDATE schedules SET next_fire_at = ?2 WHERE name = ?1 \
+           AND (next_fire_at IS NULL OR next_fire_at > ?2)",
+        params![name, first],
+    )
+    .map_err(db_err)?;
+    Ok(())
+}
+
+/// When the earliest schedule needs planning next.
+pub(crate) fn next_look_at(conn: &Connection) -> Result<Option<Timestamp>> {
+    let us: Option<i64> = conn
+        .query_row("SELECT min(look_at) FROM schedules", [], |r| r.get(0))
+        .map_err(db_err)?;
+    Ok(opt_ts(us))
+}

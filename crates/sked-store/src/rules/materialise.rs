@@ -1,0 +1,329 @@
+//! What a materialising pass decides for each schedule, and the rows a batch of plans writes:
+//! written once, so that both backends only run the statements.
+
+use jiff::{SignedDuration, Timestamp};
+use sked_core::{LastRun, OccurrenceOutcome, Plan, PlanInput, PlannedOccurrence, TaskTemplate};
+
+use crate::{Schedule, ScheduleMaterialiseParams, TaskId, TaskInsert};
+
+/// The longest look-ahead: a schedule written or resumed is first looked at this long before
+/// its first occurrence (or at once), so no horizon up to this misses one.
+pub const HORIZON_MAX: SignedDuration = SignedDuration::from_hours(1);
+
+/// When a schedule written now, with this first unplanned occurrence, is first looked at:
+/// [`HORIZON_MAX`] before it, or now; never while paused.
+pub fn first_look(
+    unplanned_from: Option<Timestamp>,
+    paused: bool,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    if paused {
+        return None;
+    }
+    unplanned_from.map(|t| t.checked_sub(HORIZON_MAX).unwrap_or(t).max(now))
+}
+
+/// When a schedule is looked at after a plan applied outside a pass (a trigger): no later
+/// than it was, nor than [`first_look`] of the plan's next occurrence.
+pub fn look_after_apply(
+    current: Option<Timestamp>,
+    unplanned_from: Option<Timestamp>,
+    paused: bool,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    let first = first_look(unplanned_from, paused, now);
+    match (current, first) {
+        _ if paused => None,
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// What a pass does with one schedule.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Write the plan, and look at the schedule again at `look_at`.
+    Plan(Box<PlanWrite>),
+    /// Pause it, saying why (its runs made ahead are withdrawn).
+    Pause { reason: String, dead_runs: u32 },
+    /// Its spec or zone cannot be evaluated: it is not looked at again until it changes.
+    Invalid(String),
+}
+
+/// A plan as the backends write it: the ledger lines, the tasks, the cancels, and the
+/// schedule's next state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanWrite {
+    pub name: String,
+    pub task: TaskTemplate,
+    pub plan: Plan,
+    pub look_at: Option<Timestamp>,
+    pub awaits_run: bool,
+}
+
+impl PlanWrite {
+    /// A plan to write, its times in whole microseconds as both backends store them, so that a
+    /// line, its task and the schedule name each occurrence by the same time.
+    pub fn new(
+        name: String,
+        task: TaskTemplate,
+        mut plan: Plan,
+        look_at: Option<Timestamp>,
+        awaits_run: bool,
+    ) -> PlanWrite {
+        for o in &mut plan.occurrences {
+            o.nominal_at = stored(o.nominal_at);
+            o.run_at = o.run_at.map(stored);
+        }
+        plan.buffered = plan.buffered.map(stored);
+        plan.next_fire_at = plan.next_fire_at.map(stored);
+        PlanWrite {
+            name,
+            task,
+            plan,
+            look_at: look_at.map(stored),
+            awaits_run,
+        }
+    }
+}
+
+/// `t` in whole microseconds (towards the past), as stored.
+pub fn stored(t: Timestamp) -> Timestamp {
+    Timestamp::from_microsecond(t.as_microsecond()).unwrap_or(t)
+}
+
+/// Plans schedule `s` (its unfinished tasks `active`, oldest first, and `dead_runs` as
+/// [`crate::DueSchedule::dead_runs`]) at `p.now`, making ahead what falls within the horizon.
+pub fn plan_due(
+    s: &Schedule,
+    active: &[TaskId],
+    dead_runs: u32,
+    p: &ScheduleMaterialiseParams,
+) -> Decision {
+    if s.pause_after_failures.is_some_and(|n| dead_runs >= n) {
+        return Decision::Pause {
+            reason: format!("paused itself: its last {dead_runs} runs in a row ended dead"),
+            dead_runs,
+        };
+    }
+    let (spec, tz) = match s.timing() {
+        Ok(timing) => timing,
+        Err(e) => return Decision::Invalid(e.to_string()),
+    };
+    let input = PlanInput {
+        name: &s.name,
+        spec: &spec,
+        tz: &tz,
+        anchor: s.anchor_at,
+        next_fire_at: s.unplanned_from,
+        overlap: s.overlap,
+        catchup: s.catchup,
+        catchup_window: s.catchup_window,
+        misfire_grace: p.misfire_grace,
+        active_tasks: active,
+        buffered: s.buffered_at,
+        catchup_limit: p.catchup_limit,
+        from: s.from,
+        jitter: s.jitter,
+        last_run: LastRun {
+            started_at: s.last_started_at,
+            finished_at: s.last_finished_at,
+            running: s.running,
+        },
+    };
+    let horizon = p.horizon.clamp(SignedDuration::ZERO, HORIZON_MAX);
+    let until = p.now.checked_add(horizon).unwrap_or(p.now);
+    let ahead = sked_core::plan_ahead(&input, p.now, until);
+    Decision::Plan(Box::new(PlanWrite::new(
+        s.name.clone(),
+        s.task.clone(),
+        ahead.plan,
+        ahead.look_at,
+        ahead.awaits_run,
+    )))
+}
+
+/// What a pass does with the schedules it took: the plans to write, the schedules to pause
+/// and those that cannot be evaluated.
+#[derive(Debug, Clone, Default)]
+pub struct Batch {
+    pub writes: Vec<PlanWrite>,
+    /// Name, why, and its dead runs in a row.
+    pub pauses: Vec<(String, String, u32)>,
+    /// Name and why.
+    pub invalid: Vec<(String, String)>,
+    /// Schedules planned (pauses and invalid ones included).
+    pub planned: u32,
+    /// Schedules were left unplanned: the plans reached `max_enqueued` tasks.
+    pub more: bool,
+}
+
+/// Plans each of the schedules a pass took (each with its unfinished tasks, oldest first, and
+/// its dead runs in a row), in order, until the plans hold `p.max_enqueued` tasks.
+pub fn plan_batch<'a>(
+    due: impl IntoIterator<Item = (&'a Schedule, &'a [TaskId], u32)>,
+    p: &ScheduleMaterialiseParams,
+) -> Batch {
+    let mut batch = Batch::default();
+    let mut enqueued = 0;
+    for (s, active, dead_runs) in due {
+        if enqueued >= p.max_enqueued {
+            batch.more = true;
+            break;
+        }
+        batch.planned += 1;
+        match plan_due(s, active, dead_runs, p) {
+            Decision::Plan(w) => {
+                enqueued += w
+                    .plan
+                    .occurrences
+                    .iter()
+                    .filter(|o| o.outcome == OccurrenceOutcome::Enqueued)
+                    .count();
+                batch.writes.push(*w);
+            }
+            Decision::Pause { reason, dead_runs } => {
+                batch.pauses.push((s.name.clone(), reason, dead_runs))
+            }
+            Decision::Invalid(why) => batch.invalid.push((s.name.clone(), why)),
+        }
+    }
+    batch
+}
+
+impl Batch {
+    /// What a pass that wrote this batch reports; `full`: it took as many schedules as it was
+    /// allowed to.
+    pub fn report(&self, written: Written, full: bool) -> crate::MaterialiseReport {
+        let mut report = crate::MaterialiseReport {
+            planned: self.planned,
+            more: full || self.more,
+            paused: self
+                .pauses
+                .iter()
+                .map(|(n, _, d)| (n.clone(), *d))
+                .collect(),
+            invalid: self.invalid.clone(),
+            outcomes: written.outcomes,
+            ..crate::MaterialiseReport::default()
+        };
+        for (line, task) in ledger_lines(&self.writes).iter().zip(&written.tasks) {
+            if let Some(id) = task {
+                report.enqueued.push((line.write.task.queue.clone(), *id));
+            }
+        }
+        report
+    }
+}
+
+/// What writing a batch of plans did, per line of [`ledger_lines`].
+#[derive(Debug, Clone, Default)]
+pub struct Written {
+    /// Whether its ledger line was written (`false`: one was there already).
+    pub recorded: Vec<bool>,
+    /// Its task, if it enqueued one.
+    pub tasks: Vec<Option<TaskId>>,
+    /// The outcomes of the lines written.
+    pub outcomes: Vec<OccurrenceOutcome>,
+}
+
+/// One line a batch of plans writes to the ledger: plan `write`'s occurrence `occ`.
+#[derive(Debug, Clone, Copy)]
+pub struct LedgerLine<'a> {
+    pub write: &'a PlanWrite,
+    pub occ: &'a PlannedOccurrence,
+}
+
+impl LedgerLine<'_> {
+    /// An `enqueued` line may release the occurrence a `buffered` line holds.
+    pub fn may_release(&self) -> bool {
+        self.occ.outcome == OccurrenceOutcome::Enqueued
+    }
+
+    /// The task it enqueues, if it enqueues one.
+    pub fn task(&self) -> Option<TaskInsert> {
+        (self.occ.outcome == OccurrenceOutcome::Enqueued).then(|| {
+            let mut task = self.write.task.to_new_task();
+            task.run_at = self.occ.run_at;
+            TaskInsert {
+                task,
+                schedule: Some(self.write.name.clone()),
+                nominal_at: Some(self.occ.nominal_at),
+            }
+        })
+    }
+}
+
+/// Every ledger line of `writes`, plan by plan, in nominal order within each.
+pub fn ledger_lines(writes: &[PlanWrite]) -> Vec<LedgerLine<'_>> {
+    writes
+        .iter()
+        .flat_map(|write| {
+            write
+                .plan
+                .occurrences
+                .iter()
+                .map(move |occ| LedgerLine { write, occ })
+        })
+        .collect()
+}
+
+/// An occurrence whose ledger line was already there when a plan meant to write it: the
+/// plan is refused (see [`crate::rules::occurrence_recorded`]).
+pub fn already_recorded(line: &LedgerLine<'_>) -> crate::StoreError {
+    crate::StoreError::Conflict(format!(
+        "occurrence {} of schedule {} was already recorded",
+        line.occ.nominal_at, line.write.name
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use sked_core::{OverlapPolicy, ScheduleDef};
+
+    use super::*;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    #[test]
+    fn a_schedule_is_first_looked_at_an_hour_before_it_fires() {
+        assert_eq!(first_look(Some(t(7200)), false, t(0)), Some(t(3600)));
+        assert_eq!(first_look(Some(t(60)), false, t(0)), Some(t(0)));
+        assert_eq!(first_look(Some(t(60)), true, t(0)), None);
+        assert_eq!(first_look(None, false, t(0)), None);
+    }
+
+    #[test]
+    fn a_pass_pauses_a_failing_schedule_before_planning_it() {
+        let def = ScheduleDef::new("s", "every 10s", TaskTemplate::new("k"))
+            .overlap(OverlapPolicy::Allow)
+            .pause_after_failures(2);
+        let s = crate::rules::schedules::tests::stored(&def);
+        let p = ScheduleMaterialiseParams {
+            now: t(95),
+            horizon: SignedDuration::from_secs(20),
+            limit: 10,
+            max_enqueued: 100,
+            misfire_grace: SignedDuration::from_secs(10),
+            catchup_limit: 10,
+            runs_ended: vec![],
+        };
+        assert!(matches!(
+            plan_due(&s, &[], 2, &p),
+            Decision::Pause { dead_runs: 2, .. }
+        ));
+        let Decision::Plan(w) = plan_due(&s, &[], 1, &p) else {
+            panic!("planned")
+        };
+        // 100 s and 110 s are made ahead; 120 s is looked at when it comes within 20 s.
+        let nominal: Vec<_> = w.plan.occurrences.iter().map(|o| o.nominal_at).collect();
+        assert_eq!(nominal, [t(100), t(110)]);
+        assert_eq!(w.look_at, Some(t(100)));
+        let lines = ledger_lines(std::slice::from_ref(&w));
+        let tasks: Vec<_> = lines.iter().filter_map(|l| l.task()).collect();
+        assert_eq!(tasks[1].task.run_at, Some(t(110)));
+        assert_eq!(tasks[1].nominal_at, Some(t(110)));
+    }
+}
