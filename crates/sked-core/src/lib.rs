@@ -18,8 +18,8 @@ pub use error::SpecError;
 pub use rate::{MAX_RATE_BURST, MAX_RATE_PERIOD, RateLimit, Room};
 pub use retry::RetryPolicy;
 pub use schedule::plan::{
-    Ahead, DEFAULT_CATCHUP_LIMIT, LastRun, MAX_AHEAD, OccurrenceOutcome, Plan, PlanInput,
-    PlannedOccurrence, plan_ahead,
+    Ahead, DEFAULT_CATCHUP_LIMIT, LastRun, OccurrenceOutcome, Plan, PlanInput, PlannedOccurrence,
+    plan_ahead,
 };
 pub use schedule::{
     CatchupPolicy, CronExpr, DEFAULT_CATCHUP_WINDOW, DstPolicy, IntervalFrom, OverlapPolicy,

@@ -67,25 +67,43 @@ fn lines(a: &Ahead) -> Vec<(i64, OccurrenceOutcome, Option<i64>)> {
 use OccurrenceOutcome::{Enqueued, Skipped};
 
 #[test]
-fn allow_makes_every_occurrence_within_the_horizon_due_at_its_time() {
+fn the_next_run_is_made_ahead_due_at_its_time_one_at_a_time() {
     let a = ahead_at("every 10s", 10, &[], 5, 60, |i| {
         i.overlap = OverlapPolicy::Allow
     });
-    let made: Vec<_> = (1..=6).map(|k| (k * 10, Enqueued, Some(k * 10))).collect();
-    assert_eq!(lines(&a), made);
-    assert_eq!(a.plan.next_fire_at, Some(t(70)));
-    // Looked at again when 70 s comes within the 60 s horizon.
-    assert_eq!(a.look_at, Some(t(10)));
+    assert_eq!(lines(&a), [(10, Enqueued, Some(10))]);
+    assert_eq!(a.plan.next_fire_at, Some(t(20)));
+    // 20 s is within the horizon already: it is made once 10 s is due, half-way to 20 s.
+    assert_eq!(a.look_at, Some(t(15)));
     assert!(!a.awaits_run);
+    let a = ahead_at("every 10s", 20, &[3], 15, 60, |i| {
+        i.overlap = OverlapPolicy::Allow
+    });
+    assert_eq!(lines(&a), [(20, Enqueued, Some(20))]);
+    assert_eq!(a.look_at, Some(t(25)));
+    // A schedule firing less often than the horizon: looked at when the next comes within it.
+    let a = ahead_at("every 100s", 100, &[], 50, 60, |_| {});
+    assert_eq!(lines(&a), [(100, Enqueued, Some(100))]);
+    assert_eq!(
+        a.look_at,
+        Some(t(150)),
+        "half-way to 200 s, later than 140 s"
+    );
+    let a = ahead_at("every 1000s", 1000, &[], 950, 60, |_| {});
+    assert_eq!(a.look_at, Some(t(1940)), "when 2000 s comes within 60 s");
 }
 
 #[test]
 fn skip_makes_the_next_run_ahead_only_while_no_run_is_unfinished() {
-    // Nothing unfinished: 10 s is made ahead; 20 s depends on whether that run ends in time.
+    // Nothing unfinished: 10 s is made ahead, and 20 s looked at once 10 s is due.
     let a = ahead_at("every 10s", 10, &[], 5, 60, |_| {});
     assert_eq!(lines(&a), [(10, Enqueued, Some(10))]);
-    assert_eq!(a.plan.next_fire_at, Some(t(20)));
-    assert_eq!(a.look_at, Some(t(20)), "decided at its time at the latest");
+    assert_eq!((a.plan.next_fire_at, a.look_at), (Some(t(20)), Some(t(15))));
+    // Then 20 s depends on whether that run ends in time: decided at 20 s at the latest, or
+    // when a run ends.
+    let a = ahead_at("every 10s", 20, &[7], 15, 60, |_| {});
+    assert!(a.plan.occurrences.is_empty());
+    assert_eq!(a.look_at, Some(t(20)));
     assert!(a.awaits_run);
     // A run unfinished: nothing is made ahead.
     for overlap in [
@@ -107,13 +125,16 @@ fn skip_makes_the_next_run_ahead_only_while_no_run_is_unfinished() {
 #[test]
 fn allow_n_makes_runs_ahead_while_there_is_room() {
     let a = ahead_at("every 10s", 10, &[7], 5, 60, |i| {
-        i.overlap = OverlapPolicy::AllowUpTo(3)
+        i.overlap = OverlapPolicy::AllowUpTo(2)
     });
-    assert_eq!(
-        lines(&a),
-        [(10, Enqueued, Some(10)), (20, Enqueued, Some(20))]
-    );
-    assert_eq!((a.plan.next_fire_at, a.look_at), (Some(t(30)), Some(t(30))));
+    assert_eq!(lines(&a), [(10, Enqueued, Some(10))]);
+    assert_eq!((a.plan.next_fire_at, a.look_at), (Some(t(20)), Some(t(15))));
+    // No room: decided at its time.
+    let a = ahead_at("every 10s", 10, &[7, 8], 5, 60, |i| {
+        i.overlap = OverlapPolicy::AllowUpTo(2)
+    });
+    assert!(a.plan.occurrences.is_empty());
+    assert_eq!((a.plan.next_fire_at, a.look_at), (Some(t(10)), Some(t(10))));
     assert!(a.awaits_run);
 }
 
@@ -123,14 +144,7 @@ fn due_occurrences_are_planned_first_then_the_ones_to_come() {
     let a = ahead_at("every 10s", 10, &[], 12, 20, |i| {
         i.overlap = OverlapPolicy::Allow
     });
-    assert_eq!(
-        lines(&a),
-        [
-            (10, Enqueued, None),
-            (20, Enqueued, Some(20)),
-            (30, Enqueued, Some(30))
-        ]
-    );
+    assert_eq!(lines(&a), [(10, Enqueued, None), (20, Enqueued, Some(20))]);
     // With skip, the due run makes the next undecidable.
     let a = ahead_at("every 10s", 10, &[], 12, 20, |_| {});
     assert_eq!(lines(&a), [(10, Enqueued, None)]);
@@ -144,13 +158,12 @@ fn jitter_moves_runs_made_ahead_by_the_same_offset() {
         i.overlap = OverlapPolicy::Allow;
         i.jitter = Some(jitter);
     });
-    for o in &a.plan.occurrences {
-        assert_eq!(
-            o.run_at,
-            Some(o.nominal_at + jitter_offset("s", o.nominal_at, jitter))
-        );
-    }
-    assert_eq!(a.plan.occurrences.len(), 3);
+    assert_eq!(a.plan.occurrences.len(), 1);
+    let o = &a.plan.occurrences[0];
+    assert_eq!(
+        o.run_at,
+        Some(o.nominal_at + jitter_offset("s", o.nominal_at, jitter))
+    );
 }
 
 #[test]
@@ -184,9 +197,11 @@ fn intervals_from_the_last_run_are_made_ahead_once_it_ended() {
         i.from = IntervalFrom::LastFinish;
         i.last_run.finished_at = Some(t(5));
     };
-    // Ended at 5 s: 8 s is made ahead; the one after counts from that run's end.
+    // Ended at 5 s: 8 s is made ahead; the one after counts from that run's end, 11 s at the
+    // earliest.
     let a = ahead_at("every 3s", 6, &[], 6, 60, from);
     assert_eq!(lines(&a), [(8, Enqueued, Some(8))]);
+    assert_eq!(a.look_at, Some(t(11)));
     assert!(a.awaits_run);
     // That run unfinished: look again an interval on, as without look-ahead.
     let a = ahead_at("every 3s", 11, &[9], 9, 60, from);

@@ -150,3 +150,16 @@ pub(crate) fn validate_schema(schema: &str) -> Result<()> {
         )))
     }
 }
+
+/// The database server's clock now.
+pub(crate) async fn server_time(c: &mut deadpool_postgres::Object) -> Result<jiff::Timestamp> {
+    let stmt = c
+        .prepare_cached("SELECT clock_timestamp()")
+        .await
+        .map_err(crate::codec::db_err)?;
+    let row = c
+        .query_one(&stmt, &[])
+        .await
+        .map_err(crate::codec::db_err)?;
+    Ok(row.get(0))
+}

@@ -262,15 +262,8 @@ impl Store for PgStore {
     }
 
     async fn server_time(&self) -> Result<Option<jiff::Timestamp>> {
-        self.op(async |c, _| {
-            let stmt = c
-                .prepare_cached("SELECT clock_timestamp()")
-                .await
-                .map_err(db_err)?;
-            let row = c.query_one(&stmt, &[]).await.map_err(db_err)?;
-            Ok(Some(row.get(0)))
-        })
-        .await
+        self.op(async |c, _| connection::server_time(c).await.map(Some))
+            .await
     }
 
     async fn task_insert_many(&self, params: TaskInsertParams) -> Result<Vec<TaskInserted>> {

@@ -196,19 +196,18 @@ pub struct Ahead {
     pub awaits_run: bool,
 }
 
-/// At most this many occurrences are made ahead in one plan; the rest are planned next time.
-pub const MAX_AHEAD: usize = 1_000;
-
 /// Plans every occurrence due at `now`.
 pub fn plan(input: &PlanInput<'_>, now: Timestamp) -> Plan {
     plan_ahead(input, now, now).plan
 }
 
-/// Plans every occurrence due at `now` as [`plan`] does, then the occurrences up to `until`
-/// whose outcome cannot change before their time, as tasks due at their nominal time (plus
-/// jitter). An occurrence that is due later and whose outcome depends on a run that has not
-/// ended yet (overlap `skip`, `buffer_one`, `replace` or `allow:N` with runs unfinished) ends
-/// the plan: it is decided at its nominal time, or earlier once the runs it waits for end.
+/// Plans every occurrence due at `now` as [`plan`] does, then the next occurrence if it comes
+/// by `until` and its outcome cannot change before its time, as a task due at its nominal time
+/// (plus jitter). One run at a time is made ahead: the one after it is planned once that run
+/// is due (half-way to the occurrence after it), so a schedule keeps one row ahead however
+/// often it fires. An occurrence to come whose outcome depends on a run that has not ended yet
+/// (overlap `skip`, `buffer_one`, `replace` or `allow:N` with runs unfinished) ends the plan:
+/// it is decided at its nominal time, or earlier once the runs it waits for end.
 pub fn plan_ahead(input: &PlanInput<'_>, now: Timestamp, until: Timestamp) -> Ahead {
     let until = until.max(now);
     let mut placer = Placer::new(input);
@@ -358,16 +357,14 @@ pub fn plan_ahead(input: &PlanInput<'_>, now: Timestamp, until: Timestamp) -> Ah
             ));
         }
     }
-    // Occurrences to come within the look-ahead, while each can be decided now.
-    let mut made = 0;
-    while placer.plan.next_fire_at.is_some_and(|t| t <= until) && made < MAX_AHEAD {
-        let t = placer.plan.next_fire_at.expect("checked");
-        if !placer.place_ahead(t) {
+    // The next occurrence, if it comes within the look-ahead and can be decided now.
+    if let Some(t) = placer.plan.next_fire_at.filter(|t| *t <= until) {
+        if placer.place_ahead(t) {
+            placer.made_ahead = Some(t);
+            placer.plan.next_fire_at = next(t);
+        } else {
             placer.stopped_at = Some(t);
-            break;
         }
-        made += 1;
-        placer.plan.next_fire_at = next(t);
     }
     placer.finish_ahead(now, until, None)
 }
@@ -380,6 +377,8 @@ struct Placer<'i, 'a> {
     active: usize,
     /// An occurrence to come that cannot be decided before its time.
     stopped_at: Option<Timestamp>,
+    /// The occurrence to come made ahead.
+    made_ahead: Option<Timestamp>,
 }
 
 impl<'i, 'a> Placer<'i, 'a> {
@@ -392,6 +391,7 @@ impl<'i, 'a> Placer<'i, 'a> {
             },
             active: input.active_tasks.len(),
             stopped_at: None,
+            made_ahead: None,
         }
     }
 
@@ -547,6 +547,7 @@ impl<'i, 'a> Placer<'i, 'a> {
                 self.stopped_at = Some(due);
                 return self.finish_ahead(now, until, None);
             }
+            self.made_ahead = Some(due);
         } else {
             let late = now
                 .checked_sub(input.misfire_grace)
@@ -564,18 +565,14 @@ impl<'i, 'a> Placer<'i, 'a> {
         let next = after(due.max(now));
         self.plan.next_fire_at = next;
         // The next occurrence counts from a run not started or ended yet: the stored time is
-        // the earliest it can be due, and only when to look again.
-        let look = next.map(|t| {
-            t.checked_sub(until.duration_since(now))
-                .unwrap_or(t)
-                .max(now)
-        });
-        self.finish_ahead(now, until, Some(look))
+        // the earliest it can be due, and when to look again (sooner if that run ends here).
+        self.finish_ahead(now, until, Some(next))
     }
 
     /// The plan, and when to plan again: `look` if the caller knows (`Some(None)`: never), else
-    /// when the next occurrence comes within the look-ahead (`until - now` before it), or at the
-    /// nominal time of an occurrence that could not be decided yet.
+    /// when the next occurrence comes within the look-ahead (`until - now` before it) but not
+    /// before the run made ahead is due and half-way to the next occurrence, or at the nominal
+    /// time of an occurrence that could not be decided yet.
     fn finish_ahead(
         mut self,
         now: Timestamp,
@@ -588,10 +585,13 @@ impl<'i, 'a> Placer<'i, 'a> {
         let look_at = match (look, self.stopped_at) {
             (Some(look), _) => look,
             (None, Some(t)) => Some(t),
-            (None, None) => self
-                .plan
-                .next_fire_at
-                .map(|t| t.checked_sub(horizon).unwrap_or(t).max(now)),
+            (None, None) => self.plan.next_fire_at.map(|t| {
+                let within = t.checked_sub(horizon).unwrap_or(t).max(now);
+                match self.made_ahead {
+                    Some(m) => within.max(m.checked_add(t.duration_since(m) / 2).unwrap_or(m)),
+                    None => within,
+                }
+            }),
         };
         let awaits_run = self.stopped_at.is_some()
             || (self.plan.buffered.is_some() && self.active > 0)

@@ -5,9 +5,10 @@
 //! The cases live by concern: `tasks` (inserting, claiming, ending attempts), `operations`
 //! (cancel, rescue, retry, reschedule, prune, list), `queues` (counts, limits, leases),
 //! `schedules` (declaring, applying plans), `schedule_policies` (jitter, pausing after dead
-//! runs, backfills), `observe` (activity, workers); here the macro and
+//! runs, backfills), `ahead` (passes that plan schedules ahead of their time), `observe` (activity, workers); here the macro and
 //! the helpers they share.
 
+mod ahead;
 mod bulk;
 mod endings;
 mod inserts;
@@ -20,6 +21,7 @@ mod schedules;
 mod tasks;
 mod unique;
 
+pub use ahead::*;
 pub use bulk::*;
 pub use endings::*;
 pub use inserts::*;
@@ -61,6 +63,8 @@ macro_rules! conformance_tests {
             schedule_policies_are_stored_and_read_back, a_jittered_occurrence_is_due_when_its_plan_says,
             dead_runs_in_a_row_count_since_the_last_resume, a_backfill_enqueues_each_past_occurrence_once,
             schedule_sync_creates_updates_and_removes, schedule_sync_concurrently_one_copy,
+            runs_within_the_horizon_are_made_ahead_once, a_decision_that_needs_its_time_waits_for_the_run_or_the_time,
+            edits_pauses_and_deletes_withdraw_runs_made_ahead, passes_at_once_make_each_occurrence_once,
             activity_counts_ended_work_per_bucket, workers_beat_list_and_prune);
     };
     (@cases $make:expr; $($case:ident),+) => {

@@ -317,13 +317,13 @@ mod tests {
         let Decision::Plan(w) = plan_due(&s, &[], 1, &p) else {
             panic!("planned")
         };
-        // 100 s and 110 s are made ahead; 120 s is looked at when it comes within 20 s.
+        // 100 s is made ahead; 110 s is planned once 100 s is due, half-way to 110 s.
         let nominal: Vec<_> = w.plan.occurrences.iter().map(|o| o.nominal_at).collect();
-        assert_eq!(nominal, [t(100), t(110)]);
-        assert_eq!(w.look_at, Some(t(100)));
+        assert_eq!(nominal, [t(100)]);
+        assert_eq!(w.look_at, Some(t(105)));
         let lines = ledger_lines(std::slice::from_ref(&w));
         let tasks: Vec<_> = lines.iter().filter_map(|l| l.task()).collect();
-        assert_eq!(tasks[1].task.run_at, Some(t(110)));
-        assert_eq!(tasks[1].nominal_at, Some(t(110)));
+        assert_eq!(tasks[0].task.run_at, Some(t(100)));
+        assert_eq!(tasks[0].nominal_at, Some(t(100)));
     }
 }

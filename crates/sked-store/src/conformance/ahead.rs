@@ -1,0 +1,277 @@
+//! Schedules planned ahead: runs made before their time, decisions that wait for a run to
+//! end, passes sharing the schedules, and edits withdrawing runs made ahead.
+
+use jiff::{SignedDuration, Timestamp};
+use serde_json::json;
+use sked_core::{OccurrenceOutcome, OverlapPolicy, TaskState};
+
+use super::schedules::def;
+use super::*;
+use crate::*;
+
+/// A pass at `now` looking `ahead` seconds on.
+pub(crate) fn pass(now: Timestamp, ahead: i64, runs_ended: &[&str]) -> ScheduleMaterialiseParams {
+    ScheduleMaterialiseParams {
+        now,
+        horizon: SignedDuration::from_secs(ahead),
+        limit: 1000,
+        max_enqueued: 100_000,
+        misfire_grace: SignedDuration::from_secs(10),
+        catchup_limit: 1000,
+        runs_ended: runs_ended.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// Makes `def`, first due at 10 s.
+async fn put(store: &Shared, def: sked_core::ScheduleDef) {
+    store
+        .schedule_upsert(ScheduleUpsertParams {
+            def,
+            next_fire_at: Some(at(10)),
+            now: t0(),
+        })
+        .await
+        .unwrap();
+}
+
+/// The schedule's tasks as (nominal second, state), oldest first.
+async fn runs(store: &Shared, name: &str) -> Vec<(i64, TaskState)> {
+    let mut tasks = store
+        .task_list(TaskListParams {
+            schedule: Some(name.into()),
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .items;
+    tasks.sort_by_key(|t| t.id);
+    tasks
+        .iter()
+        .map(|t| {
+            let nominal = t.nominal_at.unwrap().duration_since(t0()).as_secs();
+            (nominal, t.state)
+        })
+        .collect()
+}
+
+pub async fn runs_within_the_horizon_are_made_ahead_once(store: &Shared) {
+    put(store, def("a", "every 10s").overlap(OverlapPolicy::Allow)).await;
+    let report = store
+        .schedule_materialise(pass(at(5), 30, &[]))
+        .await
+        .unwrap();
+    assert_eq!((report.planned, report.enqueued.len()), (1, 1));
+    assert!(!report.more);
+    assert_eq!(runs(store, "a").await, [(10, TaskState::Scheduled)]);
+    let t = store.task_get(report.enqueued[0].1).await.unwrap();
+    assert_eq!(t.run_at, at(10), "due at its nominal time");
+    // One run at a time is made ahead: 20 s is planned once 10 s is due, half-way to 20 s.
+    let again = store
+        .schedule_materialise(pass(at(6), 30, &[]))
+        .await
+        .unwrap();
+    assert_eq!((again.planned, again.enqueued.len()), (0, 0));
+    assert_eq!(store.schedule_next_look_at().await.unwrap(), Some(at(15)));
+    // The schedule's next fire time is its run made ahead.
+    let s = store.schedule_get("a").await.unwrap();
+    assert_eq!(
+        (s.next_fire_at, s.unplanned_from),
+        (Some(at(10)), Some(at(20)))
+    );
+    // Not claimable before its time, then claimable at it.
+    assert!(claim(store, 10, at(9)).await.is_empty());
+    let c = claim(store, 10, at(10)).await;
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].nominal_at, Some(at(10)));
+    let r = store
+        .schedule_materialise(pass(at(15), 30, &[]))
+        .await
+        .unwrap();
+    assert_eq!(r.enqueued.len(), 1);
+    assert_eq!(
+        runs(store, "a").await,
+        [(10, TaskState::Running), (20, TaskState::Scheduled)]
+    );
+    let ledger = store
+        .occurrence_list(OccurrenceListParams {
+            schedule: "a".into(),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(ledger.len(), 2);
+    assert!(
+        ledger
+            .iter()
+            .all(|o| o.outcome == OccurrenceOutcome::Enqueued)
+    );
+}
+
+pub async fn a_decision_that_needs_its_time_waits_for_the_run_or_the_time(store: &Shared) {
+    put(store, def("s", "every 10s")).await;
+    store
+        .schedule_materialise(pass(at(5), 30, &[]))
+        .await
+        .unwrap();
+    let c = claim(store, 1, at(10)).await.remove(0);
+    // Skip, its 10 s run unfinished at 15 s: 20 s depends on whether that run ends in time.
+    let r = store
+        .schedule_materialise(pass(at(15), 30, &[]))
+        .await
+        .unwrap();
+    assert_eq!((r.planned, r.enqueued.len()), (1, 0));
+    assert_eq!(store.schedule_next_look_at().await.unwrap(), Some(at(20)));
+    finish(
+        store,
+        c.id,
+        c.attempt,
+        FinishOutcome::Succeeded { result: None },
+        at(16),
+    )
+    .await
+    .unwrap();
+    // Told of nothing, a pass leaves it to its time.
+    let r = store
+        .schedule_materialise(pass(at(17), 30, &[]))
+        .await
+        .unwrap();
+    assert_eq!(r.planned, 0);
+    // Told the run ended: 20 s is made ahead at once.
+    let r = store
+        .schedule_materialise(pass(at(17), 30, &["s", "nosuch"]))
+        .await
+        .unwrap();
+    assert_eq!(r.enqueued.len(), 1);
+    assert_eq!(
+        runs(store, "s").await,
+        [(10, TaskState::Succeeded), (20, TaskState::Scheduled)]
+    );
+    assert_eq!(store.schedule_next_look_at().await.unwrap(), Some(at(25)));
+    // At 30 s the 20 s run is still unfinished: 30 s is skipped, decided at its time.
+    let r = store
+        .schedule_materialise(pass(at(25), 30, &[]))
+        .await
+        .unwrap();
+    assert!(r.enqueued.is_empty());
+    let r = store
+        .schedule_materialise(pass(at(30), 30, &[]))
+        .await
+        .unwrap();
+    assert_eq!(r.outcomes, [OccurrenceOutcome::Skipped]);
+    assert!(r.enqueued.is_empty());
+}
+
+pub async fn edits_pauses_and_deletes_withdraw_runs_made_ahead(store: &Shared) {
+    put(store, def("e", "every 10s").overlap(OverlapPolicy::Allow)).await;
+    store
+        .schedule_materialise(pass(at(5), 30, &[]))
+        .await
+        .unwrap();
+    store
+        .schedule_materialise(pass(at(15), 30, &[]))
+        .await
+        .unwrap();
+    assert_eq!(
+        runs(store, "e").await,
+        [(10, TaskState::Scheduled), (20, TaskState::Scheduled)]
+    );
+    // At 16 s, 10 s has come (its run is due) and 20 s has not: the change withdraws 20 s.
+    let mut changed = def("e", "every 10s").overlap(OverlapPolicy::Allow);
+    changed.task = changed.task.payload(json!({"n": 2}));
+    let s = store
+        .schedule_upsert(ScheduleUpsertParams {
+            def: changed,
+            next_fire_at: Some(at(20)),
+            now: at(16),
+        })
+        .await
+        .unwrap();
+    assert_eq!(runs(store, "e").await, [(10, TaskState::Scheduled)]);
+    assert_eq!(
+        s.unplanned_from,
+        Some(at(20)),
+        "planned again from the withdrawn one"
+    );
+    let ledger = store
+        .occurrence_list(OccurrenceListParams {
+            schedule: "e".into(),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(ledger.len(), 1);
+    // Made again with the new template.
+    let r = store
+        .schedule_materialise(pass(at(16), 30, &[]))
+        .await
+        .unwrap();
+    assert_eq!(r.enqueued.len(), 1);
+    let t = store.task_get(r.enqueued[0].1).await.unwrap();
+    assert_eq!((t.nominal_at, t.payload), (Some(at(20)), json!({"n": 2})));
+    // A pause withdraws it too; a resume fires from then on.
+    let pause = |paused: bool, now: Timestamp| SchedulePauseParams {
+        name: "e".into(),
+        paused,
+        reason: None,
+        next_fire_at: Some(at(20)).filter(|_| !paused),
+        now,
+    };
+    store
+        .schedule_set_paused(pause(true, at(17)))
+        .await
+        .unwrap();
+    assert_eq!(runs(store, "e").await, [(10, TaskState::Scheduled)]);
+    let r = store
+        .schedule_materialise(pass(at(18), 30, &[]))
+        .await
+        .unwrap();
+    assert!(r.enqueued.is_empty());
+    store
+        .schedule_set_paused(pause(false, at(18)))
+        .await
+        .unwrap();
+    let r = store
+        .schedule_materialise(pass(at(18), 30, &[]))
+        .await
+        .unwrap();
+    assert_eq!(r.enqueued.len(), 1);
+    // A delete withdraws the run to come; the run whose time has come stays.
+    assert!(store.schedule_delete("e", at(19)).await.unwrap());
+    assert_eq!(runs(store, "e").await, [(10, TaskState::Scheduled)]);
+}
+
+pub async fn passes_at_once_make_each_occurrence_once(store: &Shared) {
+    for i in 0..40 {
+        put(
+            store,
+            def(&format!("p{i:02}"), "every 10s").overlap(OverlapPolicy::Allow),
+        )
+        .await;
+    }
+    let mut passes = Vec::new();
+    for _ in 0..4 {
+        let store = store.clone();
+        passes.push(tokio::spawn(async move {
+            let mut p = pass(at(5), 30, &[]);
+            p.limit = 7;
+            let mut made = 0;
+            loop {
+                let r = store.schedule_materialise(p.clone()).await.unwrap();
+                made += r.enqueued.len();
+                if !r.more {
+                    return made;
+                }
+            }
+        }));
+    }
+    let mut made = 0;
+    for p in passes {
+        made += p.await.unwrap();
+    }
+    assert_eq!(made, 40);
+    for i in 0..40 {
+        let r = runs(store, &format!("p{i:02}")).await;
+        assert_eq!(r, [(10, TaskState::Scheduled)], "p{i:02}");
+    }
+}
