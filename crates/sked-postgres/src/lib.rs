@@ -334,7 +334,7 @@ impl Store for PgStore {
                 .iter()
                 .flatten()
                 .filter(|t| !t.state.is_finished())
-                .map(key),
+                .map(|t| (t.priority, t.run_at, t.state.is_waiting())),
         );
         Ok(ended)
     }
@@ -366,7 +366,7 @@ impl Store for PgStore {
         let task = self
             .op(async |c, ch| tasks::retry(c, ch, &params).await)
             .await?;
-        self.claimable([key(&task)]);
+        self.claimable([(task.priority, task.run_at, task.state.is_waiting())]);
         Ok(task)
     }
 
@@ -387,7 +387,7 @@ impl Store for PgStore {
         let task = self
             .op(async |c, ch| tasks::reschedule(c, ch, &params).await)
             .await?;
-        self.claimable([key(&task)]);
+        self.claimable([(task.priority, task.run_at, task.state.is_waiting())]);
         Ok(task)
     }
 
@@ -458,6 +458,14 @@ impl Store for PgStore {
             .await
     }
 
+    async fn schedule_upsert_many(
+        &self,
+        params: ScheduleUpsertManyParams,
+    ) -> Result<ScheduleUpsertReport> {
+        self.op(async |c, ch| schedules::upsert_many(c, ch, &params).await)
+            .await
+    }
+
     async fn schedule_sync(&self, params: ScheduleSyncParams) -> Result<ScheduleSyncReport> {
         self.op(async |c, ch| schedules::sync(c, ch, &params).await)
             .await
@@ -484,26 +492,26 @@ impl Store for PgStore {
     }
 
     async fn schedule_due(&self, params: ScheduleDueParams) -> Result<Vec<DueSchedule>> {
-        self.op(async |c, _| schedules::due(c, &params).await).await
+        self.op(async |c, _| plans::due(c, &params).await).await
     }
 
     async fn schedule_apply(&self, params: ScheduleApplyParams) -> Result<Vec<TaskId>> {
-        self.op(async |c, ch| schedules::apply(c, ch, &params).await)
+        self.op(async |c, ch| plans::apply(c, ch, &params).await)
             .await
     }
 
     async fn schedule_backfill(&self, params: ScheduleBackfillParams) -> Result<BackfillReport> {
-        self.op(async |c, ch| schedules::backfill(c, ch, &params).await)
+        self.op(async |c, ch| plans::backfill(c, ch, &params).await)
             .await
     }
 
     async fn occurrence_list(&self, params: OccurrenceListParams) -> Result<Vec<Occurrence>> {
-        self.op(async |c, _| schedules::occurrences(c, &params).await)
+        self.op(async |c, _| plans::occurrences(c, &params).await)
             .await
     }
 
     async fn schedule_next_fire_at(&self) -> Result<Option<jiff::Timestamp>> {
-        self.op(async |c, _| schedules::next_fire_at(c).await).await
+        self.op(async |c, _| plans::next_fire_at(c).await).await
     }
 
     async fn schedule_materialise(
@@ -537,9 +545,4 @@ impl Store for PgStore {
         self.op(async |c, _| observe::worker_prune(c, before).await)
             .await
     }
-}
-
-/// A task's priority and run time (see [`PgStore::claimable`]).
-fn key(task: &Task) -> (i32, jiff::Timestamp, bool) {
-    (task.priority, task.run_at, task.state.is_waiting())
 }

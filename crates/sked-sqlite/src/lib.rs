@@ -384,6 +384,14 @@ impl Store for SqliteStore {
         self.write(move |tx| schedules::upsert(tx, &params)).await
     }
 
+    async fn schedule_upsert_many(
+        &self,
+        params: ScheduleUpsertManyParams,
+    ) -> Result<ScheduleUpsertReport> {
+        self.write(move |tx| schedules::upsert_many(tx, &params))
+            .await
+    }
+
     async fn schedule_sync(&self, params: ScheduleSyncParams) -> Result<ScheduleSyncReport> {
         self.write(move |tx| schedules::sync(tx, &params)).await
     }

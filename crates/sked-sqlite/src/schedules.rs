@@ -103,9 +103,41 @@ pub(crate) fn list(conn: &Connection, p: &ScheduleListParams) -> Result<Page<Sch
 }
 
 pub(crate) fn upsert(tx: &Transaction<'_>, p: &ScheduleUpsertParams) -> Result<Schedule> {
-    let def = &p.def;
-    def.validate()
+    p.def
+        .validate()
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    write(tx, &p.def, p.next_fire_at, p.now)?;
+    get(tx, &p.def.name)
+}
+
+pub(crate) fn upsert_many(
+    tx: &Transaction<'_>,
+    p: &ScheduleUpsertManyParams,
+) -> Result<ScheduleUpsertReport> {
+    rules::check_many(&p.schedules)?;
+    let mut report = ScheduleUpsertReport::default();
+    for d in &p.schedules {
+        match write(tx, &d.def, d.next_fire_at, p.now)? {
+            true => report.updated += 1,
+            false => report.created += 1,
+        }
+    }
+    Ok(report)
+}
+
+/// Writes a valid schedule over the stored one of its name, if any (whose runs made ahead are
+/// withdrawn): whether there was one.
+fn write(
+    tx: &Transaction<'_>,
+    def: &sked_core::ScheduleDef,
+    next_fire_at: Option<Timestamp>,
+    now: Timestamp,
+) -> Result<bool> {
+    let p = ScheduleUpsertParams {
+        def: def.clone(),
+        next_fire_at,
+        now,
+    };
     let task = serde_json::to_string(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
     crate::plans::withdraw_ahead(tx, &def.name, p.now)?;
     let existing = existing(tx, &def.name)?;
@@ -155,7 +187,7 @@ pub(crate) fn upsert(tx: &Transaction<'_>, p: &ScheduleUpsertParams) -> Result<S
         look_at.map(ts),
     ])
     .map_err(db_err)?;
-    get(tx, &def.name)
+    Ok(existing.is_some())
 }
 
 /// The stored schedule of this name, if there is one.

@@ -195,6 +195,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// spec, zone or paused flag changed; otherwise the stored one is kept.
     async fn schedule_upsert(&self, params: ScheduleUpsertParams) -> Result<Schedule>;
 
+    /// Creates or replaces many schedules in one transaction, each as [`Store::schedule_upsert`]
+    /// does; an invalid one, or a name given twice, changes nothing and is named in the error.
+    async fn schedule_upsert_many(
+        &self,
+        params: ScheduleUpsertManyParams,
+    ) -> Result<ScheduleUpsertReport>;
+
     /// Makes the schedules declared by `group` exist as declared, in one transaction: new ones
     /// are created, changed ones updated (their paused flag kept, the next fire time kept
     /// unless spec or zone changed), and those the group declared before but no longer does

@@ -275,3 +275,59 @@ pub async fn passes_at_once_make_each_occurrence_once(store: &Shared) {
         assert_eq!(r, [(10, TaskState::Scheduled)], "p{i:02}");
     }
 }
+
+pub async fn many_schedules_are_written_at_once_or_not_at_all(store: &Shared) {
+    let many = |names: &[&str], spec: &str| ScheduleUpsertManyParams {
+        schedules: names
+            .iter()
+            .map(|n| DeclaredSchedule {
+                def: def(n, spec),
+                next_fire_at: Some(at(10)),
+            })
+            .collect(),
+        now: t0(),
+    };
+    let names: Vec<String> = (0..12_000).map(|i| format!("m{i:05}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let r = store
+        .schedule_upsert_many(many(&refs, "every 10s"))
+        .await
+        .unwrap();
+    assert_eq!((r.created, r.updated), (12_000, 0));
+    let s = store.schedule_get("m11999").await.unwrap();
+    assert_eq!(
+        (s.spec.as_str(), s.next_fire_at),
+        ("every 10s", Some(at(10)))
+    );
+    // Planned like any other: each first looked at at once (10 s is within the hour).
+    let mut p = pass(at(5), 30, &[]);
+    p.limit = 20_000;
+    let made = store.schedule_materialise(p).await.unwrap();
+    assert_eq!(made.enqueued.len(), 12_000);
+    // Replacing two and adding one; the replaced ones' runs made ahead are withdrawn.
+    let r = store
+        .schedule_upsert_many(ScheduleUpsertManyParams {
+            now: at(6),
+            ..many(&["m00000", "m00001", "n"], "every 20s")
+        })
+        .await
+        .unwrap();
+    assert_eq!((r.created, r.updated), (1, 2));
+    assert!(runs(store, "m00000").await.is_empty());
+    assert_eq!(runs(store, "m00002").await, [(10, TaskState::Scheduled)]);
+    // One bad definition, or a name twice, changes nothing and is named.
+    let mut bad = many(&["x", "y"], "every 10s");
+    bad.schedules[1].def.spec = "61 * * * *".into();
+    let e = store.schedule_upsert_many(bad).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    assert!(e.to_string().contains("\"y\""), "{e}");
+    let e = store
+        .schedule_upsert_many(many(&["x", "x"], "every 10s"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("given twice"), "{e}");
+    assert_eq!(
+        store.schedule_get("x").await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+}

@@ -52,6 +52,24 @@ pub fn note_sync(report: &mut crate::ScheduleSyncReport, action: SyncAction, nam
     action != SyncAction::Unchanged
 }
 
+/// Checks schedules written together: each valid, no name twice. The error names the first
+/// bad one.
+pub fn check_many(schedules: &[crate::DeclaredSchedule]) -> crate::Result<()> {
+    let mut seen = std::collections::HashSet::with_capacity(schedules.len());
+    for d in schedules {
+        d.def
+            .validate()
+            .map_err(|e| crate::StoreError::Invalid(format!("schedule {:?}: {e}", d.def.name)))?;
+        if !seen.insert(d.def.name.as_str()) {
+            return Err(crate::StoreError::Invalid(format!(
+                "schedule {:?} is given twice",
+                d.def.name
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// How a schedule is written over a stored one of the same name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rewrite {

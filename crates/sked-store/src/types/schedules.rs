@@ -19,6 +19,22 @@ pub struct DeclaredSchedule {
     pub next_fire_at: Option<Timestamp>,
 }
 
+/// Schedules to create or replace in one transaction, each as [`crate::Store::schedule_upsert`]
+/// would: all of them, or none.
+#[derive(Debug, Clone)]
+pub struct ScheduleUpsertManyParams {
+    /// Each with when it fires next if it is new or its timing changed.
+    pub schedules: Vec<DeclaredSchedule>,
+    pub now: Timestamp,
+}
+
+/// How many schedules a bulk write created and how many it replaced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduleUpsertReport {
+    pub created: u64,
+    pub updated: u64,
+}
+
 /// The schedules a group of code declares, to be made so in one transaction.
 #[derive(Debug, Clone)]
 pub struct ScheduleSyncParams {

@@ -41,6 +41,33 @@ impl Engine {
         Ok(s)
     }
 
+    /// Creates or replaces many schedules in one transaction: all of them, or, when one is
+    /// invalid or a name is given twice, none (the error names it).
+    pub async fn schedule_put_many(
+        &self,
+        defs: Vec<ScheduleDef>,
+    ) -> Result<sked_store::ScheduleUpsertReport> {
+        let now = self.now();
+        let mut schedules = Vec::with_capacity(defs.len());
+        for def in defs {
+            let (spec, tz) = def
+                .validate()
+                .map_err(|e| Error::Invalid(format!("schedule {:?}: {e}", def.name)))?;
+            let next_fire_at = match def.paused {
+                true => None,
+                false => spec.next_after(now, &tz, now),
+            };
+            schedules.push(DeclaredSchedule { def, next_fire_at });
+        }
+        let report = self
+            .inner
+            .store
+            .schedule_upsert_many(sked_store::ScheduleUpsertManyParams { schedules, now })
+            .await?;
+        self.inner.schedules_changed.notify_waiters();
+        Ok(report)
+    }
+
     /// Makes the schedules that `group` declares in code exist as declared (see
     /// [`sked_store::Store::schedule_sync`]): idempotent, safe when many instances start at
     /// once.

@@ -1,20 +1,23 @@
-//! Schedules, the occurrence ledger, and materialisation plans applied atomically.
+//! Schedules: reading them, and writing them one at a time (created, replaced, declared, paused,
+//! deleted); `bulk.rs` writes many at once.
 
 use deadpool_postgres::Object;
 use jiff::{SignedDuration, Timestamp};
-use sked_core::{OccurrenceOutcome, TaskId};
-use sked_store::states::ACTIVE;
+
 use sked_store::*;
 use tokio_postgres::GenericClient;
 
 use crate::codec::{col, db_err, ms, state};
-use crate::tasks::{self, announce_schedules};
+use crate::tasks::announce_schedules;
+
+mod bulk;
+pub(crate) use bulk::upsert_many;
 
 /// The schedule select list, in [`columns::ScheduleColumn`]'s order.
 pub(crate) static COLUMNS: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| columns::schedule_columns("sked_tasks"));
 
-fn bad(e: impl std::fmt::Display) -> StoreError {
+pub(crate) fn bad(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(format!("bad schedule row: {e}"))
 }
 
@@ -203,7 +206,7 @@ async fn existing_withdrawn<C: GenericClient + Sync>(
 }
 
 /// Locks the schedule's row, if there is one, until the transaction ends.
-async fn lock<C: GenericClient + Sync>(c: &C, name: &str) -> Result<()> {
+pub(crate) async fn lock<C: GenericClient + Sync>(c: &C, name: &str) -> Result<()> {
     c.execute(
         "SELECT 1 FROM sked_schedules WHERE name = $1 FOR UPDATE",
         &[&name],
@@ -215,7 +218,10 @@ async fn lock<C: GenericClient + Sync>(c: &C, name: &str) -> Result<()> {
 
 /// The stored schedule of this name, if there is one, locked until the transaction ends so
 /// that what is written over it is decided from what it is.
-async fn existing_locked<C: GenericClient + Sync>(c: &C, name: &str) -> Result<Option<Schedule>> {
+pub(crate) async fn existing_locked<C: GenericClient + Sync>(
+    c: &C,
+    name: &str,
+) -> Result<Option<Schedule>> {
     c.execute(
         "SELECT 1 FROM sked_schedules WHERE name = $1 FOR UPDATE",
         &[&name],
@@ -386,178 +392,4 @@ pub(crate) async fn set_paused(
     let s = get(&*tx, &p.name).await?;
     tx.commit().await.map_err(db_err)?;
     Ok(s)
-}
-
-pub(crate) async fn due(c: &mut Object, p: &ScheduleDueParams) -> Result<Vec<DueSchedule>> {
-    let limit = i64::from(p.limit);
-    // The leader runs this on every look at schedules, idle or not: prepared once per connection.
-    let stmt = c
-        .prepare_cached(&format!(
-            "SELECT {columns}, ARRAY(SELECT t.id FROM sked_tasks t WHERE t.schedule = s.name \
-               AND t.state IN {ACTIVE} ORDER BY t.id), ({dead_runs})::integer \
-             FROM sked_schedules s WHERE NOT s.paused \
-               AND (s.next_fire_at <= $1 OR s.buffered_at IS NOT NULL) \
-             ORDER BY s.next_fire_at LIMIT $2",
-            columns = COLUMNS.as_str(),
-            dead_runs = columns::dead_runs("sked_tasks"),
-        ))
-        .await
-        .map_err(db_err)?;
-    let rows = c.query(&stmt, &[&p.now, &limit]).await.map_err(db_err)?;
-    rows.iter()
-        .map(|r| {
-            Ok(DueSchedule {
-                schedule: from_row(r)?,
-                active_tasks: col(r, columns::ScheduleColumn::APPENDED)?,
-                dead_runs: col::<i32>(r, columns::ScheduleColumn::APPENDED + 1)?.max(0) as u32,
-            })
-        })
-        .collect()
-}
-
-pub(crate) async fn apply(
-    c: &mut Object,
-    channel: &str,
-    p: &ScheduleApplyParams,
-) -> Result<Vec<TaskId>> {
-    let tx = c.transaction().await.map_err(db_err)?;
-    // The schedule row is locked: of two nodes applying at once, the second waits, then sees
-    // the schedule advanced and fails with a conflict.
-    let current = tx
-        .query_opt(
-            "SELECT next_fire_at, look_at, awaits_run, paused FROM sked_schedules WHERE name = $1 FOR UPDATE",
-            &[&p.name],
-        )
-        .await
-        .map_err(db_err)?;
-    let (cursor, look_at, awaits_run, paused) = match &current {
-        Some(row) => (
-            Some(col::<Option<Timestamp>>(row, 0)?),
-            col::<Option<Timestamp>>(row, 1)?,
-            col::<bool>(row, 2)?,
-            col::<bool>(row, 3)?,
-        ),
-        None => (None, None, false, false),
-    };
-    rules::check_plan_current(&p.name, cursor, p.expected_next_fire_at)?;
-    let write = rules::PlanWrite::new(
-        p.name.clone(),
-        p.task.clone(),
-        p.plan.clone(),
-        rules::look_after_apply(look_at, p.plan.next_fire_at, paused, p.now),
-        awaits_run,
-    );
-    let writes = std::slice::from_ref(&write);
-    let written = crate::plans::write_plans(&tx, channel, writes, p.now).await?;
-    let lines = rules::ledger_lines(writes);
-    if let Some(i) = written.recorded.iter().position(|r| !r) {
-        return Err(rules::already_recorded(&lines[i]));
-    }
-    tx.commit().await.map_err(db_err)?;
-    Ok(written.tasks.into_iter().flatten().collect())
-}
-
-pub(crate) async fn backfill(
-    c: &mut Object,
-    channel: &str,
-    p: &ScheduleBackfillParams,
-) -> Result<BackfillReport> {
-    let tx = c.transaction().await.map_err(db_err)?;
-    // Locked as a plan's apply locks it: the scheduler does not write this ledger meanwhile.
-    let s = match existing_locked(&*tx, &p.name).await? {
-        Some(s) => s,
-        None => return Err(StoreError::schedule_not_found(&p.name)),
-    };
-    rules::check_backfill(&s, &p.nominals, p.now)?;
-    let present: std::collections::HashSet<Timestamp> = tx
-        .query(
-            &format!(
-                "SELECT nominal_at FROM sked_occurrences WHERE schedule = $1 \
-                 AND nominal_at = ANY($2) AND outcome IN {}",
-                rules::HAS_A_RUN
-            ),
-            &[&p.name, &p.nominals],
-        )
-        .await
-        .map_err(db_err)?
-        .iter()
-        .map(|r| col(r, 0))
-        .collect::<Result<_>>()?;
-    let mut report = BackfillReport {
-        already: present.len() as u64,
-        ..BackfillReport::default()
-    };
-    let missing: Vec<Timestamp> = p
-        .nominals
-        .iter()
-        .copied()
-        .filter(|t| !present.contains(t))
-        .collect();
-    if missing.is_empty() {
-        return Ok(report);
-    }
-    let inserts: Vec<TaskInsert> = missing
-        .iter()
-        .map(|t| rules::backfill_task(&s, *t))
-        .collect();
-    let inserted = tasks::insert_tasks(&*tx, None, channel, &inserts, p.now).await?;
-    let ids: Vec<TaskId> = inserted.iter().map(|i| i.id).collect();
-    tx.execute(
-        "INSERT INTO sked_occurrences (schedule, nominal_at, outcome, task_id, detail, recorded_at) \
-         SELECT $1, n, 'enqueued', id, $4, $5 FROM unnest($2::timestamptz[], $3::bigint[]) AS u(n, id) \
-         ON CONFLICT (schedule, nominal_at) DO UPDATE SET outcome = excluded.outcome, \
-           task_id = excluded.task_id, detail = excluded.detail, recorded_at = excluded.recorded_at",
-        &[&p.name, &missing, &ids, &rules::BACKFILLED, &p.now],
-    )
-    .await
-    .map_err(db_err)?;
-    tx.commit().await.map_err(db_err)?;
-    report.enqueued = missing
-        .into_iter()
-        .zip(ids)
-        .map(|(nominal_at, task_id)| BackfilledRun {
-            nominal_at,
-            task_id,
-        })
-        .collect();
-    Ok(report)
-}
-
-pub(crate) async fn occurrences(
-    c: &mut Object,
-    p: &OccurrenceListParams,
-) -> Result<Vec<Occurrence>> {
-    let limit = i64::from(p.limit);
-    let rows = c
-        .query(
-            "SELECT o.schedule, o.nominal_at, o.outcome, o.task_id, t.state, o.detail, o.recorded_at \
-             FROM sked_occurrences o LEFT JOIN sked_tasks t ON t.id = o.task_id \
-             WHERE o.schedule = $1 ORDER BY o.nominal_at DESC LIMIT $2",
-            &[&p.schedule, &limit],
-        )
-        .await
-        .map_err(db_err)?;
-    rows.iter()
-        .map(|r| {
-            let outcome: String = col(r, 2)?;
-            Ok(Occurrence {
-                schedule: col(r, 0)?,
-                nominal_at: col(r, 1)?,
-                outcome: OccurrenceOutcome::parse(&outcome).ok_or_else(|| bad(&outcome))?,
-                task_id: col(r, 3)?,
-                task_state: col::<Option<&str>>(r, 4)?.map(state).transpose()?,
-                detail: col(r, 5)?,
-                recorded_at: col(r, 6)?,
-            })
-        })
-        .collect()
-}
-
-pub(crate) async fn next_fire_at(c: &mut Object) -> Result<Option<Timestamp>> {
-    let stmt = c
-        .prepare_cached("SELECT min(next_fire_at) FROM sked_schedules WHERE NOT paused")
-        .await
-        .map_err(db_err)?;
-    let row = c.query_one(&stmt, &[]).await.map_err(db_err)?;
-    col(&row, 0)
 }
