@@ -11,3 +11,7 @@ CREATE INDEX sked_schedules_look ON sked_schedules (look_at) WHERE look_at IS NO
 -- the tasks it ran before.
 CREATE INDEX sked_tasks_schedule_active ON sked_tasks (schedule, id)
     WHERE schedule IS NOT NULL AND state IN ('scheduled', 'available', 'running', 'retrying');
+-- A schedule's latest finished run (its last outcome and end), without a walk through the
+-- finished tasks of every queue.
+CREATE INDEX sked_tasks_schedule_finished ON sked_tasks (schedule, id)
+    WHERE schedule IS NOT NULL AND state IN ('succeeded', 'dead', 'cancelled');

@@ -31,7 +31,7 @@ pub(crate) async fn materialise(
         .prepare_cached(&format!(
             "SELECT {columns}, ({dead_runs})::integer FROM sked_schedules s \
              WHERE s.look_at <= $1 ORDER BY s.look_at LIMIT $2 FOR UPDATE OF s SKIP LOCKED",
-            columns = COLUMNS.as_str(),
+            columns = columns::planning_columns("sked_tasks"),
             dead_runs = columns::dead_runs("sked_tasks"),
         ))
         .await

@@ -11,7 +11,7 @@ use sked_store::rules::{PlanWrite, Written};
 use sked_store::*;
 
 use crate::codec::{db_err, opt_ts, ts};
-use crate::schedules::{COLUMNS, from_row};
+use crate::schedules::from_row;
 use crate::tasks;
 
 /// One pass (see [`Store::schedule_materialise`]).
@@ -32,7 +32,7 @@ pub(crate) fn materialise(
             .prepare_cached(&format!(
                 "SELECT {columns}, {dead_runs} FROM schedules s \
                  WHERE s.look_at <= ?1 ORDER BY s.look_at LIMIT ?2",
-                columns = COLUMNS.as_str(),
+                columns = columns::planning_columns("tasks"),
                 dead_runs = columns::dead_runs("tasks"),
             ))
             .map_err(db_err)?;

@@ -9,7 +9,7 @@ use crate::codec::{db_err, from_ts, ms, opt_ts, state, ts};
 use crate::tasks;
 
 /// The schedule select list, in [`columns::ScheduleColumn`]'s order.
-pub(crate) static COLUMNS: std::sync::LazyLock<String> =
+static COLUMNS: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| columns::schedule_columns("tasks"));
 
 fn invalid_column(e: impl std::fmt::Display) -> rusqlite::Error {

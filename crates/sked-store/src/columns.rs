@@ -156,29 +156,60 @@ impl ScheduleColumn {
 /// computed from `tasks_table` (the backend's name for the task table). Columns come in
 /// [`ScheduleColumn`]'s order; a backend may append more after them.
 pub fn schedule_columns(tasks_table: &str) -> String {
+    select_list(tasks_table, false)
+}
+
+/// [`schedule_columns`] as a materialising pass reads them: the figures of its last run only
+/// where an interval counts from it (else null, not computed), and the stored next fire time
+/// (the first occurrence not planned) as the next fire time.
+pub fn planning_columns(tasks_table: &str) -> String {
+    select_list(tasks_table, true)
+}
+
+fn select_list(tasks_table: &str, planning: bool) -> String {
+    // A figure of the last run: computed only where planning needs it.
+    let run = |sql: String, otherwise: &str| match planning {
+        true => format!("CASE WHEN s.interval_from = 'fixed' THEN {otherwise} ELSE {sql} END"),
+        false => sql,
+    };
     let latest_finished = |column: &str| {
-        format!(
-            "(SELECT {column} FROM {tasks_table} t WHERE t.schedule = s.name AND t.state IN {FINISHED} \
-             ORDER BY t.id DESC LIMIT 1)"
+        run(
+            format!(
+                "(SELECT {column} FROM {tasks_table} t WHERE t.schedule = s.name AND t.state IN {FINISHED} \
+                 ORDER BY t.id DESC LIMIT 1)"
+            ),
+            "NULL",
         )
     };
     // The earliest run made ahead and not staged yet, if it comes before the first occurrence
     // not planned. Its partial index holds a schedule's unfinished tasks only.
     let made = "min(t.nominal_at)";
-    let next_fire = format!(
-        "(SELECT coalesce(CASE WHEN {made} < s.next_fire_at THEN {made} END, s.next_fire_at, {made}) \
-           FROM {tasks_table} t WHERE t.schedule = s.name AND t.state = 'scheduled' AND t.attempt = 0 \
-           AND {active})",
-        active = crate::states::ACTIVE_ANY,
+    let next_fire = match planning {
+        true => "s.next_fire_at".to_string(),
+        false => format!(
+            "(SELECT coalesce(CASE WHEN {made} < s.next_fire_at THEN {made} END, s.next_fire_at, {made}) \
+               FROM {tasks_table} t WHERE t.schedule = s.name AND t.state = 'scheduled' AND t.attempt = 0 \
+               AND {active})",
+            active = crate::states::ACTIVE_ANY,
+        ),
+    };
+    let started = run(
+        format!(
+            "(SELECT started_at FROM {tasks_table} t WHERE t.schedule = s.name AND t.started_at IS NOT NULL \
+               ORDER BY t.id DESC LIMIT 1)"
+        ),
+        "NULL",
+    );
+    let running = run(
+        format!(
+            "EXISTS (SELECT 1 FROM {tasks_table} t WHERE t.schedule = s.name AND t.state = 'running')"
+        ),
+        "false",
     );
     format!(
         "s.name, s.spec, s.tz, s.task, s.overlap, s.catchup, s.catchup_window_ms, s.paused, \
          s.anchor_at, {next_fire}, s.buffered_at, s.created_at, s.updated_at, \
-         (SELECT started_at FROM {tasks_table} t WHERE t.schedule = s.name AND t.started_at IS NOT NULL \
-           ORDER BY t.id DESC LIMIT 1), \
-         {}, \
-         EXISTS (SELECT 1 FROM {tasks_table} t WHERE t.schedule = s.name AND t.state = 'running'), \
-         {}, \
+         {started}, {}, {running}, {}, \
          s.declared_by, s.interval_from, s.jitter_ms, s.dst, s.pause_after_failures, s.paused_reason, \
          s.next_fire_at",
         latest_finished("finished_at"),
@@ -246,5 +277,11 @@ mod tests {
         assert_eq!(items[ScheduleColumn::PausedReason.at()], "s.paused_reason");
         assert!(items[ScheduleColumn::NextFireAt.at()].contains("min(t.nominal_at)"));
         assert_eq!(items[ScheduleColumn::UnplannedFrom.at()], "s.next_fire_at");
+        let planning = planning_columns("tasks");
+        assert!(
+            planning
+                .contains("CASE WHEN s.interval_from = 'fixed' THEN NULL ELSE (SELECT started_at")
+        );
+        assert!(!planning.contains("min(t.nominal_at)"));
     }
 }

@@ -67,6 +67,6 @@ pub use sked_store::{
     BackfillReport, FinishOutcome, Occurrence, QueueInfo, Schedule, TaskEnded, TaskInserted,
 };
 
-pub use open::{Scratch, open_scratch_store, open_store, redacted_url};
+pub use open::{Scratch, open_scratch_store, open_scratch_stores, open_store, redacted_url};
 pub use server_clock::node_clock;
 pub use telemetry::Telemetry;

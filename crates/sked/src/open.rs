@@ -99,6 +99,37 @@ pub async fn open_scratch_store(url: &str, pool_size: usize) -> Result<(Arc<dyn 
     }
 }
 
+/// [`open_scratch_store`] with `nodes` stores on the same data, each with its own connections,
+/// as separate processes would have (PostgreSQL only; SQLite gives one).
+pub async fn open_scratch_stores(
+    url: &str,
+    pool_size: usize,
+    nodes: usize,
+) -> Result<(Vec<Arc<dyn Store>>, Scratch)> {
+    match backend_of(url) {
+        #[cfg(feature = "postgres")]
+        Backend::Postgres => {
+            let schema = sked_postgres::ScratchSchema::new(url);
+            let mut stores: Vec<Arc<dyn Store>> = Vec::with_capacity(nodes);
+            for _ in 0..nodes.max(1) {
+                let mut opts = schema.options();
+                opts.pool_size = pool_size;
+                stores.push(Arc::new(sked_postgres::PgStore::connect(opts).await?));
+            }
+            Ok((
+                stores,
+                Scratch {
+                    _schema: Some(schema),
+                },
+            ))
+        }
+        _ => {
+            let (store, scratch) = open_scratch_store(url, pool_size).await?;
+            Ok((vec![store], scratch))
+        }
+    }
+}
+
 /// The URL with every password in it replaced by `…`, for logs and errors: the one in its
 /// user information (`postgres://user:…@host`) and the value of any `password=` or
 /// `sslpassword=` parameter (`?password=…`, or a `key=value` connection string).

@@ -15,7 +15,10 @@
 //!   the dashboard, `sked top` and /metrics read every few seconds) at the dashboard's
 //!   counting limit, at /metrics' and counting everything;
 //! - `idle`: a whole node (leader duties and a worker) with nothing to do for `-n` seconds:
-//!   how many store operations it runs, and (PostgreSQL) how many transactions the server saw.
+//!   how many store operations it runs, and (PostgreSQL) how many transactions the server saw;
+//! - `schedules`: `-n` schedules of `--spec` created in bulk, then `--nodes` nodes planning
+//!   them with `-c` no-op workers each for `--duration`: per occurrence second the tasks made
+//!   and missed and how late they were claimable and started (see `schedules.rs`).
 //!
 //! With `--db postgres://…` each run works in a scratch schema of its own, dropped at the end.
 //!
@@ -28,12 +31,14 @@
 mod ceiling;
 mod latency;
 mod node;
+mod schedules;
 mod soak;
 mod throughput;
 
 use ceiling::{ceiling, ceiling_per_s, hold_snapshot};
 use latency::{latency, lateness};
 use node::{counts, idle};
+use schedules::{SchedulesPlan, schedules};
 use soak::{SoakPlan, soak};
 use throughput::{drain, enqueue, worker};
 
@@ -80,6 +85,9 @@ enum Workload {
     /// A whole node (worker, maintenance) enqueued into at --rate for --duration: a line per
     /// --interval, then a summary of the first and last windows
     Soak,
+    /// -n schedules of --spec made in bulk, planned by --nodes nodes with -c no-op workers each
+    /// for --duration: a line per occurrence second (made, missed, lateness), then a summary
+    Schedules,
 }
 
 #[derive(Args)]
@@ -138,6 +146,16 @@ pub(crate) struct BenchArgs {
     /// How long finished tasks are kept (soak).
     #[arg(long, default_value = "1m")]
     retention: String,
+    /// The schedules' spec (schedules): a cron expression or `every DUR`.
+    #[arg(long, default_value = "*/10 * * * * *")]
+    spec: String,
+    /// The schedules' overlap policy (schedules).
+    #[arg(long, default_value = "skip")]
+    overlap: String,
+    /// Nodes planning and working the schedules, each with its own connections (schedules;
+    /// more than one needs PostgreSQL).
+    #[arg(long, default_value_t = 1)]
+    nodes: usize,
 }
 
 /// Maintenance as a node runs it, with the soak's retention, pruned twice per retention (at
@@ -218,6 +236,12 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
         }
         _ => None,
     };
+    if let Workload::Schedules = a.workload {
+        return run_schedules(&a).await;
+    }
+    if a.nodes != 1 {
+        return Err(CliError::usage("--nodes applies to schedules"));
+    }
     let retention = sked_core::parse_duration(&a.retention)
         .map_err(|e| CliError::usage(format!("--retention {}: {e}", a.retention)))?;
     let tmp = TempDir::new().map_err(CliError::runtime)?;
@@ -277,7 +301,7 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
         Workload::Ceiling => ceiling(&store, a.n, batch, a.parallel).await?,
         Workload::Latency => latency(&engine, a.n).await?,
         Workload::Lateness => lateness(&engine, a.n).await?,
-        Workload::Idle => unreachable!("measured above"),
+        Workload::Idle | Workload::Schedules => unreachable!("measured above"),
         Workload::Soak => match soak_plan {
             Some(ref plan) => soak(&engine, &store, plan).await?,
             None => unreachable!("planned above"),
@@ -329,6 +353,48 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     // Close every connection before the scratch schema is dropped.
     node.shutdown().await.map_err(CliError::runtime)?;
     drop((engine, store));
+    drop(scratch);
+    Ok(())
+}
+
+/// `sked bench schedules`: a line per occurrence second, then the summary.
+async fn run_schedules(a: &BenchArgs) -> CliResult {
+    let overlap: sked_core::OverlapPolicy = a
+        .overlap
+        .parse()
+        .map_err(|e| CliError::usage(format!("--overlap {}: {e}", a.overlap)))?;
+    sked_core::Spec::parse(&a.spec).map_err(|e| CliError::usage(format!("--spec: {e}")))?;
+    if a.nodes == 0 {
+        return Err(CliError::usage("--nodes must be at least 1"));
+    }
+    let tmp = TempDir::new().map_err(CliError::runtime)?;
+    let url =
+        a.db.clone()
+            .unwrap_or_else(|| format!("sqlite://{}", tmp.path().join("bench.db").display()));
+    if a.nodes > 1 && !url.starts_with("postgres") {
+        return Err(CliError::usage(
+            "--nodes above 1 needs --db postgres://…: nodes share a PostgreSQL database",
+        ));
+    }
+    let plan = SchedulesPlan {
+        n: a.n,
+        spec: a.spec.clone(),
+        duration: positive_duration("duration", &a.duration)?,
+        workers: if a.c == 0 { DRAIN_WORKERS } else { a.c },
+        overlap,
+    };
+    let (stores, scratch) = sked::open_scratch_stores(&url, 8, a.nodes)
+        .await
+        .map_err(CliError::usage)?;
+    let backend = stores[0].backend();
+    let lines = schedules(&stores, &plan).await?;
+    for mut line in lines {
+        line["backend"] = json!(backend);
+        line["n"] = json!(a.n);
+        line["overlap"] = json!(a.overlap);
+        out!("{line}");
+    }
+    drop(stores);
     drop(scratch);
     Ok(())
 }

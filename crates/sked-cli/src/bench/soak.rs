@@ -216,7 +216,7 @@ fn percentiles(ms: &Histogram) -> (f64, f64) {
 }
 
 /// This process's resident memory in MiB (Linux), where the node runs.
-fn rss_mb() -> Option<f64> {
+pub(super) fn rss_mb() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let kb: f64 = status
         .lines()

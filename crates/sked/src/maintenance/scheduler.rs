@@ -60,6 +60,10 @@ impl Default for SchedulerConfig {
     }
 }
 
+/// Transactions of one pass at most, so that a node shutting down or stepping down waits for
+/// no more; a pass that leaves schedules due is followed at once by another.
+const BATCHES_PER_PASS: usize = 10;
+
 /// Materialises schedules.
 #[derive(Debug, Clone, Default)]
 pub struct Scheduler {
@@ -92,7 +96,7 @@ impl Scheduler {
     pub async fn pass_once(&self, engine: &Engine) -> Result<Pass> {
         let mut pass = Pass::default();
         let mut runs_ended = engine.take_runs_ended();
-        loop {
+        for _ in 0..BATCHES_PER_PASS {
             let report = engine
                 .store()
                 .schedule_materialise(ScheduleMaterialiseParams {
