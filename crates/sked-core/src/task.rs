@@ -115,6 +115,9 @@ pub enum Transition {
     Retry,
     /// A task that has not started gets a new run_at.
     Reschedule,
+    /// A scheduled run waiting to retry ends dead: its schedule's next occurrence was planned
+    /// (moved by the scheduler).
+    StopRetrying,
 }
 
 impl Transition {
@@ -131,6 +134,7 @@ impl Transition {
             | Transition::Rescue => &[Running],
             Transition::Cancel | Transition::Reschedule => &[Scheduled, Available, Retrying],
             Transition::Retry => &[Succeeded, Dead, Cancelled],
+            Transition::StopRetrying => &[Retrying],
         }
     }
 
@@ -146,6 +150,7 @@ impl Transition {
             Transition::Rescue => "rescue",
             Transition::Retry => "retry",
             Transition::Reschedule => "reschedule",
+            Transition::StopRetrying => "stop_retrying",
         }
     }
 
@@ -266,6 +271,7 @@ mod tests {
             Transition::Rescue,
             Transition::Retry,
             Transition::Reschedule,
+            Transition::StopRetrying,
         ] {
             for s in TaskState::ALL {
                 assert_eq!(

@@ -7,6 +7,8 @@ ALTER TABLE sked_schedules
 UPDATE sked_schedules SET look_at = CASE WHEN buffered_at IS NOT NULL THEN updated_at ELSE next_fire_at END
     WHERE NOT paused;
 CREATE INDEX sked_schedules_look ON sked_schedules (look_at) WHERE look_at IS NOT NULL;
+-- The few schedules waiting for a run to end, which a run's end has planned at once.
+CREATE INDEX sked_schedules_awaiting ON sked_schedules (name) WHERE awaits_run;
 -- A schedule's unfinished tasks (for overlap, and its next run made ahead), without walking
 -- the tasks it ran before.
 CREATE INDEX sked_tasks_schedule_active ON sked_tasks (schedule, id)

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use deadpool_postgres::{Object, Transaction};
 use jiff::Timestamp;
-use sked_core::{OccurrenceOutcome, TaskId};
+use sked_core::{OccurrenceOutcome, TaskId, TaskState};
 use sked_store::rules::{PlanWrite, Written};
 use sked_store::states::ACTIVE;
 use sked_store::*;
@@ -94,19 +94,19 @@ async fn runs_ended(c: &Object, names: &[String], now: Timestamp) -> Result<()> 
     Ok(())
 }
 
-/// The unfinished tasks of each schedule named, oldest first.
+/// The unfinished tasks of each schedule named, oldest first, with their states.
 async fn active_tasks<C: GenericClient + Sync>(
     c: &C,
     names: &[&str],
-) -> Result<HashMap<String, Vec<TaskId>>> {
-    let mut out: HashMap<String, Vec<TaskId>> = HashMap::new();
+) -> Result<HashMap<String, Vec<(TaskId, TaskState)>>> {
+    let mut out: HashMap<String, Vec<(TaskId, TaskState)>> = HashMap::new();
     if names.is_empty() {
         return Ok(out);
     }
     let rows = c
         .query(
             &format!(
-                "SELECT schedule, id FROM sked_tasks WHERE schedule = ANY($1) \
+                "SELECT schedule, id, state FROM sked_tasks WHERE schedule = ANY($1) \
                  AND state IN {ACTIVE} ORDER BY id"
             ),
             &[&names],
@@ -114,7 +114,10 @@ async fn active_tasks<C: GenericClient + Sync>(
         .await
         .map_err(db_err)?;
     for r in &rows {
-        out.entry(col(r, 0)?).or_default().push(col(r, 1)?);
+        let task_state = state(col(r, 2)?)?;
+        out.entry(col(r, 0)?)
+            .or_default()
+            .push((col(r, 1)?, task_state));
     }
     Ok(out)
 }
@@ -129,6 +132,20 @@ pub(crate) async fn write_plans(
     writes: &[PlanWrite],
     now: Timestamp,
 ) -> Result<Written> {
+    let give_up: Vec<TaskId> = writes
+        .iter()
+        .flat_map(|w| w.give_up.iter().copied())
+        .collect();
+    if !give_up.is_empty() {
+        // Transition::StopRetrying, as a compare-and-set on the state.
+        tx.execute(
+            "UPDATE sked_tasks SET state = 'dead', finished_at = $2 \
+             WHERE id = ANY($1) AND state = 'retrying'",
+            &[&give_up, &now],
+        )
+        .await
+        .map_err(db_err)?;
+    }
     for w in writes {
         for id in &w.plan.cancel {
             rules::replaced(tasks::cancel_in(tx, *id, now).await)?;

@@ -6,11 +6,11 @@ use std::collections::HashSet;
 
 use jiff::Timestamp;
 use rusqlite::{Connection, Transaction, params};
-use sked_core::TaskId;
+use sked_core::{TaskId, TaskState};
 use sked_store::rules::{PlanWrite, Written};
 use sked_store::*;
 
-use crate::codec::{db_err, opt_ts, ts};
+use crate::codec::{db_err, opt_ts, state, ts};
 use crate::schedules::from_row;
 use crate::tasks;
 
@@ -43,9 +43,9 @@ pub(crate) fn materialise(
             .map_err(db_err)?;
         rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
     };
-    let active: Vec<Vec<TaskId>> = due
+    let active: Vec<Vec<(TaskId, TaskState)>> = due
         .iter()
-        .map(|(s, _)| active_tasks(tx, &s.name))
+        .map(|(s, _)| active_runs(tx, &s.name))
         .collect::<Result<_>>()?;
     let batch = rules::plan_batch(
         due.iter()
@@ -82,6 +82,20 @@ pub(crate) fn active_tasks(conn: &Connection, name: &str) -> Result<Vec<TaskId>>
     rows.collect::<rusqlite::Result<_>>().map_err(db_err)
 }
 
+/// A schedule's unfinished tasks, oldest first, with their states.
+fn active_runs(conn: &Connection, name: &str) -> Result<Vec<(TaskId, TaskState)>> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT id, state FROM tasks WHERE schedule = ?1 AND {} ORDER BY id",
+            sked_store::states::ACTIVE_ANY
+        ))
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map([name], |r| Ok((r.get(0)?, state(&r.get::<_, String>(1)?)?)))
+        .map_err(db_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(db_err)
+}
+
 /// Writes a batch of plans: the cancels, each ledger line (an `enqueued` one turns the
 /// occurrence's `buffered` line into its run, else a new line is inserted unless one is there),
 /// a task for each enqueued line written, and each schedule's next state.
@@ -91,6 +105,15 @@ pub(crate) fn write_plans(
     now: Timestamp,
 ) -> Result<Written> {
     for w in writes {
+        for id in &w.give_up {
+            // Transition::StopRetrying, as a compare-and-set on the state.
+            tx.prepare_cached(
+                "UPDATE tasks SET state = 'dead', finished_at = ?2 WHERE id = ?1 AND state = 'retrying'",
+            )
+            .map_err(db_err)?
+            .execute(params![id, ts(now)])
+            .map_err(db_err)?;
+        }
         for id in &w.plan.cancel {
             rules::replaced(tasks::cancel(tx, *id, now))?;
         }

@@ -331,3 +331,47 @@ pub async fn many_schedules_are_written_at_once_or_not_at_all(store: &Shared) {
         ErrorKind::NotFound
     );
 }
+
+pub async fn a_run_waiting_to_retry_stops_when_the_next_occurrence_is_planned(store: &Shared) {
+    put(store, def("f", "every 10s")).await;
+    store
+        .schedule_materialise(pass(at(5), 30, &[]))
+        .await
+        .unwrap();
+    let c = claim(store, 1, at(10)).await.remove(0);
+    let t = finish(store, c.id, c.attempt, failed(true), at(11))
+        .await
+        .unwrap();
+    assert_eq!(t.state, TaskState::Retrying);
+    // At 15 s the next occurrence is planned: the run stops retrying and 20 s is made ahead.
+    let r = store
+        .schedule_materialise(pass(at(15), 30, &[]))
+        .await
+        .unwrap();
+    assert_eq!(r.enqueued.len(), 1);
+    let t = store.task_get(c.id).await.unwrap();
+    assert_eq!((t.state, t.finished_at), (TaskState::Dead, Some(at(15))));
+    assert_eq!(t.last_error.as_deref(), Some("boom"), "its error is kept");
+    assert_eq!(t.attempts.len(), 1, "one attempt: {:?}", t.attempts);
+    let ledger = store
+        .occurrence_list(OccurrenceListParams {
+            schedule: "f".into(),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    let detail = ledger[0].detail.as_deref().unwrap_or_default();
+    assert!(detail.contains(&format!("task {}", c.id)), "{detail}");
+    assert!(detail.contains("stopped retrying"), "{detail}");
+    // A run that is running (a retry attempt, say) is not touched: 30 s waits for it.
+    let c = claim(store, 1, at(20)).await.remove(0);
+    let r = store
+        .schedule_materialise(pass(at(25), 30, &[]))
+        .await
+        .unwrap();
+    assert!(r.enqueued.is_empty());
+    assert_eq!(
+        store.task_get(c.id).await.unwrap().state,
+        TaskState::Running
+    );
+}

@@ -2,7 +2,9 @@
 //! written once, so that both backends only run the statements.
 
 use jiff::{SignedDuration, Timestamp};
-use sked_core::{LastRun, OccurrenceOutcome, Plan, PlanInput, PlannedOccurrence, TaskTemplate};
+use sked_core::{
+    LastRun, OccurrenceOutcome, Plan, PlanInput, PlannedOccurrence, TaskState, TaskTemplate,
+};
 
 use crate::{Schedule, ScheduleMaterialiseParams, TaskId, TaskInsert};
 
@@ -59,6 +61,9 @@ pub struct PlanWrite {
     pub plan: Plan,
     pub look_at: Option<Timestamp>,
     pub awaits_run: bool,
+    /// Runs waiting to retry that stop retrying (end dead) first: the schedule's next
+    /// occurrence is planned (see [`plan_due`]).
+    pub give_up: Vec<TaskId>,
 }
 
 impl PlanWrite {
@@ -83,6 +88,7 @@ impl PlanWrite {
             plan,
             look_at: look_at.map(stored),
             awaits_run,
+            give_up: Vec::new(),
         }
     }
 }
@@ -92,11 +98,17 @@ pub fn stored(t: Timestamp) -> Timestamp {
     Timestamp::from_microsecond(t.as_microsecond()).unwrap_or(t)
 }
 
-/// Plans schedule `s` (its unfinished tasks `active`, oldest first, and `dead_runs` as
-/// [`crate::DueSchedule::dead_runs`]) at `p.now`, making ahead what falls within the horizon.
+/// Plans schedule `s` (its unfinished tasks `active` with their states, oldest first, and
+/// `dead_runs` as [`crate::DueSchedule::dead_runs`]) at `p.now`, making ahead what falls
+/// within the horizon.
+///
+/// A run's retries end when the schedule's next occurrence is planned: its runs waiting to
+/// retry (`retrying`) end dead first and no longer count as unfinished, so a failing job does
+/// not hold its later runs back for days of backoff. Intervals counted from the last run are
+/// left out: their next occurrence waits for that run by design.
 pub fn plan_due(
     s: &Schedule,
-    active: &[TaskId],
+    active: &[(TaskId, TaskState)],
     dead_runs: u32,
     p: &ScheduleMaterialiseParams,
 ) -> Decision {
@@ -110,6 +122,14 @@ pub fn plan_due(
         Ok(timing) => timing,
         Err(e) => return Decision::Invalid(e.to_string()),
     };
+    let horizon = p.horizon.clamp(SignedDuration::ZERO, HORIZON_MAX);
+    let until = p.now.checked_add(horizon).unwrap_or(p.now);
+    let next_planned = s.unplanned_from.is_some_and(|t| t <= until);
+    let (give_up, runs): (Vec<_>, Vec<_>) = active.iter().copied().partition(|(_, state)| {
+        *state == TaskState::Retrying && next_planned && s.from == sked_core::IntervalFrom::Fixed
+    });
+    let runs: Vec<TaskId> = runs.into_iter().map(|(id, _)| id).collect();
+    let give_up: Vec<TaskId> = give_up.into_iter().map(|(id, _)| id).collect();
     let input = PlanInput {
         name: &s.name,
         spec: &spec,
@@ -120,7 +140,7 @@ pub fn plan_due(
         catchup: s.catchup,
         catchup_window: s.catchup_window,
         misfire_grace: p.misfire_grace,
-        active_tasks: active,
+        active_tasks: &runs,
         buffered: s.buffered_at,
         catchup_limit: p.catchup_limit,
         from: s.from,
@@ -131,16 +151,27 @@ pub fn plan_due(
             running: s.running,
         },
     };
-    let horizon = p.horizon.clamp(SignedDuration::ZERO, HORIZON_MAX);
-    let until = p.now.checked_add(horizon).unwrap_or(p.now);
-    let ahead = sked_core::plan_ahead(&input, p.now, until);
-    Decision::Plan(Box::new(PlanWrite::new(
+    let mut ahead = sked_core::plan_ahead(&input, p.now, until);
+    if let (Some(first), false) = (ahead.plan.occurrences.first_mut(), give_up.is_empty()) {
+        let ids: Vec<String> = give_up.iter().map(|id| id.to_string()).collect();
+        let note = format!(
+            "the runs retrying (task {}) stopped retrying",
+            ids.join(", ")
+        );
+        first.detail = Some(match first.detail.take() {
+            Some(d) => format!("{d}; {note}"),
+            None => note,
+        });
+    }
+    let mut write = PlanWrite::new(
         s.name.clone(),
         s.task.clone(),
         ahead.plan,
         ahead.look_at,
         ahead.awaits_run,
-    )))
+    );
+    write.give_up = give_up;
+    Decision::Plan(Box::new(write))
 }
 
 /// What a pass does with the schedules it took: the plans to write, the schedules to pause
@@ -161,7 +192,7 @@ pub struct Batch {
 /// Plans each of the schedules a pass took (each with its unfinished tasks, oldest first, and
 /// its dead runs in a row), in order, until the plans hold `p.max_enqueued` tasks.
 pub fn plan_batch<'a>(
-    due: impl IntoIterator<Item = (&'a Schedule, &'a [TaskId], u32)>,
+    due: impl IntoIterator<Item = (&'a Schedule, &'a [(TaskId, TaskState)], u32)>,
     p: &ScheduleMaterialiseParams,
 ) -> Batch {
     let mut batch = Batch::default();

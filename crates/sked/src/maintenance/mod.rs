@@ -89,6 +89,9 @@ pub async fn run(engine: Engine, config: MaintenanceConfig, shutdown: watch::Rec
     );
 }
 
+/// How long the scheduler, told of a change, waits for more before it plans.
+const GATHER_CHANGES: Duration = Duration::from_millis(20);
+
 /// Plans schedules whenever one needs it, or a change or a run's end is told, until
 /// `shutdown` turns true.
 async fn plan_schedules(engine: Engine, scheduler: Scheduler, mut shutdown: watch::Receiver<bool>) {
@@ -102,7 +105,8 @@ async fn plan_schedules(engine: Engine, scheduler: Scheduler, mut shutdown: watc
         changed.as_mut().enable();
         let wait = scheduler.pass_and_plan(&engine).await;
         tokio::select! {
-            _ = &mut changed => {}
+            // Runs end in bursts: the ends of one are planned together.
+            _ = &mut changed => tokio::time::sleep(GATHER_CHANGES).await,
             _ = tokio::time::sleep(wait) => {}
             _ = shutdown.changed() => {}
         }
