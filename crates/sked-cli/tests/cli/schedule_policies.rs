@@ -353,3 +353,42 @@ fn schedule_get_shows_the_limits_its_runs_meet() {
         (json!(2), json!("10/s"))
     );
 }
+
+/// A failing job with the defaults (overlap skip, 25 attempts, backoff) still gets a run for
+/// each occurrence: a run's retries end when the next occurrence is planned, and `schedule get`
+/// says the last run died.
+#[test]
+fn a_failing_job_gets_a_run_for_every_occurrence() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &["--exec", "shell"]);
+    srv.ok(&[
+        "schedule", "add", "failing", "--every", "2s", "--shell", "exit 1",
+    ]);
+    wait_for("four runs to start", Duration::from_secs(30), || {
+        tasks_of(&srv, "failing")
+            .iter()
+            .filter(|t| !t["started_at"].is_null())
+            .count()
+            >= 4
+    });
+    srv.ok(&["schedule", "pause", "failing"]);
+    let lines = ledger(&srv, "failing");
+    assert!(
+        lines.iter().all(|o| o["outcome"] == "enqueued"),
+        "no occurrence skipped: {lines:?}"
+    );
+    let tasks = tasks_of(&srv, "failing");
+    // Every run but the newest ended dead, its retries cut short by the next occurrence.
+    let ended: Vec<&Value> = tasks.iter().rev().skip(1).collect();
+    assert!(ended.len() >= 3, "{tasks:?}");
+    assert!(ended.iter().all(|t| t["state"] == "dead"), "{tasks:?}");
+    assert!(
+        lines.iter().any(|o| o["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("stopped retrying")),
+        "{lines:?}"
+    );
+    let s = srv.json(&["schedule", "get", "failing"]);
+    assert_eq!(s["last_outcome"], "dead", "{s}");
+}
