@@ -3,6 +3,7 @@
 
 pub mod cron;
 mod describe;
+mod placer;
 pub mod plan;
 mod policy;
 
