@@ -73,6 +73,7 @@ pub(super) async fn schedules(
     let create_s = created.elapsed().as_secs_f64();
     maker.shutdown().await.map_err(CliError::runtime)?;
     let from = Timestamp::now();
+    let cpu_from = cpu_seconds();
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut running = Vec::new();
     for (k, store) in stores.iter().enumerate() {
@@ -93,6 +94,11 @@ pub(super) async fn schedules(
     tokio::time::sleep(plan.duration).await;
     let until = Timestamp::now();
     let rss_mb = super::soak::rss_mb();
+    // The share of one core the nodes and their workers used while running.
+    let core_share = match (cpu_from, cpu_seconds()) {
+        (Some(a), Some(b)) => Some(round((b - a) / plan.duration.as_secs_f64())),
+        _ => None,
+    };
     let _ = stop.send(true);
     for r in running {
         for w in r.workers {
@@ -143,6 +149,7 @@ pub(super) async fn schedules(
         "made": made,
         "missed": missed,
         "rss_mb": rss_mb.map(round),
+        "core_share": core_share,
     });
     stats(&mut summary, "claimable", &all_ready);
     stats(&mut summary, "started", &all_started);
@@ -224,6 +231,17 @@ async fn made_runs(
             _ => return Ok(runs),
         }
     }
+}
+
+/// The CPU time this process has used, in seconds (Linux; user and system, in clock ticks of
+/// 1/100 s as `/proc` reports them).
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let (utime, stime): (f64, f64) = (fields.get(11)?.parse().ok()?, fields.get(12)?.parse().ok()?);
+    Some((utime + stime) / 100.0)
 }
 
 /// Adds `<name>_p50_ms`, `_p99_ms` and `_max_ms` of `ms` to `line` (none when empty).
