@@ -343,7 +343,7 @@ pub(crate) async fn next_look_at(c: &mut Object) -> Result<Option<Timestamp>> {
 
 pub(crate) async fn due(c: &mut Object, p: &ScheduleDueParams) -> Result<Vec<DueSchedule>> {
     let limit = i64::from(p.limit);
-    // The leader runs this on every look at schedules, idle or not: prepared once per connection.
+    // What falls due at `now`, for the store's tests; the scheduler plans with `materialise`.
     let stmt = c
         .prepare_cached(&format!(
             "SELECT {columns}, ARRAY(SELECT t.id FROM sked_tasks t WHERE t.schedule = s.name \
