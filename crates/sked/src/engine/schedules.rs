@@ -79,11 +79,9 @@ impl Engine {
         sked_core::validate_name("schedule group", group)?;
         let now = self.now();
         let mut schedules = Vec::with_capacity(defs.len());
+        let mut names = std::collections::HashSet::with_capacity(defs.len());
         for def in defs {
-            if schedules
-                .iter()
-                .any(|d: &DeclaredSchedule| d.def.name == def.name)
-            {
+            if !names.insert(def.name.clone()) {
                 return Err(Error::Invalid(format!(
                     "schedule {:?} is declared twice",
                     def.name
