@@ -85,8 +85,8 @@ async fn runs_ended(c: &Object, names: &[String], now: Timestamp) -> Result<()> 
         .prepare_cached(
             "UPDATE sked_schedules s SET look_at = $2 FROM ( \
                SELECT name FROM sked_schedules WHERE name = ANY($1) AND awaits_run \
-               AND look_at IS NOT NULL ORDER BY name FOR UPDATE) l \
-             WHERE s.name = l.name AND s.look_at > $2",
+               AND NOT paused ORDER BY name FOR UPDATE) l \
+             WHERE s.name = l.name AND (s.look_at IS NULL OR s.look_at > $2)",
         )
         .await
         .map_err(db_err)?;

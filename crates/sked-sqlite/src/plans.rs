@@ -21,7 +21,8 @@ pub(crate) fn materialise(
 ) -> Result<MaterialiseReport> {
     for name in &p.runs_ended {
         tx.prepare_cached(
-            "UPDATE schedules SET look_at = ?2 WHERE name = ?1 AND awaits_run AND look_at > ?2",
+            "UPDATE schedules SET look_at = ?2 WHERE name = ?1 AND awaits_run AND paused = 0 \
+             AND (look_at IS NULL OR look_at > ?2)",
         )
         .map_err(db_err)?
         .execute(params![name, ts(p.now)])
