@@ -300,7 +300,7 @@ pub fn ledger_lines(writes: &[PlanWrite]) -> Vec<LedgerLine<'_>> {
 }
 
 /// An occurrence whose ledger line was already there when a plan meant to write it: the
-/// plan is refused (see [`crate::rules::occurrence_recorded`]).
+/// plan is refused (the ledger's primary key makes a second task for it impossible).
 pub fn already_recorded(line: &LedgerLine<'_>) -> crate::StoreError {
     crate::StoreError::Conflict(format!(
         "occurrence {} of schedule {} was already recorded",

@@ -140,22 +140,6 @@ pub fn replaced(cancelled: crate::Result<Task>) -> crate::Result<()> {
     }
 }
 
-/// The task a planned occurrence enqueues, if it enqueues one.
-pub fn occurrence_task(
-    p: &crate::ScheduleApplyParams,
-    occ: &sked_core::PlannedOccurrence,
-) -> Option<crate::TaskInsert> {
-    (occ.outcome == sked_core::OccurrenceOutcome::Enqueued).then(|| {
-        let mut task = p.task.to_new_task();
-        task.run_at = occ.run_at;
-        crate::TaskInsert {
-            task,
-            schedule: Some(p.name.clone()),
-            nominal_at: Some(occ.nominal_at),
-        }
-    })
-}
-
 /// A schedule's policy columns as backends store them.
 #[derive(Debug, Clone, Copy)]
 pub struct PolicyColumns {
@@ -218,21 +202,6 @@ pub fn check_backfill(
         }
     }
     Ok(())
-}
-
-/// A ledger line that could not be written because one is there: the occurrence was handled
-/// already (the ledger's primary key makes a second task for it impossible).
-pub fn occurrence_recorded(
-    e: crate::StoreError,
-    name: &str,
-    nominal_at: Timestamp,
-) -> crate::StoreError {
-    match e {
-        crate::StoreError::Conflict(_) => crate::StoreError::Conflict(format!(
-            "occurrence {nominal_at} of schedule {name} was already recorded"
-        )),
-        other => other,
-    }
 }
 
 /// The ledger outcomes of an occurrence that has its run (enqueued, or buffered to run), as
