@@ -6,6 +6,7 @@ mod bench;
 mod client;
 mod otel;
 mod run;
+mod schedule_file;
 mod shell;
 mod top;
 

@@ -458,16 +458,8 @@ impl Store for PgStore {
             .await
     }
 
-    async fn schedule_upsert_many(
-        &self,
-        params: ScheduleUpsertManyParams,
-    ) -> Result<ScheduleUpsertReport> {
-        self.op(async |c, ch| schedules::upsert_many(c, ch, &params).await)
-            .await
-    }
-
-    async fn schedule_sync(&self, params: ScheduleSyncParams) -> Result<ScheduleSyncReport> {
-        self.op(async |c, ch| schedules::sync(c, ch, &params).await)
+    async fn schedule_write_many(&self, params: ScheduleWriteParams) -> Result<ScheduleSyncReport> {
+        self.op(async |c, ch| schedules::write_many(c, ch, &params).await)
             .await
     }
 

@@ -127,8 +127,9 @@ pub(crate) fn too_large() -> ApiError {
     ApiError::new(
         ErrorCode::PayloadTooLarge,
         format!(
-            "request body is larger than {} bytes",
-            crate::MAX_BODY_BYTES
+            "request body is larger than {} bytes ({} for a write of many schedules)",
+            crate::MAX_BODY_BYTES,
+            crate::MAX_BULK_BODY_BYTES
         ),
     )
 }

@@ -33,6 +33,10 @@ pub use service::{HttpService, serve};
 /// The largest request body accepted (a task payload may be up to 1 MiB, JSON-escaped).
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 
+/// The largest body of a write of many schedules (`PUT /v1/schedules`,
+/// `PUT /v1/declared/{group}`): a few hundred thousand definitions.
+pub const MAX_BULK_BODY_BYTES: usize = 64 * 1024 * 1024;
+
 /// What every handler shares.
 #[derive(Clone, Debug)]
 pub struct AppState {
@@ -44,6 +48,8 @@ pub struct AppState {
 
 /// The whole HTTP API.
 pub fn router(state: AppState) -> Router {
+    // Writes of many schedules take larger bodies than the rest.
+    let bulk = DefaultBodyLimit::max(MAX_BULK_BODY_BYTES);
     let v1 = Router::new()
         .route("/tasks", post(tasks::enqueue).get(tasks::list))
         .route("/tasks/batch", post(tasks::enqueue_batch))
@@ -63,8 +69,9 @@ pub fn router(state: AppState) -> Router {
         .route("/heartbeat", post(worker::heartbeat_many))
         .route("/finish", post(worker::finish_many))
         .route("/work", get(worker::work))
-        .route("/declared/{group}", put(schedules::declare))
+        .route("/declared/{group}", put(schedules::declare).layer(bulk))
         .route("/schedules", get(schedules::list).post(schedules::create))
+        .route("/schedules", put(schedules::apply).layer(bulk))
         .route(
             "/schedules/{name}",
             get(schedules::get)
@@ -159,7 +166,14 @@ async fn reject_large_bodies(req: Request, next: Next) -> Response {
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+    let bulk = req.method() == axum::http::Method::PUT
+        && (req.uri().path() == "/v1/schedules" || req.uri().path().starts_with("/v1/declared/"));
+    let limit = if bulk {
+        MAX_BULK_BODY_BYTES
+    } else {
+        MAX_BODY_BYTES
+    };
+    if declared.is_some_and(|n| n > limit as u64) {
         return error::too_large().into_response();
     }
     next.run(req).await

@@ -6,9 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
-use sked::api::{
-    BackfillRequest, CronNext, Declared, OccurrenceList, ScheduleList, ScheduleView, Triggered,
-};
+use sked::api::{BackfillRequest, CronNext, OccurrenceList, ScheduleList, ScheduleView, Triggered};
 use sked_core::{CronExpr, DstPolicy, ScheduleDef, parse_time, parse_zone};
 use sked_store::{BackfillReport, ScheduleListParams, ScheduleSyncReport};
 
@@ -214,21 +212,49 @@ pub(crate) async fn cron_next(
     }))
 }
 
-/// The most schedules one group declares.
-const MAX_DECLARED: usize = 1_000;
+/// The body of a write of many schedules as it comes: each definition read on its own, so
+/// that every bad one is named.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ApplyBody {
+    schedules: Vec<Value>,
+    #[serde(default)]
+    group: Option<String>,
+    #[serde(default)]
+    prune: bool,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// `PUT /v1/schedules`: many schedules written in one transaction, all or none (a 422 names
+/// each bad one); with a group, `prune` deletes its schedules missing from the set.
+pub(crate) async fn apply(
+    State(s): State<AppState>,
+    ApiJson(b): ApiJson<ApplyBody>,
+) -> ApiResult<Json<ScheduleSyncReport>> {
+    let defs = sked::api::schedule_defs(b.schedules).map_err(ApiError::invalid)?;
+    let options = sked::ApplyOptions {
+        group: b.group,
+        prune: b.prune,
+        dry_run: b.dry_run,
+    };
+    Ok(Json(s.engine.schedules_apply(defs, options).await?))
+}
+
+/// The body of `PUT /v1/declared/{group}`, each definition read on its own.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DeclaredBody {
+    schedules: Vec<Value>,
+}
 
 /// `PUT /v1/declared/{group}`: the schedules a group of code declares (see the worker's
 /// declared schedules): created, updated, or removed when no longer declared.
 pub(crate) async fn declare(
     State(s): State<AppState>,
     NamePath(group): NamePath,
-    ApiJson(d): ApiJson<Declared>,
+    ApiJson(d): ApiJson<DeclaredBody>,
 ) -> ApiResult<Json<ScheduleSyncReport>> {
-    if d.schedules.len() > MAX_DECLARED {
-        return Err(ApiError::invalid(format!(
-            "at most {MAX_DECLARED} schedules per group, not {}",
-            d.schedules.len()
-        )));
-    }
-    Ok(Json(s.engine.schedules_sync(&group, d.schedules).await?))
+    let defs = sked::api::schedule_defs(d.schedules).map_err(ApiError::invalid)?;
+    Ok(Json(s.engine.schedules_sync(&group, defs).await?))
 }

@@ -384,16 +384,9 @@ impl Store for SqliteStore {
         self.write(move |tx| schedules::upsert(tx, &params)).await
     }
 
-    async fn schedule_upsert_many(
-        &self,
-        params: ScheduleUpsertManyParams,
-    ) -> Result<ScheduleUpsertReport> {
-        self.write(move |tx| schedules::upsert_many(tx, &params))
+    async fn schedule_write_many(&self, params: ScheduleWriteParams) -> Result<ScheduleSyncReport> {
+        self.write(move |tx| schedules::write_many(tx, &params))
             .await
-    }
-
-    async fn schedule_sync(&self, params: ScheduleSyncParams) -> Result<ScheduleSyncReport> {
-        self.write(move |tx| schedules::sync(tx, &params)).await
     }
 
     async fn schedule_get(&self, name: &str) -> Result<Schedule> {

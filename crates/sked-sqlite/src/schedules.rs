@@ -106,55 +106,80 @@ pub(crate) fn upsert(tx: &Transaction<'_>, p: &ScheduleUpsertParams) -> Result<S
     p.def
         .validate()
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    write(tx, &p.def, p.next_fire_at, p.now)?;
+    let d = DeclaredSchedule {
+        def: p.def.clone(),
+        next_fire_at: p.next_fire_at,
+    };
+    write(tx, &d, None, p.now)?;
     get(tx, &p.def.name)
 }
 
-pub(crate) fn upsert_many(
+/// Writes many schedules (see [`Store::schedule_write_many`]); a dry run inside a savepoint
+/// rolled back at its end.
+pub(crate) fn write_many(
     tx: &Transaction<'_>,
-    p: &ScheduleUpsertManyParams,
-) -> Result<ScheduleUpsertReport> {
-    rules::check_many(&p.schedules)?;
-    let mut report = ScheduleUpsertReport::default();
-    for d in &p.schedules {
-        match write(tx, &d.def, d.next_fire_at, p.now)? {
-            true => report.updated += 1,
-            false => report.created += 1,
+    p: &ScheduleWriteParams,
+) -> Result<ScheduleSyncReport> {
+    rules::check_write(p)?;
+    if !p.dry_run {
+        return write_all(tx, p);
+    }
+    tx.execute_batch("SAVEPOINT sked_dry_run").map_err(db_err)?;
+    let report = write_all(tx, p);
+    tx.execute_batch("ROLLBACK TO sked_dry_run; RELEASE sked_dry_run")
+        .map_err(db_err)?;
+    report
+}
+
+fn write_all(tx: &Transaction<'_>, p: &ScheduleWriteParams) -> Result<ScheduleSyncReport> {
+    let group = p.group.as_deref();
+    let mut sorted: Vec<&DeclaredSchedule> = p.schedules.iter().collect();
+    sorted.sort_unstable_by(|a, b| a.def.name.cmp(&b.def.name));
+    let mut report = ScheduleSyncReport::default();
+    for d in &sorted {
+        let action = rules::sync_action(stored(tx, &d.def.name)?.as_ref(), &d.def, group);
+        if rules::note_sync(&mut report, action, &d.def.name) {
+            write(tx, d, group, p.now)?;
+        }
+    }
+    if p.prune {
+        let names: std::collections::HashSet<&str> =
+            sorted.iter().map(|d| d.def.name.as_str()).collect();
+        let before: Vec<String> = {
+            let mut stmt = tx
+                .prepare_cached("SELECT name FROM schedules WHERE declared_by = ?1 ORDER BY name")
+                .map_err(db_err)?;
+            let rows = stmt.query_map([group], |r| r.get(0)).map_err(db_err)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+        };
+        for name in before {
+            if !names.contains(name.as_str()) {
+                delete(tx, &name, p.now)?;
+                report.removed.push(name);
+            }
         }
     }
     Ok(report)
 }
 
-/// Writes a valid schedule over the stored one of its name, if any (whose runs made ahead are
-/// withdrawn): whether there was one.
+/// Writes a valid schedule over the stored one of its name, if any, whose runs made ahead are
+/// withdrawn (see [`rules::rewritten`]).
 fn write(
     tx: &Transaction<'_>,
-    def: &sked_core::ScheduleDef,
-    next_fire_at: Option<Timestamp>,
+    d: &DeclaredSchedule,
+    group: Option<&str>,
     now: Timestamp,
-) -> Result<bool> {
-    let p = ScheduleUpsertParams {
-        def: def.clone(),
-        next_fire_at,
-        now,
-    };
+) -> Result<()> {
+    let def = &d.def;
     let task = serde_json::to_string(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
-    crate::plans::withdraw_ahead(tx, &def.name, p.now)?;
-    let existing = existing(tx, &def.name)?;
+    crate::plans::withdraw_ahead(tx, &def.name, now)?;
+    let r = rules::rewritten(stored(tx, &def.name)?.as_ref(), d, group, now);
     let policy = rules::PolicyColumns::of(def);
-    let (next_fire_at, anchor_at) = rules::rewritten_times(
-        existing.as_ref(),
-        def,
-        rules::Rewrite::RunTime,
-        p.next_fire_at,
-        p.now,
-    );
-    let look_at = rules::first_look(next_fire_at, def.paused, p.now);
     tx.prepare_cached(
         "INSERT INTO schedules (name, spec, tz, task, overlap, catchup, catchup_window_ms, paused, \
            anchor_at, next_fire_at, created_at, updated_at, \
-           interval_from, jitter_ms, dst, pause_after_failures, look_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?11, ?10, ?9, ?9, ?12, ?13, ?14, ?15, ?16) \
+           interval_from, jitter_ms, dst, pause_after_failures, look_at, declared_by) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?11, ?10, ?9, ?9, ?12, ?13, ?14, ?15, ?16, ?17) \
          ON CONFLICT (name) DO UPDATE SET \
            next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
            look_at = excluded.look_at, awaits_run = 0, \
@@ -165,7 +190,8 @@ fn write(
            paused_reason = CASE WHEN excluded.paused THEN schedules.paused_reason END, \
            resumed_at = CASE WHEN schedules.paused AND NOT excluded.paused \
              THEN excluded.updated_at ELSE schedules.resumed_at END, \
-           paused = excluded.paused, updated_at = excluded.updated_at",
+           paused = excluded.paused, updated_at = excluded.updated_at, \
+           declared_by = coalesce(excluded.declared_by, schedules.declared_by)",
     )
     .map_err(db_err)?
     .execute(params![
@@ -176,110 +202,34 @@ fn write(
         def.overlap.to_string(),
         def.catchup.as_str(),
         ms(def.catchup_window),
-        def.paused,
-        ts(p.now),
-        next_fire_at.map(ts),
-        ts(anchor_at),
+        r.paused,
+        ts(now),
+        r.next_fire_at.map(ts),
+        ts(r.anchor_at),
         policy.interval_from,
         policy.jitter_ms,
         policy.dst,
         policy.pause_after_failures,
-        look_at.map(ts),
+        r.look_at.map(ts),
+        group,
     ])
     .map_err(db_err)?;
-    Ok(existing.is_some())
+    Ok(())
 }
 
-/// The stored schedule of this name, if there is one.
-fn existing(conn: &Connection, name: &str) -> Result<Option<Schedule>> {
-    match get(conn, name) {
-        Ok(s) => Ok(Some(s)),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// A declared schedule written with its group; an existing one keeps its paused flag (the
-/// next fire time and anchor are decided by [`rules::rewritten_times`]).
-const SYNC_UPSERT: &str = "INSERT INTO schedules (name, spec, tz, task, overlap, catchup, \
-       catchup_window_ms, paused, anchor_at, next_fire_at, created_at, updated_at, declared_by, \
-       interval_from, jitter_ms, dst, pause_after_failures, look_at) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?12, ?10, ?9, ?9, ?11, ?13, ?14, ?15, ?16, ?17) \
-     ON CONFLICT (name) DO UPDATE SET \
-       next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
-       look_at = CASE WHEN schedules.paused THEN NULL ELSE ?18 END, awaits_run = 0, \
-       spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
-       catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
-       interval_from = excluded.interval_from, jitter_ms = excluded.jitter_ms, \
-       dst = excluded.dst, pause_after_failures = excluded.pause_after_failures, \
-       declared_by = excluded.declared_by, updated_at = excluded.updated_at";
-
-pub(crate) fn sync(tx: &Transaction<'_>, p: &ScheduleSyncParams) -> Result<ScheduleSyncReport> {
-    let mut report = ScheduleSyncReport::default();
-    for d in &p.schedules {
-        let def = &d.def;
-        def.validate()
-            .map_err(|e| StoreError::Invalid(e.to_string()))?;
-        let mut existing = existing(tx, &def.name)?;
-        let action = rules::sync_action(existing.as_ref(), def, &p.group);
-        if !rules::note_sync(&mut report, action, &def.name) {
-            continue;
-        }
-        if existing.is_some() {
-            crate::plans::withdraw_ahead(tx, &def.name, p.now)?;
-            existing = self::existing(tx, &def.name)?;
-        }
-        let (next_fire_at, anchor_at) = rules::rewritten_times(
-            existing.as_ref(),
-            def,
-            rules::Rewrite::Declared,
-            d.next_fire_at,
-            p.now,
-        );
-        let task =
-            serde_json::to_string(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        let policy = rules::PolicyColumns::of(def);
-        // A new schedule takes the declared paused flag, an existing one keeps its own.
-        let look_new = rules::first_look(next_fire_at, def.paused, p.now);
-        let look_kept = rules::first_look(next_fire_at, false, p.now);
-        tx.prepare_cached(SYNC_UPSERT)
-            .map_err(db_err)?
-            .execute(params![
-                def.name,
-                def.spec,
-                def.tz,
-                task,
-                def.overlap.to_string(),
-                def.catchup.as_str(),
-                ms(def.catchup_window),
-                def.paused,
-                ts(p.now),
-                next_fire_at.map(ts),
-                p.group,
-                ts(anchor_at),
-                policy.interval_from,
-                policy.jitter_ms,
-                policy.dst,
-                policy.pause_after_failures,
-                look_new.map(ts),
-                look_kept.map(ts),
-            ])
-            .map_err(db_err)?;
-    }
-    let before: Vec<String> = {
-        let mut stmt = tx
-            .prepare_cached("SELECT name FROM schedules WHERE declared_by = ?1 ORDER BY name")
-            .map_err(db_err)?;
-        let rows = stmt.query_map([&p.group], |r| r.get(0)).map_err(db_err)?;
-        rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
-    };
-    for name in before {
-        if !p.schedules.iter().any(|d| d.def.name == name) {
-            delete(tx, &name, p.now)?;
-            report.removed.push(name);
-        }
-    }
-    Ok(report)
+/// The stored schedule of this name, if there is one, without figures of its tasks.
+fn stored(conn: &Connection, name: &str) -> Result<Option<Schedule>> {
+    static STORED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            "SELECT {} FROM schedules s WHERE s.name = ?1",
+            columns::stored_columns()
+        )
+    });
+    conn.prepare_cached(&STORED)
+        .map_err(db_err)?
+        .query_row([name], from_row)
+        .optional()
+        .map_err(db_err)
 }
 
 pub(crate) fn delete(tx: &Transaction<'_>, name: &str, now: Timestamp) -> Result<bool> {

@@ -156,37 +156,56 @@ impl ScheduleColumn {
 /// computed from `tasks_table` (the backend's name for the task table). Columns come in
 /// [`ScheduleColumn`]'s order; a backend may append more after them.
 pub fn schedule_columns(tasks_table: &str) -> String {
-    select_list(tasks_table, false)
+    select_list(tasks_table, Figures::All)
+}
+
+/// [`schedule_columns`] with the schedule's own columns only: no figure of its tasks (null or
+/// false), the stored next fire time as the next fire time. What a write compares with.
+pub fn stored_columns() -> String {
+    select_list("", Figures::None)
 }
 
 /// [`schedule_columns`] as a materialising pass reads them: the figures of its last run only
 /// where an interval counts from it (else null, not computed), and the stored next fire time
 /// (the first occurrence not planned) as the next fire time.
 pub fn planning_columns(tasks_table: &str) -> String {
-    select_list(tasks_table, true)
+    select_list(tasks_table, Figures::Planning)
 }
 
-fn select_list(tasks_table: &str, planning: bool) -> String {
-    // A figure of the last run: computed only where planning needs it.
-    let run = |sql: String, otherwise: &str| match planning {
-        true => format!("CASE WHEN s.interval_from = 'fixed' THEN {otherwise} ELSE {sql} END"),
-        false => sql,
+/// Which figures of a schedule's tasks a select list computes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Figures {
+    All,
+    /// Those of the last run where an interval counts from it.
+    Planning,
+    None,
+}
+
+fn select_list(tasks_table: &str, figures: Figures) -> String {
+    // A figure of the last run: computed only where it is needed.
+    let run = |sql: String, otherwise: &str| match figures {
+        Figures::All => sql,
+        Figures::Planning => {
+            format!("CASE WHEN s.interval_from = 'fixed' THEN {otherwise} ELSE {sql} END")
+        }
+        Figures::None => otherwise.to_string(),
     };
-    let latest_finished = |column: &str| {
+    // Typed nulls: PostgreSQL decodes a column by its type (SQLite ignores the cast).
+    let latest_finished = |column: &str, null: &str| {
         run(
             format!(
                 "(SELECT {column} FROM {tasks_table} t WHERE t.schedule = s.name AND t.state IN {FINISHED} \
                  ORDER BY t.id DESC LIMIT 1)"
             ),
-            "NULL",
+            null,
         )
     };
     // The earliest run made ahead and not staged yet, if it comes before the first occurrence
     // not planned. Its partial index holds a schedule's unfinished tasks only.
     let made = "min(t.nominal_at)";
-    let next_fire = match planning {
-        true => "s.next_fire_at".to_string(),
-        false => format!(
+    let next_fire = match figures {
+        Figures::Planning | Figures::None => "s.next_fire_at".to_string(),
+        Figures::All => format!(
             "(SELECT coalesce(CASE WHEN {made} < s.next_fire_at THEN {made} END, s.next_fire_at, {made}) \
                FROM {tasks_table} t WHERE t.schedule = s.name AND t.state = 'scheduled' AND t.attempt = 0 \
                AND {active})",
@@ -198,7 +217,7 @@ fn select_list(tasks_table: &str, planning: bool) -> String {
             "(SELECT started_at FROM {tasks_table} t WHERE t.schedule = s.name AND t.started_at IS NOT NULL \
                ORDER BY t.id DESC LIMIT 1)"
         ),
-        "NULL",
+        "CAST(NULL AS timestamptz)",
     );
     let running = run(
         format!(
@@ -212,8 +231,8 @@ fn select_list(tasks_table: &str, planning: bool) -> String {
          {started}, {}, {running}, {}, \
          s.declared_by, s.interval_from, s.jitter_ms, s.dst, s.pause_after_failures, s.paused_reason, \
          s.next_fire_at",
-        latest_finished("finished_at"),
-        latest_finished("state"),
+        latest_finished("finished_at", "CAST(NULL AS timestamptz)"),
+        latest_finished("state", "CAST(NULL AS text)"),
     )
 }
 

@@ -195,19 +195,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// spec, zone or paused flag changed; otherwise the stored one is kept.
     async fn schedule_upsert(&self, params: ScheduleUpsertParams) -> Result<Schedule>;
 
-    /// Creates or replaces many schedules in one transaction, each as [`Store::schedule_upsert`]
-    /// does; an invalid one, or a name given twice, changes nothing and is named in the error.
-    async fn schedule_upsert_many(
-        &self,
-        params: ScheduleUpsertManyParams,
-    ) -> Result<ScheduleUpsertReport>;
-
-    /// Makes the schedules declared by `group` exist as declared, in one transaction: new ones
-    /// are created, changed ones updated (their paused flag kept, the next fire time kept
-    /// unless spec or zone changed), and those the group declared before but no longer does
-    /// are deleted. A schedule of the same name made at run time or by another group is taken
-    /// over. Concurrent syncs of one group leave one copy of each schedule.
-    async fn schedule_sync(&self, params: ScheduleSyncParams) -> Result<ScheduleSyncReport>;
+    /// Creates or replaces many schedules in one transaction (see [`ScheduleWriteParams`]):
+    /// those that differ from the stored ones are written (their runs made ahead withdrawn),
+    /// the same ones are left as they are, and with `prune` the group's schedules not among
+    /// them are deleted. An invalid one, or a name given twice, changes nothing and is named in
+    /// the error. Concurrent writes of one group run one after the other.
+    async fn schedule_write_many(&self, params: ScheduleWriteParams) -> Result<ScheduleSyncReport>;
 
     async fn schedule_get(&self, name: &str) -> Result<Schedule>;
 

@@ -52,7 +52,8 @@ pub mod worker;
 
 pub use client::Client;
 pub use engine::{
-    ClaimRequest, Engine, EngineConfig, MAX_BACKFILL, MAX_CLAIM_NAMES, Presence, TaskFilter,
+    ApplyOptions, ClaimRequest, Engine, EngineConfig, MAX_BACKFILL, MAX_CLAIM_NAMES, Presence,
+    TaskFilter,
 };
 pub use error::{Error, Result};
 pub use maintenance::MaintenanceConfig;

@@ -4,6 +4,7 @@
 //!
 //! One file per command group (`task`, `schedule`, `queue`); here what they share.
 
+mod apply;
 mod bulk;
 mod queue;
 mod schedule;

@@ -47,6 +47,9 @@ pub(crate) enum ScheduleCmd {
         /// The schedule's name
         name: String,
     },
+    /// Write the schedules of a file (JSON or YAML) in one go: all of them, or none when one
+    /// is invalid
+    Apply(super::apply::ScheduleApply),
     /// Remove a schedule (its tasks stay).
     Rm {
         /// The schedule's name
@@ -291,6 +294,7 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
                 .map_err(failed)?;
             show(remote, &Triggered { id }, |t| out!("{}", t.id));
         }
+        ScheduleCmd::Apply(a) => super::apply::apply(a, remote).await?,
         ScheduleCmd::Rm { name } => {
             connect(remote)?
                 .schedule_delete(&name)

@@ -58,8 +58,8 @@ pub(crate) struct WorkerArgs {
     /// Claimed tasks that may wait for a free slot [default: --concurrency]
     #[arg(long, value_name = "N")]
     prefetch: Option<usize>,
-    /// Schedules this worker declares, kept in sync at start: a JSON array of schedule
-    /// definitions (the API's shape)
+    /// Schedules this worker declares, kept in sync at start: a list of schedule definitions
+    /// (the API's shape), in JSON or YAML
     #[arg(long, value_name = "FILE")]
     schedules: Option<std::path::PathBuf>,
     /// The group the declared schedules belong to; schedules the group no longer declares
@@ -275,29 +275,6 @@ pub(crate) async fn server(mut a: ServerArgs, g: &Global) -> CliResult {
     Ok(())
 }
 
-/// Reads `--schedules FILE`: a JSON array of schedule definitions, each checked.
-fn declared_schedules(path: &std::path::Path) -> CliResult<Vec<sked_core::ScheduleDef>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::usage(format!("cannot read --schedules {}: {e}", path.display())))?;
-    let defs: Vec<sked_core::ScheduleDef> = serde_json::from_str(&text).map_err(|e| {
-        CliError::usage(format!(
-            "invalid --schedules {}: {e} (expected a JSON array of schedules)",
-            path.display()
-        ))
-    })?;
-    for d in &defs {
-        d.validate().map_err(|e| {
-            CliError::usage(format!(
-                "invalid --schedules {}: schedule {:?}: {}",
-                path.display(),
-                d.name,
-                e.message()
-            ))
-        })?;
-    }
-    Ok(defs)
-}
-
 /// `sked worker`: on the database (`--db`, a node that also takes part in maintenance), or
 /// through a server (`--server` or `SKED_URL`).
 pub(crate) async fn worker(mut a: WorkerArgs, g: &Global) -> CliResult {
@@ -342,7 +319,11 @@ pub(crate) async fn worker(mut a: WorkerArgs, g: &Global) -> CliResult {
     let estimate = runtime_estimate(&a, max_runtime.is_some())?;
     let grace = sked_core::parse_duration(&a.shutdown_grace)
         .map_err(|e| CliError::usage(format!("invalid --shutdown-grace: {e}")))?;
-    let declared = a.schedules.as_deref().map(declared_schedules).transpose()?;
+    let declared = a
+        .schedules
+        .as_deref()
+        .map(|p| crate::schedule_file::read("--schedules", p))
+        .transpose()?;
     sked_core::validate_name("--schedule-group", &a.schedule_group)
         .map_err(|e| CliError::usage(e.message().to_string()))?;
     let (concurrency, queues, prefetch) =

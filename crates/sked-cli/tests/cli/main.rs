@@ -25,6 +25,7 @@ mod otel;
 mod pg_secrets;
 mod python_worker;
 mod rate_limits;
+mod schedule_apply;
 mod schedule_policies;
 mod shell;
 mod tidy;

@@ -1,75 +1,139 @@
 //! Many schedules written in one transaction, a statement per part.
 
+use std::collections::HashMap;
+
 use deadpool_postgres::Object;
 use jiff::Timestamp;
 use sked_store::*;
 
-use super::{COLUMNS, from_row};
+use super::from_row;
 use crate::codec::{col, db_err, ms};
 use crate::tasks::announce_schedules;
 
 /// Rows per statement of a bulk write.
 const UPSERT_ROWS: usize = 5_000;
 
-/// Many schedules written as [`super::upsert`] writes one, in one transaction, a statement per
-/// [`UPSERT_ROWS`].
-pub(crate) async fn upsert_many(
+/// Writes many schedules in one transaction (see [`Store::schedule_write_many`]), in parts of
+/// [`UPSERT_ROWS`] taken in name order, so that concurrent writes lock rows in one order. A
+/// group's writes run one at a time (an advisory lock keyed by the group).
+pub(crate) async fn write_many(
     c: &mut Object,
     channel: &str,
-    p: &ScheduleUpsertManyParams,
-) -> Result<ScheduleUpsertReport> {
-    rules::check_many(&p.schedules)?;
+    p: &ScheduleWriteParams,
+) -> Result<ScheduleSyncReport> {
+    rules::check_write(p)?;
+    let group = p.group.as_deref();
+    let mut sorted: Vec<&DeclaredSchedule> = p.schedules.iter().collect();
+    sorted.sort_unstable_by(|a, b| a.def.name.cmp(&b.def.name));
     let tx = c.transaction().await.map_err(db_err)?;
-    let mut report = ScheduleUpsertReport::default();
-    for part in p.schedules.chunks(UPSERT_ROWS) {
-        let mut names: Vec<&str> = part.iter().map(|d| d.def.name.as_str()).collect();
-        names.sort_unstable();
-        // Those that exist, locked in name order, their runs made ahead withdrawn.
-        let locked = tx
+    if let Some(g) = group {
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('sked_schedule_sync:' || $1))",
+            &[&g],
+        )
+        .await
+        .map_err(db_err)?;
+    }
+    let mut report = ScheduleSyncReport::default();
+    for part in sorted.chunks(UPSERT_ROWS) {
+        let names: Vec<&str> = part.iter().map(|d| d.def.name.as_str()).collect();
+        let mut existing = stored(&tx, &names, true).await?;
+        let mut changed: Vec<&DeclaredSchedule> = Vec::with_capacity(part.len());
+        for d in part {
+            let action = rules::sync_action(existing.get(&d.def.name), &d.def, group);
+            if rules::note_sync(&mut report, action, &d.def.name) {
+                changed.push(d);
+            }
+        }
+        // What is written applies to every run not started yet.
+        let rewritten: Vec<&str> = changed
+            .iter()
+            .map(|d| d.def.name.as_str())
+            .filter(|n| existing.contains_key(*n))
+            .collect();
+        if !rewritten.is_empty() {
+            crate::plans::withdraw_ahead_many(&*tx, &rewritten, p.now).await?;
+            existing = stored(&tx, &rewritten, false).await?;
+        }
+        if changed.is_empty() {
+            continue;
+        }
+        let mut cols = UpsertColumns::default();
+        for d in changed {
+            let r = rules::rewritten(existing.get(&d.def.name), d, group, p.now);
+            cols.push(&d.def, r)?;
+        }
+        tx.execute(UPSERT_MANY, &cols.params(&p.now, &group))
+            .await
+            .map_err(db_err)?;
+    }
+    if p.prune {
+        let names: Vec<&str> = sorted.iter().map(|d| d.def.name.as_str()).collect();
+        let leaving = tx
             .query(
-                "SELECT name FROM sked_schedules WHERE name = ANY($1) ORDER BY name FOR UPDATE",
-                &[&names],
+                "SELECT name FROM sked_schedules WHERE declared_by = $1 AND NOT (name = ANY($2)) \
+                 ORDER BY name FOR UPDATE",
+                &[&group, &names],
             )
             .await
             .map_err(db_err)?;
-        let mut existing = std::collections::HashMap::new();
-        if !locked.is_empty() {
-            let names: Vec<&str> = locked.iter().map(|r| r.get(0)).collect();
-            crate::plans::withdraw_ahead_many(&*tx, &names, p.now).await?;
-            let rows = tx
-                .query(
-                    &format!(
-                        "SELECT {columns} FROM sked_schedules s WHERE s.name = ANY($1)",
-                        columns = COLUMNS.as_str()
-                    ),
-                    &[&names],
-                )
-                .await
-                .map_err(db_err)?;
-            for r in &rows {
-                let s = from_row(r)?;
-                existing.insert(s.name.clone(), s);
-            }
+        for row in &leaving {
+            report.removed.push(col(row, 0)?);
         }
-        let mut cols = UpsertColumns::default();
-        for d in part {
-            cols.push(&d.def, existing.get(&d.def.name), d.next_fire_at, p.now)?;
-        }
-        let rows = tx
-            .query(UPSERT_MANY, &cols.params(&p.now))
+        if !report.removed.is_empty() {
+            let gone: Vec<&str> = report.removed.iter().map(String::as_str).collect();
+            crate::plans::withdraw_ahead_many(&*tx, &gone, p.now).await?;
+            tx.execute(
+                "DELETE FROM sked_occurrences WHERE schedule = ANY($1)",
+                &[&gone],
+            )
             .await
             .map_err(db_err)?;
-        for r in &rows {
-            match col::<bool>(r, 0)? {
-                true => report.created += 1,
-                false => report.updated += 1,
-            }
+            tx.execute("DELETE FROM sked_schedules WHERE name = ANY($1)", &[&gone])
+                .await
+                .map_err(db_err)?;
         }
     }
-    announce_schedules(&*tx, channel).await?;
+    if p.dry_run {
+        tx.rollback().await.map_err(db_err)?;
+        return Ok(report);
+    }
+    if !(report.created.is_empty() && report.updated.is_empty() && report.removed.is_empty()) {
+        announce_schedules(&*tx, channel).await?;
+    }
     tx.commit().await.map_err(db_err)?;
     Ok(report)
 }
+
+/// The stored schedules of these names, without figures of their tasks; `lock`ed until the
+/// transaction ends, in name order.
+async fn stored(
+    tx: &deadpool_postgres::Transaction<'_>,
+    names: &[&str],
+    lock: bool,
+) -> Result<HashMap<String, Schedule>> {
+    let rows = tx
+        .query(
+            &format!(
+                "SELECT {columns} FROM sked_schedules s WHERE s.name = ANY($1) ORDER BY s.name{lock}",
+                columns = STORED.as_str(),
+                lock = if lock { " FOR UPDATE" } else { "" },
+            ),
+            &[&names],
+        )
+        .await
+        .map_err(db_err)?;
+    let mut existing = HashMap::with_capacity(rows.len());
+    for r in &rows {
+        let s = from_row(r)?;
+        existing.insert(s.name.clone(), s);
+    }
+    Ok(existing)
+}
+
+/// A schedule's own columns (see [`sked_store::columns::stored_columns`]).
+static STORED: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(sked_store::columns::stored_columns);
 
 /// The columns of a bulk write, one array each.
 #[derive(Default)]
@@ -92,15 +156,7 @@ struct UpsertColumns {
 }
 
 impl UpsertColumns {
-    fn push(
-        &mut self,
-        def: &sked_core::ScheduleDef,
-        existing: Option<&Schedule>,
-        next_fire_at: Option<Timestamp>,
-        now: Timestamp,
-    ) -> Result<()> {
-        let (next_fire_at, anchor_at) =
-            rules::rewritten_times(existing, def, rules::Rewrite::RunTime, next_fire_at, now);
+    fn push(&mut self, def: &sked_core::ScheduleDef, r: rules::Rewritten) -> Result<()> {
         let policy = rules::PolicyColumns::of(def);
         self.name.push(def.name.clone());
         self.spec.push(def.spec.clone());
@@ -110,22 +166,22 @@ impl UpsertColumns {
         self.overlap.push(def.overlap.to_string());
         self.catchup.push(def.catchup.as_str());
         self.catchup_window_ms.push(ms(def.catchup_window));
-        self.paused.push(def.paused);
-        self.anchor_at.push(anchor_at);
-        self.next_fire_at.push(next_fire_at);
+        self.paused.push(r.paused);
+        self.anchor_at.push(r.anchor_at);
+        self.next_fire_at.push(r.next_fire_at);
         self.interval_from.push(policy.interval_from);
         self.jitter_ms.push(policy.jitter_ms);
         self.dst.push(policy.dst);
         self.pause_after_failures.push(policy.pause_after_failures);
-        self.look_at
-            .push(rules::first_look(next_fire_at, def.paused, now));
+        self.look_at.push(r.look_at);
         Ok(())
     }
 
     fn params<'a>(
         &'a self,
         now: &'a Timestamp,
-    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 16] {
+        group: &'a Option<&'a str>,
+    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 17] {
         [
             &self.name,
             &self.spec,
@@ -143,16 +199,18 @@ impl UpsertColumns {
             &self.pause_after_failures,
             &self.look_at,
             now,
+            group,
         ]
     }
 }
 
-/// The bulk write of [`UpsertColumns`] (`$16`: now); each row says whether it was created.
+/// The bulk write of [`UpsertColumns`] (`$16`: now, `$17`: the group, if any, which a
+/// schedule written without one keeps).
 const UPSERT_MANY: &str = "INSERT INTO sked_schedules AS s (name, spec, tz, task, overlap, catchup, \
        catchup_window_ms, paused, anchor_at, next_fire_at, created_at, updated_at, \
-       interval_from, jitter_ms, dst, pause_after_failures, look_at) \
+       interval_from, jitter_ms, dst, pause_after_failures, look_at, declared_by) \
      SELECT u.name, u.spec, u.tz, u.task, u.overlap, u.catchup, u.cw, u.paused, u.anchor, u.next, \
-       $16, $16, u.interval_from, u.jitter_ms, u.dst, u.paf, u.look \
+       $16, $16, u.interval_from, u.jitter_ms, u.dst, u.paf, u.look, $17::text \
      FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], \
        $7::bigint[], $8::bool[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::bigint[], \
        $13::text[], $14::int[], $15::timestamptz[]) \
@@ -168,5 +226,5 @@ const UPSERT_MANY: &str = "INSERT INTO sked_schedules AS s (name, spec, tz, task
        paused_reason = CASE WHEN excluded.paused THEN s.paused_reason END, \
        resumed_at = CASE WHEN s.paused AND NOT excluded.paused \
          THEN excluded.updated_at ELSE s.resumed_at END, \
-       paused = excluded.paused, updated_at = excluded.updated_at \
-     RETURNING (xmax = 0)";
+       paused = excluded.paused, updated_at = excluded.updated_at, \
+       declared_by = coalesce(excluded.declared_by, s.declared_by)";

@@ -11,7 +11,7 @@ use crate::codec::{col, db_err, ms, state};
 use crate::tasks::announce_schedules;
 
 mod bulk;
-pub(crate) use bulk::upsert_many;
+pub(crate) use bulk::write_many;
 
 /// The schedule select list, in [`columns::ScheduleColumn`]'s order.
 pub(crate) static COLUMNS: std::sync::LazyLock<String> =
@@ -173,21 +173,6 @@ pub(crate) async fn upsert(
     Ok(s)
 }
 
-/// A declared schedule written with its group; an existing one keeps its paused flag (the
-/// next fire time and anchor are decided by [`rules::rewritten_times`]).
-const SYNC_UPSERT: &str = "INSERT INTO sked_schedules AS s (name, spec, tz, task, overlap, catchup, \
-       catchup_window_ms, paused, anchor_at, next_fire_at, created_at, updated_at, declared_by, \
-       interval_from, jitter_ms, dst, pause_after_failures, look_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $12, $10, $9, $9, $11, $13, $14, $15, $16, $17) \
-     ON CONFLICT (name) DO UPDATE SET \
-       next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
-       look_at = CASE WHEN s.paused THEN NULL ELSE $18::timestamptz END, awaits_run = false, \
-       spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
-       catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
-       interval_from = excluded.interval_from, jitter_ms = excluded.jitter_ms, \
-       dst = excluded.dst, pause_after_failures = excluded.pause_after_failures, \
-       declared_by = excluded.declared_by, updated_at = excluded.updated_at";
-
 /// The stored schedule of this name, if there is one, locked until the transaction ends, its
 /// runs made ahead withdrawn (see [`crate::plans::withdraw_ahead`]): what is written over it
 /// applies to every run not started yet.
@@ -222,121 +207,12 @@ pub(crate) async fn existing_locked<C: GenericClient + Sync>(
     c: &C,
     name: &str,
 ) -> Result<Option<Schedule>> {
-    c.execute(
-        "SELECT 1 FROM sked_schedules WHERE name = $1 FOR UPDATE",
-        &[&name],
-    )
-    .await
-    .map_err(db_err)?;
+    lock(c, name).await?;
     match get(c, name).await {
         Ok(s) => Ok(Some(s)),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
-}
-
-/// One group's syncs run one at a time (an advisory lock keyed by the group), so instances
-/// starting together see each other's result.
-pub(crate) async fn sync(
-    c: &mut Object,
-    channel: &str,
-    p: &ScheduleSyncParams,
-) -> Result<ScheduleSyncReport> {
-    let tx = c.transaction().await.map_err(db_err)?;
-    tx.execute(
-        "SELECT pg_advisory_xact_lock(hashtext('sked_schedule_sync:' || $1))",
-        &[&p.group],
-    )
-    .await
-    .map_err(db_err)?;
-    let mut report = ScheduleSyncReport::default();
-    for d in &p.schedules {
-        let def = &d.def;
-        def.validate()
-            .map_err(|e| StoreError::Invalid(e.to_string()))?;
-        let mut existing = existing_locked(&*tx, &def.name).await?;
-        let action = rules::sync_action(existing.as_ref(), def, &p.group);
-        if !rules::note_sync(&mut report, action, &def.name) {
-            continue;
-        }
-        if existing.is_some() {
-            existing = existing_withdrawn(&*tx, &def.name, p.now).await?;
-        }
-        let (next_fire_at, anchor_at) = rules::rewritten_times(
-            existing.as_ref(),
-            def,
-            rules::Rewrite::Declared,
-            d.next_fire_at,
-            p.now,
-        );
-        let task =
-            serde_json::to_value(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        let policy = rules::PolicyColumns::of(def);
-        // A new schedule takes the declared paused flag, an existing one keeps its own.
-        let look_new = rules::first_look(next_fire_at, def.paused, p.now);
-        let look_kept = rules::first_look(next_fire_at, false, p.now);
-        tx.execute(
-            SYNC_UPSERT,
-            &[
-                &def.name,
-                &def.spec,
-                &def.tz,
-                &task,
-                &def.overlap.to_string(),
-                &def.catchup.as_str(),
-                &ms(def.catchup_window),
-                &def.paused,
-                &p.now,
-                &next_fire_at,
-                &p.group,
-                &anchor_at,
-                &policy.interval_from,
-                &policy.jitter_ms,
-                &policy.dst,
-                &policy.pause_after_failures,
-                &look_new,
-                &look_kept,
-            ],
-        )
-        .await
-        .map_err(db_err)?;
-    }
-    let names: Vec<String> = p.schedules.iter().map(|d| d.def.name.clone()).collect();
-    let leaving = tx
-        .query(
-            "SELECT name FROM sked_schedules WHERE declared_by = $1 AND NOT (name = ANY($2)) \
-             ORDER BY name FOR UPDATE",
-            &[&p.group, &names],
-        )
-        .await
-        .map_err(db_err)?;
-    for row in &leaving {
-        crate::plans::withdraw_ahead(&*tx, col::<&str>(row, 0)?, p.now).await?;
-    }
-    let gone = tx
-        .query(
-            "DELETE FROM sked_schedules WHERE declared_by = $1 AND NOT (name = ANY($2)) RETURNING name",
-            &[&p.group, &names],
-        )
-        .await
-        .map_err(db_err)?;
-    for row in &gone {
-        report.removed.push(col(row, 0)?);
-    }
-    report.removed.sort();
-    if !report.removed.is_empty() {
-        tx.execute(
-            "DELETE FROM sked_occurrences WHERE schedule = ANY($1)",
-            &[&report.removed],
-        )
-        .await
-        .map_err(db_err)?;
-    }
-    if !(report.created.is_empty() && report.updated.is_empty() && report.removed.is_empty()) {
-        announce_schedules(&*tx, channel).await?;
-    }
-    tx.commit().await.map_err(db_err)?;
-    Ok(report)
 }
 
 pub(crate) async fn delete(

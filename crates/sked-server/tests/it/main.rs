@@ -2,6 +2,7 @@
 //! and the Rust worker embedded and remote.
 
 mod api;
+mod bulk_schedules;
 mod hostile;
 mod support;
 mod worker_sdk;

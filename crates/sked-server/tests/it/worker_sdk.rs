@@ -574,7 +574,7 @@ async fn declared_schedules_are_synced_at_start(mode: Mode) {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), sked_store::ErrorKind::Invalid);
-    assert!(err.to_string().contains("declared twice"), "{err}");
+    assert!(err.to_string().contains("\"x\" is given twice"), "{err}");
 }
 
 async fn run_for_stops_claiming_in_time(mode: Mode) {

@@ -277,7 +277,10 @@ pub async fn passes_at_once_make_each_occurrence_once(store: &Shared) {
 }
 
 pub async fn many_schedules_are_written_at_once_or_not_at_all(store: &Shared) {
-    let many = |names: &[&str], spec: &str| ScheduleUpsertManyParams {
+    let many = |names: &[&str], spec: &str| ScheduleWriteParams {
+        group: None,
+        prune: false,
+        dry_run: false,
         schedules: names
             .iter()
             .map(|n| DeclaredSchedule {
@@ -290,10 +293,10 @@ pub async fn many_schedules_are_written_at_once_or_not_at_all(store: &Shared) {
     let names: Vec<String> = (0..12_000).map(|i| format!("m{i:05}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let r = store
-        .schedule_upsert_many(many(&refs, "every 10s"))
+        .schedule_write_many(many(&refs, "every 10s"))
         .await
         .unwrap();
-    assert_eq!((r.created, r.updated), (12_000, 0));
+    assert_eq!((r.created.len(), r.updated.len()), (12_000, 0));
     let s = store.schedule_get("m11999").await.unwrap();
     assert_eq!(
         (s.spec.as_str(), s.next_fire_at),
@@ -306,23 +309,29 @@ pub async fn many_schedules_are_written_at_once_or_not_at_all(store: &Shared) {
     assert_eq!(made.enqueued.len(), 12_000);
     // Replacing two and adding one; the replaced ones' runs made ahead are withdrawn.
     let r = store
-        .schedule_upsert_many(ScheduleUpsertManyParams {
+        .schedule_write_many(ScheduleWriteParams {
             now: at(6),
             ..many(&["m00000", "m00001", "n"], "every 20s")
         })
         .await
         .unwrap();
-    assert_eq!((r.created, r.updated), (1, 2));
+    assert_eq!(
+        (r.created, r.updated),
+        (
+            vec!["n".to_string()],
+            vec!["m00000".to_string(), "m00001".to_string()]
+        )
+    );
     assert!(runs(store, "m00000").await.is_empty());
     assert_eq!(runs(store, "m00002").await, [(10, TaskState::Scheduled)]);
     // One bad definition, or a name twice, changes nothing and is named.
     let mut bad = many(&["x", "y"], "every 10s");
     bad.schedules[1].def.spec = "61 * * * *".into();
-    let e = store.schedule_upsert_many(bad).await.unwrap_err();
+    let e = store.schedule_write_many(bad).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid);
     assert!(e.to_string().contains("\"y\""), "{e}");
     let e = store
-        .schedule_upsert_many(many(&["x", "x"], "every 10s"))
+        .schedule_write_many(many(&["x", "x"], "every 10s"))
         .await
         .unwrap_err();
     assert!(e.to_string().contains("given twice"), "{e}");

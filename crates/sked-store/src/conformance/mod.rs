@@ -62,7 +62,7 @@ macro_rules! conformance_tests {
             schedule_apply_is_exactly_once, schedule_buffer_release_and_replace,
             schedule_policies_are_stored_and_read_back, a_jittered_occurrence_is_due_when_its_plan_says,
             dead_runs_in_a_row_count_since_the_last_resume, a_backfill_enqueues_each_past_occurrence_once,
-            schedule_sync_creates_updates_and_removes, schedule_sync_concurrently_one_copy,
+            schedule_sync_creates_updates_and_removes, schedule_sync_concurrently_one_copy, a_dry_run_reports_and_pruning_needs_a_group,
             runs_within_the_horizon_are_made_ahead_once, a_decision_that_needs_its_time_waits_for_the_run_or_the_time,
             edits_pauses_and_deletes_withdraw_runs_made_ahead, passes_at_once_make_each_occurrence_once,
             many_schedules_are_written_at_once_or_not_at_all, a_run_waiting_to_retry_stops_when_the_next_occurrence_is_planned,

@@ -61,8 +61,10 @@ pub async fn schedule_policies_are_stored_and_read_back(store: &Shared) {
         .tz("Europe/Berlin")
         .dst(DstPolicy::Twice);
     let report = store
-        .schedule_sync(ScheduleSyncParams {
-            group: "g".into(),
+        .schedule_write_many(ScheduleWriteParams {
+            group: Some("g".into()),
+            prune: true,
+            dry_run: false,
             schedules: vec![DeclaredSchedule {
                 def: cron.clone(),
                 next_fire_at: Some(at(3600)),
@@ -78,8 +80,10 @@ pub async fn schedule_policies_are_stored_and_read_back(store: &Shared) {
     );
     // Declared again the same: unchanged; with another DST policy: updated.
     let sync = |d: sked_core::ScheduleDef| {
-        store.schedule_sync(ScheduleSyncParams {
-            group: "g".into(),
+        store.schedule_write_many(ScheduleWriteParams {
+            group: Some("g".into()),
+            prune: true,
+            dry_run: false,
             schedules: vec![DeclaredSchedule {
                 def: d,
                 next_fire_at: Some(at(3600)),

@@ -22,9 +22,11 @@ pub(crate) fn def(name: &str, spec: &str) -> ScheduleDef {
     .catchup(Default::default(), SignedDuration::from_hours(1))
 }
 
-fn declared(defs: &[ScheduleDef], now: Timestamp) -> ScheduleSyncParams {
-    ScheduleSyncParams {
-        group: "billing".into(),
+fn declared(defs: &[ScheduleDef], now: Timestamp) -> ScheduleWriteParams {
+    ScheduleWriteParams {
+        group: Some("billing".into()),
+        prune: true,
+        dry_run: false,
         schedules: defs
             .iter()
             .map(|d| DeclaredSchedule {
@@ -104,7 +106,7 @@ pub async fn schedule_sync_creates_updates_and_removes(store: &Shared) {
         .unwrap();
     let (a, b) = (def("a", "0 1 * * *"), def("b", "0 2 * * *"));
     let r = store
-        .schedule_sync(declared(&[a.clone(), b.clone()], t0()))
+        .schedule_write_many(declared(&[a.clone(), b.clone()], t0()))
         .await
         .unwrap();
     assert_eq!((names(&r.created), r.updated.len()), ("a,b".into(), 0));
@@ -113,7 +115,7 @@ pub async fn schedule_sync_creates_updates_and_removes(store: &Shared) {
     assert_eq!(first.next_fire_at, Some(at(3600)));
     // The same declarations again change nothing, not even the next fire time.
     let r = store
-        .schedule_sync(declared(&[a.clone(), b.clone()], at(60)))
+        .schedule_write_many(declared(&[a.clone(), b.clone()], at(60)))
         .await
         .unwrap();
     assert_eq!(names(&r.unchanged), "a,b");
@@ -132,7 +134,7 @@ pub async fn schedule_sync_creates_updates_and_removes(store: &Shared) {
     let mut a2 = a.clone();
     a2.task.priority = 7;
     let r = store
-        .schedule_sync(declared(&[a2, def("c", "0 3 * * *")], at(80)))
+        .schedule_write_many(declared(&[a2, def("c", "0 3 * * *")], at(80)))
         .await
         .unwrap();
     assert_eq!(
@@ -171,7 +173,10 @@ pub async fn schedule_sync_creates_updates_and_removes(store: &Shared) {
         Some("billing")
     );
     // Declaring nothing removes what the group declared, and only that.
-    let r = store.schedule_sync(declared(&[], at(100))).await.unwrap();
+    let r = store
+        .schedule_write_many(declared(&[], at(100)))
+        .await
+        .unwrap();
     assert_eq!(names(&r.removed), "a,c");
     let left: Vec<String> = all(store).await.into_iter().map(|s| s.name).collect();
     assert_eq!(left, vec!["adhoc".to_string()]);
@@ -182,7 +187,7 @@ pub async fn schedule_sync_concurrently_one_copy(store: &Shared) {
     let runs = (0..20).map(|i| {
         let store = store.clone();
         let params = declared(&defs, at(i));
-        tokio::spawn(async move { store.schedule_sync(params).await })
+        tokio::spawn(async move { store.schedule_write_many(params).await })
     });
     let mut created = 0;
     for run in runs.collect::<Vec<_>>() {
@@ -192,6 +197,53 @@ pub async fn schedule_sync_concurrently_one_copy(store: &Shared) {
     }
     assert_eq!(created, 2, "each schedule is created by exactly one sync");
     assert_eq!(all(store).await.len(), 2);
+}
+
+pub async fn a_dry_run_reports_and_pruning_needs_a_group(store: &Shared) {
+    let names = |v: &[String]| v.join(",");
+    let write = |defs: &[ScheduleDef], group: Option<&str>, prune: bool, dry_run: bool| {
+        let mut p = declared(defs, at(10));
+        (p.group, p.prune, p.dry_run) = (group.map(str::to_string), prune, dry_run);
+        store.schedule_write_many(p)
+    };
+    let (a, b) = (def("a", "0 1 * * *"), def("b", "0 2 * * *"));
+    write(&[a.clone(), b.clone()], Some("files"), false, false)
+        .await
+        .unwrap();
+    let before = all(store).await;
+    // A dry run reports what would change, and changes nothing.
+    let mut a2 = a.clone();
+    a2.task.priority = 3;
+    let r = write(
+        &[a2.clone(), def("c", "0 3 * * *")],
+        Some("files"),
+        true,
+        true,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (names(&r.created), names(&r.updated), names(&r.removed)),
+        ("c".into(), "a".into(), "b".into())
+    );
+    assert_eq!(all(store).await, before);
+    // Without pruning, the group's other schedules stay.
+    let r = write(&[a2.clone()], Some("files"), false, false)
+        .await
+        .unwrap();
+    assert_eq!((names(&r.updated), r.removed.len()), ("a".into(), 0));
+    assert!(store.schedule_get("b").await.is_ok());
+    // Without a group: paused flag compared and written; group kept; pruning refused.
+    let mut paused = a2.clone();
+    paused.paused = true;
+    let r = write(&[paused.clone()], None, false, false).await.unwrap();
+    assert_eq!(names(&r.updated), "a");
+    let s = store.schedule_get("a").await.unwrap();
+    assert_eq!((s.paused, s.declared_by.as_deref()), (true, Some("files")));
+    let r = write(&[paused], None, false, false).await.unwrap();
+    assert_eq!(names(&r.unchanged), "a");
+    let e = write(&[b], None, true, false).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
 }
 
 pub async fn schedule_crud_and_pause(store: &Shared) {

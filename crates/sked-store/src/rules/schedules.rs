@@ -13,12 +13,13 @@ pub enum SyncAction {
     Unchanged,
 }
 
-/// Whether syncing `def` for `group` over `existing` creates, changes or keeps it. The paused
-/// flag is not compared: an operator's pause survives a redeploy.
+/// Whether writing `def` over `existing`, with `group` (see
+/// [`crate::ScheduleWriteParams::group`]), creates, changes or keeps it. A group's write does not
+/// compare the paused flag: an operator's pause survives a redeploy.
 pub fn sync_action(
     existing: Option<&crate::Schedule>,
     def: &sked_core::ScheduleDef,
-    group: &str,
+    group: Option<&str>,
 ) -> SyncAction {
     let Some(s) = existing else {
         return SyncAction::Create;
@@ -33,11 +34,46 @@ pub fn sync_action(
         && s.jitter == def.jitter
         && s.dst == def.dst
         && s.pause_after_failures == def.pause_after_failures
-        && s.declared_by.as_deref() == Some(group);
+        && match group {
+            Some(g) => s.declared_by.as_deref() == Some(g),
+            None => s.paused == def.paused,
+        };
     if same {
         SyncAction::Unchanged
     } else {
         SyncAction::Update
+    }
+}
+
+/// The stored columns of a schedule written over `existing` (read after its runs made ahead
+/// were withdrawn), as [`crate::Store::schedule_write_many`] writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rewritten {
+    /// A group's existing schedule keeps its own; otherwise the definition's.
+    pub paused: bool,
+    pub next_fire_at: Option<Timestamp>,
+    pub anchor_at: Timestamp,
+    pub look_at: Option<Timestamp>,
+}
+
+/// How a declared schedule is written over `existing`, with `group`.
+pub fn rewritten(
+    existing: Option<&crate::Schedule>,
+    d: &crate::DeclaredSchedule,
+    group: Option<&str>,
+    now: Timestamp,
+) -> Rewritten {
+    let (how, paused) = match (group, existing) {
+        (Some(_), Some(s)) => (Rewrite::Declared, s.paused),
+        (Some(_), None) => (Rewrite::Declared, d.def.paused),
+        (None, _) => (Rewrite::RunTime, d.def.paused),
+    };
+    let (next_fire_at, anchor_at) = rewritten_times(existing, &d.def, how, d.next_fire_at, now);
+    Rewritten {
+        paused,
+        next_fire_at,
+        anchor_at,
+        look_at: super::first_look(next_fire_at, paused, now),
     }
 }
 
@@ -52,11 +88,19 @@ pub fn note_sync(report: &mut crate::ScheduleSyncReport, action: SyncAction, nam
     action != SyncAction::Unchanged
 }
 
-/// Checks schedules written together: each valid, no name twice. The error names the first
-/// bad one.
-pub fn check_many(schedules: &[crate::DeclaredSchedule]) -> crate::Result<()> {
-    let mut seen = std::collections::HashSet::with_capacity(schedules.len());
-    for d in schedules {
+/// Checks a write of many schedules: each valid, no name twice, a valid group, pruning only
+/// with a group. The error names the first bad one.
+pub fn check_write(p: &crate::ScheduleWriteParams) -> crate::Result<()> {
+    if let Some(g) = &p.group {
+        sked_core::validate_name("schedule group", g)
+            .map_err(|e| crate::StoreError::Invalid(e.to_string()))?;
+    } else if p.prune {
+        return Err(crate::StoreError::Invalid(
+            "pruning needs a group: the schedules not written are the group's".into(),
+        ));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(p.schedules.len());
+    for d in &p.schedules {
         d.def
             .validate()
             .map_err(|e| crate::StoreError::Invalid(format!("schedule {:?}: {e}", d.def.name)))?;

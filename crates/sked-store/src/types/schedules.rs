@@ -19,37 +19,34 @@ pub struct DeclaredSchedule {
     pub next_fire_at: Option<Timestamp>,
 }
 
-/// Schedules to create or replace in one transaction, each as [`crate::Store::schedule_upsert`]
-/// would: all of them, or none.
+/// Schedules written together, in one transaction: all of them, or, when one is invalid or a
+/// name is given twice, none.
 #[derive(Debug, Clone)]
-pub struct ScheduleUpsertManyParams {
+pub struct ScheduleWriteParams {
     /// Each with when it fires next if it is new or its timing changed.
     pub schedules: Vec<DeclaredSchedule>,
+    /// The group that declares them (in code, or in a file applied with a group): each joins
+    /// it, and one that exists keeps its paused flag, so that an operator's pause survives a
+    /// redeploy. Without a group each is written as [`crate::Store::schedule_upsert`] writes
+    /// one, paused flag included, and stays in any group it is in.
+    pub group: Option<String>,
+    /// Deletes the group's schedules that are not among these (their tasks stay). Only with a
+    /// group.
+    pub prune: bool,
+    /// Decides everything and writes nothing: the report says what the write would change.
+    pub dry_run: bool,
     pub now: Timestamp,
 }
 
-/// How many schedules a bulk write created and how many it replaced.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ScheduleUpsertReport {
-    pub created: u64,
-    pub updated: u64,
-}
-
-/// The schedules a group of code declares, to be made so in one transaction.
-#[derive(Debug, Clone)]
-pub struct ScheduleSyncParams {
-    pub group: String,
-    pub schedules: Vec<DeclaredSchedule>,
-    pub now: Timestamp,
-}
-
-/// What a sync changed, by schedule name.
+/// What a write of many schedules changed (or, in a dry run, would change), by name, each list
+/// in name order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScheduleSyncReport {
     pub created: Vec<String>,
     pub updated: Vec<String>,
     pub unchanged: Vec<String>,
-    /// Declared by the group before, no longer declared: deleted (their tasks stay).
+    /// In the group before, not among those written: deleted (their tasks stay). Only when
+    /// pruning.
     pub removed: Vec<String>,
 }
 
@@ -108,7 +105,7 @@ pub struct Schedule {
     /// `next_fire_at` is the first occurrence still to run, which may be one made ahead.
     #[serde(skip)]
     pub unplanned_from: Option<Timestamp>,
-    /// The group of the code that declares it ([`crate::Store::schedule_sync`]); `None` for
+    /// The group of the code that declares it ([`crate::Store::schedule_write_many`]); `None` for
     /// a schedule made at run time through the API or CLI.
     #[serde(default)]
     pub declared_by: Option<String>,

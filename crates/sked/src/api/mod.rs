@@ -4,6 +4,7 @@
 //! its codes in [`ErrorCode`].
 
 mod error;
+mod schedules;
 pub mod worker;
 
 use jiff::Timestamp;
@@ -12,6 +13,7 @@ use sked_core::{NewTask, ScheduleDef, Task, TaskId};
 use sked_store::{ActivityBucket, Occurrence, QueueInfo, Schedule, TaskInserted, WorkerInfo};
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
+pub use schedules::{SchedulesApply, check_defs, describe, schedule_defs};
 
 /// `GET /v1/tasks`: tasks, newest first, without attempt history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -136,4 +136,25 @@ impl Client {
             }
         }
     }
+
+    /// Writes a set of schedules in one transaction, all or none (see
+    /// [`crate::Engine::schedules_apply`]).
+    pub async fn schedules_apply(
+        &self,
+        defs: Vec<ScheduleDef>,
+        options: crate::ApplyOptions,
+    ) -> Result<ScheduleSyncReport> {
+        match &self.inner {
+            Inner::Embedded(e) => e.schedules_apply(defs, options).await,
+            Inner::Remote(r) => {
+                let body = api::SchedulesApply {
+                    schedules: defs,
+                    group: options.group,
+                    prune: options.prune,
+                    dry_run: options.dry_run,
+                };
+                r.put("/v1/schedules", &body).await
+            }
+        }
+    }
 }

@@ -36,7 +36,7 @@ use crate::metrics::Metrics;
 pub use claims::{ClaimRequest, MAX_CLAIM_NAMES};
 pub(crate) use observe::BEAT_EVERY;
 pub use observe::Presence;
-pub use schedules::MAX_BACKFILL;
+pub use schedules::{ApplyOptions, MAX_BACKFILL};
 pub use tasks::TaskFilter;
 
 /// Settings of one engine (one node).

@@ -8,10 +8,22 @@ use sked_store::rules::LIST_LIMIT_MAX;
 use sked_store::{
     BackfillReport, DeclaredSchedule, Occurrence, OccurrenceListParams, Page, Schedule,
     ScheduleApplyParams, ScheduleBackfillParams, ScheduleListParams, SchedulePauseParams,
-    ScheduleSyncParams, ScheduleSyncReport, ScheduleUpsertParams, StoreError,
+    ScheduleSyncReport, ScheduleUpsertParams, ScheduleWriteParams, StoreError,
 };
 
 use super::{Engine, every_page};
+
+/// How [`Engine::schedules_apply`] writes a set of schedules.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApplyOptions {
+    /// The group the schedules belong to: each joins it, and one that exists keeps its paused
+    /// flag. Without a group each is written as [`Engine::schedule_put`] writes one.
+    pub group: Option<String>,
+    /// Deletes the group's schedules missing from the set. Only with a group.
+    pub prune: bool,
+    /// Changes nothing; the report says what would change.
+    pub dry_run: bool,
+}
 
 /// The most occurrences one backfill enqueues.
 pub const MAX_BACKFILL: usize = 10_000;
@@ -42,66 +54,77 @@ impl Engine {
     }
 
     /// Creates or replaces many schedules in one transaction: all of them, or, when one is
-    /// invalid or a name is given twice, none (the error names it).
-    pub async fn schedule_put_many(
+    /// invalid or a name is given twice, none (the error names each bad one). Those equal to
+    /// the stored ones are left as they are.
+    pub async fn schedule_put_many(&self, defs: Vec<ScheduleDef>) -> Result<ScheduleSyncReport> {
+        self.schedules_apply(defs, ApplyOptions::default()).await
+    }
+
+    /// Writes a set of schedules in one transaction (see [`ApplyOptions`]): all of them, or,
+    /// when one is invalid or a name is given twice, none (the error names each bad one). Those
+    /// equal to the stored ones are left as they are; the answer lists what changed, or with
+    /// `dry_run` what would.
+    pub async fn schedules_apply(
         &self,
         defs: Vec<ScheduleDef>,
-    ) -> Result<sked_store::ScheduleUpsertReport> {
-        let now = self.now();
-        let mut schedules = Vec::with_capacity(defs.len());
-        for def in defs {
-            let (spec, tz) = def
-                .validate()
-                .map_err(|e| Error::Invalid(format!("schedule {:?}: {e}", def.name)))?;
-            let next_fire_at = match def.paused {
-                true => None,
-                false => spec.next_after(now, &tz, now),
-            };
-            schedules.push(DeclaredSchedule { def, next_fire_at });
+        options: ApplyOptions,
+    ) -> Result<ScheduleSyncReport> {
+        if let Some(g) = &options.group {
+            sked_core::validate_name("schedule group", g)?;
+        } else if options.prune {
+            return Err(Error::Invalid(
+                "--prune needs a group: it removes the group's schedules missing from the set"
+                    .into(),
+            ));
         }
+        let bad = crate::api::check_defs(&defs);
+        if !bad.is_empty() {
+            return Err(Error::Invalid(crate::api::describe(bad)));
+        }
+        let now = self.now();
+        let schedules = defs
+            .into_iter()
+            .map(|def| {
+                let (spec, tz) = def.validate()?;
+                // A new or changed schedule fires from now on; intervals count from now.
+                let next_fire_at = match def.paused {
+                    true => None,
+                    false => spec.next_after(now, &tz, now),
+                };
+                Ok(DeclaredSchedule { def, next_fire_at })
+            })
+            .collect::<Result<Vec<_>>>()?;
         let report = self
             .inner
             .store
-            .schedule_upsert_many(sked_store::ScheduleUpsertManyParams { schedules, now })
+            .schedule_write_many(ScheduleWriteParams {
+                schedules,
+                group: options.group,
+                prune: options.prune,
+                dry_run: options.dry_run,
+                now,
+            })
             .await?;
-        self.inner.schedules_changed.notify_waiters();
+        if !options.dry_run {
+            self.inner.schedules_changed.notify_waiters();
+        }
         Ok(report)
     }
 
-    /// Makes the schedules that `group` declares in code exist as declared (see
-    /// [`sked_store::Store::schedule_sync`]): idempotent, safe when many instances start at
-    /// once.
+    /// Makes the schedules that `group` declares in code exist as declared: created, updated
+    /// (an operator's pause kept), and those the group no longer declares removed. Idempotent,
+    /// safe when many instances start at once.
     pub async fn schedules_sync(
         &self,
         group: &str,
         defs: Vec<ScheduleDef>,
     ) -> Result<ScheduleSyncReport> {
-        sked_core::validate_name("schedule group", group)?;
-        let now = self.now();
-        let mut schedules = Vec::with_capacity(defs.len());
-        let mut names = std::collections::HashSet::with_capacity(defs.len());
-        for def in defs {
-            if !names.insert(def.name.clone()) {
-                return Err(Error::Invalid(format!(
-                    "schedule {:?} is declared twice",
-                    def.name
-                )));
-            }
-            let (spec, tz) = def.validate()?;
-            let next_fire_at = spec.next_after(now, &tz, now);
-            schedules.push(DeclaredSchedule { def, next_fire_at });
-        }
-        let report = self
-            .inner
-            .store
-            .schedule_sync(ScheduleSyncParams {
-                group: group.to_string(),
-                schedules,
-                now,
-            })
-            .await?;
-        self.inner.schedules_changed.notify_waiters();
-        Ok(report)
+        let options = ApplyOptions {
+            group: Some(group.to_string()),
+            prune: true,
+            dry_run: false,
+        };
+        self.schedules_apply(defs, options).await
     }
 
     /// One schedule, with its next fire time and last run.
