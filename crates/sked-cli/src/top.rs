@@ -77,19 +77,21 @@ fn spark(values: &[u64]) -> String {
 
 /// Everything a frame shows, read at once.
 async fn overview(client: &Client) -> CliResult<Overview> {
+    let all = sked::store::ScheduleFilter::default();
     let (cluster, queues, activity, workers, schedules) = tokio::try_join!(
         client.cluster(),
         client.queues(sked::store::QUEUE_COUNT_LIMIT),
         client.activity(15),
         client.workers(),
-        client.schedules_with(false),
+        client.schedule_page(&all, None, sked::api::OVERVIEW_SCHEDULES, true),
     )
     .map_err(failed)?;
     Ok(Overview {
         cluster,
         queues,
         activity,
-        schedules,
+        schedule_count: schedules.count.unwrap_or(0),
+        schedules: schedules.schedules,
         workers,
     })
 }
@@ -170,6 +172,14 @@ fn frame(o: &Overview) -> String {
             &["SCHEDULE", "SPEC", "NEXT FIRE", "LAST"],
             rows,
         ));
+        let shown = o.schedules.len() as u64;
+        if o.schedule_count > shown {
+            let _ = writeln!(
+                f,
+                "… the first {shown} of {} schedules (sked schedule ls)",
+                o.schedule_count
+            );
+        }
     }
     let rows: Vec<Vec<String>> = alive
         .iter()

@@ -473,6 +473,11 @@ impl Store for PgStore {
             .await
     }
 
+    async fn schedule_count(&self, filter: ScheduleFilter) -> Result<u64> {
+        self.op(async |c, _| schedules::count(c, &filter).await)
+            .await
+    }
+
     async fn schedule_delete(&self, name: &str, now: jiff::Timestamp) -> Result<bool> {
         self.op(async |c, ch| schedules::delete(c, ch, name, now).await)
             .await

@@ -287,10 +287,14 @@ function specCell(s) {
 }
 
 async function schedules(query) {
-  const after = new URLSearchParams(query || "").get("after") || "";
-  const params = new URLSearchParams({ limit: "100" });
-  if (after) params.set("after", after);
-  const { schedules, next_after } = await get(`/v1/schedules?${params}`);
+  const q = new URLSearchParams(query || "");
+  const f = { after: q.get("after") || "", prefix: q.get("prefix") || "", show: q.get("show") || "" };
+  const params = new URLSearchParams({ limit: "100", include: "count" });
+  for (const k of ["after", "prefix"]) if (f[k]) params.set(k, f[k]);
+  if (f.show === "paused") params.set("paused", "true");
+  if (f.show === "active") params.set("paused", "false");
+  if (f.show === "failing") params.set("failing", "true");
+  const { schedules, next_after, count } = await get(`/v1/schedules?${params}`);
   const rows = schedules.map((s) =>
     h(
       "tr",
@@ -305,10 +309,29 @@ async function schedules(query) {
       h("td", { class: "actions" }, scheduleActions(s)),
     ),
   );
+  const form = h(
+    "form",
+    {
+      class: "filters",
+      onsubmit: (ev) => {
+        ev.preventDefault();
+        const d = new FormData(ev.target);
+        const p = new URLSearchParams();
+        for (const k of ["prefix", "show"]) if (d.get(k)) p.set(k, d.get(k));
+        location.hash = `#/schedules?${p}`;
+      },
+    },
+    h("label", {}, "name starts with ", h("input", { name: "prefix", value: f.prefix, size: 16, placeholder: "tenant-42-" })),
+    h("label", {}, "show ", h("select", { name: "show" }, ["all", "active", "paused", "failing"].map((v) => h("option", { value: v === "all" ? "" : v, selected: (f.show || "") === (v === "all" ? "" : v) }, v)))),
+    h("button", { type: "submit" }, "Search"),
+  );
+  const filtered = f.prefix || f.show;
+  const next = new URLSearchParams(Object.fromEntries(Object.entries({ prefix: f.prefix, show: f.show, after: next_after }).filter(([, v]) => v)));
   return [
-    h("h1", {}, "Schedules"),
-    table(["name", "spec", "zone", "next fire", "last start", "last stop", "last outcome", ""], rows, "No schedules yet: sked schedule add …"),
-    next_after ? h("a", { class: "button", href: `#/schedules?${new URLSearchParams({ after: next_after })}` }, "Next →") : null,
+    h("h1", {}, "Schedules ", h("span", { class: "muted small", "data-count": String(count) }, `${count.toLocaleString()} ${filtered ? "match" : "in all"}`)),
+    form,
+    table(["name", "spec", "zone", "next fire", "last start", "last stop", "last outcome", ""], rows, filtered ? "No schedules match." : "No schedules yet: sked schedule add …"),
+    next_after ? h("a", { class: "button", href: `#/schedules?${next}` }, "Next →") : null,
   ];
 }
 

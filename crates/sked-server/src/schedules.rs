@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use sked::api::{BackfillRequest, CronNext, OccurrenceList, ScheduleList, ScheduleView, Triggered};
 use sked_core::{CronExpr, DstPolicy, ScheduleDef, parse_time, parse_zone};
-use sked_store::{BackfillReport, ScheduleListParams, ScheduleSyncReport};
+use sked_store::{BackfillReport, ScheduleFilter, ScheduleListParams, ScheduleSyncReport};
 
 use crate::extract::{ApiJson, ApiQuery, NamePath};
 use crate::{ApiError, AppState};
@@ -22,7 +22,14 @@ pub(crate) struct ListQuery {
     limit: Option<u32>,
     /// The page starts after this name (the previous page's `next_after`).
     after: Option<String>,
-    /// `payload`: the templates' payloads (left out of lists otherwise).
+    /// Only names that start with this.
+    prefix: Option<String>,
+    /// Only paused (`true`) or unpaused (`false`) schedules.
+    paused: Option<bool>,
+    /// Only failing schedules (`true`): a run waiting to retry, or the last run dead.
+    failing: Option<bool>,
+    /// `payload`: the templates' payloads (left out of lists otherwise); `count`: how many
+    /// schedules the filter takes in all.
     include: Option<String>,
 }
 
@@ -31,13 +38,24 @@ pub(crate) async fn list(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> ApiResult<Response> {
-    let [payload] = crate::extract::includes(q.include.as_deref(), ["payload"])?;
+    let [payload, with_count] =
+        crate::extract::includes(q.include.as_deref(), ["payload", "count"])?;
+    let filter = ScheduleFilter {
+        prefix: q.prefix,
+        paused: q.paused,
+        failing: q.failing.unwrap_or(false),
+    };
+    let count = match with_count {
+        true => Some(s.engine.schedule_count(filter.clone()).await?),
+        false => None,
+    };
     let page = s
         .engine
         .schedule_page(ScheduleListParams {
             after: q.after,
             limit: sked_store::rules::list_limit(q.limit),
             with_payloads: payload,
+            filter,
         })
         .await?;
     let next_after = page.next_after();
@@ -46,6 +64,7 @@ pub(crate) async fn list(
         return Ok(Json(ScheduleList {
             schedules,
             next_after,
+            count,
         })
         .into_response());
     }
@@ -54,6 +73,8 @@ pub(crate) async fn list(
     struct Trimmed<'a> {
         schedules: crate::trimmed::Trimmed<'a, ScheduleView>,
         next_after: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        count: Option<u64>,
     }
     // What was not asked for is left out, not shown as null (a payload may be null).
     let trim = |fields: &mut serde_json::Map<String, serde_json::Value>| {
@@ -67,6 +88,7 @@ pub(crate) async fn list(
             trim: &trim,
         },
         next_after,
+        count,
     })
     .into_response())
 }

@@ -398,6 +398,10 @@ impl Store for SqliteStore {
         self.read(move |conn| schedules::list(conn, &params)).await
     }
 
+    async fn schedule_count(&self, filter: ScheduleFilter) -> Result<u64> {
+        self.read(move |conn| schedules::count(conn, &filter)).await
+    }
+
     async fn schedule_delete(&self, name: &str, now: jiff::Timestamp) -> Result<bool> {
         let name = name.to_string();
         self.write(move |tx| schedules::delete(tx, &name, now))

@@ -213,6 +213,7 @@ mod tests {
                     after: None,
                     limit: 10,
                     with_payloads: false,
+                    filter: Default::default(),
                 })
                 .await
                 .unwrap();

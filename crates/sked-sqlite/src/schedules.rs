@@ -76,18 +76,19 @@ pub(crate) fn get(conn: &Connection, name: &str) -> Result<Schedule> {
 
 pub(crate) fn list(conn: &Connection, p: &ScheduleListParams) -> Result<Page<Schedule>> {
     let limit = p.limit.clamp(1, rules::STORE_LIST_LIMIT_MAX);
+    let (filter, values) = filter_sql(&p.filter, 3);
     let mut stmt = conn
         .prepare_cached(&format!(
-            "SELECT {columns} FROM schedules s WHERE s.name > ?1 ORDER BY s.name LIMIT ?2",
+            "SELECT {columns} FROM schedules s WHERE s.name > ?1{filter} ORDER BY s.name LIMIT ?2",
             columns = COLUMNS.as_str()
         ))
         .map_err(db_err)?;
+    let after = p.after.clone().unwrap_or_default();
     // One row more than the page: it says whether more follow.
+    let mut params: Vec<rusqlite::types::Value> = vec![after.into(), (i64::from(limit) + 1).into()];
+    params.extend(values.into_iter().map(as_sql));
     let rows = stmt
-        .query_map(
-            params![p.after.as_deref().unwrap_or(""), i64::from(limit) + 1],
-            from_row,
-        )
+        .query_map(rusqlite::params_from_iter(params), from_row)
         .map_err(db_err)?;
     let mut page = sked_store::page::PageBuilder::new(limit);
     for row in rows {
@@ -100,6 +101,31 @@ pub(crate) fn list(conn: &Connection, p: &ScheduleListParams) -> Result<Page<Sch
         }
     }
     Ok(page.finish())
+}
+
+pub(crate) fn count(conn: &Connection, f: &ScheduleFilter) -> Result<u64> {
+    let (filter, values) = filter_sql(f, 1);
+    let n: i64 = conn
+        .prepare_cached(&format!("SELECT count(*) FROM schedules s WHERE 1{filter}"))
+        .map_err(db_err)?
+        .query_row(
+            rusqlite::params_from_iter(values.into_iter().map(as_sql)),
+            |r| r.get(0),
+        )
+        .map_err(db_err)?;
+    Ok(n.max(0) as u64)
+}
+
+/// The filter's conditions, their placeholders numbered from `first`.
+fn filter_sql(f: &ScheduleFilter, first: usize) -> (String, Vec<columns::FilterValue>) {
+    columns::schedule_filter(f, "tasks", |i| format!("?{i}"), first)
+}
+
+fn as_sql(v: columns::FilterValue) -> rusqlite::types::Value {
+    match v {
+        columns::FilterValue::Text(t) => t.into(),
+        columns::FilterValue::Bool(b) => b.into(),
+    }
 }
 
 pub(crate) fn upsert(tx: &Transaction<'_>, p: &ScheduleUpsertParams) -> Result<Schedule> {

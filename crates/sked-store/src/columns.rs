@@ -236,6 +236,57 @@ fn select_list(tasks_table: &str, figures: Figures) -> String {
     )
 }
 
+/// A value a [`schedule_filter`] condition compares with, in the order of its placeholders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FilterValue {
+    Text(String),
+    Bool(bool),
+}
+
+/// The conditions of a [`crate::ScheduleFilter`] on the schedules table aliased `s`, each
+/// starting with ` AND `, and the values of their placeholders, numbered by `placeholder` from
+/// `first`. A prefix is a range of names (bytewise: names sort by their bytes), so that an
+/// index on the name finds the page; failing schedules are looked for among those with a
+/// dead or retrying task.
+pub fn schedule_filter(
+    f: &crate::ScheduleFilter,
+    tasks_table: &str,
+    placeholder: impl Fn(usize) -> String,
+    first: usize,
+) -> (String, Vec<FilterValue>) {
+    let mut sql = String::new();
+    let mut values = Vec::new();
+    let mut next = |v: FilterValue| {
+        values.push(v);
+        placeholder(first + values.len() - 1)
+    };
+    if let Some(p) = f.prefix.as_deref().filter(|p| !p.is_empty()) {
+        sql.push_str(&format!(
+            " AND s.name >= {}",
+            next(FilterValue::Text(p.into()))
+        ));
+        if let Some(upper) = crate::rules::prefix_end(p) {
+            sql.push_str(&format!(" AND s.name < {}", next(FilterValue::Text(upper))));
+        }
+    }
+    if let Some(paused) = f.paused {
+        sql.push_str(&format!(
+            " AND s.paused = {}",
+            next(FilterValue::Bool(paused))
+        ));
+    }
+    if f.failing {
+        sql.push_str(&format!(
+            " AND s.name IN (SELECT t.schedule FROM {tasks_table} t WHERE t.state IN ('dead', 'retrying') \
+               AND t.schedule IS NOT NULL) \
+             AND (EXISTS (SELECT 1 FROM {tasks_table} t WHERE t.schedule = s.name AND t.state = 'retrying') \
+               OR (SELECT t.state FROM {tasks_table} t WHERE t.schedule = s.name AND t.state IN {FINISHED} \
+                   ORDER BY t.id DESC LIMIT 1) = 'dead')"
+        ));
+    }
+    (sql, values)
+}
+
 /// For a schedule with `pause_after_failures`: how many of its runs in a row, since it was
 /// last resumed, ended dead (those after the latest run that ended otherwise). Selected beside
 /// [`schedule_columns`] where schedules fall due; 0 for a schedule without the policy.
@@ -298,9 +349,16 @@ mod tests {
         assert_eq!(items[ScheduleColumn::UnplannedFrom.at()], "s.next_fire_at");
         let planning = planning_columns("tasks");
         assert!(
-            planning
-                .contains("CASE WHEN s.interval_from = 'fixed' THEN NULL ELSE (SELECT started_at")
+            planning.contains(
+                "CASE WHEN s.interval_from = 'fixed' THEN CAST(NULL AS timestamptz) ELSE (SELECT started_at"
+            )
         );
         assert!(!planning.contains("min(t.nominal_at)"));
+        // A write compares with the schedule's own columns: no task is read.
+        let stored = stored_columns();
+        assert!(
+            !stored.contains("SELECT") && !stored.contains("tasks"),
+            "{stored}"
+        );
     }
 }

@@ -13,8 +13,9 @@ use super::{connect, failed, flag_duration, parse_payload, show};
 pub(crate) enum ScheduleCmd {
     /// Create or replace a schedule.
     Add(Box<ScheduleAdd>),
-    /// List schedules: next fire, last start and stop, running, last outcome.
-    Ls,
+    /// List schedules by name, a page at a time: next fire, last start and stop, running,
+    /// last outcome.
+    Ls(ScheduleLs),
     /// Show a schedule and its recent occurrences.
     Get {
         /// The schedule's name
@@ -55,6 +56,28 @@ pub(crate) enum ScheduleCmd {
         /// The schedule's name
         name: String,
     },
+}
+
+#[derive(Args)]
+pub(crate) struct ScheduleLs {
+    /// Only schedules whose name starts with this
+    #[arg(long, value_name = "P")]
+    prefix: Option<String>,
+    /// Only paused schedules
+    #[arg(long, conflicts_with = "active")]
+    paused: bool,
+    /// Only schedules that are not paused
+    #[arg(long)]
+    active: bool,
+    /// Only failing schedules: a run waiting to retry, or the last run dead
+    #[arg(long)]
+    failing: bool,
+    /// At most this many (up to 1000)
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    limit: u32,
+    /// Start after this name (the name a previous page said to go on from)
+    #[arg(long, value_name = "NAME")]
+    after: Option<String>,
 }
 
 #[derive(Args)]
@@ -185,50 +208,24 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
                 out!("{} next fire {}", s.name, time_in(s.next_fire_at, &s.tz))
             });
         }
-        ScheduleCmd::Ls => {
-            let schedules = connect(remote)?.schedules().await.map_err(failed)?;
-            show(
-                remote,
-                &ScheduleList {
-                    schedules,
-                    next_after: None,
+        ScheduleCmd::Ls(l) => {
+            if l.limit == 0 || l.limit > 1000 {
+                return Err(CliError::usage("--limit must be 1 to 1000"));
+            }
+            let filter = sked::store::ScheduleFilter {
+                prefix: l.prefix,
+                paused: match (l.paused, l.active) {
+                    (true, _) => Some(true),
+                    (_, true) => Some(false),
+                    _ => None,
                 },
-                |list| {
-                    let rows = list
-                        .schedules
-                        .iter()
-                        .map(|s| {
-                            vec![
-                                s.name.clone(),
-                                s.spec.clone(),
-                                s.tz.clone(),
-                                if s.paused {
-                                    "paused".into()
-                                } else {
-                                    time_in(s.next_fire_at, &s.tz)
-                                },
-                                time(s.last_started_at),
-                                time(s.last_finished_at),
-                                if s.running { "yes" } else { "no" }.into(),
-                                opt(s.last_outcome.as_ref()),
-                            ]
-                        })
-                        .collect();
-                    table(
-                        &[
-                            "NAME",
-                            "SPEC",
-                            "TZ",
-                            "NEXT FIRE",
-                            "LAST START",
-                            "LAST STOP",
-                            "RUNNING",
-                            "LAST OUTCOME",
-                        ],
-                        rows,
-                    );
-                },
-            );
+                failing: l.failing,
+            };
+            let list = connect(remote)?
+                .schedule_page(&filter, l.after.as_deref(), l.limit, false)
+                .await
+                .map_err(failed)?;
+            show(remote, &list, print_list);
         }
         ScheduleCmd::Get { name } => {
             let client = connect(remote)?;
@@ -307,6 +304,46 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// A page of schedules as a table, and where the next page starts.
+fn print_list(list: &ScheduleList) {
+    let rows = list
+        .schedules
+        .iter()
+        .map(|s| {
+            vec![
+                s.name.clone(),
+                s.spec.clone(),
+                s.tz.clone(),
+                if s.paused {
+                    "paused".into()
+                } else {
+                    time_in(s.next_fire_at, &s.tz)
+                },
+                time(s.last_started_at),
+                time(s.last_finished_at),
+                if s.running { "yes" } else { "no" }.into(),
+                opt(s.last_outcome.as_ref()),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "NAME",
+            "SPEC",
+            "TZ",
+            "NEXT FIRE",
+            "LAST START",
+            "LAST STOP",
+            "RUNNING",
+            "LAST OUTCOME",
+        ],
+        rows,
+    );
+    if let Some(next) = &list.next_after {
+        eprintln!("more follow: --after {next}");
+    }
 }
 
 /// A schedule's fields, its queue's limits and its recent occurrences, for `sked schedule get`.

@@ -81,6 +81,9 @@ try {
   check(row.includes("0 3 * * *") && row.includes("Europe/Berlin"), "the nightly schedule shows its spec and zone");
   check(/at 03:00/i.test(row), "the nightly schedule's spec is also in words");
   check(await page.locator('tr[data-schedule="hourly"]').count() === 1, "the hourly schedule is listed");
+  await show(page, "/schedules?prefix=night");
+  await page.waitForSelector('[data-count="1"]');
+  check(await page.locator('tr[data-schedule="hourly"]').count() === 0, "a search by name prefix lists only the schedules it matches, and counts them");
   await nightly.locator("a").first().click();
   await page.waitForSelector('tr[data-outcome="enqueued"]');
   await notGarbled(page, "schedule");

@@ -1,6 +1,6 @@
 //! `sked schedule apply -f FILE` through the real binary on SQLite: a YAML file written as a
 //! group, tried with `--dry-run`, pruned, and a bad file refused whole (exit 2, each bad
-//! definition named).
+//! definition named); `schedule ls` by prefix, a page at a time.
 
 use std::process::Command;
 
@@ -76,6 +76,31 @@ fn a_file_is_applied_as_a_group_tried_dry_and_pruned() {
         .map(|s| s["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["digest-acme", "digest-globex"]);
+    // Listed by prefix, a page at a time; the next page is named.
+    srv.ok(&["schedule", "add", "other", "--every", "1h", "--kind", "k"]);
+    let page = srv.sked(&["schedule", "ls", "--prefix", "digest-", "--limit", "1"]);
+    assert!(page.status.success());
+    let table = String::from_utf8_lossy(&page.stdout);
+    assert!(
+        table.contains("digest-acme") && !table.contains("digest-globex"),
+        "{table}"
+    );
+    let more = String::from_utf8_lossy(&page.stderr);
+    assert!(more.contains("more follow: --after digest-acme"), "{more}");
+    let rest = srv.ok(&[
+        "schedule",
+        "ls",
+        "--prefix",
+        "digest-",
+        "--after",
+        "digest-acme",
+    ]);
+    assert!(
+        rest.contains("digest-globex") && !rest.contains("other"),
+        "{rest}"
+    );
+    let paused = srv.json(&["schedule", "ls", "--paused"]);
+    assert_eq!(paused["schedules"], serde_json::json!([]));
 }
 
 #[test]

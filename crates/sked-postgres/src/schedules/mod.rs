@@ -80,9 +80,10 @@ pub(crate) async fn get<C: GenericClient + Sync>(c: &C, name: &str) -> Result<Sc
 pub(crate) async fn list(c: &mut Object, p: &ScheduleListParams) -> Result<Page<Schedule>> {
     use futures_util::TryStreamExt;
     let limit = p.limit.clamp(1, rules::STORE_LIST_LIMIT_MAX);
+    let (filter, values) = filter_sql(&p.filter, 3);
     let stmt = c
         .prepare_cached(&format!(
-            "SELECT {columns} FROM sked_schedules s WHERE s.name > $1 ORDER BY s.name LIMIT $2",
+            "SELECT {columns} FROM sked_schedules s WHERE s.name > $1{filter} ORDER BY s.name LIMIT $2",
             columns = COLUMNS.as_str()
         ))
         .await
@@ -90,7 +91,8 @@ pub(crate) async fn list(c: &mut Object, p: &ScheduleListParams) -> Result<Page<
     let after = p.after.as_deref().unwrap_or("");
     // One row more than the page: it says whether more follow.
     let rows = i64::from(limit) + 1;
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&after, &rows];
+    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&after, &rows];
+    params.extend(values.iter().map(as_sql));
     // Row by row, so that a full page stops the reading.
     let rows = c
         .query_raw(&stmt, params.iter().copied())
@@ -108,6 +110,32 @@ pub(crate) async fn list(c: &mut Object, p: &ScheduleListParams) -> Result<Page<
         }
     }
     Ok(page.finish())
+}
+
+pub(crate) async fn count(c: &mut Object, f: &ScheduleFilter) -> Result<u64> {
+    let (filter, values) = filter_sql(f, 1);
+    let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+        values.iter().map(as_sql).collect();
+    let row = c
+        .query_one(
+            &format!("SELECT count(*) FROM sked_schedules s WHERE true{filter}"),
+            &params,
+        )
+        .await
+        .map_err(db_err)?;
+    Ok(col::<i64>(&row, 0)?.max(0) as u64)
+}
+
+/// The filter's conditions, their placeholders numbered from `first`.
+fn filter_sql(f: &ScheduleFilter, first: usize) -> (String, Vec<columns::FilterValue>) {
+    columns::schedule_filter(f, "sked_tasks", |i| format!("${i}"), first)
+}
+
+fn as_sql(v: &columns::FilterValue) -> &(dyn tokio_postgres::types::ToSql + Sync) {
+    match v {
+        columns::FilterValue::Text(t) => t,
+        columns::FilterValue::Bool(b) => b,
+    }
 }
 
 pub(crate) async fn upsert(

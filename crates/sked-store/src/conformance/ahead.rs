@@ -384,3 +384,96 @@ pub async fn a_run_waiting_to_retry_stops_when_the_next_occurrence_is_planned(st
         TaskState::Running
     );
 }
+
+pub async fn schedules_are_listed_and_counted_by_prefix_paused_and_failing(store: &Shared) {
+    for name in ["t-1-a", "t-1-b", "t-10", "t-2-a", "u-fails", "t."] {
+        put(store, def(name, "every 10s")).await;
+    }
+    store
+        .schedule_set_paused(SchedulePauseParams {
+            name: "t-1-b".into(),
+            paused: true,
+            reason: None,
+            next_fire_at: None,
+            now: at(1),
+        })
+        .await
+        .unwrap();
+    // u-fails' run fails and waits to retry: failing.
+    let only_u = ScheduleMaterialiseParams {
+        limit: 10,
+        ..pass(at(5), 30, &[])
+    };
+    store.schedule_materialise(only_u).await.unwrap();
+    let runs_of_u = store
+        .task_list(TaskListParams {
+            schedule: Some("u-fails".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let u = runs_of_u.items[0].id;
+    let c = claim(store, 100, at(10)).await;
+    for t in &c {
+        let outcome = match t.id == u {
+            true => failed(true),
+            false => FinishOutcome::Succeeded { result: None },
+        };
+        finish(store, t.id, t.attempt, outcome, at(11))
+            .await
+            .unwrap();
+    }
+    let names = |filter: ScheduleFilter, after: Option<&str>, limit: u32| {
+        let params = ScheduleListParams {
+            after: after.map(str::to_string),
+            limit,
+            with_payloads: false,
+            filter,
+        };
+        async move {
+            let page = store.schedule_list(params).await.unwrap();
+            page.items.into_iter().map(|s| s.name).collect::<Vec<_>>()
+        }
+    };
+    let prefix = |p: &str| ScheduleFilter {
+        prefix: Some(p.into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        names(prefix("t-1"), None, 10).await,
+        ["t-1-a", "t-1-b", "t-10"]
+    );
+    assert_eq!(names(prefix("t-1-"), None, 10).await, ["t-1-a", "t-1-b"]);
+    assert_eq!(names(prefix("t-1"), Some("t-1-a"), 1).await, ["t-1-b"]);
+    assert_eq!(names(prefix("t-"), None, 10).await.len(), 4, "not t.");
+    assert!(names(prefix("v"), None, 10).await.is_empty());
+    let paused = ScheduleFilter {
+        paused: Some(true),
+        ..Default::default()
+    };
+    assert_eq!(names(paused.clone(), None, 10).await, ["t-1-b"]);
+    let active = ScheduleFilter {
+        paused: Some(false),
+        ..prefix("t-1")
+    };
+    assert_eq!(names(active.clone(), None, 10).await, ["t-1-a", "t-10"]);
+    let failing = ScheduleFilter {
+        failing: true,
+        ..Default::default()
+    };
+    assert_eq!(names(failing.clone(), None, 10).await, ["u-fails"]);
+    for (filter, n) in [
+        (ScheduleFilter::default(), 6),
+        (prefix("t-1"), 3),
+        (paused, 1),
+        (active, 2),
+        (failing, 1),
+    ] {
+        assert_eq!(
+            store.schedule_count(filter.clone()).await.unwrap(),
+            n,
+            "{filter:?}"
+        );
+    }
+}

@@ -65,7 +65,7 @@ macro_rules! conformance_tests {
             schedule_sync_creates_updates_and_removes, schedule_sync_concurrently_one_copy, a_dry_run_reports_and_pruning_needs_a_group,
             runs_within_the_horizon_are_made_ahead_once, a_decision_that_needs_its_time_waits_for_the_run_or_the_time,
             edits_pauses_and_deletes_withdraw_runs_made_ahead, passes_at_once_make_each_occurrence_once,
-            many_schedules_are_written_at_once_or_not_at_all, a_run_waiting_to_retry_stops_when_the_next_occurrence_is_planned,
+            many_schedules_are_written_at_once_or_not_at_all, a_run_waiting_to_retry_stops_when_the_next_occurrence_is_planned, schedules_are_listed_and_counted_by_prefix_paused_and_failing,
             activity_counts_ended_work_per_bucket, workers_beat_list_and_prune);
     };
     (@cases $make:expr; $($case:ident),+) => {

@@ -50,6 +50,7 @@ async fn list(
             after: after.map(str::to_string),
             limit,
             with_payloads,
+            filter: Default::default(),
         })
         .await
         .unwrap()

@@ -88,6 +88,23 @@ pub fn note_sync(report: &mut crate::ScheduleSyncReport, action: SyncAction, nam
     action != SyncAction::Unchanged
 }
 
+/// The least string after every string that starts with `prefix`, bytewise (code point
+/// order): the prefix with its last character raised by one; `None` when no string is.
+pub fn prefix_end(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        let raised = match last {
+            '\u{D7FF}' => Some('\u{E000}'),
+            c => char::from_u32(c as u32 + 1),
+        };
+        if let Some(r) = raised {
+            chars.push(r);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
 /// Checks a write of many schedules: each valid, no name twice, a valid group, pruning only
 /// with a group. The error names the first bad one.
 pub fn check_write(p: &crate::ScheduleWriteParams) -> crate::Result<()> {
@@ -270,6 +287,19 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::Schedule;
+
+    #[test]
+    fn a_prefix_ends_at_its_last_character_raised() {
+        assert_eq!(prefix_end("tenant-"), Some("tenant.".into()));
+        assert_eq!(prefix_end("abz"), Some("ab{".into()));
+        assert_eq!(prefix_end("a\u{D7FF}"), Some("a\u{E000}".into()));
+        assert_eq!(prefix_end("a\u{10FFFF}"), Some("b".into()));
+        assert_eq!(prefix_end("\u{10FFFF}"), None);
+        // Every name with the prefix sorts in [prefix, end), bytewise.
+        for name in ["tenant-", "tenant-1", "tenant-\u{10FFFF}x", "tenant-zzz"] {
+            assert!(("tenant-".."tenant.").contains(&name), "{name}");
+        }
+    }
 
     fn t(s: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + s).unwrap()

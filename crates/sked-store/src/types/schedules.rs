@@ -129,6 +129,19 @@ pub struct ScheduleListParams {
     pub limit: u32,
     /// Read the templates' payloads (else they are null).
     pub with_payloads: bool,
+    /// Which schedules.
+    pub filter: ScheduleFilter,
+}
+
+/// Which schedules a list or a count takes; the default takes all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScheduleFilter {
+    /// Only names that start with this.
+    pub prefix: Option<String>,
+    /// Only paused ones (`true`) or only unpaused ones (`false`).
+    pub paused: Option<bool>,
+    /// Only failing ones: a run waiting to retry, or the latest finished run dead.
+    pub failing: bool,
 }
 
 /// One pass of the scheduler over the schedules that need planning, in one transaction.

@@ -84,6 +84,9 @@ pub struct ScheduleList {
     /// When more follow: the `after` that asks for the next page.
     #[serde(default)]
     pub next_after: Option<String>,
+    /// How many schedules the filter takes in all (with `include=count`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
 }
 
 /// `GET /v1/schedules/{name}/occurrences`: the ledger, newest first.
@@ -435,11 +438,17 @@ pub struct Overview {
     pub queues: Vec<QueueInfo>,
     /// Ended work per minute over the last 15 minutes.
     pub activity: Activity,
-    /// Schedules.
+    /// The first schedules by name (at most [`OVERVIEW_SCHEDULES`]).
     pub schedules: Vec<ScheduleView>,
+    /// How many schedules there are in all.
+    #[serde(default)]
+    pub schedule_count: u64,
     /// Workers and nodes.
     pub workers: Vec<WorkerView>,
 }
+
+/// The most schedules an [`Overview`] shows.
+pub const OVERVIEW_SCHEDULES: u32 = 20;
 
 /// What `sked task import` reports.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -51,6 +51,59 @@ impl Client {
         }
     }
 
+    /// One page of schedules by name: those `filter` takes after `after` (at most `limit`,
+    /// up to 1,000), without their payloads, with how many the filter takes in all when
+    /// `count`.
+    pub async fn schedule_page(
+        &self,
+        filter: &sked_store::ScheduleFilter,
+        after: Option<&str>,
+        limit: u32,
+        count: bool,
+    ) -> Result<api::ScheduleList> {
+        match &self.inner {
+            Inner::Embedded(e) => {
+                let total = match count {
+                    true => Some(e.schedule_count(filter.clone()).await?),
+                    false => None,
+                };
+                let page = e
+                    .schedule_page(sked_store::ScheduleListParams {
+                        after: after.map(str::to_string),
+                        limit,
+                        with_payloads: false,
+                        filter: filter.clone(),
+                    })
+                    .await?;
+                let next_after = page.next_after();
+                Ok(api::ScheduleList {
+                    schedules: page.items.into_iter().map(Into::into).collect(),
+                    next_after,
+                    count: total,
+                })
+            }
+            Inner::Remote(r) => {
+                let mut query = vec![("limit", limit.to_string())];
+                if let Some(a) = after {
+                    query.push(("after", a.to_string()));
+                }
+                if let Some(p) = &filter.prefix {
+                    query.push(("prefix", p.clone()));
+                }
+                if let Some(p) = filter.paused {
+                    query.push(("paused", p.to_string()));
+                }
+                if filter.failing {
+                    query.push(("failing", "true".into()));
+                }
+                if count {
+                    query.push(("include", "count".into()));
+                }
+                r.get("/v1/schedules", &query).await
+            }
+        }
+    }
+
     /// Deletes a schedule; its tasks stay.
     pub async fn schedule_delete(&self, name: &str) -> Result<()> {
         match &self.inner {

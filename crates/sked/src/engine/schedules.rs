@@ -139,6 +139,11 @@ impl Engine {
         Ok(self.inner.store.schedule_list(params).await?)
     }
 
+    /// How many schedules the filter takes.
+    pub async fn schedule_count(&self, filter: sked_store::ScheduleFilter) -> Result<u64> {
+        Ok(self.inner.store.schedule_count(filter).await?)
+    }
+
     /// Every schedule with its payload, read page by page: for callers that want them all,
     /// at their own cost.
     pub async fn schedules(&self) -> Result<Vec<Schedule>> {
@@ -152,6 +157,7 @@ impl Engine {
                 after,
                 limit: LIST_LIMIT_MAX,
                 with_payloads: payloads,
+                filter: Default::default(),
             })
             .await
         })
