@@ -149,10 +149,10 @@ fn frame(o: &Overview) -> String {
         .schedules
         .iter()
         .map(|s| {
-            let outcome = if s.running {
-                "running".to_string()
-            } else {
-                opt(s.last_outcome.as_ref())
+            let outcome = match (s.running, &s.retrying) {
+                (true, _) => "running".to_string(),
+                (false, Some(r)) => format!("retrying {}/{}", r.attempt, r.max_attempts),
+                (false, None) => opt(s.last_outcome.as_ref()),
             };
             vec![
                 s.name.clone(),

@@ -25,6 +25,10 @@ fn ahead_at(
 ) -> Ahead {
     let spec = Spec::parse(spec).unwrap();
     let tz = TimeZone::UTC;
+    let active: Vec<(i64, sked_core::TaskState)> = active
+        .iter()
+        .map(|&id| (id, sked_core::TaskState::Running))
+        .collect();
     let mut input = PlanInput {
         name: "s",
         spec: &spec,
@@ -35,7 +39,7 @@ fn ahead_at(
         catchup: CatchupPolicy::Latest,
         catchup_window: SignedDuration::from_hours(1),
         misfire_grace: SignedDuration::from_secs(10),
-        active_tasks: active,
+        active_tasks: &active,
         buffered: None,
         catchup_limit: 1000,
         from: IntervalFrom::Fixed,

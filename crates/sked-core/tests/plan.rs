@@ -24,6 +24,10 @@ fn plan_at(
 ) -> Plan {
     let spec = Spec::parse(spec).unwrap();
     let tz = TimeZone::UTC;
+    let active: Vec<(i64, sked_core::TaskState)> = active
+        .iter()
+        .map(|&id| (id, sked_core::TaskState::Running))
+        .collect();
     let mut input = PlanInput {
         name: "s",
         spec: &spec,
@@ -34,7 +38,7 @@ fn plan_at(
         catchup: CatchupPolicy::All,
         catchup_window: SignedDuration::from_hours(1),
         misfire_grace: SignedDuration::from_secs(10),
-        active_tasks: active,
+        active_tasks: &active,
         buffered: None,
         catchup_limit: 1000,
         from: IntervalFrom::Fixed,
@@ -69,6 +73,18 @@ fn allow_n_runs_up_to_n_at_once_and_skips_the_rest() {
         i.overlap = OverlapPolicy::AllowUpTo(2)
     });
     assert_eq!(outcomes(&p), [Skipped]);
+    assert_eq!(
+        p.occurrences[0].detail.as_deref(),
+        Some(
+            "skipped: 2 runs were unfinished (tasks 7 running, 8 running), the most overlap allow:2 lets run at once"
+        )
+    );
+    // `skip` names the run it waited for.
+    let p = plan_at("every 1s", 1, &[7], 1, |_| {});
+    assert_eq!(
+        p.occurrences[0].detail.as_deref(),
+        Some("skipped: the previous run had not finished (task 7, running)")
+    );
     // Plain allow has no bound.
     let p = plan_at("every 1s", 1, &[7, 8], 3, |i| {
         i.overlap = OverlapPolicy::Allow

@@ -279,6 +279,7 @@ async function overview(clusterReply) {
 
 function outcome(s) {
   if (s.running) return pill("running");
+  if (s.retrying) return h("span", { "data-retrying": s.retrying.task_id }, pill("retrying"), ` ${s.retrying.attempt}/${s.retrying.max_attempts} `, h("a", { href: `#/tasks/${s.retrying.task_id}` }, `#${s.retrying.task_id}`));
   return s.last_outcome ? pill(s.last_outcome) : h("span", { class: "muted" }, "never ran");
 }
 

@@ -59,6 +59,10 @@ pub(crate) fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Schedule> {
             .transpose()?,
         declared_by: r.get(C::DeclaredBy.at())?,
         unplanned_from: opt_ts(r.get(C::UnplannedFrom.at())?),
+        retrying: columns::retrying_run(
+            r.get::<_, Option<String>>(C::RetryingRun.at())?.as_deref(),
+        )
+        .map_err(invalid_column)?,
     })
 }
 

@@ -140,6 +140,9 @@ pub enum ScheduleColumn {
     PausedReason,
     /// The first occurrence not planned yet.
     UnplannedFrom,
+    /// Its latest run waiting to retry, as `id:attempt:max_attempts` (derived; read with
+    /// [`retrying_run`]).
+    RetryingRun,
 }
 
 impl ScheduleColumn {
@@ -149,7 +152,7 @@ impl ScheduleColumn {
     }
 
     /// The position of the first column a backend appends after these.
-    pub const APPENDED: usize = ScheduleColumn::UnplannedFrom as usize + 1;
+    pub const APPENDED: usize = ScheduleColumn::RetryingRun as usize + 1;
 }
 
 /// The select list of a schedule row, the schedules table aliased `s`, its task figures
@@ -219,6 +222,13 @@ fn select_list(tasks_table: &str, figures: Figures) -> String {
         ),
         "CAST(NULL AS timestamptz)",
     );
+    let retrying = match figures {
+        Figures::All => format!(
+            "(SELECT t.id || ':' || t.attempt || ':' || t.max_attempts FROM {tasks_table} t \
+               WHERE t.schedule = s.name AND t.state = 'retrying' ORDER BY t.id DESC LIMIT 1)"
+        ),
+        Figures::Planning | Figures::None => "CAST(NULL AS text)".to_string(),
+    };
     let running = run(
         format!(
             "EXISTS (SELECT 1 FROM {tasks_table} t WHERE t.schedule = s.name AND t.state = 'running')"
@@ -230,10 +240,28 @@ fn select_list(tasks_table: &str, figures: Figures) -> String {
          s.anchor_at, {next_fire}, s.buffered_at, s.created_at, s.updated_at, \
          {started}, {}, {running}, {}, \
          s.declared_by, s.interval_from, s.jitter_ms, s.dst, s.pause_after_failures, s.paused_reason, \
-         s.next_fire_at",
+         s.next_fire_at, {retrying}",
         latest_finished("finished_at", "CAST(NULL AS timestamptz)"),
         latest_finished("state", "CAST(NULL AS text)"),
     )
+}
+
+/// The [`ScheduleColumn::RetryingRun`] column read: `None` when null; an error when it is not
+/// `id:attempt:max_attempts`.
+pub fn retrying_run(v: Option<&str>) -> Result<Option<crate::RetryingRun>, String> {
+    let Some(v) = v else { return Ok(None) };
+    let bad = || format!("not a retrying run: {v:?}");
+    let mut parts = v
+        .splitn(3, ':')
+        .map(|p| p.parse::<i64>().map_err(|_| bad()));
+    let (Some(id), Some(attempt), Some(max)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(bad());
+    };
+    Ok(Some(crate::RetryingRun {
+        task_id: id?,
+        attempt: i32::try_from(attempt?).map_err(|_| bad())?,
+        max_attempts: i32::try_from(max?).map_err(|_| bad())?,
+    }))
 }
 
 /// A value a [`schedule_filter`] condition compares with, in the order of its placeholders.
@@ -305,6 +333,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_retrying_run_is_read_back() {
+        let run = retrying_run(Some("42:3:25")).unwrap().unwrap();
+        assert_eq!((run.task_id, run.attempt, run.max_attempts), (42, 3, 25));
+        assert_eq!(retrying_run(None).unwrap(), None);
+        for bad in ["", "42", "42:3", "a:b:c", "1:99999999999:2"] {
+            assert!(retrying_run(Some(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn positions_follow_the_names() {
         assert_eq!(TASK_COLUMNS[TaskColumn::Id.at()], "id");
         assert_eq!(
@@ -347,6 +385,7 @@ mod tests {
         assert_eq!(items[ScheduleColumn::PausedReason.at()], "s.paused_reason");
         assert!(items[ScheduleColumn::NextFireAt.at()].contains("min(t.nominal_at)"));
         assert_eq!(items[ScheduleColumn::UnplannedFrom.at()], "s.next_fire_at");
+        assert!(items[ScheduleColumn::RetryingRun.at()].contains("t.state = 'retrying'"));
         let planning = planning_columns("tasks");
         assert!(
             planning.contains(

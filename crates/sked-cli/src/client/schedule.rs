@@ -306,6 +306,24 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
     Ok(())
 }
 
+/// Whether a run is unfinished: `yes` (running), `retrying 3/25` (waiting to retry), `no`.
+pub(crate) fn running(s: &sked::store::Schedule) -> String {
+    match (s.running, &s.retrying) {
+        (true, _) => "yes".into(),
+        (false, Some(r)) => format!("retrying {}/{}", r.attempt, r.max_attempts),
+        (false, None) => "no".into(),
+    }
+}
+
+/// How the latest run went: `failed` while a run waits to retry, else how the latest finished
+/// run ended.
+pub(crate) fn last_outcome(s: &sked::store::Schedule) -> String {
+    match &s.retrying {
+        Some(_) => "failed".into(),
+        None => opt(s.last_outcome.as_ref()),
+    }
+}
+
 /// A page of schedules as a table, and where the next page starts.
 fn print_list(list: &ScheduleList) {
     let rows = list
@@ -323,8 +341,8 @@ fn print_list(list: &ScheduleList) {
                 },
                 time(s.last_started_at),
                 time(s.last_finished_at),
-                if s.running { "yes" } else { "no" }.into(),
-                opt(s.last_outcome.as_ref()),
+                running(s),
+                last_outcome(s),
             ]
         })
         .collect();
@@ -378,8 +396,14 @@ fn print_schedule(d: &ScheduleDetail, queue: Option<&sked::QueueInfo>) {
         ("next_fire_at", time(s.next_fire_at)),
         ("last_started_at", time(s.last_started_at)),
         ("last_finished_at", time(s.last_finished_at)),
-        ("running", s.running.to_string()),
-        ("last_outcome", opt(s.last_outcome.as_ref())),
+        ("running", running(s)),
+        (
+            "last_outcome",
+            match &s.retrying {
+                Some(r) => format!("failed (task {} waits to retry)", r.task_id),
+                None => opt(s.last_outcome.as_ref()),
+            },
+        ),
         ("task", serde_json::to_string(&s.task).unwrap_or_default()),
         ("queue_limits", queue.map(queue_limits).unwrap_or_default()),
     ];

@@ -391,4 +391,14 @@ fn a_failing_job_gets_a_run_for_every_occurrence() {
     );
     let s = srv.json(&["schedule", "get", "failing"]);
     assert_eq!(s["last_outcome"], "dead", "{s}");
+    // `schedule ls` says so: the last outcome failed, and a run waiting to retry is unfinished.
+    let listed = srv.ok(&["schedule", "ls"]);
+    let row = listed.lines().find(|l| l.starts_with("failing")).unwrap();
+    assert!(row.ends_with("dead") || row.ends_with("failed"), "{row}");
+    if let Some(r) = s["retrying"].as_object() {
+        assert!(
+            row.contains(&format!("retrying {}/25", r["attempt"])),
+            "{row}"
+        );
+    }
 }

@@ -67,12 +67,16 @@ impl<'i, 'a> Placer<'i, 'a> {
                 OverlapPolicy::AllowUpTo(n) => (
                     OccurrenceOutcome::Skipped,
                     Some(format!(
-                        "skipped: {n} runs were unfinished, the most overlap allow:{n} lets run at once"
+                        "skipped: {n} runs were unfinished{}, the most overlap allow:{n} lets run at once",
+                        unfinished(input.active_tasks)
                     )),
                 ),
                 OverlapPolicy::Skip => (
                     OccurrenceOutcome::Skipped,
-                    Some("skipped: the previous run had not finished".to_string()),
+                    Some(format!(
+                        "skipped: the previous run had not finished{}",
+                        unfinished(input.active_tasks)
+                    )),
                 ),
                 OverlapPolicy::BufferOne if plan.buffered.is_none() => {
                     plan.buffered = Some(t);
@@ -86,7 +90,8 @@ impl<'i, 'a> Placer<'i, 'a> {
                     Some("skipped: one run is already buffered".to_string()),
                 ),
                 OverlapPolicy::Replace => {
-                    plan.cancel.extend(input.active_tasks.iter().copied());
+                    plan.cancel
+                        .extend(input.active_tasks.iter().map(|(id, _)| *id));
                     // Tasks this plan enqueued earlier are replaced by this one instead.
                     for o in plan.occurrences.iter_mut() {
                         if o.outcome == OccurrenceOutcome::Enqueued {
@@ -237,6 +242,19 @@ impl<'i, 'a> Placer<'i, 'a> {
             plan: self.plan,
             look_at,
             awaits_run,
+        }
+    }
+}
+
+/// The unfinished runs a skip waited for, as a ledger detail says them: ` (task 42, running)`,
+/// ` (tasks 41 running, 42 available)`; nothing when the run is one this plan made.
+fn unfinished(active: &[(crate::TaskId, crate::TaskState)]) -> String {
+    match active {
+        [] => String::new(),
+        [(id, state)] => format!(" (task {id}, {state})"),
+        many => {
+            let each: Vec<String> = many.iter().map(|(id, s)| format!("{id} {s}")).collect();
+            format!(" (tasks {})", each.join(", "))
         }
     }
 }

@@ -95,8 +95,8 @@ pub struct PlanInput<'a> {
     pub catchup_window: SignedDuration,
     /// Occurrences later than this are on time; older ones count as missed.
     pub misfire_grace: SignedDuration,
-    /// The schedule's unfinished tasks (pending or running), oldest first.
-    pub active_tasks: &'a [TaskId],
+    /// The schedule's unfinished tasks (pending or running), oldest first, with their states.
+    pub active_tasks: &'a [(TaskId, crate::TaskState)],
     /// An occurrence held back by `buffer_one`.
     pub buffered: Option<Timestamp>,
     /// At most this many of the due occurrences inside the catch-up window are planned one by

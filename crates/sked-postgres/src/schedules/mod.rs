@@ -57,6 +57,8 @@ pub(crate) fn from_row(r: &tokio_postgres::Row) -> Result<Schedule> {
             .transpose()?,
         declared_by: col(r, C::DeclaredBy.at())?,
         unplanned_from: col(r, C::UnplannedFrom.at())?,
+        retrying: columns::retrying_run(col::<Option<&str>>(r, C::RetryingRun.at())?)
+            .map_err(bad)?,
     })
 }
 

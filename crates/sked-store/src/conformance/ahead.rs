@@ -352,6 +352,14 @@ pub async fn a_run_waiting_to_retry_stops_when_the_next_occurrence_is_planned(st
         .await
         .unwrap();
     assert_eq!(t.state, TaskState::Retrying);
+    // Shown as unfinished and failing.
+    let s = store.schedule_get("f").await.unwrap();
+    let retrying = RetryingRun {
+        task_id: c.id,
+        attempt: 1,
+        max_attempts: 3,
+    };
+    assert_eq!((s.running, s.retrying), (false, Some(retrying)));
     // At 15 s the next occurrence is planned: the run stops retrying and 20 s is made ahead.
     let r = store
         .schedule_materialise(pass(at(15), 30, &[]))
@@ -362,6 +370,8 @@ pub async fn a_run_waiting_to_retry_stops_when_the_next_occurrence_is_planned(st
     assert_eq!((t.state, t.finished_at), (TaskState::Dead, Some(at(15))));
     assert_eq!(t.last_error.as_deref(), Some("boom"), "its error is kept");
     assert_eq!(t.attempts.len(), 1, "one attempt: {:?}", t.attempts);
+    let s = store.schedule_get("f").await.unwrap();
+    assert_eq!((s.retrying, s.last_outcome), (None, Some(TaskState::Dead)));
     let ledger = store
         .occurrence_list(OccurrenceListParams {
             schedule: "f".into(),

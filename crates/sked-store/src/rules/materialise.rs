@@ -128,7 +128,6 @@ pub fn plan_due(
     let (give_up, runs): (Vec<_>, Vec<_>) = active.iter().copied().partition(|(_, state)| {
         *state == TaskState::Retrying && next_planned && s.from == sked_core::IntervalFrom::Fixed
     });
-    let runs: Vec<TaskId> = runs.into_iter().map(|(id, _)| id).collect();
     let give_up: Vec<TaskId> = give_up.into_iter().map(|(id, _)| id).collect();
     let input = PlanInput {
         name: &s.name,

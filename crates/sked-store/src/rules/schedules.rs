@@ -330,6 +330,7 @@ pub(crate) mod tests {
             last_finished_at: None,
             running: false,
             last_outcome: None,
+            retrying: None,
             unplanned_from: Some(t(100)),
             declared_by: None,
         }

@@ -101,6 +101,10 @@ pub struct Schedule {
     pub running: bool,
     /// The final state of its most recent finished run.
     pub last_outcome: Option<TaskState>,
+    /// Its latest run waiting to retry after a failed attempt, if any: unfinished, but
+    /// failing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrying: Option<RetryingRun>,
     /// The first occurrence the scheduler has not planned yet: where it goes on from.
     /// `next_fire_at` is the first occurrence still to run, which may be one made ahead.
     #[serde(skip)]
@@ -109,6 +113,14 @@ pub struct Schedule {
     /// a schedule made at run time through the API or CLI.
     #[serde(default)]
     pub declared_by: Option<String>,
+}
+
+/// A schedule's run waiting to retry: its task, the attempts it made and may make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryingRun {
+    pub task_id: TaskId,
+    pub attempt: i32,
+    pub max_attempts: i32,
 }
 
 impl Schedule {
