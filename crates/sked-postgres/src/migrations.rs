@@ -20,10 +20,8 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (12, include_str!("../migrations/0012_trace_context.sql")),
     (13, include_str!("../migrations/0013_finished_by_queue.sql")),
     (14, include_str!("../migrations/0014_schedules_ahead.sql")),
-    (
-        15,
-        include_str!("../migrations/0015_schedule_names_bytewise.sql"),
-    ),
+    (15, include_str!("../migrations/0015_bytewise_names.sql")),
+    (16, include_str!("../migrations/0016_keep_retrying.sql")),
 ];
 
 /// Brings the schema up to date, creating `schema` first when given (its name is validated).

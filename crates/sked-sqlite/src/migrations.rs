@@ -27,6 +27,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../migrations/0014_rowid_in_claim_indexes.sql"),
     ),
     (15, include_str!("../migrations/0015_schedules_ahead.sql")),
+    (16, include_str!("../migrations/0016_keep_retrying.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

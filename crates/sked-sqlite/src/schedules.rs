@@ -30,6 +30,7 @@ pub(crate) fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Schedule> {
         jitter,
         dst,
         pause_after_failures,
+        keep_retrying: r.get(C::KeepRetrying.at())?,
         paused_reason: r.get(C::PausedReason.at())?,
         name: r.get(C::Name.at())?,
         spec: r.get(C::Spec.at())?,
@@ -132,15 +133,20 @@ fn as_sql(v: columns::FilterValue) -> rusqlite::types::Value {
     }
 }
 
+/// Creates or replaces one schedule made at run time: [`write_many`] with one, and the
+/// schedule as it is then.
 pub(crate) fn upsert(tx: &Transaction<'_>, p: &ScheduleUpsertParams) -> Result<Schedule> {
-    p.def
-        .validate()
-        .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let d = DeclaredSchedule {
-        def: p.def.clone(),
-        next_fire_at: p.next_fire_at,
+    let one = ScheduleWriteParams {
+        schedules: vec![DeclaredSchedule {
+            def: p.def.clone(),
+            next_fire_at: p.next_fire_at,
+        }],
+        group: None,
+        prune: false,
+        dry_run: false,
+        now: p.now,
     };
-    write(tx, &d, None, p.now)?;
+    write_many(tx, &one)?;
     get(tx, &p.def.name)
 }
 
@@ -208,8 +214,8 @@ fn write(
     tx.prepare_cached(
         "INSERT INTO schedules (name, spec, tz, task, overlap, catchup, catchup_window_ms, paused, \
            anchor_at, next_fire_at, created_at, updated_at, \
-           interval_from, jitter_ms, dst, pause_after_failures, look_at, declared_by) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?11, ?10, ?9, ?9, ?12, ?13, ?14, ?15, ?16, ?17) \
+           interval_from, jitter_ms, dst, pause_after_failures, look_at, declared_by, keep_retrying) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?11, ?10, ?9, ?9, ?12, ?13, ?14, ?15, ?16, ?17, ?18) \
          ON CONFLICT (name) DO UPDATE SET \
            next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
            look_at = excluded.look_at, awaits_run = 0, \
@@ -217,6 +223,7 @@ fn write(
            catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
            interval_from = excluded.interval_from, jitter_ms = excluded.jitter_ms, \
            dst = excluded.dst, pause_after_failures = excluded.pause_after_failures, \
+           keep_retrying = excluded.keep_retrying, \
            paused_reason = CASE WHEN excluded.paused THEN schedules.paused_reason END, \
            resumed_at = CASE WHEN schedules.paused AND NOT excluded.paused \
              THEN excluded.updated_at ELSE schedules.resumed_at END, \
@@ -242,6 +249,7 @@ fn write(
         policy.pause_after_failures,
         r.look_at.map(ts),
         group,
+        policy.keep_retrying,
     ])
     .map_err(db_err)?;
     Ok(())

@@ -143,6 +143,8 @@ pub enum ScheduleColumn {
     /// Its latest run waiting to retry, as `id:attempt:max_attempts` (derived; read with
     /// [`retrying_run`]).
     RetryingRun,
+    /// Whether a failed run keeps retrying past the next occurrence.
+    KeepRetrying,
 }
 
 impl ScheduleColumn {
@@ -152,7 +154,7 @@ impl ScheduleColumn {
     }
 
     /// The position of the first column a backend appends after these.
-    pub const APPENDED: usize = ScheduleColumn::RetryingRun as usize + 1;
+    pub const APPENDED: usize = ScheduleColumn::KeepRetrying as usize + 1;
 }
 
 /// The select list of a schedule row, the schedules table aliased `s`, its task figures
@@ -240,7 +242,7 @@ fn select_list(tasks_table: &str, figures: Figures) -> String {
          s.anchor_at, {next_fire}, s.buffered_at, s.created_at, s.updated_at, \
          {started}, {}, {running}, {}, \
          s.declared_by, s.interval_from, s.jitter_ms, s.dst, s.pause_after_failures, s.paused_reason, \
-         s.next_fire_at, {retrying}",
+         s.next_fire_at, {retrying}, s.keep_retrying",
         latest_finished("finished_at", "CAST(NULL AS timestamptz)"),
         latest_finished("state", "CAST(NULL AS text)"),
     )

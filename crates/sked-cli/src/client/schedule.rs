@@ -142,6 +142,10 @@ pub(crate) struct ScheduleAdd {
     /// Pause the schedule, saying why, once this many runs in a row ended dead
     #[arg(long, value_name = "N")]
     pause_after_failures: Option<u32>,
+    /// Let a failed run retry past the next occurrence (by default its retries end when the
+    /// next occurrence is planned, so that every occurrence gets a run)
+    #[arg(long)]
+    keep_retrying: bool,
     /// Occurrences missed while nothing ran (downtime): run the latest one, all of them, or
     /// none
     #[arg(long, default_value = "latest", value_parser = ["latest", "all", "none"])]
@@ -200,6 +204,9 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
             }
             if let Some(n) = a.pause_after_failures {
                 def = def.pause_after_failures(n);
+            }
+            if a.keep_retrying {
+                def = def.keep_retrying();
             }
             // Check locally first, so bad input is reported even without a server.
             def.validate().map_err(CliError::usage)?;
@@ -386,6 +393,7 @@ fn print_schedule(d: &ScheduleDetail, queue: Option<&sked::QueueInfo>) {
         ),
         ("dst", s.dst.as_str().to_string()),
         ("pause_after_failures", opt(s.pause_after_failures.as_ref())),
+        ("keep_retrying", s.keep_retrying.to_string()),
         (
             "paused",
             match &s.paused_reason {

@@ -402,3 +402,47 @@ fn a_failing_job_gets_a_run_for_every_occurrence() {
         );
     }
 }
+
+#[test]
+fn keep_retrying_lets_a_failed_run_retry_and_skips_name_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &["--exec", "shell"]);
+    srv.ok(&[
+        "schedule",
+        "add",
+        "keeper",
+        "--every",
+        "2s",
+        "--shell",
+        "exit 1",
+        "--keep-retrying",
+    ]);
+    assert_eq!(
+        srv.json(&["schedule", "get", "keeper"])["keep_retrying"],
+        true
+    );
+    // The first run fails and waits to retry (10 s backoff); the next occurrences come and
+    // are skipped, each naming the run it waited for.
+    wait_for("an occurrence skipped", Duration::from_secs(20), || {
+        ledger(&srv, "keeper")
+            .iter()
+            .any(|o| o["outcome"] == "skipped")
+    });
+    let first = &tasks_of(&srv, "keeper")[0];
+    let id = first["id"].as_i64().unwrap();
+    let lines = ledger(&srv, "keeper");
+    let skipped = lines.iter().find(|o| o["outcome"] == "skipped").unwrap();
+    let detail = skipped["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("skipped: the previous run had not finished (task ")
+            && detail.contains(&id.to_string()),
+        "{detail}"
+    );
+    let first = srv.task(&id.to_string());
+    assert_eq!(first["state"], "retrying", "{first}");
+    let listed = srv.ok(&["schedule", "ls", "--failing"]);
+    assert!(
+        listed.contains("keeper") && listed.contains("retrying 1/25"),
+        "{listed}"
+    );
+}

@@ -243,6 +243,10 @@ pub struct ScheduleDef {
     /// Pauses itself when this many runs in a row ended dead.
     #[serde(default)]
     pub pause_after_failures: Option<u32>,
+    /// A run that failed keeps retrying after the next occurrence is planned, which then meets
+    /// the overlap policy (by default its retries end there: see the schedules decision).
+    #[serde(default)]
+    pub keep_retrying: bool,
 }
 
 fn default_tz() -> String {
@@ -277,6 +281,7 @@ impl ScheduleDef {
             jitter: None,
             dst: DstPolicy::default(),
             pause_after_failures: None,
+            keep_retrying: false,
         }
     }
 
@@ -320,6 +325,13 @@ impl ScheduleDef {
     /// Pauses itself once `n` runs in a row ended dead.
     pub fn pause_after_failures(mut self, n: u32) -> ScheduleDef {
         self.pause_after_failures = Some(n);
+        self
+    }
+
+    /// A failed run keeps retrying after the next occurrence is planned, instead of ending
+    /// dead there; later occurrences meet the overlap policy while it does.
+    pub fn keep_retrying(mut self) -> ScheduleDef {
+        self.keep_retrying = true;
         self
     }
 

@@ -22,10 +22,58 @@ pub(crate) async fn write_many(
     p: &ScheduleWriteParams,
 ) -> Result<ScheduleSyncReport> {
     rules::check_write(p)?;
+    let tx = c.transaction().await.map_err(db_err)?;
+    let report = write_in(&tx, p).await?;
+    if p.dry_run {
+        tx.rollback().await.map_err(db_err)?;
+        return Ok(report);
+    }
+    if changed(&report) {
+        announce_schedules(&*tx, channel).await?;
+    }
+    tx.commit().await.map_err(db_err)?;
+    Ok(report)
+}
+
+/// Creates or replaces one schedule made at run time: [`write_many`] with one, and the
+/// schedule as it is then.
+pub(crate) async fn upsert(
+    c: &mut Object,
+    channel: &str,
+    p: &ScheduleUpsertParams,
+) -> Result<Schedule> {
+    let one = ScheduleWriteParams {
+        schedules: vec![DeclaredSchedule {
+            def: p.def.clone(),
+            next_fire_at: p.next_fire_at,
+        }],
+        group: None,
+        prune: false,
+        dry_run: false,
+        now: p.now,
+    };
+    rules::check_write(&one)?;
+    let tx = c.transaction().await.map_err(db_err)?;
+    if changed(&write_in(&tx, &one).await?) {
+        announce_schedules(&*tx, channel).await?;
+    }
+    let s = super::get(&*tx, &p.def.name).await?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(s)
+}
+
+fn changed(r: &ScheduleSyncReport) -> bool {
+    !(r.created.is_empty() && r.updated.is_empty() && r.removed.is_empty())
+}
+
+/// The writes of [`write_many`], in the caller's transaction.
+async fn write_in(
+    tx: &deadpool_postgres::Transaction<'_>,
+    p: &ScheduleWriteParams,
+) -> Result<ScheduleSyncReport> {
     let group = p.group.as_deref();
     let mut sorted: Vec<&DeclaredSchedule> = p.schedules.iter().collect();
     sorted.sort_unstable_by(|a, b| a.def.name.cmp(&b.def.name));
-    let tx = c.transaction().await.map_err(db_err)?;
     if let Some(g) = group {
         tx.execute(
             "SELECT pg_advisory_xact_lock(hashtext('sked_schedule_sync:' || $1))",
@@ -37,7 +85,7 @@ pub(crate) async fn write_many(
     let mut report = ScheduleSyncReport::default();
     for part in sorted.chunks(UPSERT_ROWS) {
         let names: Vec<&str> = part.iter().map(|d| d.def.name.as_str()).collect();
-        let mut existing = stored(&tx, &names, true).await?;
+        let mut existing = stored(tx, &names, true).await?;
         let mut changed: Vec<&DeclaredSchedule> = Vec::with_capacity(part.len());
         for d in part {
             let action = rules::sync_action(existing.get(&d.def.name), &d.def, group);
@@ -52,8 +100,8 @@ pub(crate) async fn write_many(
             .filter(|n| existing.contains_key(*n))
             .collect();
         if !rewritten.is_empty() {
-            crate::plans::withdraw_ahead_many(&*tx, &rewritten, p.now).await?;
-            existing = stored(&tx, &rewritten, false).await?;
+            crate::plans::withdraw_ahead_many(&**tx, &rewritten, p.now).await?;
+            existing = stored(tx, &rewritten, false).await?;
         }
         if changed.is_empty() {
             continue;
@@ -82,7 +130,7 @@ pub(crate) async fn write_many(
         }
         if !report.removed.is_empty() {
             let gone: Vec<&str> = report.removed.iter().map(String::as_str).collect();
-            crate::plans::withdraw_ahead_many(&*tx, &gone, p.now).await?;
+            crate::plans::withdraw_ahead_many(&**tx, &gone, p.now).await?;
             tx.execute(
                 "DELETE FROM sked_occurrences WHERE schedule = ANY($1)",
                 &[&gone],
@@ -94,14 +142,6 @@ pub(crate) async fn write_many(
                 .map_err(db_err)?;
         }
     }
-    if p.dry_run {
-        tx.rollback().await.map_err(db_err)?;
-        return Ok(report);
-    }
-    if !(report.created.is_empty() && report.updated.is_empty() && report.removed.is_empty()) {
-        announce_schedules(&*tx, channel).await?;
-    }
-    tx.commit().await.map_err(db_err)?;
     Ok(report)
 }
 
@@ -152,6 +192,7 @@ struct UpsertColumns {
     jitter_ms: Vec<Option<i64>>,
     dst: Vec<&'static str>,
     pause_after_failures: Vec<Option<i32>>,
+    keep_retrying: Vec<bool>,
     look_at: Vec<Option<Timestamp>>,
 }
 
@@ -173,6 +214,7 @@ impl UpsertColumns {
         self.jitter_ms.push(policy.jitter_ms);
         self.dst.push(policy.dst);
         self.pause_after_failures.push(policy.pause_after_failures);
+        self.keep_retrying.push(policy.keep_retrying);
         self.look_at.push(r.look_at);
         Ok(())
     }
@@ -181,7 +223,7 @@ impl UpsertColumns {
         &'a self,
         now: &'a Timestamp,
         group: &'a Option<&'a str>,
-    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 17] {
+    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 18] {
         [
             &self.name,
             &self.spec,
@@ -200,22 +242,23 @@ impl UpsertColumns {
             &self.look_at,
             now,
             group,
+            &self.keep_retrying,
         ]
     }
 }
 
 /// The bulk write of [`UpsertColumns`] (`$16`: now, `$17`: the group, if any, which a
-/// schedule written without one keeps).
+/// schedule written without one keeps; `$18` comes after them as it was added later).
 const UPSERT_MANY: &str = "INSERT INTO sked_schedules AS s (name, spec, tz, task, overlap, catchup, \
        catchup_window_ms, paused, anchor_at, next_fire_at, created_at, updated_at, \
-       interval_from, jitter_ms, dst, pause_after_failures, look_at, declared_by) \
+       interval_from, jitter_ms, dst, pause_after_failures, look_at, declared_by, keep_retrying) \
      SELECT u.name, u.spec, u.tz, u.task, u.overlap, u.catchup, u.cw, u.paused, u.anchor, u.next, \
-       $16, $16, u.interval_from, u.jitter_ms, u.dst, u.paf, u.look, $17::text \
+       $16, $16, u.interval_from, u.jitter_ms, u.dst, u.paf, u.look, $17::text, u.keep \
      FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], \
        $7::bigint[], $8::bool[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::bigint[], \
-       $13::text[], $14::int[], $15::timestamptz[]) \
+       $13::text[], $14::int[], $15::timestamptz[], $18::bool[]) \
        AS u(name, spec, tz, task, overlap, catchup, cw, paused, anchor, next, interval_from, \
-         jitter_ms, dst, paf, look) \
+         jitter_ms, dst, paf, look, keep) \
      ON CONFLICT (name) DO UPDATE SET \
        next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
        look_at = excluded.look_at, awaits_run = false, \
@@ -223,6 +266,7 @@ const UPSERT_MANY: &str = "INSERT INTO sked_schedules AS s (name, spec, tz, task
        catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
        interval_from = excluded.interval_from, jitter_ms = excluded.jitter_ms, \
        dst = excluded.dst, pause_after_failures = excluded.pause_after_failures, \
+       keep_retrying = excluded.keep_retrying, \
        paused_reason = CASE WHEN excluded.paused THEN s.paused_reason END, \
        resumed_at = CASE WHEN s.paused AND NOT excluded.paused \
          THEN excluded.updated_at ELSE s.resumed_at END, \

@@ -7,11 +7,11 @@ use jiff::{SignedDuration, Timestamp};
 use sked_store::*;
 use tokio_postgres::GenericClient;
 
-use crate::codec::{col, db_err, ms, state};
+use crate::codec::{col, db_err, state};
 use crate::tasks::announce_schedules;
 
 mod bulk;
-pub(crate) use bulk::write_many;
+pub(crate) use bulk::{upsert, write_many};
 
 /// The schedule select list, in [`columns::ScheduleColumn`]'s order.
 pub(crate) static COLUMNS: std::sync::LazyLock<String> =
@@ -35,6 +35,7 @@ pub(crate) fn from_row(r: &tokio_postgres::Row) -> Result<Schedule> {
         jitter,
         dst,
         pause_after_failures,
+        keep_retrying: col(r, C::KeepRetrying.at())?,
         paused_reason: col(r, C::PausedReason.at())?,
         name: col(r, C::Name.at())?,
         spec: col(r, C::Spec.at())?,
@@ -137,86 +138,6 @@ fn as_sql(v: &columns::FilterValue) -> &(dyn tokio_postgres::types::ToSql + Sync
     match v {
         columns::FilterValue::Text(t) => t,
         columns::FilterValue::Bool(b) => b,
-    }
-}
-
-pub(crate) async fn upsert(
-    c: &mut Object,
-    channel: &str,
-    p: &ScheduleUpsertParams,
-) -> Result<Schedule> {
-    let def = &p.def;
-    def.validate()
-        .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let task = serde_json::to_value(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let tx = c.transaction().await.map_err(db_err)?;
-    let existing = existing_withdrawn(&*tx, &def.name, p.now).await?;
-    let policy = rules::PolicyColumns::of(def);
-    let (next_fire_at, anchor_at) = rules::rewritten_times(
-        existing.as_ref(),
-        def,
-        rules::Rewrite::RunTime,
-        p.next_fire_at,
-        p.now,
-    );
-    let look_at = rules::first_look(next_fire_at, def.paused, p.now);
-    tx.execute(
-        "INSERT INTO sked_schedules AS s (name, spec, tz, task, overlap, catchup, catchup_window_ms, \
-           paused, anchor_at, next_fire_at, created_at, updated_at, \
-           interval_from, jitter_ms, dst, pause_after_failures, look_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $11, $10, $9, $9, $12, $13, $14, $15, $16) \
-         ON CONFLICT (name) DO UPDATE SET \
-           next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
-           look_at = excluded.look_at, awaits_run = false, \
-           spec = excluded.spec, tz = excluded.tz, task = excluded.task, overlap = excluded.overlap, \
-           catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
-           interval_from = excluded.interval_from, jitter_ms = excluded.jitter_ms, \
-           dst = excluded.dst, pause_after_failures = excluded.pause_after_failures, \
-           paused_reason = CASE WHEN excluded.paused THEN s.paused_reason END, \
-           resumed_at = CASE WHEN s.paused AND NOT excluded.paused \
-             THEN excluded.updated_at ELSE s.resumed_at END, \
-           paused = excluded.paused, updated_at = excluded.updated_at",
-        &[
-            &def.name,
-            &def.spec,
-            &def.tz,
-            &task,
-            &def.overlap.to_string(),
-            &def.catchup.as_str(),
-            &ms(def.catchup_window),
-            &def.paused,
-            &p.now,
-            &next_fire_at,
-            &anchor_at,
-            &policy.interval_from,
-            &policy.jitter_ms,
-            &policy.dst,
-            &policy.pause_after_failures,
-            &look_at,
-        ],
-    )
-    .await
-    .map_err(db_err)?;
-    announce_schedules(&*tx, channel).await?;
-    let s = get(&*tx, &def.name).await?;
-    tx.commit().await.map_err(db_err)?;
-    Ok(s)
-}
-
-/// The stored schedule of this name, if there is one, locked until the transaction ends, its
-/// runs made ahead withdrawn (see [`crate::plans::withdraw_ahead`]): what is written over it
-/// applies to every run not started yet.
-async fn existing_withdrawn<C: GenericClient + Sync>(
-    c: &C,
-    name: &str,
-    now: Timestamp,
-) -> Result<Option<Schedule>> {
-    lock(c, name).await?;
-    crate::plans::withdraw_ahead(c, name, now).await?;
-    match get(c, name).await {
-        Ok(s) => Ok(Some(s)),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
     }
 }
 

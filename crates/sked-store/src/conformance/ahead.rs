@@ -393,6 +393,36 @@ pub async fn a_run_waiting_to_retry_stops_when_the_next_occurrence_is_planned(st
         store.task_get(c.id).await.unwrap().state,
         TaskState::Running
     );
+    // A schedule that keeps retrying leaves its run be; stored and read back.
+    put(store, def("k", "every 10s").keep_retrying()).await;
+    assert!(store.schedule_get("k").await.unwrap().keep_retrying);
+    store
+        .schedule_materialise(pass(at(35), 30, &[]))
+        .await
+        .unwrap();
+    let k = store
+        .task_list(TaskListParams {
+            schedule: Some("k".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    let claimed = claim(store, 100, at(40)).await;
+    let c = claimed.iter().find(|t| t.id == k.id).unwrap();
+    finish(store, c.id, c.attempt, failed(true), at(41))
+        .await
+        .unwrap();
+    store
+        .schedule_materialise(pass(at(45), 30, &[]))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.task_get(k.id).await.unwrap().state,
+        TaskState::Retrying
+    );
 }
 
 pub async fn schedules_are_listed_and_counted_by_prefix_paused_and_failing(store: &Shared) {

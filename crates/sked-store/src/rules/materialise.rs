@@ -126,7 +126,10 @@ pub fn plan_due(
     let until = p.now.checked_add(horizon).unwrap_or(p.now);
     let next_planned = s.unplanned_from.is_some_and(|t| t <= until);
     let (give_up, runs): (Vec<_>, Vec<_>) = active.iter().copied().partition(|(_, state)| {
-        *state == TaskState::Retrying && next_planned && s.from == sked_core::IntervalFrom::Fixed
+        *state == TaskState::Retrying
+            && next_planned
+            && s.from == sked_core::IntervalFrom::Fixed
+            && !s.keep_retrying
     });
     let give_up: Vec<TaskId> = give_up.into_iter().map(|(id, _)| id).collect();
     let input = PlanInput {

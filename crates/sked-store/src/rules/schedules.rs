@@ -34,6 +34,7 @@ pub fn sync_action(
         && s.jitter == def.jitter
         && s.dst == def.dst
         && s.pause_after_failures == def.pause_after_failures
+        && s.keep_retrying == def.keep_retrying
         && match group {
             Some(g) => s.declared_by.as_deref() == Some(g),
             None => s.paused == def.paused,
@@ -208,6 +209,7 @@ pub struct PolicyColumns {
     pub jitter_ms: Option<i64>,
     pub dst: &'static str,
     pub pause_after_failures: Option<i32>,
+    pub keep_retrying: bool,
 }
 
 impl PolicyColumns {
@@ -218,6 +220,7 @@ impl PolicyColumns {
             dst: def.dst.as_str(),
             // Validated: at most MAX_PAUSE_AFTER_FAILURES.
             pause_after_failures: def.pause_after_failures.map(|n| n as i32),
+            keep_retrying: def.keep_retrying,
         }
     }
 }
@@ -331,6 +334,7 @@ pub(crate) mod tests {
             running: false,
             last_outcome: None,
             retrying: None,
+            keep_retrying: false,
             unplanned_from: Some(t(100)),
             declared_by: None,
         }

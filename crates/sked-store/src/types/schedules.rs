@@ -87,6 +87,9 @@ pub struct Schedule {
     /// Why it paused itself (`None` when it is not paused, or was paused by hand).
     #[serde(default)]
     pub paused_reason: Option<String>,
+    /// A failed run keeps retrying after the next occurrence is planned.
+    #[serde(default)]
+    pub keep_retrying: bool,
     /// Where intervals count from (the creation time).
     pub anchor_at: Timestamp,
     pub next_fire_at: Option<Timestamp>,
