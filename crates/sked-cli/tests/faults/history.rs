@@ -15,6 +15,9 @@
 //! - `duplicate_occurrence`: two tasks for one schedule and nominal time;
 //! - `missed_second`: a second of an every-second schedule's span, outside the outages the
 //!   test measured, with no task;
+//! - `missed_occurrence`: an occurrence of one of many periodic schedules ([`Event::Periodic`])
+//!   within its span, with no task (the report also gives how late their tasks became
+//!   claimable: [`Report::made_late_p99_ns`]);
 //! - `early_start`: a task reached its worker before its run time by more than
 //!   [`CLOCK_TOLERANCE_NS`] (the run time as the client or the enqueuing node gave it, by the
 //!   database's clock; the answer's arrival by this machine's, which is the database's);
@@ -91,6 +94,19 @@ pub enum Event {
         state: String,
         schedule: Option<String>,
         nominal_ns: Option<i64>,
+        /// When it became claimable: the later of its creation and its run time.
+        #[serde(default)]
+        made_ns: Option<i64>,
+    },
+    /// Schedules `{prefix}0` to `{prefix}{count - 1}`, each due every `period_ns` (at the
+    /// multiples of it), expected to have one task for each occurrence from `from_ns` to
+    /// `to_ns`.
+    Periodic {
+        prefix: String,
+        count: usize,
+        period_ns: i64,
+        from_ns: i64,
+        to_ns: i64,
     },
     /// The span an every-second schedule was expected to cover, by nominal time.
     EverySecond {
@@ -148,6 +164,10 @@ pub struct Report {
     pub accepted: usize,
     pub rejected: usize,
     pub occurrences: usize,
+    /// How late the tasks of [`Event::Periodic`] schedules became claimable after their
+    /// nominal times, at the 99th percentile and at most (0 when made ahead).
+    pub made_late_p99_ns: i64,
+    pub made_late_max_ns: i64,
     /// Requests answered 503 `unavailable`, enqueues and workers' requests together.
     pub unavailable: usize,
     pub faults: BTreeMap<String, usize>,
@@ -188,7 +208,7 @@ impl Report {
             .map(|(k, v)| format!("{k}={}", v.len()))
             .collect();
         format!(
-            "history: {} operations (enqueued {}, unacknowledged {}, answered 503 {}, claimed {}, completions accepted {} rejected {}, occurrences {}); faults {} [{}]; anomalies {} [{}]",
+            "history: {} operations (enqueued {}, unacknowledged {}, answered 503 {}, claimed {}, completions accepted {} rejected {}, occurrences {}, made late p99 {} ms max {} ms); faults {} [{}]; anomalies {} [{}]",
             self.operations,
             self.enqueued,
             self.enqueue_failed,
@@ -197,6 +217,8 @@ impl Report {
             self.accepted,
             self.rejected,
             self.occurrences,
+            self.made_late_p99_ns / 1_000_000,
+            self.made_late_max_ns / 1_000_000,
             self.faults.values().sum::<usize>(),
             faults.join(" "),
             self.anomalies.values().map(Vec::len).sum::<usize>(),
@@ -237,6 +259,7 @@ pub fn check(events: &[Event]) -> Report {
     let mut finals = BTreeMap::new();
     let mut outages = Vec::new();
     let mut spans = Vec::new();
+    let mut periodic = Vec::new();
     for e in events {
         match e {
             Event::Enqueued { id, .. } => {
@@ -308,6 +331,7 @@ pub fn check(events: &[Event]) -> Report {
                 from_ns,
                 to_ns,
             } => spans.push((schedule.clone(), *from_ns, *to_ns)),
+            Event::Periodic { .. } => periodic.push(e),
         }
     }
     for id in &acknowledged {
@@ -376,6 +400,48 @@ pub fn check(events: &[Event]) -> Report {
             );
         }
     }
+    for e in periodic {
+        let Event::Periodic {
+            prefix,
+            count,
+            period_ns,
+            from_ns,
+            to_ns,
+        } = e
+        else {
+            continue;
+        };
+        let mut late = Vec::new();
+        for i in 0..*count {
+            let schedule = format!("{prefix}{i}");
+            let mut t = from_ns.div_euclid(*period_ns) * period_ns;
+            if t < *from_ns {
+                t += period_ns;
+            }
+            while t <= *to_ns {
+                match occurrences.get(&(schedule.clone(), t)) {
+                    None => r.anomaly("missed_occurrence", format!("{schedule} at {t} ns")),
+                    Some(ids) => {
+                        for id in ids {
+                            if let Some(Event::Final {
+                                made_ns: Some(m), ..
+                            }) = finals.get(id)
+                            {
+                                late.push((m - t).max(0));
+                            }
+                        }
+                    }
+                }
+                t += period_ns;
+            }
+        }
+        late.sort_unstable();
+        if let Some(&max) = late.last() {
+            r.made_late_max_ns = r.made_late_max_ns.max(max);
+            let p99 = late[(late.len() * 99).div_ceil(100).saturating_sub(1)];
+            r.made_late_p99_ns = r.made_late_p99_ns.max(p99);
+        }
+    }
     for (schedule, from_ns, to_ns) in spans {
         let mut second = from_ns.div_euclid(SECOND) * SECOND;
         while second <= to_ns {
@@ -439,6 +505,7 @@ mod tests {
             state: state.into(),
             schedule: None,
             nominal_ns: None,
+            made_ns: None,
         }
     }
 
@@ -448,7 +515,45 @@ mod tests {
             state: "succeeded".into(),
             schedule: Some("tick".into()),
             nominal_ns: Some(second * SECOND),
+            made_ns: None,
         }
+    }
+
+    /// Two schedules every 10 s over 30 s: each occurrence has a task but one, and the
+    /// lateness of those made after their time is measured.
+    #[test]
+    fn periodic_schedules_miss_nothing_and_are_made_on_time() {
+        let task = |id: i64, name: &str, at_s: i64, made_s: i64| Event::Final {
+            id,
+            state: "available".into(),
+            schedule: Some(name.into()),
+            nominal_ns: Some(at_s * SECOND),
+            made_ns: Some(made_s * SECOND),
+        };
+        let mut events = vec![Event::Periodic {
+            prefix: "p".into(),
+            count: 2,
+            period_ns: 10 * SECOND,
+            from_ns: 5 * SECOND,
+            to_ns: 30 * SECOND,
+        }];
+        let mut id = 0;
+        for name in ["p0", "p1"] {
+            for at in [10, 20, 30] {
+                id += 1;
+                let made = if (name, at) == ("p1", 20) { 23 } else { at - 1 };
+                events.push(task(id, name, at, made));
+            }
+        }
+        let r = check(&events);
+        assert!(r.anomalies.is_empty(), "{}", r.line());
+        assert_eq!(
+            (r.made_late_p99_ns, r.made_late_max_ns),
+            (3 * SECOND, 3 * SECOND)
+        );
+        events.retain(|e| !matches!(e, Event::Final { id: 2, .. }));
+        let r = check(&events);
+        assert_eq!(r.anomalies["missed_occurrence"], ["p0 at 20000000000 ns"]);
     }
 
     /// A clean history, then each kind of anomaly added to it on its own.

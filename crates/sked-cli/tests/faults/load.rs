@@ -283,7 +283,7 @@ pub fn enqueue(
 }
 
 /// Lists every task page by page and records what the store says of each.
-fn record_finals(url: &str, rec: &Recorder) -> usize {
+pub fn record_finals(url: &str, rec: &Recorder) -> usize {
     let mut before = None;
     let mut n = 0;
     loop {
@@ -305,6 +305,7 @@ fn record_finals(url: &str, rec: &Recorder) -> usize {
                 state: t["state"].as_str().unwrap().to_string(),
                 schedule: t["schedule"].as_str().map(str::to_string),
                 nominal_ns: ns(&t["nominal_at"]),
+                made_ns: ns(&t["created_at"]).max(ns(&t["run_at"])),
             });
         }
         match page["next_before"].as_i64() {

@@ -24,6 +24,7 @@ mod kill_loop;
 mod load;
 mod partition;
 mod proxy;
+mod schedule_kill_loop;
 
 use std::sync::{Mutex, MutexGuard};
 
