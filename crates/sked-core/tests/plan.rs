@@ -203,3 +203,25 @@ fn a_run_released_from_the_buffer_counts_for_an_interval_from_the_last_run() {
     assert_eq!(p.buffered, None);
     assert_eq!(p.next_fire_at, Some(t(6)));
 }
+
+/// A definition is written without its default fields and read back the same.
+#[test]
+fn a_schedule_definition_leaves_out_its_defaults() {
+    use sked_core::{ScheduleDef, TaskTemplate};
+    let plain = ScheduleDef::new("d", "0 9 * * *", TaskTemplate::new("digest"));
+    let v = serde_json::to_value(&plain).unwrap();
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, ["name", "spec", "task"]);
+    assert_eq!(serde_json::from_value::<ScheduleDef>(v).unwrap(), plain);
+    let full = plain
+        .tz("Europe/Berlin")
+        .overlap(OverlapPolicy::Allow)
+        .catchup(CatchupPolicy::None, SignedDuration::from_mins(5))
+        .jitter(SignedDuration::from_secs(30))
+        .pause_after_failures(3)
+        .keep_retrying()
+        .paused();
+    let v = serde_json::to_value(&full).unwrap();
+    assert_eq!(v.as_object().unwrap().len(), 11, "{v}");
+    assert_eq!(serde_json::from_value::<ScheduleDef>(v).unwrap(), full);
+}

@@ -213,40 +213,61 @@ impl TaskTemplate {
     }
 }
 
-/// A schedule as a user defines it.
+/// A schedule as a user defines it. Serialized without the fields that have their default
+/// values, so that many definitions in one request stay small.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleDef {
     pub name: String,
     /// A cron expression, `every DUR` or `at TIME`.
     pub spec: String,
-    #[serde(default = "default_tz")]
+    #[serde(default = "default_tz", skip_serializing_if = "is_default_tz")]
     pub tz: String,
     pub task: TaskTemplate,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub overlap: OverlapPolicy,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub catchup: CatchupPolicy,
-    #[serde(default = "default_window", with = "crate::serde_duration")]
+    #[serde(
+        default = "default_window",
+        with = "crate::serde_duration",
+        skip_serializing_if = "is_default_window"
+    )]
     pub catchup_window: SignedDuration,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub paused: bool,
     /// Where an interval counts from: a fixed grid, or the previous run's start or end.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub from: IntervalFrom,
     /// Each occurrence's run is moved later by a stable offset in `[0, jitter)`.
-    #[serde(default, with = "crate::serde_duration::option")]
+    #[serde(
+        default,
+        with = "crate::serde_duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub jitter: Option<SignedDuration>,
     /// How a fixed-time cron job meets a DST change.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub dst: DstPolicy,
     /// Pauses itself when this many runs in a row ended dead.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_after_failures: Option<u32>,
     /// A run that failed keeps retrying after the next occurrence is planned, which then meets
     /// the overlap policy (by default its retries end there: see the schedules decision).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub keep_retrying: bool,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+fn is_default_tz(tz: &str) -> bool {
+    tz == "UTC"
+}
+
+fn is_default_window(w: &SignedDuration) -> bool {
+    *w == DEFAULT_CATCHUP_WINDOW
 }
 
 fn default_tz() -> String {
