@@ -91,6 +91,7 @@ async fn overview(client: &Client) -> CliResult<Overview> {
         queues,
         activity,
         schedule_count: schedules.count.unwrap_or(0),
+        schedule_count_at_least: schedules.count_at_least,
         schedules: schedules.schedules,
         workers,
     })
@@ -176,8 +177,9 @@ fn frame(o: &Overview) -> String {
         if o.schedule_count > shown {
             let _ = writeln!(
                 f,
-                "… the first {shown} of {} schedules (sked schedule ls)",
-                o.schedule_count
+                "… the first {shown} of {}{} schedules (sked schedule ls)",
+                o.schedule_count,
+                if o.schedule_count_at_least { "+" } else { "" }
             );
         }
     }

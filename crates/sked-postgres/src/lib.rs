@@ -473,8 +473,8 @@ impl Store for PgStore {
             .await
     }
 
-    async fn schedule_count(&self, filter: ScheduleFilter) -> Result<u64> {
-        self.op(async |c, _| schedules::count(c, &filter).await)
+    async fn schedule_count(&self, filter: ScheduleFilter, limit: u64) -> Result<u64> {
+        self.op(async |c, _| schedules::count(c, &filter, limit).await)
             .await
     }
 

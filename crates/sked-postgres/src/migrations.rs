@@ -22,6 +22,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (14, include_str!("../migrations/0014_schedules_ahead.sql")),
     (15, include_str!("../migrations/0015_bytewise_names.sql")),
     (16, include_str!("../migrations/0016_keep_retrying.sql")),
+    (17, include_str!("../migrations/0017_paused_schedules.sql")),
 ];
 
 /// Brings the schema up to date, creating `schema` first when given (its name is validated).

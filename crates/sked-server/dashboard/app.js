@@ -295,7 +295,7 @@ async function schedules(query) {
   if (f.show === "paused") params.set("paused", "true");
   if (f.show === "active") params.set("paused", "false");
   if (f.show === "failing") params.set("failing", "true");
-  const { schedules, next_after, count } = await get(`/v1/schedules?${params}`);
+  const { schedules, next_after, count, count_at_least } = await get(`/v1/schedules?${params}`);
   const rows = schedules.map((s) =>
     h(
       "tr",
@@ -329,7 +329,7 @@ async function schedules(query) {
   const filtered = f.prefix || f.show;
   const next = new URLSearchParams(Object.fromEntries(Object.entries({ prefix: f.prefix, show: f.show, after: next_after }).filter(([, v]) => v)));
   return [
-    h("h1", {}, "Schedules ", h("span", { class: "muted small", "data-count": String(count) }, `${count.toLocaleString()} ${filtered ? "match" : "in all"}`)),
+    h("h1", {}, "Schedules ", h("span", { class: "muted small", "data-count": String(count) }, `${count.toLocaleString()}${count_at_least ? "+" : ""} ${filtered ? "match" : "in all"}`)),
     form,
     table(["name", "spec", "zone", "next fire", "last start", "last stop", "last outcome", ""], rows, filtered ? "No schedules match." : "No schedules yet: sked schedule add …"),
     next_after ? h("a", { class: "button", href: `#/schedules?${next}` }, "Next →") : null,

@@ -31,6 +31,8 @@ pub(crate) struct ListQuery {
     /// `payload`: the templates' payloads (left out of lists otherwise); `count`: how many
     /// schedules the filter takes in all.
     include: Option<String>,
+    /// How far to count (default 10,000): counting costs what it counts.
+    count_limit: Option<u64>,
 }
 
 /// A page of schedules by name, their templates' payloads left out unless asked for.
@@ -45,10 +47,16 @@ pub(crate) async fn list(
         paused: q.paused,
         failing: q.failing.unwrap_or(false),
     };
-    let count = match with_count {
-        true => Some(s.engine.schedule_count(filter.clone()).await?),
+    let cap = q
+        .count_limit
+        .unwrap_or(sked::api::SCHEDULE_COUNT_LIMIT)
+        .clamp(1, sked::api::SCHEDULE_COUNT_LIMIT_MAX);
+    let counted = match with_count {
+        true => Some(s.engine.schedule_count(filter.clone(), cap).await?),
         false => None,
     };
+    let count = counted.map(|n| n.min(cap));
+    let count_at_least = counted.is_some_and(|n| n > cap);
     let page = s
         .engine
         .schedule_page(ScheduleListParams {
@@ -65,6 +73,7 @@ pub(crate) async fn list(
             schedules,
             next_after,
             count,
+            count_at_least,
         })
         .into_response());
     }
@@ -75,6 +84,8 @@ pub(crate) async fn list(
         next_after: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         count: Option<u64>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        count_at_least: bool,
     }
     // What was not asked for is left out, not shown as null (a payload may be null).
     let trim = |fields: &mut serde_json::Map<String, serde_json::Value>| {
@@ -89,6 +100,7 @@ pub(crate) async fn list(
         },
         next_after,
         count,
+        count_at_least,
     })
     .into_response())
 }

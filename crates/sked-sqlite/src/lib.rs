@@ -398,8 +398,9 @@ impl Store for SqliteStore {
         self.read(move |conn| schedules::list(conn, &params)).await
     }
 
-    async fn schedule_count(&self, filter: ScheduleFilter) -> Result<u64> {
-        self.read(move |conn| schedules::count(conn, &filter)).await
+    async fn schedule_count(&self, filter: ScheduleFilter, limit: u64) -> Result<u64> {
+        self.read(move |conn| schedules::count(conn, &filter, limit))
+            .await
     }
 
     async fn schedule_delete(&self, name: &str, now: jiff::Timestamp) -> Result<bool> {

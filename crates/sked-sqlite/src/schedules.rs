@@ -108,15 +108,17 @@ pub(crate) fn list(conn: &Connection, p: &ScheduleListParams) -> Result<Page<Sch
     Ok(page.finish())
 }
 
-pub(crate) fn count(conn: &Connection, f: &ScheduleFilter) -> Result<u64> {
-    let (filter, values) = filter_sql(f, 1);
+pub(crate) fn count(conn: &Connection, f: &ScheduleFilter, limit: u64) -> Result<u64> {
+    let (filter, values) = filter_sql(f, 2);
+    let upto = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+    let mut params: Vec<rusqlite::types::Value> = vec![upto.into()];
+    params.extend(values.into_iter().map(as_sql));
     let n: i64 = conn
-        .prepare_cached(&format!("SELECT count(*) FROM schedules s WHERE 1{filter}"))
+        .prepare_cached(&format!(
+            "SELECT count(*) FROM (SELECT 1 FROM schedules s WHERE 1{filter} LIMIT ?1)"
+        ))
         .map_err(db_err)?
-        .query_row(
-            rusqlite::params_from_iter(values.into_iter().map(as_sql)),
-            |r| r.get(0),
-        )
+        .query_row(rusqlite::params_from_iter(params), |r| r.get(0))
         .map_err(db_err)?;
     Ok(n.max(0) as u64)
 }

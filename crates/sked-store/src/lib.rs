@@ -209,8 +209,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// templates' payloads are null.
     async fn schedule_list(&self, params: ScheduleListParams) -> Result<Page<Schedule>>;
 
-    /// How many schedules the filter takes.
-    async fn schedule_count(&self, filter: ScheduleFilter) -> Result<u64>;
+    /// How many schedules the filter takes, counted up to `limit` + 1: more than `limit` when
+    /// the answer is above it (so that counting a million costs what counting `limit` costs).
+    async fn schedule_count(&self, filter: ScheduleFilter, limit: u64) -> Result<u64>;
 
     /// Deletes a schedule and its ledger; its tasks stay, but for runs made ahead whose time
     /// has not come at `now`, which are withdrawn. `false` if there was none.

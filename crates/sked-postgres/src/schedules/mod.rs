@@ -115,13 +115,16 @@ pub(crate) async fn list(c: &mut Object, p: &ScheduleListParams) -> Result<Page<
     Ok(page.finish())
 }
 
-pub(crate) async fn count(c: &mut Object, f: &ScheduleFilter) -> Result<u64> {
-    let (filter, values) = filter_sql(f, 1);
-    let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
-        values.iter().map(as_sql).collect();
+pub(crate) async fn count(c: &mut Object, f: &ScheduleFilter, limit: u64) -> Result<u64> {
+    let (filter, values) = filter_sql(f, 2);
+    let upto = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&upto];
+    params.extend(values.iter().map(as_sql));
     let row = c
         .query_one(
-            &format!("SELECT count(*) FROM sked_schedules s WHERE true{filter}"),
+            &format!(
+                "SELECT count(*) FROM (SELECT 1 FROM sked_schedules s WHERE true{filter} LIMIT $1) x"
+            ),
             &params,
         )
         .await

@@ -511,9 +511,17 @@ pub async fn schedules_are_listed_and_counted_by_prefix_paused_and_failing(store
         (failing, 1),
     ] {
         assert_eq!(
-            store.schedule_count(filter.clone()).await.unwrap(),
+            store.schedule_count(filter.clone(), 100).await.unwrap(),
             n,
             "{filter:?}"
         );
     }
+    // Counting stops one past its limit.
+    assert_eq!(
+        store
+            .schedule_count(ScheduleFilter::default(), 2)
+            .await
+            .unwrap(),
+        3
+    );
 }

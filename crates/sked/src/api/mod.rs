@@ -84,10 +84,19 @@ pub struct ScheduleList {
     /// When more follow: the `after` that asks for the next page.
     #[serde(default)]
     pub next_after: Option<String>,
-    /// How many schedules the filter takes in all (with `include=count`).
+    /// How many schedules the filter takes in all (with `include=count`), counted up to
+    /// `count_limit` (10,000 unless asked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u64>,
+    /// The count stopped at its limit: there are at least `count`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub count_at_least: bool,
 }
+
+/// How far `GET /v1/schedules?include=count` counts unless asked (`count_limit`).
+pub const SCHEDULE_COUNT_LIMIT: u64 = 10_000;
+/// The most `count_limit` may ask for.
+pub const SCHEDULE_COUNT_LIMIT_MAX: u64 = 100_000_000;
 
 /// `GET /v1/schedules/{name}/occurrences`: the ledger, newest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -440,9 +449,12 @@ pub struct Overview {
     pub activity: Activity,
     /// The first schedules by name (at most [`OVERVIEW_SCHEDULES`]).
     pub schedules: Vec<ScheduleView>,
-    /// How many schedules there are in all.
+    /// How many schedules there are in all, counted up to [`SCHEDULE_COUNT_LIMIT`].
     #[serde(default)]
     pub schedule_count: u64,
+    /// There are at least `schedule_count`.
+    #[serde(default)]
+    pub schedule_count_at_least: bool,
     /// Workers and nodes.
     pub workers: Vec<WorkerView>,
 }

@@ -53,7 +53,7 @@ impl Client {
 
     /// One page of schedules by name: those `filter` takes after `after` (at most `limit`,
     /// up to 1,000), without their payloads, with how many the filter takes in all when
-    /// `count`.
+    /// `count` (up to [`api::SCHEDULE_COUNT_LIMIT`]).
     pub async fn schedule_page(
         &self,
         filter: &sked_store::ScheduleFilter,
@@ -63,8 +63,9 @@ impl Client {
     ) -> Result<api::ScheduleList> {
         match &self.inner {
             Inner::Embedded(e) => {
+                let cap = api::SCHEDULE_COUNT_LIMIT;
                 let total = match count {
-                    true => Some(e.schedule_count(filter.clone()).await?),
+                    true => Some(e.schedule_count(filter.clone(), cap).await?),
                     false => None,
                 };
                 let page = e
@@ -79,7 +80,8 @@ impl Client {
                 Ok(api::ScheduleList {
                     schedules: page.items.into_iter().map(Into::into).collect(),
                     next_after,
-                    count: total,
+                    count: total.map(|n| n.min(cap)),
+                    count_at_least: total.is_some_and(|n| n > cap),
                 })
             }
             Inner::Remote(r) => {

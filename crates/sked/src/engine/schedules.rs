@@ -139,9 +139,14 @@ impl Engine {
         Ok(self.inner.store.schedule_list(params).await?)
     }
 
-    /// How many schedules the filter takes.
-    pub async fn schedule_count(&self, filter: sked_store::ScheduleFilter) -> Result<u64> {
-        Ok(self.inner.store.schedule_count(filter).await?)
+    /// How many schedules the filter takes, counted up to `limit` + 1 (more than `limit`
+    /// means at least that many).
+    pub async fn schedule_count(
+        &self,
+        filter: sked_store::ScheduleFilter,
+        limit: u64,
+    ) -> Result<u64> {
+        Ok(self.inner.store.schedule_count(filter, limit).await?)
     }
 
     /// Every schedule with its payload, read page by page: for callers that want them all,
