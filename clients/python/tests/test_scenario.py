@@ -40,6 +40,14 @@ class Scenario(unittest.TestCase):
         self.sked.remove_schedule("py-hourly")
         with self.assertRaises(NotFound):
             self.sked.schedule("py-hourly")
+        many = [{"name": f"py-{i}", "spec": "every 1h", "task": {"kind": "py.later"}} for i in range(3)]
+        self.assertEqual(self.sked.apply_schedules(many, group="py")["created"], ["py-0", "py-1", "py-2"])
+        dry = self.sked.apply_schedules(many[:1], group="py", prune=True, dry_run=True)
+        self.assertEqual(dry["removed"], ["py-1", "py-2"])
+        self.assertEqual(self.sked.apply_schedules(many[:1], group="py", prune=True)["removed"], ["py-1", "py-2"])
+        with self.assertRaises(InvalidInput):
+            self.sked.apply_schedules([{"name": "bad", "spec": "61 * * * *", "task": {"kind": "k"}}])
+        self.sked.remove_schedule("py-0")
         limited = self.sked.limit_queue("py", concurrency=3)
         self.assertEqual(limited["concurrency_limit"], 3)
         self.assertTrue(self.sked.pause_queue("py")["paused"])

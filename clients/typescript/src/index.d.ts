@@ -78,6 +78,11 @@ export class Client {
     options?: Json,
   ): Promise<Json>;
   schedules(): Promise<Json[]>;
+  /** Many schedules in one transaction, all or none: {created, updated, unchanged, removed}. */
+  applySchedules(
+    schedules: Json[],
+    options?: { group?: string; prune?: boolean; dryRun?: boolean },
+  ): Promise<{ created: string[]; updated: string[]; unchanged: string[]; removed: string[] }>;
   schedule(name: string): Promise<Json>;
   pauseSchedule(name: string): Promise<Json>;
   resumeSchedule(name: string): Promise<Json>;

@@ -149,6 +149,10 @@ export class Client {
   async schedules() {
     return (await this.call("GET", "/v1/schedules")).schedules;
   }
+  /** Many schedules in one transaction, all or none: {created, updated, unchanged, removed}. */
+  applySchedules(schedules, { group, prune = false, dryRun = false } = {}) {
+    return this.call("PUT", "/v1/schedules", dropUndefined({ schedules, group, prune, dry_run: dryRun }));
+  }
   schedule(name) {
     return this.call("GET", `/v1/schedules/${q(name)}`);
   }

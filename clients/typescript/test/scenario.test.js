@@ -26,6 +26,12 @@ test("tasks, schedules, queues and errors", async () => {
   assert.equal((await sked.resumeSchedule("ts-hourly")).paused, false);
   await sked.removeSchedule("ts-hourly");
   await assert.rejects(sked.schedule("ts-hourly"), errors.NotFound);
+  const set = [0, 1, 2].map((i) => ({ name: `ts-${i}`, spec: "every 1h", task: { kind: "ts.later" } }));
+  assert.deepEqual((await sked.applySchedules(set, { group: "ts" })).created, ["ts-0", "ts-1", "ts-2"]);
+  assert.deepEqual((await sked.applySchedules(set.slice(0, 1), { group: "ts", prune: true, dryRun: true })).removed, ["ts-1", "ts-2"]);
+  assert.deepEqual((await sked.applySchedules(set.slice(0, 1), { group: "ts", prune: true })).removed, ["ts-1", "ts-2"]);
+  await assert.rejects(sked.applySchedules([{ name: "bad", spec: "61 * * * *", task: { kind: "k" } }]), errors.InvalidInput);
+  await sked.removeSchedule("ts-0");
   assert.equal((await sked.limitQueue("ts", { concurrency: 3 })).concurrency_limit, 3);
   assert.equal((await sked.pauseQueue("ts")).paused, true);
   assert.equal((await sked.resumeQueue("ts")).paused, false);

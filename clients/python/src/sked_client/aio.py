@@ -66,6 +66,15 @@ class AsyncClient:
     async def schedules(self) -> List[Json]:
         return await asyncio.to_thread(self.sync.schedules)
 
+    async def apply_schedules(
+        self,
+        schedules: List[Json],
+        group: Optional[str] = None,
+        prune: bool = False,
+        dry_run: bool = False,
+    ) -> Json:
+        return await asyncio.to_thread(self.sync.apply_schedules, schedules, group, prune, dry_run)
+
     async def schedule(self, name: str) -> Json:
         return await asyncio.to_thread(self.sync.schedule, name)
 

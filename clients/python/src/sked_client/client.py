@@ -173,6 +173,22 @@ class Client:
     def schedules(self) -> List[Json]:
         return self.call("GET", "/v1/schedules")["schedules"]
 
+    def apply_schedules(
+        self,
+        schedules: List[Json],
+        group: Optional[str] = None,
+        prune: bool = False,
+        dry_run: bool = False,
+    ) -> Json:
+        """Writes many schedule definitions in one transaction, all or none (one invalid
+        definition raises InvalidInput naming each bad one). With `group`, `prune` removes the
+        group's schedules missing from the list; `dry_run` changes nothing. Answers
+        {created, updated, unchanged, removed}."""
+        body: Json = {"schedules": schedules, "prune": prune, "dry_run": dry_run}
+        if group is not None:
+            body["group"] = group
+        return self.call("PUT", "/v1/schedules", body)
+
     def schedule(self, name: str) -> Json:
         return self.call("GET", f"/v1/schedules/{self._q(name)}")
 
