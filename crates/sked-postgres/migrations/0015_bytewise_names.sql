@@ -1,4 +1,5 @@
--- Schedule names sort by their bytes, whatever the database's collation: pages by name and
--- listing by prefix are then a range of the primary key, the same on every database and on
--- SQLite.
-ALTER TABLE sked_schedules ALTER COLUMN name TYPE text COLLATE "C";
+-- Schedules by the bytes of their names, whatever the database's collation: pages by name and
+-- listing by prefix are a range of this index, in the order SQLite keeps them. (The column
+-- keeps the database's collation, so that comparing it with tasks' and the ledger's schedule
+-- columns can use their indexes.)
+CREATE INDEX sked_schedules_name_bytes ON sked_schedules ((name COLLATE "C"));

@@ -125,7 +125,7 @@ pub(crate) fn count(conn: &Connection, f: &ScheduleFilter, limit: u64) -> Result
 
 /// The filter's conditions, their placeholders numbered from `first`.
 fn filter_sql(f: &ScheduleFilter, first: usize) -> (String, Vec<columns::FilterValue>) {
-    columns::schedule_filter(f, "tasks", |i| format!("?{i}"), first)
+    columns::schedule_filter(f, "tasks", "s.name", |i| format!("?{i}"), first)
 }
 
 fn as_sql(v: columns::FilterValue) -> rusqlite::types::Value {

@@ -275,12 +275,13 @@ pub enum FilterValue {
 
 /// The conditions of a [`crate::ScheduleFilter`] on the schedules table aliased `s`, each
 /// starting with ` AND `, and the values of their placeholders, numbered by `placeholder` from
-/// `first`. A prefix is a range of names (bytewise: names sort by their bytes), so that an
-/// index on the name finds the page; failing schedules are looked for among those with a
-/// dead or retrying task.
+/// `first`. A prefix is a range of `name_bytes`, the backend's expression of the name in the
+/// order of its bytes (the order pages are in), so that an index on it finds the page; failing
+/// schedules are looked for among those with a dead or retrying task.
 pub fn schedule_filter(
     f: &crate::ScheduleFilter,
     tasks_table: &str,
+    name_bytes: &str,
     placeholder: impl Fn(usize) -> String,
     first: usize,
 ) -> (String, Vec<FilterValue>) {
@@ -291,12 +292,11 @@ pub fn schedule_filter(
         placeholder(first + values.len() - 1)
     };
     if let Some(p) = f.prefix.as_deref().filter(|p| !p.is_empty()) {
-        sql.push_str(&format!(
-            " AND s.name >= {}",
-            next(FilterValue::Text(p.into()))
-        ));
+        let from = next(FilterValue::Text(p.into()));
+        sql.push_str(&format!(" AND {name_bytes} >= {from}"));
         if let Some(upper) = crate::rules::prefix_end(p) {
-            sql.push_str(&format!(" AND s.name < {}", next(FilterValue::Text(upper))));
+            let upper = next(FilterValue::Text(upper));
+            sql.push_str(&format!(" AND {name_bytes} < {upper}"));
         }
     }
     if let Some(paused) = f.paused {

@@ -86,7 +86,8 @@ pub(crate) async fn list(c: &mut Object, p: &ScheduleListParams) -> Result<Page<
     let (filter, values) = filter_sql(&p.filter, 3);
     let stmt = c
         .prepare_cached(&format!(
-            "SELECT {columns} FROM sked_schedules s WHERE s.name > $1{filter} ORDER BY s.name LIMIT $2",
+            "SELECT {columns} FROM sked_schedules s WHERE {NAME_BYTES} > $1{filter} \
+             ORDER BY {NAME_BYTES} LIMIT $2",
             columns = COLUMNS.as_str()
         ))
         .await
@@ -132,9 +133,13 @@ pub(crate) async fn count(c: &mut Object, f: &ScheduleFilter, limit: u64) -> Res
     Ok(col::<i64>(&row, 0)?.max(0) as u64)
 }
 
+/// A schedule's name in the order of its bytes, whatever the database's collation: the order
+/// of pages, SQLite's order, and a prefix is a range of it (an index holds it).
+const NAME_BYTES: &str = "(s.name COLLATE \"C\")";
+
 /// The filter's conditions, their placeholders numbered from `first`.
 fn filter_sql(f: &ScheduleFilter, first: usize) -> (String, Vec<columns::FilterValue>) {
-    columns::schedule_filter(f, "sked_tasks", |i| format!("${i}"), first)
+    columns::schedule_filter(f, "sked_tasks", NAME_BYTES, |i| format!("${i}"), first)
 }
 
 fn as_sql(v: &columns::FilterValue) -> &(dyn tokio_postgres::types::ToSql + Sync) {
