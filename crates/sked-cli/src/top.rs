@@ -83,7 +83,7 @@ async fn overview(client: &Client) -> CliResult<Overview> {
         client.queues(sked::store::QUEUE_COUNT_LIMIT),
         client.activity(15),
         client.workers(),
-        client.schedule_page(&all, None, sked::api::OVERVIEW_SCHEDULES, true),
+        client.schedule_page(&all, None, sked::api::OVERVIEW_SCHEDULES, false, true),
     )
     .map_err(failed)?;
     Ok(Overview {

@@ -3,7 +3,7 @@
 //! no backend holds a list of positions of its own; each backend's tests check its task column
 //! list against [`TASK_COLUMNS`], and both select schedules with [`schedule_columns`].
 
-use crate::states::FINISHED;
+use crate::states::{FAILING, FINISHED};
 
 /// A column of a task row, in the order backends select them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -307,7 +307,7 @@ pub fn schedule_filter(
     }
     if f.failing {
         sql.push_str(&format!(
-            " AND s.name IN (SELECT t.schedule FROM {tasks_table} t WHERE t.state IN ('dead', 'retrying') \
+            " AND s.name IN (SELECT t.schedule FROM {tasks_table} t WHERE t.state IN {FAILING} \
                AND t.schedule IS NOT NULL) \
              AND (EXISTS (SELECT 1 FROM {tasks_table} t WHERE t.schedule = s.name AND t.state = 'retrying') \
                OR (SELECT t.state FROM {tasks_table} t WHERE t.schedule = s.name AND t.state IN {FINISHED} \

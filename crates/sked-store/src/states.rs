@@ -12,6 +12,8 @@ pub const FINISHED: &str = "('succeeded', 'dead', 'cancelled')";
 pub const WAITING: &str = "('scheduled', 'retrying')";
 /// Tasks that have not started: they can be cancelled or moved without a worker.
 pub const NOT_STARTED: &str = "('scheduled', 'available', 'retrying')";
+/// Tasks that failed: ended dead, or waiting to retry.
+pub const FAILING: &str = "('dead', 'retrying')";
 /// Tasks queued and not yet run (with attempt 0): a debounced enqueue may still replace them.
 pub const QUEUED: &str = "('scheduled', 'available')";
 

@@ -229,7 +229,8 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
                 failing: l.failing,
             };
             let list = connect(remote)?
-                .schedule_page(&filter, l.after.as_deref(), l.limit, false)
+                // The table leaves payloads out; `--json` is the API's page with them.
+                .schedule_page(&filter, l.after.as_deref(), l.limit, remote.json, false)
                 .await
                 .map_err(failed)?;
             show(remote, &list, print_list);

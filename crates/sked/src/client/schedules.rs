@@ -52,13 +52,14 @@ impl Client {
     }
 
     /// One page of schedules by name: those `filter` takes after `after` (at most `limit`,
-    /// up to 1,000), without their payloads, with how many the filter takes in all when
-    /// `count` (up to [`api::SCHEDULE_COUNT_LIMIT`]).
+    /// up to 1,000), their templates' payloads null unless `payloads`, with how many the
+    /// filter takes in all when `count` (up to [`api::SCHEDULE_COUNT_LIMIT`]).
     pub async fn schedule_page(
         &self,
         filter: &sked_store::ScheduleFilter,
         after: Option<&str>,
         limit: u32,
+        payloads: bool,
         count: bool,
     ) -> Result<api::ScheduleList> {
         match &self.inner {
@@ -72,7 +73,7 @@ impl Client {
                     .schedule_page(sked_store::ScheduleListParams {
                         after: after.map(str::to_string),
                         limit,
-                        with_payloads: false,
+                        with_payloads: payloads,
                         filter: filter.clone(),
                     })
                     .await?;
@@ -98,8 +99,12 @@ impl Client {
                 if filter.failing {
                     query.push(("failing", "true".into()));
                 }
-                if count {
-                    query.push(("include", "count".into()));
+                let include: Vec<&str> = [(payloads, "payload"), (count, "count")]
+                    .into_iter()
+                    .filter_map(|(on, what)| on.then_some(what))
+                    .collect();
+                if !include.is_empty() {
+                    query.push(("include", include.join(",")));
                 }
                 r.get("/v1/schedules", &query).await
             }
