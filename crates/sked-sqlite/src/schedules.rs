@@ -138,16 +138,7 @@ fn as_sql(v: columns::FilterValue) -> rusqlite::types::Value {
 /// Creates or replaces one schedule made at run time: [`write_many`] with one, and the
 /// schedule as it is then.
 pub(crate) fn upsert(tx: &Transaction<'_>, p: &ScheduleUpsertParams) -> Result<Schedule> {
-    let one = ScheduleWriteParams {
-        schedules: vec![DeclaredSchedule {
-            def: p.def.clone(),
-            next_fire_at: p.next_fire_at,
-        }],
-        group: None,
-        prune: false,
-        dry_run: false,
-        now: p.now,
-    };
+    let one = ScheduleWriteParams::one(p);
     write_many(tx, &one)?;
     get(tx, &p.def.name)
 }

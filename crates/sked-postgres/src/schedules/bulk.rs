@@ -42,16 +42,7 @@ pub(crate) async fn upsert(
     channel: &str,
     p: &ScheduleUpsertParams,
 ) -> Result<Schedule> {
-    let one = ScheduleWriteParams {
-        schedules: vec![DeclaredSchedule {
-            def: p.def.clone(),
-            next_fire_at: p.next_fire_at,
-        }],
-        group: None,
-        prune: false,
-        dry_run: false,
-        now: p.now,
-    };
+    let one = ScheduleWriteParams::one(p);
     rules::check_write(&one)?;
     let tx = c.transaction().await.map_err(db_err)?;
     if changed(&write_in(&tx, &one).await?) {

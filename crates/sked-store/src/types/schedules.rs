@@ -38,6 +38,22 @@ pub struct ScheduleWriteParams {
     pub now: Timestamp,
 }
 
+impl ScheduleWriteParams {
+    /// One schedule made at run time, written as [`crate::Store::schedule_upsert`] writes it.
+    pub fn one(p: &ScheduleUpsertParams) -> ScheduleWriteParams {
+        ScheduleWriteParams {
+            schedules: vec![DeclaredSchedule {
+                def: p.def.clone(),
+                next_fire_at: p.next_fire_at,
+            }],
+            group: None,
+            prune: false,
+            dry_run: false,
+            now: p.now,
+        }
+    }
+}
+
 /// What a write of many schedules changed (or, in a dry run, would change), by name, each list
 /// in name order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
