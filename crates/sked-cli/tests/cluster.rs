@@ -82,6 +82,7 @@ fn ticks(path: &Path) -> Vec<Tick> {
 }
 
 #[test]
+#[ignore = "slow tier"]
 fn every_second_cron_survives_kill_9_of_servers_with_skewed_clocks() {
     let Some(url) = database_url() else { return };
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -188,6 +189,7 @@ fn every_second_cron_survives_kill_9_of_servers_with_skewed_clocks() {
 }
 
 #[test]
+#[ignore = "slow tier"]
 fn tasks_enqueued_while_servers_are_killed_all_succeed() {
     let Some(url) = database_url() else { return };
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -271,6 +273,7 @@ impl Drop for Fleet {
 /// every-second schedule they declare fires each second once, and a task whose worker was
 /// killed is rescued and runs again on another.
 #[test]
+#[ignore = "slow tier"]
 fn a_fleet_of_workers_alone_fires_schedules_and_rescues() {
     let Some(url) = database_url() else { return };
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -405,6 +408,7 @@ fn a_fleet_of_workers_alone_fires_schedules_and_rescues() {
 /// Three nodes share one queue rate limit: 100 tasks enqueued at once under `--rate 10/s`
 /// start ten to a second, whichever node claims them, and all finish in 9–13 s.
 #[test]
+#[ignore = "slow tier"]
 fn three_nodes_start_no_more_than_one_rate_limit_allows() {
     let Some(url) = database_url() else { return };
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());

@@ -20,7 +20,8 @@ const DEFAULT_DB: &str = "sqlite://sked.db";
 pub(crate) struct ServerArgs {
     #[command(flatten)]
     common: Common,
-    /// Address to listen on; anything but loopback requires --token
+    /// Address to listen on (port 0: one the system chooses, named in the log); anything but
+    /// loopback requires --token
     #[arg(long, default_value = "127.0.0.1:7070", value_name = "HOST:PORT")]
     listen: String,
     /// Connections kept open at once; at the limit a new one closes the oldest idle one
@@ -242,6 +243,8 @@ pub(crate) async fn server(mut a: ServerArgs, g: &Global) -> CliResult {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| CliError::runtime(format!("cannot listen on {addr}: {e}")))?;
+    // The address bound, which names the port the system chose for `--listen HOST:0`.
+    let addr = listener.local_addr().unwrap_or(addr);
     let (node, node_id) = node(&a.common, &s);
     let mut http = sked_server::HttpService::new(listener, token).limits(limits);
     if let Some(tokens) = tokens {

@@ -199,6 +199,7 @@ fn held_snapshot(db: &[&str]) {
 }
 
 #[test]
+#[ignore = "slow tier"]
 fn drain_with_a_held_snapshot_on_sqlite() {
     held_snapshot(&[]);
 }

@@ -47,6 +47,7 @@ fn matching(srv: &Server, args: &[&str]) -> u64 {
 }
 
 #[test]
+#[ignore = "slow tier"]
 fn a_hundred_thousand_dead_tasks_are_retried_in_batches_while_reads_stay_quick() {
     let dir = tempfile::tempdir().unwrap();
     let srv = Server::start(dir.path(), &[]);

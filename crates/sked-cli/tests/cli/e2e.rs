@@ -2,7 +2,7 @@
 //! HTTP. Waits poll with deadlines instead of sleeping fixed times.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::{SKED, Server, wait_for};
 
@@ -26,13 +26,22 @@ fn shell_task_two_seconds_ahead_runs_exactly_once() {
         .trim()
         .to_string();
     assert_eq!(srv.task(&id)["state"], "scheduled");
-    let added = Instant::now();
     wait_for("the task to succeed", Duration::from_secs(10), || {
         srv.task(&id)["state"] == "succeeded"
     });
+    // Started at or after its time, two seconds after it was added, by the server's clock.
+    let t = srv.task(&id);
+    let at = |field: &str| {
+        t[field]
+            .as_str()
+            .unwrap()
+            .parse::<jiff::Timestamp>()
+            .unwrap()
+    };
+    assert!(at("started_at") >= at("run_at"), "ran before its time: {t}");
     assert!(
-        added.elapsed() >= Duration::from_millis(1900),
-        "ran before its time"
+        at("run_at") >= at("created_at") + jiff::SignedDuration::from_millis(1_990),
+        "{t}"
     );
     // Give a second run every chance to happen, then check there was none.
     std::thread::sleep(Duration::from_millis(500));

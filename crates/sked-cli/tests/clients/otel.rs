@@ -90,6 +90,7 @@ provider.shutdown()
 /// The same trace through the Python client: its enqueue inside the application's span
 /// continues it, and its worker's run span is the task's child, current in the handler.
 #[test]
+#[ignore = "slow tier"]
 fn the_python_client_continues_the_trace_through_sked_and_its_worker() {
     let receiver = Receiver::start();
     let dir = tempfile::tempdir().unwrap();
@@ -148,6 +149,7 @@ await provider.shutdown();
 /// The same through the TypeScript client, from a project that installed it beside
 /// OpenTelemetry's API, Node SDK and OTLP exporter (versions that fit together, pinned).
 #[test]
+#[ignore = "slow tier"]
 fn the_typescript_client_continues_the_trace_through_sked_and_its_worker() {
     if !super::typescript_client::node() {
         return;

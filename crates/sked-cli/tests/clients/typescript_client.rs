@@ -34,6 +34,7 @@ pub(crate) fn node_project(dir: &std::path::Path) -> std::path::PathBuf {
 }
 
 #[test]
+#[ignore = "slow tier"]
 fn the_typescript_clients_tests_pass_against_a_real_server() {
     if !node() {
         return;
@@ -50,6 +51,7 @@ fn the_typescript_clients_tests_pass_against_a_real_server() {
 }
 
 #[test]
+#[ignore = "slow tier"]
 fn the_readme_quick_start_runs_from_a_project_that_installed_it() {
     if !node() {
         return;

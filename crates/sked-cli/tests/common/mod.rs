@@ -44,19 +44,18 @@ impl Server {
         Server::start_with(dir, &args, env, log)
     }
 
-    /// Starts `sked server` in `dir` on a free port with the given flags (which name the
-    /// database) and environment; its log goes to `log` in `dir`.
+    /// Starts `sked server` in `dir` on a port the system chooses, with the given flags (which
+    /// name the database) and environment; its log goes to `log` in `dir`.
     pub fn start_with(dir: &Path, flags: &[&str], env: &[(&str, &str)], log: &str) -> Server {
-        let port = free_port();
         let mut args = vec![
             "server".to_string(),
             "--listen".into(),
-            format!("127.0.0.1:{port}"),
+            "127.0.0.1:0".into(),
         ];
         args.extend(flags.iter().map(|s| s.to_string()));
         let mut s = Server {
             child: None,
-            url: format!("http://127.0.0.1:{port}"),
+            url: String::new(),
             dir: dir.to_path_buf(),
             args,
             env: env
@@ -69,12 +68,16 @@ impl Server {
         s
     }
 
+    /// Starts the server again with the same arguments. The first start binds port 0 and
+    /// learns the port from the log; later starts take that port again.
     pub fn spawn(&mut self) {
+        let log_path = self.dir.join(&self.log);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.dir.join(&self.log))
+            .open(&log_path)
             .unwrap();
+        let logged_before = log.metadata().unwrap().len() as usize;
         let child = Command::new(SKED)
             .args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -85,10 +88,22 @@ impl Server {
             .unwrap();
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !http_ok(&self.url) {
+        loop {
+            if self.url.is_empty() {
+                let text = std::fs::read(&log_path).unwrap_or_default();
+                let text = String::from_utf8_lossy(&text[logged_before.min(text.len())..]);
+                if let Some(addr) = listening_address(&text) {
+                    self.url = format!("http://{addr}");
+                    let listen = self.args.iter().position(|a| a == "--listen").unwrap();
+                    self.args[listen + 1] = addr;
+                }
+            }
+            if !self.url.is_empty() && http_ok(&self.url) {
+                return;
+            }
             let exited = self.child.as_mut().unwrap().try_wait().unwrap();
             if exited.is_some() || Instant::now() > deadline {
-                let log = std::fs::read_to_string(self.dir.join(&self.log)).unwrap_or_default();
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
                 panic!("the server did not answer /healthz ({exited:?}); its log:\n{log}");
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -224,7 +239,17 @@ pub fn http_call(
     (status, serde_json::from_str(body).unwrap_or(Value::Null))
 }
 
-/// A loopback port nothing listens on at the moment.
+/// The address in a server log's "sked server listening addr=HOST:PORT" line (text or JSON logs).
+pub fn listening_address(log: &str) -> Option<String> {
+    let line = log.lines().find(|l| l.contains("sked server listening"))?;
+    let rest = &line[line.find("addr")? + 4..];
+    let rest = rest.trim_start_matches(['=', '"', ':']);
+    let end = rest.find([' ', '"', ',']).unwrap_or(rest.len());
+    Some(rest[..end].to_string())
+}
+
+/// A loopback port nothing listens on at the moment (for processes other than `sked server`,
+/// which binds port 0 and names the port it got in its log).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()

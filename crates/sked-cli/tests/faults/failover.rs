@@ -79,6 +79,7 @@ fn recovery(log: &std::path::Path, fault_ns: i64) -> Recovery {
 /// task succeeds; each failover is over for the client (enqueues acknowledged again) within
 /// 30 s; requests in between are answered 503, never 500; the checker finds no anomaly.
 #[test]
+#[ignore = "slow tier"]
 fn failovers_of_the_primary_lose_nothing() {
     let _alone = crate::alone();
     let Some(mut formation) = Formation::start() else {

@@ -19,6 +19,7 @@ use sked_postgres::testing::{TestSchema, database_url};
 /// twice, no stale completion accepted, one task per occurrence and every second covered, none
 /// reached its worker early, and each start within its claim.
 #[test]
+#[ignore = "slow tier"]
 fn kill_9_loop_of_servers_and_workers_loses_nothing() {
     let Some(url) = database_url() else { return };
     let _alone = crate::alone();
