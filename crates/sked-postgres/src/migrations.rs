@@ -25,6 +25,24 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (17, include_str!("../migrations/0017_paused_schedules.sql")),
 ];
 
+/// A fingerprint of every migration's text: schemas migrated by the same migrations share it.
+#[cfg(feature = "testing")]
+pub(crate) fn fingerprint() -> u32 {
+    // FNV-1a: stable across builds and processes, unlike `std`'s hasher.
+    MIGRATIONS
+        .iter()
+        .flat_map(|(_, sql)| sql.bytes())
+        .fold(0x811c_9dc5_u32, |h, b| {
+            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+        })
+}
+
+/// How many migrations there are.
+#[cfg(feature = "testing")]
+pub(crate) fn count() -> usize {
+    MIGRATIONS.len()
+}
+
 /// Brings the schema up to date, creating `schema` first when given (its name is validated).
 pub(crate) async fn run(
     client: &mut deadpool_postgres::Object,
