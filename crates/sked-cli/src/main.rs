@@ -161,7 +161,8 @@ enum CronCmd {
     },
 }
 
-/// jemalloc, for Rust and (unprefixed) for the SQLite linked in: see ARCHITECTURE.md, sked-cli.
+/// jemalloc, for Rust and (unprefixed) for the SQLite linked in: see
+/// docs/decisions/0003-the-sqlite-store.md.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
