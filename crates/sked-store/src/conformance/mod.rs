@@ -16,6 +16,7 @@ mod keys;
 mod observe;
 mod operations;
 mod queues;
+mod reference;
 mod schedule_policies;
 mod schedules;
 mod tasks;
@@ -29,6 +30,7 @@ pub use keys::*;
 pub use observe::*;
 pub use operations::*;
 pub use queues::*;
+pub use reference::*;
 pub use schedule_policies::*;
 pub use schedules::*;
 pub use tasks::*;
@@ -66,7 +68,7 @@ macro_rules! conformance_tests {
             runs_within_the_horizon_are_made_ahead_once, a_decision_that_needs_its_time_waits_for_the_run_or_the_time,
             edits_pauses_and_deletes_withdraw_runs_made_ahead, passes_at_once_make_each_occurrence_once,
             many_schedules_are_written_at_once_or_not_at_all, a_run_waiting_to_retry_stops_when_the_next_occurrence_is_planned, schedules_are_listed_and_counted_by_prefix_paused_and_failing,
-            activity_counts_ended_work_per_bucket, workers_beat_list_and_prune);
+            activity_counts_ended_work_per_bucket, workers_beat_list_and_prune, claims_agree_with_the_reference_claim);
     };
     (@cases $make:expr; $($case:ident),+) => {
         $(

@@ -1,0 +1,325 @@
+//! The reference claim: a stateless statement of what a claim may take, read from the tasks as
+//! listed and the queues' settings, against which random sequences of inserts, claims, endings,
+//! pauses, limits and time check a backend's claim, whatever it keeps in memory between claims
+//! (claim positions, when staging is due, queue settings).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::SignedDuration;
+use sked_core::{Task, TaskId, TaskState};
+
+use super::*;
+
+/// A small, seeded generator (SplitMix64), so that a failing sequence can be run again.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n`.
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+const QUEUES: [&str; 4] = ["q0", "q1", "q2", "q3"];
+const KINDS: [&str; 3] = ["k0", "k1", "k2"];
+
+/// A queue's settings as the sequence set them.
+#[derive(Debug, Clone, Copy, Default)]
+struct Settings {
+    paused: bool,
+    limit: Option<u32>,
+}
+
+/// What the reference says of a claim: the tasks it may take, in claim order, each queue's
+/// eligible tasks already cut to the room its concurrency limit leaves.
+fn reference(
+    tasks: &[Task],
+    settings: &BTreeMap<&str, Settings>,
+    p: &TaskClaimParams,
+) -> Vec<TaskId> {
+    let mut running: BTreeMap<&str, u32> = BTreeMap::new();
+    for t in tasks.iter().filter(|t| t.state == TaskState::Running) {
+        *running.entry(t.queue.as_str()).or_default() += 1;
+    }
+    let mut eligible: Vec<&Task> = tasks
+        .iter()
+        .filter(|t| match t.state {
+            TaskState::Available => true,
+            TaskState::Scheduled | TaskState::Retrying => t.run_at <= p.now,
+            _ => false,
+        })
+        .filter(|t| p.queues.is_empty() || p.queues.contains(&t.queue))
+        .filter(|t| p.kinds.is_empty() || p.kinds.contains(&t.kind))
+        .filter(|t| p.min_priority.is_none_or(|min| t.priority >= min))
+        .filter(|t| !settings.get(t.queue.as_str()).is_some_and(|s| s.paused))
+        .collect();
+    eligible.sort_by_key(|t| (std::cmp::Reverse(t.priority), t.run_at, t.id));
+    let mut taken: BTreeMap<&str, u32> = BTreeMap::new();
+    eligible
+        .into_iter()
+        .filter(|t| {
+            let q = t.queue.as_str();
+            let room = match settings.get(q).and_then(|s| s.limit) {
+                Some(limit) => limit.saturating_sub(running.get(q).copied().unwrap_or(0)),
+                None => u32::MAX,
+            };
+            let n = taken.entry(q).or_default();
+            *n += 1;
+            *n <= room
+        })
+        .map(|t| t.id)
+        .collect()
+}
+
+/// Every task, in pages.
+async fn all_tasks(store: &Shared) -> Vec<Task> {
+    let mut out = Vec::new();
+    let mut before_id = None;
+    loop {
+        let page = store
+            .task_list(TaskListParams {
+                states: vec![],
+                queue: None,
+                kind: None,
+                schedule: None,
+                before_id,
+                limit: 1000,
+                with_payloads: false,
+            })
+            .await
+            .unwrap();
+        let Some(last) = page.items.last() else {
+            return out;
+        };
+        before_id = Some(last.id);
+        let more = page.more;
+        out.extend(page.items);
+        if !more {
+            return out;
+        }
+    }
+}
+
+/// Random sequences of inserts, claims, endings, pauses, limits and time. After each claim:
+/// every task taken is one the reference allows; it takes as many as the reference allows, up
+/// to its `max`; within each queue it takes the first in claim order; and when no queue in
+/// play is limited, it takes exactly the reference's first `max`. So a claim never passes over a
+/// due task, whatever a backend keeps between claims.
+pub async fn claims_agree_with_the_reference_claim(store: &Shared) {
+    // The queues' settings as the sequences set them; the tasks of earlier sequences stay.
+    let mut settings = BTreeMap::new();
+    for seed in [1_u64, 2, 3] {
+        run_sequence(store, seed, &mut settings).await;
+    }
+}
+
+async fn run_sequence(store: &Shared, seed: u64, settings: &mut BTreeMap<String, Settings>) {
+    let mut rng = Rng(seed);
+    // Each sequence has queues of its own; a claim of every queue sees earlier ones' too.
+    let queue = |i: u64| format!("{}-{seed}", QUEUES[i as usize]);
+    let names: Vec<String> = (0..QUEUES.len() as u64).map(queue).collect();
+    let mut now = t0().checked_add(SignedDuration::from_hours(seed as i64)).unwrap();
+    for step in 0..160 {
+        let what = rng.below(100);
+        let context = format!("seed {seed}, step {step}");
+        if what < 30 {
+            let n = 1 + rng.below(12);
+            let tasks: Vec<NewTask> = (0..n)
+                .map(|_| {
+                    let offset = rng.below(60) as i64 - 30;
+                    task(KINDS[rng.below(3) as usize])
+                        .queue(names[rng.below(4) as usize].clone())
+                        .priority(rng.below(4) as i32 - 1)
+                        .run_at(now.checked_add(SignedDuration::from_secs(offset)).unwrap())
+                })
+                .collect();
+            insert_batch(store, &tasks, now).await;
+        } else if what < 65 {
+            // Every queue, or some of this sequence's.
+            let queues: Vec<String> = match rng.below(3) {
+                0 => vec![],
+                _ => names.iter().filter(|_| rng.chance(50)).cloned().collect(),
+            };
+            let kinds: Vec<String> = match rng.below(3) {
+                0 => KINDS.iter().filter(|_| rng.chance(60)).map(|k| k.to_string()).collect(),
+                _ => vec![],
+            };
+            let p = TaskClaimParams {
+                queues,
+                kinds,
+                max: 1 + rng.below(15) as u32,
+                min_priority: rng.chance(15).then_some(0),
+                worker: "w1".into(),
+                lease_ttl: TTL,
+                timeout_grace: crate::rules::DEFAULT_TIMEOUT_GRACE,
+                now,
+            };
+            let before = all_tasks(store).await;
+            let by_name: BTreeMap<&str, Settings> = settings
+                .iter()
+                .map(|(k, v)| (k.as_str(), *v))
+                .collect();
+            let allowed = reference(&before, &by_name, &p);
+            let claimed = store.task_claim(p.clone()).await.unwrap();
+            check_claim(&context, &before, &by_name, &p, &allowed, &claimed);
+        } else if what < 85 {
+            let running: Vec<Task> = all_tasks(store)
+                .await
+                .into_iter()
+                .filter(|t| t.state == TaskState::Running && names.contains(&t.queue))
+                .collect();
+            for t in running.iter().filter(|_| rng.chance(50)) {
+                let outcome = match rng.below(3) {
+                    0 => FinishOutcome::Succeeded { result: None },
+                    1 => failed(true),
+                    _ => failed(false),
+                };
+                finish(store, t.id, t.attempt, outcome, now).await.unwrap();
+            }
+        } else if what < 93 {
+            now = now
+                .checked_add(SignedDuration::from_millis(rng.below(20_000) as i64))
+                .unwrap();
+        } else {
+            let name = names[rng.below(4) as usize].clone();
+            let s = settings.entry(name.clone()).or_default();
+            let mut update = QueueUpdateParams {
+                name,
+                paused: None,
+                concurrency_limit: None,
+                rate: None,
+                per_key: None,
+                per_key_rate: None,
+                now: None,
+            };
+            if rng.chance(50) {
+                s.paused = !s.paused;
+                update.paused = Some(s.paused);
+            } else {
+                s.limit = rng.chance(60).then(|| 1 + rng.below(3) as u32);
+                update.concurrency_limit = Some(s.limit);
+            }
+            store.queue_update(update).await.unwrap();
+        }
+    }
+}
+
+fn check_claim(
+    context: &str,
+    before: &[Task],
+    settings: &BTreeMap<&str, Settings>,
+    p: &TaskClaimParams,
+    allowed: &[TaskId],
+    claimed: &[Task],
+) {
+    let allowed_set: BTreeSet<TaskId> = allowed.iter().copied().collect();
+    let taken: BTreeSet<TaskId> = claimed.iter().map(|t| t.id).collect();
+    assert_eq!(taken.len(), claimed.len(), "{context}: a task taken twice");
+    for t in claimed {
+        assert!(
+            allowed_set.contains(&t.id),
+            "{context}: took task {} ({:?}, queue {}, priority {}, due {}), which the reference \
+             does not allow; allowed {allowed:?}",
+            t.id,
+            before.iter().find(|b| b.id == t.id).map(|b| b.state),
+            t.queue,
+            t.priority,
+            t.run_at
+        );
+        assert_eq!(t.state, TaskState::Running, "{context}");
+    }
+    let wanted = (p.max as usize).min(allowed.len());
+    assert_eq!(
+        claimed.len(),
+        wanted,
+        "{context}: took {taken:?} of max {}, where the reference allows {allowed:?}",
+        p.max
+    );
+    // Within a queue, the first in claim order.
+    let queue_of: BTreeMap<TaskId, &str> =
+        before.iter().map(|t| (t.id, t.queue.as_str())).collect();
+    let mut per_queue: BTreeMap<&str, Vec<TaskId>> = BTreeMap::new();
+    for id in allowed {
+        per_queue.entry(queue_of[id]).or_default().push(*id);
+    }
+    for (queue, ids) in &per_queue {
+        let n = ids.iter().filter(|id| taken.contains(id)).count();
+        assert!(
+            ids[..n].iter().all(|id| taken.contains(id)),
+            "{context}: in queue {queue} took {taken:?}, not the first {n} of {ids:?}"
+        );
+    }
+    // With no limited queue in play, exactly the first `max` in claim order.
+    let limited = per_queue
+        .keys()
+        .any(|q| settings.get(q).is_some_and(|s| s.limit.is_some()));
+    if !limited {
+        let first: BTreeSet<TaskId> = allowed[..wanted].iter().copied().collect();
+        assert_eq!(taken, first, "{context}: not the first {wanted} in claim order");
+    }
+}
+
+/// The reference itself on a hand-made table: order, filters, pauses and limits.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(id: TaskId, queue: &str, priority: i32, state: TaskState, run_at: i64) -> Task {
+        let mut task: Task = serde_json::from_value(serde_json::json!({
+            "id": id, "queue": queue, "kind": "k0", "payload": null, "priority": priority,
+            "state": "available", "run_at": at(run_at), "attempt": 0, "max_attempts": 25,
+            "timeout": null, "unique_key": null, "backoff": null, "schedule": null,
+            "nominal_at": null, "created_at": at(0), "started_at": null, "finished_at": null,
+            "lease_expires_at": null, "worker": null, "cancel_requested": false,
+            "last_error": null, "result": null
+        }))
+        .unwrap();
+        task.state = state;
+        task
+    }
+
+    #[test]
+    fn the_reference_orders_filters_and_limits() {
+        let tasks = vec![
+            t(1, "a", 0, TaskState::Available, 0),
+            t(2, "a", 1, TaskState::Available, 5),
+            t(3, "b", 0, TaskState::Scheduled, 20),
+            t(4, "b", 0, TaskState::Retrying, 5),
+            t(5, "c", 2, TaskState::Available, 0),
+            t(6, "a", 0, TaskState::Running, 0),
+            t(7, "a", 0, TaskState::Available, 1),
+        ];
+        let mut settings = BTreeMap::new();
+        settings.insert("c", Settings { paused: true, limit: None });
+        settings.insert("a", Settings { paused: false, limit: Some(2) });
+        let p = TaskClaimParams {
+            queues: vec![],
+            kinds: vec![],
+            max: 10,
+            min_priority: None,
+            worker: "w".into(),
+            lease_ttl: TTL,
+            timeout_grace: SignedDuration::ZERO,
+            now: at(10),
+        };
+        // `a` has room for one (one of two running), `c` is paused, 3 is not due.
+        assert_eq!(reference(&tasks, &settings, &p), vec![2, 4]);
+        let p = TaskClaimParams {
+            min_priority: Some(1),
+            ..p
+        };
+        assert_eq!(reference(&tasks, &settings, &p), vec![2]);
+    }
+}
