@@ -158,9 +158,9 @@ impl PgStore {
             .await
             .map_err(db_err)?;
         let limit = batch as i64;
-        // Planned as sked's claims are (see `tasks::claim::ORDERED_WALK`), and reset whether
+        // Planned as sked's claims are (see `tasks::claim::sql::ORDERED_WALK`), and reset whether
         // the loop ends or fails: the connection goes back to the store's pool.
-        c.batch_execute(crate::tasks::claim::ORDERED_WALK)
+        c.batch_execute(crate::tasks::claim::sql::ORDERED_WALK)
             .await
             .map_err(db_err)?;
         let drained = async {
@@ -181,7 +181,7 @@ impl PgStore {
             }
         }
         .await;
-        let reset = c.batch_execute(crate::tasks::claim::ORDERED_WALK_END).await;
+        let reset = c.batch_execute(crate::tasks::claim::sql::ORDERED_WALK_END).await;
         let done = drained?;
         reset.map_err(db_err)?;
         Ok(done)

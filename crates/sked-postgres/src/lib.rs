@@ -23,7 +23,6 @@ mod diagnostics;
 mod listen;
 mod migrations;
 mod observe;
-mod plans;
 mod queues;
 mod schedules;
 mod scratch;
@@ -58,10 +57,10 @@ pub struct PgStore {
     op_timeout: Duration,
     /// Store operations run so far (for measuring how chatty a node is).
     operations: std::sync::atomic::AtomicU64,
-    /// Where claims resume in the claim index (see [`tasks::cursor`]).
-    cursors: Arc<tasks::cursor::ClaimCursors>,
-    /// Large claims over the same queues take turns (see [`tasks::turns`]).
-    turns: tasks::turns::ClaimTurns,
+    /// Where claims resume in the claim index (see [`tasks::claim::cursor`]).
+    cursors: Arc<tasks::claim::cursor::ClaimCursors>,
+    /// Large claims over the same queues take turns (see [`tasks::claim::turns`]).
+    turns: tasks::claim::turns::ClaimTurns,
     /// How large batches of successes find their rows (see [`tasks::plan_choice`]).
     success_plans: tasks::plan_choice::PlanChoice,
     listener: listen::Listener,
@@ -96,7 +95,7 @@ impl PgStore {
         drop(client);
         let channel = listen::channel_for(&schema);
         let (events, _) = broadcast::channel(1024);
-        let cursors = Arc::new(tasks::cursor::ClaimCursors::default());
+        let cursors = Arc::new(tasks::claim::cursor::ClaimCursors::default());
         let listener = listen::Listener::start(
             config,
             tls,
@@ -146,10 +145,10 @@ impl PgStore {
     /// of those that wait is due, without waiting for its own announcement to come back
     /// through the listener: a claim that follows at once sees them.
     fn claimable(&self, tasks: impl IntoIterator<Item = (i32, jiff::Timestamp, bool)>) {
-        let mut first: Option<tasks::cursor::Key> = None;
+        let mut first: Option<tasks::claim::cursor::Key> = None;
         let mut waiting: Option<jiff::Timestamp> = None;
         for (priority, run_at, waits) in tasks {
-            let key = tasks::cursor::Key::before(priority, run_at);
+            let key = tasks::claim::cursor::Key::before(priority, run_at);
             first = Some(first.map_or(key, |f| f.covering(key)));
             if waits {
                 waiting = Some(waiting.map_or(run_at, |w| w.min(run_at)));
@@ -489,38 +488,38 @@ impl Store for PgStore {
     }
 
     async fn schedule_due(&self, params: ScheduleDueParams) -> Result<Vec<DueSchedule>> {
-        self.op(async |c, _| plans::due(c, &params).await).await
+        self.op(async |c, _| schedules::plans::due(c, &params).await).await
     }
 
     async fn schedule_apply(&self, params: ScheduleApplyParams) -> Result<Vec<TaskId>> {
-        self.op(async |c, ch| plans::apply(c, ch, &params).await)
+        self.op(async |c, ch| schedules::plans::apply(c, ch, &params).await)
             .await
     }
 
     async fn schedule_backfill(&self, params: ScheduleBackfillParams) -> Result<BackfillReport> {
-        self.op(async |c, ch| plans::backfill(c, ch, &params).await)
+        self.op(async |c, ch| schedules::plans::backfill(c, ch, &params).await)
             .await
     }
 
     async fn occurrence_list(&self, params: OccurrenceListParams) -> Result<Vec<Occurrence>> {
-        self.op(async |c, _| plans::occurrences(c, &params).await)
+        self.op(async |c, _| schedules::plans::occurrences(c, &params).await)
             .await
     }
 
     async fn schedule_next_fire_at(&self) -> Result<Option<jiff::Timestamp>> {
-        self.op(async |c, _| plans::next_fire_at(c).await).await
+        self.op(async |c, _| schedules::plans::next_fire_at(c).await).await
     }
 
     async fn schedule_materialise(
         &self,
         params: ScheduleMaterialiseParams,
     ) -> Result<MaterialiseReport> {
-        self.op(async |c, ch| plans::materialise(c, ch, &params).await)
+        self.op(async |c, ch| schedules::plans::materialise(c, ch, &params).await)
             .await
     }
 
     async fn schedule_next_look_at(&self) -> Result<Option<jiff::Timestamp>> {
-        self.op(async |c, _| plans::next_look_at(c).await).await
+        self.op(async |c, _| schedules::plans::next_look_at(c).await).await
     }
 
     async fn activity(&self, params: ActivityParams) -> Result<Vec<ActivityBucket>> {

@@ -9,8 +9,8 @@
 //! `l<name>` (a lease was given up) and `r` (an attempt ended in a queue with a concurrency or
 //! per-key limit: room may have freed).
 //!
-//! The listener moves the store's claim positions back before it passes a task announcement on
-//! (see [`crate::tasks::cursor`]), so a claim woken by it starts early enough.
+//! The listener hands each task announcement to the store's claim state ([`ClaimHints`]) before
+//! it passes it on, so a claim woken by it starts early enough.
 //!
 //! One dedicated connection per store listens and turns notifications into [`StoreEvent`]s.
 //! When it drops, subscribers get [`StoreEvent::Deaf`] and poll; it reconnects with backoff and
@@ -33,7 +33,23 @@ use tokio::sync::{Notify, broadcast, mpsc};
 use tokio_postgres::AsyncMessage;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::tasks::cursor::{ClaimCursors, Key};
+/// What the listener tells the store's claim state (the claim positions and when a waiting task
+/// is due), which implements it: the listener knows announcements, not claims.
+pub(crate) trait ClaimHints: Send + Sync {
+    /// Tasks were announced: claimable from `first` on (`None`: from where is not said), and
+    /// the earliest of those that wait is due at `waiting`.
+    fn announced(&self, first: Option<Announced>, waiting: Option<Timestamp>);
+    /// Announcements may have been missed (the connection dropped or came back).
+    fn missed(&self);
+}
+
+/// The first claim-order position a task announcement names: its tasks' highest priority and
+/// their earliest run time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Announced {
+    pub(crate) priority: i32,
+    pub(crate) run_at: Timestamp,
+}
 
 /// How long that check may take before the connection counts as lost.
 pub(crate) const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
@@ -56,13 +72,17 @@ pub(crate) fn notify_tasks_sql(run_at: &str, priority: &str, waiting: &str) -> S
 
 /// What a task announcement names: the first claim-order position of its tasks, and when the
 /// earliest of those that wait is due. `None` when it names no position.
-fn announced(rest: &str) -> Option<(Key, Option<Timestamp>)> {
+fn announced(rest: &str) -> Option<(Announced, Option<Timestamp>)> {
     let (us, rest) = rest.split_once('p')?;
     let (priority, waiting) = match rest.split_once('w') {
         Some((priority, waiting)) => (priority, Some(micros(waiting)?)),
         None => (rest, None),
     };
-    Some((Key::before(priority.parse().ok()?, micros(us)?), waiting))
+    let first = Announced {
+        priority: priority.parse().ok()?,
+        run_at: micros(us)?,
+    };
+    Some((first, waiting))
 }
 
 fn micros(us: &str) -> Option<Timestamp> {
@@ -86,17 +106,12 @@ pub(crate) fn parse(payload: &str) -> Option<StoreEvent> {
     }
 }
 
-/// Moves claim positions back for a notification, if it announces tasks.
-fn move_claims_back(cursors: &ClaimCursors, payload: &str) {
+/// Hands a task announcement to the claim state.
+fn hint(hints: &dyn ClaimHints, payload: &str) {
     if let Some(rest) = payload.strip_prefix('t') {
         match announced(rest) {
-            Some((first, waiting)) => {
-                cursors.move_back(first);
-                if let Some(at) = waiting {
-                    cursors.waiting(at);
-                }
-            }
-            None => cursors.forget(),
+            Some((first, waiting)) => hints.announced(Some(first), waiting),
+            None => hints.announced(None, None),
         }
     }
 }
@@ -123,7 +138,7 @@ impl Listener {
         tls: MakeRustlsConnect,
         channel: String,
         events: broadcast::Sender<StoreEvent>,
-        cursors: Arc<ClaimCursors>,
+        hints: Arc<dyn ClaimHints>,
     ) -> Listener {
         let up = Arc::new(AtomicBool::new(false));
         let doubts = Arc::new(Notify::new());
@@ -132,7 +147,7 @@ impl Listener {
             tls,
             channel,
             events,
-            cursors,
+            hints,
             up.clone(),
             doubts.clone(),
         ));
@@ -150,13 +165,13 @@ async fn run(
     tls: MakeRustlsConnect,
     channel: String,
     events: broadcast::Sender<StoreEvent>,
-    cursors: Arc<ClaimCursors>,
+    hints: Arc<dyn ClaimHints>,
     up: Arc<AtomicBool>,
     doubts: Arc<Notify>,
 ) {
     let mut backoff = Duration::from_millis(100);
     loop {
-        match listen_once(&config, &tls, &channel, &events, &cursors, &up, &doubts).await {
+        match listen_once(&config, &tls, &channel, &events, &*hints, &up, &doubts).await {
             Ok(()) => backoff = Duration::from_millis(100),
             Err(e) => {
                 tracing::warn!(error = %e, "PostgreSQL listener disconnected; polling until it is back")
@@ -164,7 +179,7 @@ async fn run(
         }
         up.store(false, Ordering::SeqCst);
         // Announcements sent while deaf are lost.
-        cursors.forget();
+        hints.missed();
         let _ = events.send(StoreEvent::Deaf);
         tokio::time::sleep(backoff + Duration::from_millis(fastrand::u64(..100))).await;
         backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -200,7 +215,7 @@ async fn listen_once(
     tls: &MakeRustlsConnect,
     channel: &str,
     events: &broadcast::Sender<StoreEvent>,
-    cursors: &ClaimCursors,
+    hints: &dyn ClaimHints,
     up: &AtomicBool,
     doubts: &Notify,
 ) -> Result<(), String> {
@@ -235,13 +250,13 @@ async fn listen_once(
     }
     tracing::debug!(%channel, "listening for announcements");
     up.store(true, Ordering::SeqCst);
-    cursors.forget();
+    hints.missed();
     let _ = events.send(StoreEvent::Listening);
     let result = loop {
         tokio::select! {
             message = rx.recv() => match message {
                 Some(Ok(payload)) => {
-                    move_claims_back(cursors, &payload);
+                    hint(hints, &payload);
                     if let Some(event) = parse(&payload) {
                         let _ = events.send(event);
                     }
@@ -283,7 +298,10 @@ mod tests {
         assert_eq!(
             announced("1767225600000000p-3"),
             Some((
-                Key::before(-3, "2026-01-01T00:00:00Z".parse().unwrap()),
+                Announced {
+                    priority: -3,
+                    run_at: "2026-01-01T00:00:00Z".parse().unwrap()
+                },
                 None
             ))
         );
@@ -292,7 +310,13 @@ mod tests {
         let waiting = "2026-01-01T00:00:05Z".parse().unwrap();
         assert_eq!(
             announced("1767225600000000p2w1767225605000000"),
-            Some((Key::before(2, first), Some(waiting)))
+            Some((
+                Announced {
+                    priority: 2,
+                    run_at: first
+                },
+                Some(waiting)
+            ))
         );
         assert_eq!(
             parse("t1767225600000000p2w1767225605000000"),

@@ -190,7 +190,7 @@ pub(crate) async fn update(
     // A resumed or widened queue may have claimable tasks.
     announce_tasks(&*tx, channel, None, None).await?;
     tx.commit().await.map_err(db_err)?;
-    // Fresh statistics keep claims walking the claim index (see `tasks::claim::claim_sql`).
+    // Fresh statistics keep claims walking the claim index (see `tasks::claim::sql::claim_sql`).
     // The change is committed: a failure here is only worth a warning.
     if let Err(e) = c.batch_execute("ANALYZE sked_queues").await {
         tracing::warn!(error = %e, "cannot analyze sked_queues; claims may plan badly");

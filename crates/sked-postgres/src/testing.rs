@@ -138,13 +138,13 @@ impl PooledSchema {
 /// worker, `$4` at most how many), for tests of its query plan; with `after`, the claim that
 /// resumes after a claim-order key (`$5` priority, `$6` run time, `$7` id).
 pub fn claim_sql(after: bool) -> String {
-    crate::tasks::claim::claim_sql("state = 'available'", after, true)
+    crate::tasks::claim::sql::claim_sql("state = 'available'", after, true)
 }
 
-/// The planner setting a claim runs under, and its reset (see `tasks::claim::ORDERED_WALK`),
+/// The planner setting a claim runs under, and its reset (see `tasks::claim::sql::ORDERED_WALK`),
 /// for tests of its plan.
 pub fn claim_planner_setting() -> (&'static str, &'static str) {
-    use crate::tasks::claim::{ORDERED_WALK, ORDERED_WALK_END};
+    use crate::tasks::claim::sql::{ORDERED_WALK, ORDERED_WALK_END};
     (ORDERED_WALK, ORDERED_WALK_END)
 }
 
@@ -157,7 +157,7 @@ pub fn success_sql(n: usize) -> String {
 /// A heartbeat's statement (`$1` id, `$2` attempt, `$3` lease end, `$4` grace in ms, `$5`
 /// now), for tests of its plan.
 pub fn heartbeat_sql() -> String {
-    crate::tasks::claim::HEARTBEAT.clone()
+    crate::tasks::claim::sql::HEARTBEAT.clone()
 }
 
 /// Retention's statement (`$1` finished before, `$2` at most how many), for tests of its plan.

@@ -15,7 +15,6 @@ mod group;
 mod indexed;
 mod migrations;
 mod observe;
-mod plans;
 mod queues;
 mod readers;
 mod schedules;
@@ -439,11 +438,11 @@ impl Store for SqliteStore {
         &self,
         params: ScheduleMaterialiseParams,
     ) -> Result<MaterialiseReport> {
-        self.write(move |tx| plans::materialise(tx, &params)).await
+        self.write(move |tx| schedules::plans::materialise(tx, &params)).await
     }
 
     async fn schedule_next_look_at(&self) -> Result<Option<jiff::Timestamp>> {
-        self.read(plans::next_look_at).await
+        self.read(schedules::plans::next_look_at).await
     }
 
     async fn activity(&self, params: ActivityParams) -> Result<Vec<ActivityBucket>> {

@@ -20,6 +20,7 @@ mod hostile_cli;
 mod hostile_lists;
 mod keys;
 mod metrics;
+mod module_cycles;
 mod observe_cli;
 mod otel;
 mod pg_secrets;

@@ -3,7 +3,6 @@
 
 pub mod cron;
 mod describe;
-mod placer;
 pub mod plan;
 mod policy;
 

@@ -91,7 +91,7 @@ async fn write_in(
             .filter(|n| existing.contains_key(*n))
             .collect();
         if !rewritten.is_empty() {
-            crate::plans::withdraw_ahead_many(&**tx, &rewritten, p.now).await?;
+            super::plans::withdraw_ahead_many(&**tx, &rewritten, p.now).await?;
             existing = stored(tx, &rewritten, false).await?;
         }
         if changed.is_empty() {
@@ -121,7 +121,7 @@ async fn write_in(
         }
         if !report.removed.is_empty() {
             let gone: Vec<&str> = report.removed.iter().map(String::as_str).collect();
-            crate::plans::withdraw_ahead_many(&**tx, &gone, p.now).await?;
+            super::plans::withdraw_ahead_many(&**tx, &gone, p.now).await?;
             tx.execute(
                 "DELETE FROM sked_occurrences WHERE schedule = ANY($1)",
                 &[&gone],

@@ -11,6 +11,7 @@ use crate::codec::{col, db_err, state};
 use crate::tasks::announce_schedules;
 
 mod bulk;
+pub(crate) mod plans;
 pub(crate) use bulk::{upsert, write_many};
 
 /// The schedule select list, in [`columns::ScheduleColumn`]'s order.
@@ -182,7 +183,7 @@ pub(crate) async fn delete(
 ) -> Result<bool> {
     let tx = c.transaction().await.map_err(db_err)?;
     lock(&*tx, name).await?;
-    crate::plans::withdraw_ahead(&*tx, name, now).await?;
+    plans::withdraw_ahead(&*tx, name, now).await?;
     let n = tx
         .execute("DELETE FROM sked_schedules WHERE name = $1", &[&name])
         .await
@@ -203,7 +204,7 @@ pub(crate) async fn set_paused(
     let tx = c.transaction().await.map_err(db_err)?;
     let n = if p.paused {
         lock(&*tx, &p.name).await?;
-        crate::plans::withdraw_ahead(&*tx, &p.name, p.now).await?;
+        plans::withdraw_ahead(&*tx, &p.name, p.now).await?;
         tx.execute(
             "UPDATE sked_schedules SET paused = true, paused_reason = $3, updated_at = $2, \
                look_at = NULL, awaits_run = false WHERE name = $1",

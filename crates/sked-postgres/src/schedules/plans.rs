@@ -14,7 +14,7 @@ use sked_store::*;
 use tokio_postgres::GenericClient;
 
 use crate::codec::{col, db_err, state};
-use crate::schedules::{COLUMNS, bad, existing_locked, from_row};
+use super::{COLUMNS, bad, existing_locked, from_row};
 use crate::tasks;
 
 /// One pass (see [`Store::schedule_materialise`]).
@@ -401,7 +401,7 @@ pub(crate) async fn apply(
         awaits_run,
     );
     let writes = std::slice::from_ref(&write);
-    let written = crate::plans::write_plans(&tx, channel, writes, p.now).await?;
+    let written = write_plans(&tx, channel, writes, p.now).await?;
     let lines = rules::ledger_lines(writes);
     if let Some(i) = written.recorded.iter().position(|r| !r) {
         return Err(rules::already_recorded(&lines[i]));

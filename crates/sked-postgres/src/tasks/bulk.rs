@@ -7,7 +7,7 @@ use sked_store::states::{FINISHED, NOT_STARTED};
 use sked_store::*;
 
 use super::Param;
-use super::cursor::Key;
+use super::claim::cursor::Key;
 use super::ending::AttemptRows;
 use crate::codec::{TASK_COLUMNS, col, db_err, tasks_from_rows};
 

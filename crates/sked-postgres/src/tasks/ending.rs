@@ -10,7 +10,7 @@ use sked_core::{Task, TaskId, Transition};
 use sked_store::*;
 use tokio_postgres::GenericClient;
 
-use super::cursor::Key;
+use super::claim::cursor::Key;
 use super::plan_choice::PlanChoice;
 use crate::codec::{TASK_COLUMNS, col, db_err, task_from_row, tasks_from_rows};
 use crate::listen::notify_tasks_sql;
@@ -195,7 +195,7 @@ pub(crate) async fn announce_room(c: &Object, channel: &str, queues: &Vec<String
             "SELECT pg_notify($1, 'r') WHERE EXISTS (SELECT 1 FROM sked_queues q \
                WHERE q.name = ANY($2) AND {} AND NOT {})",
             sked_store::keyed::LIMITED,
-            super::rated::RATE_ONLY
+            super::claim::rated::RATE_ONLY
         ))
         .await
         .map_err(db_err)?;

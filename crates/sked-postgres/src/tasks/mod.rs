@@ -8,15 +8,9 @@
 
 pub(crate) mod bulk;
 pub(crate) mod claim;
-pub(crate) mod cursor;
 pub(crate) mod ending;
 mod insert;
-mod keyed;
-mod known;
-mod limited;
 pub(crate) mod plan_choice;
-mod rated;
-pub(crate) mod turns;
 mod unnest;
 
 pub(crate) use claim::{claim, heartbeat};
@@ -33,7 +27,7 @@ use sked_store::*;
 use tokio_postgres::types::ToSql;
 
 use crate::codec::{TASK_COLUMNS, TASK_COLUMNS_LEAN, col, db_err, task_from_row};
-use cursor::Key;
+use claim::cursor::Key;
 use ending::AttemptRows;
 
 type Param<'a> = &'a (dyn ToSql + Sync);

@@ -8,6 +8,8 @@ use sked_store::*;
 use crate::codec::{db_err, from_ts, ms, opt_ts, state, ts};
 use crate::tasks;
 
+pub(crate) mod plans;
+
 /// The schedule select list, in [`columns::ScheduleColumn`]'s order.
 static COLUMNS: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| columns::schedule_columns("tasks"));
@@ -201,7 +203,7 @@ fn write(
 ) -> Result<()> {
     let def = &d.def;
     let task = serde_json::to_string(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
-    crate::plans::withdraw_ahead(tx, &def.name, now)?;
+    plans::withdraw_ahead(tx, &def.name, now)?;
     let r = rules::rewritten(stored(tx, &def.name)?.as_ref(), d, group, now);
     let policy = rules::PolicyColumns::of(def);
     tx.prepare_cached(
@@ -264,7 +266,7 @@ fn stored(conn: &Connection, name: &str) -> Result<Option<Schedule>> {
 }
 
 pub(crate) fn delete(tx: &Transaction<'_>, name: &str, now: Timestamp) -> Result<bool> {
-    crate::plans::withdraw_ahead(tx, name, now)?;
+    plans::withdraw_ahead(tx, name, now)?;
     let n = tx
         .execute("DELETE FROM schedules WHERE name = ?1", [name])
         .map_err(db_err)?;
@@ -275,7 +277,7 @@ pub(crate) fn delete(tx: &Transaction<'_>, name: &str, now: Timestamp) -> Result
 
 pub(crate) fn set_paused(tx: &Transaction<'_>, p: &SchedulePauseParams) -> Result<Schedule> {
     let n = if p.paused {
-        crate::plans::withdraw_ahead(tx, &p.name, p.now)?;
+        plans::withdraw_ahead(tx, &p.name, p.now)?;
         tx.execute(
             "UPDATE schedules SET paused = 1, paused_reason = ?3, updated_at = ?2, \
                look_at = NULL, awaits_run = 0 WHERE name = ?1",
@@ -316,7 +318,7 @@ pub(crate) fn due(conn: &Connection, p: &ScheduleDueParams) -> Result<Vec<DueSch
     schedules
         .into_iter()
         .map(|(schedule, dead_runs)| {
-            let active_tasks = crate::plans::active_tasks(conn, &schedule.name)?;
+            let active_tasks = plans::active_tasks(conn, &schedule.name)?;
             Ok(DueSchedule {
                 schedule,
                 active_tasks,
@@ -348,7 +350,7 @@ pub(crate) fn apply(tx: &Transaction<'_>, p: &ScheduleApplyParams) -> Result<Vec
         awaits_run,
     );
     let writes = std::slice::from_ref(&write);
-    let written = crate::plans::write_plans(tx, writes, p.now)?;
+    let written = plans::write_plans(tx, writes, p.now)?;
     let lines = rules::ledger_lines(writes);
     if let Some(i) = written.recorded.iter().position(|r| !r) {
         return Err(rules::already_recorded(&lines[i]));

@@ -11,7 +11,7 @@ use sked_store::rules::{PlanWrite, Written};
 use sked_store::*;
 
 use crate::codec::{db_err, opt_ts, state, ts};
-use crate::schedules::from_row;
+use super::from_row;
 use crate::tasks;
 
 /// One pass (see [`Store::schedule_materialise`]).

@@ -29,7 +29,6 @@ pub(crate) mod bulk;
 pub(crate) mod claim;
 mod ended;
 mod insert;
-mod keyed;
 
 #[cfg(test)]
 pub(crate) use batch::READ_LATER_FROM;

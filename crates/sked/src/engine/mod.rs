@@ -35,6 +35,7 @@ use crate::metrics::Metrics;
 
 pub use claims::{ClaimRequest, MAX_CLAIM_NAMES};
 pub(crate) use observe::BEAT_EVERY;
+pub use observe::LEADER_LEASE;
 pub use observe::Presence;
 pub use schedules::{ApplyOptions, MAX_BACKFILL};
 pub use tasks::TaskFilter;

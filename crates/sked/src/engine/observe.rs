@@ -18,6 +18,11 @@ use crate::error::{Error, Result};
 /// 30 s measured 1.14 transactions a second where 0.94 were before (BENCHMARKS.md, idle). A
 /// worker that stops says goodbye at once; one that is killed shows as gone after 3 minutes.
 pub(crate) const BEAT_EVERY: Duration = Duration::from_secs(60);
+
+/// The name of the lease whose holder leads the cluster (the elector in
+/// [`crate::maintenance`] takes and renews it; the cluster's view reads it).
+pub const LEADER_LEASE: &str = "leader";
+
 /// How long after it was last seen a worker or node counts as alive.
 pub(crate) const ALIVE_FOR: SignedDuration = SignedDuration::from_secs(180);
 
@@ -159,7 +164,7 @@ impl Engine {
         let lease = self
             .inner
             .store
-            .lease_get(crate::maintenance::LEADER_LEASE, self.now())
+            .lease_get(LEADER_LEASE, self.now())
             .await?;
         Ok(crate::api::Cluster {
             node: self.inner.config.node_id.clone(),

@@ -19,10 +19,8 @@ use sked_store::LeaseAcquireParams;
 use tokio::time::Instant;
 
 use super::to_std;
+pub use crate::engine::LEADER_LEASE;
 use crate::Engine;
-
-/// The name of the lease whose holder leads the cluster.
-pub const LEADER_LEASE: &str = "leader";
 
 /// Settings of the leader elector.
 #[derive(Debug, Clone)]

@@ -6,9 +6,11 @@ use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use super::placer::Placer;
 use super::{CatchupPolicy, IntervalFrom, OverlapPolicy, Spec};
 use crate::task::TaskId;
+use placer::Placer;
+
+mod placer;
 
 /// How an occurrence ended up, as recorded in the schedule's ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

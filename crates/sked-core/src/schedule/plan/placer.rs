@@ -3,8 +3,8 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::plan::{Ahead, OccurrenceOutcome, Plan, PlanInput, PlannedOccurrence};
-use super::{CatchupPolicy, IntervalFrom, OverlapPolicy, jitter_offset};
+use super::{Ahead, OccurrenceOutcome, Plan, PlanInput, PlannedOccurrence};
+use crate::schedule::{CatchupPolicy, IntervalFrom, OverlapPolicy, jitter_offset};
 
 /// Places due occurrences one by one through the overlap policy, counting the runs that are
 /// unfinished.

@@ -34,6 +34,12 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use sked_core::{Task, TaskId};
+use sked_store::TaskClaimParams;
+
+/// The queues and kinds of a claim, as its position and its turns know them.
+pub(crate) fn filter_key(p: &TaskClaimParams) -> String {
+    format!("{:?} {:?}", p.queues, p.kinds)
+}
 
 /// A task's place in claim order: higher priority first, then earlier run time, then lower id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -290,6 +296,25 @@ impl ClaimCursors {
         if let Some(settings) = settings {
             inner.settings = Some((settings, now));
         }
+    }
+}
+
+/// The listener's announcements move claims back and say when waiting tasks are due.
+impl crate::listen::ClaimHints for ClaimCursors {
+    fn announced(&self, first: Option<crate::listen::Announced>, waiting: Option<Timestamp>) {
+        match first {
+            Some(first) => {
+                self.move_back(Key::before(first.priority, first.run_at));
+                if let Some(at) = waiting {
+                    self.waiting(at);
+                }
+            }
+            None => self.forget(),
+        }
+    }
+
+    fn missed(&self) {
+        self.forget();
     }
 }
 

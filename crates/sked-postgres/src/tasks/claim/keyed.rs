@@ -13,7 +13,7 @@ use sked_store::keyed::{
 };
 use sked_store::*;
 
-use super::Param;
+use crate::tasks::Param;
 use super::cursor::Key;
 use crate::codec::{col, db_err};
 

@@ -11,10 +11,10 @@ use sked_core::{Task, TaskId};
 use sked_store::keyed::{KeyLimits, LIMITED};
 use sked_store::*;
 
-use super::Param;
-use super::claim::{candidates_filter, grace_ms, lease_end_sql};
+use crate::tasks::Param;
+use super::sql::{candidates_filter, claim_sql, grace_ms, lease_end_sql};
 use super::cursor::{ClaimCursors, Key};
-use super::rated::{Reservation, WINDOW, window_starts};
+use super::rated::{Reservation, lock_and_read, window_starts};
 use crate::codec::{TASK_COLUMNS, col, db_err, tasks_from_rows};
 
 /// Claims at most `max` tasks from the `limited` queues, whose rows are locked for the
@@ -98,7 +98,7 @@ pub(super) async fn claim_limited(
                            started_at = $2, lease_expires_at = {lease}, worker = $4, \
                            cancel_requested = false \
                          WHERE t.id = ANY($1) AND {} RETURNING {TASK_COLUMNS}",
-                        super::by_key("t.state = 'available'")
+                        crate::tasks::by_key("t.state = 'available'")
                     ),
                     &[
                         &taken.0,
@@ -217,39 +217,6 @@ async fn read_locked(
     lock_and_read(tx, (limited, LIMITED), columns, now).await
 }
 
-/// Locks the rows of the `queues` that are not paused and meet `cond` (on a queue row `q`),
-/// and reads their `columns` (the rate window joined as `w`, see [`WINDOW`], at `now`).
-pub(super) async fn lock_and_read(
-    tx: &Transaction<'_>,
-    (queues, cond): (&Vec<String>, &str),
-    columns: &str,
-    now: Timestamp,
-) -> Result<Vec<tokio_postgres::Row>> {
-    // The rows are locked first; then, in a statement of its own, each one's running tasks
-    // and the starts its rate window counts are read. In one statement the counts would come
-    // from the snapshot taken before the lock was granted, without what the claim that held
-    // it had just committed, and nodes claiming at once would each take a full window. Sent
-    // together, the second statement still runs after the first.
-    let lock = tx
-        .prepare_cached(&format!(
-            "SELECT q.name FROM sked_queues q WHERE q.name = ANY($1) AND NOT q.paused \
-               AND {cond} ORDER BY q.name FOR UPDATE"
-        ))
-        .await
-        .map_err(db_err)?;
-    let read = tx
-        .prepare_cached(&format!(
-            "SELECT {columns} FROM sked_queues q {WINDOW} \
-             WHERE q.name = ANY($1) AND NOT q.paused AND {cond}"
-        ))
-        .await
-        .map_err(db_err)?;
-    let (lock_params, read_params): ([Param<'_>; 1], [Param<'_>; 2]) = ([queues], [queues, &now]);
-    let (_, rows) = tokio::try_join!(tx.query(&lock, &lock_params), tx.query(&read, &read_params))
-        .map_err(db_err)?;
-    Ok(rows)
-}
-
 /// A walk of one limited queue's claimable tasks, in claim order, from where the last one
 /// ended, with a probe from the front beside it, as claims of the other queues go (see
 /// [`ClaimCursors`]): without it each claim would walk again, from the front of the claim
@@ -269,7 +236,7 @@ impl Walk {
                 queues: vec![queue.to_owned()],
                 ..p.clone()
             };
-            let probe = super::claim::probe(
+            let probe = super::probe::probe(
                 pool.clone(),
                 cursors.clone(),
                 filter,
@@ -354,7 +321,7 @@ impl Walk {
         }
         let one = vec![self.queue.clone()];
         let filter = candidates_filter(&one, &p.kinds, &p.min_priority, &mut params);
-        let sql = super::claim::claim_sql(&filter, self.start.after.is_some(), false);
+        let sql = claim_sql(&filter, self.start.after.is_some(), false);
         let stmt = tx.prepare_cached(&sql).await.map_err(db_err)?;
         let rows = tx.query(&stmt, &params).await.map_err(db_err)?;
         tasks_from_rows(&rows)

@@ -79,7 +79,7 @@ pub(super) async fn reserve(
                 .await
                 .map_err(db_err)
         },
-        super::limited::lock_and_read(&tx, (queues, RATE_ONLY), columns, now)
+        lock_and_read(&tx, (queues, RATE_ONLY), columns, now)
     )?;
     let mut wanted: Vec<(String, i32)> = Vec::new();
     let mut held_until = None;
@@ -174,4 +174,37 @@ pub(super) async fn give_back(
     .await
     .map_err(db_err)?;
     Ok(())
+}
+
+/// Locks the rows of the `queues` that are not paused and meet `cond` (on a queue row `q`),
+/// and reads their `columns` (the rate window joined as `w`, see [`WINDOW`], at `now`).
+pub(super) async fn lock_and_read(
+    tx: &Transaction<'_>,
+    (queues, cond): (&Vec<String>, &str),
+    columns: &str,
+    now: Timestamp,
+) -> Result<Vec<tokio_postgres::Row>> {
+    // The rows are locked first; then, in a statement of its own, each one's running tasks
+    // and the starts its rate window counts are read. In one statement the counts would come
+    // from the snapshot taken before the lock was granted, without what the claim that held
+    // it had just committed, and nodes claiming at once would each take a full window. Sent
+    // together, the second statement still runs after the first.
+    let lock = tx
+        .prepare_cached(&format!(
+            "SELECT q.name FROM sked_queues q WHERE q.name = ANY($1) AND NOT q.paused \
+               AND {cond} ORDER BY q.name FOR UPDATE"
+        ))
+        .await
+        .map_err(db_err)?;
+    let read = tx
+        .prepare_cached(&format!(
+            "SELECT {columns} FROM sked_queues q {WINDOW} \
+             WHERE q.name = ANY($1) AND NOT q.paused AND {cond}"
+        ))
+        .await
+        .map_err(db_err)?;
+    let (lock_params, read_params): ([Param<'_>; 1], [Param<'_>; 2]) = ([queues], [queues, &now]);
+    let (_, rows) = tokio::try_join!(tx.query(&lock, &lock_params), tx.query(&read, &read_params))
+        .map_err(db_err)?;
+    Ok(rows)
 }

@@ -36,7 +36,7 @@ impl ClaimTurns {
         if p.max < TURNS_FROM {
             return Ok(None);
         }
-        let key = super::claim::filter_key(p);
+        let key = super::cursor::filter_key(p);
         match tokio::time::timeout_at(deadline, self.take(&key)).await {
             Ok(turn) => Ok(Some(turn)),
             Err(_) => Err(StoreError::Unavailable(
@@ -46,7 +46,7 @@ impl ClaimTurns {
     }
 
     /// Waits for the turn of a claim over `filter` (its queues and kinds, as
-    /// [`super::claim::filter_key`] spells them); the turn lasts as long as the guard.
+    /// [`super::cursor::filter_key`] spells them); the turn lasts as long as the guard.
     async fn take(&self, filter: &str) -> OwnedMutexGuard<()> {
         let line = {
             // Plain values only: a panic elsewhere cannot have left the map half-changed.

@@ -15,6 +15,8 @@ use super::batch::{Leased, lease_claimed};
 use crate::codec::{db_err, from_ts, ts};
 use crate::indexed;
 
+mod keyed;
+
 /// Moves due scheduled/retrying tasks to available.
 fn stage(tx: &Transaction<'_>, now: Timestamp) -> Result<usize> {
     tx.prepare_cached(&indexed::STAGE)
@@ -310,7 +312,7 @@ fn keys<'q>(
         for (walk, queue) in queues.iter().enumerate() {
             let limit = limits.quota.get(queue).map_or(max, |&left| left.min(max));
             if let Some(&per_key) = limits.keyed.get(queue) {
-                let (found, frees) = super::keyed::claim_keys(tx, queue, per_key, limit, p)?;
+                let (found, frees) = keyed::claim_keys(tx, queue, per_key, limit, p)?;
                 *held_until = rate::sooner(*held_until, frees);
                 keys.extend(found.into_iter().map(|k| (k, walk)));
                 continue;

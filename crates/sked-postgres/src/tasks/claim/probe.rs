@@ -1,0 +1,64 @@
+//! The claim probe: a look for the first claimable task from the front, beside the claims,
+//! which catches what no announcement moved claim positions back for (see [`super::cursor`]).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use deadpool_postgres::Pool;
+use sked_store::*;
+
+use crate::tasks::Param;
+use super::sql::{OPEN, candidates_filter};
+use super::cursor::{ClaimCursors, Key};
+use crate::codec::{col, db_err};
+
+/// Looks for the first claimable task from the front of the claim index, apart from the
+/// claims (with a snapshot held it walks every task claimed since), and hands it to
+/// [`ClaimCursors::probed`]. A failure only delays the next probe. `open`: among the queues
+/// that are neither paused nor limited (the claim's); otherwise among `p`'s queues (a walk of
+/// one limited queue).
+pub(super) async fn probe(
+    pool: Pool,
+    cursors: Arc<ClaimCursors>,
+    filter_key: String,
+    seen: Option<Key>,
+    p: TaskClaimParams,
+    open: bool,
+) {
+    // Its cost is the walk: the time to get a connection does not count.
+    let mut began = Instant::now();
+    let first = async {
+        let c = pool
+            .get()
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        began = Instant::now();
+        let mut params: Vec<Param<'_>> = Vec::new();
+        let filter = candidates_filter(&p.queues, &p.kinds, &None, &mut params);
+        let open = match open {
+            true => format!(" AND {}", OPEN.as_str()),
+            false => String::new(),
+        };
+        let stmt = c
+            .prepare_cached(&format!(
+                "SELECT priority, run_at, id FROM sked_tasks c WHERE {filter}{open} \
+                 ORDER BY priority DESC, run_at, id LIMIT 1"
+            ))
+            .await
+            .map_err(db_err)?;
+        let row = c.query_opt(&stmt, &params).await.map_err(db_err)?;
+        row.map(|r| -> Result<Key> {
+            Ok(Key {
+                priority: col(&r, 0)?,
+                run_at: col(&r, 1)?,
+                id: col(&r, 2)?,
+            })
+        })
+        .transpose()
+    };
+    let first = first.await.unwrap_or_else(|e| {
+        tracing::debug!(error = %e, "the claim probe failed");
+        None
+    });
+    cursors.probed(&filter_key, first, seen, p.now, began.elapsed());
+}
