@@ -181,7 +181,9 @@ impl PgStore {
             }
         }
         .await;
-        let reset = c.batch_execute(crate::tasks::claim::sql::ORDERED_WALK_END).await;
+        let reset = c
+            .batch_execute(crate::tasks::claim::sql::ORDERED_WALK_END)
+            .await;
         let done = drained?;
         reset.map_err(db_err)?;
         Ok(done)

@@ -488,7 +488,8 @@ impl Store for PgStore {
     }
 
     async fn schedule_due(&self, params: ScheduleDueParams) -> Result<Vec<DueSchedule>> {
-        self.op(async |c, _| schedules::plans::due(c, &params).await).await
+        self.op(async |c, _| schedules::plans::due(c, &params).await)
+            .await
     }
 
     async fn schedule_apply(&self, params: ScheduleApplyParams) -> Result<Vec<TaskId>> {
@@ -507,7 +508,8 @@ impl Store for PgStore {
     }
 
     async fn schedule_next_fire_at(&self) -> Result<Option<jiff::Timestamp>> {
-        self.op(async |c, _| schedules::plans::next_fire_at(c).await).await
+        self.op(async |c, _| schedules::plans::next_fire_at(c).await)
+            .await
     }
 
     async fn schedule_materialise(
@@ -519,7 +521,8 @@ impl Store for PgStore {
     }
 
     async fn schedule_next_look_at(&self) -> Result<Option<jiff::Timestamp>> {
-        self.op(async |c, _| schedules::plans::next_look_at(c).await).await
+        self.op(async |c, _| schedules::plans::next_look_at(c).await)
+            .await
     }
 
     async fn activity(&self, params: ActivityParams) -> Result<Vec<ActivityBucket>> {

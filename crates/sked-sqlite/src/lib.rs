@@ -438,7 +438,8 @@ impl Store for SqliteStore {
         &self,
         params: ScheduleMaterialiseParams,
     ) -> Result<MaterialiseReport> {
-        self.write(move |tx| schedules::plans::materialise(tx, &params)).await
+        self.write(move |tx| schedules::plans::materialise(tx, &params))
+            .await
     }
 
     async fn schedule_next_look_at(&self) -> Result<Option<jiff::Timestamp>> {

@@ -38,10 +38,13 @@ fn code(text: &str) -> String {
 
 /// The paths a `use` tree names: `a::{b, c::{d, e}}` is `a::b`, `a::c::d`, `a::c::e`.
 fn expand(tree: &str) -> Vec<String> {
-    let Some(open) = tree.find('{') else {
+    let (Some(open), Some(close)) = (tree.find('{'), tree.rfind('}')) else {
         return vec![tree.to_string()];
     };
-    let (prefix, inner) = (&tree[..open], &tree[open + 1..tree.rfind('}').unwrap()]);
+    if close < open {
+        return vec![tree.to_string()];
+    }
+    let (prefix, inner) = (&tree[..open], &tree[open + 1..close]);
     let (mut parts, mut depth, mut start) = (Vec::new(), 0, 0);
     for (i, ch) in inner.char_indices() {
         match ch {
@@ -77,15 +80,25 @@ fn paths(code: &str) -> Vec<String> {
             .map(|(i, _)| i)
             .collect::<Vec<_>>()
     };
-    for i in starts("use ") {
-        let Some(end) = code[i..].find(';') else {
-            continue;
-        };
-        let tree: String = code[i + 4..i + end]
-            .chars()
-            .filter(|c| !c.is_whitespace())
-            .collect();
-        out.extend(expand(&tree));
+    // `use` items start their line (after any visibility).
+    let mut at = 0;
+    for line in code.split_inclusive('\n') {
+        let body = line.trim_start();
+        let body = ["pub(crate) ", "pub(super) ", "pub "]
+            .iter()
+            .find_map(|v| body.strip_prefix(v))
+            .unwrap_or(body);
+        if let Some(rest) = body.strip_prefix("use ") {
+            let start = at + (line.len() - rest.len());
+            if let Some(end) = code[start..].find(';') {
+                let tree: String = code[start..start + end]
+                    .chars()
+                    .filter(|c| !c.is_whitespace())
+                    .collect();
+                out.extend(expand(&tree));
+            }
+        }
+        at += line.len();
     }
     for word in ["crate::", "super::", "self::"] {
         for i in starts(word) {
@@ -238,10 +251,16 @@ fn the_check_finds_a_cycle_through_nested_modules_and_grouped_imports() {
         std::fs::write(file, text).unwrap();
     };
     write("lib.rs", "//! x\nmod a;\nmod b;\nmod c;\n");
-    write("a/mod.rs", "//! a\nmod inner;\nuse crate::c::f; // use crate::b;\n");
+    write(
+        "a/mod.rs",
+        "//! a\nmod inner;\nuse crate::c::f; // use crate::b;\n",
+    );
     write("a/inner.rs", "//! a::inner\nuse crate::{b::{g, h}};\n");
     write("b.rs", "//! b\nfn x() { super::a::y(); }\n");
-    write("c.rs", "//! c\nuse super::b;\n#[cfg(test)]\nmod tests { use crate::a; }\n");
+    write(
+        "c.rs",
+        "//! c\nuse super::b;\n#[cfg(test)]\nmod tests { use crate::a; }\n",
+    );
     assert_eq!(cycles(src), ["a -> b -> a", "a -> c -> b -> a"]);
     write("b.rs", "//! b\n");
     assert!(cycles(src).is_empty(), "{:?}", cycles(src));

@@ -13,8 +13,8 @@ use sked_store::states::ACTIVE;
 use sked_store::*;
 use tokio_postgres::GenericClient;
 
-use crate::codec::{col, db_err, state};
 use super::{COLUMNS, bad, existing_locked, from_row};
+use crate::codec::{col, db_err, state};
 use crate::tasks;
 
 /// One pass (see [`Store::schedule_materialise`]).

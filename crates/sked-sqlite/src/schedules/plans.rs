@@ -10,8 +10,8 @@ use sked_core::{TaskId, TaskState};
 use sked_store::rules::{PlanWrite, Written};
 use sked_store::*;
 
-use crate::codec::{db_err, opt_ts, state, ts};
 use super::from_row;
+use crate::codec::{db_err, opt_ts, state, ts};
 use crate::tasks;
 
 /// One pass (see [`Store::schedule_materialise`]).

@@ -120,7 +120,12 @@ async fn all_tasks(store: &Shared) -> Vec<Task> {
 pub async fn claims_agree_with_the_reference_claim(store: &Shared) {
     // The queues' settings as the sequences set them; the tasks of earlier sequences stay.
     let mut settings = BTreeMap::new();
-    for seed in [1_u64, 2, 3] {
+    // `SKED_REFERENCE_SEEDS=N` runs seeds 1 to N (3 by default), to search longer.
+    let seeds = std::env::var("SKED_REFERENCE_SEEDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(3_u64);
+    for seed in 1..=seeds {
         run_sequence(store, seed, &mut settings).await;
     }
 }
@@ -130,7 +135,9 @@ async fn run_sequence(store: &Shared, seed: u64, settings: &mut BTreeMap<String,
     // Each sequence has queues of its own; a claim of every queue sees earlier ones' too.
     let queue = |i: u64| format!("{}-{seed}", QUEUES[i as usize]);
     let names: Vec<String> = (0..QUEUES.len() as u64).map(queue).collect();
-    let mut now = t0().checked_add(SignedDuration::from_hours(seed as i64)).unwrap();
+    let mut now = t0()
+        .checked_add(SignedDuration::from_hours(seed as i64))
+        .unwrap();
     for step in 0..160 {
         let what = rng.below(100);
         let context = format!("seed {seed}, step {step}");
@@ -145,7 +152,8 @@ async fn run_sequence(store: &Shared, seed: u64, settings: &mut BTreeMap<String,
                         .run_at(now.checked_add(SignedDuration::from_secs(offset)).unwrap())
                 })
                 .collect();
-            insert_batch(store, &tasks, now).await;
+            let ids = insert_batch(store, &tasks, now).await;
+            trace(&context, || format!("insert at {now}: {ids:?} {tasks:?}"));
         } else if what < 65 {
             // Every queue, or some of this sequence's.
             let queues: Vec<String> = match rng.below(3) {
@@ -153,7 +161,11 @@ async fn run_sequence(store: &Shared, seed: u64, settings: &mut BTreeMap<String,
                 _ => names.iter().filter(|_| rng.chance(50)).cloned().collect(),
             };
             let kinds: Vec<String> = match rng.below(3) {
-                0 => KINDS.iter().filter(|_| rng.chance(60)).map(|k| k.to_string()).collect(),
+                0 => KINDS
+                    .iter()
+                    .filter(|_| rng.chance(60))
+                    .map(|k| k.to_string())
+                    .collect(),
                 _ => vec![],
             };
             let p = TaskClaimParams {
@@ -167,12 +179,14 @@ async fn run_sequence(store: &Shared, seed: u64, settings: &mut BTreeMap<String,
                 now,
             };
             let before = all_tasks(store).await;
-            let by_name: BTreeMap<&str, Settings> = settings
-                .iter()
-                .map(|(k, v)| (k.as_str(), *v))
-                .collect();
+            let by_name: BTreeMap<&str, Settings> =
+                settings.iter().map(|(k, v)| (k.as_str(), *v)).collect();
             let allowed = reference(&before, &by_name, &p);
             let claimed = store.task_claim(p.clone()).await.unwrap();
+            trace(&context, || {
+                let ids: Vec<TaskId> = claimed.iter().map(|t| t.id).collect();
+                format!("claim {p:?}: {ids:?}")
+            });
             check_claim(&context, &before, &by_name, &p, &allowed, &claimed);
         } else if what < 85 {
             let running: Vec<Task> = all_tasks(store)
@@ -180,12 +194,18 @@ async fn run_sequence(store: &Shared, seed: u64, settings: &mut BTreeMap<String,
                 .into_iter()
                 .filter(|t| t.state == TaskState::Running && names.contains(&t.queue))
                 .collect();
-            for t in running.iter().filter(|_| rng.chance(50)) {
+            for t in &running {
+                if !rng.chance(50) {
+                    continue;
+                }
                 let outcome = match rng.below(3) {
                     0 => FinishOutcome::Succeeded { result: None },
                     1 => failed(true),
                     _ => failed(false),
                 };
+                trace(&context, || {
+                    format!("finish {} at {now}: {outcome:?}", t.id)
+                });
                 finish(store, t.id, t.attempt, outcome, now).await.unwrap();
             }
         } else if what < 93 {
@@ -211,8 +231,16 @@ async fn run_sequence(store: &Shared, seed: u64, settings: &mut BTreeMap<String,
                 s.limit = rng.chance(60).then(|| 1 + rng.below(3) as u32);
                 update.concurrency_limit = Some(s.limit);
             }
+            trace(&context, || format!("queue {update:?}"));
             store.queue_update(update).await.unwrap();
         }
+    }
+}
+
+/// Prints a step when `SKED_REFERENCE_TRACE` is set, to follow a failing sequence.
+fn trace(context: &str, line: impl FnOnce() -> String) {
+    if std::env::var_os("SKED_REFERENCE_TRACE").is_some() {
+        eprintln!("{context}: {}", line());
     }
 }
 
@@ -241,11 +269,26 @@ fn check_claim(
         assert_eq!(t.state, TaskState::Running, "{context}");
     }
     let wanted = (p.max as usize).min(allowed.len());
+    let shown: Vec<String> = allowed
+        .iter()
+        .filter_map(|id| before.iter().find(|t| t.id == *id))
+        .map(|t| {
+            format!(
+                "{} {:?} {} p{} {}",
+                t.id, t.state, t.queue, t.priority, t.run_at
+            )
+        })
+        .collect();
     assert_eq!(
         claimed.len(),
         wanted,
-        "{context}: took {taken:?} of max {}, where the reference allows {allowed:?}",
-        p.max
+        "{context}: took {taken:?} of max {} at {} (queues {:?}, kinds {:?}, min {:?}), where \
+         the reference allows {shown:?}; settings {settings:?}",
+        p.max,
+        p.now,
+        p.queues,
+        p.kinds,
+        p.min_priority
     );
     // Within a queue, the first in claim order.
     let queue_of: BTreeMap<TaskId, &str> =
@@ -267,7 +310,10 @@ fn check_claim(
         .any(|q| settings.get(q).is_some_and(|s| s.limit.is_some()));
     if !limited {
         let first: BTreeSet<TaskId> = allowed[..wanted].iter().copied().collect();
-        assert_eq!(taken, first, "{context}: not the first {wanted} in claim order");
+        assert_eq!(
+            taken, first,
+            "{context}: not the first {wanted} in claim order"
+        );
     }
 }
 
@@ -302,8 +348,20 @@ mod tests {
             t(7, "a", 0, TaskState::Available, 1),
         ];
         let mut settings = BTreeMap::new();
-        settings.insert("c", Settings { paused: true, limit: None });
-        settings.insert("a", Settings { paused: false, limit: Some(2) });
+        settings.insert(
+            "c",
+            Settings {
+                paused: true,
+                limit: None,
+            },
+        );
+        settings.insert(
+            "a",
+            Settings {
+                paused: false,
+                limit: Some(2),
+            },
+        );
         let p = TaskClaimParams {
             queues: vec![],
             kinds: vec![],

@@ -161,11 +161,7 @@ impl Engine {
 
     /// This node, and the leader as the database has it.
     pub async fn cluster(&self) -> Result<crate::api::Cluster> {
-        let lease = self
-            .inner
-            .store
-            .lease_get(LEADER_LEASE, self.now())
-            .await?;
+        let lease = self.inner.store.lease_get(LEADER_LEASE, self.now()).await?;
         Ok(crate::api::Cluster {
             node: self.inner.config.node_id.clone(),
             leader_until: lease.as_ref().map(|l| l.expires_at),

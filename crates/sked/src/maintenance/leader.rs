@@ -19,8 +19,8 @@ use sked_store::LeaseAcquireParams;
 use tokio::time::Instant;
 
 use super::to_std;
-pub use crate::engine::LEADER_LEASE;
 use crate::Engine;
+pub use crate::engine::LEADER_LEASE;
 
 /// Settings of the leader elector.
 #[derive(Debug, Clone)]

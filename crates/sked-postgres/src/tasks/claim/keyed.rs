@@ -13,9 +13,9 @@ use sked_store::keyed::{
 };
 use sked_store::*;
 
-use crate::tasks::Param;
 use super::cursor::Key;
 use crate::codec::{col, db_err};
+use crate::tasks::Param;
 
 /// The claim's filters (kinds, lowest priority) as SQL, their parameters pushed after those in
 /// `params` (numbered on from them).

@@ -11,11 +11,11 @@ use sked_core::{Task, TaskId};
 use sked_store::keyed::{KeyLimits, LIMITED};
 use sked_store::*;
 
-use crate::tasks::Param;
-use super::sql::{candidates_filter, claim_sql, grace_ms, lease_end_sql};
 use super::cursor::{ClaimCursors, Key};
 use super::rated::{Reservation, lock_and_read, window_starts};
+use super::sql::{candidates_filter, claim_sql, grace_ms, lease_end_sql};
 use crate::codec::{TASK_COLUMNS, col, db_err, tasks_from_rows};
+use crate::tasks::Param;
 
 /// Claims at most `max` tasks from the `limited` queues, whose rows are locked for the
 /// transaction so that nodes claiming at once cannot together exceed a limit, and from the

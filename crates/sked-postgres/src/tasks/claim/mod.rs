@@ -1,13 +1,10 @@
 //! Claiming tasks (staging due ones first) and extending leases.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use deadpool_postgres::{Object, Pool};
 use jiff::Timestamp;
 use sked_core::Task;
-use sked_store::keyed;
-use sked_store::states::WAITING;
 use sked_store::*;
 
 use super::Param;
@@ -16,8 +13,8 @@ use cursor::{ClaimCursors, Key, NextDue, QueueSetting, filter_key};
 use known::Limited;
 use probe::probe;
 use sql::{
-    HEARTBEAT, ORDERED_WALK, ORDERED_WALK_END, QUEUE_SETTINGS, STAGE, candidates_filter,
-    claim_sql, grace_ms,
+    HEARTBEAT, ORDERED_WALK, ORDERED_WALK_END, QUEUE_SETTINGS, STAGE, STAGE_BATCH,
+    candidates_filter, claim_sql, grace_ms,
 };
 
 pub(crate) mod cursor;
@@ -36,26 +33,31 @@ pub(crate) async fn claim(
     cursors: &Arc<ClaimCursors>,
     p: &TaskClaimParams,
 ) -> Result<(Vec<Task>, Option<Timestamp>)> {
+    let mut may_stage = true;
     loop {
-        if let Some(claimed) = claim_from_position(c, pool, channel, cursors, p).await? {
+        if let Some(claimed) = claim_from_position(c, pool, channel, cursors, p, may_stage).await? {
             return Ok(claimed);
         }
+        may_stage = false;
     }
 }
 
-/// One claim from the store's position for `p`'s queues and kinds; `None` when that position
-/// was the end and staging made tasks available before it: claim again, from them.
+/// One claim from the store's position for `p`'s queues and kinds; `None` when it only
+/// staged: claim again (without staging), from before what staging made available.
 ///
-/// At the end, the claim statement would find nothing, and a claim from the front would walk,
+/// When claims resume from a position, staging runs alone: the tasks it makes available may
+/// lie before that position, and a claim in the same round trip would pass over them. At the
+/// end, the claim statement would find nothing anyway, and a claim from the front would walk,
 /// with a snapshot held, every task claimed since (a node whose worker keeps up with a steady
-/// load is at the end whenever its staging runs, once a second). So staging runs alone, and
-/// when it makes tasks available the claim starts again just before them.
+/// load is at the end whenever its staging runs, once a second). Staging is due when a waiting
+/// task is (see `known.rs`) and at least once a second, so this costs a round trip then.
 async fn claim_from_position(
     c: &mut Object,
     pool: &Pool,
     channel: &str,
     cursors: &Arc<ClaimCursors>,
     p: &TaskClaimParams,
+    may_stage: bool,
 ) -> Result<Option<(Vec<Task>, Option<Timestamp>)>> {
     let expires = p
         .now
@@ -65,9 +67,11 @@ async fn claim_from_position(
     let filter_key = filter_key(p);
     // Staging and the queue settings only when they may have changed (see `super::known`).
     let (stage_first, known_settings) = cursors.before_claim(p.now);
+    let stage_first = stage_first && may_stage;
     let start = cursors.start(&filter_key, p.now);
     let after = start.after;
     let at_end = after == Some(Key::END);
+    let stage_alone = stage_first && after.is_some();
     if start.probe {
         let (pool, cursors) = (pool.clone(), cursors.clone());
         tokio::spawn(probe(pool, cursors, filter_key, after, p.clone(), true));
@@ -105,7 +109,7 @@ async fn claim_from_position(
                 }
             },
             async {
-                match at_end {
+                match at_end || stage_alone {
                     true => Ok(Vec::new()),
                     false => c.query(&take, &params).await,
                 }
@@ -137,14 +141,12 @@ async fn claim_from_position(
         }
     }
     cursors.learnt(&start, next_due, read_settings, p.now);
-    let mut staged_before_end = false;
     if let Some(row) = &staged {
         if let (Some(top), Some(first)) = (col(row, 0)?, col(row, 1)?) {
             cursors.move_back(Key::before(top, first));
-            staged_before_end = at_end;
         }
     }
-    if staged_before_end {
+    if stage_alone {
         return Ok(None);
     }
     // A short claim over every priority walked to the end of the open queues' claimable
@@ -161,15 +163,9 @@ async fn claim_from_position(
         };
         held_until = held;
         if !(locked.is_empty() && reserved.is_empty()) {
-            let (more, held) = limited::claim_limited(
-                c,
-                (pool, cursors),
-                p,
-                (&locked, &reserved),
-                left,
-                expires,
-            )
-            .await?;
+            let (more, held) =
+                limited::claim_limited(c, (pool, cursors), p, (&locked, &reserved), left, expires)
+                    .await?;
             claimed.extend(more);
             claimed.sort_by_key(|t| Key::of(t).order());
             held_until = sked_store::rate::sooner(held_until, held);

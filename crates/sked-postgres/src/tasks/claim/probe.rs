@@ -7,10 +7,10 @@ use std::time::Instant;
 use deadpool_postgres::Pool;
 use sked_store::*;
 
-use crate::tasks::Param;
-use super::sql::{OPEN, candidates_filter};
 use super::cursor::{ClaimCursors, Key};
+use super::sql::{OPEN, candidates_filter};
 use crate::codec::{col, db_err};
+use crate::tasks::Param;
 
 /// Looks for the first claimable task from the front of the claim index, apart from the
 /// claims (with a snapshot held it walks every task claimed since), and hands it to

@@ -24,10 +24,11 @@ use jiff::Timestamp;
 use sked_store::*;
 
 use crate::codec::{col, db_err};
+use crate::tasks::Param;
 
 /// The condition, on a queue row `q`, of a queue whose claims reserve their starts: a rate
 /// limit without a burst, and no other limit.
-pub(super) const RATE_ONLY: &str = "(q.rate_limit IS NOT NULL AND q.rate_burst IS NULL \
+pub(crate) const RATE_ONLY: &str = "(q.rate_limit IS NOT NULL AND q.rate_burst IS NULL \
     AND q.concurrency_limit IS NULL AND q.per_key_limit IS NULL \
     AND q.per_key_rate_limit IS NULL)";
 

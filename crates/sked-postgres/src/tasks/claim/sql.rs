@@ -5,9 +5,9 @@
 use sked_store::keyed;
 use sked_store::states::WAITING;
 
-use crate::tasks::Param;
 use crate::codec::TASK_COLUMNS;
 use crate::listen::notify_tasks_sql;
+use crate::tasks::Param;
 
 /// Due scheduled/retrying tasks become available (`$1` the channel, `$2` now), at most
 /// [`STAGE_BATCH`], and are announced by their highest priority and earliest run time. One
