@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{Server, wait_for};
+use crate::common::{Server, stamp, wait_for};
 use crate::hostile_cli::request;
 
 fn add(srv: &Server, extra: &[&str]) -> Value {
@@ -94,13 +94,7 @@ fn five_debounced_enqueues_run_once_with_the_last_payload() {
     // Due a second after the last enqueue (0.8 s or more after the first), not after the
     // first: by the server's clock, it started at least 1.8 s after it was created.
     let t = srv.task(&id);
-    let at = |field: &str| {
-        t[field]
-            .as_str()
-            .unwrap()
-            .parse::<jiff::Timestamp>()
-            .unwrap()
-    };
+    let at = |field: &str| stamp(&t, field);
     let took = at("started_at").duration_since(at("created_at"));
     assert!(
         took >= jiff::SignedDuration::from_millis(1_800),

@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use crate::common::{SKED, Server, wait_for};
+use crate::common::{SKED, Server, stamp, wait_for};
 
 #[test]
 fn shell_task_two_seconds_ahead_runs_exactly_once() {
@@ -31,13 +31,7 @@ fn shell_task_two_seconds_ahead_runs_exactly_once() {
     });
     // Started at or after its time, two seconds after it was added, by the server's clock.
     let t = srv.task(&id);
-    let at = |field: &str| {
-        t[field]
-            .as_str()
-            .unwrap()
-            .parse::<jiff::Timestamp>()
-            .unwrap()
-    };
+    let at = |field: &str| stamp(&t, field);
     assert!(at("started_at") >= at("run_at"), "ran before its time: {t}");
     assert!(
         at("run_at") >= at("created_at") + jiff::SignedDuration::from_millis(1_990),

@@ -269,6 +269,14 @@ pub fn health(url: &str) -> Option<Value> {
     (status == 200).then(|| serde_json::from_str(&body).ok())?
 }
 
+/// A time field of a task's JSON (`run_at`, `started_at`, …), as the server stamped it.
+#[track_caller]
+pub fn stamp(task: &Value, field: &str) -> jiff::Timestamp {
+    let text = task[field].as_str();
+    let text = text.unwrap_or_else(|| panic!("{field} is not a time: {task}"));
+    text.parse().unwrap()
+}
+
 #[track_caller]
 pub fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
