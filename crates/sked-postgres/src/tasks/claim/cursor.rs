@@ -263,9 +263,10 @@ impl ClaimCursors {
         Some(locked.collect())
     }
 
-    /// Whether a claim at `now` stages due waiting tasks first, and the queue settings, if
-    /// known and read within [`super::known::REFRESH`].
-    pub(crate) fn before_claim(&self, now: Timestamp) -> (bool, Option<Vec<QueueSetting>>) {
+    /// Whether a claim at `now` stages due waiting tasks first, whether a waiting task is known
+    /// to be due ([`NextDue::known_due`]), and the queue settings, if known and read within
+    /// [`super::known::REFRESH`].
+    pub(crate) fn before_claim(&self, now: Timestamp) -> (bool, bool, Option<Vec<QueueSetting>>) {
         let inner = self.lock();
         let settings = inner.settings.as_ref().and_then(|(s, read)| {
             (now < read
@@ -273,7 +274,11 @@ impl ClaimCursors {
                 .unwrap_or(Timestamp::MAX))
             .then(|| s.clone())
         });
-        (inner.next_due.stage(now), settings)
+        (
+            inner.next_due.stage(now),
+            inner.next_due.known_due(now),
+            settings,
+        )
     }
 
     /// Records what a claim that began as `start` learnt: when the next waiting task is due

@@ -41,6 +41,16 @@ impl NextDue {
         };
     }
 
+    /// Whether a waiting task is known to be due at `now` (or nothing is known): staging will
+    /// make tasks available, rather than look once a second for what no announcement named.
+    pub(crate) fn known_due(&self, now: Timestamp) -> bool {
+        match *self {
+            NextDue::Unknown => true,
+            NextDue::Never { .. } => false,
+            NextDue::At { at, .. } => at <= now,
+        }
+    }
+
     /// Whether a claim at `now` stages first.
     pub(crate) fn stage(&self, now: Timestamp) -> bool {
         let (due, checked) = match *self {

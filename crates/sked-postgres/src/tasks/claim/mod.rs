@@ -45,12 +45,12 @@ pub(crate) async fn claim(
 /// One claim from the store's position for `p`'s queues and kinds; `None` when it only
 /// staged: claim again (without staging), from before what staging made available.
 ///
-/// When claims resume from a position, staging runs alone: the tasks it makes available may
-/// lie before that position, and a claim in the same round trip would pass over them. At the
-/// end, the claim statement would find nothing anyway, and a claim from the front would walk,
-/// with a snapshot held, every task claimed since (a node whose worker keeps up with a steady
-/// load is at the end whenever its staging runs, once a second). Staging is due when a waiting
-/// task is (see `known.rs`) and at least once a second, so this costs a round trip then.
+/// When claims resume from a position and a waiting task is known to be due, staging runs
+/// alone: the tasks it makes available may lie before that position, and a claim in the same
+/// round trip would pass over them. At the end, the claim statement would find nothing anyway,
+/// and a claim from the front would walk, with a snapshot held, every task claimed since (a
+/// node whose worker keeps up with a steady load is at the end whenever its staging runs, once
+/// a second). So a round trip more is paid only when a waiting task comes due.
 async fn claim_from_position(
     c: &mut Object,
     pool: &Pool,
@@ -66,12 +66,15 @@ async fn claim_from_position(
     let max = i64::from(p.max);
     let filter_key = filter_key(p);
     // Staging and the queue settings only when they may have changed (see `super::known`).
-    let (stage_first, known_settings) = cursors.before_claim(p.now);
+    let (stage_first, known_due, known_settings) = cursors.before_claim(p.now);
     let stage_first = stage_first && may_stage;
     let start = cursors.start(&filter_key, p.now);
     let after = start.after;
     let at_end = after == Some(Key::END);
-    let stage_alone = stage_first && after.is_some();
+    // A task known to be due may lie before the position: stage alone, then claim. Staging
+    // that only looks (once a second) for what no announcement named runs beside the claim,
+    // and what it finds is claimed from the next claim on.
+    let stage_alone = stage_first && after.is_some() && (at_end || known_due);
     if start.probe {
         let (pool, cursors) = (pool.clone(), cursors.clone());
         tokio::spawn(probe(pool, cursors, filter_key, after, p.clone(), true));
