@@ -109,10 +109,8 @@ pub(crate) fn parse(payload: &str) -> Option<StoreEvent> {
 /// Hands a task announcement to the claim state.
 fn hint(hints: &dyn ClaimHints, payload: &str) {
     if let Some(rest) = payload.strip_prefix('t') {
-        match announced(rest) {
-            Some((first, waiting)) => hints.announced(Some(first), waiting),
-            None => hints.announced(None, None),
-        }
+        let (first, waiting) = announced(rest).unzip();
+        hints.announced(first, waiting.flatten());
     }
 }
 

@@ -15,6 +15,20 @@ pub struct ScratchSchema {
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
+/// `base_url` with its connections named after `schema`, so that clean-up can end stragglers.
+fn named_url(base_url: &str, schema: &str) -> String {
+    let sep = if base_url.contains('?') { '&' } else { '?' };
+    format!("{base_url}{sep}application_name={schema}")
+}
+
+/// Options that connect a store to `schema` (a pool of 4 connections named after it).
+pub(crate) fn schema_options(base_url: &str, schema: &str) -> crate::PgOptions {
+    let mut opts = crate::PgOptions::new(named_url(base_url, schema));
+    opts.schema = Some(schema.to_string());
+    opts.pool_size = 4;
+    opts
+}
+
 impl ScratchSchema {
     /// A new, unique schema name (the schema itself is created by the store on connect).
     pub fn new(base_url: &str) -> ScratchSchema {
@@ -37,20 +51,12 @@ impl ScratchSchema {
     }
 
     fn named_url(&self) -> String {
-        let sep = if self.base_url.contains('?') {
-            '&'
-        } else {
-            '?'
-        };
-        format!("{}{sep}application_name={}", self.base_url, self.name)
+        named_url(&self.base_url, &self.name)
     }
 
     /// Options that connect a store to this schema (a pool of 4 connections).
     pub fn options(&self) -> crate::PgOptions {
-        let mut opts = crate::PgOptions::new(self.named_url());
-        opts.schema = Some(self.name.clone());
-        opts.pool_size = 4;
-        opts
+        schema_options(&self.base_url, &self.name)
     }
 }
 

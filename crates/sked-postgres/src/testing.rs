@@ -119,18 +119,7 @@ impl PooledSchema {
     /// Options that connect a store to this schema (a pool of 4 connections), its connections
     /// named after the schema.
     pub fn options(&self) -> crate::PgOptions {
-        let sep = if self.base_url.contains('?') {
-            '&'
-        } else {
-            '?'
-        };
-        let mut opts = crate::PgOptions::new(format!(
-            "{}{sep}application_name={}",
-            self.base_url, self.name
-        ));
-        opts.schema = Some(self.name.clone());
-        opts.pool_size = 4;
-        opts
+        crate::scratch::schema_options(&self.base_url, &self.name)
     }
 }
 
