@@ -2,6 +2,7 @@
 
 #[macro_use]
 mod output;
+#[cfg(feature = "bench")]
 mod bench;
 mod client;
 mod otel;
@@ -123,6 +124,7 @@ enum Command {
     #[command(subcommand)]
     Cron(CronCmd),
     /// Measure the store and engine in-process.
+    #[cfg(feature = "bench")]
     Bench(bench::BenchArgs),
     /// Print the completion script for a shell: `source <(sked completions bash)`.
     Completions {
@@ -210,6 +212,7 @@ fn main() -> ExitCode {
                     Command::Task(c) => client::task(c, &global.remote()).await,
                     Command::Schedule(c) => client::schedule(c, &global.remote()).await,
                     Command::Queue(c) => client::queue(c, &global.remote()).await,
+                    #[cfg(feature = "bench")]
                     Command::Bench(a) => bench::run(a).await,
                     Command::Top(a) => top::top(a, &global.remote()).await,
                     Command::Cron(_) | Command::Completions { .. } | Command::Man { .. } => {

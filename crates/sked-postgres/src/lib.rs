@@ -15,11 +15,11 @@
 //!   to a server that is now a standby, or hang on a cut network), new connections go to
 //!   whichever host accepts writes, and the listener checks its own connection then.
 
-mod ceiling;
+#[cfg(feature = "bench")]
+mod bench;
 mod codec;
 mod connection;
 mod conninfo;
-mod diagnostics;
 mod listen;
 mod migrations;
 mod observe;
@@ -250,14 +250,6 @@ impl Store for PgStore {
 
     fn listening(&self) -> bool {
         self.listener.up.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    fn diagnostics(&self) -> Option<&dyn Diagnostics> {
-        Some(self)
-    }
-
-    fn ceiling(&self) -> Option<&dyn sked_store::ceiling::Ceiling> {
-        Some(self)
     }
 
     async fn server_time(&self) -> Result<Option<jiff::Timestamp>> {

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use rusqlite::{Connection, Statement, ToSql, params};
 use sked_sqlite::SqliteStore;
-use sked_store::ceiling::{Ceiling, CeilingParams, CeilingWorkload};
+use sked_store::bench::{Bench, CeilingParams, CeilingWorkload};
 
 const BATCH: usize = 1000;
 const COLUMNS: &str = "id, queue, kind, payload, priority, state, run_at, attempt, max_attempts, \
@@ -195,7 +195,7 @@ fn prepare(path: &std::path::Path, v: &Variant, n: usize) -> Connection {
             .expect("the insert");
         let now = jiff::Timestamp::now().as_microsecond();
         for i in 0..n {
-            let payload = sked_store::ceiling::payload(i).to_string();
+            let payload = sked_store::bench::payload(i).to_string();
             insert.execute(params![payload, now]).expect("a row");
         }
     }

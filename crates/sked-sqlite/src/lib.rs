@@ -8,7 +8,8 @@
 //! committed, and the rows a large batch of endings checks before its write, while the writer
 //! goes on with other writes.
 
-mod ceiling;
+#[cfg(feature = "bench")]
+mod bench;
 mod checkpoint;
 mod codec;
 mod group;
@@ -85,7 +86,8 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Runs `f` on the connection on a blocking thread.
+    /// Runs `f` on the connection on a blocking thread (for the benchmark hooks).
+    #[cfg(feature = "bench")]
     async fn run<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
@@ -205,18 +207,6 @@ fn create_private(path: &Path) -> Result<()> {
 impl Store for SqliteStore {
     fn backend(&self) -> &'static str {
         "sqlite"
-    }
-
-    fn ceiling(&self) -> Option<&dyn sked_store::ceiling::Ceiling> {
-        Some(self)
-    }
-
-    async fn settle(&self) -> Result<()> {
-        self.run(|conn| {
-            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-                .map_err(codec::db_err)
-        })
-        .await
     }
 
     async fn task_insert_many(&self, params: TaskInsertParams) -> Result<Vec<TaskInserted>> {

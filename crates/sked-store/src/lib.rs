@@ -5,7 +5,8 @@
 //! Every operation that depends on the time takes `now` explicitly, so tests control time and
 //! backends never read a clock of their own.
 
-pub mod ceiling;
+#[cfg(feature = "bench")]
+pub mod bench;
 pub mod columns;
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -33,12 +34,6 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// A short name for logs and benchmarks (`sqlite`, `postgres`).
     fn backend(&self) -> &'static str;
 
-    /// Finishes deferred background work (for SQLite, copying the WAL into the database file)
-    /// so that a measurement starts from a steady state. Never needed for correctness.
-    async fn settle(&self) -> Result<()> {
-        Ok(())
-    }
-
     /// Changes made by other processes, when the backend announces them (PostgreSQL
     /// LISTEN/NOTIFY). `None` means it does not: callers poll.
     fn subscribe(&self) -> Option<tokio::sync::broadcast::Receiver<StoreEvent>> {
@@ -56,18 +51,6 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// for an embedded database.
     async fn server_time(&self) -> Result<Option<jiff::Timestamp>> {
         Ok(None)
-    }
-
-    /// What benchmarks read and do beside the operations, when the backend offers it. sked
-    /// itself never uses it.
-    fn diagnostics(&self) -> Option<&dyn Diagnostics> {
-        None
-    }
-
-    /// The bare-SQL ceiling of this database for queue work, when the backend offers it (see
-    /// [`ceiling`]). sked itself never uses it.
-    fn ceiling(&self) -> Option<&dyn ceiling::Ceiling> {
-        None
     }
 
     /// Inserts tasks in one transaction. A task whose unique key is held by an unfinished task
@@ -271,24 +254,4 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// Forgets workers and nodes not seen since `before`. How many were forgotten.
     async fn worker_prune(&self, before: jiff::Timestamp) -> Result<u64>;
-}
-
-/// A backend's measurements and housekeeping for benchmarks (`sked bench`): the database's own
-/// counters and commands, kept in the backend so that no SQL lives outside the store crates.
-#[async_trait]
-pub trait Diagnostics: Send + Sync {
-    /// Store operations this process has run (each one or a few statements).
-    fn operations(&self) -> u64;
-
-    /// Transactions the database server has committed or rolled back, all sessions together.
-    /// Servers publish these counters with a delay (PostgreSQL: up to about 10 s for an idle
-    /// session), so measure over minutes.
-    async fn server_transactions(&self) -> Result<i64>;
-
-    /// Reclaims dead rows of the task table now, as autovacuum would soon after.
-    async fn vacuum_tasks(&self) -> Result<()>;
-
-    /// Counts every kept task per queue and state with one unbounded `GROUP BY`: what reading
-    /// the queue counts cost before they were bounded. Returns the number of groups.
-    async fn count_tasks_unbounded(&self) -> Result<u64>;
 }

@@ -68,6 +68,8 @@ pub use sked_store::{
     BackfillReport, FinishOutcome, Occurrence, QueueInfo, Schedule, TaskEnded, TaskInserted,
 };
 
-pub use open::{Scratch, open_scratch_store, open_scratch_stores, open_store, redacted_url};
+#[cfg(feature = "bench")]
+pub use open::{Scratch, open_scratch_store, open_scratch_stores};
+pub use open::{open_store, redacted_url};
 pub use server_clock::node_clock;
 pub use telemetry::Telemetry;

@@ -59,48 +59,36 @@ pub async fn open_store(url: &str) -> Result<Arc<dyn Store>> {
     }
 }
 
-/// Keeps a scratch store's data alive; dropping it removes the data (PostgreSQL: the scratch
-/// schema and everything in it).
-#[derive(Debug)]
+/// A store opened for a benchmark: its backend's benchmark hooks, and its data kept alive;
+/// dropping it removes the data (PostgreSQL: the scratch schema and everything in it).
+#[cfg(feature = "bench")]
 pub struct Scratch {
+    /// The backend's hooks on the same data (settling, ceilings, a held snapshot, sizes).
+    pub bench: Arc<dyn sked_store::bench::Bench>,
     #[cfg(feature = "postgres")]
     _schema: Option<sked_postgres::ScratchSchema>,
+}
+
+#[cfg(feature = "bench")]
+impl std::fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scratch").finish_non_exhaustive()
+    }
 }
 
 /// Opens a store for a benchmark run: on PostgreSQL in a schema of its own (with
 /// `pool_size` connections) that is dropped with the returned [`Scratch`]; an SQLite URL is
 /// opened as it is.
+#[cfg(feature = "bench")]
 pub async fn open_scratch_store(url: &str, pool_size: usize) -> Result<(Arc<dyn Store>, Scratch)> {
-    match backend_of(url) {
-        #[cfg(feature = "postgres")]
-        Backend::Postgres => {
-            let schema = sked_postgres::ScratchSchema::new(url);
-            let mut opts = schema.options();
-            opts.pool_size = pool_size;
-            let store = sked_postgres::PgStore::connect(opts).await?;
-            Ok((
-                Arc::new(store),
-                Scratch {
-                    _schema: Some(schema),
-                },
-            ))
-        }
-        _ => {
-            let _ = pool_size;
-            let store = open_store(url).await?;
-            Ok((
-                store,
-                Scratch {
-                    #[cfg(feature = "postgres")]
-                    _schema: None,
-                },
-            ))
-        }
-    }
+    let (mut stores, scratch) = open_scratch_stores(url, pool_size, 1).await?;
+    Ok((stores.remove(0), scratch))
 }
 
 /// [`open_scratch_store`] with `nodes` stores on the same data, each with its own connections,
-/// as separate processes would have (PostgreSQL only; SQLite gives one).
+/// as separate processes would have (PostgreSQL only; SQLite gives one). The hooks are the
+/// first store's.
+#[cfg(feature = "bench")]
 pub async fn open_scratch_stores(
     url: &str,
     pool_size: usize,
@@ -110,23 +98,39 @@ pub async fn open_scratch_stores(
         #[cfg(feature = "postgres")]
         Backend::Postgres => {
             let schema = sked_postgres::ScratchSchema::new(url);
-            let mut stores: Vec<Arc<dyn Store>> = Vec::with_capacity(nodes);
+            let mut stores = Vec::with_capacity(nodes);
             for _ in 0..nodes.max(1) {
                 let mut opts = schema.options();
                 opts.pool_size = pool_size;
                 stores.push(Arc::new(sked_postgres::PgStore::connect(opts).await?));
             }
+            let bench = stores[0].clone();
+            let stores = stores.into_iter().map(|s| s as Arc<dyn Store>).collect();
             Ok((
                 stores,
                 Scratch {
+                    bench,
                     _schema: Some(schema),
                 },
             ))
         }
-        _ => {
-            let (store, scratch) = open_scratch_store(url, pool_size).await?;
-            Ok((vec![store], scratch))
+        #[cfg(not(feature = "postgres"))]
+        Backend::Postgres => Err(not_built("PostgreSQL", "postgres")),
+        #[cfg(feature = "sqlite")]
+        Backend::Sqlite => {
+            let _ = pool_size;
+            let store = Arc::new(sked_sqlite::SqliteStore::open_url(url)?);
+            Ok((
+                vec![store.clone() as Arc<dyn Store>],
+                Scratch {
+                    bench: store,
+                    #[cfg(feature = "postgres")]
+                    _schema: None,
+                },
+            ))
         }
+        #[cfg(not(feature = "sqlite"))]
+        Backend::Sqlite => Err(not_built("SQLite", "sqlite")),
     }
 }
 

@@ -1,11 +1,8 @@
 //! The ceiling: the bare SQL a queue cannot do without, run by the backend on the same database
-//! (`sked_store::ceiling`), shaped as `drain` and `enqueue` run sked.
-
-use std::sync::Arc;
+//! (`sked_store::bench`), shaped as `drain` and `enqueue` run sked.
 
 use serde_json::json;
-use sked::Store;
-use sked::store::ceiling::{CeilingParams, CeilingWorkload};
+use sked::store::bench::{Bench, CeilingParams, CeilingWorkload};
 
 use crate::{CliError, CliResult};
 
@@ -13,32 +10,20 @@ use super::{CLAIM_BATCH, DRAIN_WORKERS, round};
 
 /// A read snapshot held open on a connection of its own until released.
 pub(super) async fn hold_snapshot(
-    store: &Arc<dyn Store>,
-) -> CliResult<Box<dyn sked::store::ceiling::HeldSnapshot>> {
-    let ceiling = store.ceiling().ok_or_else(|| {
-        CliError::usage(format!(
-            "the {} backend cannot hold a snapshot for a benchmark",
-            store.backend()
-        ))
-    })?;
-    ceiling.hold_snapshot().await.map_err(CliError::runtime)
+    bench: &dyn Bench,
+) -> CliResult<Box<dyn sked::store::bench::HeldSnapshot>> {
+    bench.hold_snapshot().await.map_err(CliError::runtime)
 }
 
 /// Rows a second of one ceiling run.
 pub(super) async fn ceiling_per_s(
-    store: &Arc<dyn Store>,
+    bench: &dyn Bench,
     workload: CeilingWorkload,
     n: usize,
     batch: usize,
     clients: usize,
 ) -> CliResult<f64> {
-    let ceiling = store.ceiling().ok_or_else(|| {
-        CliError::usage(format!(
-            "the {} backend has no ceiling run",
-            store.backend()
-        ))
-    })?;
-    let report = ceiling
+    let report = bench
         .ceiling(CeilingParams {
             workload,
             n,
@@ -60,21 +45,21 @@ pub(super) async fn ceiling_per_s(
 /// with its rows deleted and with their outcomes kept, and the insert as `enqueue` runs
 /// (`batch` rows per transaction, `parallel` connections).
 pub(super) async fn ceiling(
-    store: &Arc<dyn Store>,
+    bench: &dyn Bench,
     n: usize,
     batch: usize,
     parallel: usize,
 ) -> CliResult<serde_json::Value> {
-    let drain = ceiling_per_s(store, CeilingWorkload::Drain, n, CLAIM_BATCH, DRAIN_WORKERS).await?;
+    let drain = ceiling_per_s(bench, CeilingWorkload::Drain, n, CLAIM_BATCH, DRAIN_WORKERS).await?;
     let kept = ceiling_per_s(
-        store,
+        bench,
         CeilingWorkload::DrainKept,
         n,
         CLAIM_BATCH,
         DRAIN_WORKERS,
     )
     .await?;
-    let insert = ceiling_per_s(store, CeilingWorkload::Insert, n, batch, parallel).await?;
+    let insert = ceiling_per_s(bench, CeilingWorkload::Insert, n, batch, parallel).await?;
     Ok(json!({
         "workload": "ceiling",
         "drain_per_s": round(drain), "drain_batch": CLAIM_BATCH, "drain_clients": DRAIN_WORKERS,

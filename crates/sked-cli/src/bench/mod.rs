@@ -48,7 +48,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use jiff::SignedDuration;
 use serde_json::json;
-use sked::store::ceiling::CeilingWorkload;
+use sked::store::bench::CeilingWorkload;
 use sked::store::{FinishOutcome, TaskFinishParams, TaskInsert, TaskInsertParams};
 use sked::{MaintenanceConfig, Node, Store};
 use sked_core::NewTask;
@@ -265,10 +265,11 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
             .map_err(CliError::runtime)?;
     }
     // Measure from a steady state: no deferred work left from the set-up.
-    store.settle().await.map_err(CliError::runtime)?;
+    let bench = scratch.bench.as_ref();
+    bench.settle().await.map_err(CliError::runtime)?;
     if let Workload::Idle = a.workload {
         // A whole node of its own, and nothing else on the store.
-        let mut line = idle(&store, a.n).await?;
+        let mut line = idle(&store, bench, a.n).await?;
         line["backend"] = json!(store.backend());
         line["n"] = json!(a.n);
         out!("{line}");
@@ -292,24 +293,28 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
         if a.c == 0 { DRAIN_WORKERS } else { a.c },
     );
     let held = match a.hold_snapshot {
-        true => Some(hold_snapshot(&store).await?),
+        true => Some(hold_snapshot(bench).await?),
         false => None,
     };
     let mut line = match a.workload {
         Workload::Enqueue => enqueue(&store, a.n, batch, a.parallel).await?,
-        Workload::Drain => drain(&store, a.n, workers, a.queues, (a.observers, every)).await?,
-        Workload::Ceiling => ceiling(&store, a.n, batch, a.parallel).await?,
+        Workload::Drain => {
+            drain(&store, bench, a.n, workers, a.queues, (a.observers, every)).await?
+        }
+        Workload::Ceiling => ceiling(bench, a.n, batch, a.parallel).await?,
         Workload::Latency => latency(&engine, a.n).await?,
         Workload::Lateness => lateness(&engine, a.n).await?,
         Workload::Idle | Workload::Schedules => unreachable!("measured above"),
         Workload::Soak => match soak_plan {
-            Some(ref plan) => soak(&engine, &store, plan).await?,
+            Some(ref plan) => soak(&engine, bench, plan).await?,
             None => unreachable!("planned above"),
         },
-        Workload::Counts => counts(&store, &engine, a.n).await?,
-        Workload::Worker => worker(&engine, a.n, if a.c == 0 { 256 } else { a.c }, false).await?,
+        Workload::Counts => counts(&store, bench, &engine, a.n).await?,
+        Workload::Worker => {
+            worker(&engine, bench, a.n, if a.c == 0 { 256 } else { a.c }, false).await?
+        }
         Workload::RemoteWorker => {
-            worker(&engine, a.n, if a.c == 0 { 256 } else { a.c }, true).await?
+            worker(&engine, bench, a.n, if a.c == 0 { 256 } else { a.c }, true).await?
         }
     };
     if let Some(held) = held {
@@ -323,20 +328,14 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
             Workload::Enqueue => (CeilingWorkload::Insert, batch, a.parallel),
             _ => unreachable!("refused before the run"),
         };
-        let ceiling = ceiling_per_s(&store, shape.0, a.n, shape.1, shape.2).await?;
+        let ceiling = ceiling_per_s(bench, shape.0, a.n, shape.1, shape.2).await?;
         let per_s = line["per_s"].as_f64().unwrap_or_default();
         line["ceiling_per_s"] = json!(round(ceiling));
         line["ratio"] = json!(ratio(per_s, ceiling));
         if matches!(a.workload, Workload::Drain) {
             // The least a queue that keeps each outcome writes: a second, nearer ceiling.
-            let kept = ceiling_per_s(
-                &store,
-                CeilingWorkload::DrainKept,
-                a.n,
-                CLAIM_BATCH,
-                workers,
-            )
-            .await?;
+            let kept =
+                ceiling_per_s(bench, CeilingWorkload::DrainKept, a.n, CLAIM_BATCH, workers).await?;
             line["kept_ceiling_per_s"] = json!(round(kept));
             line["kept_ratio"] = json!(ratio(per_s, kept));
         }

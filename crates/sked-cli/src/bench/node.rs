@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use sked::store::Diagnostics;
+use sked::store::bench::{Bench, Diagnostics};
 use sked::{Engine, Node, Store};
 
 use crate::{CliError, CliResult};
@@ -16,14 +16,15 @@ use super::{drain, round};
 /// entries per task until vacuum, which autovacuum runs soon after in normal operation).
 pub(super) async fn counts(
     store: &Arc<dyn Store>,
+    bench: &dyn Bench,
     engine: &Engine,
     n: usize,
 ) -> CliResult<serde_json::Value> {
-    drain(store, n, 4, 1, (0, Duration::ZERO)).await?;
-    store.settle().await.map_err(CliError::runtime)?;
+    drain(store, bench, n, 4, 1, (0, Duration::ZERO)).await?;
+    bench.settle().await.map_err(CliError::runtime)?;
     let mut line = json!({"workload": "counts"});
     line["after_drain"] = read_counts(engine, n).await?;
-    if let Some(diag) = store.diagnostics() {
+    if let Some(diag) = bench.diagnostics() {
         diag.vacuum_tasks().await.map_err(CliError::runtime)?;
         line["after_vacuum"] = read_counts(engine, n).await?;
         // What the counts cost before they were bounded: one GROUP BY over every task.
@@ -73,7 +74,11 @@ async fn read_counts(engine: &Engine, n: usize) -> CliResult<serde_json::Value> 
 /// A node with nothing to do: leader duties and a worker waiting for tasks, for `secs` seconds
 /// after a warm-up. Counts the store operations it runs and, on PostgreSQL, the transactions
 /// the server committed meanwhile (all databases' sessions: run it on a quiet server).
-pub(super) async fn idle(store: &Arc<dyn Store>, secs: usize) -> CliResult<serde_json::Value> {
+pub(super) async fn idle(
+    store: &Arc<dyn Store>,
+    bench: &dyn Bench,
+    secs: usize,
+) -> CliResult<serde_json::Value> {
     let node = Node::builder()
         .store(store.clone())
         .worker(|w| {
@@ -83,7 +88,7 @@ pub(super) async fn idle(store: &Arc<dyn Store>, secs: usize) -> CliResult<serde
         .start()
         .await
         .map_err(CliError::runtime)?;
-    let pg = store.diagnostics();
+    let pg = bench.diagnostics();
     // Warm up: leadership taken, first passes done, statements prepared on each connection;
     // then long enough for the backends to have published the warm-up's transaction counts
     // (an idle backend flushes them within 10 s), so they are not counted as the idle node's.

@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use sked::Engine;
+use sked::store::bench::Bench;
 use sked::worker::{HandlerResult, TaskContext, Worker};
-use sked::{Engine, Store};
 
 use crate::{CliError, CliResult};
 
@@ -88,12 +89,9 @@ impl Histogram {
 
 pub(super) async fn soak(
     engine: &Engine,
-    store: &Arc<dyn Store>,
+    sizes: &dyn Bench,
     plan: &SoakPlan,
 ) -> CliResult<serde_json::Value> {
-    let sizes = store.ceiling().ok_or_else(|| {
-        CliError::usage(format!("the {} backend cannot be soaked", store.backend()))
-    })?;
     let started = Instant::now();
     let samples = Arc::new(Mutex::new(Samples::default()));
     let done = Arc::new(AtomicU64::new(0));

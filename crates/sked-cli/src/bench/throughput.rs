@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use jiff::SignedDuration;
 use serde_json::json;
+use sked::store::bench::Bench;
 use sked::store::{QueueListParams, TaskClaimParams, TaskListParams};
 use sked::{Engine, Store};
 
@@ -47,6 +48,7 @@ pub(super) async fn enqueue(
 
 pub(super) async fn drain(
     store: &Arc<dyn Store>,
+    bench: &dyn Bench,
     n: usize,
     workers: usize,
     queues: usize,
@@ -67,7 +69,7 @@ pub(super) async fn drain(
         setup.inc((end - start) as u64);
     }
     setup.finish_and_clear();
-    store.settle().await.map_err(CliError::runtime)?;
+    bench.settle().await.map_err(CliError::runtime)?;
     let bar = progress(n, "drain");
     let started = Instant::now();
     let watching = Observers::start(store, observers, every);
@@ -209,6 +211,7 @@ impl Observers {
 /// The Rust worker with a no-op handler drains `n` pre-inserted tasks, embedded or over HTTP.
 pub(super) async fn worker(
     engine: &Engine,
+    bench: &dyn Bench,
     n: usize,
     concurrency: usize,
     remote: bool,
@@ -223,7 +226,7 @@ pub(super) async fn worker(
         setup.inc((end - start) as u64);
     }
     setup.finish_and_clear();
-    store.settle().await.map_err(CliError::runtime)?;
+    bench.settle().await.map_err(CliError::runtime)?;
     let client = if remote {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

@@ -233,3 +233,83 @@ fn the_cli_reads_no_json_by_key() {
         }
     }
 }
+
+/// Benchmark code (ceilings, the database's counters, held snapshots) lives in modules named
+/// `bench`, each declared behind the `bench` feature, so that a build without the feature
+/// links none of it; no other source file names it.
+#[test]
+fn benchmark_code_is_behind_the_bench_feature() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(crates).unwrap() {
+        rust_files(&entry.unwrap().path().join("src"), &mut files);
+    }
+    assert!(files.len() > 100, "found only {} files", files.len());
+    let mut gated = 0;
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let mut previous = "";
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line == "mod bench;" || line == "pub mod bench;" {
+                assert_eq!(
+                    previous,
+                    "#[cfg(feature = \"bench\")]",
+                    "{}:{}: `mod bench` without the feature gate",
+                    f.display(),
+                    i + 1
+                );
+                gated += 1;
+            }
+            if !line.is_empty() {
+                previous = line;
+            }
+        }
+        let in_bench = f
+            .components()
+            .any(|c| c.as_os_str() == "bench" || c.as_os_str() == "bench.rs");
+        if !in_bench {
+            for name in ["Ceiling", "ceiling(", "hold_snapshot", "Diagnostics"] {
+                assert!(
+                    !text.contains(name),
+                    "{}: names `{name}` outside a `bench` module",
+                    f.display()
+                );
+            }
+        }
+    }
+    // sked-store, sked-sqlite, sked-postgres and the CLI.
+    assert_eq!(gated, 4, "`mod bench` declarations found");
+}
+
+/// The scripts drive sked and its benchmarks. They may ask the database server about itself
+/// (its statement statistics, its databases, its extensions); the SQL of sked's tables, and of
+/// experiments with them, lives in the store crates.
+#[test]
+fn the_scripts_hold_no_sql_of_skeds_tables() {
+    const KEYWORDS: &[&str] = &[
+        "SELECT ",
+        "INSERT INTO",
+        "UPDATE ",
+        "DELETE FROM",
+        "CREATE ",
+    ];
+    const ABOUT_THE_SERVER: &[&str] = &["pg_stat_statements", "pg_database", "EXTENSION"];
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(scripts).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        seen += 1;
+        for (i, line) in text.lines().enumerate() {
+            let sql = KEYWORDS.iter().any(|k| line.contains(k));
+            assert!(
+                !sql || ABOUT_THE_SERVER.iter().any(|s| line.contains(s)),
+                "{}:{}: SQL in a script (it belongs in a store crate): {line}",
+                path.display(),
+                i + 1
+            );
+        }
+    }
+    assert!(seen >= 2, "found {seen} scripts");
+}

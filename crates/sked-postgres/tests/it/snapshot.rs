@@ -2,7 +2,7 @@
 //! back vacuum) until released, however long it stays idle.
 
 use sked_postgres::testing::fresh_store;
-use sked_store::ceiling::Ceiling;
+use sked_store::bench::Bench;
 
 /// Connections idle inside a held snapshot's transaction (named by its statement's comment).
 async fn holders(c: &tokio_postgres::Client) -> i64 {

@@ -1,11 +1,13 @@
-//! [`Ceiling`] for PostgreSQL: the bare queue loop on the store's pool (same database and
+//! [`Bench`] for PostgreSQL: the server's transaction counters, `VACUUM` and the unbounded
+//! count ([`Diagnostics`]), and the bare queue loop on the store's pool (same database and
 //! schema), `clients` connections at once, each statement its own transaction.
 
 use std::time::Instant;
 
 use async_trait::async_trait;
-use sked_store::ceiling::{
-    Ceiling, CeilingParams, CeilingReport, CeilingWorkload, HeldSnapshot, TableSizes, payload,
+use sked_store::bench::{
+    Bench, CeilingParams, CeilingReport, CeilingWorkload, Diagnostics, HeldSnapshot, TableSizes,
+    payload,
 };
 use sked_store::{Result, StoreError};
 
@@ -39,7 +41,11 @@ const SUCCEED: &str =
     "UPDATE sked_ceiling_jobs SET state = 'succeeded', finished_at = now() WHERE id = ANY($1)";
 
 #[async_trait]
-impl Ceiling for PgStore {
+impl Bench for PgStore {
+    fn diagnostics(&self) -> Option<&dyn Diagnostics> {
+        Some(self)
+    }
+
     async fn ceiling(&self, p: CeilingParams) -> Result<CeilingReport> {
         if p.batch == 0 {
             return Err(StoreError::Invalid(
@@ -187,5 +193,45 @@ impl PgStore {
         let done = drained?;
         reset.map_err(db_err)?;
         Ok(done)
+    }
+}
+
+#[async_trait]
+impl Diagnostics for PgStore {
+    fn operations(&self) -> u64 {
+        PgStore::operations(self)
+    }
+
+    async fn server_transactions(&self) -> Result<i64> {
+        self.op(async |c, _| {
+            let row = c
+                .query_one(
+                    "SELECT sum(xact_commit + xact_rollback)::bigint FROM pg_stat_database",
+                    &[],
+                )
+                .await
+                .map_err(db_err)?;
+            Ok(row.get(0))
+        })
+        .await
+    }
+
+    async fn vacuum_tasks(&self) -> Result<()> {
+        self.op(async |c, _| c.batch_execute("VACUUM sked_tasks").await.map_err(db_err))
+            .await
+    }
+
+    async fn count_tasks_unbounded(&self) -> Result<u64> {
+        self.op(async |c, _| {
+            let rows = c
+                .query(
+                    "SELECT queue, state, count(*) FROM sked_tasks GROUP BY queue, state",
+                    &[],
+                )
+                .await
+                .map_err(db_err)?;
+            Ok(rows.len() as u64)
+        })
+        .await
     }
 }

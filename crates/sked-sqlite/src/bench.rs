@@ -1,12 +1,13 @@
-//! [`Ceiling`] for SQLite: the bare queue loop on the store's own connection (same file, WAL,
-//! `synchronous=FULL`), one writer as the store has.
+//! [`Bench`] for SQLite: the WAL copied into the file before a measurement, and the bare queue
+//! loop on the store's own connection (same file, WAL, `synchronous=FULL`), one writer as the
+//! store has.
 
 use std::time::Instant;
 
 use async_trait::async_trait;
 use rusqlite::{Connection, TransactionBehavior, params};
-use sked_store::ceiling::{
-    Ceiling, CeilingParams, CeilingReport, CeilingWorkload, HeldSnapshot, TableSizes, payload,
+use sked_store::bench::{
+    Bench, CeilingParams, CeilingReport, CeilingWorkload, HeldSnapshot, TableSizes, payload,
 };
 use sked_store::{Result, StoreError};
 
@@ -37,7 +38,15 @@ const DELETE: &str = "DELETE FROM ceiling_jobs WHERE id = ?1";
 const SUCCEED: &str = "UPDATE ceiling_jobs SET state = 'succeeded', finished_at = ?2 WHERE id = ?1";
 
 #[async_trait]
-impl Ceiling for SqliteStore {
+impl Bench for SqliteStore {
+    async fn settle(&self) -> Result<()> {
+        self.run(|conn| {
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+                .map_err(db_err)
+        })
+        .await
+    }
+
     async fn ceiling(&self, p: CeilingParams) -> Result<CeilingReport> {
         if p.batch == 0 {
             return Err(StoreError::Invalid(

@@ -1,7 +1,10 @@
-//! The ceiling of a database for queue work: the bare SQL a queue cannot do without, run on the
-//! same database with the store's settings, so that a benchmark of sked can say how close it
-//! comes to what the database itself can do (machines differ by 2–3×; a ratio measured in the
-//! same run does not).
+//! What benchmarks (`sked bench`) read and do beside the store's operations, behind the `bench`
+//! feature so that a build without it links none of it. sked itself never uses it.
+//!
+//! The ceiling of a database for queue work is the bare SQL a queue cannot do without, run on
+//! the same database with the store's settings, so that a benchmark of sked can say how close
+//! it comes to what the database itself can do (machines differ by 2–3×; a ratio measured in
+//! the same run does not).
 //!
 //! The bare queue is one table of its own (created for the run, dropped after) with the columns
 //! a queue needs to claim in order: `id`, `queue`, `kind`, `payload` (JSON), `priority`,
@@ -62,9 +65,20 @@ impl CeilingReport {
     }
 }
 
-/// A backend's ceiling runs, for `sked bench`. sked itself never uses it.
+/// A backend's hooks for `sked bench`, beside its [`crate::Store`].
 #[async_trait]
-pub trait Ceiling: Send + Sync {
+pub trait Bench: Send + Sync {
+    /// Finishes deferred background work (for SQLite, copying the WAL into the database file)
+    /// so that a measurement starts from a steady state.
+    async fn settle(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// The database's own counters and commands, when the backend offers them.
+    fn diagnostics(&self) -> Option<&dyn Diagnostics> {
+        None
+    }
+
     /// Runs `p` on the bare queue table (created before, dropped after).
     async fn ceiling(&self, p: CeilingParams) -> Result<CeilingReport>;
 
@@ -88,7 +102,7 @@ pub struct TableSizes {
     pub bytes: u64,
 }
 
-/// A snapshot held open by [`Ceiling::hold_snapshot`].
+/// A snapshot held open by [`Bench::hold_snapshot`].
 #[async_trait]
 pub trait HeldSnapshot: Send {
     /// Ends the transaction that holds it.
@@ -98,4 +112,24 @@ pub trait HeldSnapshot: Send {
 /// The payload of bare row `i`: what `sked bench` gives its no-op tasks.
 pub fn payload(i: usize) -> serde_json::Value {
     serde_json::json!({ "i": i })
+}
+
+/// A database's own counters and commands, for benchmarks: kept in the backend so that no SQL
+/// lives outside the store crates.
+#[async_trait]
+pub trait Diagnostics: Send + Sync {
+    /// Store operations this process has run (each one or a few statements).
+    fn operations(&self) -> u64;
+
+    /// Transactions the database server has committed or rolled back, all sessions together.
+    /// Servers publish these counters with a delay (PostgreSQL: up to about 10 s for an idle
+    /// session), so measure over minutes.
+    async fn server_transactions(&self) -> Result<i64>;
+
+    /// Reclaims dead rows of the task table now, as autovacuum would soon after.
+    async fn vacuum_tasks(&self) -> Result<()>;
+
+    /// Counts every kept task per queue and state with one unbounded `GROUP BY`: what reading
+    /// the queue counts cost before they were bounded. Returns the number of groups.
+    async fn count_tasks_unbounded(&self) -> Result<u64>;
 }
