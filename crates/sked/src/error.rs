@@ -46,6 +46,7 @@ impl Error {
     }
 
     /// An error from the API's code and message.
+    #[cfg(feature = "remote")]
     pub(crate) fn remote(code: ErrorCode, message: impl Into<String>) -> Error {
         Error::Remote {
             kind: code.kind(),

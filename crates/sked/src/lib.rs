@@ -43,6 +43,8 @@ mod engine;
 mod error;
 pub mod executors;
 pub mod maintenance;
+// Without the `metrics` feature the engine's recording calls do nothing.
+#[cfg_attr(not(feature = "metrics"), path = "metrics_off.rs")]
 mod metrics;
 pub mod node;
 mod open;

@@ -2,9 +2,11 @@
 //! calls whether sked is embedded (on an [`Engine`] and its store) or remote (over the HTTP
 //! API of a `sked server`).
 
+#[cfg(feature = "remote")]
 mod remote;
 mod schedules;
 
+#[cfg(feature = "remote")]
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,9 +18,10 @@ use crate::api::worker::{Ending, Finished, Held};
 use crate::api::{self, WorkerView};
 use crate::{ClaimRequest, Engine, Result, TaskFilter};
 
+#[cfg(feature = "remote")]
 use remote::Remote;
+#[cfg(feature = "remote")]
 pub use remote::{RemoteOptions, path_segment};
-use sked_store::rules::LIST_LIMIT_MAX;
 
 /// A handle on sked, embedded or remote. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -29,6 +32,7 @@ pub struct Client {
 #[derive(Clone, Debug)]
 enum Inner {
     Embedded(Engine),
+    #[cfg(feature = "remote")]
     Remote(Arc<Remote>),
 }
 
@@ -47,11 +51,13 @@ impl Client {
     }
 
     /// Talks to a `sked server` at `url` (like `http://127.0.0.1:7070`).
+    #[cfg(feature = "remote")]
     pub fn remote(url: &str) -> Result<Client> {
         Client::remote_with(RemoteOptions::new(url))
     }
 
     /// Talks to a `sked server` with these options (a token, a timeout).
+    #[cfg(feature = "remote")]
     pub fn remote_with(options: RemoteOptions) -> Result<Client> {
         Ok(Client {
             inner: Inner::Remote(Arc::new(Remote::new(options)?)),
@@ -62,6 +68,7 @@ impl Client {
     pub fn engine(&self) -> Option<&Engine> {
         match &self.inner {
             Inner::Embedded(e) => Some(e),
+            #[cfg(feature = "remote")]
             Inner::Remote(_) => None,
         }
     }
@@ -70,12 +77,17 @@ impl Client {
     pub(crate) fn default_lease_ttl(&self) -> SignedDuration {
         match &self.inner {
             Inner::Embedded(e) => e.config().lease_ttl,
+            #[cfg(feature = "remote")]
             Inner::Remote(_) => SignedDuration::from_secs(30),
         }
     }
 
     pub(crate) fn is_remote(&self) -> bool {
-        matches!(self.inner, Inner::Remote(_))
+        match self.inner {
+            Inner::Embedded(_) => false,
+            #[cfg(feature = "remote")]
+            Inner::Remote(_) => true,
+        }
     }
 
     // ---- tasks ----
@@ -85,6 +97,7 @@ impl Client {
     pub async fn enqueue(&self, task: NewTask) -> Result<TaskInserted> {
         match &self.inner {
             Inner::Embedded(e) => e.enqueue(task).await,
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
                 let mut task = [task];
                 crate::telemetry::continue_current(&mut task);
@@ -95,10 +108,12 @@ impl Client {
     }
 
     /// Enqueues tasks in one transaction (all or none).
-    pub async fn enqueue_many(&self, mut tasks: Vec<NewTask>) -> Result<Vec<TaskInserted>> {
+    pub async fn enqueue_many(&self, tasks: Vec<NewTask>) -> Result<Vec<TaskInserted>> {
         match &self.inner {
             Inner::Embedded(e) => e.enqueue_many(tasks).await,
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
+                let mut tasks = tasks;
                 crate::telemetry::continue_current(&mut tasks);
                 let reply: api::TasksInserted =
                     r.post("/v1/tasks/batch", &api::TaskBatch { tasks }).await?;
@@ -111,6 +126,7 @@ impl Client {
     pub async fn task(&self, id: TaskId) -> Result<Task> {
         match &self.inner {
             Inner::Embedded(e) => e.task(id).await,
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => r.get(&format!("/v1/tasks/{id}"), &[]).await,
         }
     }
@@ -131,6 +147,7 @@ impl Client {
                     tasks: page.items,
                 })
             }
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
                 let states: Vec<&str> = filter.states.iter().map(|s| s.as_str()).collect();
                 let mut query = vec![(
@@ -162,6 +179,7 @@ impl Client {
     pub async fn cancel(&self, id: TaskId) -> Result<Task> {
         match &self.inner {
             Inner::Embedded(e) => e.cancel(id).await,
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => r.post(&format!("/v1/tasks/{id}/cancel"), &()).await,
         }
     }
@@ -170,6 +188,7 @@ impl Client {
     pub async fn task_held(&self, id: TaskId) -> Result<Option<sked_store::Held>> {
         match &self.inner {
             Inner::Embedded(e) => e.task_held(id).await,
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
                 let h: api::TaskHeld = r.get(&format!("/v1/tasks/{id}/held"), &[]).await?;
                 Ok(h.held)
@@ -181,6 +200,7 @@ impl Client {
     pub async fn task_bulk(&self, req: &api::BulkRequest) -> Result<api::BulkAnswer> {
         match &self.inner {
             Inner::Embedded(e) => req.run(e).await,
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => r.post("/v1/tasks/bulk", req).await,
         }
     }
@@ -189,6 +209,7 @@ impl Client {
     pub async fn retry(&self, id: TaskId) -> Result<Task> {
         match &self.inner {
             Inner::Embedded(e) => e.retry(id).await,
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => r.post(&format!("/v1/tasks/{id}/retry"), &()).await,
         }
     }
@@ -197,6 +218,7 @@ impl Client {
     pub async fn reschedule(&self, id: TaskId, run_at: Timestamp) -> Result<Task> {
         match &self.inner {
             Inner::Embedded(e) => e.reschedule(id, run_at).await,
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
                 let body = api::Reschedule {
                     run_at: run_at.to_string(),
@@ -212,6 +234,7 @@ impl Client {
     pub async fn queue(&self, name: &str) -> Result<QueueInfo> {
         match &self.inner {
             Inner::Embedded(e) => e.queue(name).await,
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
                 r.get(&format!("/v1/queues/{}", path_segment(name)), &[])
                     .await
@@ -225,6 +248,7 @@ impl Client {
     pub async fn queues(&self, count_limit: u64) -> Result<Vec<QueueInfo>> {
         match &self.inner {
             Inner::Embedded(e) => e.queues(count_limit).await,
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
                 let query = [("count_limit", count_limit.to_string())];
                 r.every_page("/v1/queues", &query, |l: api::QueueList| {
@@ -273,6 +297,7 @@ impl Client {
                 })
                 .await
             }
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
                 let path = format!("/v1/queues/{}/limit", path_segment(name));
                 r.put(&path, &limits).await
@@ -280,6 +305,7 @@ impl Client {
         }
     }
 
+    #[cfg_attr(not(feature = "remote"), allow(unused_variables))]
     async fn queue_update(
         &self,
         name: &str,
@@ -295,6 +321,7 @@ impl Client {
                 change(&mut params);
                 e.queue_update(params).await
             }
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
                 let path = format!("/v1/queues/{}/{action}", path_segment(name));
                 r.post(&path, &()).await
@@ -316,8 +343,9 @@ impl Client {
                     worker: w,
                 })
                 .collect()),
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
-                let query = [("limit", LIST_LIMIT_MAX.to_string())];
+                let query = [("limit", sked_store::rules::LIST_LIMIT_MAX.to_string())];
                 let reply: api::WorkerList = r.get("/v1/workers", &query).await?;
                 Ok(reply.workers)
             }
@@ -328,6 +356,7 @@ impl Client {
     pub async fn cluster(&self) -> Result<api::Cluster> {
         match &self.inner {
             Inner::Embedded(e) => e.cluster().await,
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => r.get("/v1/cluster", &[]).await,
         }
     }
@@ -339,6 +368,7 @@ impl Client {
                 bucket: "1m".into(),
                 buckets: e.activity(minutes).await?,
             }),
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
                 let query = [("minutes", minutes.to_string())];
                 r.get("/v1/activity", &query).await
@@ -352,6 +382,7 @@ impl Client {
     pub async fn claim(&self, req: ClaimRequest) -> Result<Vec<Task>> {
         match &self.inner {
             Inner::Embedded(e) => e.claim(req).await,
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => r.claim(req).await,
         }
     }
@@ -368,6 +399,7 @@ impl Client {
                 let items: Vec<(TaskId, i32)> = held.iter().map(|h| (h.id, h.attempt)).collect();
                 e.heartbeat_many(&items, lease_ttl).await
             }
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => r.heartbeat_many(held, lease_ttl).await,
         }
     }
@@ -395,6 +427,7 @@ impl Client {
                     })
                     .collect())
             }
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => r.finish_many(items).await,
         }
     }
@@ -407,6 +440,7 @@ impl Client {
                 e.beat(presence).await;
                 Ok(())
             }
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
                 let body = api::Beat {
                     role: presence.role.clone(),
@@ -426,12 +460,8 @@ impl Client {
     pub async fn work_changed(&self, after: u64, timeout: Duration) -> Result<u64> {
         match &self.inner {
             Inner::Embedded(e) => Ok(e.work_changed(after, timeout).await),
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => r.work_changed(after, timeout).await,
         }
     }
-}
-
-/// `/v1/schedules/{name}{rest}`, the name escaped.
-fn schedule_path(name: &str, rest: &str) -> String {
-    format!("/v1/schedules/{}{rest}", path_segment(name))
 }

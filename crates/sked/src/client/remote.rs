@@ -253,3 +253,8 @@ fn items<T>(reply: BatchReply<T>) -> Vec<Result<T>> {
         })
         .collect()
 }
+
+/// `/v1/schedules/{name}{rest}`, the name escaped.
+pub(super) fn schedule_path(name: &str, rest: &str) -> String {
+    format!("/v1/schedules/{}{rest}", path_segment(name))
+}

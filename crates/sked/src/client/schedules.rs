@@ -4,7 +4,9 @@
 use sked_core::{ScheduleDef, TaskId};
 use sked_store::{Occurrence, ScheduleSyncReport};
 
-use super::{Client, Inner, path_segment, schedule_path};
+#[cfg(feature = "remote")]
+use super::remote::{path_segment, schedule_path};
+use super::{Client, Inner};
 use crate::Result;
 use crate::api::{self, ScheduleView};
 
@@ -13,6 +15,7 @@ impl Client {
     pub async fn schedule_put(&self, def: ScheduleDef) -> Result<ScheduleView> {
         match &self.inner {
             Inner::Embedded(e) => Ok(e.schedule_put(def).await?.into()),
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => r.post("/v1/schedules", &def).await,
         }
     }
@@ -21,6 +24,7 @@ impl Client {
     pub async fn schedule(&self, name: &str) -> Result<ScheduleView> {
         match &self.inner {
             Inner::Embedded(e) => Ok(e.schedule(name).await?.into()),
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => r.get(&schedule_path(name, ""), &[]).await,
         }
     }
@@ -40,6 +44,7 @@ impl Client {
                 .into_iter()
                 .map(Into::into)
                 .collect()),
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
                 let include = if payloads { "payload" } else { "" };
                 let query = [("include", include.to_string())];
@@ -85,6 +90,7 @@ impl Client {
                     count_at_least: total.is_some_and(|n| n > cap),
                 })
             }
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
                 let mut query = vec![("limit", limit.to_string())];
                 if let Some(a) = after {
@@ -115,6 +121,7 @@ impl Client {
     pub async fn schedule_delete(&self, name: &str) -> Result<()> {
         match &self.inner {
             Inner::Embedded(e) => e.schedule_delete(name).await,
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => r.delete(&schedule_path(name, "")).await,
         }
     }
@@ -123,6 +130,7 @@ impl Client {
     pub async fn schedule_pause(&self, name: &str) -> Result<ScheduleView> {
         match &self.inner {
             Inner::Embedded(e) => Ok(e.schedule_pause(name).await?.into()),
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => r.post(&schedule_path(name, "/pause"), &()).await,
         }
     }
@@ -131,6 +139,7 @@ impl Client {
     pub async fn schedule_resume(&self, name: &str) -> Result<ScheduleView> {
         match &self.inner {
             Inner::Embedded(e) => Ok(e.schedule_resume(name).await?.into()),
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => r.post(&schedule_path(name, "/resume"), &()).await,
         }
     }
@@ -139,6 +148,7 @@ impl Client {
     pub async fn schedule_trigger(&self, name: &str) -> Result<TaskId> {
         match &self.inner {
             Inner::Embedded(e) => e.schedule_trigger(name).await,
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
                 let t: api::Triggered = r.post(&schedule_path(name, "/trigger"), &()).await?;
                 Ok(t.id)
@@ -156,6 +166,7 @@ impl Client {
     ) -> Result<sked_store::BackfillReport> {
         match &self.inner {
             Inner::Embedded(e) => e.schedule_backfill(name, from, to).await,
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
                 r.post(
                     &schedule_path(name, "/backfill"),
@@ -170,6 +181,7 @@ impl Client {
     pub async fn occurrences(&self, name: &str, limit: u32) -> Result<Vec<Occurrence>> {
         match &self.inner {
             Inner::Embedded(e) => e.occurrences(name, limit).await,
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
                 let query = [("limit", limit.to_string())];
                 let reply: api::OccurrenceList =
@@ -187,6 +199,7 @@ impl Client {
     ) -> Result<ScheduleSyncReport> {
         match &self.inner {
             Inner::Embedded(e) => e.schedules_sync(group, defs).await,
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
                 r.put(
                     &format!("/v1/declared/{}", path_segment(group)),
@@ -206,6 +219,7 @@ impl Client {
     ) -> Result<ScheduleSyncReport> {
         match &self.inner {
             Inner::Embedded(e) => e.schedules_apply(defs, options).await,
+            #[cfg(feature = "remote")]
             Inner::Remote(r) => {
                 let body = api::SchedulesApply {
                     schedules: defs,

@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use sked_store::{
-    ActivityBucket, ActivityParams, Page, QueueListParams, WorkerBeatParams, WorkerInfo,
-    WorkerListParams,
+    ActivityBucket, ActivityParams, Page, WorkerBeatParams, WorkerInfo, WorkerListParams,
 };
 
 use super::{Engine, lock};
@@ -45,9 +44,10 @@ impl Engine {
     /// The Prometheus text exposition of this engine's metrics, with the task counts read
     /// from the store now. Counters and histograms are this process's; the task counts are the
     /// whole database's, the same on every node.
+    #[cfg(feature = "metrics")]
     pub async fn metrics_text(&self) -> Result<String> {
         let queues = self
-            .queue_page(QueueListParams {
+            .queue_page(sked_store::QueueListParams {
                 after: None,
                 limit: crate::metrics::QUEUE_SERIES_MAX,
                 count_limit: crate::metrics::COUNT_LIMIT,

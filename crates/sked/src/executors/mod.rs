@@ -1,7 +1,9 @@
 //! Executors run a task's work. The built-in ones, `shell` and `http`, are opt-in per process
 //! (`--exec shell,http`); Rust services add their own.
 
+#[cfg(feature = "http-executor")]
 mod http;
+#[cfg(feature = "http-executor")]
 mod policy;
 mod shell;
 
@@ -9,7 +11,9 @@ use async_trait::async_trait;
 use jiff::SignedDuration;
 use sked_core::Task;
 
+#[cfg(feature = "http-executor")]
 pub use http::{DEFAULT_HTTP_TIMEOUT, HttpExecutor};
+#[cfg(feature = "http-executor")]
 pub use policy::HttpPolicy;
 pub use shell::{KILL_GRACE, ShellExecutor};
 
@@ -45,8 +49,10 @@ pub trait Executor: Send + Sync + 'static {
 #[non_exhaustive]
 pub struct BuiltinOptions {
     /// Where `http` tasks may connect.
+    #[cfg(feature = "http-executor")]
     pub http_policy: HttpPolicy,
     /// How long an `http` task without a timeout may take (default [`DEFAULT_HTTP_TIMEOUT`]).
+    #[cfg(feature = "http-executor")]
     pub http_timeout: Option<std::time::Duration>,
 }
 
@@ -59,10 +65,18 @@ pub fn builtin(
     for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         match name {
             "shell" => out.push(std::sync::Arc::new(ShellExecutor)),
+            #[cfg(feature = "http-executor")]
             "http" => out.push(std::sync::Arc::new(
                 HttpExecutor::with_policy(options.http_policy.clone())
                     .default_timeout(options.http_timeout.unwrap_or(DEFAULT_HTTP_TIMEOUT)),
             )),
+            #[cfg(not(feature = "http-executor"))]
+            "http" => {
+                let _ = options;
+                return Err("this build of sked has no http executor (cargo feature \
+                    `http-executor` of the sked crate)"
+                    .into());
+            }
             other => {
                 return Err(format!(
                     "unknown executor {other:?}: expected shell or http"
