@@ -383,29 +383,18 @@ pub(crate) async fn apply(
         )
         .await
         .map_err(db_err)?;
-    let (cursor, look_at, awaits_run, paused) = match &current {
-        Some(row) => (
-            Some(col::<Option<Timestamp>>(row, 0)?),
-            col::<Option<Timestamp>>(row, 1)?,
-            col::<bool>(row, 2)?,
-            col::<bool>(row, 3)?,
-        ),
-        None => (None, None, false, false),
+    let current = match &current {
+        Some(row) => Some(rules::ApplyCurrent {
+            next_fire_at: col(row, 0)?,
+            look_at: col(row, 1)?,
+            awaits_run: col(row, 2)?,
+            paused: col(row, 3)?,
+        }),
+        None => None,
     };
-    rules::check_plan_current(&p.name, cursor, p.expected_next_fire_at)?;
-    let write = rules::PlanWrite::new(
-        p.name.clone(),
-        p.task.clone(),
-        p.plan.clone(),
-        rules::look_after_apply(look_at, p.plan.next_fire_at, paused, p.now),
-        awaits_run,
-    );
-    let writes = std::slice::from_ref(&write);
-    let written = write_plans(&tx, channel, writes, p.now).await?;
-    let lines = rules::ledger_lines(writes);
-    if let Some(i) = written.recorded.iter().position(|r| !r) {
-        return Err(rules::already_recorded(&lines[i]));
-    }
+    let writes = [rules::apply_write(p, current)?];
+    let written = write_plans(&tx, channel, &writes, p.now).await?;
+    rules::check_recorded(&writes, &written.recorded)?;
     tx.commit().await.map_err(db_err)?;
     Ok(written.tasks.into_iter().flatten().collect())
 }

@@ -329,32 +329,24 @@ pub(crate) fn due(conn: &Connection, p: &ScheduleDueParams) -> Result<Vec<DueSch
 }
 
 pub(crate) fn apply(tx: &Transaction<'_>, p: &ScheduleApplyParams) -> Result<Vec<TaskId>> {
-    type Current = (Option<i64>, Option<i64>, bool, bool);
-    let current: Option<Current> = tx
+    let current = tx
         .query_row(
             "SELECT next_fire_at, look_at, awaits_run, paused FROM schedules WHERE name = ?1",
             [&p.name],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            |r| {
+                Ok(rules::ApplyCurrent {
+                    next_fire_at: opt_ts(r.get(0)?),
+                    look_at: opt_ts(r.get(1)?),
+                    awaits_run: r.get(2)?,
+                    paused: r.get(3)?,
+                })
+            },
         )
         .optional()
         .map_err(db_err)?;
-    // Compared as stored (whole microseconds).
-    let expected = p.expected_next_fire_at.map(|t| from_ts(ts(t)));
-    rules::check_plan_current(&p.name, current.map(|c| c.0.map(from_ts)), expected)?;
-    let (_, look_at, awaits_run, paused) = current.unwrap_or_default();
-    let write = rules::PlanWrite::new(
-        p.name.clone(),
-        p.task.clone(),
-        p.plan.clone(),
-        rules::look_after_apply(opt_ts(look_at), p.plan.next_fire_at, paused, p.now),
-        awaits_run,
-    );
-    let writes = std::slice::from_ref(&write);
-    let written = plans::write_plans(tx, writes, p.now)?;
-    let lines = rules::ledger_lines(writes);
-    if let Some(i) = written.recorded.iter().position(|r| !r) {
-        return Err(rules::already_recorded(&lines[i]));
-    }
+    let writes = [rules::apply_write(p, current)?];
+    let written = plans::write_plans(tx, &writes, p.now)?;
+    rules::check_recorded(&writes, &written.recorded)?;
     Ok(written.tasks.into_iter().flatten().collect())
 }
 

@@ -41,6 +41,43 @@ pub fn look_after_apply(
     }
 }
 
+/// What applying a plan reads of its schedule first (on PostgreSQL, with the row locked).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ApplyCurrent {
+    pub next_fire_at: Option<Timestamp>,
+    pub look_at: Option<Timestamp>,
+    pub awaits_run: bool,
+    pub paused: bool,
+}
+
+/// The write of a plan applied outside a pass (a trigger), on the schedule as it is now
+/// (`None`: there is no such schedule). Refused unless the schedule still fires when the plan
+/// was made for, compared as stored (see [`crate::rules::check_plan_current`]).
+pub fn apply_write(
+    p: &crate::ScheduleApplyParams,
+    current: Option<ApplyCurrent>,
+) -> crate::Result<PlanWrite> {
+    let expected = p.expected_next_fire_at.map(stored);
+    super::check_plan_current(&p.name, current.map(|c| c.next_fire_at), expected)?;
+    let c = current.unwrap_or_default();
+    Ok(PlanWrite::new(
+        p.name.clone(),
+        p.task.clone(),
+        p.plan.clone(),
+        look_after_apply(c.look_at, p.plan.next_fire_at, c.paused, p.now),
+        c.awaits_run,
+    ))
+}
+
+/// Refuses an applied plan when the ledger already had one of its lines (`recorded`, as
+/// written by the backend, one flag per line of [`ledger_lines`]).
+pub fn check_recorded(writes: &[PlanWrite], recorded: &[bool]) -> crate::Result<()> {
+    match recorded.iter().position(|r| !r) {
+        Some(i) => Err(already_recorded(&ledger_lines(writes)[i])),
+        None => Ok(()),
+    }
+}
+
 /// What a pass does with one schedule.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
@@ -326,6 +363,44 @@ mod tests {
         assert_eq!(first_look(Some(t(60)), false, t(0)), Some(t(0)));
         assert_eq!(first_look(Some(t(60)), true, t(0)), None);
         assert_eq!(first_look(None, false, t(0)), None);
+    }
+
+    #[test]
+    fn an_apply_writes_only_on_the_schedule_it_was_planned_for() {
+        let p = crate::ScheduleApplyParams {
+            name: "s".into(),
+            // Nanoseconds are compared as stored, in whole microseconds.
+            expected_next_fire_at: Some(t(60).checked_add(SignedDuration::from_nanos(7)).unwrap()),
+            plan: sked_core::Plan {
+                occurrences: vec![],
+                cancel: vec![],
+                buffered: None,
+                next_fire_at: Some(t(7200)),
+            },
+            task: TaskTemplate::new("k"),
+            now: t(0),
+        };
+        let current = |next: i64, paused| ApplyCurrent {
+            next_fire_at: Some(t(next)),
+            look_at: Some(t(30)),
+            awaits_run: true,
+            paused,
+        };
+        let w = apply_write(&p, Some(current(60, false))).unwrap();
+        // Looked at no later than it was, nor than an hour before its next occurrence.
+        assert_eq!((w.look_at, w.awaits_run), (Some(t(30)), true));
+        let w = apply_write(&p, Some(current(60, true))).unwrap();
+        assert_eq!(w.look_at, None, "a paused schedule is not looked at");
+        assert!(matches!(
+            apply_write(&p, Some(current(61, false))),
+            Err(crate::StoreError::Conflict(_))
+        ));
+        assert!(matches!(
+            apply_write(&p, None),
+            Err(crate::StoreError::NotFound { .. })
+        ));
+        let writes = [w];
+        assert!(check_recorded(&writes, &[]).is_ok());
     }
 
     #[test]
