@@ -5,10 +5,10 @@ mod output;
 #[cfg(feature = "bench")]
 mod bench;
 mod client;
+mod completions_and_man;
 mod otel;
 mod run;
 mod schedule_file;
-mod shell;
 mod top;
 
 use std::process::ExitCode;
@@ -195,8 +195,8 @@ fn main() -> ExitCode {
             n,
             dst,
         }) => cron_next(&expr, &tz, &dst, after.as_deref(), n),
-        Command::Completions { shell } => shell::completions(shell),
-        Command::Man { out } => shell::man(out.as_deref()),
+        Command::Completions { shell } => completions_and_man::completions(shell),
+        Command::Man { out } => completions_and_man::man(out.as_deref()),
         command => {
             let rt = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

@@ -57,12 +57,12 @@ pub struct PgStore {
     op_timeout: Duration,
     /// Store operations run so far (for measuring how chatty a node is).
     operations: std::sync::atomic::AtomicU64,
-    /// Where claims resume in the claim index (see [`tasks::claim::cursor`]).
-    cursors: Arc<tasks::claim::cursor::ClaimCursors>,
-    /// Large claims over the same queues take turns (see [`tasks::claim::turns`]).
-    turns: tasks::claim::turns::ClaimTurns,
-    /// How large batches of successes find their rows (see [`tasks::plan_choice`]).
-    success_plans: tasks::plan_choice::PlanChoice,
+    /// Where claims resume in the claim index (see [`tasks::claim::positions`]).
+    cursors: Arc<tasks::claim::positions::ClaimPositions>,
+    /// Large claims over the same queues take turns (see [`tasks::claim::taking_turns`]).
+    turns: tasks::claim::taking_turns::ClaimTurns,
+    /// How large batches of successes find their rows (see [`tasks::faster_statement`]).
+    success_plans: tasks::faster_statement::PlanChoice,
     listener: listen::Listener,
     /// When a rate limit lets held-back tasks start again, as claims found it.
     held: sked_store::rate::HeldUntil,
@@ -95,7 +95,7 @@ impl PgStore {
         drop(client);
         let channel = listen::channel_for(&schema);
         let (events, _) = broadcast::channel(1024);
-        let cursors = Arc::new(tasks::claim::cursor::ClaimCursors::default());
+        let cursors = Arc::new(tasks::claim::positions::ClaimPositions::default());
         let listener = listen::Listener::start(
             config,
             tls,
@@ -145,10 +145,10 @@ impl PgStore {
     /// of those that wait is due, without waiting for its own announcement to come back
     /// through the listener: a claim that follows at once sees them.
     fn claimable(&self, tasks: impl IntoIterator<Item = (i32, jiff::Timestamp, bool)>) {
-        let mut first: Option<tasks::claim::cursor::Key> = None;
+        let mut first: Option<tasks::claim::positions::Key> = None;
         let mut waiting: Option<jiff::Timestamp> = None;
         for (priority, run_at, waits) in tasks {
-            let key = tasks::claim::cursor::Key::before(priority, run_at);
+            let key = tasks::claim::positions::Key::before(priority, run_at);
             first = Some(first.map_or(key, |f| f.covering(key)));
             if waits {
                 waiting = Some(waiting.map_or(run_at, |w| w.min(run_at)));
@@ -332,7 +332,10 @@ impl Store for PgStore {
 
     /// A batch of successes, each task named once, returns only what [`TaskEnded`] needs;
     /// any other batch goes as [`Store::task_finish_many`] does.
-    async fn task_end_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<TaskEnded>>> {
+    async fn task_finish_many_lean(
+        &self,
+        params: Vec<TaskFinishParams>,
+    ) -> Result<Vec<Result<TaskEnded>>> {
         let Some(successes) = tasks::Successes::of(&params) else {
             let answers = self.task_finish_many(params).await?;
             return Ok(answers

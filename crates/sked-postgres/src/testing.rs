@@ -140,7 +140,7 @@ pub fn claim_planner_setting() -> (&'static str, &'static str) {
 /// The statement of a batch of `n` successes (`$1` ids, `$2` attempts, `$3` times, `$4`
 /// results), returning the ids, for tests of its plan.
 pub fn success_sql(n: usize) -> String {
-    crate::tasks::ending::success_sql(n)
+    crate::tasks::endings::success_sql(n)
 }
 
 /// A heartbeat's statement (`$1` id, `$2` attempt, `$3` lease end, `$4` grace in ms, `$5`

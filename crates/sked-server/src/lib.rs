@@ -4,16 +4,16 @@
 
 mod auth;
 mod connections;
+mod cross_site;
 mod dashboard;
 mod error;
 mod extract;
-mod guard;
+mod include_fields;
 mod observe;
 mod queues;
 mod schedules;
 mod service;
 mod tasks;
-mod trimmed;
 mod worker;
 
 use std::sync::Arc;
@@ -104,7 +104,7 @@ pub fn router(state: AppState) -> Router {
         .route("/dashboard/app.css", get(dashboard::app_css))
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            guard::same_site,
+            cross_site::same_site,
         ))
         .route("/healthz", get(healthz))
         .fallback(not_found)
@@ -122,7 +122,7 @@ async fn healthz(State(state): State<AppState>, headers: HeaderMap) -> Json<sked
         None => headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
-            .is_none_or(guard::is_local_host),
+            .is_none_or(cross_site::is_local_host),
     };
     let engine = &state.engine;
     Json(sked::api::Health {

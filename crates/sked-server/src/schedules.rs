@@ -80,7 +80,7 @@ pub(crate) async fn list(
     /// [`ScheduleList`], its schedules' tasks without their payloads.
     #[derive(serde::Serialize)]
     struct Trimmed<'a> {
-        schedules: crate::trimmed::Trimmed<'a, ScheduleView>,
+        schedules: crate::include_fields::Trimmed<'a, ScheduleView>,
         next_after: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         count: Option<u64>,
@@ -94,7 +94,7 @@ pub(crate) async fn list(
         }
     };
     Ok(Json(Trimmed {
-        schedules: crate::trimmed::Trimmed {
+        schedules: crate::include_fields::Trimmed {
             items: &schedules,
             trim: &trim,
         },

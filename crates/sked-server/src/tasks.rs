@@ -125,7 +125,7 @@ pub(crate) async fn list(
     /// [`TaskList`], its tasks without what was not asked for.
     #[derive(serde::Serialize)]
     struct Trimmed<'a> {
-        tasks: crate::trimmed::Trimmed<'a, Task>,
+        tasks: crate::include_fields::Trimmed<'a, Task>,
         next_before: Option<sked_core::TaskId>,
     }
     // What was not asked for is left out, not shown as null (a payload may be null).
@@ -138,7 +138,7 @@ pub(crate) async fn list(
         }
     };
     Ok(Json(Trimmed {
-        tasks: crate::trimmed::Trimmed {
+        tasks: crate::include_fields::Trimmed {
             items: &page.items,
             trim: &trim,
         },

@@ -9,7 +9,7 @@
 //!
 //! Each line is one variant's drain of N available tasks (default 100,000) in claims of 1,000,
 //! a claim and its endings in two transactions as `sked bench drain` runs them. "Batches" are
-//! the store's statements (`tasks/batch.rs`): a claim's or an ending's rows read by one
+//! the store's statements (`tasks/multi_row.rs`): a claim's or an ending's rows read by one
 //! statement, the leases written by one `UPDATE … WHERE id IN rarray(?)`, the endings by
 //! `UPDATE … FROM (VALUES …)` of up to 64 rows; "per row" is one read and one update per task,
 //! as the store ran them before.

@@ -3,7 +3,7 @@
 //!
 //! All writes go through one connection on a blocking thread: SQLite has one writer at a time
 //! anyway. Every write runs in a short `BEGIN IMMEDIATE` transaction, which writes that arrive
-//! meanwhile share (group commit, [`group`]): one `fsync` for many callers, each answered once
+//! meanwhile share (group commit, [`group_commit`]): one `fsync` for many callers, each answered once
 //! it is on disk. A second connection reads the tasks a large claim leased once the claim is
 //! committed, and the rows a large batch of endings checks before its write, while the writer
 //! goes on with other writes.
@@ -12,10 +12,10 @@
 mod bench;
 mod checkpoint;
 mod codec;
-mod group;
-mod indexed;
+mod group_commit;
 mod migrations;
 mod observe;
+mod partial_indexes;
 mod queues;
 mod readers;
 mod schedules;
@@ -41,7 +41,7 @@ pub struct SqliteStore {
     /// write (`tasks::read_before`).
     hot: Arc<readers::Readers>,
     /// Writes waiting for the connection, committed together (group commit).
-    writes: Arc<group::Queue>,
+    writes: Arc<group_commit::Queue>,
     path: PathBuf,
     _checkpointer: Arc<checkpoint::Checkpointer>,
     /// When a rate limit lets held-back tasks start again, as claims found it.
@@ -113,7 +113,7 @@ impl SqliteStore {
     }
 
     /// Runs `f` in a write transaction (`BEGIN IMMEDIATE`), committed durably (fsync) before
-    /// its `Ok` is returned; writes that wait meanwhile share a transaction ([`group`]).
+    /// its `Ok` is returned; writes that wait meanwhile share a transaction ([`group_commit`]).
     async fn write<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
@@ -266,7 +266,10 @@ impl Store for SqliteStore {
     /// Successes checked from a narrow read and written without building whole tasks
     /// (`tasks::end_many`); a large batch's read is made before the write, on the drain's own
     /// reader (`hot`).
-    async fn task_end_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<TaskEnded>>> {
+    async fn task_finish_many_lean(
+        &self,
+        params: Vec<TaskFinishParams>,
+    ) -> Result<Vec<Result<TaskEnded>>> {
         if !tasks::reads_before(&params) {
             return self
                 .write(move |tx| tasks::end_many(tx, &params, None))

@@ -23,7 +23,7 @@ pub(crate) fn activity(conn: &Connection, p: &ActivityParams) -> Result<Vec<Acti
         })
     }
     let mut stmt = conn
-        .prepare_cached(&crate::indexed::ACTIVITY)
+        .prepare_cached(&crate::partial_indexes::ACTIVITY)
         .map_err(db_err)?;
     let rows = stmt
         .query_map(params![since, width], |r| {

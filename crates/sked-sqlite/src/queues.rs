@@ -20,7 +20,7 @@ fn counts_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, [i64; 7])> {
 pub(crate) fn list(conn: &Connection, p: &QueueListParams) -> Result<Page<QueueInfo>> {
     let limit = p.limit.clamp(1, rules::STORE_LIST_LIMIT_MAX);
     let mut stmt = conn
-        .prepare_cached(&crate::indexed::QUEUE_PAGE)
+        .prepare_cached(&crate::partial_indexes::QUEUE_PAGE)
         .map_err(db_err)?;
     // One row more than the page: it says whether more follow.
     let rows = stmt
@@ -215,7 +215,7 @@ pub(crate) fn info(conn: &Connection, name: &str, now: Option<Timestamp>) -> Res
     info.rate = rate;
     (info.per_key, info.per_key_rate) = per_key;
     let (_, n) = conn
-        .prepare_cached(&crate::indexed::QUEUE_COUNTS)
+        .prepare_cached(&crate::partial_indexes::QUEUE_COUNTS)
         .map_err(db_err)?
         .query_row(
             params![name, counts::limit_probe(QUEUE_COUNT_LIMIT)],

@@ -236,7 +236,7 @@ async fn a_large_batch_of_endings_read_before_its_write_answers_as_a_small_one()
     for batch in [small, large] {
         let ps = endings(batch, ended);
         assert_eq!(crate::tasks::reads_before(&ps), batch.len() > 20);
-        let answers = store.task_end_many(ps.clone()).await.unwrap();
+        let answers = store.task_finish_many_lean(ps.clone()).await.unwrap();
         assert_eq!(answers.len(), ps.len());
         for (i, (p, answer)) in ps.iter().zip(answers).enumerate() {
             if i == 5 {

@@ -107,7 +107,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// [`Store::task_finish_many`], answering only what [`TaskEnded`] says of each task (the
     /// same checks, the same rows written, the same errors). Batch endings from workers go
     /// this way: a store may write successes without reading their rows.
-    async fn task_end_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<TaskEnded>>> {
+    async fn task_finish_many_lean(
+        &self,
+        params: Vec<TaskFinishParams>,
+    ) -> Result<Vec<Result<TaskEnded>>> {
         let answers = self.task_finish_many(params).await?;
         Ok(answers
             .into_iter()

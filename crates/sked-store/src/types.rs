@@ -138,7 +138,7 @@ pub struct TaskFinishParams {
 }
 
 /// What an ended attempt left of its task: enough for the engine's metrics and wake-ups and
-/// for batch answers, which name only the id and the state. [`crate::Store::task_end_many`]
+/// for batch answers, which name only the id and the state. [`crate::Store::task_finish_many_lean`]
 /// answers this instead of the whole task, so that a store may end an attempt without reading
 /// its row first.
 #[derive(Debug, Clone, PartialEq, Eq)]

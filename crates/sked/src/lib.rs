@@ -37,11 +37,11 @@
 #![warn(missing_docs)]
 
 pub mod api;
-mod batch;
 pub mod client;
 mod engine;
 mod error;
 pub mod executors;
+mod group_commit;
 pub mod maintenance;
 // Without the `metrics` feature the engine's recording calls do nothing.
 #[cfg_attr(not(feature = "metrics"), path = "metrics_off.rs")]

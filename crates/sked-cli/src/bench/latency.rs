@@ -89,7 +89,7 @@ pub(super) async fn lateness(engine: &Engine, n: usize) -> CliResult<serde_json:
         let finishes = succeeded(&claimed, now);
         for r in engine
             .store()
-            .task_end_many(finishes)
+            .task_finish_many_lean(finishes)
             .await
             .map_err(CliError::runtime)?
         {

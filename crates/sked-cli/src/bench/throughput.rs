@@ -105,7 +105,10 @@ pub(super) async fn drain(
                         }
                     }
                 }
-                for r in store.task_end_many(succeeded(&claimed, now)).await? {
+                for r in store
+                    .task_finish_many_lean(succeeded(&claimed, now))
+                    .await?
+                {
                     r?;
                     done += 1;
                 }

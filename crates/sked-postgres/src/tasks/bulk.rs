@@ -7,8 +7,8 @@ use sked_store::states::{FINISHED, NOT_STARTED};
 use sked_store::*;
 
 use super::Param;
-use super::claim::cursor::Key;
-use super::ending::AttemptRows;
+use super::claim::positions::Key;
+use super::endings::AttemptRows;
 use crate::codec::{TASK_COLUMNS, col, db_err, tasks_from_rows};
 
 /// The filter's conditions on tasks `t`, their parameters pushed after those in `params`

@@ -9,7 +9,9 @@ use sked_store::*;
 use tokio_postgres::GenericClient;
 
 use super::Param;
-use super::unnest::{BulkParams, Columns, INSERTS, QUIET_INSERTS, SHAPES, answers, shape};
+use super::insert_without_keys::{
+    BulkParams, Columns, INSERTS, QUIET_INSERTS, SHAPES, answers, shape,
+};
 use crate::codec::{TASK_COLUMNS, col, db_err, state, task_from_row};
 use crate::listen::notify_tasks_sql;
 use deadpool_postgres::Object;

@@ -3,18 +3,18 @@
 //!
 //! - [`insert`]: new tasks.
 //! - [`claim`]: staging due tasks, claiming, heartbeats.
-//! - [`ending`]: finishing attempts and rescuing expired ones.
+//! - [`endings`]: finishing attempts and rescuing expired ones.
 //! - here: reading tasks and the operator's actions (cancel, retry, reschedule), pruning.
 
 pub(crate) mod bulk;
 pub(crate) mod claim;
-pub(crate) mod ending;
+pub(crate) mod endings;
+pub(crate) mod faster_statement;
 mod insert;
-pub(crate) mod plan_choice;
-mod unnest;
+mod insert_without_keys;
 
 pub(crate) use claim::{claim, heartbeat};
-pub(crate) use ending::{
+pub(crate) use endings::{
     Successes, announce_room, announce_schedules, announce_tasks, finish_many, rescue,
 };
 pub(crate) use insert::{insert_claimed, insert_many, insert_tasks};
@@ -27,8 +27,8 @@ use sked_store::*;
 use tokio_postgres::types::ToSql;
 
 use crate::codec::{TASK_COLUMNS, TASK_COLUMNS_LEAN, col, db_err, task_from_row};
-use claim::cursor::Key;
-use ending::AttemptRows;
+use claim::positions::Key;
+use endings::AttemptRows;
 
 type Param<'a> = &'a (dyn ToSql + Sync);
 

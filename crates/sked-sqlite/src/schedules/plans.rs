@@ -77,7 +77,7 @@ pub(crate) fn materialise(
 /// A schedule's unfinished tasks, oldest first.
 pub(crate) fn active_tasks(conn: &Connection, name: &str) -> Result<Vec<TaskId>> {
     let mut stmt = conn
-        .prepare_cached(&crate::indexed::SCHEDULE_ACTIVE)
+        .prepare_cached(&crate::partial_indexes::SCHEDULE_ACTIVE)
         .map_err(db_err)?;
     let rows = stmt.query_map([name], |r| r.get(0)).map_err(db_err)?;
     rows.collect::<rusqlite::Result<_>>().map_err(db_err)

@@ -228,7 +228,7 @@ fn key_holder(
         duplicate: true,
         debounced: false,
     };
-    if let Some((id, state)) = held(&crate::indexed::UNIQUE_KEY_HOLDER, &[&key])? {
+    if let Some((id, state)) = held(&crate::partial_indexes::UNIQUE_KEY_HOLDER, &[&key])? {
         if row.t.task.debounce.is_some() {
             let moved = tx
                 .prepare_cached(&format!(
@@ -253,7 +253,7 @@ fn key_holder(
         }
         return Ok(Some(duplicate((id, state))));
     }
-    let window = held(crate::indexed::UNIQUE_KEY_WINDOW, &[&key, &ts(now)])?;
+    let window = held(crate::partial_indexes::UNIQUE_KEY_WINDOW, &[&key, &ts(now)])?;
     Ok(window.map(duplicate))
 }
 
@@ -273,7 +273,7 @@ pub(crate) fn insert_claimed(
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let lease = (expires, p.timeout_grace);
-    let task = super::batch::lease(tx, &[inserted.id], &p.worker, p.now, lease)?
+    let task = super::multi_row::lease(tx, &[inserted.id], &p.worker, p.now, lease)?
         .pop()
         .ok_or_else(|| StoreError::Backend("the inserted task was not leased".into()))?;
     Ok((

@@ -6,7 +6,7 @@
 //! earlier statement of the transaction changed into a statement journal first (5.6 % of a bulk
 //! enqueue's instructions). With `OR FAIL` a failed statement keeps its earlier rows, and the
 //! write fails whole: its savepoint, or its transaction when it is alone, takes them back
-//! (`group.rs`; `a_bulk_insert_that_fails_inside_a_statement_leaves_nothing`).
+//! (`group_commit.rs`; `a_bulk_insert_that_fails_inside_a_statement_leaves_nothing`).
 
 use jiff::Timestamp;
 use rusqlite::{
@@ -22,20 +22,20 @@ use sked_store::rules;
 
 use sked_store::states::{FINISHED_ANY, NOT_STARTED};
 
-use crate::indexed;
+use crate::partial_indexes;
 
-mod batch;
 pub(crate) mod bulk;
 pub(crate) mod claim;
-mod ended;
+mod finish_lean;
 mod insert;
+mod multi_row;
 
-#[cfg(test)]
-pub(crate) use batch::READ_LATER_FROM;
-pub(crate) use batch::{Leased, read_leased};
 pub(crate) use claim::claim;
-pub(crate) use ended::{changed_since_read, end_many, read_before, reads_before};
+pub(crate) use finish_lean::{changed_since_read, end_many, read_before, reads_before};
 pub(crate) use insert::{insert_claimed, insert_many, insert_one};
+#[cfg(test)]
+pub(crate) use multi_row::READ_LATER_FROM;
+pub(crate) use multi_row::{Leased, read_leased};
 
 /// Rows written by one multi-row statement (an insert's, or a batch of endings'), largest
 /// first: few enough that a statement's parameters stay far below SQLite's limit, many enough
@@ -208,14 +208,14 @@ fn names_an_id_twice(ps: &[TaskFinishParams]) -> bool {
 
 /// Ends attempts: the rows read together, each ending checked and computed in order (an id
 /// given twice finds the task as its first ending left it), and the endings written together
-/// ([`batch::end`]).
+/// ([`multi_row::end`]).
 pub(crate) fn finish_many(
     tx: &Transaction<'_>,
     ps: &[TaskFinishParams],
 ) -> Result<Vec<Result<Task>>> {
-    let mut rows = batch::read(tx, ps.iter().map(|p| p.id))?;
+    let mut rows = multi_row::read(tx, ps.iter().map(|p| p.id))?;
     let mut out: Vec<Result<Task>> = Vec::with_capacity(ps.len());
-    let mut endings: Vec<batch::Ending> = Vec::with_capacity(ps.len());
+    let mut endings: Vec<multi_row::Ending> = Vec::with_capacity(ps.len());
     // An id given twice finds its first ending: each ending's task goes back to `rows`.
     let repeats = names_an_id_twice(ps);
     for p in ps {
@@ -251,8 +251,8 @@ pub(crate) fn finish_many(
         }
         out.push(Ok(after));
     }
-    if !batch::end(tx, &endings, repeats)? {
-        return Err(batch::short_write());
+    if !multi_row::end(tx, &endings, repeats)? {
+        return Err(multi_row::short_write());
     }
     Ok(out)
 }
@@ -360,10 +360,10 @@ pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
     let cutoff = ts(p.finished_before);
     let mut args = vec![cutoff, i64::from(p.limit)];
     let sql: &str = match p.finished_since {
-        None => &indexed::PRUNABLE,
+        None => &partial_indexes::PRUNABLE,
         Some(since) => {
             args.push(ts(since));
-            &indexed::PRUNABLE_SINCE
+            &partial_indexes::PRUNABLE_SINCE
         }
     };
     let ids: Vec<TaskId> = {
@@ -397,7 +397,7 @@ pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
 
 pub(crate) fn next_run_at(conn: &Connection) -> Result<Option<Timestamp>> {
     let us: Option<i64> = conn
-        .prepare_cached(&indexed::NEXT_RUN_AT)
+        .prepare_cached(&partial_indexes::NEXT_RUN_AT)
         .map_err(db_err)?
         .query_row([], |r| r.get(0))
         .map_err(db_err)?;

@@ -21,19 +21,19 @@ pub async fn a_batch_of_distinct_endings_ends_each_as_alone(store: &Shared) {
     endings_each_as_alone(store, false, false).await;
 }
 
-/// The first case through [`crate::Store::task_end_many`]: the same rows written, each answer
+/// The first case through [`crate::Store::task_finish_many_lean`]: the same rows written, each answer
 /// what the stored row says, the same errors.
 pub async fn a_batch_of_brief_endings_ends_each_as_alone(store: &Shared) {
     endings_each_as_alone(store, true, true).await;
 }
 
-/// The second case through [`crate::Store::task_end_many`], where a store may write
+/// The second case through [`crate::Store::task_finish_many_lean`], where a store may write
 /// successes without reading them.
 pub async fn a_batch_of_distinct_brief_endings_ends_each_as_alone(store: &Shared) {
     endings_each_as_alone(store, false, true).await;
 }
 
-/// An answer of `task_finish_many` (a task) or `task_end_many` (what it left of a task).
+/// An answer of `task_finish_many` (a task) or `task_finish_many_lean` (what it left of a task).
 #[derive(Debug, PartialEq)]
 enum Answer {
     Whole(Box<sked_core::Task>),
@@ -107,7 +107,7 @@ async fn endings_each_as_alone(store: &Shared, repeat: bool, brief: bool) {
         });
     }
     let answers: Vec<crate::Result<Answer>> = if brief {
-        let answers = store.task_end_many(params).await.unwrap();
+        let answers = store.task_finish_many_lean(params).await.unwrap();
         answers.into_iter().map(|r| r.map(Answer::Brief)).collect()
     } else {
         let answers = store.task_finish_many(params).await.unwrap();
@@ -242,7 +242,7 @@ pub async fn a_batch_of_successes_alone_answers_briefly(store: &Shared) {
             jitter: 0.5,
         });
     }
-    let answers = store.task_end_many(params).await.unwrap();
+    let answers = store.task_finish_many_lean(params).await.unwrap();
     assert_eq!(answers.len(), claimed.len() + 3);
     for (i, (t, answer)) in claimed.iter().zip(&answers).enumerate() {
         let stored = store.task_get(t.id).await.unwrap();

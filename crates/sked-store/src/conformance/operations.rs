@@ -233,7 +233,7 @@ pub async fn prune_deletes_up_to_its_limit(store: &Shared) {
         now: t0(),
         jitter: 0.5,
     });
-    for r in store.task_end_many(ends.collect()).await.unwrap() {
+    for r in store.task_finish_many_lean(ends.collect()).await.unwrap() {
         r.unwrap();
     }
     let pending = insert(store, task("k"), t0()).await.id;

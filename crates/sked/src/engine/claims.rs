@@ -10,8 +10,8 @@ use sked_store::{
     TaskHeartbeatParams,
 };
 
-use super::handoff::Wanted;
 use super::observe::Presence;
+use super::waiting_claims::Wanted;
 use super::wake::{POLL_ANNOUNCED, POLL_UNANNOUNCED};
 use super::{Engine, lock};
 use crate::error::{Error, Result};
@@ -127,7 +127,7 @@ impl Engine {
                     None => std::future::pending().await,
                 }
             };
-            // A task enqueued on this node meanwhile may come straight here (see `handoff`);
+            // A task enqueued on this node meanwhile may come straight here (see `waiting_claims`);
             // not to a claim of no tasks, whose receiver never hears.
             let (_never_sent, never) = tokio::sync::oneshot::channel();
             let (ticket, mut handed) = match req.max {
@@ -241,7 +241,7 @@ impl Engine {
 
     /// Ends many attempts in one store operation (a batch is its own group commit). One
     /// result per item, in order, saying what the ending left of each task (the store need
-    /// not read whole rows: [`sked_store::Store::task_end_many`]); the whole call fails only
+    /// not read whole rows: [`sked_store::Store::task_finish_many_lean`]); the whole call fails only
     /// when the store does.
     pub async fn finish_many(
         &self,
@@ -254,7 +254,7 @@ impl Engine {
             .map(|(id, attempt, outcome)| finish_params(id, attempt, outcome, now))
             .collect();
         let outcomes: Vec<FinishOutcome> = params.iter().map(|p| p.outcome.clone()).collect();
-        let results = self.inner.store.task_end_many(params).await?;
+        let results = self.inner.store.task_finish_many_lean(params).await?;
         Ok(results
             .into_iter()
             .zip(outcomes)

@@ -3,7 +3,7 @@
 //!
 //! - `tasks.rs`: enqueue, look up, cancel, retry, reschedule;
 //! - `claims.rs`: claims (with long-poll), heartbeats and attempt endings;
-//! - `handoff.rs`: a task enqueued here goes straight to a worker waiting here;
+//! - `waiting_claims.rs`: a task enqueued here goes straight to a worker waiting here;
 //! - `schedules.rs`: schedules made at run time or declared in code, trigger, the ledger, and
 //!   one materialisation pass;
 //! - `queues.rs`: queue counts, pause, resume, limits;
@@ -15,11 +15,11 @@
 //! are in [`crate::maintenance`].
 
 mod claims;
-mod handoff;
 mod observe;
 mod queues;
 mod schedules;
 mod tasks;
+mod waiting_claims;
 mod wake;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,7 +30,7 @@ use sked_core::{Clock, SystemClock};
 use sked_store::Store;
 use tokio::sync::Notify;
 
-use crate::batch::FinishBatcher;
+use crate::group_commit::FinishBatcher;
 use crate::metrics::Metrics;
 
 pub use claims::{ClaimRequest, MAX_CLAIM_NAMES};
@@ -138,7 +138,7 @@ struct Inner {
     /// [`BEAT_EVERY`].
     beats: Mutex<std::collections::HashMap<String, std::time::Instant>>,
     /// Claims waiting here for work, which a task enqueued here may go to directly.
-    waiters: Mutex<handoff::Waiters>,
+    waiters: Mutex<waiting_claims::Waiters>,
 }
 
 impl Engine {
@@ -171,7 +171,7 @@ impl Engine {
             finisher,
             metrics: Metrics::new(),
             beats: Mutex::new(std::collections::HashMap::new()),
-            waiters: Mutex::new(handoff::Waiters::default()),
+            waiters: Mutex::new(waiting_claims::Waiters::default()),
         });
         if let (Some(events), Ok(rt)) = (events, tokio::runtime::Handle::try_current()) {
             // Subscribed first: a change of state after this read arrives as an event.

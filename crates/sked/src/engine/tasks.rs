@@ -164,11 +164,11 @@ impl Engine {
     }
 
     /// Inserts `task` leased to a claim waiting on this node and hands it over (see
-    /// `handoff`); gives it back at once if that claim has gone meanwhile.
+    /// `waiting_claims`); gives it back at once if that claim has gone meanwhile.
     async fn hand_over(
         &self,
         task: NewTask,
-        waiter: super::handoff::Waiter,
+        waiter: super::waiting_claims::Waiter,
         now: Timestamp,
     ) -> Result<TaskInserted> {
         let queue = task.queue.clone();
@@ -363,7 +363,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::engine::handoff::Wanted;
+    use crate::engine::waiting_claims::Wanted;
     use crate::{ClaimRequest, EngineConfig};
 
     #[tokio::test]

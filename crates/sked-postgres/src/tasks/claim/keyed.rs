@@ -13,7 +13,7 @@ use sked_store::keyed::{
 };
 use sked_store::*;
 
-use super::cursor::Key;
+use super::positions::Key;
 use crate::codec::{col, db_err};
 use crate::tasks::Param;
 

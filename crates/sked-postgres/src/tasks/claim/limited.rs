@@ -11,7 +11,7 @@ use sked_core::{Task, TaskId};
 use sked_store::keyed::{KeyLimits, LIMITED};
 use sked_store::*;
 
-use super::cursor::{ClaimCursors, Key};
+use super::positions::{ClaimPositions, Key};
 use super::rated::{Reservation, lock_and_read, window_starts};
 use super::sql::{candidates_filter, claim_sql, grace_ms, lease_end_sql};
 use crate::codec::{TASK_COLUMNS, col, db_err, tasks_from_rows};
@@ -23,7 +23,7 @@ use crate::tasks::Param;
 /// back lets one start again.
 pub(super) async fn claim_limited(
     c: &mut Object,
-    (pool, cursors): (&Pool, &Arc<ClaimCursors>),
+    (pool, cursors): (&Pool, &Arc<ClaimPositions>),
     p: &TaskClaimParams,
     (limited, reserved): (&Vec<String>, &HashMap<String, Reservation>),
     max: u32,
@@ -164,7 +164,7 @@ pub(super) async fn claim_limited(
 /// own, for at most its share: a queue at its limit never crowds the others out.
 async fn take(
     tx: &Transaction<'_>,
-    (pool, cursors): (&Pool, &Arc<ClaimCursors>),
+    (pool, cursors): (&Pool, &Arc<ClaimPositions>),
     p: &TaskClaimParams,
     open: &[(&String, i64)],
     keyed_queues: &HashMap<String, (KeyLimits, Option<String>)>,
@@ -219,16 +219,20 @@ async fn read_locked(
 
 /// A walk of one limited queue's claimable tasks, in claim order, from where the last one
 /// ended, with a probe from the front beside it, as claims of the other queues go (see
-/// [`ClaimCursors`]): without it each claim would walk again, from the front of the claim
+/// [`ClaimPositions`]): without it each claim would walk again, from the front of the claim
 /// index, the entries of every task claimed since the last vacuum.
 struct Walk {
     queue: String,
-    start: super::cursor::Start,
+    start: super::positions::Start,
 }
 
 impl Walk {
     /// A walk of `queue` for the claim `p`; a probe from the front beside it when one is due.
-    fn new((pool, cursors): (&Pool, &Arc<ClaimCursors>), queue: &str, p: &TaskClaimParams) -> Walk {
+    fn new(
+        (pool, cursors): (&Pool, &Arc<ClaimPositions>),
+        queue: &str,
+        p: &TaskClaimParams,
+    ) -> Walk {
         let filter = format!("limited {queue:?} {:?}", p.kinds);
         let start = cursors.start(&filter, p.now);
         if start.probe {
@@ -329,7 +333,7 @@ impl Walk {
 
     /// Records where the walk ended: `last`, the last task taken; `exhausted` when it reached
     /// the end.
-    fn finish(self, cursors: &ClaimCursors, last: Option<Key>, exhausted: bool) {
+    fn finish(self, cursors: &ClaimPositions, last: Option<Key>, exhausted: bool) {
         cursors.finish(self.start, last, exhausted);
     }
 }

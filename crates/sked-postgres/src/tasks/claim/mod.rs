@@ -9,28 +9,28 @@ use sked_store::*;
 
 use super::Param;
 use crate::codec::{TASK_COLUMNS, col, db_err, tasks_from_rows};
-use cursor::{ClaimCursors, Key, NextDue, QueueSetting, filter_key};
-use known::Limited;
+use next_due::Limited;
+use positions::{ClaimPositions, Key, NextDue, QueueSetting, filter_key};
 use probe::probe;
 use sql::{
     HEARTBEAT, ORDERED_WALK, ORDERED_WALK_END, QUEUE_SETTINGS, STAGE, STAGE_BATCH,
     candidates_filter, claim_sql, grace_ms,
 };
 
-pub(crate) mod cursor;
 mod keyed;
-mod known;
 mod limited;
+mod next_due;
+pub(crate) mod positions;
 mod probe;
 pub(crate) mod rated;
 pub(crate) mod sql;
-pub(crate) mod turns;
+pub(crate) mod taking_turns;
 
 pub(crate) async fn claim(
     c: &mut Object,
     pool: &Pool,
     channel: &str,
-    cursors: &Arc<ClaimCursors>,
+    cursors: &Arc<ClaimPositions>,
     p: &TaskClaimParams,
 ) -> Result<(Vec<Task>, Option<Timestamp>)> {
     let mut may_stage = true;
@@ -55,7 +55,7 @@ async fn claim_from_position(
     c: &mut Object,
     pool: &Pool,
     channel: &str,
-    cursors: &Arc<ClaimCursors>,
+    cursors: &Arc<ClaimPositions>,
     p: &TaskClaimParams,
     may_stage: bool,
 ) -> Result<Option<(Vec<Task>, Option<Timestamp>)>> {
@@ -65,7 +65,7 @@ async fn claim_from_position(
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let max = i64::from(p.max);
     let filter_key = filter_key(p);
-    // Staging and the queue settings only when they may have changed (see `super::known`).
+    // Staging and the queue settings only when they may have changed (see `super::next_due`).
     let (stage_first, known_due, known_settings) = cursors.before_claim(p.now);
     let stage_first = stage_first && may_stage;
     let start = cursors.start(&filter_key, p.now);

@@ -1,5 +1,5 @@
 //! The claim probe: a look for the first claimable task from the front, beside the claims,
-//! which catches what no announcement moved claim positions back for (see [`super::cursor`]).
+//! which catches what no announcement moved claim positions back for (see [`super::positions`]).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -7,19 +7,19 @@ use std::time::Instant;
 use deadpool_postgres::Pool;
 use sked_store::*;
 
-use super::cursor::{ClaimCursors, Key};
+use super::positions::{ClaimPositions, Key};
 use super::sql::{OPEN, candidates_filter};
 use crate::codec::{col, db_err};
 use crate::tasks::Param;
 
 /// Looks for the first claimable task from the front of the claim index, apart from the
 /// claims (with a snapshot held it walks every task claimed since), and hands it to
-/// [`ClaimCursors::probed`]. A failure only delays the next probe. `open`: among the queues
+/// [`ClaimPositions::probed`]. A failure only delays the next probe. `open`: among the queues
 /// that are neither paused nor limited (the claim's); otherwise among `p`'s queues (a walk of
 /// one limited queue).
 pub(super) async fn probe(
     pool: Pool,
-    cursors: Arc<ClaimCursors>,
+    cursors: Arc<ClaimPositions>,
     filter_key: String,
     seen: Option<Key>,
     p: TaskClaimParams,

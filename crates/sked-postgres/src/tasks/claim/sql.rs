@@ -71,7 +71,7 @@ pub(super) static QUEUE_SETTINGS: std::sync::LazyLock<String> = std::sync::LazyL
 /// order. Queues that are paused or limited are left to the slow path ([`claim_limited`]).
 ///
 /// With `after`, the claim starts after the claim-order key (`$6` priority, `$7` run time,
-/// `$8` id) where the store's previous claim ended (see [`super::cursor`]): the rest of that
+/// `$8` id) where the store's previous claim ended (see [`super::positions`]): the rest of that
 /// priority, then the lower ones.
 ///
 /// The planner costs the `NOT EXISTS` from `sked_queues`' statistics. Without any (the table

@@ -14,7 +14,7 @@ use sked_store::keyed::{
 use sked_store::*;
 
 use crate::codec::{db_err, from_ts, ts};
-use crate::indexed;
+use crate::partial_indexes;
 
 /// A claim's key: priority (highest first), run time, id.
 type Key = (Reverse<i64>, i64, TaskId);
@@ -195,7 +195,7 @@ fn next_level(
         .into_iter()
         .chain(values);
     let mut stmt = tx
-        .prepare_cached(&indexed::keyed_level(&filter))
+        .prepare_cached(&partial_indexes::keyed_level(&filter))
         .map_err(db_err)?;
     let mut rows = stmt.query(params_from_iter(args)).map_err(db_err)?;
     match rows.next().map_err(db_err)? {
@@ -215,7 +215,7 @@ fn keys_at(
 ) -> Result<Vec<String>> {
     let (filter, values) = filters(p, 5);
     let mut stmt = tx
-        .prepare_cached(&indexed::keyed_keys(&filter))
+        .prepare_cached(&partial_indexes::keyed_keys(&filter))
         .map_err(db_err)?;
     let mut read = |after: &str, most: usize| -> Result<Vec<String>> {
         let args = [
@@ -251,9 +251,9 @@ fn heads_of(
 ) -> Result<Vec<(jiff::Timestamp, TaskId)>> {
     let (filter, values) = filters(p, 5);
     let (sql, third) = match key {
-        Some(k) => (indexed::keyed_heads(&filter), Value::Text(k.into())),
+        Some(k) => (partial_indexes::keyed_heads(&filter), Value::Text(k.into())),
         None => (
-            indexed::unkeyed_heads(&filter),
+            partial_indexes::unkeyed_heads(&filter),
             Value::Integer(UNKEYED_LOOK),
         ),
     };

@@ -11,15 +11,15 @@ use sked_store::keyed::{KeyLimits, LIMITED_OR_PAUSED};
 use sked_store::rate;
 use sked_store::*;
 
-use super::batch::{Leased, lease_claimed};
+use super::multi_row::{Leased, lease_claimed};
 use crate::codec::{db_err, from_ts, ts};
-use crate::indexed;
+use crate::partial_indexes;
 
 mod keyed;
 
 /// Moves due scheduled/retrying tasks to available.
 fn stage(tx: &Transaction<'_>, now: Timestamp) -> Result<usize> {
-    tx.prepare_cached(&indexed::STAGE)
+    tx.prepare_cached(&partial_indexes::STAGE)
         .map_err(db_err)?
         .execute([ts(now)])
         .map_err(db_err)
@@ -306,7 +306,7 @@ fn keys<'q>(
     if !queues.is_empty() {
         let c = Conditions::new(3).claim_filters(p);
         let mut stmt = tx
-            .prepare_cached(&indexed::claim_keys(&c.sql))
+            .prepare_cached(&partial_indexes::claim_keys(&c.sql))
             .map_err(db_err)?;
         let max = i64::from(p.max);
         for (walk, queue) in queues.iter().enumerate() {
@@ -350,7 +350,7 @@ fn keys<'q>(
 /// The queues with available tasks, but the `left_out` ones.
 fn open_with_tasks(tx: &Transaction<'_>, left_out: &[String]) -> Result<Vec<String>> {
     let mut stmt = tx
-        .prepare_cached(&indexed::AVAILABLE_QUEUES)
+        .prepare_cached(&partial_indexes::AVAILABLE_QUEUES)
         .map_err(db_err)?;
     let rows = stmt
         .query_map([], |r| r.get::<_, String>(0))
@@ -377,7 +377,7 @@ fn keys_of_open(
         .claim_filters(p);
     let values = std::iter::once(Value::Integer(i64::from(p.max))).chain(c.values);
     let mut stmt = tx
-        .prepare_cached(&indexed::claim_keys_all(&c.sql))
+        .prepare_cached(&partial_indexes::claim_keys_all(&c.sql))
         .map_err(db_err)?;
     let rows = stmt
         .query_map(params_from_iter(values), |r| {

@@ -10,8 +10,8 @@ use sked_core::{Task, TaskId, Transition};
 use sked_store::*;
 use tokio_postgres::GenericClient;
 
-use super::claim::cursor::Key;
-use super::plan_choice::PlanChoice;
+use super::claim::positions::Key;
+use super::faster_statement::PlanChoice;
 use crate::codec::{TASK_COLUMNS, col, db_err, task_from_row, tasks_from_rows};
 use crate::listen::notify_tasks_sql;
 
@@ -387,7 +387,7 @@ impl Successes {
     }
 
     /// Runs the success statements over the batch: by key up to [`BY_KEY_MAX`] tasks, and for
-    /// more whichever `plans` measured cheaper per row (see [`super::plan_choice`]), plainly
+    /// more whichever `plans` measured cheaper per row (see [`super::faster_statement`]), plainly
     /// or by key in parts of [`BY_KEY_MAX`]. The rows they changed.
     async fn succeed(
         &self,
@@ -504,7 +504,7 @@ const BY_KEY_MAX: usize = 100;
 /// of `'running'`), which that index cannot answer: the rows are found by their key (0.25 and
 /// 0.8 ms a statement in two runs under the same load). For a large batch under a held
 /// snapshot the plain read grows too (261 ms a batch after half an hour), so the store
-/// measures which is cheaper ([`super::plan_choice`]).
+/// measures which is cheaper ([`super::faster_statement`]).
 fn succeed_sql(returning: &str, by_key: bool) -> String {
     // The array of states and its column, and what the row's state is compared with.
     let (states, column, running) = match by_key {

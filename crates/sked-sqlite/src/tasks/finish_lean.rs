@@ -2,7 +2,7 @@
 //! read of eight columns and written without building whole tasks. Successes without a result
 //! that end at the same time, with the same attempt, share one `UPDATE … WHERE id IN rarray(?)`,
 //! as a claim's leases do; successes with a result go as rows of parameters
-//! ([`super::batch::end`]). Every other ending, and a success whose attempt no longer holds its
+//! ([`super::multi_row::end`]). Every other ending, and a success whose attempt no longer holds its
 //! task, goes the way [`super::finish_many`] goes, which says why.
 //!
 //! A batch of [`READ_BEFORE_FROM`] successes or more is read before its write, on the store's
@@ -20,7 +20,7 @@ use rusqlite::{Connection, Transaction, params};
 use sked_core::{TaskId, TaskState};
 use sked_store::*;
 
-use super::batch;
+use super::multi_row;
 use crate::codec::{db_err, from_ts, id_list, opt_ts, state, text, ts};
 
 /// What a success's check and answer need of the rows of `?1` (an [`id_list`]).
@@ -35,9 +35,9 @@ pub(super) const SUCCEED: &str = "UPDATE OR FAIL tasks SET state = 'succeeded', 
 
 /// Batches with at least this many successes read their rows before the write, on another
 /// connection ([`read_before`]); smaller ones in the write's transaction. The trade is a
-/// large claim's ([`batch::READ_LATER_FROM`]): the writer is freed of the read, but the read
+/// large claim's ([`multi_row::READ_LATER_FROM`]): the writer is freed of the read, but the read
 /// pays a hop to another thread and a cold page cache.
-pub(crate) const READ_BEFORE_FROM: usize = batch::READ_LATER_FROM;
+pub(crate) const READ_BEFORE_FROM: usize = multi_row::READ_LATER_FROM;
 
 /// The successes' rows of a batch of endings, read before its write ([`read_before`]).
 pub(crate) struct ReadBefore(Vec<Row>);
@@ -140,12 +140,12 @@ pub(crate) fn end_many(
     };
     let short = || match read_before {
         true => StoreError::Conflict(CHANGED.into()),
-        false => batch::short_write(),
+        false => multi_row::short_write(),
     };
     let mut out: Vec<Option<Result<TaskEnded>>> = Vec::with_capacity(ps.len());
     // Successes without a result, by finish time and attempt; successes with one, as endings.
     let mut plain: Vec<((i64, i32), Vec<TaskId>)> = Vec::new();
-    let mut with_result: Vec<batch::Ending> = Vec::new();
+    let mut with_result: Vec<multi_row::Ending> = Vec::new();
     let mut others: Vec<TaskFinishParams> = Vec::new();
     for p in ps {
         let FinishOutcome::Succeeded { result } = &p.outcome else {
@@ -198,7 +198,7 @@ pub(crate) fn end_many(
             return Err(short());
         }
     }
-    if !batch::end(tx, &with_result, false)? {
+    if !multi_row::end(tx, &with_result, false)? {
         return Err(short());
     }
     let mut rest = brief(super::finish_many(tx, &others)?).into_iter();

@@ -1,6 +1,6 @@
 //! A choice between two statements that do the same work, by how long each took per row.
 //!
-//! A large batch of successes can find its rows in two ways ([`super::ending`]): reading the
+//! A large batch of successes can find its rows in two ways ([`super::endings`]): reading the
 //! index of running tasks whole and joining the batch to it by hash, or looking each task up
 //! by its key. The first is the faster one while that index holds about the tasks that run
 //! (a drain in batches of 1,000 ran 1.15 times as fast with it). While a snapshot is held on

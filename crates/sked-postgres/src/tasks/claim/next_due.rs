@@ -3,7 +3,7 @@
 //! otherwise runs staging and reads the settings before claiming, which took about a fifth of
 //! an idle node's enqueue-to-start time.
 //!
-//! Both are kept by the same means as claim positions ([`super::cursor`]): announcements and
+//! Both are kept by the same means as claim positions ([`super::positions`]): announcements and
 //! the store's own changes bring the due time forward, and an announcement without a run time
 //! (a queue changed), a rescue or a listener that reconnects makes both unknown. A claim still
 //! stages, and reads the settings, at least once a second.

@@ -1,6 +1,6 @@
 //! Large claims of one store over the same queues and kinds take turns.
 //!
-//! Claims resume from their store's position in the claim index ([`super::cursor`]). Two
+//! Claims resume from their store's position in the claim index ([`super::positions`]). Two
 //! large claims that start from the same position at once walk the same entries: each locks
 //! what it reaches first and skips, one heap tuple at a time, every row the other holds, so
 //! that both walk about twice the rows they take. Taking turns, the second starts where the
@@ -36,7 +36,7 @@ impl ClaimTurns {
         if p.max < TURNS_FROM {
             return Ok(None);
         }
-        let key = super::cursor::filter_key(p);
+        let key = super::positions::filter_key(p);
         match tokio::time::timeout_at(deadline, self.take(&key)).await {
             Ok(turn) => Ok(Some(turn)),
             Err(_) => Err(StoreError::Unavailable(
@@ -46,7 +46,7 @@ impl ClaimTurns {
     }
 
     /// Waits for the turn of a claim over `filter` (its queues and kinds, as
-    /// [`super::cursor::filter_key`] spells them); the turn lasts as long as the guard.
+    /// [`super::positions::filter_key`] spells them); the turn lasts as long as the guard.
     async fn take(&self, filter: &str) -> OwnedMutexGuard<()> {
         let line = {
             // Plain values only: a panic elsewhere cannot have left the map half-changed.

@@ -22,10 +22,10 @@
 //!   claimed since); when that task lies before the position, claims move back to it. The
 //!   probe runs apart from the claims, so its walk never holds up a claim.
 //!
-//! The same state keeps what [`super::known`] describes (when the next waiting task is due,
+//! The same state keeps what [`super::next_due`] describes (when the next waiting task is due,
 //! the queue settings), moved by the same announcements.
 
-pub(crate) use super::known::{NextDue, QueueSetting};
+pub(crate) use super::next_due::{NextDue, QueueSetting};
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
@@ -112,7 +112,7 @@ struct Inner {
     /// record what it learnt from statements that may not have seen what was announced).
     epoch: u64,
     positions: HashMap<String, Position>,
-    /// When the earliest waiting task is due (see [`super::known`]).
+    /// When the earliest waiting task is due (see [`super::next_due`]).
     next_due: NextDue,
     /// The queue settings a claim needs, and when they were read (`None`: read them).
     settings: Option<(Vec<QueueSetting>, Timestamp)>,
@@ -120,16 +120,16 @@ struct Inner {
 
 /// The positions of one store's claims, and what they know between claims.
 #[derive(Debug, Default)]
-pub(crate) struct ClaimCursors {
+pub(crate) struct ClaimPositions {
     inner: Mutex<Inner>,
 }
 
-/// What a claim started from (handed back to [`ClaimCursors::finish`]).
+/// What a claim started from (handed back to [`ClaimPositions::finish`]).
 #[derive(Debug)]
 pub(crate) struct Start {
     /// Claim the tasks after this key; `None`: from the front.
     pub(crate) after: Option<Key>,
-    /// This claim starts a probe from the front (see [`ClaimCursors::probed`]).
+    /// This claim starts a probe from the front (see [`ClaimPositions::probed`]).
     pub(crate) probe: bool,
     filter: String,
     epoch: u64,
@@ -140,7 +140,7 @@ const PROBE_EVERY: SignedDuration = SignedDuration::from_secs(1);
 /// Probes take at most this share of the time (1/20).
 const PROBE_SHARE: u32 = 20;
 
-impl ClaimCursors {
+impl ClaimPositions {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // The state is a few plain values, consistent after every statement: a panic elsewhere
         // while it was held cannot have left it half-changed.
@@ -258,19 +258,19 @@ impl ClaimCursors {
         let (settings, _) = inner.settings.as_ref()?;
         let locked = settings
             .iter()
-            .filter(|(_, _, limited)| *limited == Some(super::known::Limited::Lock))
+            .filter(|(_, _, limited)| *limited == Some(super::next_due::Limited::Lock))
             .map(|(name, _, _)| name.clone());
         Some(locked.collect())
     }
 
     /// Whether a claim at `now` stages due waiting tasks first, whether a waiting task is known
     /// to be due ([`NextDue::known_due`]), and the queue settings, if known and read within
-    /// [`super::known::REFRESH`].
+    /// [`super::next_due::REFRESH`].
     pub(crate) fn before_claim(&self, now: Timestamp) -> (bool, bool, Option<Vec<QueueSetting>>) {
         let inner = self.lock();
         let settings = inner.settings.as_ref().and_then(|(s, read)| {
             (now < read
-                .saturating_add(super::known::REFRESH)
+                .saturating_add(super::next_due::REFRESH)
                 .unwrap_or(Timestamp::MAX))
             .then(|| s.clone())
         });
@@ -305,7 +305,7 @@ impl ClaimCursors {
 }
 
 /// The listener's announcements move claims back and say when waiting tasks are due.
-impl crate::listen::ClaimHints for ClaimCursors {
+impl crate::listen::ClaimHints for ClaimPositions {
     fn announced(&self, first: Option<crate::listen::Announced>, waiting: Option<Timestamp>) {
         match first {
             Some(first) => {
@@ -341,7 +341,7 @@ mod tests {
 
     #[test]
     fn claims_resume_after_the_last_task_taken() {
-        let cursors = ClaimCursors::default();
+        let cursors = ClaimPositions::default();
         let first = cursors.start("all", at(0));
         assert_eq!(first.after, None, "the first claim starts at the front");
         assert!(!first.probe);
@@ -367,7 +367,7 @@ mod tests {
 
     #[test]
     fn announcements_move_positions_back_never_forward() {
-        let cursors = ClaimCursors::default();
+        let cursors = ClaimPositions::default();
         let s = cursors.start("all", at(0));
         cursors.finish(s, Some(key(0, 5, 7)), false);
         cursors.move_back(Key::before(0, at(9)));
@@ -389,7 +389,7 @@ mod tests {
 
     #[test]
     fn a_claim_that_began_before_a_move_back_does_not_undo_it() {
-        let cursors = ClaimCursors::default();
+        let cursors = ClaimPositions::default();
         let s = cursors.start("all", at(0));
         cursors.finish(s, Some(key(0, 5, 7)), false);
         let running = cursors.start("all", at(0));
@@ -403,7 +403,7 @@ mod tests {
 
     #[test]
     fn probes_run_one_at_a_time_every_second_or_twenty_times_their_cost() {
-        let cursors = ClaimCursors::default();
+        let cursors = ClaimPositions::default();
         let s = cursors.start("all", at(0));
         cursors.finish(s, Some(key(0, 5, 7)), false);
         let s = cursors.start("all", at(0));
@@ -445,7 +445,7 @@ mod tests {
 
     #[test]
     fn a_claim_under_way_does_not_undo_a_probes_move_back() {
-        let cursors = ClaimCursors::default();
+        let cursors = ClaimPositions::default();
         let s = cursors.start("all", at(0));
         cursors.finish(s, Some(key(0, 5, 7)), false);
         let probing = cursors.start("all", at(0));
@@ -464,7 +464,7 @@ mod tests {
 
     #[test]
     fn a_short_claim_resumes_after_the_end_until_a_task_is_announced_or_probed_before_it() {
-        let cursors = ClaimCursors::default();
+        let cursors = ClaimPositions::default();
         let first = cursors.start("q", at(10));
         cursors.finish(first, Some(key(0, 5, 7)), false);
         // Walked to the end: the next claim passes over nothing...

@@ -329,8 +329,8 @@ mod tests {
         let conn = rusqlite::Connection::open(dir.path().join("plan.db")).unwrap();
         rusqlite::vtab::array::load_module(&conn).unwrap();
         let others = [
-            super::super::ended::READ,
-            super::super::ended::SUCCEED,
+            super::super::finish_lean::READ,
+            super::super::finish_lean::SUCCEED,
             super::super::PRUNE_TASKS,
         ];
         for sql in [READ.as_str(), &READ_LEASED, LEASE, &ENDS[0], &ENDS[3]]
