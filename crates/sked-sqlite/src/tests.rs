@@ -358,3 +358,21 @@ async fn join_all<T>(
     }
     out
 }
+
+/// Claimers at once, on a store that inserts and one that only claims, opened on the same
+/// file: the shared scenario of `sked_store::conformance` (SQLite announces nothing, so there
+/// is nothing to lose).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_claims_keep_the_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sked.db");
+    let stores: Vec<sked_store::conformance::Shared> = vec![
+        std::sync::Arc::new(crate::SqliteStore::open(&path).unwrap()),
+        std::sync::Arc::new(crate::SqliteStore::open(&path).unwrap()),
+    ];
+    let run = sked_store::conformance::ClaimersRun {
+        stores,
+        lose_announcements: None,
+    };
+    sked_store::conformance::concurrent_claims_keep_the_contract(run, 6).await;
+}

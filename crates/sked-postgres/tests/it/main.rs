@@ -3,15 +3,16 @@
 
 mod abandoned;
 mod announce;
+mod claimers;
 mod conformance;
-mod known;
+mod next_due;
 mod plans;
 mod reserved;
 mod resume;
 mod room;
 mod snapshot;
+mod taking_turns;
 mod transactional;
-mod turns;
 
 /// A claim by worker `w` of at most `max` tasks from `queues` (every queue when empty) at
 /// `now`, leased for a minute.

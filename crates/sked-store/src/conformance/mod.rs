@@ -5,11 +5,14 @@
 //! The cases live by concern: `tasks` (inserting, claiming, ending attempts), `operations`
 //! (cancel, rescue, retry, reschedule, prune, list), `queues` (counts, limits, leases),
 //! `schedules` (declaring, applying plans), `schedule_policies` (jitter, pausing after dead
-//! runs, backfills), `ahead` (passes that plan schedules ahead of their time), `observe` (activity, workers); here the macro and
+//! runs, backfills), `ahead` (passes that plan schedules ahead of their time), `observe` (activity,
+//! workers), `reference` (every claim against a stateless reference) and `claimers` (several
+//! stores claiming at once, which a backend runs from a test of its own); here the macro and
 //! the helpers they share.
 
 mod ahead;
 mod bulk;
+mod claimers;
 mod endings;
 mod inserts;
 mod keys;
@@ -24,6 +27,7 @@ mod unique;
 
 pub use ahead::*;
 pub use bulk::*;
+pub use claimers::*;
 pub use endings::*;
 pub use inserts::*;
 pub use keys::*;
@@ -169,5 +173,27 @@ pub(crate) fn failed(retryable: bool) -> FinishOutcome {
     FinishOutcome::Failed {
         error: "boom".into(),
         retryable,
+    }
+}
+
+/// A small, seeded generator (SplitMix64), so that a failing sequence can be run again.
+pub(crate) struct Rng(pub(crate) u64);
+
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n`.
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
     }
 }

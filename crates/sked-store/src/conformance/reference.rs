@@ -10,28 +10,6 @@ use sked_core::{Task, TaskId, TaskState};
 
 use super::*;
 
-/// A small, seeded generator (SplitMix64), so that a failing sequence can be run again.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n`.
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
-
 const QUEUES: [&str; 4] = ["q0", "q1", "q2", "q3"];
 const KINDS: [&str; 3] = ["k0", "k1", "k2"];
 
