@@ -299,7 +299,12 @@ impl Store for PgStore {
         let turn = self.turns.wait(&params, deadline).await?;
         let (claimed, held) = self
             .op_until(deadline, async |c, channel| {
-                tasks::claim(c, pool, channel, cursors, &params).await
+                let claims = tasks::Claims {
+                    pool,
+                    channel,
+                    positions: cursors,
+                };
+                tasks::claim(c, claims, &params).await
             })
             .await?;
         drop(turn);

@@ -298,9 +298,7 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     };
     let mut line = match a.workload {
         Workload::Enqueue => enqueue(&store, a.n, batch, a.parallel).await?,
-        Workload::Drain => {
-            drain(&store, bench, a.n, workers, a.queues, (a.observers, every)).await?
-        }
+        Workload::Drain => drain(&store, bench, a.n, workers, a.queues, a.observers, every).await?,
         Workload::Ceiling => ceiling(bench, a.n, batch, a.parallel).await?,
         Workload::Latency => latency(&engine, a.n).await?,
         Workload::Lateness => lateness(&engine, a.n).await?,

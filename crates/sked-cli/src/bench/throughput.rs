@@ -52,7 +52,8 @@ pub(super) async fn drain(
     n: usize,
     workers: usize,
     queues: usize,
-    (observers, every): (usize, Duration),
+    observers: usize,
+    every: Duration,
 ) -> CliResult<serde_json::Value> {
     let setup = progress(n, "insert");
     // Over several queues, task i goes to `q{i % queues}`; otherwise to the default queue.

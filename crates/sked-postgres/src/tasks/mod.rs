@@ -13,7 +13,7 @@ pub(crate) mod faster_statement;
 mod insert;
 mod insert_without_keys;
 
-pub(crate) use claim::{claim, heartbeat};
+pub(crate) use claim::{Claims, claim, heartbeat};
 pub(crate) use endings::{
     Successes, announce_room, announce_schedules, announce_tasks, finish_many, rescue,
 };

@@ -272,8 +272,15 @@ pub(crate) fn insert_claimed(
         .now
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let lease = (expires, p.timeout_grace);
-    let task = super::multi_row::lease(tx, &[inserted.id], &p.worker, p.now, lease)?
+    let mut leased = super::multi_row::lease(
+        tx,
+        &[inserted.id],
+        &p.worker,
+        p.now,
+        expires,
+        p.timeout_grace,
+    )?;
+    let task = leased
         .pop()
         .ok_or_else(|| StoreError::Backend("the inserted task was not leased".into()))?;
     Ok((

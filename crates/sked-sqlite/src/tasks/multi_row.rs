@@ -109,7 +109,8 @@ pub(crate) fn lease_ids(
     ids: &[TaskId],
     worker: &str,
     now: Timestamp,
-    (wanted, grace): (Timestamp, SignedDuration),
+    wanted: Timestamp,
+    grace: SignedDuration,
 ) -> Result<()> {
     if ids.is_empty() {
         return Ok(());
@@ -167,9 +168,10 @@ pub(crate) fn lease(
     ids: &[TaskId],
     worker: &str,
     now: Timestamp,
-    lease: (Timestamp, SignedDuration),
+    wanted: Timestamp,
+    grace: SignedDuration,
 ) -> Result<Vec<Task>> {
-    lease_ids(tx, ids, worker, now, lease)?;
+    lease_ids(tx, ids, worker, now, wanted, grace)?;
     let tasks = read_leased(tx, ids, worker, now)?;
     if tasks.len() != ids.len() {
         return Err(StoreError::Backend(format!(
@@ -203,12 +205,13 @@ pub(crate) fn lease_claimed(
     ids: Vec<TaskId>,
     worker: &str,
     now: Timestamp,
-    until: (Timestamp, SignedDuration),
+    wanted: Timestamp,
+    grace: SignedDuration,
 ) -> Result<Leased> {
     if ids.len() < READ_LATER_FROM {
-        return Ok(Leased::Read(lease(tx, &ids, worker, now, until)?));
+        return Ok(Leased::Read(lease(tx, &ids, worker, now, wanted, grace)?));
     }
-    lease_ids(tx, &ids, worker, now, until)?;
+    lease_ids(tx, &ids, worker, now, wanted, grace)?;
     Ok(Leased::Later(ids))
 }
 
@@ -297,7 +300,7 @@ mod tests {
         let wanted = Timestamp::from_second(1_060).unwrap();
         let claimed: Vec<TaskId> = vec![4, 2, 5, 1];
         let tx = conn.transaction().unwrap();
-        lease_ids(&tx, &claimed, "w1", now, (wanted, SignedDuration::ZERO)).unwrap();
+        lease_ids(&tx, &claimed, "w1", now, wanted, SignedDuration::ZERO).unwrap();
         tx.commit().unwrap();
         // Since the commit: task 2 was rescued and leased again (to another worker), task 5
         // deleted, and task 1's cancel asked for.
@@ -318,7 +321,7 @@ mod tests {
         assert!(tasks[1].cancel_requested);
         // A lease of a task that is not available is refused whole.
         let tx = conn.transaction().unwrap();
-        let err = lease_ids(&tx, &[3, 4], "w1", now, (wanted, SignedDuration::ZERO));
+        let err = lease_ids(&tx, &[3, 4], "w1", now, wanted, SignedDuration::ZERO);
         assert!(err.is_err(), "{err:?}");
     }
 

@@ -3,14 +3,14 @@
 //! reserved for the claim beforehand ([`super::rated`]).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use deadpool_postgres::{Object, Pool, Transaction};
+use deadpool_postgres::{Object, Transaction};
 use jiff::Timestamp;
 use sked_core::{Task, TaskId};
 use sked_store::keyed::{KeyLimits, LIMITED};
 use sked_store::*;
 
+use super::Claims;
 use super::positions::{ClaimPositions, Key};
 use super::rated::{Reservation, lock_and_read, window_starts};
 use super::sql::{candidates_filter, claim_sql, grace_ms, lease_end_sql};
@@ -23,9 +23,10 @@ use crate::tasks::Param;
 /// back lets one start again.
 pub(super) async fn claim_limited(
     c: &mut Object,
-    (pool, cursors): (&Pool, &Arc<ClaimPositions>),
+    claims: Claims<'_>,
     p: &TaskClaimParams,
-    (limited, reserved): (&Vec<String>, &HashMap<String, Reservation>),
+    limited: &[String],
+    reserved: &HashMap<String, Reservation>,
     max: u32,
     expires: Timestamp,
 ) -> Result<(Vec<Task>, Option<Timestamp>)> {
@@ -81,14 +82,14 @@ pub(super) async fn claim_limited(
         // One queue without keys: found and claimed by one statement, as claims of the open
         // queues are.
         [(queue, take)] if !keyed_queues.contains_key(*queue) => {
-            let walk = Walk::new((pool, cursors), queue, p);
+            let walk = Walk::new(claims, queue, p);
             let claimed = walk.claim(&tx, *take, expires, p).await?;
             let exhausted = (claimed.len() as i64) < *take && p.min_priority.is_none();
-            walk.finish(cursors, claimed.last().map(Key::of), exhausted);
+            walk.finish(claims.positions, claimed.last().map(Key::of), exhausted);
             claimed
         }
         _ => {
-            let taken = take(&tx, (pool, cursors), p, &open, &keyed_queues, max).await?;
+            let taken = take(&tx, claims, p, &open, &keyed_queues, max).await?;
             held_until = sked_store::rate::sooner(held_until, taken.1);
             let lease = lease_end_sql("$2", "$3", "$5");
             let rows = tx
@@ -164,7 +165,7 @@ pub(super) async fn claim_limited(
 /// own, for at most its share: a queue at its limit never crowds the others out.
 async fn take(
     tx: &Transaction<'_>,
-    (pool, cursors): (&Pool, &Arc<ClaimPositions>),
+    claims: Claims<'_>,
     p: &TaskClaimParams,
     open: &[(&String, i64)],
     keyed_queues: &HashMap<String, (KeyLimits, Option<String>)>,
@@ -181,7 +182,7 @@ async fn take(
             candidates.extend(found.into_iter().map(|key| (key, queue.as_str())));
             continue;
         }
-        let walk = Walk::new((pool, cursors), queue, p);
+        let walk = Walk::new(claims, queue, p);
         let found = walk.candidates(tx, *take, p).await?;
         walks.push((walk, found.len() < *take as usize));
         candidates.extend(found.into_iter().map(|key| (key, queue.as_str())));
@@ -197,7 +198,7 @@ async fn take(
             .next_back();
         // Short and all taken: the walk reached the end of the queue's claimable tasks.
         let exhausted = short && !passed_over && p.min_priority.is_none();
-        walk.finish(cursors, last, exhausted);
+        walk.finish(claims.positions, last, exhausted);
     }
     let chosen = candidates.iter().map(|(key, _)| key.id).collect();
     Ok((chosen, held_until))
@@ -206,7 +207,7 @@ async fn take(
 /// Locks the `limited` queues' rows and reads their limits and what counts against them.
 async fn read_locked(
     tx: &Transaction<'_>,
-    limited: &Vec<String>,
+    limited: &[String],
     now: Timestamp,
 ) -> Result<Vec<tokio_postgres::Row>> {
     let columns = "q.name, q.concurrency_limit, \
@@ -214,7 +215,7 @@ async fn read_locked(
         q.rate_limit, q.rate_period_ms, coalesce(w.at, '{}'), coalesce(w.n, '{}'), \
         q.rate_burst, q.rate_bucket_at, q.per_key_limit, q.key_cursor, \
         q.per_key_rate_limit, q.per_key_rate_period_ms";
-    lock_and_read(tx, (limited, LIMITED), columns, now).await
+    lock_and_read(tx, limited, LIMITED, columns, now).await
 }
 
 /// A walk of one limited queue's claimable tasks, in claim order, from where the last one
@@ -229,7 +230,11 @@ struct Walk {
 impl Walk {
     /// A walk of `queue` for the claim `p`; a probe from the front beside it when one is due.
     fn new(
-        (pool, cursors): (&Pool, &Arc<ClaimPositions>),
+        Claims {
+            pool,
+            positions: cursors,
+            ..
+        }: Claims<'_>,
         queue: &str,
         p: &TaskClaimParams,
     ) -> Walk {

@@ -26,16 +26,24 @@ pub(crate) mod rated;
 pub(crate) mod sql;
 pub(crate) mod taking_turns;
 
+/// What every claim of a store works with beside its connection: the pool (the probe and the
+/// walks of limited queues run on connections of their own), the channel staging announces
+/// on, and what the store remembers between claims.
+#[derive(Clone, Copy)]
+pub(crate) struct Claims<'a> {
+    pub(crate) pool: &'a Pool,
+    pub(crate) channel: &'a str,
+    pub(crate) positions: &'a Arc<ClaimPositions>,
+}
+
 pub(crate) async fn claim(
     c: &mut Object,
-    pool: &Pool,
-    channel: &str,
-    cursors: &Arc<ClaimPositions>,
+    claims: Claims<'_>,
     p: &TaskClaimParams,
 ) -> Result<(Vec<Task>, Option<Timestamp>)> {
     let mut may_stage = true;
     loop {
-        if let Some(claimed) = claim_from_position(c, pool, channel, cursors, p, may_stage).await? {
+        if let Some(claimed) = claim_from_position(c, claims, p, may_stage).await? {
             return Ok(claimed);
         }
         may_stage = false;
@@ -53,12 +61,11 @@ pub(crate) async fn claim(
 /// a second). So a round trip more is paid only when a waiting task comes due.
 async fn claim_from_position(
     c: &mut Object,
-    pool: &Pool,
-    channel: &str,
-    cursors: &Arc<ClaimPositions>,
+    claims: Claims<'_>,
     p: &TaskClaimParams,
     may_stage: bool,
 ) -> Result<Option<(Vec<Task>, Option<Timestamp>)>> {
+    let (channel, cursors) = (claims.channel, claims.positions);
     let expires = p
         .now
         .checked_add(p.lease_ttl)
@@ -76,7 +83,7 @@ async fn claim_from_position(
     // and what it finds is claimed from the next claim on.
     let stage_alone = stage_first && after.is_some() && (at_end || known_due);
     if start.probe {
-        let (pool, cursors) = (pool.clone(), cursors.clone());
+        let (pool, cursors) = (claims.pool.clone(), cursors.clone());
         tokio::spawn(probe(pool, cursors, filter_key, after, p.clone(), true));
     }
     let grace = grace_ms(p.timeout_grace);
@@ -167,8 +174,7 @@ async fn claim_from_position(
         held_until = held;
         if !(locked.is_empty() && reserved.is_empty()) {
             let (more, held) =
-                limited::claim_limited(c, (pool, cursors), p, (&locked, &reserved), left, expires)
-                    .await?;
+                limited::claim_limited(c, claims, p, &locked, &reserved, left, expires).await?;
             claimed.extend(more);
             claimed.sort_by_key(|t| Key::of(t).order());
             held_until = sked_store::rate::sooner(held_until, held);

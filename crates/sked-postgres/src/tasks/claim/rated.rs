@@ -80,7 +80,7 @@ pub(super) async fn reserve(
                 .await
                 .map_err(db_err)
         },
-        lock_and_read(&tx, (queues, RATE_ONLY), columns, now)
+        lock_and_read(&tx, queues, RATE_ONLY, columns, now)
     )?;
     let mut wanted: Vec<(String, i32)> = Vec::new();
     let mut held_until = None;
@@ -181,7 +181,8 @@ pub(super) async fn give_back(
 /// and reads their `columns` (the rate window joined as `w`, see [`WINDOW`], at `now`).
 pub(super) async fn lock_and_read(
     tx: &Transaction<'_>,
-    (queues, cond): (&Vec<String>, &str),
+    queues: &[String],
+    cond: &str,
     columns: &str,
     now: Timestamp,
 ) -> Result<Vec<tokio_postgres::Row>> {
@@ -204,7 +205,7 @@ pub(super) async fn lock_and_read(
         ))
         .await
         .map_err(db_err)?;
-    let (lock_params, read_params): ([Param<'_>; 1], [Param<'_>; 2]) = ([queues], [queues, &now]);
+    let (lock_params, read_params): ([Param<'_>; 1], [Param<'_>; 2]) = ([&queues], [&queues, &now]);
     let (_, rows) = tokio::try_join!(tx.query(&lock, &lock_params), tx.query(&read, &read_params))
         .map_err(db_err)?;
     Ok(rows)

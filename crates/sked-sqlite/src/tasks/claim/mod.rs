@@ -180,7 +180,7 @@ pub(crate) fn claim(
         .now
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let leased = lease_claimed(tx, ids, &p.worker, p.now, (expires, p.timeout_grace))?;
+    let leased = lease_claimed(tx, ids, &p.worker, p.now, expires, p.timeout_grace)?;
     limits.log_starts(tx, &started, p.now)?;
     Ok((leased, held_until))
 }
