@@ -58,7 +58,7 @@ pub struct PgStore {
     /// Store operations run so far (for measuring how chatty a node is).
     operations: std::sync::atomic::AtomicU64,
     /// Where claims resume in the claim index (see [`tasks::claim::positions`]).
-    cursors: Arc<tasks::claim::positions::ClaimPositions>,
+    positions: Arc<tasks::claim::positions::ClaimPositions>,
     /// Large claims over the same queues take turns (see [`tasks::claim::taking_turns`]).
     turns: tasks::claim::taking_turns::ClaimTurns,
     /// How large batches of successes find their rows (see [`tasks::faster_statement`]).
@@ -95,13 +95,13 @@ impl PgStore {
         drop(client);
         let channel = listen::channel_for(&schema);
         let (events, _) = broadcast::channel(1024);
-        let cursors = Arc::new(tasks::claim::positions::ClaimPositions::default());
+        let positions = Arc::new(tasks::claim::positions::ClaimPositions::default());
         let listener = listen::Listener::start(
             config,
             tls,
             channel.clone(),
             events.clone(),
-            cursors.clone(),
+            positions.clone(),
         );
         Ok(PgStore {
             pool,
@@ -109,7 +109,7 @@ impl PgStore {
             events,
             op_timeout: opts.op_timeout,
             operations: std::sync::atomic::AtomicU64::new(0),
-            cursors,
+            positions,
             turns: Default::default(),
             success_plans: Default::default(),
             listener,
@@ -155,10 +155,10 @@ impl PgStore {
             }
         }
         if let Some(first) = first {
-            self.cursors.move_back(first);
+            self.positions.move_back(first);
         }
         if let Some(at) = waiting {
-            self.cursors.waiting(at);
+            self.positions.waiting(at);
         }
     }
 
@@ -168,7 +168,7 @@ impl PgStore {
     /// poll.
     async fn announce_room<'a>(&self, ended: impl IntoIterator<Item = &'a String>) {
         // Without the settings (a queue changed since the last claim), the database says.
-        let locked = self.cursors.locked_queues();
+        let locked = self.positions.locked_queues();
         let mut queues: Vec<String> = ended
             .into_iter()
             .filter(|q| locked.as_ref().is_none_or(|l| l.contains(q)))
@@ -292,7 +292,7 @@ impl Store for PgStore {
     }
 
     async fn task_claim(&self, params: TaskClaimParams) -> Result<Vec<Task>> {
-        let (pool, cursors) = (&self.pool, &self.cursors);
+        let (pool, positions) = (&self.pool, &self.positions);
         // The turn is taken before a connection, which a claim waiting for it does not hold,
         // and within the operation's time.
         let deadline = tokio::time::Instant::now() + self.op_timeout;
@@ -302,7 +302,7 @@ impl Store for PgStore {
                 let claims = tasks::Claims {
                     pool,
                     channel,
-                    positions: cursors,
+                    positions,
                 };
                 tasks::claim(c, claims, &params).await
             })
@@ -395,7 +395,7 @@ impl Store for PgStore {
             .op(async |c, ch| tasks::rescue(c, ch, &params).await)
             .await?;
         if !rescued.is_empty() {
-            self.cursors.forget();
+            self.positions.forget();
         }
         Ok(rescued)
     }
@@ -433,7 +433,7 @@ impl Store for PgStore {
             .op(async |c, ch| queues::update(c, ch, &params).await)
             .await?;
         // A resumed or widened queue's tasks may lie anywhere in claim order.
-        self.cursors.forget();
+        self.positions.forget();
         Ok(info)
     }
 

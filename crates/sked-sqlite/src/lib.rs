@@ -264,7 +264,7 @@ impl Store for SqliteStore {
     }
 
     /// Successes checked from a narrow read and written without building whole tasks
-    /// (`tasks::end_many`); a large batch's read is made before the write, on the drain's own
+    /// (`tasks::finish_many_lean`); a large batch's read is made before the write, on the drain's own
     /// reader (`hot`).
     async fn task_finish_many_lean(
         &self,
@@ -272,7 +272,7 @@ impl Store for SqliteStore {
     ) -> Result<Vec<Result<TaskEnded>>> {
         if !tasks::reads_before(&params) {
             return self
-                .write(move |tx| tasks::end_many(tx, &params, None))
+                .write(move |tx| tasks::finish_many_lean(tx, &params, None))
                 .await;
         }
         let params = Arc::new(params);
@@ -283,12 +283,12 @@ impl Store for SqliteStore {
             .await?;
         let p = params.clone();
         match self
-            .write(move |tx| tasks::end_many(tx, &p, Some(before)))
+            .write(move |tx| tasks::finish_many_lean(tx, &p, Some(before)))
             .await
         {
             // A lease was lost since the read: the batch again, read in its transaction.
             Err(e) if tasks::changed_since_read(&e) => {
-                self.write(move |tx| tasks::end_many(tx, &params, None))
+                self.write(move |tx| tasks::finish_many_lean(tx, &params, None))
                     .await
             }
             out => out,

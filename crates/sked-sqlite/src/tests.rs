@@ -309,7 +309,7 @@ async fn ended_again_after_losing(lost: usize) {
         .unwrap();
     let p = ps.clone();
     let err = store
-        .write(move |tx| crate::tasks::end_many(tx, &p, Some(before)))
+        .write(move |tx| crate::tasks::finish_many_lean(tx, &p, Some(before)))
         .await
         .unwrap_err();
     assert!(crate::tasks::changed_since_read(&err), "{err:?}");
@@ -324,7 +324,7 @@ async fn ended_again_after_losing(lost: usize) {
     assert_eq!(running, 40, "nothing of the failed write stands");
     let p = ps.clone();
     let answers = store
-        .write(move |tx| crate::tasks::end_many(tx, &p, None))
+        .write(move |tx| crate::tasks::finish_many_lean(tx, &p, None))
         .await
         .unwrap();
     for (p, answer) in ps.iter().zip(answers) {

@@ -79,7 +79,7 @@ pub(crate) fn reads_before(ps: &[TaskFinishParams]) -> bool {
     ps.iter().filter(|p| succeeds(p)).count() >= READ_BEFORE_FROM && !super::names_an_id_twice(ps)
 }
 
-/// What [`end_many`] needs of the successes' rows of `ps`, read on `conn` before the write.
+/// What [`finish_many_lean`] needs of the successes' rows of `ps`, read on `conn` before the write.
 pub(crate) fn read_before(conn: &Connection, ps: &[TaskFinishParams]) -> Result<ReadBefore> {
     Ok(ReadBefore(read(conn, &success_ids(ps))?))
 }
@@ -118,7 +118,7 @@ fn read(conn: &Connection, ids: &[TaskId]) -> Result<Vec<Row>> {
 /// narrow read (`before`, or in `tx`), then every other ending the way `finish_many` writes
 /// it. From a read before, a success whose attempt lost its task since fails the whole write
 /// as [`changed_since_read`].
-pub(crate) fn end_many(
+pub(crate) fn finish_many_lean(
     tx: &Transaction<'_>,
     ps: &[TaskFinishParams],
     before: Option<ReadBefore>,

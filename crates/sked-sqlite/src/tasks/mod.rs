@@ -31,7 +31,7 @@ mod insert;
 mod multi_row;
 
 pub(crate) use claim::claim;
-pub(crate) use finish_lean::{changed_since_read, end_many, read_before, reads_before};
+pub(crate) use finish_lean::{changed_since_read, finish_many_lean, read_before, reads_before};
 pub(crate) use insert::{insert_claimed, insert_many, insert_one};
 #[cfg(test)]
 pub(crate) use multi_row::READ_LATER_FROM;

@@ -229,25 +229,17 @@ struct Walk {
 
 impl Walk {
     /// A walk of `queue` for the claim `p`; a probe from the front beside it when one is due.
-    fn new(
-        Claims {
-            pool,
-            positions: cursors,
-            ..
-        }: Claims<'_>,
-        queue: &str,
-        p: &TaskClaimParams,
-    ) -> Walk {
+    fn new(claims: Claims<'_>, queue: &str, p: &TaskClaimParams) -> Walk {
         let filter = format!("limited {queue:?} {:?}", p.kinds);
-        let start = cursors.start(&filter, p.now);
+        let start = claims.positions.start(&filter, p.now);
         if start.probe {
             let one = TaskClaimParams {
                 queues: vec![queue.to_owned()],
                 ..p.clone()
             };
             let probe = super::probe::probe(
-                pool.clone(),
-                cursors.clone(),
+                claims.pool.clone(),
+                claims.positions.clone(),
                 filter,
                 start.after,
                 one,
@@ -338,7 +330,7 @@ impl Walk {
 
     /// Records where the walk ended: `last`, the last task taken; `exhausted` when it reached
     /// the end.
-    fn finish(self, cursors: &ClaimPositions, last: Option<Key>, exhausted: bool) {
-        cursors.finish(self.start, last, exhausted);
+    fn finish(self, positions: &ClaimPositions, last: Option<Key>, exhausted: bool) {
+        positions.finish(self.start, last, exhausted);
     }
 }

@@ -65,7 +65,7 @@ async fn claim_from_position(
     p: &TaskClaimParams,
     may_stage: bool,
 ) -> Result<Option<(Vec<Task>, Option<Timestamp>)>> {
-    let (channel, cursors) = (claims.channel, claims.positions);
+    let (channel, positions) = (claims.channel, claims.positions);
     let expires = p
         .now
         .checked_add(p.lease_ttl)
@@ -73,9 +73,9 @@ async fn claim_from_position(
     let max = i64::from(p.max);
     let filter_key = filter_key(p);
     // Staging and the queue settings only when they may have changed (see `super::next_due`).
-    let (stage_first, known_due, known_settings) = cursors.before_claim(p.now);
+    let (stage_first, known_due, known_settings) = positions.before_claim(p.now);
     let stage_first = stage_first && may_stage;
-    let start = cursors.start(&filter_key, p.now);
+    let start = positions.start(&filter_key, p.now);
     let after = start.after;
     let at_end = after == Some(Key::END);
     // A task known to be due may lie before the position: stage alone, then claim. Staging
@@ -83,8 +83,8 @@ async fn claim_from_position(
     // and what it finds is claimed from the next claim on.
     let stage_alone = stage_first && after.is_some() && (at_end || known_due);
     if start.probe {
-        let (pool, cursors) = (claims.pool.clone(), cursors.clone());
-        tokio::spawn(probe(pool, cursors, filter_key, after, p.clone(), true));
+        let (pool, positions) = (claims.pool.clone(), positions.clone());
+        tokio::spawn(probe(pool, positions, filter_key, after, p.clone(), true));
     }
     let grace = grace_ms(p.timeout_grace);
     let mut params: Vec<Param<'_>> = vec![&p.now, &expires, &p.worker, &max, &grace];
@@ -150,10 +150,10 @@ async fn claim_from_position(
             None => {}
         }
     }
-    cursors.learnt(&start, next_due, read_settings, p.now);
+    positions.learnt(&start, next_due, read_settings, p.now);
     if let Some(row) = &staged {
         if let (Some(top), Some(first)) = (col(row, 0)?, col(row, 1)?) {
-            cursors.move_back(Key::before(top, first));
+            positions.move_back(Key::before(top, first));
         }
     }
     if stage_alone {
@@ -163,7 +163,7 @@ async fn claim_from_position(
     // tasks: the next ones start after the end, until an announcement or the probe moves them
     // back, instead of walking again past every task of a limited or paused queue.
     let exhausted = claimed.len() < p.max as usize && p.min_priority.is_none();
-    cursors.finish(start, claimed.last().map(Key::of), exhausted);
+    positions.finish(start, claimed.last().map(Key::of), exhausted);
     let left = p.max.saturating_sub(claimed.len() as u32);
     let mut held_until = None;
     if left > 0 && !(locked.is_empty() && rated.is_empty()) {

@@ -341,153 +341,153 @@ mod tests {
 
     #[test]
     fn claims_resume_after_the_last_task_taken() {
-        let cursors = ClaimPositions::default();
-        let first = cursors.start("all", at(0));
+        let positions = ClaimPositions::default();
+        let first = positions.start("all", at(0));
         assert_eq!(first.after, None, "the first claim starts at the front");
         assert!(!first.probe);
-        cursors.finish(first, Some(key(0, 5, 7)), false);
-        assert_eq!(cursors.start("all", at(0)).after, Some(key(0, 5, 7)));
-        assert_eq!(cursors.start("other", at(0)).after, None, "per filter");
+        positions.finish(first, Some(key(0, 5, 7)), false);
+        assert_eq!(positions.start("all", at(0)).after, Some(key(0, 5, 7)));
+        assert_eq!(positions.start("other", at(0)).after, None, "per filter");
         // A claim that took nothing leaves the position where it was.
-        let s = cursors.start("all", at(0));
-        cursors.finish(s, None, false);
-        assert_eq!(cursors.start("all", at(0)).after, Some(key(0, 5, 7)));
+        let s = positions.start("all", at(0));
+        positions.finish(s, None, false);
+        assert_eq!(positions.start("all", at(0)).after, Some(key(0, 5, 7)));
         // Concurrent claims: the furthest one wins.
-        let (a, b) = (cursors.start("all", at(0)), cursors.start("all", at(0)));
-        cursors.finish(b, Some(key(0, 9, 1)), false);
-        cursors.finish(a, Some(key(0, 6, 1)), false);
-        assert_eq!(cursors.start("all", at(0)).after, Some(key(0, 9, 1)));
+        let (a, b) = (positions.start("all", at(0)), positions.start("all", at(0)));
+        positions.finish(b, Some(key(0, 9, 1)), false);
+        positions.finish(a, Some(key(0, 6, 1)), false);
+        assert_eq!(positions.start("all", at(0)).after, Some(key(0, 9, 1)));
         // A claim from the front carries on from what it took, even behind the position.
-        cursors.forget();
-        let front = cursors.start("all", at(5));
+        positions.forget();
+        let front = positions.start("all", at(5));
         assert_eq!(front.after, None);
-        cursors.finish(front, Some(key(0, 2, 3)), false);
-        assert_eq!(cursors.start("all", at(5)).after, Some(key(0, 2, 3)));
+        positions.finish(front, Some(key(0, 2, 3)), false);
+        assert_eq!(positions.start("all", at(5)).after, Some(key(0, 2, 3)));
     }
 
     #[test]
     fn announcements_move_positions_back_never_forward() {
-        let cursors = ClaimPositions::default();
-        let s = cursors.start("all", at(0));
-        cursors.finish(s, Some(key(0, 5, 7)), false);
-        cursors.move_back(Key::before(0, at(9)));
-        assert_eq!(cursors.start("all", at(0)).after, Some(key(0, 5, 7)));
-        cursors.move_back(Key::before(0, at(3)));
+        let positions = ClaimPositions::default();
+        let s = positions.start("all", at(0));
+        positions.finish(s, Some(key(0, 5, 7)), false);
+        positions.move_back(Key::before(0, at(9)));
+        assert_eq!(positions.start("all", at(0)).after, Some(key(0, 5, 7)));
+        positions.move_back(Key::before(0, at(3)));
         assert_eq!(
-            cursors.start("all", at(0)).after,
+            positions.start("all", at(0)).after,
             Some(Key::before(0, at(3)))
         );
         // A higher priority comes first whatever its run time.
-        cursors.move_back(Key::before(5, at(100)));
+        positions.move_back(Key::before(5, at(100)));
         assert_eq!(
-            cursors.start("all", at(0)).after,
+            positions.start("all", at(0)).after,
             Some(Key::before(5, at(100)))
         );
-        cursors.forget();
-        assert_eq!(cursors.start("all", at(0)).after, None);
+        positions.forget();
+        assert_eq!(positions.start("all", at(0)).after, None);
     }
 
     #[test]
     fn a_claim_that_began_before_a_move_back_does_not_undo_it() {
-        let cursors = ClaimPositions::default();
-        let s = cursors.start("all", at(0));
-        cursors.finish(s, Some(key(0, 5, 7)), false);
-        let running = cursors.start("all", at(0));
-        cursors.move_back(Key::before(0, at(1)));
-        cursors.finish(running, Some(key(0, 8, 1)), false);
+        let positions = ClaimPositions::default();
+        let s = positions.start("all", at(0));
+        positions.finish(s, Some(key(0, 5, 7)), false);
+        let running = positions.start("all", at(0));
+        positions.move_back(Key::before(0, at(1)));
+        positions.finish(running, Some(key(0, 8, 1)), false);
         assert_eq!(
-            cursors.start("all", at(0)).after,
+            positions.start("all", at(0)).after,
             Some(Key::before(0, at(1)))
         );
     }
 
     #[test]
     fn probes_run_one_at_a_time_every_second_or_twenty_times_their_cost() {
-        let cursors = ClaimPositions::default();
-        let s = cursors.start("all", at(0));
-        cursors.finish(s, Some(key(0, 5, 7)), false);
-        let s = cursors.start("all", at(0));
+        let positions = ClaimPositions::default();
+        let s = positions.start("all", at(0));
+        positions.finish(s, Some(key(0, 5, 7)), false);
+        let s = positions.start("all", at(0));
         assert!(s.probe, "the first claim from a position starts a probe");
         assert_eq!(s.after, Some(key(0, 5, 7)), "and claims from the position");
-        assert!(!cursors.start("all", at(0)).probe, "one probe at a time");
+        assert!(!positions.start("all", at(0)).probe, "one probe at a time");
         // Nothing claimable before the position: it stays; the next probe a second later.
         let seen = Some(key(0, 5, 7));
-        cursors.probed(
+        positions.probed(
             "all",
             Some(key(0, 9, 1)),
             seen,
             at(0),
             Duration::from_millis(2),
         );
-        assert_eq!(cursors.start("all", at(0)).after, Some(key(0, 5, 7)));
-        assert!(!cursors.start("all", at(0)).probe);
-        assert!(cursors.start("all", at(1)).probe);
+        assert_eq!(positions.start("all", at(0)).after, Some(key(0, 5, 7)));
+        assert!(!positions.start("all", at(0)).probe);
+        assert!(positions.start("all", at(1)).probe);
         // A task before the position (one another transaction held while claims passed it):
         // claims move back to it. The probe took 500 ms: the next no sooner than 10.5 s on.
-        cursors.probed(
+        positions.probed(
             "all",
             Some(key(0, 2, 3)),
             seen,
             at(1),
             Duration::from_millis(500),
         );
-        assert_eq!(cursors.start("all", at(1)).after, Some(key(0, 2, 2)));
-        assert!(!cursors.start("all", at(11)).probe);
-        let s = cursors.start("all", at(12));
+        assert_eq!(positions.start("all", at(1)).after, Some(key(0, 2, 2)));
+        assert!(!positions.start("all", at(11)).probe);
+        let s = positions.start("all", at(12));
         assert!(s.probe);
         // Claims went on while that probe walked: what they took since it began looks
         // claimable to it, and is not missed.
-        let c = cursors.start("all", at(12));
-        cursors.finish(c, Some(key(0, 8, 1)), false);
-        cursors.probed("all", Some(key(0, 3, 1)), s.after, at(12), Duration::ZERO);
-        assert_eq!(cursors.start("all", at(12)).after, Some(key(0, 8, 1)));
+        let c = positions.start("all", at(12));
+        positions.finish(c, Some(key(0, 8, 1)), false);
+        positions.probed("all", Some(key(0, 3, 1)), s.after, at(12), Duration::ZERO);
+        assert_eq!(positions.start("all", at(12)).after, Some(key(0, 8, 1)));
     }
 
     #[test]
     fn a_claim_under_way_does_not_undo_a_probes_move_back() {
-        let cursors = ClaimPositions::default();
-        let s = cursors.start("all", at(0));
-        cursors.finish(s, Some(key(0, 5, 7)), false);
-        let probing = cursors.start("all", at(0));
+        let positions = ClaimPositions::default();
+        let s = positions.start("all", at(0));
+        positions.finish(s, Some(key(0, 5, 7)), false);
+        let probing = positions.start("all", at(0));
         assert!(probing.probe);
-        let claiming = cursors.start("all", at(0));
-        cursors.probed(
+        let claiming = positions.start("all", at(0));
+        positions.probed(
             "all",
             Some(key(0, 2, 3)),
             probing.after,
             at(0),
             Duration::ZERO,
         );
-        cursors.finish(claiming, Some(key(0, 9, 1)), false);
-        assert_eq!(cursors.start("all", at(0)).after, Some(key(0, 2, 2)));
+        positions.finish(claiming, Some(key(0, 9, 1)), false);
+        assert_eq!(positions.start("all", at(0)).after, Some(key(0, 2, 2)));
     }
 
     #[test]
     fn a_short_claim_resumes_after_the_end_until_a_task_is_announced_or_probed_before_it() {
-        let cursors = ClaimPositions::default();
-        let first = cursors.start("q", at(10));
-        cursors.finish(first, Some(key(0, 5, 7)), false);
+        let positions = ClaimPositions::default();
+        let first = positions.start("q", at(10));
+        positions.finish(first, Some(key(0, 5, 7)), false);
         // Walked to the end: the next claim passes over nothing...
-        let next = cursors.start("q", at(10));
+        let next = positions.start("q", at(10));
         assert_eq!(next.after, Some(key(0, 5, 7)));
         assert!(next.probe, "a probe looks from the front beside it");
-        cursors.finish(next, Some(key(0, 6, 1)), true);
-        assert_eq!(cursors.start("q", at(10)).after, Some(Key::END));
+        positions.finish(next, Some(key(0, 6, 1)), true);
+        assert_eq!(positions.start("q", at(10)).after, Some(Key::END));
         // ...until the probe finds a task before the end (one passed over while locked),
-        cursors.probed(
+        positions.probed(
             "q",
             Some(key(0, 4, 3)),
             Some(Key::END),
             at(10),
             Duration::ZERO,
         );
-        assert_eq!(cursors.start("q", at(10)).after, Some(key(0, 4, 2)));
+        assert_eq!(positions.start("q", at(10)).after, Some(key(0, 4, 2)));
         // or a task is announced before it.
-        cursors.finish(cursors.start("q", at(10)), None, true);
-        assert_eq!(cursors.start("q", at(10)).after, Some(Key::END));
-        cursors.move_back(Key::before(0, at(8)));
+        positions.finish(positions.start("q", at(10)), None, true);
+        assert_eq!(positions.start("q", at(10)).after, Some(Key::END));
+        positions.move_back(Key::before(0, at(8)));
         assert_eq!(
-            cursors.start("q", at(10)).after,
+            positions.start("q", at(10)).after,
             Some(Key::before(0, at(8)))
         );
     }

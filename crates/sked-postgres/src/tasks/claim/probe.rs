@@ -19,7 +19,7 @@ use crate::tasks::Param;
 /// one limited queue).
 pub(super) async fn probe(
     pool: Pool,
-    cursors: Arc<ClaimPositions>,
+    positions: Arc<ClaimPositions>,
     filter_key: String,
     seen: Option<Key>,
     p: TaskClaimParams,
@@ -60,5 +60,5 @@ pub(super) async fn probe(
         tracing::debug!(error = %e, "the claim probe failed");
         None
     });
-    cursors.probed(&filter_key, first, seen, p.now, began.elapsed());
+    positions.probed(&filter_key, first, seen, p.now, began.elapsed());
 }
