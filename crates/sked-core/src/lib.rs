@@ -5,6 +5,8 @@ mod clock;
 mod duration;
 mod error;
 mod new_task;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 mod rate;
 mod retry;
 pub mod schedule;

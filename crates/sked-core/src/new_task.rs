@@ -12,24 +12,33 @@ pub const DEFAULT_QUEUE: &str = "default";
 
 /// A task to enqueue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NewTask {
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Name))]
     pub kind: String,
     #[serde(default = "default_queue")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Name, default = "default"))]
     pub queue: String,
+    /// Any JSON, at most 1 MiB.
     #[serde(default)]
     pub payload: serde_json::Value,
+    /// Higher runs first.
     #[serde(default)]
     pub priority: i32,
     /// When to run; `None` means now.
     #[serde(default)]
     pub run_at: Option<Timestamp>,
     #[serde(default = "default_max_attempts")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, default = 25))]
     pub max_attempts: i32,
     /// Execution deadline of one attempt.
     #[serde(default, with = "crate::serde_duration::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Duration>))]
     pub timeout: Option<SignedDuration>,
+    /// At most one unfinished task holds a unique key (see `unique_for` for a window).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Key>))]
     pub unique_key: Option<String>,
     /// With `unique_key`: the key stays held this long after this task's enqueue, finished
     /// or not (a dedup window; without it the key is held while the task is unfinished).
@@ -38,6 +47,7 @@ pub struct NewTask {
         with = "crate::serde_duration::option",
         skip_serializing_if = "Option::is_none"
     )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Duration>))]
     pub unique_for: Option<SignedDuration>,
     /// With `unique_key`: the task runs once the key has been quiet this long. It is due
     /// `debounce` after its enqueue; an enqueue that finds the key held by a task that has
@@ -47,6 +57,7 @@ pub struct NewTask {
         with = "crate::serde_duration::option",
         skip_serializing_if = "Option::is_none"
     )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Duration>))]
     pub debounce: Option<SignedDuration>,
     /// Overrides the default retry backoff for this task.
     #[serde(default)]
@@ -54,6 +65,7 @@ pub struct NewTask {
     /// A concurrency key (a tenant, say): a queue's per-key limit caps the running tasks of
     /// each key, and claims take keys in turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Key>))]
     pub key: Option<String>,
     /// The W3C trace context (`traceparent`) the task continues: its claim and runs are spans of
     /// that trace, and its executors pass it on. Over HTTP the `traceparent` header sets it for
@@ -66,12 +78,16 @@ pub struct NewTask {
 pub const MAX_KEY_CHARS: usize = 512;
 
 /// A task's own retry backoff: `base` doubling up to `max` (with the usual jitter).
+/// `base` > 0 and `max` >= `base`, else 422.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Backoff {
     #[serde(with = "crate::serde_duration")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Duration))]
     pub base: SignedDuration,
     #[serde(with = "crate::serde_duration")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Duration))]
     pub max: SignedDuration,
 }
 
@@ -207,12 +223,12 @@ impl NewTask {
             crate::check_duration("timeout", t)?;
         }
         for (name, k) in [("unique_key", &self.unique_key), ("key", &self.key)] {
-            if let Some(k) = k {
-                if k.is_empty() || k.chars().count() > MAX_KEY_CHARS {
-                    return Err(SpecError::new(format!(
-                        "{name} must be 1 to {MAX_KEY_CHARS} characters long"
-                    )));
-                }
+            if let Some(k) = k
+                && (k.is_empty() || k.chars().count() > MAX_KEY_CHARS)
+            {
+                return Err(SpecError::new(format!(
+                    "{name} must be 1 to {MAX_KEY_CHARS} characters long"
+                )));
             }
         }
         if let Some(tp) = &self.traceparent {

@@ -22,6 +22,7 @@ pub type TaskId = i64;
 
 /// Where a task is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TaskState {
     /// Waiting for its run_at (set by enqueue, reschedule and snooze).
@@ -205,6 +206,8 @@ pub fn state_after_failure(attempt: i32, max_attempts: i32, retryable: bool) -> 
 
 /// One attempt at running a task, as recorded in its history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = AttemptRecord))]
 pub struct Attempt {
     pub attempt: i32,
     pub worker: String,
@@ -217,11 +220,13 @@ pub struct Attempt {
 
 /// A task as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Task {
+    #[cfg_attr(feature = "openapi", schema(value_type = i64))]
     pub id: TaskId,
     pub queue: String,
     pub kind: String,
-    /// Null in lists that leave payloads out.
+    /// Null in lists that leave payloads out (without `include=payload`).
     #[serde(default)]
     pub payload: serde_json::Value,
     pub priority: i32,
@@ -230,6 +235,7 @@ pub struct Task {
     pub attempt: i32,
     pub max_attempts: i32,
     #[serde(with = "crate::serde_duration::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Duration>))]
     pub timeout: Option<SignedDuration>,
     pub unique_key: Option<String>,
     pub backoff: Option<Backoff>,

@@ -39,10 +39,10 @@ pub(crate) fn parse(conn: &str) -> Result<(tokio_postgres::Config, TlsSettings),
     };
     let root_cert = value("sslrootcert", "PGSSLROOTCERT").map(|r| RootCert::parse(&r));
     config.ssl_mode(mode.negotiation());
-    if config.get_password().is_none() {
-        if let Some(password) = password_elsewhere(&config) {
-            config.password(password);
-        }
+    if config.get_password().is_none()
+        && let Some(password) = password_elsewhere(&config)
+    {
+        config.password(password);
     }
     Ok((config, TlsSettings { mode, root_cert }))
 }

@@ -274,7 +274,7 @@ mod tests {
 
     /// The routes of the API, as `(method, path)`, from the OpenAPI document.
     fn routes() -> Vec<(Method, String)> {
-        let doc: serde_json::Value = serde_json::from_str(include_str!("openapi.json")).unwrap();
+        let doc = crate::openapi();
         let mut routes = Vec::new();
         for (path, ops) in doc["paths"].as_object().unwrap() {
             for method in ops.as_object().unwrap().keys() {

@@ -28,6 +28,9 @@ pub struct Limits {
     pub max_connections: usize,
     /// How long a client may take to send a request's head (the request line and headers).
     pub header_read_timeout: Duration,
+    /// The longest a long-poll (a claim's `wait`, `GET /v1/work`) holds its request: keep it
+    /// below the idle timeout of any proxy in front.
+    pub max_wait: Duration,
 }
 
 impl Default for Limits {
@@ -35,6 +38,7 @@ impl Default for Limits {
         Limits {
             max_connections: 1024,
             header_read_timeout: Duration::from_secs(10),
+            max_wait: Duration::from_secs(60),
         }
     }
 }

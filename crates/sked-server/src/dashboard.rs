@@ -31,14 +31,38 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
+#[utoipa::path(
+    get,
+    path = "/",
+    operation_id = "dashboard",
+    summary = "The dashboard (HTML). It holds no data: it reads and acts through /v1 with the same token as any client.",
+    security(()),
+    responses((status = 200, description = "OK", body = String, content_type = "text/html"))
+)]
 pub(crate) async fn index() -> Response {
     asset("text/html; charset=utf-8", INDEX)
 }
 
+#[utoipa::path(
+    get,
+    path = "/dashboard/app.js",
+    operation_id = "dashboardScript",
+    summary = "The dashboard's script",
+    security(()),
+    responses((status = 200, description = "OK", body = String, content_type = "text/javascript"))
+)]
 pub(crate) async fn app_js() -> Response {
     asset("text/javascript; charset=utf-8", APP_JS)
 }
 
+#[utoipa::path(
+    get,
+    path = "/dashboard/app.css",
+    operation_id = "dashboardStyle",
+    summary = "The dashboard's style sheet",
+    security(()),
+    responses((status = 200, description = "OK", body = String, content_type = "text/css"))
+)]
 pub(crate) async fn app_css() -> Response {
     asset("text/css; charset=utf-8", APP_CSS)
 }

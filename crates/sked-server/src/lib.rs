@@ -10,6 +10,7 @@ mod error;
 mod extract;
 mod include_fields;
 mod observe;
+mod openapi;
 mod queues;
 mod schedules;
 mod service;
@@ -22,8 +23,9 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
 use axum::{Json, Router};
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
+use utoipa_axum::routes;
 
 pub use auth::{Scope, Token, Tokens};
 pub use connections::Limits;
@@ -44,69 +46,100 @@ pub struct AppState {
     /// When set, every request but `/healthz` and the dashboard's page must carry
     /// `Authorization: Bearer <secret>` of one of them, with the scope its route needs.
     pub tokens: Option<Arc<Tokens>>,
+    /// The longest a long-poll (a claim's `wait`, `GET /v1/work`) holds its request.
+    pub max_wait: std::time::Duration,
+}
+
+impl AppState {
+    /// The API of `engine`, without a token, long-polls held up to [`Limits::default`]'s.
+    pub fn new(engine: sked::Engine) -> AppState {
+        AppState {
+            engine,
+            tokens: None,
+            max_wait: Limits::default().max_wait,
+        }
+    }
+}
+
+/// The operations behind the token (when one is set): `/v1`, `/openapi.json` and `/metrics`.
+fn api_routes() -> OpenApiRouter<AppState> {
+    // Writes of many schedules take larger bodies than the rest.
+    let bulk = || DefaultBodyLimit::max(MAX_BULK_BODY_BYTES);
+    let v1 = OpenApiRouter::new()
+        .routes(routes!(tasks::enqueue, tasks::list))
+        .routes(routes!(tasks::enqueue_batch))
+        .routes(routes!(tasks::bulk))
+        .routes(routes!(tasks::get))
+        .routes(routes!(tasks::cancel))
+        .routes(routes!(tasks::retry))
+        .routes(routes!(tasks::held))
+        .routes(routes!(tasks::reschedule))
+        .routes(routes!(worker::claim))
+        .routes(routes!(worker::heartbeat))
+        .routes(routes!(worker::complete))
+        .routes(routes!(worker::fail))
+        .routes(routes!(worker::snooze))
+        .routes(routes!(worker::cancelled))
+        .routes(routes!(worker::release))
+        .routes(routes!(worker::heartbeat_many))
+        .routes(routes!(worker::finish_many))
+        .routes(routes!(worker::work))
+        .routes(routes!(schedules::declare).layer(bulk()))
+        .routes(routes!(schedules::list, schedules::create))
+        .routes(routes!(schedules::apply).layer(bulk()))
+        .routes(routes!(schedules::get, schedules::put, schedules::delete))
+        .routes(routes!(schedules::pause))
+        .routes(routes!(schedules::resume))
+        .routes(routes!(schedules::trigger))
+        .routes(routes!(schedules::backfill))
+        .routes(routes!(schedules::occurrences))
+        .routes(routes!(queues::list))
+        .routes(routes!(queues::get))
+        .routes(routes!(queues::pause))
+        .routes(routes!(queues::resume))
+        .routes(routes!(queues::limit))
+        .routes(routes!(schedules::cron_next))
+        .routes(routes!(observe::workers))
+        .routes(routes!(observe::beat))
+        .routes(routes!(observe::cluster))
+        .routes(routes!(observe::activity));
+    OpenApiRouter::new()
+        .nest("/v1", v1)
+        .routes(routes!(openapi::serve))
+        .routes(routes!(metrics))
+}
+
+/// The dashboard: the page holds no data; what it shows comes from /v1, with the token.
+fn page_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(dashboard::index))
+        .routes(routes!(dashboard::app_js))
+        .routes(routes!(dashboard::app_css))
+}
+
+/// What needs neither token nor same-site request: the health check.
+fn open_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(healthz))
+}
+
+/// The OpenAPI document of every route [`router`] serves: what `/openapi.json` answers.
+pub fn openapi() -> serde_json::Value {
+    let mut doc = api_routes().into_openapi();
+    doc.merge(page_routes().into_openapi());
+    doc.merge(open_routes().into_openapi());
+    openapi::complete(doc)
 }
 
 /// The whole HTTP API.
 pub fn router(state: AppState) -> Router {
-    // Writes of many schedules take larger bodies than the rest.
-    let bulk = DefaultBodyLimit::max(MAX_BULK_BODY_BYTES);
-    let v1 = Router::new()
-        .route("/tasks", post(tasks::enqueue).get(tasks::list))
-        .route("/tasks/batch", post(tasks::enqueue_batch))
-        .route("/tasks/bulk", post(tasks::bulk))
-        .route("/tasks/{id}", get(tasks::get))
-        .route("/tasks/{id}/cancel", post(tasks::cancel))
-        .route("/tasks/{id}/retry", post(tasks::retry))
-        .route("/tasks/{id}/held", get(tasks::held))
-        .route("/tasks/{id}/reschedule", post(tasks::reschedule))
-        .route("/claim", post(worker::claim))
-        .route("/tasks/{id}/heartbeat", post(worker::heartbeat))
-        .route("/tasks/{id}/complete", post(worker::complete))
-        .route("/tasks/{id}/fail", post(worker::fail))
-        .route("/tasks/{id}/snooze", post(worker::snooze))
-        .route("/tasks/{id}/cancelled", post(worker::cancelled))
-        .route("/tasks/{id}/release", post(worker::release))
-        .route("/heartbeat", post(worker::heartbeat_many))
-        .route("/finish", post(worker::finish_many))
-        .route("/work", get(worker::work))
-        .route("/declared/{group}", put(schedules::declare).layer(bulk))
-        .route("/schedules", get(schedules::list).post(schedules::create))
-        .route("/schedules", put(schedules::apply).layer(bulk))
-        .route(
-            "/schedules/{name}",
-            get(schedules::get)
-                .put(schedules::put)
-                .delete(schedules::delete),
-        )
-        .route("/schedules/{name}/pause", post(schedules::pause))
-        .route("/schedules/{name}/resume", post(schedules::resume))
-        .route("/schedules/{name}/trigger", post(schedules::trigger))
-        .route("/schedules/{name}/backfill", post(schedules::backfill))
-        .route("/schedules/{name}/occurrences", get(schedules::occurrences))
-        .route("/queues", get(queues::list))
-        .route("/queues/{name}", get(queues::get))
-        .route("/queues/{name}/pause", post(queues::pause))
-        .route("/queues/{name}/resume", post(queues::resume))
-        .route("/queues/{name}/limit", put(queues::limit))
-        .route("/cron/next", get(schedules::cron_next))
-        .route("/workers", get(observe::workers))
-        .route("/workers/{id}", put(observe::beat))
-        .route("/cluster", get(observe::cluster))
-        .route("/activity", get(observe::activity));
-    Router::new()
-        .nest("/v1", v1)
-        .route("/openapi.json", get(openapi))
-        .route("/metrics", get(metrics))
-        .layer(middleware::from_fn_with_state(state.clone(), auth::check))
-        // The page itself holds no data; what it shows comes from /v1, with the token.
-        .route("/", get(dashboard::index))
-        .route("/dashboard/app.js", get(dashboard::app_js))
-        .route("/dashboard/app.css", get(dashboard::app_css))
+    let api: Router<AppState> = api_routes().into();
+    api.layer(middleware::from_fn_with_state(state.clone(), auth::check))
+        .merge(Router::from(page_routes()))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             cross_site::same_site,
         ))
-        .route("/healthz", get(healthz))
+        .merge(Router::from(open_routes()))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn(reject_large_bodies))
@@ -116,6 +149,14 @@ pub fn router(state: AppState) -> Router {
 /// Liveness: it does not touch the database. Who this node is (its id, whether it leads, its
 /// backend) only to a trusted client: one with the token, or, without a token, one that
 /// reached the server by a loopback name (a page that rebinds its own name gets `status`).
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    operation_id = "health",
+    summary = "Liveness (does not touch the database); needs no token",
+    security(()),
+    responses((status = 200, description = "OK", body = sked::api::Health))
+)]
 async fn healthz(State(state): State<AppState>, headers: HeaderMap) -> Json<sked::api::Health> {
     let trusted = match &state.tokens {
         Some(tokens) => tokens.find(&headers).is_some(),
@@ -134,6 +175,13 @@ async fn healthz(State(state): State<AppState>, headers: HeaderMap) -> Json<sked
 }
 
 /// Prometheus text exposition format 0.0.4.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "metrics",
+    summary = "Prometheus metrics (text exposition format 0.0.4): tasks by queue and state (from the database, the same on every node), and this node's claims, endings by outcome, enqueue-to-start, due-to-start and run-time histograms, rescues, schedule occurrences by outcome, leadership. Needs the token when one is set.",
+    responses((status = 200, description = "OK", body = String, content_type = "text/plain; version=0.0.4"))
+)]
 async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
     let text = state.engine.metrics_text().await?;
     Ok((
@@ -144,14 +192,6 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
         text,
     )
         .into_response())
-}
-
-async fn openapi() -> Response {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        include_str!("openapi.json"),
-    )
-        .into_response()
 }
 
 async fn not_found() -> ApiError {

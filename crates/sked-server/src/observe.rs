@@ -10,13 +10,22 @@ use crate::{ApiError, AppState};
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct WorkersQuery {
     limit: Option<u32>,
 }
 
 /// Workers and nodes seen in the last day, each with `alive`: the `limit` seen most recently.
+#[utoipa::path(
+    get,
+    path = "/workers",
+    operation_id = "listWorkers",
+    summary = "Workers and nodes seen in the last day, most recently seen first, each with role, queues, concurrency, running (leases held now), started_at, last_seen_at, stopped_at and alive (seen within 3 minutes and not stopped)",
+    params(WorkersQuery),
+    responses((status = 200, description = "OK", body = sked::api::WorkerList))
+)]
 pub(crate) async fn workers(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<WorkersQuery>,
@@ -40,6 +49,15 @@ pub(crate) async fn workers(
 }
 
 /// A worker's sign of life (the worker protocol's presence beat).
+#[utoipa::path(
+    put,
+    path = "/workers/{id}",
+    operation_id = "workerBeat",
+    summary = "A worker's sign of life (send every minute; a claim counts too), or with stopping=true its goodbye",
+    params(("id" = sked_core::openapi::Name, Path, description = "The worker.")),
+    request_body = sked::api::Beat,
+    responses((status = 200, description = "OK", body = sked::api::Ack))
+)]
 pub(crate) async fn beat(
     State(s): State<AppState>,
     NamePath(id): NamePath,
@@ -75,17 +93,35 @@ pub(crate) async fn beat(
 }
 
 /// This node, the leader, and the backend.
+#[utoipa::path(
+    get,
+    path = "/cluster",
+    operation_id = "cluster",
+    summary = "The node answering, the holder of the leader lease (null while none) and until when, and the backend",
+    responses((status = 200, description = "OK", body = sked::api::Cluster))
+)]
 pub(crate) async fn cluster(State(s): State<AppState>) -> ApiResult<Cluster> {
     Ok(Json(s.engine.cluster().await?))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ActivityQuery {
+    /// Minutes back from now (default 15, 1 to 1440).
+    #[param(minimum = 1, maximum = 1440)]
     minutes: Option<u32>,
 }
 
 /// Ended work per minute over the last `minutes` (default 15, at most 1440).
+#[utoipa::path(
+    get,
+    path = "/activity",
+    operation_id = "activity",
+    summary = "Ended work per minute over the last minutes, across all nodes: succeeded, failed (attempts retried), dead, cancelled; every minute present, oldest first",
+    params(ActivityQuery),
+    responses((status = 200, description = "OK", body = sked::api::Activity))
+)]
 pub(crate) async fn activity(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<ActivityQuery>,

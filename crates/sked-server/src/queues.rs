@@ -13,7 +13,8 @@ use crate::{ApiError, AppState};
 
 type ApiResult<T = QueueInfo> = Result<Json<T>, ApiError>;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ListQuery {
     /// The page's size (default 100, at most 1,000).
@@ -22,15 +23,32 @@ pub(crate) struct ListQuery {
     after: Option<String>,
     /// Count each queue's tasks of a state up to this many (default 10,000); a state with
     /// more is listed in the queue's `counts_at_least`.
+    #[param(minimum = 1, maximum = 10_000_000)]
     count_limit: Option<u64>,
 }
 
 /// `GET /v1/queues/{name}`: one queue, with its counts and why its tasks wait (a queue never
 /// set or used has no limits and no tasks).
+#[utoipa::path(
+    get,
+    path = "/queues/{name}",
+    operation_id = "getQueue",
+    summary = "One queue: its limits, counts, and why its tasks wait",
+    params(("name" = sked_core::openapi::Name, Path)),
+    responses((status = 200, description = "OK (a queue never set or used has no limits and no tasks)", body = sked_store::QueueInfo))
+)]
 pub(crate) async fn get(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
     Ok(Json(s.engine.queue(&name).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/queues",
+    operation_id = "listQueues",
+    summary = "List queues by name with their counts per state, a page at a time",
+    params(ListQuery),
+    responses((status = 200, description = "OK", body = sked::api::QueueList))
+)]
 pub(crate) async fn list(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<ListQuery>,
@@ -56,6 +74,14 @@ pub(crate) async fn list(
     }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/queues/{name}/pause",
+    operation_id = "pauseQueue",
+    summary = "Pause a queue: nothing is claimed from it",
+    params(("name" = sked_core::openapi::Name, Path)),
+    responses((status = 200, description = "OK", body = sked_store::QueueInfo))
+)]
 pub(crate) async fn pause(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
     let q = s
         .engine
@@ -68,6 +94,14 @@ pub(crate) async fn pause(State(s): State<AppState>, NamePath(name): NamePath) -
     Ok(Json(q))
 }
 
+#[utoipa::path(
+    post,
+    path = "/queues/{name}/resume",
+    operation_id = "resumeQueue",
+    summary = "Resume a queue",
+    params(("name" = sked_core::openapi::Name, Path)),
+    responses((status = 200, description = "OK", body = sked_store::QueueInfo))
+)]
 pub(crate) async fn resume(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
     let q = s
         .engine
@@ -80,6 +114,15 @@ pub(crate) async fn resume(State(s): State<AppState>, NamePath(name): NamePath) 
     Ok(Json(q))
 }
 
+#[utoipa::path(
+    put,
+    path = "/queues/{name}/limit",
+    operation_id = "limitQueue",
+    summary = "Set or remove (null) the queue's concurrency limit",
+    params(("name" = sked_core::openapi::Name, Path)),
+    request_body = sked::api::QueueLimit,
+    responses((status = 200, description = "OK", body = sked_store::QueueInfo))
+)]
 pub(crate) async fn limit(
     State(s): State<AppState>,
     NamePath(name): NamePath,

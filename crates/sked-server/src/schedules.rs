@@ -15,7 +15,8 @@ use crate::{ApiError, AppState};
 
 type ApiResult<T = Json<ScheduleView>> = Result<T, ApiError>;
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ListQuery {
     /// The page's size (default 100, at most 1,000).
@@ -30,12 +31,21 @@ pub(crate) struct ListQuery {
     failing: Option<bool>,
     /// `payload`: the templates' payloads (left out of lists otherwise); `count`: how many
     /// schedules the filter takes in all.
+    #[param(pattern = r"^\s*(?:payload|count)?\s*(?:,\s*(?:payload|count)?\s*)*$")]
     include: Option<String>,
     /// How far to count (default 10,000): counting costs what it counts.
     count_limit: Option<u64>,
 }
 
 /// A page of schedules by name, their templates' payloads left out unless asked for.
+#[utoipa::path(
+    get,
+    path = "/schedules",
+    operation_id = "listSchedules",
+    summary = "List schedules by name, a page at a time, filtered by prefix, paused or failing",
+    params(ListQuery),
+    responses((status = 200, description = "OK", body = sked::api::ScheduleList))
+)]
 pub(crate) async fn list(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<ListQuery>,
@@ -106,6 +116,14 @@ pub(crate) async fn list(
 }
 
 /// `POST /v1/schedules` with the whole definition: creates or replaces.
+#[utoipa::path(
+    post,
+    path = "/schedules",
+    operation_id = "createSchedule",
+    summary = "Create or replace a schedule",
+    request_body = sked_core::ScheduleDef,
+    responses((status = 201, description = "Created or replaced", body = sked::api::ScheduleView))
+)]
 pub(crate) async fn create(
     State(s): State<AppState>,
     ApiJson(def): ApiJson<ScheduleDef>,
@@ -117,6 +135,15 @@ pub(crate) async fn create(
 }
 
 /// `PUT /v1/schedules/{name}`: the name in the path wins; the body's must match if given.
+#[utoipa::path(
+    put,
+    path = "/schedules/{name}",
+    operation_id = "putSchedule",
+    summary = "Create or replace the named schedule",
+    params(("name" = sked_core::openapi::Name, Path)),
+    request_body = sked_core::ScheduleDef,
+    responses((status = 200, description = "OK", body = sked::api::ScheduleView))
+)]
 pub(crate) async fn put(
     State(s): State<AppState>,
     NamePath(name): NamePath,
@@ -139,10 +166,26 @@ pub(crate) async fn put(
     Ok(Json(s.engine.schedule_put(def).await?.into()))
 }
 
+#[utoipa::path(
+    get,
+    path = "/schedules/{name}",
+    operation_id = "getSchedule",
+    summary = "A schedule",
+    params(("name" = sked_core::openapi::Name, Path)),
+    responses((status = 200, description = "OK", body = sked::api::ScheduleView))
+)]
 pub(crate) async fn get(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
     Ok(Json(s.engine.schedule(&name).await?.into()))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/schedules/{name}",
+    operation_id = "deleteSchedule",
+    summary = "Remove a schedule (its tasks stay)",
+    params(("name" = sked_core::openapi::Name, Path)),
+    responses((status = 204, description = "Deleted"))
+)]
 pub(crate) async fn delete(
     State(s): State<AppState>,
     NamePath(name): NamePath,
@@ -151,14 +194,38 @@ pub(crate) async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(
+    post,
+    path = "/schedules/{name}/pause",
+    operation_id = "pauseSchedule",
+    summary = "Pause a schedule",
+    params(("name" = sked_core::openapi::Name, Path)),
+    responses((status = 200, description = "OK", body = sked::api::ScheduleView))
+)]
 pub(crate) async fn pause(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
     Ok(Json(s.engine.schedule_pause(&name).await?.into()))
 }
 
+#[utoipa::path(
+    post,
+    path = "/schedules/{name}/resume",
+    operation_id = "resumeSchedule",
+    summary = "Resume; the next fire time counts from now",
+    params(("name" = sked_core::openapi::Name, Path)),
+    responses((status = 200, description = "OK", body = sked::api::ScheduleView))
+)]
 pub(crate) async fn resume(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
     Ok(Json(s.engine.schedule_resume(&name).await?.into()))
 }
 
+#[utoipa::path(
+    post,
+    path = "/schedules/{name}/trigger",
+    operation_id = "triggerSchedule",
+    summary = "Enqueue a run now",
+    params(("name" = sked_core::openapi::Name, Path)),
+    responses((status = 201, description = "Enqueued", body = sked::api::Triggered))
+)]
 pub(crate) async fn trigger(
     State(s): State<AppState>,
     NamePath(name): NamePath,
@@ -169,6 +236,15 @@ pub(crate) async fn trigger(
 
 /// `POST /v1/schedules/{name}/backfill`: enqueues the range's past occurrences that have no
 /// run yet.
+#[utoipa::path(
+    post,
+    path = "/schedules/{name}/backfill",
+    operation_id = "backfillSchedule",
+    summary = "Enqueue each past occurrence in a range that has no run yet",
+    params(("name" = sked_core::openapi::Name, Path)),
+    request_body = sked::api::BackfillRequest,
+    responses((status = 200, description = "OK", body = sked_store::BackfillReport))
+)]
 pub(crate) async fn backfill(
     State(s): State<AppState>,
     NamePath(name): NamePath,
@@ -177,12 +253,21 @@ pub(crate) async fn backfill(
     Ok(Json(s.engine.schedule_backfill(&name, b.from, b.to).await?))
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Limit {
     limit: Option<u32>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/schedules/{name}/occurrences",
+    operation_id = "scheduleOccurrences",
+    summary = "The occurrence ledger: enqueued, skipped, buffered, missed",
+    params(("name" = sked_core::openapi::Name, Path), Limit),
+    responses((status = 200, description = "OK", body = sked::api::OccurrenceList))
+)]
 pub(crate) async fn occurrences(
     State(s): State<AppState>,
     NamePath(name): NamePath,
@@ -195,7 +280,8 @@ pub(crate) async fn occurrences(
     Ok(Json(OccurrenceList { occurrences }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CronNextQuery {
     expr: String,
@@ -203,9 +289,18 @@ pub(crate) struct CronNextQuery {
     after: Option<String>,
     n: Option<u32>,
     /// How a fixed-time job meets DST changes: `debian` (the default), `skip` or `twice`.
+    #[param(value_type = Option<sked_core::DstPolicy>)]
     dst: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/cron/next",
+    operation_id = "cronNext",
+    summary = "Next fire times of a cron expression",
+    params(CronNextQuery),
+    responses((status = 200, description = "OK", body = sked::api::CronNext))
+)]
 pub(crate) async fn cron_next(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<CronNextQuery>,
@@ -262,6 +357,14 @@ pub(crate) struct ApplyBody {
 
 /// `PUT /v1/schedules`: many schedules written in one transaction, all or none (a 422 names
 /// each bad one); with a group, `prune` deletes its schedules missing from the set.
+#[utoipa::path(
+    put,
+    path = "/schedules",
+    operation_id = "applySchedules",
+    summary = "Write many schedules in one transaction, all or none (a 422 names each invalid one). Those equal to the stored ones are left as they are. With `group`, each joins the group and one that exists keeps its paused flag; `prune` deletes the group's schedules missing from the list; `dry_run` answers what would change and changes nothing. Body up to 64 MiB. Answers {created, updated, unchanged, removed}",
+    request_body = sked::api::SchedulesApply,
+    responses((status = 200, description = "OK", body = sked_store::ScheduleSyncReport))
+)]
 pub(crate) async fn apply(
     State(s): State<AppState>,
     ApiJson(b): ApiJson<ApplyBody>,
@@ -284,6 +387,15 @@ pub(crate) struct DeclaredBody {
 
 /// `PUT /v1/declared/{group}`: the schedules a group of code declares (see the worker's
 /// declared schedules): created, updated, or removed when no longer declared.
+#[utoipa::path(
+    put,
+    path = "/declared/{group}",
+    operation_id = "declareSchedules",
+    summary = "Declared schedules: make the schedules `group` declares exist as given; those it declared before and no longer does are deleted; an operator's pause is kept. Answers {created, updated, unchanged, removed}",
+    params(("group" = sked_core::openapi::Name, Path)),
+    request_body = sked::api::Declared,
+    responses((status = 200, description = "OK", body = sked_store::ScheduleSyncReport))
+)]
 pub(crate) async fn declare(
     State(s): State<AppState>,
     NamePath(group): NamePath,

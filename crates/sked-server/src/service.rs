@@ -54,7 +54,11 @@ impl Service for HttpService {
             tokens,
             limits,
         } = *self;
-        let app = router(AppState { engine, tokens });
+        let app = router(AppState {
+            engine,
+            tokens,
+            max_wait: limits.max_wait,
+        });
         Box::pin(async move {
             connections::serve(listener, app, limits, stop.wait()).await;
             Ok(())

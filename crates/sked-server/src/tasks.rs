@@ -33,6 +33,15 @@ fn continue_trace<'a>(headers: &HeaderMap, tasks: impl IntoIterator<Item = &'a m
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/tasks",
+    operation_id = "enqueueTask",
+    summary = "Enqueue a task (201; 200 with duplicate=true when its unique key is held)",
+    params(("traceparent" = Option<String>, Header, description = "W3C trace context: the tasks of this request that give none continue this trace (an invalid value is ignored)")),
+    request_body = sked_core::NewTask,
+    responses((status = 201, description = "Enqueued", body = sked_store::TaskInserted), (status = 200, description = "A task with this unique key is held: the existing one, duplicate true", body = sked_store::TaskInserted))
+)]
 pub(crate) async fn enqueue(
     State(s): State<AppState>,
     headers: HeaderMap,
@@ -48,6 +57,15 @@ pub(crate) async fn enqueue(
     Ok((status, Json(ins)))
 }
 
+#[utoipa::path(
+    post,
+    path = "/tasks/batch",
+    operation_id = "enqueueTasks",
+    summary = "Enqueue many tasks in one transaction",
+    params(("traceparent" = Option<String>, Header, description = "W3C trace context: the tasks of this request that give none continue this trace (an invalid value is ignored)")),
+    request_body = sked::api::TaskBatch,
+    responses((status = 201, description = "Enqueued, one line per task in order", body = sked::api::TasksInserted))
+)]
 pub(crate) async fn enqueue_batch(
     State(s): State<AppState>,
     headers: HeaderMap,
@@ -65,6 +83,14 @@ pub(crate) async fn enqueue_batch(
     Ok((StatusCode::CREATED, Json(TasksInserted { tasks })))
 }
 
+#[utoipa::path(
+    get,
+    path = "/tasks/{id}",
+    operation_id = "getTask",
+    summary = "A task with its attempts",
+    params(("id" = i64, Path, description = "The task.")),
+    responses((status = 200, description = "OK", body = sked_core::Task))
+)]
 pub(crate) async fn get(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,
@@ -72,10 +98,14 @@ pub(crate) async fn get(
     Ok(Json(s.engine.task(id).await?))
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ListQuery {
     /// Comma-separated states.
+    #[param(
+        pattern = r"^(?:(?:scheduled|available|running|retrying|succeeded|dead|cancelled)?,)*(?:scheduled|available|running|retrying|succeeded|dead|cancelled)?$"
+    )]
     state: Option<String>,
     queue: Option<String>,
     kind: Option<String>,
@@ -83,9 +113,18 @@ pub(crate) struct ListQuery {
     before: Option<i64>,
     limit: Option<u32>,
     /// Comma-separated: `payload`, `result` (left out of lists otherwise).
+    #[param(pattern = r"^\s*(?:payload|result)?\s*(?:,\s*(?:payload|result)?\s*)*$")]
     include: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/tasks",
+    operation_id = "listTasks",
+    summary = "List tasks, newest first, a page at a time",
+    params(ListQuery),
+    responses((status = 200, description = "OK", body = sked::api::TaskList))
+)]
 pub(crate) async fn list(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<ListQuery>,
@@ -147,6 +186,14 @@ pub(crate) async fn list(
     .into_response())
 }
 
+#[utoipa::path(
+    post,
+    path = "/tasks/{id}/cancel",
+    operation_id = "cancelTask",
+    summary = "Cancel: never runs if not started; a running task is told at its next heartbeat",
+    params(("id" = i64, Path, description = "The task.")),
+    responses((status = 200, description = "OK", body = sked_core::Task))
+)]
 pub(crate) async fn cancel(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,
@@ -154,6 +201,14 @@ pub(crate) async fn cancel(
     Ok(Json(s.engine.cancel(id).await?))
 }
 
+#[utoipa::path(
+    post,
+    path = "/tasks/{id}/retry",
+    operation_id = "retryTask",
+    summary = "Run a finished task again",
+    params(("id" = i64, Path, description = "The task.")),
+    responses((status = 200, description = "OK", body = sked_core::Task))
+)]
 pub(crate) async fn retry(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,
@@ -161,6 +216,15 @@ pub(crate) async fn retry(
     Ok(Json(s.engine.retry(id).await?))
 }
 
+#[utoipa::path(
+    post,
+    path = "/tasks/{id}/reschedule",
+    operation_id = "rescheduleTask",
+    summary = "Move run_at of a task that has not started",
+    params(("id" = i64, Path, description = "The task.")),
+    request_body = sked::api::Reschedule,
+    responses((status = 200, description = "OK", body = sked_core::Task))
+)]
 pub(crate) async fn reschedule(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,
@@ -171,6 +235,14 @@ pub(crate) async fn reschedule(
 }
 
 /// `POST /v1/tasks/bulk`: one batch of a retry or cancel by filter, or a dry run's count.
+#[utoipa::path(
+    post,
+    path = "/tasks/bulk",
+    operation_id = "bulkTasks",
+    summary = "Retry or cancel every task a filter matches, one bounded batch per call",
+    request_body = sked::api::BulkRequest,
+    responses((status = 200, description = "OK", body = sked::api::BulkAnswer))
+)]
 pub(crate) async fn bulk(
     State(s): State<AppState>,
     ApiJson(req): ApiJson<sked::api::BulkRequest>,
@@ -179,6 +251,14 @@ pub(crate) async fn bulk(
 }
 
 /// `GET /v1/tasks/{id}/held`: why an available task waits (`null` when it does not).
+#[utoipa::path(
+    get,
+    path = "/tasks/{id}/held",
+    operation_id = "taskHeld",
+    summary = "Why an available task waits",
+    params(("id" = i64, Path, description = "The task.")),
+    responses((status = 200, description = "OK: held is null when the task does not wait (or is not available)", body = sked::api::TaskHeld))
+)]
 pub(crate) async fn held(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,

@@ -19,9 +19,6 @@ use crate::{ApiError, AppState};
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
-/// The longest a claim may wait for work.
-const MAX_WAIT: Duration = Duration::from_secs(60);
-
 /// A duration field of a request (`"30s"`); a bad one is a 422 naming it.
 fn duration(s: &str) -> Result<jiff::SignedDuration, ApiError> {
     parse_duration(s).map_err(|e| ApiError::invalid(e.to_string()))
@@ -31,6 +28,14 @@ fn opt_duration(s: &Option<String>) -> Result<Option<jiff::SignedDuration>, ApiE
     s.as_deref().map(duration).transpose()
 }
 
+#[utoipa::path(
+    post,
+    path = "/claim",
+    operation_id = "claimTasks",
+    summary = "Worker protocol: claim up to max due tasks, waiting up to `wait`",
+    request_body = sked::api::worker::Claim,
+    responses((status = 200, description = "OK", body = sked::api::worker::Claimed))
+)]
 pub(crate) async fn claim(
     State(s): State<AppState>,
     ApiJson(c): ApiJson<Claim>,
@@ -39,7 +44,7 @@ pub(crate) async fn claim(
         return Err(ApiError::invalid("max must be between 1 and 1000"));
     }
     let wait =
-        opt_duration(&c.wait)?.map(|w| Duration::try_from(w).unwrap_or_default().min(MAX_WAIT));
+        opt_duration(&c.wait)?.map(|w| Duration::try_from(w).unwrap_or_default().min(s.max_wait));
     let lease_ttl = opt_duration(&c.lease_ttl)?;
     if lease_ttl.is_some_and(|t| t < jiff::SignedDuration::from_millis(100)) {
         return Err(ApiError::invalid("lease_ttl must be at least 100ms"));
@@ -60,6 +65,15 @@ pub(crate) async fn claim(
     Ok(Json(Claimed { tasks }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/tasks/{id}/heartbeat",
+    operation_id = "heartbeatTask",
+    summary = "Worker protocol: extend the lease; says whether a cancel was requested (409 stale_lease if the lease is gone, or the task ran past its timeout and the server's timeout grace)",
+    params(("id" = i64, Path, description = "The task.")),
+    request_body = sked::api::worker::Heartbeat,
+    responses((status = 200, description = "OK", body = sked_store::HeartbeatReply))
+)]
 pub(crate) async fn heartbeat(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,
@@ -69,6 +83,15 @@ pub(crate) async fn heartbeat(
     Ok(Json(s.engine.heartbeat(id, h.attempt, ttl).await?))
 }
 
+#[utoipa::path(
+    post,
+    path = "/tasks/{id}/complete",
+    operation_id = "completeTask",
+    summary = "Worker protocol: the attempt succeeded",
+    params(("id" = i64, Path, description = "The task.")),
+    request_body = sked::api::worker::Complete,
+    responses((status = 200, description = "OK", body = sked_core::Task))
+)]
 pub(crate) async fn complete(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,
@@ -83,6 +106,15 @@ pub(crate) async fn complete(
     .await
 }
 
+#[utoipa::path(
+    post,
+    path = "/tasks/{id}/fail",
+    operation_id = "failTask",
+    summary = "Worker protocol: the attempt failed (retryable or fatal)",
+    params(("id" = i64, Path, description = "The task.")),
+    request_body = sked::api::worker::Fail,
+    responses((status = 200, description = "OK", body = sked_core::Task))
+)]
 pub(crate) async fn fail(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,
@@ -95,6 +127,15 @@ pub(crate) async fn fail(
     end_attempt(&s, id, f.attempt, outcome).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/tasks/{id}/snooze",
+    operation_id = "snoozeTask",
+    summary = "Worker protocol: run again after a delay without spending an attempt",
+    params(("id" = i64, Path, description = "The task.")),
+    request_body = sked::api::worker::Snooze,
+    responses((status = 200, description = "OK", body = sked_core::Task))
+)]
 pub(crate) async fn snooze(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,
@@ -109,6 +150,15 @@ pub(crate) async fn snooze(
     end_attempt(&s, id, z.attempt, FinishOutcome::Snoozed { until }).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/tasks/{id}/release",
+    operation_id = "releaseTask",
+    summary = "Worker protocol: give a held task back unstarted or unfinished (available at once, no attempt spent)",
+    params(("id" = i64, Path, description = "The task.")),
+    request_body = sked::api::worker::AttemptRef,
+    responses((status = 200, description = "OK", body = sked_core::Task))
+)]
 pub(crate) async fn release(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,
@@ -134,6 +184,14 @@ fn item_error(e: sked::Error) -> ErrorDetail {
 }
 
 /// `POST /v1/heartbeat`: extends the leases of many held tasks; one result per task.
+#[utoipa::path(
+    post,
+    path = "/heartbeat",
+    operation_id = "heartbeatTasks",
+    summary = "Worker protocol: extend the leases of many held tasks; {\"results\": [{lease_expires_at, cancel_requested} | {\"error\": {code, message}}]} in order. A task with a timeout is never leased past its start, timeout and the server's timeout grace",
+    request_body = sked::api::worker::HeartbeatRequest,
+    responses((status = 200, description = "One result per task, in order", body = sked::api::worker::BatchReply<sked_store::HeartbeatReply>))
+)]
 pub(crate) async fn heartbeat_many(
     State(s): State<AppState>,
     ApiJson(h): ApiJson<HeartbeatRequest>,
@@ -160,6 +218,14 @@ pub(crate) async fn heartbeat_many(
 
 /// `POST /v1/finish`: ends many attempts; one result per item. The whole batch is checked
 /// before anything is recorded, so a malformed item changes nothing.
+#[utoipa::path(
+    post,
+    path = "/finish",
+    operation_id = "finishTasks",
+    summary = "Worker protocol: end many attempts; {\"results\": [{id, state} | {\"error\": {code, message}}]} in order. A malformed item fails the whole call (422) and records nothing",
+    request_body = sked::api::worker::FinishRequest,
+    responses((status = 200, description = "One result per item, in order", body = sked::api::worker::BatchReply<sked::api::worker::Finished>))
+)]
 pub(crate) async fn finish_many(
     State(s): State<AppState>,
     ApiJson(f): ApiJson<FinishRequest>,
@@ -196,17 +262,34 @@ pub(crate) async fn finish_many(
 
 /// `GET /v1/work?after=N&wait=30s`: returns when the work counter passes `after` (tasks may
 /// have become claimable) or when the wait is over. It claims nothing, so a client may drop it.
+#[utoipa::path(
+    get,
+    path = "/work",
+    operation_id = "waitForWork",
+    summary = "Worker protocol: wait until tasks may have become claimable since `after` (the epoch a previous call returned), or `wait` is over: {\"epoch\": N}. Claims nothing, so it is safe to abandon",
+    params(sked::api::worker::WorkQuery),
+    responses((status = 200, description = "OK", body = sked::api::worker::WorkReply))
+)]
 pub(crate) async fn work(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<WorkQuery>,
 ) -> ApiResult<WorkReply> {
     let wait = opt_duration(&q.wait)?
-        .map(|w| Duration::try_from(w).unwrap_or_default().min(MAX_WAIT))
+        .map(|w| Duration::try_from(w).unwrap_or_default().min(s.max_wait))
         .unwrap_or_default();
     let epoch = s.engine.work_changed(q.after, wait).await;
     Ok(Json(WorkReply { epoch }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/tasks/{id}/cancelled",
+    operation_id = "acknowledgeCancel",
+    summary = "Worker protocol: stopped because a cancel was requested",
+    params(("id" = i64, Path, description = "The task.")),
+    request_body = sked::api::worker::AttemptRef,
+    responses((status = 200, description = "OK", body = sked_core::Task))
+)]
 pub(crate) async fn cancelled(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,

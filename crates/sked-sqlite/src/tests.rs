@@ -198,11 +198,11 @@ async fn claimed(store: &crate::SqliteStore, n: usize, now: jiff::Timestamp) -> 
 /// that is retried, and the fifth naming an attempt the task never had.
 fn endings(tasks: &[Task], now: jiff::Timestamp) -> Vec<TaskFinishParams> {
     let outcome = |i: usize| match i {
-        _ if i % 11 == 0 => FinishOutcome::Failed {
+        _ if i.is_multiple_of(11) => FinishOutcome::Failed {
             error: "no".into(),
             retryable: true,
         },
-        _ if i % 7 == 0 => FinishOutcome::Succeeded {
+        _ if i.is_multiple_of(7) => FinishOutcome::Succeeded {
             result: Some(serde_json::json!({"i": i})),
         },
         _ => FinishOutcome::Succeeded { result: None },

@@ -251,10 +251,10 @@ pub fn current_attempt(task: &Task) -> Option<Attempt> {
 
 /// Completes a task's history: the stored attempts plus the one on the task row.
 pub fn add_current_attempt(task: &mut Task) {
-    if let Some(current) = current_attempt(task) {
-        if !task.attempts.iter().any(|a| a.attempt == current.attempt) {
-            task.attempts.push(current);
-        }
+    if let Some(current) = current_attempt(task)
+        && !task.attempts.iter().any(|a| a.attempt == current.attempt)
+    {
+        task.attempts.push(current);
     }
 }
 

@@ -31,7 +31,9 @@ pub struct TaskInsertParams {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskInserted {
+    #[cfg_attr(feature = "openapi", schema(value_type = i64))]
     pub id: TaskId,
     pub state: TaskState,
     /// The unique key was already held: no task was inserted and `id` is the holder.
@@ -98,6 +100,7 @@ pub struct TaskHeartbeatParams {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HeartbeatReply {
     pub lease_expires_at: Timestamp,
     /// The task was cancelled: the worker should stop it and report `cancelled`.
@@ -234,12 +237,15 @@ pub struct QueueListParams {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = Queue))]
 pub struct QueueInfo {
     pub name: String,
     pub paused: bool,
     pub concurrency_limit: Option<u32>,
     /// At most so many tasks start in any window of the period.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Rate>))]
     pub rate: Option<sked_core::RateLimit>,
     /// With a rate limit, in lists: the starts its window holds now (the current rate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -249,6 +255,7 @@ pub struct QueueInfo {
     pub per_key: Option<u32>,
     /// At most so many tasks of one concurrency key start in any window of the period.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Rate>))]
     pub per_key_rate: Option<sked_core::RateLimit>,
     /// In lists: why the queue's available tasks wait now, when they do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -304,6 +311,8 @@ impl QueueInfo {
 
 /// Why a queue's available tasks wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = QueueHeld))]
 pub struct Held {
     pub by: HeldBy,
     /// When a task may start again, when that is known (a rate window that frees).
@@ -313,6 +322,7 @@ pub struct Held {
 
 /// The limit that holds a queue's tasks back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum HeldBy {
     /// The queue is paused.
@@ -422,6 +432,7 @@ pub struct ActivityParams {
 
 /// Work ended within one bucket of time.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ActivityBucket {
     pub start: Timestamp,
     pub succeeded: u64,
@@ -454,6 +465,8 @@ pub struct WorkerListParams {
 
 /// A worker or node as last seen.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = WorkerRecord))]
 pub struct WorkerInfo {
     pub id: String,
     pub role: String,

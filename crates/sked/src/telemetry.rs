@@ -147,11 +147,11 @@ impl Telemetry {
 /// Gives the tasks without a trace context the caller's current span's, if there is one (the
 /// remote client's enqueues, and the engine's when it records no spans).
 pub(crate) fn continue_current(tasks: &mut [NewTask]) {
-    if tasks.iter().any(|t| t.traceparent.is_none()) {
-        if let Some(current) = traceparent_of(&Context::current()) {
-            for t in tasks.iter_mut().filter(|t| t.traceparent.is_none()) {
-                t.traceparent = Some(current.clone());
-            }
+    if tasks.iter().any(|t| t.traceparent.is_none())
+        && let Some(current) = traceparent_of(&Context::current())
+    {
+        for t in tasks.iter_mut().filter(|t| t.traceparent.is_none()) {
+            t.traceparent = Some(current.clone());
         }
     }
 }

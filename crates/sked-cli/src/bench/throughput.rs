@@ -239,10 +239,7 @@ pub(super) async fn worker(
             "http://{}",
             listener.local_addr().map_err(CliError::runtime)?
         );
-        let state = sked_server::AppState {
-            engine: engine.clone(),
-            tokens: None,
-        };
+        let state = sked_server::AppState::new(engine.clone());
         tokio::spawn(sked_server::serve(listener, state, std::future::pending()));
         sked::Client::remote(&url).map_err(CliError::runtime)?
     } else {

@@ -30,6 +30,10 @@ pub(crate) struct ServerArgs {
     /// How long a client may take to send a request's head (request line and headers)
     #[arg(long, default_value = "10s", value_name = "DUR")]
     header_timeout: String,
+    /// The longest a worker's long-poll (a claim's wait) holds its request; keep it below the
+    /// idle timeout of any proxy in front
+    #[arg(long, default_value = "60s", value_name = "DUR")]
+    max_wait: String,
     /// API tokens with names and scopes, instead of the one --token: a file of lines
     /// NAME:SCOPES:SECRET, scopes among admin, enqueue, work and read (comma-separated), the
     /// secret at least 16 characters; '#' starts a comment line
@@ -236,6 +240,9 @@ pub(crate) async fn server(mut a: ServerArgs, g: &Global) -> CliResult {
         header_read_timeout: duration("--header-timeout", &a.header_timeout)?
             .try_into()
             .map_err(|_| CliError::usage("invalid --header-timeout"))?,
+        max_wait: duration("--max-wait", &a.max_wait)?
+            .try_into()
+            .map_err(|_| CliError::usage("invalid --max-wait"))?,
     };
     let mut s = settings(&a.common)?;
     let otel = s.otel.take();

@@ -246,14 +246,14 @@ impl CronExpr {
                 from = Time::midnight();
                 continue;
             }
-            if self.day_matches(date) {
-                if let Some(t) = self.next_time_of_day(from) {
-                    let dt = date.to_datetime(t);
-                    return match hi {
-                        Some(hi) if dt >= hi => None,
-                        _ => Some(dt),
-                    };
-                }
+            if self.day_matches(date)
+                && let Some(t) = self.next_time_of_day(from)
+            {
+                let dt = date.to_datetime(t);
+                return match hi {
+                    Some(hi) if dt >= hi => None,
+                    _ => Some(dt),
+                };
             }
             date = date.tomorrow().ok()?;
             from = Time::midnight();

@@ -124,21 +124,27 @@ pub const DEFAULT_CATCHUP_WINDOW: SignedDuration = SignedDuration::from_hours(1)
 
 /// What each occurrence of a schedule enqueues.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TaskTemplate {
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Name))]
     pub kind: String,
     #[serde(default = "crate::task::default_queue")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Name, default = "default"))]
     pub queue: String,
     #[serde(default)]
     pub payload: serde_json::Value,
     #[serde(default)]
     pub priority: i32,
     #[serde(default = "crate::task::default_max_attempts")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, default = 25))]
     pub max_attempts: i32,
     #[serde(default, with = "crate::serde_duration::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Duration>))]
     pub timeout: Option<SignedDuration>,
     /// The runs' concurrency key (see [`crate::NewTask::key`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Key>))]
     pub key: Option<String>,
 }
 
@@ -215,15 +221,21 @@ impl TaskTemplate {
 /// A schedule as a user defines it. Serialized without the fields that have their default
 /// values, so that many definitions in one request stay small.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleDef {
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Name))]
     pub name: String,
-    /// A cron expression, `every DUR` or `at TIME`.
+    /// A cron expression (5 or 6 fields, or a macro such as `@daily`), `every DUR` or
+    /// `at TIME`; one that does not parse is 422.
     pub spec: String,
+    /// An IANA time zone; an unknown one is 422.
     #[serde(default = "default_tz", skip_serializing_if = "is_default_tz")]
+    #[cfg_attr(feature = "openapi", schema(default = "UTC"))]
     pub tz: String,
     pub task: TaskTemplate,
     #[serde(default, skip_serializing_if = "is_default")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Overlap))]
     pub overlap: OverlapPolicy,
     #[serde(default, skip_serializing_if = "is_default")]
     pub catchup: CatchupPolicy,
@@ -232,6 +244,7 @@ pub struct ScheduleDef {
         with = "crate::serde_duration",
         skip_serializing_if = "is_default_window"
     )]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Duration))]
     pub catchup_window: SignedDuration,
     #[serde(default, skip_serializing_if = "is_default")]
     pub paused: bool,
@@ -244,6 +257,7 @@ pub struct ScheduleDef {
         with = "crate::serde_duration::option",
         skip_serializing_if = "Option::is_none"
     )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Duration>))]
     pub jitter: Option<SignedDuration>,
     /// How a fixed-time cron job meets a DST change.
     #[serde(default, skip_serializing_if = "is_default")]
@@ -387,12 +401,12 @@ impl ScheduleDef {
                 self.dst
             )));
         }
-        if let Some(n) = self.pause_after_failures {
-            if n == 0 || n > MAX_PAUSE_AFTER_FAILURES {
-                return Err(SpecError::new(format!(
-                    "pause_after_failures must be from 1 to {MAX_PAUSE_AFTER_FAILURES}, not {n}"
-                )));
-            }
+        if let Some(n) = self.pause_after_failures
+            && (n == 0 || n > MAX_PAUSE_AFTER_FAILURES)
+        {
+            return Err(SpecError::new(format!(
+                "pause_after_failures must be from 1 to {MAX_PAUSE_AFTER_FAILURES}, not {n}"
+            )));
         }
         Ok((spec.with_dst(self.dst), tz))
     }

@@ -15,6 +15,7 @@ macro_rules! str_enum {
     ($(#[$m:meta])* $name:ident ($what:literal) { $($(#[$vm:meta])* $variant:ident = $s:literal),+ $(,)? }) => {
         $(#[$m])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
         #[serde(rename_all = "snake_case")]
         pub enum $name { $($(#[$vm])* $variant),+ }
 

@@ -4,5 +4,6 @@
 mod api;
 mod bulk_schedules;
 mod hostile;
+mod openapi;
 mod support;
 mod worker_sdk;

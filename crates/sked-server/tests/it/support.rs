@@ -21,8 +21,8 @@ pub(crate) fn api(token: Option<&str>) -> Api {
     let engine = sked::Engine::new(store, sked::EngineConfig::default());
     Api {
         app: router(AppState {
-            engine,
             tokens: token.map(|t| Arc::new(sked_server::Tokens::admin(t))),
+            ..AppState::new(engine)
         }),
         _dir: dir,
     }
@@ -36,6 +36,25 @@ impl Api {
         body: Option<&str>,
     ) -> (StatusCode, Value) {
         self.call_with(method, uri, body, None).await
+    }
+
+    /// The status and body bytes of a request with an optional JSON body, whatever it answers.
+    pub(crate) async fn raw(
+        &self,
+        method: &str,
+        uri: &str,
+        body: Option<&str>,
+    ) -> (StatusCode, Vec<u8>) {
+        let mut req = Request::builder().method(method).uri(uri);
+        if body.is_some() {
+            req = req.header("content-type", "application/json");
+        }
+        let body = body.map(|b| Body::from(b.to_string()));
+        let req = req.body(body.unwrap_or_else(Body::empty)).unwrap();
+        let resp = self.app.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        (status, bytes.to_vec())
     }
 
     pub(crate) async fn call_with(

@@ -53,10 +53,7 @@ async fn env(mode: Mode, manual_clock: bool) -> Env {
         Mode::Remote => {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let url = format!("http://{}", listener.local_addr().unwrap());
-            let app = sked_server::router(sked_server::AppState {
-                engine: engine.clone(),
-                tokens: None,
-            });
+            let app = sked_server::router(sked_server::AppState::new(engine.clone()));
             tokio::spawn(async move { axum::serve(listener, app).await });
             Client::remote(&url).unwrap()
         }

@@ -179,10 +179,10 @@ pub(crate) fn insert_one(
     now: Timestamp,
 ) -> Result<TaskInserted> {
     let row = Row::new(t, now)?;
-    if let Some(key) = &t.task.unique_key {
-        if let Some(holder) = key_holder(tx, key, &row, now)? {
-            return Ok(holder);
-        }
+    if let Some(key) = &t.task.unique_key
+        && let Some(holder) = key_holder(tx, key, &row, now)?
+    {
+        return Ok(holder);
     }
     let mut stmt = tx.prepare_cached(&INSERTS[3]).map_err(db_err)?;
     row.bind(&mut stmt, 0, PER_ROW)?;

@@ -7,6 +7,7 @@ use sked_core::{TaskId, TaskState};
 
 /// What a bulk operation does to each task it matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum BulkAction {
     /// A finished task (succeeded, dead, cancelled) runs again, as `task retry` does.

@@ -57,6 +57,8 @@ impl ScheduleWriteParams {
 /// What a write of many schedules changed (or, in a dry run, would change), by name, each list
 /// in name order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = SyncReport))]
 pub struct ScheduleSyncReport {
     pub created: Vec<String>,
     pub updated: Vec<String>,
@@ -78,14 +80,18 @@ pub struct SchedulePauseParams {
 
 /// A schedule as stored, with its status derived from its tasks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = ScheduleRecord))]
 pub struct Schedule {
     pub name: String,
     pub spec: String,
     pub tz: String,
     pub task: TaskTemplate,
+    #[cfg_attr(feature = "openapi", schema(value_type = sked_core::openapi::Overlap))]
     pub overlap: sked_core::OverlapPolicy,
     pub catchup: sked_core::CatchupPolicy,
     #[serde(with = "sked_core::serde_duration")]
+    #[cfg_attr(feature = "openapi", schema(value_type = sked_core::openapi::Duration))]
     pub catchup_window: SignedDuration,
     pub paused: bool,
     /// Where an interval counts from.
@@ -93,6 +99,7 @@ pub struct Schedule {
     pub from: sked_core::IntervalFrom,
     /// Each run moved later by a stable offset below this.
     #[serde(default, with = "sked_core::serde_duration::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Duration>))]
     pub jitter: Option<SignedDuration>,
     /// How a fixed-time cron job meets a DST change.
     #[serde(default)]
@@ -136,7 +143,9 @@ pub struct Schedule {
 
 /// A schedule's run waiting to retry: its task, the attempts it made and may make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RetryingRun {
+    #[cfg_attr(feature = "openapi", schema(value_type = i64))]
     pub task_id: TaskId,
     pub attempt: i32,
     pub max_attempts: i32,
@@ -241,6 +250,7 @@ pub struct ScheduleBackfillParams {
 
 /// What a backfill did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BackfillReport {
     /// The occurrences enqueued now, with their tasks, in nominal order.
     pub enqueued: Vec<BackfilledRun>,
@@ -250,8 +260,10 @@ pub struct BackfillReport {
 
 /// An occurrence a backfill enqueued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BackfilledRun {
     pub nominal_at: Timestamp,
+    #[cfg_attr(feature = "openapi", schema(value_type = i64))]
     pub task_id: TaskId,
 }
 
@@ -272,10 +284,12 @@ pub struct OccurrenceListParams {
 
 /// One line of a schedule's ledger.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Occurrence {
     pub schedule: String,
     pub nominal_at: Timestamp,
     pub outcome: OccurrenceOutcome,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<i64>))]
     pub task_id: Option<TaskId>,
     /// The state of that task now, if it still exists.
     pub task_state: Option<TaskState>,

@@ -7,6 +7,7 @@ use sked_store::ErrorKind;
 
 /// Every error code the API answers with, in `{"error": {"code": …, "message": …}}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ErrorCode {
@@ -117,6 +118,8 @@ impl std::fmt::Display for ErrorCode {
 
 /// The body of every error answer: `{"error": {"code": …, "message": …}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = Error))]
 pub struct ErrorBody {
     /// The error.
     pub error: ErrorDetail,
@@ -124,6 +127,7 @@ pub struct ErrorBody {
 
 /// An error's code and message (also one failed item of a batch).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorDetail {
     /// What failed, stable across versions.
     pub code: ErrorCode,

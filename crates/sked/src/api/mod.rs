@@ -17,25 +17,32 @@ pub use schedules::{SchedulesApply, check_defs, describe, schedule_defs};
 
 /// `GET /v1/tasks`: tasks, newest first, without attempt history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskList {
     /// The tasks, newest first; without `include=payload` their payloads are left out, and
     /// without `include=result` their results.
     pub tasks: Vec<Task>,
     /// When more tasks match: the `before` that asks for the next page (the last id here).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<i64>))]
     pub next_before: Option<sked_core::TaskId>,
 }
 
 /// `POST /v1/tasks/batch`: tasks enqueued in one transaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = Batch))]
 #[serde(deny_unknown_fields)]
 pub struct TaskBatch {
     /// The tasks, all or none.
+    #[cfg_attr(feature = "openapi", schema(max_items = 10000))]
     pub tasks: Vec<NewTask>,
 }
 
 /// The answer to `POST /v1/tasks/batch`: one line per task, in order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = BatchInserted))]
 pub struct TasksInserted {
     /// Each task's id, and whether its unique key was held already.
     pub tasks: Vec<TaskInserted>,
@@ -43,6 +50,7 @@ pub struct TasksInserted {
 
 /// `POST /v1/tasks/{id}/reschedule`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Reschedule {
     /// RFC 3339, or `+DURATION` from now.
@@ -51,6 +59,8 @@ pub struct Reschedule {
 
 /// A schedule as the API shows it: the stored fields, and its spec in words.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = Schedule))]
 pub struct ScheduleView {
     /// The schedule.
     #[serde(flatten)]
@@ -78,6 +88,7 @@ impl From<Schedule> for ScheduleView {
 
 /// `GET /v1/schedules`: a page of schedules by name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ScheduleList {
     /// The schedules.
     pub schedules: Vec<ScheduleView>,
@@ -100,6 +111,7 @@ pub const SCHEDULE_COUNT_LIMIT_MAX: u64 = 100_000_000;
 
 /// `GET /v1/schedules/{name}/occurrences`: the ledger, newest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OccurrenceList {
     /// Each occurrence: enqueued, skipped, buffered or missed.
     pub occurrences: Vec<Occurrence>,
@@ -117,13 +129,16 @@ pub struct ScheduleDetail {
 
 /// `POST /v1/schedules/{name}/trigger`: the task enqueued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Triggered {
     /// Its id.
+    #[cfg_attr(feature = "openapi", schema(value_type = i64))]
     pub id: TaskId,
 }
 
 /// `GET /v1/tasks/{id}/held`: why an available task waits (`null`: it does not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskHeld {
     /// What holds it back, and until when if known.
     pub held: Option<sked_store::Held>,
@@ -132,6 +147,7 @@ pub struct TaskHeld {
 /// `POST /v1/tasks/bulk`: one batch of a retry or cancel of every task a filter matches, or
 /// (`dry_run`) how many it matches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BulkRequest {
     /// `retry` (finished tasks) or `cancel` (unfinished ones).
@@ -140,15 +156,18 @@ pub struct BulkRequest {
     pub state: Vec<sked_core::TaskState>,
     /// Only tasks of this queue.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Name>))]
     pub queue: Option<String>,
     /// Only tasks of this kind.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Name>))]
     pub kind: Option<String>,
     /// Only tasks enqueued before this instant.
     #[serde(default)]
     pub before: Option<Timestamp>,
     /// Only tasks with a larger id: the previous batch's `next_after`.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<i64>))]
     pub after: Option<TaskId>,
     /// Tasks in this batch at most (default 500, at most 10,000).
     #[serde(default)]
@@ -196,6 +215,7 @@ impl BulkRequest {
 /// What a bulk request did: how many tasks match (a dry run), or what one batch changed and
 /// where the next one starts (`null`: done).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BulkAnswer {
     /// A dry run: how many tasks match now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -203,12 +223,14 @@ pub struct BulkAnswer {
     /// Tasks this batch changed.
     pub changed: u64,
     /// The `after` of the next batch; `null` when this one was the last.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<i64>))]
     pub next_after: Option<TaskId>,
 }
 
 /// `POST /v1/schedules/{name}/backfill`: the range of past occurrences to enqueue, both ends
 /// included.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BackfillRequest {
     /// The first nominal time (RFC 3339).
@@ -219,6 +241,7 @@ pub struct BackfillRequest {
 
 /// `PUT /v1/declared/{group}`: the schedules a group of code declares.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Declared {
     /// Every schedule the group declares.
@@ -227,6 +250,7 @@ pub struct Declared {
 
 /// `GET /v1/cron/next`: the next fire times of an expression.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CronNext {
     /// The expression.
     pub expr: String,
@@ -238,6 +262,7 @@ pub struct CronNext {
 
 /// `GET /v1/queues`: a page of queues by name, each with its counts per state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QueueList {
     /// The queues.
     pub queues: Vec<QueueInfo>,
@@ -249,6 +274,7 @@ pub struct QueueList {
 /// `PUT /v1/queues/{name}/limit`: each limit given is set (`null` removes it), each left
 /// out stays as it is.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct QueueLimit {
     /// Tasks of the queue running at once (also read as `limit`).
@@ -258,6 +284,7 @@ pub struct QueueLimit {
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u32>))]
     pub concurrency: Option<Option<u32>>,
     /// Tasks of the queue started in any window of a period, as `10/s`, `20/min`, `1000/d`.
     #[serde(
@@ -265,10 +292,12 @@ pub struct QueueLimit {
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Rate>))]
     pub rate: Option<Option<sked_core::RateLimit>>,
     /// Starts a quiet queue may make beyond its rate in one window (with `rate` only; the same
     /// as `10/s burst 5`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 1000000))]
     pub burst: Option<u32>,
     /// Tasks of one concurrency key running at once; claims take keys in turn.
     #[serde(
@@ -276,6 +305,7 @@ pub struct QueueLimit {
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u32>))]
     pub per_key: Option<Option<u32>>,
     /// Tasks of one concurrency key started in any window of a period (`5/s`); no burst.
     #[serde(
@@ -283,6 +313,7 @@ pub struct QueueLimit {
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Rate>))]
     pub per_key_rate: Option<Option<sked_core::RateLimit>>,
 }
 
@@ -342,6 +373,8 @@ where
 
 /// A worker or node as the API shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = Worker))]
 pub struct WorkerView {
     /// What it told and what it holds.
     #[serde(flatten)]
@@ -361,6 +394,7 @@ impl std::ops::Deref for WorkerView {
 /// `GET /v1/workers`: workers and nodes seen in the last day, most recently seen first, at
 /// most `limit` of them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkerList {
     /// The workers and nodes.
     pub workers: Vec<WorkerView>,
@@ -371,13 +405,20 @@ pub struct WorkerList {
 
 /// `PUT /v1/workers/{id}`: a worker's sign of life.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = WorkerBeat))]
 #[serde(deny_unknown_fields)]
 pub struct Beat {
     /// `worker` or `node`.
     #[serde(default = "worker_role")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = "^(worker|node)$", default = "worker")
+    )]
     pub role: String,
     /// The queues it works (all when empty).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<sked_core::openapi::Name>, max_items = 100))]
     pub queues: Vec<String>,
     /// How many tasks it runs at once.
     #[serde(default)]
@@ -393,6 +434,7 @@ fn worker_role() -> String {
 
 /// An acknowledgement without a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Ack {
     /// Always `true`.
     pub ok: bool,
@@ -400,6 +442,7 @@ pub struct Ack {
 
 /// `GET /v1/cluster`: the node answering and the leader.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Cluster {
     /// The node answering.
     pub node: String,
@@ -413,6 +456,7 @@ pub struct Cluster {
 
 /// `GET /v1/activity`: ended work per bucket, oldest first, every bucket present.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Activity {
     /// The bucket width, like `1m`.
     pub bucket: String,
@@ -424,6 +468,7 @@ pub struct Activity {
 /// the server trusts (the token, or without a token a loopback host name); anyone else gets
 /// `status` alone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Health {
     /// Always `ok`.
     pub status: String,

@@ -7,6 +7,7 @@ use sked_core::ScheduleDef;
 
 /// `PUT /v1/schedules`: many schedules written in one transaction, all or none.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SchedulesApply {
     /// The definitions, each as `POST /v1/schedules` takes one.
@@ -15,6 +16,7 @@ pub struct SchedulesApply {
     /// operator's pause survives the next apply). Without a group, each is written as a
     /// `PUT /v1/schedules/{name}` writes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Name>))]
     pub group: Option<String>,
     /// Deletes the group's schedules that are not in `schedules` (their tasks stay).
     #[serde(default)]

@@ -10,27 +10,34 @@ use super::ErrorDetail;
 
 /// `POST /v1/claim`: up to `max` due tasks, waiting up to `wait` for one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Claim {
     /// The claiming worker's id.
+    #[cfg_attr(feature = "openapi", schema(value_type = sked_core::openapi::Name))]
     pub worker: String,
     /// Queues to claim from (all when empty).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<sked_core::openapi::Name>, max_items = 100))]
     pub queues: Vec<String>,
     /// Kinds the worker runs (any when empty).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<sked_core::openapi::Name>, max_items = 100))]
     pub kinds: Vec<String>,
     /// At most this many (1 to 1000).
     #[serde(default = "one")]
+    #[cfg_attr(feature = "openapi", schema(default = 1, minimum = 1, maximum = 1000))]
     pub max: u32,
     /// Only tasks of at least this priority.
     #[serde(default)]
     pub min_priority: Option<i32>,
     /// Long-poll: how long to wait for a task (`"30s"`); none means answer at once.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Duration>))]
     pub wait: Option<String>,
     /// Lease length (`"30s"`); the server's default when absent.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Duration>))]
     pub lease_ttl: Option<String>,
 }
 
@@ -40,6 +47,7 @@ fn one() -> u32 {
 
 /// The answer to a claim: the tasks claimed, each `running` with a new attempt number.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Claimed {
     /// The tasks.
     pub tasks: Vec<Task>,
@@ -47,17 +55,20 @@ pub struct Claimed {
 
 /// `POST /v1/tasks/{id}/heartbeat`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Heartbeat {
     /// The attempt held.
     pub attempt: i32,
     /// A new lease length (`"30s"`); the server's default when absent.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Duration>))]
     pub lease_ttl: Option<String>,
 }
 
 /// `POST /v1/tasks/{id}/complete`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Complete {
     /// The attempt held.
@@ -69,6 +80,7 @@ pub struct Complete {
 
 /// `POST /v1/tasks/{id}/fail`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Fail {
     /// The attempt held.
@@ -77,6 +89,7 @@ pub struct Fail {
     pub error: String,
     /// `false` ends the task as dead at once.
     #[serde(default = "yes")]
+    #[cfg_attr(feature = "openapi", schema(default = true))]
     pub retryable: bool,
 }
 
@@ -86,16 +99,20 @@ fn yes() -> bool {
 
 /// `POST /v1/tasks/{id}/snooze`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Snooze {
     /// The attempt held.
     pub attempt: i32,
     /// How long to wait (`"5m"`).
+    #[cfg_attr(feature = "openapi", schema(value_type = sked_core::openapi::Duration))]
     pub delay: String,
 }
 
 /// `POST /v1/tasks/{id}/release` and `/cancelled`: the attempt, nothing else.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = Attempt))]
 #[serde(deny_unknown_fields)]
 pub struct AttemptRef {
     /// The attempt held.
@@ -141,6 +158,7 @@ impl Ending {
 
 /// The outcome of a [`FinishItem`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)] // Named as the endings are.
 #[non_exhaustive]
@@ -154,9 +172,11 @@ pub enum OutcomeName {
 
 /// One ended attempt in `POST /v1/finish`: flat, with the fields its outcome needs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct FinishItem {
     /// The task.
+    #[cfg_attr(feature = "openapi", schema(value_type = i64))]
     pub id: TaskId,
     /// The attempt held.
     pub attempt: i32,
@@ -173,6 +193,7 @@ pub struct FinishItem {
     pub retryable: Option<bool>,
     /// A snooze's delay, like `"5m"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Duration>))]
     pub delay: Option<String>,
 }
 
@@ -258,6 +279,8 @@ impl FinishItem {
 
 /// `POST /v1/finish`: many ended attempts.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = FinishMany))]
 #[serde(deny_unknown_fields)]
 pub struct FinishRequest {
     /// One item per attempt.
@@ -266,8 +289,10 @@ pub struct FinishRequest {
 
 /// What became of one ended attempt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Finished {
     /// The task.
+    #[cfg_attr(feature = "openapi", schema(value_type = i64))]
     pub id: TaskId,
     /// Its state now.
     pub state: TaskState,
@@ -275,9 +300,11 @@ pub struct Finished {
 
 /// A task held by a worker, named by its attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Held {
     /// The task.
+    #[cfg_attr(feature = "openapi", schema(value_type = i64))]
     pub id: TaskId,
     /// The attempt held.
     pub attempt: i32,
@@ -285,18 +312,23 @@ pub struct Held {
 
 /// `POST /v1/heartbeat`: extends the leases of everything a worker holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = HeartbeatMany))]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatRequest {
     /// The attempts held.
+    #[cfg_attr(feature = "openapi", schema(max_items = 10000))]
     pub tasks: Vec<Held>,
     /// A new lease length (`"30s"`); the server's default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Duration>))]
     pub lease_ttl: Option<String>,
 }
 
 /// One result of a batch: the value, or `{"error": {...}}` with the same codes as whole
 /// requests.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(untagged)]
 pub enum ItemResult<T> {
     /// This item failed.
@@ -310,6 +342,7 @@ pub enum ItemResult<T> {
 
 /// The answer to a batch: one result per item, in order.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BatchReply<T> {
     /// The results.
     pub results: Vec<ItemResult<T>>,
@@ -318,6 +351,7 @@ pub struct BatchReply<T> {
 /// `GET /v1/work`: the server's work counter, which grows whenever tasks may have become
 /// claimable.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkReply {
     /// The counter now.
     pub epoch: u64,
@@ -325,6 +359,8 @@ pub struct WorkReply {
 
 /// `GET /v1/work?after=N&wait=30s`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct WorkQuery {
     /// The counter last seen (0 at first).
@@ -332,6 +368,7 @@ pub struct WorkQuery {
     pub after: u64,
     /// How long to wait for it to pass `after` (`"30s"`).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", param(value_type = Option<sked_core::openapi::Duration>))]
     pub wait: Option<String>,
 }
 

@@ -177,14 +177,13 @@ impl Executor for HttpExecutor {
         }
         req = req.header("sked-task-id", task.id.to_string());
         // The trace context of this run, unless the payload gives its own.
-        if let Some(tp) = &task.traceparent {
-            if !p
+        if let Some(tp) = &task.traceparent
+            && !p
                 .headers
                 .keys()
                 .any(|k| k.eq_ignore_ascii_case("traceparent"))
-            {
-                req = req.header("traceparent", tp);
-            }
+        {
+            req = req.header("traceparent", tp);
         }
         match &p.body {
             Some(serde_json::Value::String(s)) => req = req.body(s.clone()),

@@ -240,12 +240,12 @@ impl Lane {
                 self.shared.forget_lost(id, attempt);
                 continue;
             }
-            if let Some(d) = self.deadline {
-                if now + self.expected_run(&d) > d.hard_stop {
-                    let t = self.buffer.remove(&k).expect("just seen");
-                    self.shared.end(t.id, t.attempt, Ending::Released);
-                    continue;
-                }
+            if let Some(d) = self.deadline
+                && now + self.expected_run(&d) > d.hard_stop
+            {
+                let t = self.buffer.remove(&k).expect("just seen");
+                self.shared.end(t.id, t.attempt, Ending::Released);
+                continue;
             }
             let slot = match self.spare.take() {
                 Some(p) => p,

@@ -14,6 +14,7 @@ mod placer;
 
 /// How an occurrence ended up, as recorded in the schedule's ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum OccurrenceOutcome {

@@ -34,16 +34,16 @@ impl<'i, 'a> Placer<'i, 'a> {
 
     /// A buffered occurrence runs as soon as nothing else is active.
     pub(super) fn release_buffered(&mut self) {
-        if let Some(b) = self.plan.buffered {
-            if self.active == 0 {
-                self.plan.occurrences.push(PlannedOccurrence::new(
-                    b,
-                    OccurrenceOutcome::Enqueued,
-                    Some("released from the buffer".into()),
-                ));
-                self.plan.buffered = None;
-                self.active = 1;
-            }
+        if let Some(b) = self.plan.buffered
+            && self.active == 0
+        {
+            self.plan.occurrences.push(PlannedOccurrence::new(
+                b,
+                OccurrenceOutcome::Enqueued,
+                Some("released from the buffer".into()),
+            ));
+            self.plan.buffered = None;
+            self.active = 1;
         }
     }
 

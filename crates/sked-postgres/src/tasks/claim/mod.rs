@@ -151,10 +151,10 @@ async fn claim_from_position(
         }
     }
     positions.learnt(&start, next_due, read_settings, p.now);
-    if let Some(row) = &staged {
-        if let (Some(top), Some(first)) = (col(row, 0)?, col(row, 1)?) {
-            positions.move_back(Key::before(top, first));
-        }
+    if let Some(row) = &staged
+        && let (Some(top), Some(first)) = (col(row, 0)?, col(row, 1)?)
+    {
+        positions.move_back(Key::before(top, first));
     }
     if stage_alone {
         return Ok(None);

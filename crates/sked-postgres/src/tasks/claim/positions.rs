@@ -211,12 +211,12 @@ impl ClaimPositions {
             .max(PROBE_EVERY);
         position.probe_due = Some(now.saturating_add(wait).unwrap_or(Timestamp::MAX));
         let missed = first.filter(|f| seen.is_some_and(|s| f.order() <= s.order()));
-        if let (Some(first), Some(after)) = (missed, position.after) {
-            if first.order() <= after.order() {
-                position.after = Some(first.just_before());
-                // Claims under way began further on: they must not undo it.
-                inner.epoch += 1;
-            }
+        if let (Some(first), Some(after)) = (missed, position.after)
+            && first.order() <= after.order()
+        {
+            position.after = Some(first.just_before());
+            // Claims under way began further on: they must not undo it.
+            inner.epoch += 1;
         }
     }
 

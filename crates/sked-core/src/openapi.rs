@@ -1,0 +1,76 @@
+//! OpenAPI schemas of the values the wire types hold as plain strings: durations, names, keys,
+//! rates and overlap policies. Fields name them with `#[schema(value_type = …)]`, so
+//! `/openapi.json` states the same limits the parsers enforce, and a generated request is
+//! valid exactly when sked accepts it.
+
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::{PartialSchema, ToSchema};
+
+/// A string schema with a description and the given pattern and lengths.
+fn string(description: &str, pattern: Option<&str>, lengths: Option<(usize, usize)>) -> Schema {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(description))
+        .pattern(pattern)
+        .min_length(lengths.map(|l| l.0))
+        .max_length(lengths.map(|l| l.1))
+        .into()
+}
+
+macro_rules! string_schema {
+    ($(#[$m:meta])* $name:ident, $description:expr, $pattern:expr, $lengths:expr) => {
+        $(#[$m])*
+        pub struct $name;
+
+        impl PartialSchema for $name {
+            fn schema() -> RefOr<Schema> {
+                string($description, $pattern, $lengths).into()
+            }
+        }
+
+        impl ToSchema for $name {}
+    };
+}
+
+string_schema!(
+    /// What [`crate::parse_duration`] reads.
+    Duration,
+    "a duration like 30s, 5m, 1h30m, 2d or 250ms (or ISO 8601, PT1H30M); at most 3650d, else 422",
+    Some(
+        r"^\s*(?:[Pp][Tt](?=[0-9])(?:[0-9]+(?:[.,][0-9]{1,9})?[Hh])?(?:[0-9]+(?:[.,][0-9]{1,9})?[Mm])?(?:[0-9]+(?:[.,][0-9]{1,9})?[Ss])?|(?:[0-9]+\s*(?:ms|s|secs?|m|mins?|h|hrs?|d|days?)\s*)+)\s*$"
+    ),
+    None
+);
+
+string_schema!(
+    /// What [`crate::validate_name`] accepts: a kind, queue, schedule, group or worker name.
+    Name,
+    "1 to 128 characters: no whitespace, '/' or control characters",
+    Some(r"^[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000/]*$"),
+    Some((1, 128))
+);
+
+string_schema!(
+    /// A unique or concurrency key ([`crate::MAX_KEY_CHARS`]).
+    Key,
+    "1 to 512 characters",
+    None,
+    Some((1, crate::MAX_KEY_CHARS))
+);
+
+string_schema!(
+    /// What [`crate::RateLimit`] parses.
+    Rate,
+    "tasks started in any window of the period: 10/s, 20/min, 5/h, 1000/d, 3/5s; with ' burst B', a quiet queue may start B more in one window (10/s burst 5)",
+    Some(r"^\s*[0-9]+\s*/\s*[0-9a-z ]+$"),
+    None
+);
+
+string_schema!(
+    /// What [`crate::OverlapPolicy`] parses.
+    Overlap,
+    "skip, allow, allow:N (at most N runs unfinished at once, 1 to 10000; others 422), buffer_one or replace",
+    Some("^(skip|allow|buffer_one|replace|allow:[0-9]+)$"),
+    None
+);
