@@ -367,6 +367,33 @@ async fn token_is_required_when_configured() {
     );
 }
 
+/// A long-poll asking to wait an hour answers empty once the server's `max_wait` has passed.
+#[tokio::test]
+async fn a_long_poll_waits_at_most_the_servers_max_wait() {
+    let a = crate::support::api_with(|s| sked_server::AppState {
+        max_wait: std::time::Duration::from_millis(50),
+        ..s
+    });
+    let claim = a.call(
+        "POST",
+        "/v1/claim",
+        Some(r#"{"worker": "w", "wait": "1h"}"#),
+    );
+    let (s, v) = tokio::time::timeout(std::time::Duration::from_secs(30), claim)
+        .await
+        .expect("the claim answers");
+    assert_eq!(
+        (s, v["tasks"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(0))
+    );
+    let work = a.call("GET", "/v1/work?after=1000000&wait=1h", None);
+    let (s, v) = tokio::time::timeout(std::time::Duration::from_secs(30), work)
+        .await
+        .expect("the wait for work answers");
+    assert_eq!(s, StatusCode::OK);
+    assert!(v["epoch"].is_u64());
+}
+
 /// Random and mangled bodies, paths and queries: every answer is a JSON response below 500.
 #[tokio::test]
 async fn no_input_makes_the_server_answer_500() {

@@ -16,14 +16,19 @@ pub(crate) struct Api {
 }
 
 pub(crate) fn api(token: Option<&str>) -> Api {
+    api_with(|state| AppState {
+        tokens: token.map(|t| Arc::new(sked_server::Tokens::admin(t))),
+        ..state
+    })
+}
+
+/// The API with its state as `change` makes it.
+pub(crate) fn api_with(change: impl FnOnce(AppState) -> AppState) -> Api {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(sked_sqlite::SqliteStore::open(dir.path().join("sked.db")).unwrap());
     let engine = sked::Engine::new(store, sked::EngineConfig::default());
     Api {
-        app: router(AppState {
-            tokens: token.map(|t| Arc::new(sked_server::Tokens::admin(t))),
-            ..AppState::new(engine)
-        }),
+        app: router(change(AppState::new(engine))),
         _dir: dir,
     }
 }
