@@ -155,23 +155,33 @@ fn start_error(e: sked::Error) -> CliError {
     }
 }
 
-/// Resolves when SIGINT or SIGTERM arrives.
-async fn signalled() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Listens for SIGINT and SIGTERM from now on and resolves when one arrives. Called before a
+/// process starts its work: a signal that comes once the node beats or listens must stop it
+/// gracefully, not kill it by the default action because nobody had asked for it yet.
+fn signalled() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => return std::future::pending().await,
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+        use tokio::signal::unix::{SignalKind, signal};
+        let streams = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        );
+        async move {
+            match streams {
+                (Ok(mut int), Ok(mut term)) => {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                _ => std::future::pending().await,
+            }
         }
     }
     #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 /// Refuses options that do not apply to a long-running process.
@@ -270,11 +280,12 @@ pub(crate) async fn server(mut a: ServerArgs, g: &Global) -> CliResult {
                 })
         });
     }
+    let stop = signalled();
     let node = node.start().await.map_err(start_error)?;
     let engine = node.engine();
     tracing::info!(%addr, db = %sked::redacted_url(a.common.db.as_deref().unwrap_or(DEFAULT_DB)), node = %engine.config().node_id, "sked server listening");
     node.run_until(async {
-        signalled().await;
+        stop.await;
         tracing::info!("shutting down");
     })
     .await
@@ -361,6 +372,7 @@ pub(crate) async fn worker(mut a: WorkerArgs, g: &Global) -> CliResult {
         }
         w
     };
+    let stop = signalled();
     let report = match remote {
         Some(url) => {
             let client = sked::Client::remote_with(sked::client::RemoteOptions {
@@ -371,8 +383,8 @@ pub(crate) async fn worker(mut a: WorkerArgs, g: &Global) -> CliResult {
             init_logs(a.common.log_json);
             let worker = setup(sked::worker::Worker::new(client).telemetry(s.telemetry.clone()));
             match max_runtime {
-                Some(m) => worker.run_for(std_duration(m), signalled()).await,
-                None => worker.run(signalled()).await,
+                Some(m) => worker.run_for(std_duration(m), stop).await,
+                None => worker.run(stop).await,
             }
             .map(Some)
         }
@@ -384,7 +396,7 @@ pub(crate) async fn worker(mut a: WorkerArgs, g: &Global) -> CliResult {
             // Before the start: the worker it starts may log at once (its schedules synced).
             init_logs(a.common.log_json);
             let node = node.start().await.map_err(start_error)?;
-            node.run_until(signalled()).await
+            node.run_until(stop).await
         }
     };
     if let Some(otel) = otel {
