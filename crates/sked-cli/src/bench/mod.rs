@@ -8,7 +8,8 @@
 //! - `latency`: `-n` sequential enqueue→start samples with an idle worker waiting;
 //! - `lateness`: due-time→start of `-n` tasks due over a short window;
 //! - `worker`: pre-insert `-n` tasks, then the time until the Rust worker (no-op handler,
-//!   concurrency `-c`) has ended them all, embedded on the store;
+//!   concurrency `-c`, by default the drain's claim size) has ended them all, embedded on the
+//!   store;
 //! - `remote-worker`: the same worker over HTTP, against a server in this process on a
 //!   loopback port (batched claims, heartbeats and endings);
 //! - `counts`: pre-insert and drain `-n` tasks, then the time to read the queue counts (what
@@ -61,6 +62,9 @@ const ENQUEUE_BATCH: usize = 1000;
 const DRAIN_WORKERS: usize = 4;
 /// Tasks per claim in `drain`.
 pub(super) const CLAIM_BATCH: usize = 1000;
+/// The Rust worker's concurrency in `worker`, unless `-c` says otherwise: its claims then
+/// bring as many tasks as the drain's, so the two differ only by what the worker adds.
+const WORKER_CONCURRENCY: usize = CLAIM_BATCH;
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Workload {
@@ -308,11 +312,10 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
             None => unreachable!("planned above"),
         },
         Workload::Counts => counts(&store, bench, &engine, a.n).await?,
-        Workload::Worker => {
-            worker(&engine, bench, a.n, if a.c == 0 { 256 } else { a.c }, false).await?
-        }
-        Workload::RemoteWorker => {
-            worker(&engine, bench, a.n, if a.c == 0 { 256 } else { a.c }, true).await?
+        Workload::Worker | Workload::RemoteWorker => {
+            let remote = matches!(a.workload, Workload::RemoteWorker);
+            let concurrency = if a.c == 0 { WORKER_CONCURRENCY } else { a.c };
+            worker(&engine, bench, a.n, concurrency, remote).await?
         }
     };
     if let Some(held) = held {

@@ -216,17 +216,16 @@ impl Engine {
         let (outcome, now) = (params.outcome.clone(), params.now);
         let task = self.inner.finisher.finish(params).await?;
         self.finished(&TaskEnded::from(&task), &outcome, now);
+        self.wake_workers();
         Ok(task)
     }
 
-    /// Metrics and wake-ups after an attempt ended: room under a limit, a task to run again, a
-    /// schedule's overlap changed.
+    /// Metrics and wake-ups after an attempt ended: a task to run again, a schedule's overlap
+    /// changed. The caller then wakes the workers once ([`Engine::wake_workers`]): an ended
+    /// attempt frees room under its queue's concurrency limit or its key's per-key limit,
+    /// which no announcement says, so claims waiting here look again.
     fn finished(&self, task: &TaskEnded, outcome: &FinishOutcome, now: Timestamp) {
         self.inner.metrics.finished(task, outcome, now);
-        // An ended attempt frees room under its queue's concurrency limit or its key's per-key
-        // limit, which no announcement says: claims waiting here look again. (Busy claims do
-        // not wait, so a drain pays nothing; an idle lane looks once more per ending.)
-        self.wake_workers();
         if !task.state.is_finished() && task.run_at > self.now() {
             self.saw_waiting(Some(task.run_at));
         }
@@ -255,7 +254,7 @@ impl Engine {
             .collect();
         let outcomes: Vec<FinishOutcome> = params.iter().map(|p| p.outcome.clone()).collect();
         let results = self.inner.store.task_finish_many_lean(params).await?;
-        Ok(results
+        let results: Vec<Result<TaskEnded>> = results
             .into_iter()
             .zip(outcomes)
             .map(|(r, outcome)| {
@@ -263,7 +262,12 @@ impl Engine {
                 self.finished(&task, &outcome, now);
                 Ok(task)
             })
-            .collect())
+            .collect();
+        // Once for the whole batch: waiting claims look again once.
+        if results.iter().any(Result::is_ok) {
+            self.wake_workers();
+        }
+        Ok(results)
     }
 
     /// Extends the leases of many running tasks in one store operation. One result per item.

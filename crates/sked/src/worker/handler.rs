@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::SignedDuration;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use sked_core::Task;
 use tokio::sync::watch;
 
@@ -173,7 +173,8 @@ impl<H: Handler> Erased for Typed<H> {
     fn call(&self, ctx: TaskContext) -> BoxFuture<Ending> {
         let handler = self.0.clone();
         Box::pin(async move {
-            let payload: H::Payload = match serde_json::from_value(ctx.task.payload.clone()) {
+            // Read from the task's own payload: no copy of it.
+            let payload = match H::Payload::deserialize(&ctx.task.payload) {
                 Ok(p) => p,
                 Err(e) => {
                     // Retrying cannot make the payload fit.

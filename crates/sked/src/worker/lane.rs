@@ -255,12 +255,12 @@ impl Lane {
                 },
             };
             let task = self.buffer.remove(&k).expect("just seen");
-            self.spawn(task, slot);
+            self.spawn(task, slot, now);
         }
         false
     }
 
-    fn spawn(&mut self, mut task: Task, slot: OwnedSemaphorePermit) {
+    fn spawn(&mut self, mut task: Task, slot: OwnedSemaphorePermit, now: Instant) {
         let (id, attempt) = (task.id, task.attempt);
         let Some(handler) = self.shared.handlers.get(&task.kind).cloned() else {
             // Claims ask only for the kinds handled; give back anything else.
@@ -291,7 +291,7 @@ impl Lane {
             Started {
                 id,
                 attempt,
-                at: Instant::now(),
+                at: now,
                 span,
                 _slot: slot,
             },
