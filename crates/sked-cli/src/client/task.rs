@@ -141,8 +141,8 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
             if let Some(t) = &a.timeout {
                 task = task.timeout(flag_duration("--timeout", t)?);
             }
-            if let Some(k) = a.unique_key {
-                task = task.unique_key(k);
+            if let Some(k) = &a.unique_key {
+                task = task.unique_key(k.clone());
             }
             if let Some(d) = &a.unique_for {
                 task = task.unique_for(flag_duration("--unique-for", d)?);
@@ -155,7 +155,17 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
             }
             task.validate_fields().map_err(CliError::usage)?;
             let inserted = client.enqueue(task).await.map_err(failed)?;
-            show(remote, &inserted, |t| out!("{}", t.id));
+            // A duplicate is no new task: say so, naming the key, so the new payload is not
+            // thought queued.
+            let key = a.unique_key.unwrap_or_default();
+            show(remote, &inserted, |t| match (t.duplicate, t.debounced) {
+                (_, true) => out!(
+                    "{} (debounced: the waiting task took this payload and run time)",
+                    t.id
+                ),
+                (true, false) => out!("{} (already enqueued: unique key {key})", t.id),
+                (false, false) => out!("{}", t.id),
+            });
         }
         TaskCmd::Get { id } => {
             let task = client.task(task_id(&id)?).await.map_err(failed)?;

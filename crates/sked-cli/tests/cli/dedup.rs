@@ -16,6 +16,54 @@ fn add(srv: &Server, extra: &[&str]) -> Value {
 }
 
 #[test]
+fn a_duplicate_enqueue_says_it_is_one_and_names_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &[]);
+    let args = |payload: &str| {
+        let payload = format!("{{\"n\": {payload}}}");
+        srv.ok(&[
+            "task",
+            "add",
+            "--kind",
+            "report",
+            "--payload",
+            &payload,
+            "--unique-key",
+            "report-42",
+        ])
+    };
+    let first = args("1");
+    let id: u64 = first
+        .trim()
+        .parse()
+        .expect("the first enqueue prints only its id");
+    assert_eq!(
+        args("2").trim(),
+        format!("{id} (already enqueued: unique key report-42)")
+    );
+    // The first payload stands: the second made nothing.
+    assert_eq!(srv.task(&id.to_string())["payload"], json!({"n": 1}));
+    let digest = [
+        "task",
+        "add",
+        "--kind",
+        "digest",
+        "--in",
+        "1h",
+        "--unique-key",
+        "digest",
+        "--debounce",
+        "1m",
+    ];
+    let id: u64 = srv.ok(&digest).trim().parse().unwrap();
+    let again = srv.ok(&digest);
+    assert_eq!(
+        again.trim(),
+        format!("{id} (debounced: the waiting task took this payload and run time)")
+    );
+}
+
+#[test]
 fn a_dedup_window_returns_the_first_task_until_it_closes() {
     let dir = tempfile::tempdir().unwrap();
     let srv = Server::start(dir.path(), &["--exec", "shell"]);
