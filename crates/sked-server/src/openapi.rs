@@ -154,19 +154,10 @@ fn add(doc: &mut OpenApi) {
                 .or_insert_with(|| error.clone().into());
         }
     }
-    link(doc, "/v1/tasks", "post", &["201", "200"], |mut r| {
-        for (name, op) in TASK_CALLS {
-            r = r.link(
-                name,
-                LinkBuilder::new()
-                    .operation_id(op)
-                    .parameter("id", "$response.body#/id")
-                    .build(),
-            );
-        }
-        r
+    link(doc, "/v1/tasks", &["201", "200"], |r| {
+        by_parameter(r, &TASK_CALLS, "id", "$response.body#/id")
     });
-    link(doc, "/v1/claim", "post", &["200"], |mut r| {
+    link(doc, "/v1/claim", &["200"], |mut r| {
         for (name, op, extra) in CLAIMED_CALLS {
             let mut body = serde_json::json!({"attempt": "$response.body#/tasks/0/attempt"});
             if let Some((k, v)) = extra {
@@ -183,18 +174,28 @@ fn add(doc: &mut OpenApi) {
         }
         r
     });
-    link(doc, "/v1/schedules", "post", &["201"], |mut r| {
-        for (name, op) in SCHEDULE_CALLS {
-            r = r.link(
-                name,
-                LinkBuilder::new()
-                    .operation_id(op)
-                    .parameter("name", "$response.body#/name")
-                    .build(),
-            );
-        }
-        r
+    link(doc, "/v1/schedules", &["201"], |r| {
+        by_parameter(r, &SCHEDULE_CALLS, "name", "$response.body#/name")
     });
+}
+
+/// Links to each of `calls` (`(link, operation)`), passing `parameter` from `value`.
+fn by_parameter(
+    mut r: ResponseBuilder,
+    calls: &[(&str, &str)],
+    parameter: &str,
+    value: &str,
+) -> ResponseBuilder {
+    for (name, op) in calls {
+        r = r.link(
+            *name,
+            LinkBuilder::new()
+                .operation_id(*op)
+                .parameter(parameter, value)
+                .build(),
+        );
+    }
+    r
 }
 
 /// States each integer's range, that of its Rust type (`u32`: 0 to 4294967295), so that what
@@ -246,25 +247,22 @@ fn operations(
     .filter_map(Option::as_mut)
 }
 
-/// Adds links to the answers `statuses` of `method path`.
+/// Adds links to the answers `statuses` of `POST path` (every call that makes something).
 fn link(
     doc: &mut OpenApi,
     path: &str,
-    method: &str,
     statuses: &[&str],
-    add: impl Fn(utoipa::openapi::ResponseBuilder) -> utoipa::openapi::ResponseBuilder,
+    add: impl Fn(ResponseBuilder) -> ResponseBuilder,
 ) {
-    let item = doc.paths.paths.get_mut(path).expect("a documented path");
-    let op = match method {
-        "post" => item.post.as_mut(),
-        "get" => item.get.as_mut(),
-        _ => None,
-    }
-    .expect("a documented operation");
+    let op = doc
+        .paths
+        .paths
+        .get_mut(path)
+        .and_then(|item| item.post.as_mut())
+        .expect("a documented POST");
     for status in statuses {
-        let Some(utoipa::openapi::RefOr::T(response)) = op.responses.responses.get_mut(*status)
-        else {
-            panic!("{method} {path} documents no {status} answer");
+        let Some(RefOr::T(response)) = op.responses.responses.get_mut(*status) else {
+            panic!("POST {path} documents no {status} answer");
         };
         let built = add(ResponseBuilder::from(response.clone())).build();
         *response = built;
