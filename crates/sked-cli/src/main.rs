@@ -52,16 +52,31 @@ struct Cli {
 /// The server URL used when neither `--server` nor `SKED_URL` names one.
 pub(crate) const DEFAULT_SERVER: &str = "http://127.0.0.1:7070";
 
+/// The heading the global options are listed under in every command's help, once.
+const GLOBAL: &str = "Global options";
+
 /// Options every command accepts, before or after the subcommand.
 #[derive(Args, Clone)]
 pub(crate) struct Global {
     /// URL of the sked server that `task`, `schedule`, `queue`, `top` and `worker` talk to
     /// [default: http://127.0.0.1:7070]
-    #[arg(long = "server", env = "SKED_URL", global = true, value_name = "URL")]
+    #[arg(
+        long = "server",
+        env = "SKED_URL",
+        global = true,
+        value_name = "URL",
+        help_heading = GLOBAL
+    )]
     pub(crate) server: Option<String>,
     /// API token: sent by the client commands and remote workers; required of every client
     /// by `sked server` when set
-    #[arg(long, env = "SKED_TOKEN", global = true, hide_env_values = true)]
+    #[arg(
+        long,
+        env = "SKED_TOKEN",
+        global = true,
+        hide_env_values = true,
+        help_heading = GLOBAL
+    )]
     pub(crate) token: Option<String>,
     /// File holding the API token, instead of --token (which others may see in the process
     /// list); one trailing newline is ignored
@@ -70,11 +85,12 @@ pub(crate) struct Global {
         env = "SKED_TOKEN_FILE",
         global = true,
         value_name = "PATH",
-        conflicts_with = "token"
+        conflicts_with = "token",
+        help_heading = GLOBAL
     )]
     pub(crate) token_file: Option<std::path::PathBuf>,
     /// Print JSON (the API's values, as the server sent them) instead of tables
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub(crate) json: bool,
     /// Where `--server` came from: the command line, or only the environment.
     #[arg(skip)]
@@ -169,7 +185,7 @@ enum CronCmd {
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
-    let parsed = Cli::command()
+    let parsed = plain_usage(Cli::command())
         .try_get_matches()
         .and_then(|m| Ok((Cli::from_arg_matches(&m)?, m)));
     let (mut cli, matches) = match parsed {
@@ -279,6 +295,27 @@ fn cron_next(expr: &str, tz: &str, dst: &str, after: Option<&str>, n: u32) -> Cl
         t = next;
     }
     Ok(())
+}
+
+/// `cmd` with each (sub)command's usage line in errors the same as in its help. clap's errors
+/// otherwise list the options that were given, those from the environment included, so that
+/// with `SKED_URL` set `--server <URL>` reads as if it were required.
+fn plain_usage(mut cmd: clap::Command) -> clap::Command {
+    cmd.build();
+    fn fix(mut cmd: clap::Command) -> clap::Command {
+        let usage = cmd.render_usage().to_string();
+        let usage = usage.strip_prefix("Usage: ").unwrap_or(&usage).to_owned();
+        let names: Vec<String> = cmd
+            .get_subcommands()
+            .map(|s| s.get_name().to_owned())
+            .collect();
+        let mut cmd = cmd.override_usage(usage);
+        for name in names {
+            cmd = cmd.mut_subcommand(name, fix);
+        }
+        cmd
+    }
+    fix(cmd)
 }
 
 /// Whether an option was given on the command line (at any level: global options may follow

@@ -136,7 +136,7 @@ pub(crate) struct BenchArgs {
     observers: usize,
     /// How often each of the --observers polls (or as soon as its last poll answered, when
     /// that took longer).
-    #[arg(long, default_value = "10ms")]
+    #[arg(long, default_value = "10ms", value_name = "DUR")]
     observe_every: String,
     /// Tasks enqueued a second (soak).
     #[arg(long, default_value_t = 1000)]

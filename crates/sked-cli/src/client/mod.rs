@@ -28,11 +28,16 @@ pub(crate) fn connect(remote: &Remote) -> CliResult<Client> {
     .map_err(CliError::usage)
 }
 
-/// An error from sked as an exit code: bad input or nothing there is 2, the rest 1.
+/// An error from sked as an exit code: bad input or nothing there is 2, the rest 1. When no
+/// server answered, what to do about it follows.
 pub(crate) fn failed(e: sked::Error) -> CliError {
     use sked::store::ErrorKind;
     match e.kind() {
         ErrorKind::Invalid | ErrorKind::NotFound => CliError::usage(e),
+        _ if e.to_string().starts_with(sked::client::UNREACHABLE) => CliError::runtime(format!(
+            "{e}\nhint: start one with `sked server`, or name the one to use with --server URL \
+             or SKED_URL"
+        )),
         _ => CliError::runtime(e),
     }
 }

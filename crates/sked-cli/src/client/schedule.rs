@@ -114,7 +114,12 @@ pub(crate) struct ScheduleAdd {
     )]
     priority: i32,
     /// Attempts per run before it is dead
-    #[arg(long, default_value_t = sked_core::DEFAULT_MAX_ATTEMPTS, value_name = "N")]
+    #[arg(
+        long,
+        default_value_t = sked_core::DEFAULT_MAX_ATTEMPTS,
+        allow_negative_numbers = true,
+        value_name = "N"
+    )]
     max_attempts: i32,
     /// Execution deadline of one attempt (e.g. 30s)
     #[arg(long, value_name = "DUR")]

@@ -81,7 +81,7 @@ pub(crate) struct TaskAdd {
     #[arg(long, conflicts_with = "in_")]
     at: Option<String>,
     /// Run after this long (e.g. 5m).
-    #[arg(long = "in", id = "in_")]
+    #[arg(long = "in", id = "in_", value_name = "DUR")]
     in_: Option<String>,
     /// Higher runs first (negative numbers run after the default 0)
     #[arg(
@@ -92,7 +92,12 @@ pub(crate) struct TaskAdd {
     )]
     priority: i32,
     /// Attempts before the task is dead (retries back off exponentially)
-    #[arg(long, default_value_t = sked_core::DEFAULT_MAX_ATTEMPTS, value_name = "N")]
+    #[arg(
+        long,
+        default_value_t = sked_core::DEFAULT_MAX_ATTEMPTS,
+        allow_negative_numbers = true,
+        value_name = "N"
+    )]
     max_attempts: i32,
     /// Execution deadline of one attempt (e.g. 30s).
     #[arg(long, value_name = "DUR")]

@@ -16,6 +16,7 @@ mod dedup;
 mod e2e;
 mod executors_cli;
 mod held_tasks;
+mod help_and_errors;
 mod hostile_cli;
 mod hostile_lists;
 mod keys;

@@ -313,3 +313,78 @@ fn the_scripts_hold_no_sql_of_skeds_tables() {
     }
     assert!(seen >= 2, "found {seen} scripts");
 }
+
+/// The README can be followed to embed sked: its `Cargo.toml` line, from a project beside the
+/// checkout, names the `sked` crate and features it has; its feature table lists features the
+/// crate has; and no manifest carries a placeholder address.
+#[test]
+fn the_readme_can_be_followed_to_embed_sked() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let block = readme
+        .split("```toml\n")
+        .nth(1)
+        .expect("the README shows the Cargo.toml lines that depend on sked");
+    let block = &block[..block.find("```").unwrap()];
+    assert!(block.starts_with("[dependencies]\n"), "{block}");
+    let line = block
+        .lines()
+        .find(|l| l.starts_with("sked = "))
+        .expect("a `sked = …` dependency line");
+    let path = line
+        .split("path = \"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the dependency names a path");
+    let beside = path
+        .strip_prefix("../sked/")
+        .expect("a path from a project beside the checkout");
+    let crate_dir = root.join(beside);
+    let manifest = std::fs::read_to_string(crate_dir.join("Cargo.toml"))
+        .unwrap_or_else(|_| panic!("{path} is not a crate of this checkout"));
+    assert!(
+        manifest.contains("\nname = \"sked\"\n"),
+        "{path} is not the sked crate"
+    );
+    let features = &manifest[manifest.find("\n[features]\n").unwrap()..];
+    let has = |feature: &str| features.contains(&format!("\n{feature} = ["));
+    let named = line
+        .split("features = [")
+        .nth(1)
+        .map(|rest| rest[..rest.find(']').unwrap()].to_owned())
+        .unwrap_or_default();
+    for feature in named.split(',').map(|f| f.trim().trim_matches('"')) {
+        assert!(
+            feature.is_empty() || has(feature),
+            "no feature `{feature}` in {path}"
+        );
+    }
+    let table = &readme[readme
+        .find("| Feature | What it adds |")
+        .expect("a feature table")..];
+    let rows: Vec<&str> = table
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    assert!(rows.len() >= 4, "{rows:?}");
+    for row in rows {
+        let feature = row.split('`').nth(1).expect("a feature in backticks");
+        assert!(
+            has(feature),
+            "the README's table lists `{feature}`, which sked lacks"
+        );
+    }
+    for manifest in std::iter::once(root.join("Cargo.toml")).chain(
+        std::fs::read_dir(root.join("crates"))
+            .unwrap()
+            .map(|e| e.unwrap().path().join("Cargo.toml")),
+    ) {
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        assert!(
+            !text.contains(".invalid") && !text.contains("example.com"),
+            "{} names a placeholder address",
+            manifest.display()
+        );
+    }
+}

@@ -7,6 +7,90 @@ use std::process::{Command, Output};
 
 use crate::common::Server;
 
+/// The repository's root.
+pub(crate) fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A checkout of the repository in `dir/sked`, as a user's clone would be: the files git
+/// tracks or would track (the working tree's versions), committed, so that `git status` in it
+/// says what a README's commands left behind.
+pub(crate) fn checkout_copy(dir: &Path) -> PathBuf {
+    let root = repository();
+    let listed = Command::new("git")
+        .args([
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    succeeded(&listed);
+    let checkout = dir.join("sked");
+    for file in listed.stdout.split(|b| *b == 0).filter(|f| !f.is_empty()) {
+        let file = Path::new(std::str::from_utf8(file).unwrap());
+        let from = root.join(file);
+        if !from.is_file() {
+            continue; // deleted in the working tree
+        }
+        let to = checkout.join(file);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&from, &to).unwrap();
+    }
+    for args in [
+        &["init", "--quiet"][..],
+        &["add", "--all"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "--quiet",
+            "-m",
+            "c",
+        ],
+    ] {
+        succeeded(
+            &Command::new("git")
+                .args(args)
+                .current_dir(&checkout)
+                .output()
+                .unwrap(),
+        );
+    }
+    checkout
+}
+
+/// Checks that `git status` in `checkout` is empty: nothing written, nothing changed.
+pub(crate) fn left_clean(checkout: &Path) {
+    let status = Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=all"])
+        .current_dir(checkout)
+        .output()
+        .unwrap();
+    succeeded(&status);
+    assert!(
+        status.stdout.is_empty(),
+        "the commands left the checkout changed:\n{}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+}
+
+/// The lines of the `nth` (from 0) `sh` block of the README at `readme`, as written.
+pub(crate) fn sh_block(readme: &Path, nth: usize) -> Vec<String> {
+    let text = std::fs::read_to_string(readme).unwrap();
+    let block = text
+        .split("```sh\n")
+        .nth(nth + 1)
+        .unwrap_or_else(|| panic!("{} has no sh block {nth}", readme.display()));
+    let block = &block[..block.find("```").unwrap()];
+    block.lines().map(str::to_owned).collect()
+}
+
 /// The package `clients/{name}` of the repository.
 pub(crate) fn package(name: &str) -> String {
     format!("{}/../../clients/{name}", env!("CARGO_MANIFEST_DIR"))

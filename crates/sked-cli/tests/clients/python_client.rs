@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::client_packages::{copy_of, package, quick_start, quick_start_ran, succeeded};
+use crate::client_packages::{
+    checkout_copy, left_clean, package, quick_start, quick_start_ran, sh_block, succeeded,
+};
 use crate::common::Server;
 
 /// A fresh virtualenv in `dir` with `packages` installed (paths or names from PyPI); its
@@ -19,6 +21,9 @@ pub(crate) fn venv_with(dir: &Path, packages: &[&Path]) -> PathBuf {
             .output()
             .unwrap(),
     );
+    if packages.is_empty() {
+        return venv;
+    }
     let pip = Command::new(venv.join("bin/pip"))
         .args(["install", "--quiet", "--disable-pip-version-check"])
         .args(packages)
@@ -28,7 +33,8 @@ pub(crate) fn venv_with(dir: &Path, packages: &[&Path]) -> PathBuf {
     venv
 }
 
-/// `pip install ./clients/python` into a fresh virtualenv; then, with the installed package
+/// The README's install line, as written, from a project beside a checkout into the project's
+/// fresh virtualenv (the checkout left as it was); then, with the installed package
 /// (not the source tree), the README's quick start (its worker set to exit once idle: the task
 /// it enqueues succeeds and its schedule exists) and the package's own scenario
 /// (`clients/python/tests`: a task completed, one failed retryably, one fatally, a slow one
@@ -39,7 +45,27 @@ fn the_installed_package_runs_its_quick_start_and_its_scenario() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);
     let package = package("python");
-    let venv = venv_with(dir.path(), &[&copy_of(&package, dir.path())]);
+    let checkout = checkout_copy(dir.path());
+    let venv = venv_with(dir.path(), &[]);
+    let project = dir.path().join("my-app");
+    std::fs::create_dir(&project).unwrap();
+    let install = &sh_block(&checkout.join("clients/python/README.md"), 0)[0];
+    assert!(install.starts_with("pip install "), "{install}");
+    let path = format!(
+        "{}:{}",
+        venv.join("bin").display(),
+        std::env::var("PATH").unwrap()
+    );
+    let installed = Command::new("sh")
+        .args(["-c", install])
+        .env("PATH", path)
+        .env("VIRTUAL_ENV", &venv)
+        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    succeeded(&installed);
+    left_clean(&checkout);
     let script = quick_start(
         &package,
         "python",

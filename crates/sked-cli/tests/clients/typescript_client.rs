@@ -3,7 +3,9 @@
 
 use std::process::Command;
 
-use crate::client_packages::{copy_of, quick_start, quick_start_ran, succeeded};
+use crate::client_packages::{
+    checkout_copy, left_clean, quick_start, quick_start_ran, sh_block, succeeded,
+};
 use crate::common::Server;
 
 const PACKAGE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../clients/typescript");
@@ -21,13 +23,13 @@ pub(crate) fn node() -> bool {
     ok
 }
 
-/// An empty ES-module project `app` in `dir`, to install packages into.
-pub(crate) fn node_project(dir: &std::path::Path) -> std::path::PathBuf {
-    let project = dir.join("app");
+/// An empty ES-module project `name` in `dir`, to install packages into.
+pub(crate) fn node_project(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let project = dir.join(name);
     std::fs::create_dir(&project).unwrap();
     std::fs::write(
         project.join("package.json"),
-        r#"{"name": "app", "type": "module"}"#,
+        format!(r#"{{"name": "{name}", "type": "module"}}"#),
     )
     .unwrap();
     project
@@ -58,15 +60,20 @@ fn the_readme_quick_start_runs_from_a_project_that_installed_it() {
     }
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);
-    let project = node_project(dir.path());
-    let copy = copy_of(PACKAGE, dir.path());
-    let npm = Command::new("npm")
-        .args(["install", "--no-audit", "--no-fund", "--offline"])
-        .arg(&copy)
+    let checkout = checkout_copy(dir.path());
+    let project = node_project(dir.path(), "my-app");
+    let install = &sh_block(&checkout.join("clients/typescript/README.md"), 0)[0];
+    assert!(install.starts_with("npm install "), "{install}");
+    let npm = Command::new("sh")
+        .args(["-c", install])
+        .env("npm_config_audit", "false")
+        .env("npm_config_fund", "false")
+        .env("npm_config_offline", "true")
         .current_dir(&project)
         .output()
         .unwrap();
     succeeded(&npm);
+    left_clean(&checkout);
     let run = (
         "await worker.run();",
         "await worker.run({ exitWhenIdle: 1 });",

@@ -21,7 +21,7 @@ use crate::{ClaimRequest, Engine, Result, TaskFilter};
 #[cfg(feature = "remote")]
 use remote::Remote;
 #[cfg(feature = "remote")]
-pub use remote::{RemoteOptions, path_segment};
+pub use remote::{RemoteOptions, UNREACHABLE, path_segment};
 
 /// A handle on sked, embedded or remote. Cheap to clone.
 #[derive(Clone, Debug)]

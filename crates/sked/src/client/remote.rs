@@ -58,11 +58,24 @@ pub fn path_segment(s: &str) -> String {
     out
 }
 
-/// Failing to reach the server is "unavailable": the call may work later.
-fn unreachable(e: reqwest::Error) -> Error {
+/// What [`unreachable`] says first, so that a command can add what to do about it.
+pub const UNREACHABLE: &str = "cannot reach the sked server";
+
+/// Failing to reach the server is "unavailable": the call may work later. The message names
+/// the server and the first cause (`Connection refused`, a timeout), not only the request.
+fn unreachable(base: &str, e: reqwest::Error) -> Error {
+    let mut cause: &dyn std::error::Error = &e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    let cause = if e.is_timeout() {
+        "no answer in time".to_string()
+    } else {
+        cause.to_string()
+    };
     Error::remote(
         ErrorCode::Unavailable,
-        format!("cannot reach the sked server: {e}"),
+        format!("{UNREACHABLE} at {base}: {cause}"),
     )
 }
 
@@ -100,9 +113,9 @@ impl Remote {
     }
 
     async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T> {
-        let resp = req.send().await.map_err(unreachable)?;
+        let resp = req.send().await.map_err(|e| unreachable(&self.base, e))?;
         let status = resp.status();
-        let bytes = resp.bytes().await.map_err(unreachable)?;
+        let bytes = resp.bytes().await.map_err(|e| unreachable(&self.base, e))?;
         if status.is_success() {
             let body = if bytes.is_empty() {
                 &b"null"[..]
