@@ -48,10 +48,20 @@ class Scenario(unittest.TestCase):
         with self.assertRaises(InvalidInput):
             self.sked.apply_schedules([{"name": "bad", "spec": "61 * * * *", "task": {"kind": "k"}}])
         self.sked.remove_schedule("py-0")
-        limited = self.sked.limit_queue("py", concurrency=3)
+        # Lists are read a page at a time: more schedules than one page holds, all listed.
+        bulk = [{"name": f"py-bulk-{i:04}", "spec": "every 1h", "task": {"kind": "py.later"}} for i in range(1050)]
+        self.sked.apply_schedules(bulk, group="py-bulk")
+        listed = [s["name"] for s in self.sked.schedules() if s["name"].startswith("py-bulk-")]
+        self.assertEqual(listed, [s["name"] for s in bulk])
+        self.assertEqual(len(self.sked.apply_schedules([], group="py-bulk", prune=True)["removed"]), 1050)
+        with self.assertRaises(NotFound):
+            self.sked.pause_queue("py-new")
+        limited = self.sked.limit_queue("py-new", create=True, concurrency=3)
         self.assertEqual(limited["concurrency_limit"], 3)
-        self.assertTrue(self.sked.pause_queue("py")["paused"])
-        self.assertFalse(self.sked.resume_queue("py")["paused"])
+        self.assertTrue(self.sked.pause_queue("py-new")["paused"])
+        self.assertFalse(self.sked.resume_queue("py-new")["paused"])
+        self.sked.remove_queue("py-new")
+        self.assertNotIn("py-new", [q["name"] for q in self.sked.queues()])
 
     def test_the_asyncio_client_makes_the_same_calls(self):
         async def scenario():

@@ -89,9 +89,10 @@ export class Client {
   triggerSchedule(name: string): Promise<Json>;
   removeSchedule(name: string): Promise<void>;
   queues(): Promise<Json[]>;
-  pauseQueue(name: string): Promise<Json>;
-  resumeQueue(name: string): Promise<Json>;
-  limitQueue(name: string, limits: Json): Promise<Json>;
+  pauseQueue(name: string, options?: { create?: boolean }): Promise<Json>;
+  resumeQueue(name: string, options?: { create?: boolean }): Promise<Json>;
+  limitQueue(name: string, limits: Json, options?: { create?: boolean }): Promise<Json>;
+  removeQueue(name: string): Promise<void>;
 }
 
 export class Retry extends Error {}

@@ -36,6 +36,7 @@ export const errors = Object.fromEntries(
 const BY_CODE = Object.fromEntries(Object.values(errors).map((cls) => [new cls("").code, cls]));
 
 const q = (s) => encodeURIComponent(String(s));
+const creating = (create) => (create ? "?create=true" : "");
 const dropUndefined = (o) =>
   Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined && v !== null));
 
@@ -146,8 +147,19 @@ export class Client {
   addSchedule(name, spec, task, options = {}) {
     return this.call("POST", "/v1/schedules", dropUndefined({ name, spec, task, ...options }));
   }
-  async schedules() {
-    return (await this.call("GET", "/v1/schedules")).schedules;
+  /** Every schedule, by name (read a page at a time). */
+  schedules() {
+    return this.#everyPage("/v1/schedules", "schedules");
+  }
+  async #everyPage(path, field) {
+    const items = [];
+    let after = null;
+    for (;;) {
+      const page = await this.call("GET", `${path}?limit=1000${after === null ? "" : `&after=${q(after)}`}`);
+      items.push(...page[field]);
+      after = page.next_after ?? null;
+      if (after === null) return items;
+    }
   }
   /** Many schedules in one transaction, all or none: {created, updated, unchanged, removed}. */
   applySchedules(schedules, { group, prune = false, dryRun = false } = {}) {
@@ -170,17 +182,23 @@ export class Client {
   }
 
   // -- queues --------------------------------------------------------------------------------
-  async queues() {
-    return (await this.call("GET", "/v1/queues")).queues;
+  /** Every queue with its counts, by name (read a page at a time). */
+  queues() {
+    return this.#everyPage("/v1/queues", "queues");
   }
-  pauseQueue(name) {
-    return this.call("POST", `/v1/queues/${q(name)}/pause`, {});
+  /** A queue no task or setting names is a NotFound (a likely typo) unless `create` sets it up. */
+  pauseQueue(name, { create = false } = {}) {
+    return this.call("POST", `/v1/queues/${q(name)}/pause${creating(create)}`, {});
   }
-  resumeQueue(name) {
-    return this.call("POST", `/v1/queues/${q(name)}/resume`, {});
+  resumeQueue(name, { create = false } = {}) {
+    return this.call("POST", `/v1/queues/${q(name)}/resume${creating(create)}`, {});
   }
-  limitQueue(name, limits) {
-    return this.call("PUT", `/v1/queues/${q(name)}/limit`, limits);
+  limitQueue(name, limits, { create = false } = {}) {
+    return this.call("PUT", `/v1/queues/${q(name)}/limit${creating(create)}`, limits);
+  }
+  /** Removes a queue that holds no task; a Conflict while tasks of any state are in it. */
+  async removeQueue(name) {
+    await this.call("DELETE", `/v1/queues/${q(name)}`);
   }
 }
 

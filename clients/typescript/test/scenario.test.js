@@ -32,9 +32,18 @@ test("tasks, schedules, queues and errors", async () => {
   assert.deepEqual((await sked.applySchedules(set.slice(0, 1), { group: "ts", prune: true })).removed, ["ts-1", "ts-2"]);
   await assert.rejects(sked.applySchedules([{ name: "bad", spec: "61 * * * *", task: { kind: "k" } }]), errors.InvalidInput);
   await sked.removeSchedule("ts-0");
-  assert.equal((await sked.limitQueue("ts", { concurrency: 3 })).concurrency_limit, 3);
-  assert.equal((await sked.pauseQueue("ts")).paused, true);
-  assert.equal((await sked.resumeQueue("ts")).paused, false);
+  // Lists are read a page at a time: more schedules than one page holds, all listed.
+  const bulk = Array.from({ length: 1050 }, (_, i) => ({ name: `ts-bulk-${String(i).padStart(4, "0")}`, spec: "every 1h", task: { kind: "ts.later" } }));
+  await sked.applySchedules(bulk, { group: "ts-bulk" });
+  const listed = (await sked.schedules()).map((s) => s.name).filter((n) => n.startsWith("ts-bulk-"));
+  assert.deepEqual(listed, bulk.map((s) => s.name));
+  assert.equal((await sked.applySchedules([], { group: "ts-bulk", prune: true })).removed.length, 1050);
+  await assert.rejects(sked.pauseQueue("ts-new"), errors.NotFound);
+  assert.equal((await sked.limitQueue("ts-new", { concurrency: 3 }, { create: true })).concurrency_limit, 3);
+  assert.equal((await sked.pauseQueue("ts-new")).paused, true);
+  assert.equal((await sked.resumeQueue("ts-new")).paused, false);
+  await sked.removeQueue("ts-new");
+  assert.ok(!(await sked.queues()).some((queue) => queue.name === "ts-new"));
 });
 
 test("a worker completes, fails and heartbeats", async () => {

@@ -415,7 +415,7 @@ fn three_nodes_start_no_more_than_one_rate_limit_allows() {
     let schema = TestSchema::new(&url);
     let dir = tempfile::tempdir().unwrap();
     let servers = cluster(dir.path(), &schema.url(), &["", "", ""]);
-    let set = servers[0].json(&["queue", "limit", "paced", "--rate", "10/s"]);
+    let set = servers[0].json(&["queue", "limit", "paced", "--rate", "10/s", "--create"]);
     assert_eq!(set["rate"], "10/s", "{set}");
     let ran = dir.path().join("ran.txt");
     let command = format!("echo $SKED_TASK_ID >> {}", ran.display());
@@ -473,7 +473,7 @@ fn three_nodes_keep_each_key_to_its_limit_and_take_keys_in_turn() {
     let schema = TestSchema::new(&url);
     let dir = tempfile::tempdir().unwrap();
     let servers = cluster(dir.path(), &schema.url(), &["", "", ""]);
-    let set = servers[0].json(&["queue", "limit", "tenants", "--per-key", "2"]);
+    let set = servers[0].json(&["queue", "limit", "tenants", "--per-key", "2", "--create"]);
     assert_eq!(set["per_key"], 2, "{set}");
     servers[0].ok(&["queue", "pause", "tenants"]);
     let ran = dir.path().join("ran.log");

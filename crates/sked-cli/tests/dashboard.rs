@@ -103,7 +103,7 @@ fn dashboard_in_chromium_shows_schedules_and_retries_a_failed_task() {
         server.task(&failed)["state"] == "dead"
     });
     // A queue at its rate limit: one task started this hour, the other waits.
-    server.ok(&["queue", "limit", "paced", "--rate", "1/h"]);
+    server.ok(&["queue", "limit", "paced", "--rate", "1/h", "--create"]);
     server.ok(&[
         "queue",
         "limit",
@@ -112,6 +112,7 @@ fn dashboard_in_chromium_shows_schedules_and_retries_a_failed_task() {
         "2",
         "--per-key-rate",
         "5/s",
+        "--create",
     ]);
     let paced = serde_json::json!({ "command": "true" }).to_string();
     let first = add("shell", &paced, &["--queue", "paced"]);

@@ -437,6 +437,10 @@ impl Store for PgStore {
         Ok(info)
     }
 
+    async fn queue_remove(&self, name: &str) -> Result<()> {
+        self.op(async |c, _| queues::remove(c, name).await).await
+    }
+
     async fn lease_acquire(&self, params: LeaseAcquireParams) -> Result<Option<Lease>> {
         self.op(async |c, _| queues::lease_acquire(c, &params).await)
             .await

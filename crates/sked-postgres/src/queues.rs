@@ -135,6 +135,9 @@ pub(crate) async fn update(
         .map(|l| l.map(|n| i32::try_from(n).unwrap_or(i32::MAX)));
     let key_rate = sked_store::rate::to_columns(p.per_key_rate.flatten());
     let tx = c.transaction().await.map_err(db_err)?;
+    if p.must_exist && presence(&*tx, &p.name).await? == (false, false) {
+        return Err(StoreError::queue_not_found(&p.name));
+    }
     let row = tx
         .query_one(
             "INSERT INTO sked_queues AS q \
@@ -206,6 +209,47 @@ pub(crate) async fn update(
         set_held(&***c, std::slice::from_mut(&mut info), &buckets, now).await?;
     }
     Ok(info)
+}
+
+/// Whether the queue has a row of settings, and whether any task is in it.
+async fn presence<C: tokio_postgres::GenericClient + Sync>(
+    c: &C,
+    name: &str,
+) -> Result<(bool, bool)> {
+    let probe = format!(
+        "SELECT EXISTS (SELECT 1 FROM sked_queues WHERE name = $1), ({})",
+        counts::queue_has_tasks_sql("sked_tasks", "$1::text", Spelling::InList)
+    );
+    let row = c.query_one(&probe, &[&name]).await.map_err(db_err)?;
+    Ok((col(&row, 0)?, col(&row, 1)?))
+}
+
+pub(crate) async fn remove(c: &mut Object, name: &str) -> Result<()> {
+    validate_name("queue", name).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let tx = c.transaction().await.map_err(db_err)?;
+    // A task enqueued meanwhile, unseen here, finds the queue without settings: as if it
+    // had come just after the removal.
+    match presence(&*tx, name).await? {
+        (false, false) => Err(StoreError::queue_not_found(name)),
+        (_, true) => Err(StoreError::Conflict(format!(
+            "queue {name} has tasks; it leaves the list once none is left"
+        ))),
+        (true, false) => {
+            for (table, column) in [
+                ("sked_queues", "name"),
+                ("sked_queue_starts", "queue"),
+                ("sked_queue_key_starts", "queue"),
+            ] {
+                tx.execute(
+                    &format!("DELETE FROM {table} WHERE {column} = $1"),
+                    &[&name],
+                )
+                .await
+                .map_err(db_err)?;
+            }
+            tx.commit().await.map_err(db_err)
+        }
+    }
 }
 
 fn lease_row(r: &tokio_postgres::Row) -> Result<Lease> {

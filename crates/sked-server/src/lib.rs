@@ -94,7 +94,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(schedules::backfill))
         .routes(routes!(schedules::occurrences))
         .routes(routes!(queues::list))
-        .routes(routes!(queues::get))
+        .routes(routes!(queues::get, queues::delete))
         .routes(routes!(queues::pause))
         .routes(routes!(queues::resume))
         .routes(routes!(queues::limit))

@@ -27,6 +27,16 @@ pub(crate) struct ListQuery {
     count_limit: Option<u64>,
 }
 
+/// Whether an action on a queue may set up a queue that no task or setting names yet.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CreateQuery {
+    /// Set up the queue if no task or setting names it yet (to pause or limit it before its
+    /// first task). Without it such a name is a 404: a mistyped name is not a new queue.
+    create: Option<bool>,
+}
+
 /// `GET /v1/queues/{name}`: one queue, with its counts and why its tasks wait (a queue never
 /// set or used has no limits and no tasks).
 #[utoipa::path(
@@ -79,14 +89,19 @@ pub(crate) async fn list(
     path = "/queues/{name}/pause",
     operation_id = "pauseQueue",
     summary = "Pause a queue: nothing is claimed from it",
-    params(("name" = sked_core::openapi::Name, Path)),
-    responses((status = 200, description = "OK", body = sked_store::QueueInfo))
+    params(("name" = sked_core::openapi::Name, Path), CreateQuery),
+    responses((status = 200, description = "OK (404 when no task or setting names the queue and `create` is not given)", body = sked_store::QueueInfo))
 )]
-pub(crate) async fn pause(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
+pub(crate) async fn pause(
+    State(s): State<AppState>,
+    NamePath(name): NamePath,
+    ApiQuery(c): ApiQuery<CreateQuery>,
+) -> ApiResult {
     let q = s
         .engine
         .queue_update(QueueUpdateParams {
             name,
+            must_exist: !c.create.unwrap_or(false),
             paused: Some(true),
             ..Default::default()
         })
@@ -99,14 +114,19 @@ pub(crate) async fn pause(State(s): State<AppState>, NamePath(name): NamePath) -
     path = "/queues/{name}/resume",
     operation_id = "resumeQueue",
     summary = "Resume a queue",
-    params(("name" = sked_core::openapi::Name, Path)),
-    responses((status = 200, description = "OK", body = sked_store::QueueInfo))
+    params(("name" = sked_core::openapi::Name, Path), CreateQuery),
+    responses((status = 200, description = "OK (404 when no task or setting names the queue and `create` is not given)", body = sked_store::QueueInfo))
 )]
-pub(crate) async fn resume(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
+pub(crate) async fn resume(
+    State(s): State<AppState>,
+    NamePath(name): NamePath,
+    ApiQuery(c): ApiQuery<CreateQuery>,
+) -> ApiResult {
     let q = s
         .engine
         .queue_update(QueueUpdateParams {
             name,
+            must_exist: !c.create.unwrap_or(false),
             paused: Some(false),
             ..Default::default()
         })
@@ -119,13 +139,14 @@ pub(crate) async fn resume(State(s): State<AppState>, NamePath(name): NamePath) 
     path = "/queues/{name}/limit",
     operation_id = "limitQueue",
     summary = "Set or remove (null) the queue's concurrency limit",
-    params(("name" = sked_core::openapi::Name, Path)),
+    params(("name" = sked_core::openapi::Name, Path), CreateQuery),
     request_body = sked::api::QueueLimit,
-    responses((status = 200, description = "OK", body = sked_store::QueueInfo))
+    responses((status = 200, description = "OK (404 when no task or setting names the queue and `create` is not given)", body = sked_store::QueueInfo))
 )]
 pub(crate) async fn limit(
     State(s): State<AppState>,
     NamePath(name): NamePath,
+    ApiQuery(c): ApiQuery<CreateQuery>,
     ApiJson(body): ApiJson<serde_json::Map<String, serde_json::Value>>,
 ) -> ApiResult {
     // An object only: serde would also read the fields from an array, in order.
@@ -146,8 +167,26 @@ pub(crate) async fn limit(
             rate,
             per_key: l.per_key,
             per_key_rate,
+            must_exist: !c.create.unwrap_or(false),
             ..Default::default()
         })
         .await?;
     Ok(Json(q))
+}
+
+/// `DELETE /v1/queues/{name}`: removes a queue's settings when no task is in it.
+#[utoipa::path(
+    delete,
+    path = "/queues/{name}",
+    operation_id = "deleteQueue",
+    summary = "Remove a queue that holds no task: its pause and limits go, and it leaves the list",
+    params(("name" = sked_core::openapi::Name, Path)),
+    responses((status = 204, description = "Removed (409 while tasks of any state are in the queue, 404 when no task or setting names it)"))
+)]
+pub(crate) async fn delete(
+    State(s): State<AppState>,
+    NamePath(name): NamePath,
+) -> Result<axum::http::StatusCode, ApiError> {
+    s.engine.queue_remove(&name).await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
 }

@@ -355,6 +355,11 @@ impl Store for SqliteStore {
         self.write(move |tx| queues::update(tx, &params)).await
     }
 
+    async fn queue_remove(&self, name: &str) -> Result<()> {
+        let name = name.to_string();
+        self.write(move |tx| queues::remove(tx, &name)).await
+    }
+
     async fn lease_acquire(&self, params: LeaseAcquireParams) -> Result<Option<Lease>> {
         self.write(move |tx| queues::lease_acquire(tx, &params))
             .await

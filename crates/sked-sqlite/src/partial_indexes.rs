@@ -163,6 +163,10 @@ pub(crate) static QUEUE_PAGE: LazyLock<String> = LazyLock::new(|| {
 pub(crate) static QUEUE_COUNTS: LazyLock<String> =
     LazyLock::new(|| counts::queue_counts_sql("tasks", "?2", "?1", Spelling::AnyOf));
 
+/// Whether any task of any state is in the queue `?1`.
+pub(crate) static QUEUE_HAS_TASKS: LazyLock<String> =
+    LazyLock::new(|| counts::queue_has_tasks_sql("tasks", "?1", Spelling::AnyOf));
+
 #[cfg(test)]
 mod tests {
     use super::*;

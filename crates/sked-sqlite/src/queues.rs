@@ -17,6 +17,24 @@ fn counts_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, [i64; 7])> {
     Ok((r.get(0)?, n))
 }
 
+pub(crate) fn remove(tx: &Transaction<'_>, name: &str) -> Result<()> {
+    validate_name("queue", name).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    match presence(tx, name)? {
+        (false, false) => Err(StoreError::queue_not_found(name)),
+        (_, true) => Err(StoreError::Conflict(format!(
+            "queue {name} has tasks; it leaves the list once none is left"
+        ))),
+        (true, false) => {
+            for table in ["queues", "queue_starts", "queue_key_starts"] {
+                let column = if table == "queues" { "name" } else { "queue" };
+                tx.execute(&format!("DELETE FROM {table} WHERE {column} = ?1"), [name])
+                    .map_err(db_err)?;
+            }
+            Ok(())
+        }
+    }
+}
+
 pub(crate) fn list(conn: &Connection, p: &QueueListParams) -> Result<Page<QueueInfo>> {
     let limit = p.limit.clamp(1, rules::STORE_LIST_LIMIT_MAX);
     let mut stmt = conn
@@ -64,8 +82,25 @@ pub(crate) fn list(conn: &Connection, p: &QueueListParams) -> Result<Page<QueueI
     Ok(page.finish())
 }
 
+/// Whether the queue has a row of settings, and whether any task is in it.
+fn presence(conn: &Connection, name: &str) -> Result<(bool, bool)> {
+    let settings = conn
+        .query_row("SELECT 1 FROM queues WHERE name = ?1", [name], |_| Ok(()))
+        .optional()
+        .map_err(db_err)?
+        .is_some();
+    let tasks = conn
+        .prepare_cached(&crate::partial_indexes::QUEUE_HAS_TASKS)
+        .and_then(|mut s| s.query_row([name], |r| r.get(0)))
+        .map_err(db_err)?;
+    Ok((settings, tasks))
+}
+
 pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<QueueInfo> {
     validate_name("queue", &p.name).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    if p.must_exist && presence(tx, &p.name)? == (false, false) {
+        return Err(StoreError::queue_not_found(&p.name));
+    }
     let now = ts(Timestamp::now());
     tx.execute(
         "INSERT INTO queues (name, updated_at) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",

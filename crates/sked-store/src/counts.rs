@@ -84,6 +84,16 @@ pub fn queue_counts_sql(table: &str, limit: &str, queue: &str, spelling: Spellin
     format!("SELECT q.name, {counts} FROM (SELECT {queue} AS name) q")
 }
 
+/// `SELECT …`: one boolean, whether any task of any state is in the queue `queue` (a
+/// placeholder), read through the same partial indexes as the counts (one probe each).
+pub fn queue_has_tasks_sql(table: &str, queue: &str, spelling: Spelling) -> String {
+    let probes: Vec<String> = groups(spelling)
+        .iter()
+        .map(|cond| format!("EXISTS (SELECT 1 FROM {table} WHERE queue = {queue} AND {cond})"))
+        .collect();
+    format!("SELECT {}", probes.join(" OR "))
+}
+
 /// The placeholders of [`queue_page_sql`].
 #[derive(Debug, Clone, Copy)]
 pub struct PagePlaceholders<'a> {

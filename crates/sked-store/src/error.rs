@@ -71,6 +71,13 @@ impl StoreError {
         }
     }
 
+    pub fn queue_not_found(name: &str) -> StoreError {
+        StoreError::NotFound {
+            what: "queue",
+            id: name.to_string(),
+        }
+    }
+
     pub fn schedule_not_found(name: &str) -> StoreError {
         StoreError::NotFound {
             what: "schedule",

@@ -151,8 +151,14 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// is bounded by `limit` × states × `count_limit`, however many tasks and queues are kept.
     async fn queue_list(&self, params: QueueListParams) -> Result<Page<QueueInfo>>;
 
-    /// Pauses, resumes or limits a queue (created on first use).
+    /// Pauses, resumes or limits a queue (created on first use, unless
+    /// [`QueueUpdateParams::must_exist`]).
     async fn queue_update(&self, params: QueueUpdateParams) -> Result<QueueInfo>;
+
+    /// Removes a queue's settings (pause, limits) when no task of any state is in it, so that
+    /// it leaves the list. A queue with tasks is a `Conflict` and keeps its settings; a queue
+    /// with neither settings nor tasks is `NotFound`.
+    async fn queue_remove(&self, name: &str) -> Result<()>;
 
     /// Acquires or renews a named lease. `None` when another holder has it.
     async fn lease_acquire(&self, params: LeaseAcquireParams) -> Result<Option<Lease>>;

@@ -404,6 +404,9 @@ pub struct QueueUpdateParams {
     /// The instant the answer's [`QueueInfo::held`] and [`QueueInfo::rate_window`] are taken
     /// at, as in lists; `None` leaves them out.
     pub now: Option<Timestamp>,
+    /// Refuse a queue that has neither settings nor tasks (`NotFound`, nothing created)
+    /// instead of creating it: a mistyped name is not a new queue.
+    pub must_exist: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -93,11 +93,14 @@ class AsyncClient:
     async def queues(self) -> List[Json]:
         return await asyncio.to_thread(self.sync.queues)
 
-    async def pause_queue(self, name: str) -> Json:
-        return await asyncio.to_thread(self.sync.pause_queue, name)
+    async def pause_queue(self, name: str, create: bool = False) -> Json:
+        return await asyncio.to_thread(self.sync.pause_queue, name, create)
 
-    async def resume_queue(self, name: str) -> Json:
-        return await asyncio.to_thread(self.sync.resume_queue, name)
+    async def resume_queue(self, name: str, create: bool = False) -> Json:
+        return await asyncio.to_thread(self.sync.resume_queue, name, create)
 
-    async def limit_queue(self, name: str, **limits: Any) -> Json:
-        return await asyncio.to_thread(self.sync.limit_queue, name, **limits)
+    async def limit_queue(self, name: str, create: bool = False, **limits: Any) -> Json:
+        return await asyncio.to_thread(self.sync.limit_queue, name, create, **limits)
+
+    async def remove_queue(self, name: str) -> None:
+        await asyncio.to_thread(self.sync.remove_queue, name)

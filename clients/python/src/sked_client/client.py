@@ -170,8 +170,21 @@ class Client:
         body = _drop_none({"name": name, "spec": spec, "tz": tz, "task": task, **policies})
         return self.call("POST", "/v1/schedules", body)
 
+    def _every_page(self, path: str, field: str) -> List[Json]:
+        """Every item of a list by name, a page of 1,000 at a time."""
+        items: List[Json] = []
+        after: Optional[str] = None
+        while True:
+            query = "?limit=1000" + (f"&after={self._q(after)}" if after is not None else "")
+            page = self.call("GET", path + query)
+            items.extend(page[field])
+            after = page.get("next_after")
+            if after is None:
+                return items
+
     def schedules(self) -> List[Json]:
-        return self.call("GET", "/v1/schedules")["schedules"]
+        """Every schedule, by name (read a page at a time)."""
+        return self._every_page("/v1/schedules", "schedules")
 
     def apply_schedules(
         self,
@@ -207,15 +220,27 @@ class Client:
     # -- queues ----------------------------------------------------------------------------
 
     def queues(self) -> List[Json]:
-        return self.call("GET", "/v1/queues")["queues"]
+        """Every queue with its counts, by name (read a page at a time)."""
+        return self._every_page("/v1/queues", "queues")
 
-    def pause_queue(self, name: str) -> Json:
-        return self.call("POST", f"/v1/queues/{self._q(name)}/pause", {})
+    @staticmethod
+    def _create(create: bool) -> str:
+        return "?create=true" if create else ""
 
-    def resume_queue(self, name: str) -> Json:
-        return self.call("POST", f"/v1/queues/{self._q(name)}/resume", {})
+    def pause_queue(self, name: str, create: bool = False) -> Json:
+        """Pauses a queue. A queue no task or setting names raises NotFound (a likely typo)
+        unless `create` sets it up, to pause it before its first task."""
+        return self.call("POST", f"/v1/queues/{self._q(name)}/pause{self._create(create)}", {})
 
-    def limit_queue(self, name: str, **limits: Any) -> Json:
+    def resume_queue(self, name: str, create: bool = False) -> Json:
+        return self.call("POST", f"/v1/queues/{self._q(name)}/resume{self._create(create)}", {})
+
+    def limit_queue(self, name: str, create: bool = False, **limits: Any) -> Json:
         """Sets a queue's limits as the API names them: `concurrency`, `rate` (`10/s`),
-        `burst`, `per_key`, `per_key_rate`; None removes one."""
-        return self.call("PUT", f"/v1/queues/{self._q(name)}/limit", limits)
+        `burst`, `per_key`, `per_key_rate`; None removes one. `create` as in pause_queue."""
+        return self.call("PUT", f"/v1/queues/{self._q(name)}/limit{self._create(create)}", limits)
+
+    def remove_queue(self, name: str) -> None:
+        """Removes a queue that holds no task: its pause and limits go, and it leaves the
+        list. Conflict while tasks of any state are in it."""
+        self.call("DELETE", f"/v1/queues/{self._q(name)}")

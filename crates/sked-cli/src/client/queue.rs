@@ -2,6 +2,7 @@
 
 use clap::Subcommand;
 use sked::api::QueueList;
+use sked::client::IfMissing;
 use sked::{QueueInfo, TaskState};
 
 use crate::output::{opt, queue_count, table};
@@ -17,9 +18,22 @@ pub(crate) enum QueueCmd {
     Pause {
         /// The queue's name
         queue: String,
+        /// Set the queue up if no task or setting names it yet (to pause it before its first
+        /// task); without it such a name is refused as a likely typo
+        #[arg(long)]
+        create: bool,
     },
     /// Resume a paused queue.
     Resume {
+        /// The queue's name
+        queue: String,
+        /// Set the queue up if no task or setting names it yet
+        #[arg(long)]
+        create: bool,
+    },
+    /// Remove a queue that holds no task (of any state): its pause and limits go, and it
+    /// leaves `queue ls`.
+    Rm {
         /// The queue's name
         queue: String,
     },
@@ -49,6 +63,10 @@ pub(crate) enum QueueCmd {
         /// Most tasks of one key started in any window of the period: 5/s, 100/h, or none
         #[arg(long, value_name = "N/PERIOD|none")]
         per_key_rate: Option<String>,
+        /// Set the queue up if no task or setting names it yet (to limit it before its first
+        /// task); without it such a name is refused as a likely typo
+        #[arg(long)]
+        create: bool,
     },
 }
 
@@ -158,8 +176,21 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
             );
             return Ok(());
         }
-        QueueCmd::Pause { queue } => client.queue_pause(&queue).await,
-        QueueCmd::Resume { queue } => client.queue_resume(&queue).await,
+        QueueCmd::Pause { queue, create } => client
+            .queue_pause(&queue, if_missing(create))
+            .await
+            .map_err(|e| unknown(e, &queue)),
+        QueueCmd::Resume { queue, create } => client
+            .queue_resume(&queue, if_missing(create))
+            .await
+            .map_err(|e| unknown(e, &queue)),
+        QueueCmd::Rm { queue } => {
+            client.queue_remove(&queue).await.map_err(failed)?;
+            if !remote.json {
+                out!("{queue} removed");
+            }
+            return Ok(());
+        }
         QueueCmd::Limit {
             queue,
             limit,
@@ -168,12 +199,15 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
             burst,
             per_key,
             per_key_rate,
+            create,
         } => {
             let limits = limits(limit, concurrency, rate, burst, per_key, per_key_rate)?;
-            client.queue_limits(&queue, limits).await
+            client
+                .queue_limits(&queue, limits, if_missing(create))
+                .await
+                .map_err(|e| unknown(e, &queue))
         }
-    }
-    .map_err(failed)?;
+    }?;
     show(remote, &q, |q: &QueueInfo| {
         let paused = if q.paused { "paused" } else { "running" };
         out!(
@@ -186,6 +220,25 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
         );
     });
     Ok(())
+}
+
+fn if_missing(create: bool) -> IfMissing {
+    if create {
+        IfMissing::Create
+    } else {
+        IfMissing::Refuse
+    }
+}
+
+/// A change refused because no task or setting names the queue: exit 2, saying what to do.
+fn unknown(e: sked::Error, queue: &str) -> CliError {
+    if e.kind() == sked::store::ErrorKind::NotFound {
+        return CliError::usage(format!(
+            "no queue {queue:?}: no task or setting names it (see `sked queue ls`); \
+             --create sets it up before its first task"
+        ));
+    }
+    failed(e)
 }
 
 /// The rate limit, with the starts its window holds now: `7 of 10/s`.

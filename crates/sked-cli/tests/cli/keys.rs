@@ -62,7 +62,7 @@ fn spans(srv: &Server, queue: &str) -> Vec<(String, Timestamp, Option<Timestamp>
 fn a_small_key_is_not_held_back_by_a_large_one() {
     let dir = tempfile::tempdir().unwrap();
     let srv = Server::start(dir.path(), &["--exec", "shell", "--concurrency", "8"]);
-    let set = srv.ok(&["queue", "limit", "tenants", "--per-key", "2"]);
+    let set = srv.ok(&["queue", "limit", "tenants", "--per-key", "2", "--create"]);
     assert!(set.contains("per key 2"), "{set}");
     // Paused while A's 2,000 and then B's 20 go in, so that both wait when work begins.
     srv.ok(&["queue", "pause", "tenants"]);
@@ -132,7 +132,14 @@ fn a_small_key_is_not_held_back_by_a_large_one() {
 fn a_per_key_rate_paces_each_key_on_its_own() {
     let dir = tempfile::tempdir().unwrap();
     let srv = Server::start(dir.path(), &["--exec", "shell", "--concurrency", "8"]);
-    srv.ok(&["queue", "limit", "paced", "--per-key-rate", "5/s"]);
+    srv.ok(&[
+        "queue",
+        "limit",
+        "paced",
+        "--per-key-rate",
+        "5/s",
+        "--create",
+    ]);
     srv.ok(&["queue", "pause", "paced"]);
     enqueue_keyed(&srv, "paced", "a", 15);
     enqueue_keyed(&srv, "paced", "b", 15);
@@ -172,7 +179,7 @@ fn a_per_key_rate_paces_each_key_on_its_own() {
 fn a_task_held_back_by_its_key_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let srv = Server::start(dir.path(), &["--exec", "shell"]);
-    srv.ok(&["queue", "limit", "hold", "--per-key", "1"]);
+    srv.ok(&["queue", "limit", "hold", "--per-key", "1", "--create"]);
     let add = || {
         srv.ok(&[
             "task",
@@ -215,7 +222,7 @@ fn a_task_held_back_by_its_key_says_so() {
 fn a_limited_queue_starts_the_next_task_as_soon_as_one_ends() {
     let dir = tempfile::tempdir().unwrap();
     let srv = Server::start(dir.path(), &["--exec", "shell"]);
-    srv.ok(&["queue", "limit", "conc", "--concurrency", "2"]);
+    srv.ok(&["queue", "limit", "conc", "--concurrency", "2", "--create"]);
     srv.ok(&["queue", "pause", "conc"]);
     let line = json!({"kind": "shell", "queue": "conc", "payload": {"command": "sleep 0.05"}});
     let file = srv.dir.join("conc.jsonl");

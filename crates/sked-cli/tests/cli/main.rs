@@ -26,6 +26,7 @@ mod observe_cli;
 mod otel;
 mod pg_secrets;
 mod python_worker;
+mod queue_names;
 mod rate_limits;
 mod schedule_apply;
 mod schedule_policies;

@@ -29,7 +29,7 @@ fn queue(srv: &Server, name: &str) -> Value {
 fn rate_limits_are_set_kept_and_removed_and_bad_ones_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let srv = Server::start(dir.path(), &[]);
-    let set = srv.json(&["queue", "limit", "mail", "--rate", "20/min"]);
+    let set = srv.json(&["queue", "limit", "mail", "--rate", "20/min", "--create"]);
     assert_eq!(set["rate"], "20/min", "{set}");
     assert_eq!(set["concurrency_limit"], Value::Null);
     // The concurrency limit beside it leaves the rate as it is.
@@ -115,7 +115,7 @@ fn rate_limits_are_set_kept_and_removed_and_bad_ones_change_nothing() {
 fn a_rate_limited_queue_starts_no_more_than_its_window_allows() {
     let dir = tempfile::tempdir().unwrap();
     let srv = Server::start(dir.path(), &[]);
-    srv.json(&["queue", "limit", "paced", "--rate", "4/2s"]);
+    srv.json(&["queue", "limit", "paced", "--rate", "4/2s", "--create"]);
     for _ in 0..10 {
         srv.ok(&["task", "add", "--kind", "k", "--queue", "paced"]);
     }
@@ -174,7 +174,7 @@ fn a_rate_limited_queue_starts_no_more_than_its_window_allows() {
 fn a_quota_of_twenty_a_minute_starts_the_twenty_first_a_minute_later() {
     let dir = tempfile::tempdir().unwrap();
     let srv = Server::start(dir.path(), &["--exec", "shell"]);
-    srv.json(&["queue", "limit", "quota", "--rate", "20/min"]);
+    srv.json(&["queue", "limit", "quota", "--rate", "20/min", "--create"]);
     crate::common::starts::enqueue(&srv, dir.path(), "quota", 21, "true");
     crate::common::wait_for("20 starts", Duration::from_secs(10), || {
         crate::common::starts::of_queue(&srv, "quota").len() >= 20

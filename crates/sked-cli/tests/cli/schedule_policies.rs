@@ -334,7 +334,16 @@ fn invalid_schedule_policies_are_refused_and_change_nothing() {
 fn schedule_get_shows_the_limits_its_runs_meet() {
     let dir = tempfile::tempdir().unwrap();
     let srv = Server::start(dir.path(), &[]);
-    srv.ok(&["queue", "limit", "mail", "--rate", "10/s", "--per-key", "2"]);
+    srv.ok(&[
+        "queue",
+        "limit",
+        "mail",
+        "--rate",
+        "10/s",
+        "--per-key",
+        "2",
+        "--create",
+    ]);
     srv.ok(&[
         "schedule", "add", "digest", "--every", "1h", "--kind", "k", "--queue", "mail", "--key",
         "tenant-7",

@@ -6,6 +6,63 @@ use crate::*;
 
 use super::*;
 
+/// An update that must find its queue refuses a name with neither settings nor tasks and
+/// creates nothing; it finds a queue that has only tasks, or only settings. Removing takes a
+/// queue's settings when no task is in it, and refuses while one is, whatever its state.
+pub async fn a_mistyped_queue_is_refused_and_a_queue_without_tasks_is_removed(store: &Shared) {
+    let pause = |name: &str, must_exist: bool| {
+        store.queue_update(QueueUpdateParams {
+            name: name.into(),
+            paused: Some(true),
+            must_exist,
+            ..Default::default()
+        })
+    };
+    let names = async || -> Vec<String> {
+        let page = store
+            .queue_list(QueueListParams {
+                after: None,
+                limit: 100,
+                count_limit: QUEUE_COUNT_LIMIT,
+                now: t0(),
+            })
+            .await
+            .unwrap();
+        page.items.into_iter().map(|q| q.name).collect()
+    };
+    let e = pause("nosuchqueue", true).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+    assert!(e.to_string().contains("nosuchqueue"), "{e}");
+    assert!(names().await.is_empty(), "nothing created");
+    let e = store.queue_remove("nosuchqueue").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+
+    // A queue with only a finished task is a queue; so is one with only settings.
+    let mut t = task("k");
+    t.queue = "mail".into();
+    let id = insert(store, t, t0()).await.id;
+    store
+        .task_cancel(TaskCancelParams { id, now: t0() })
+        .await
+        .unwrap();
+    assert!(pause("mail", true).await.unwrap().paused);
+    assert!(pause("later", false).await.unwrap().paused);
+    assert!(pause("later", true).await.unwrap().paused);
+    assert_eq!(names().await, ["later", "mail"]);
+
+    // Removing: refused while a task is in the queue (settings kept), done when none is.
+    let e = store.queue_remove("mail").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+    assert!(store.queue_get("mail", t0()).await.unwrap().paused);
+    store.queue_remove("later").await.unwrap();
+    assert_eq!(names().await, ["mail"]);
+    let e = pause("later", true).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+    assert!(!store.queue_get("later", t0()).await.unwrap().paused);
+    let e = store.queue_remove("bad name!").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+}
+
 pub async fn queue_counts(store: &Shared) {
     for _ in 0..3 {
         insert(store, task("k"), t0()).await;

@@ -201,6 +201,7 @@ async fn run_sequence(store: &Shared, seed: u64, settings: &mut BTreeMap<String,
                 per_key: None,
                 per_key_rate: None,
                 now: None,
+                must_exist: false,
             };
             if rng.chance(50) {
                 s.paused = !s.paused;

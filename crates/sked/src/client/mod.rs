@@ -23,6 +23,26 @@ use remote::Remote;
 #[cfg(feature = "remote")]
 pub use remote::{RemoteOptions, UNREACHABLE, path_segment};
 
+/// What a change to a queue does when no task or setting names the queue yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IfMissing {
+    /// Refuse it (`NotFound`): a mistyped name is not a new queue.
+    Refuse,
+    /// Set the queue up, to pause or limit it before its first task.
+    Create,
+}
+
+impl IfMissing {
+    /// The query string that asks the server for this.
+    #[cfg(feature = "remote")]
+    fn query(self) -> &'static str {
+        match self {
+            IfMissing::Refuse => "",
+            IfMissing::Create => "?create=true",
+        }
+    }
+}
+
 /// A handle on sked, embedded or remote. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Client {
@@ -259,37 +279,45 @@ impl Client {
         }
     }
 
-    /// Pauses a queue: its tasks wait; running ones finish.
-    pub async fn queue_pause(&self, name: &str) -> Result<QueueInfo> {
-        self.queue_update(name, "pause", |p| p.paused = Some(true))
+    /// Pauses a queue: its tasks wait; running ones finish. A queue that no task or setting
+    /// names is refused (`NotFound`) unless `missing` says to create it.
+    pub async fn queue_pause(&self, name: &str, missing: IfMissing) -> Result<QueueInfo> {
+        self.queue_update(name, "pause", missing, |p| p.paused = Some(true))
             .await
     }
 
-    /// Resumes a paused queue.
-    pub async fn queue_resume(&self, name: &str) -> Result<QueueInfo> {
-        self.queue_update(name, "resume", |p| p.paused = Some(false))
+    /// Resumes a paused queue (a queue no task or setting names: as [`Client::queue_pause`]).
+    pub async fn queue_resume(&self, name: &str, missing: IfMissing) -> Result<QueueInfo> {
+        self.queue_update(name, "resume", missing, |p| p.paused = Some(false))
             .await
     }
 
     /// Limits how many tasks of the queue run at once (`None` removes the limit).
-    pub async fn queue_limit(&self, name: &str, limit: Option<u32>) -> Result<QueueInfo> {
-        self.queue_limits(
-            name,
-            api::QueueLimit {
-                concurrency: Some(limit),
-                ..Default::default()
-            },
-        )
-        .await
+    pub async fn queue_limit(
+        &self,
+        name: &str,
+        limit: Option<u32>,
+        missing: IfMissing,
+    ) -> Result<QueueInfo> {
+        let limits = api::QueueLimit {
+            concurrency: Some(limit),
+            ..Default::default()
+        };
+        self.queue_limits(name, limits, missing).await
     }
 
     /// Sets the queue's limits that `limits` names (a `None` inside removes that limit).
-    pub async fn queue_limits(&self, name: &str, limits: api::QueueLimit) -> Result<QueueInfo> {
+    pub async fn queue_limits(
+        &self,
+        name: &str,
+        limits: api::QueueLimit,
+        missing: IfMissing,
+    ) -> Result<QueueInfo> {
         match &self.inner {
             Inner::Embedded(_) => {
                 let rate = limits.rate_with_burst().map_err(crate::Error::Invalid)?;
                 let key_rate = limits.per_key_rate().map_err(crate::Error::Invalid)?;
-                self.queue_update(name, "limit", |p| {
+                self.queue_update(name, "limit", missing, |p| {
                     p.concurrency_limit = limits.concurrency;
                     p.rate = rate;
                     p.per_key = limits.per_key;
@@ -299,8 +327,21 @@ impl Client {
             }
             #[cfg(feature = "remote")]
             Inner::Remote(r) => {
-                let path = format!("/v1/queues/{}/limit", path_segment(name));
+                let path = format!("/v1/queues/{}/limit{}", path_segment(name), missing.query());
                 r.put(&path, &limits).await
+            }
+        }
+    }
+
+    /// Removes a queue that holds no task: its pause and limits go, and it leaves the list.
+    /// Tasks of any state in it are a `Conflict`; a queue no task or setting names, `NotFound`.
+    pub async fn queue_remove(&self, name: &str) -> Result<()> {
+        match &self.inner {
+            Inner::Embedded(e) => e.queue_remove(name).await,
+            #[cfg(feature = "remote")]
+            Inner::Remote(r) => {
+                r.delete(&format!("/v1/queues/{}", path_segment(name)))
+                    .await
             }
         }
     }
@@ -310,12 +351,14 @@ impl Client {
         &self,
         name: &str,
         action: &str,
+        missing: IfMissing,
         change: impl FnOnce(&mut QueueUpdateParams),
     ) -> Result<QueueInfo> {
         match &self.inner {
             Inner::Embedded(e) => {
                 let mut params = QueueUpdateParams {
                     name: name.to_string(),
+                    must_exist: missing == IfMissing::Refuse,
                     ..QueueUpdateParams::default()
                 };
                 change(&mut params);
@@ -323,7 +366,11 @@ impl Client {
             }
             #[cfg(feature = "remote")]
             Inner::Remote(r) => {
-                let path = format!("/v1/queues/{}/{action}", path_segment(name));
+                let path = format!(
+                    "/v1/queues/{}/{action}{}",
+                    path_segment(name),
+                    missing.query()
+                );
                 r.post(&path, &()).await
             }
         }

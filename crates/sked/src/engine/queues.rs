@@ -82,7 +82,13 @@ impl Engine {
         }))
     }
 
-    /// Pauses, resumes or limits a queue (created on first use).
+    /// Removes a queue's settings when no task is in it (see [`sked_store::Store::queue_remove`]).
+    pub async fn queue_remove(&self, name: &str) -> Result<()> {
+        sked_core::validate_name("queue", name)?;
+        Ok(self.inner.store.queue_remove(name).await?)
+    }
+
+    /// Pauses, resumes or limits a queue (created on first use, unless `must_exist`).
     pub async fn queue_update(&self, mut params: QueueUpdateParams) -> Result<QueueInfo> {
         sked_core::validate_name("queue", &params.name)?;
         params.now = Some(self.now());
