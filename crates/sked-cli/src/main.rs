@@ -158,7 +158,8 @@ enum Command {
 
 #[derive(Subcommand)]
 enum CronCmd {
-    /// Print the next fire times of an expression, one per line, in RFC 3339.
+    /// Print the next fire times of an expression, one per line, in the zone with its offset
+    /// (with --json: an array of RFC 3339 times).
     Next {
         /// The cron expression (5 or 6 fields, or a macro like @daily), quoted
         expr: String,
@@ -210,7 +211,7 @@ fn main() -> ExitCode {
             after,
             n,
             dst,
-        }) => cron_next(&expr, &tz, &dst, after.as_deref(), n),
+        }) => cron_next(&expr, &tz, &dst, after.as_deref(), n, global.json),
         Command::Completions { shell } => completions_and_man::completions(shell),
         Command::Man { out } => completions_and_man::man(out.as_deref()),
         command => {
@@ -275,7 +276,14 @@ fn fail(e: CliError) -> ExitCode {
     }
 }
 
-fn cron_next(expr: &str, tz: &str, dst: &str, after: Option<&str>, n: u32) -> CliResult {
+fn cron_next(
+    expr: &str,
+    tz: &str,
+    dst: &str,
+    after: Option<&str>,
+    n: u32,
+    json: bool,
+) -> CliResult {
     let dst: sked_core::DstPolicy = dst
         .parse()
         .map_err(|e| CliError::usage(format!("invalid --dst: {e}")))?;
@@ -287,12 +295,24 @@ fn cron_next(expr: &str, tz: &str, dst: &str, after: Option<&str>, n: u32) -> Cl
         Some(a) => sked_core::parse_time(a, jiff::Timestamp::now()).map_err(CliError::usage)?,
         None => jiff::Timestamp::now(),
     };
+    let mut times = Vec::new();
     for _ in 0..n {
         let Some(next) = cron.next_after(t, &zone) else {
             break;
         };
-        out!("{}", output::rfc3339_in(next, &zone));
+        if json {
+            times.push(output::rfc3339_in(next, &zone));
+        } else {
+            // One line at a time: `-n 100000 | head` starts at once.
+            out!("{}", output::human_in(next, &zone));
+        }
         t = next;
+    }
+    if json {
+        out!(
+            "{}",
+            serde_json::to_string_pretty(&times).unwrap_or_default()
+        );
     }
     Ok(())
 }

@@ -29,28 +29,35 @@ use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use sked::{QueueInfo, TaskState};
 
-/// RFC 3339 with the zone's offset, whole seconds: `2026-03-29T03:00:00+02:00`.
+/// RFC 3339 with the zone's offset, whole seconds: `2026-03-29T03:00:00+02:00`, for JSON.
 pub(crate) fn rfc3339_in(t: Timestamp, tz: &TimeZone) -> String {
     t.to_zoned(tz.clone())
         .strftime("%Y-%m-%dT%H:%M:%S%:z")
         .to_string()
 }
 
-/// A time as a short UTC time, or `-`.
-pub(crate) fn time(t: Option<Timestamp>) -> String {
-    match t {
-        Some(t) => t.strftime("%Y-%m-%d %H:%M:%SZ").to_string(),
-        None => "-".into(),
+/// The one way times are shown to people, everywhere in the CLI: date, time to the second, and
+/// the offset of the zone it is shown in (`2026-11-29 03:00:00+01:00`; in UTC,
+/// `2026-11-29 02:00:00Z`).
+pub(crate) fn human_in(t: Timestamp, tz: &TimeZone) -> String {
+    if tz.iana_name() == Some("UTC") {
+        t.strftime("%Y-%m-%d %H:%M:%SZ").to_string()
+    } else {
+        t.to_zoned(tz.clone())
+            .strftime("%Y-%m-%d %H:%M:%S%:z")
+            .to_string()
     }
 }
 
-/// A time in an IANA zone (`2026-11-22 03:00:00+01:00`), or `-`.
+/// A time in UTC, as [`human_in`] shows it, or `-`.
+pub(crate) fn time(t: Option<Timestamp>) -> String {
+    t.map_or_else(|| "-".into(), |t| human_in(t, &TimeZone::UTC))
+}
+
+/// A time in an IANA zone (a schedule's), as [`human_in`] shows it, or `-`.
 pub(crate) fn time_in(t: Option<Timestamp>, tz: &str) -> String {
     match (t, TimeZone::get(tz).ok()) {
-        (Some(t), Some(zone)) => t
-            .to_zoned(zone)
-            .strftime("%Y-%m-%d %H:%M:%S%:z")
-            .to_string(),
+        (Some(t), Some(zone)) => human_in(t, &zone),
         _ => time(t),
     }
 }

@@ -54,10 +54,30 @@ function truncate(s, n) {
 
 // ---- time ----------------------------------------------------------------------------------
 
+/**
+ * The one way times are shown, as the CLI shows them: date, time to the second and the offset
+ * of the zone (`2026-11-29 03:00:00+01:00`, in UTC `…Z`); in `tz`, or the browser's zone.
+ */
+function humanIn(ts, tz) {
+  const parts = new Intl.DateTimeFormat("en-US", {
+    timeZone: tz,
+    year: "numeric",
+    month: "2-digit",
+    day: "2-digit",
+    hour: "2-digit",
+    minute: "2-digit",
+    second: "2-digit",
+    hourCycle: "h23",
+    timeZoneName: "longOffset",
+  }).formatToParts(new Date(ts));
+  const p = Object.fromEntries(parts.map((x) => [x.type, x.value]));
+  const offset = p.timeZoneName.replace("GMT", "") || "Z";
+  return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second}${offset}`;
+}
+
 function fmtTime(ts) {
   if (!ts) return "—";
-  const d = new Date(ts);
-  return d.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" });
+  return humanIn(ts);
 }
 
 function relative(ts) {
@@ -79,7 +99,7 @@ function zoned(ts, tz) {
   if (!ts) return h("span", { class: "muted" }, "—");
   let text;
   try {
-    text = new Date(ts).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short", timeZone: tz });
+    text = humanIn(ts, tz);
   } catch {
     return when(ts);
   }
@@ -213,7 +233,7 @@ function queueRow(q) {
 
 function heldText(held) {
   const by = { paused: "paused", concurrency: "at its concurrency limit", rate: "at its rate limit" }[held.by] || held.by;
-  return held.until ? `${by} until ${new Date(held.until).toLocaleTimeString()}` : by;
+  return held.until ? `${by} until ${humanIn(held.until)}` : by;
 }
 
 function activityChart(buckets) {
@@ -405,15 +425,23 @@ function taskRow(t) {
     h("td", {}, pill(t.state)),
     h("td", { class: "num" }, `${t.attempt}/${t.max_attempts}`),
     h("td", {}, when(t.finished_at || t.run_at)),
-    h("td", { class: "error", title: t.last_error || "" }, truncate(t.last_error, 100)),
+    // A success's earlier errors are history (on its page), not a failure to show in red.
+    t.state === "succeeded" ? h("td", {}) : h("td", { class: "error", title: t.last_error || "" }, truncate(t.last_error, 100)),
     h("td", { class: "actions" }, taskActions(t)),
   );
 }
 
 function taskActions(t) {
   const out = [];
-  if (["dead", "cancelled", "succeeded", "retrying", "scheduled"].includes(t.state)) {
-    out.push(action("Retry", () => post(`/v1/tasks/${t.id}/retry`), { name: "retry", done: `#${t.id}: queued to run now` }));
+  const retry = () => post(`/v1/tasks/${t.id}/retry`);
+  const done = `#${t.id}: queued to run now`;
+  if (["dead", "cancelled"].includes(t.state)) {
+    out.push(action("Retry", retry, { name: "retry", done }));
+  } else if (["retrying", "scheduled"].includes(t.state)) {
+    out.push(action("Run now", retry, { name: "run-now", done }));
+  } else if (t.state === "succeeded") {
+    // Work done twice by accident is worse than a second click.
+    out.push(action("Run again", retry, { name: "run-again", done, confirm: `Task #${t.id} succeeded. Run it again?` }));
   }
   if (!["dead", "cancelled", "succeeded"].includes(t.state)) {
     out.push(action("Cancel", () => post(`/v1/tasks/${t.id}/cancel`), { name: "cancel", danger: true, confirm: `Cancel task #${t.id}?` }));
@@ -498,7 +526,7 @@ function timeline(t) {
 
 /** Why an available task waits, in words. */
 function taskHeldText(t, held) {
-  const until = held.until ? ` until ${new Date(held.until).toLocaleTimeString()}` : "";
+  const until = held.until ? ` until ${humanIn(held.until)}` : "";
   const by = {
     paused: "its queue is paused",
     concurrency: "its queue runs as many tasks as its concurrency limit lets",
@@ -540,7 +568,9 @@ async function task(id) {
       ["unique key", t.unique_key || "—"],
       ["worker", t.worker || "—"],
       ["lease until", when(t.lease_expires_at)],
-      ["last error", t.last_error ? h("span", { class: "error", id: "last-error" }, t.last_error) : "—"],
+      t.state === "succeeded" && t.last_error
+        ? ["earlier error", h("span", { class: "earlier", id: "last-error" }, t.last_error)]
+        : ["last error", t.last_error ? h("span", { class: "error", id: "last-error" }, t.last_error) : "—"],
     ]),
     h("h2", {}, "Payload"),
     jsonBlock(t.payload, "payload"),

@@ -4,7 +4,7 @@ use clap::{Args, Subcommand};
 use sked::api::{ScheduleDetail, ScheduleList, Triggered};
 use sked::{ScheduleDef, TaskTemplate};
 
-use crate::output::{opt, table, time, time_in};
+use crate::output::{opt, table, time_in};
 use crate::{CliError, CliResult, Remote};
 
 use super::{connect, failed, flag_duration, parse_payload, show};
@@ -352,8 +352,8 @@ fn print_list(list: &ScheduleList) {
                 } else {
                     time_in(s.next_fire_at, &s.tz)
                 },
-                time(s.last_started_at),
-                time(s.last_finished_at),
+                time_in(s.last_started_at, &s.tz),
+                time_in(s.last_finished_at, &s.tz),
                 running(s),
                 last_outcome(s),
             ]
@@ -407,9 +407,9 @@ fn print_schedule(d: &ScheduleDetail, queue: Option<&sked::QueueInfo>) {
                 _ => s.paused.to_string(),
             },
         ),
-        ("next_fire_at", time(s.next_fire_at)),
-        ("last_started_at", time(s.last_started_at)),
-        ("last_finished_at", time(s.last_finished_at)),
+        ("next_fire_at", time_in(s.next_fire_at, &s.tz)),
+        ("last_started_at", time_in(s.last_started_at, &s.tz)),
+        ("last_finished_at", time_in(s.last_finished_at, &s.tz)),
         ("running", running(s)),
         (
             "last_outcome",
@@ -428,7 +428,7 @@ fn print_schedule(d: &ScheduleDetail, queue: Option<&sked::QueueInfo>) {
         .iter()
         .map(|o| {
             vec![
-                time(Some(o.nominal_at)),
+                time_in(Some(o.nominal_at), &s.tz),
                 o.outcome.as_str().to_string(),
                 opt(o.task_id.as_ref()),
                 opt(o.task_state.as_ref()),

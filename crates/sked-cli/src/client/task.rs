@@ -44,8 +44,15 @@ pub(crate) enum TaskCmd {
     /// heartbeat): `sked task cancel ID`, `sked task cancel --queue Q --state available`.
     Cancel(super::bulk::Target),
     /// Run a finished task again, or every task a filter matches: `sked task retry ID`,
-    /// `sked task retry --state dead --queue Q`.
-    Retry(super::bulk::Target),
+    /// `sked task retry --state dead --queue Q`. A task that succeeded runs again only when
+    /// confirmed: at a prompt, or with --yes.
+    Retry {
+        #[command(flatten)]
+        target: super::bulk::Target,
+        /// With a task id: run a task that succeeded again without asking
+        #[arg(long, requires = "id")]
+        yes: bool,
+    },
     /// Enqueue every task of a JSON-lines file (one task object per line, the API's shape; `-`
     /// for stdin). The whole file is checked first: a bad line enqueues nothing.
     Import {
@@ -231,7 +238,7 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
                             t.priority.to_string(),
                             format!("{}/{}", t.attempt, t.max_attempts),
                             time(Some(t.run_at)),
-                            opt(t.last_error.as_ref()),
+                            error_of(t),
                         ]
                     })
                     .collect();
@@ -257,12 +264,18 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
             }
             None => super::bulk::run(&client, BulkAction::Cancel, t, remote).await?,
         },
-        TaskCmd::Retry(t) => match super::bulk::single(&t)? {
+        TaskCmd::Retry { target, yes } => match super::bulk::single(&target)? {
             Some(id) => {
+                if !yes {
+                    let task = client.task(id).await.map_err(failed)?;
+                    if task.state == TaskState::Succeeded {
+                        confirm_run_again(&task)?;
+                    }
+                }
                 let task = client.retry(id).await.map_err(failed)?;
                 show(remote, &task, print_state);
             }
-            None => super::bulk::run(&client, BulkAction::Retry, t, remote).await?,
+            None => super::bulk::run(&client, BulkAction::Retry, target, remote).await?,
         },
         TaskCmd::Import { file, batch } => import(&client, &file, batch, remote).await?,
         TaskCmd::Reschedule { id, at } => {
@@ -276,6 +289,38 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// Asks, on a terminal, whether a task that succeeded should run again; elsewhere refuses,
+/// naming `--yes`. A success run twice by accident is work done twice.
+fn confirm_run_again(task: &Task) -> CliResult {
+    use std::io::{BufRead, IsTerminal, Write};
+    let done = format!("task {} succeeded at {}", task.id, time(task.finished_at));
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return Err(CliError::usage(format!(
+            "{done}; retrying runs it again: add --yes to do so"
+        )));
+    }
+    eprint!("{done}. Run it again? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| CliError::runtime(format!("cannot read the answer: {e}")))?;
+    match answer.trim().to_lowercase().as_str() {
+        "y" | "yes" => Ok(()),
+        _ => Err(CliError::runtime(format!("not retried: {done}"))),
+    }
+}
+
+/// The error of a task: `-` when it succeeded (an earlier attempt's error is history, kept in
+/// its attempts, not a failure).
+fn error_of(t: &Task) -> String {
+    match t.state {
+        TaskState::Succeeded => "-".into(),
+        _ => opt(t.last_error.as_ref()),
+    }
 }
 
 /// A task's fields, payload, result and attempts, for `sked task get`.
@@ -296,7 +341,10 @@ fn print_task(t: &Task) {
         ("worker", opt(t.worker.as_ref())),
         ("schedule", opt(t.schedule.as_ref())),
         ("nominal_at", time(t.nominal_at)),
-        ("last_error", opt(t.last_error.as_ref())),
+        match (t.state, &t.last_error) {
+            (TaskState::Succeeded, Some(e)) => ("earlier_error", e.clone()),
+            _ => ("last_error", opt(t.last_error.as_ref())),
+        },
     ];
     crate::output::fields(&fields);
     out!("payload       {}", t.payload);

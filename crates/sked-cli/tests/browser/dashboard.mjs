@@ -79,6 +79,8 @@ try {
   await nightly.waitFor();
   const row = await nightly.textContent();
   check(row.includes("0 3 * * *") && row.includes("Europe/Berlin"), "the nightly schedule shows its spec and zone");
+  // Times as the CLI shows them: in the schedule's zone, to the second, with the offset.
+  check(/\d{4}-\d\d-\d\d 03:0\d:\d\d\+0[12]:00/.test(row), `the next fire is at 03:00 (and its jitter) Berlin time, to the second, with its offset: ${row}`);
   check(/at 03:00/i.test(row), "the nightly schedule's spec is also in words");
   check(await page.locator('tr[data-schedule="hourly"]').count() === 1, "the hourly schedule is listed");
   await show(page, "/schedules?prefix=night");
@@ -88,6 +90,8 @@ try {
   await page.waitForSelector('tr[data-outcome="enqueued"]');
   await notGarbled(page, "schedule");
   check(true, "a schedule's page shows its occurrence history");
+  const nominal = await page.locator('tr[data-outcome="enqueued"] time').first().textContent();
+  check(/\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\+0[12]:00/.test(nominal), `the ledger shows seconds and the offset: ${nominal}`);
   const policies = await page.locator("dl").first().textContent();
   check(policies.includes("twice (a repeated time runs at both instants)"), "a schedule's page shows its DST policy");
   check(policies.includes("up to 5m"), "a schedule's page shows its jitter");
@@ -109,6 +113,21 @@ try {
   check(true, `after "Retry" task #${failedId} is shown as succeeded, without a reload`);
   await notGarbled(page, "task");
   check((await page.locator("table tbody tr").count()) >= 2, "its page lists both attempts");
+  // A success is not shown as a failure: its earlier error is history, not red, and running it
+  // again is offered only with a question.
+  const earlier = page.locator("#last-error");
+  check((await earlier.getAttribute("class")) === "earlier" && (await earlier.textContent()).includes("boom"), "its earlier error is shown as history, not in red");
+  check((await page.locator('button[data-action="retry"]').count()) === 0, "a succeeded task offers no Retry");
+  const dialogsBefore = dialogs.length;
+  await page.click('button[data-action="run-again"]'); // the page's dialog handler declines
+  const asked = dialogs.splice(dialogsBefore).join("; ");
+  check(asked.includes("succeeded. Run it again?"), `"Run again" asks first: ${asked}`);
+  check((await page.locator('h1 .pill[data-state="succeeded"]').count()) === 1, "declined, the task stays succeeded");
+  await show(page, "/tasks?state=succeeded");
+  const doneRow = page.locator(`tr[data-task="${failedId}"]`);
+  await doneRow.waitFor();
+  check((await doneRow.locator("td.error").count()) === 0, "its row shows no error in red");
+  check((await doneRow.locator('button[data-action="retry"]').count()) === 0, "its row offers no Retry");
   if (shots) await page.screenshot({ path: `${shots}/dashboard-task.png`, fullPage: true });
 
   // A payload that is markup and script stays text.

@@ -264,25 +264,29 @@ fn bad_input_exits_2_with_a_message_and_changes_nothing() {
 }
 
 #[test]
-fn cron_next_prints_rfc3339_with_the_zone_offset() {
-    let out = Command::new(SKED)
-        .args([
-            "cron",
-            "next",
-            "30 2 * * *",
-            "--tz",
-            "Europe/Berlin",
-            "--after",
-            "2026-03-28T12:00:00Z",
-            "-n",
-            "3",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+fn cron_next_prints_times_with_the_zone_offset_and_rfc3339_in_json() {
+    let next = |extra: &[&str]| {
+        let out = Command::new(SKED)
+            .args(["cron", "next", "30 2 * * *", "--tz", "Europe/Berlin"])
+            .args(["--after", "2026-03-28T12:00:00Z", "-n", "3"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
     assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
-        "2026-03-29T03:00:00+02:00\n2026-03-30T02:30:00+02:00\n2026-03-31T02:30:00+02:00\n"
+        next(&[]),
+        "2026-03-29 03:00:00+02:00\n2026-03-30 02:30:00+02:00\n2026-03-31 02:30:00+02:00\n"
+    );
+    let json: Vec<String> = serde_json::from_str(&next(&["--json"])).unwrap();
+    assert_eq!(
+        json,
+        [
+            "2026-03-29T03:00:00+02:00",
+            "2026-03-30T02:30:00+02:00",
+            "2026-03-31T02:30:00+02:00"
+        ]
     );
 }
 
@@ -415,4 +419,85 @@ fn every_commands_json_is_the_wire_type() {
     assert_eq!(overview.schedules, lean);
     assert!(lean.iter().all(|s| s.task.payload.is_null()));
     assert_eq!(overview.activity.buckets.len(), 15);
+}
+
+/// Times are shown one way to people: `schedule ls`, `schedule get` (fields and ledger) and
+/// `cron next` show a schedule's times in its zone, to the second, with the offset, the same
+/// text for the same instant; tasks' times are in UTC the same way (`…Z`).
+#[test]
+fn times_are_shown_one_way_in_the_schedule_s_zone() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &[]);
+    let spec = ["--cron", "0 3 * * *", "--tz", "Europe/Berlin"];
+    let mut add = vec!["schedule", "add", "backup", "--kind", "report"];
+    add.extend(spec);
+    srv.ok(&add);
+    srv.ok(&["schedule", "trigger", "backup"]);
+    let next = srv.ok(&[
+        "cron",
+        "next",
+        "0 3 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "-n",
+        "1",
+    ]);
+    let next = next.trim();
+    let human = is_human_time(next);
+    assert!(human, "cron next: {next}");
+    assert!(
+        next.ends_with("+01:00") || next.ends_with("+02:00"),
+        "{next}"
+    );
+    let ls = srv.ok(&["schedule", "ls"]);
+    assert!(ls.contains(next), "schedule ls shows {next}:\n{ls}");
+    let get = srv.ok(&["schedule", "get", "backup"]);
+    let field = |name: &str| {
+        get.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} in\n{get}"))[name.len()..]
+            .trim()
+            .to_owned()
+    };
+    assert_eq!(field("next_fire_at"), next, "{get}");
+    // The ledger's triggered occurrence: Berlin time too, to the second.
+    let ledger = get
+        .lines()
+        .skip_while(|l| !l.starts_with("NOMINAL"))
+        .nth(1)
+        .unwrap();
+    let nominal: String = ledger.chars().take(25).collect();
+    assert!(
+        is_human_time(&nominal) && !nominal.ends_with('Z'),
+        "{ledger}"
+    );
+    let task = srv.ok(&["task", "ls"]);
+    let row = task.lines().nth(1).unwrap();
+    let run_at = row
+        .split("  ")
+        .map(str::trim)
+        .find(|c| c.ends_with('Z'))
+        .unwrap();
+    assert!(is_human_time(run_at), "{task}");
+}
+
+/// `2026-11-29 03:00:00+01:00` or `2026-11-29 02:00:00Z`: the shape of a time shown to people.
+fn is_human_time(t: &str) -> bool {
+    let b = t.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| r.clone().all(|i| b.get(i).is_some_and(u8::is_ascii_digit));
+    let base = b.len() >= 20
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && b[10] == b' '
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16)
+        && b[16] == b':'
+        && digits(17..19);
+    base && (t[19..] == *"Z"
+        || (t.len() == 25 && (b[19] == b'+' || b[19] == b'-') && b[22] == b':'))
 }

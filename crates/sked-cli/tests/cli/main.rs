@@ -31,6 +31,7 @@ mod rate_limits;
 mod schedule_apply;
 mod schedule_policies;
 mod shell;
+mod succeeded_tasks;
 mod tidy;
 mod tokens;
 mod worker_cli;
