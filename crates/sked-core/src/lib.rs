@@ -1,6 +1,7 @@
 //! sked's pure domain: tasks and their transitions, retry policy, schedules (cron, interval,
 //! once) with overlap and catch-up planning, durations and the injected clock. No I/O, no async.
 
+mod builtin;
 mod clock;
 mod duration;
 mod error;
@@ -14,6 +15,7 @@ pub mod serde_duration;
 mod task;
 mod trace_context;
 
+pub use builtin::{HttpPayload, ShellCommand, ShellPayload, check_builtin_payload};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use duration::{MAX_DURATION, check_duration, format_duration, parse_duration, parse_time};
 pub use error::SpecError;

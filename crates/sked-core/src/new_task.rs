@@ -210,6 +210,7 @@ impl NewTask {
     pub fn validate_fields(&self) -> Result<(), SpecError> {
         validate_name("kind", &self.kind)?;
         validate_name("queue", &self.queue)?;
+        crate::check_builtin_payload(&self.kind, &self.payload)?;
         if self.max_attempts < 1 {
             return Err(SpecError::new(format!(
                 "max_attempts must be at least 1, got {}",

@@ -11,6 +11,7 @@
 mod common;
 
 mod bench_cli;
+mod builtin_payloads;
 mod bulk;
 mod dedup;
 mod e2e;

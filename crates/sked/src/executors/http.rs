@@ -12,9 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::Deserialize;
 use serde_json::json;
-use sked_core::Task;
+use sked_core::{HttpPayload, Task};
 
 use super::policy::{GuardedResolver, HttpPolicy, Refused, refusal};
 use super::{ExecResult, Executor, tail};
@@ -98,23 +97,6 @@ fn literal_ip(url: &reqwest::Url) -> Option<std::net::IpAddr> {
         .ok()
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Payload {
-    #[serde(default = "get")]
-    method: String,
-    url: String,
-    #[serde(default)]
-    headers: std::collections::BTreeMap<String, String>,
-    body: Option<serde_json::Value>,
-    #[serde(default)]
-    follow_redirects: bool,
-}
-
-fn get() -> String {
-    "GET".into()
-}
-
 /// Reads at most [`BODY_KEEP`] bytes of the answer; says whether there was more.
 async fn read_head(resp: &mut reqwest::Response) -> Result<(Vec<u8>, bool), reqwest::Error> {
     let mut body = Vec::new();
@@ -140,9 +122,10 @@ impl Executor for HttpExecutor {
             error,
             retryable: false,
         };
-        let p: Payload = match serde_json::from_value(task.payload.clone()) {
+        // Checked when the task was written; a task written before that check may still be bad.
+        let p = match HttpPayload::parse(&task.payload) {
             Ok(p) => p,
-            Err(e) => return fatal(format!("invalid http payload: {e}")),
+            Err(e) => return fatal(e.to_string()),
         };
         let Ok(method) = reqwest::Method::from_bytes(p.method.to_ascii_uppercase().as_bytes())
         else {

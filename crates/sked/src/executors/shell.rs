@@ -13,9 +13,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::Deserialize;
 use serde_json::json;
-use sked_core::Task;
+use sked_core::{ShellCommand, ShellPayload, Task};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::{ExecResult, Executor};
@@ -31,16 +30,6 @@ const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(1);
 /// records the exit code and the output's tail.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ShellExecutor;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Payload {
-    command: Option<String>,
-    argv: Option<Vec<String>>,
-    #[serde(default)]
-    env: std::collections::BTreeMap<String, String>,
-    cwd: Option<String>,
-}
 
 /// The last [`TAIL_BYTES`] of a stream.
 #[derive(Default)]
@@ -112,26 +101,23 @@ impl Executor for ShellExecutor {
             error,
             retryable: false,
         };
-        let p: Payload = match serde_json::from_value(task.payload.clone()) {
+        // Checked when the task was written; a task written before that check may still be bad.
+        let p = match ShellPayload::parse(&task.payload) {
             Ok(p) => p,
-            Err(e) => return fatal(format!("invalid shell payload: {e}")),
+            Err(e) => return fatal(e.to_string()),
         };
-        let mut cmd = match (&p.command, &p.argv) {
-            (Some(c), None) => {
+        let mut cmd = match p.command() {
+            Ok(ShellCommand::Line(line)) => {
                 let mut cmd = tokio::process::Command::new("sh");
-                cmd.arg("-c").arg(c);
+                cmd.arg("-c").arg(line);
                 cmd
             }
-            (None, Some(argv)) if !argv.is_empty() => {
-                let mut cmd = tokio::process::Command::new(&argv[0]);
-                cmd.args(&argv[1..]);
+            Ok(ShellCommand::Argv(program, args)) => {
+                let mut cmd = tokio::process::Command::new(program);
+                cmd.args(args);
                 cmd
             }
-            _ => {
-                return fatal(
-                    "shell payload needs exactly one of \"command\" or a non-empty \"argv\"".into(),
-                );
-            }
+            Err(e) => return fatal(e.to_string()),
         };
         cmd.envs(&p.env)
             .env("SKED_TASK_ID", task.id.to_string())
