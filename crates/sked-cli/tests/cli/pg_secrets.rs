@@ -249,3 +249,74 @@ fn the_token_comes_from_a_file() {
     let both = run(&["--token-file", path, "--token", "x"]);
     assert_eq!(both.status.code(), Some(2));
 }
+
+/// A server certificate of X.509 version 1 (no extensions: what Citus makes, and many older
+/// self-made certificates are): `prefer` and `require` connect, as libpq does, for they check
+/// no certificate; `verify-full` refuses it.
+#[test]
+fn an_x509_v1_certificate_is_taken_where_no_certificate_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(pg) = PrivatePg::init() else {
+        return;
+    };
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("openssl (the command) makes the test's certificate");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        "v1.key",
+        "-out",
+        "v1.csr",
+    ]);
+    // `x509 -req` without extensions makes a version 1 certificate.
+    openssl(&[
+        "x509", "-req", "-in", "v1.csr", "-signkey", "v1.key", "-days", "2", "-out", "v1.crt",
+    ]);
+    let text = Command::new("openssl")
+        .args(["x509", "-noout", "-text", "-in", "v1.crt"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains("Version: 1 (0x0)"));
+    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+    pg.write_data_file("server.crt", &read("v1.crt"));
+    pg.write_data_file("server.key", &read("v1.key"));
+    pg.write_data_file(
+        "pg_hba.conf",
+        "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 reject\n",
+    );
+    pg.configure("ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'");
+    pg.start();
+    pg.psql("CREATE ROLE sked LOGIN");
+    pg.psql("CREATE DATABASE sked OWNER sked");
+    let home = dir.path().display().to_string();
+    let env = [("HOME", home.as_str())];
+    let port = pg.port;
+    for mode in ["prefer", "require"] {
+        let url = format!("postgres://sked@127.0.0.1:{port}/sked?sslmode={mode}");
+        let log = format!("{mode}.log");
+        let srv = Server::start_on(dir.path(), &url, &[], &env, &log);
+        let id = srv.ok(&["task", "add", "--kind", "k"]);
+        assert!(!id.trim().is_empty(), "{mode}");
+    }
+    let cert = dir.path().join("v1.crt").display().to_string();
+    let url =
+        format!("postgres://sked@localhost:{port}/sked?sslmode=verify-full&sslrootcert={cert}");
+    let (_, why) = refused(dir.path(), &url, &env);
+    assert!(why.contains("certificate"), "{why}");
+}
