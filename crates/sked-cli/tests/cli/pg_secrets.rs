@@ -10,23 +10,27 @@ use crate::common::{SKED, Server, http_get};
 
 const SECRET: &str = "SECRET-pw-5e1f";
 
+/// Runs the openssl command in `dir`, which must succeed; what it printed.
+fn openssl(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl (the command) makes the test's certificates");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A cluster with TLS on, refusing connections without it, and a `sked` role with a
 /// password; the file of the authority that signed its certificate.
 fn tls_cluster(dir: &std::path::Path) -> Option<(PrivatePg, String)> {
     let pg = PrivatePg::init()?;
     // A private certificate authority, and the server's certificate for localhost signed by it.
-    let openssl = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl (the command) makes the test's certificates");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let openssl = |args: &[&str]| openssl(dir, args);
     openssl(&[
         "req",
         "-x509",
@@ -259,18 +263,7 @@ fn an_x509_v1_certificate_is_taken_where_no_certificate_is_checked() {
     let Some(pg) = PrivatePg::init() else {
         return;
     };
-    let openssl = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir.path())
-            .output()
-            .expect("openssl (the command) makes the test's certificate");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let openssl = |args: &[&str]| openssl(dir.path(), args);
     openssl(&[
         "req",
         "-newkey",
@@ -287,12 +280,8 @@ fn an_x509_v1_certificate_is_taken_where_no_certificate_is_checked() {
     openssl(&[
         "x509", "-req", "-in", "v1.csr", "-signkey", "v1.key", "-days", "2", "-out", "v1.crt",
     ]);
-    let text = Command::new("openssl")
-        .args(["x509", "-noout", "-text", "-in", "v1.crt"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&text.stdout).contains("Version: 1 (0x0)"));
+    let text = openssl(&["x509", "-noout", "-text", "-in", "v1.crt"]);
+    assert!(text.contains("Version: 1 (0x0)"), "{text}");
     let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
     pg.write_data_file("server.crt", &read("v1.crt"));
     pg.write_data_file("server.key", &read("v1.key"));
