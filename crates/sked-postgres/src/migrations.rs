@@ -23,6 +23,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (15, include_str!("../migrations/0015_bytewise_names.sql")),
     (16, include_str!("../migrations/0016_keep_retrying.sql")),
     (17, include_str!("../migrations/0017_paused_schedules.sql")),
+    (18, include_str!("../migrations/0018_sql_enqueue.sql")),
 ];
 
 /// A fingerprint of every migration's text: schemas migrated by the same migrations share it.

@@ -11,6 +11,7 @@ mod reserved;
 mod resume;
 mod room;
 mod snapshot;
+mod sql_enqueue;
 mod taking_turns;
 mod transactional;
 

@@ -20,7 +20,7 @@ async fn app_client(schema: &TestSchema) -> tokio_postgres::Client {
     client
 }
 
-async fn tasks(store: &dyn Store) -> Vec<sked_core::Task> {
+pub(crate) async fn tasks(store: &dyn Store) -> Vec<sked_core::Task> {
     store
         .task_list(TaskListParams {
             limit: 100,
@@ -32,7 +32,7 @@ async fn tasks(store: &dyn Store) -> Vec<sked_core::Task> {
 }
 
 /// Waits for a `Tasks` announcement; false when none comes within `limit`.
-async fn announced(
+pub(crate) async fn announced(
     events: &mut tokio::sync::broadcast::Receiver<StoreEvent>,
     limit: Duration,
 ) -> bool {

@@ -1,0 +1,386 @@
+//! `sked_enqueue` and `sked_enqueue_many`, the SQL functions any language calls inside its own
+//! transaction: they refuse what the API refuses (checked against `NewTask::validate`, the
+//! reference, case by case), store what `enqueue_in` stores, keep unique keys and debounce as
+//! the store does, and a task exists and is announced only when the caller's transaction
+//! commits.
+
+use std::time::Duration;
+
+use jiff::SignedDuration;
+use serde_json::{Value, json};
+use sked_core::{NewTask, check_builtin_payload};
+use sked_postgres::testing::{TestSchema, database_url};
+use sked_store::{Store, StoreEvent};
+
+use crate::transactional::{announced, tasks};
+
+/// A connection of the application's, on `schema`'s search path.
+async fn app(schema: &TestSchema) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(&crate::schema_url(schema), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+}
+
+/// A duration as PostgreSQL reads an interval: whole milliseconds.
+fn interval(d: Option<SignedDuration>) -> Option<String> {
+    d.map(|d| format!("{} milliseconds", d.as_millis()))
+}
+
+/// `sked_enqueue` called with every field of `t`, by name; the id or the error's message.
+async fn sql_enqueue(c: &impl tokio_postgres::GenericClient, t: &NewTask) -> Result<i64, String> {
+    let sql = "SELECT sked_enqueue(kind => $1, payload => $2, queue => $3, priority => $4, \
+               run_at => $5, max_attempts => $6, timeout => $7::text::interval, \
+               unique_key => $8, unique_for => $9::text::interval, \
+               debounce => $10::text::interval, key => $11, \
+               backoff_base => $12::text::interval, backoff_max => $13::text::interval, \
+               traceparent => $14)";
+    let (base, max) = match t.backoff {
+        Some(b) => (Some(b.base), Some(b.max)),
+        None => (None, None),
+    };
+    let row = c
+        .query_one(
+            sql,
+            &[
+                &t.kind,
+                &t.payload,
+                &t.queue,
+                &t.priority,
+                &t.run_at,
+                &t.max_attempts,
+                &interval(t.timeout),
+                &t.unique_key,
+                &interval(t.unique_for),
+                &interval(t.debounce),
+                &t.key,
+                &interval(base),
+                &interval(max),
+                &t.traceparent,
+            ],
+        )
+        .await;
+    match row {
+        Ok(row) => Ok(row.get(0)),
+        Err(e) => {
+            let db = e.as_db_error().unwrap_or_else(|| panic!("{e:?}"));
+            assert_eq!(db.code().code(), "22023", "{}", db.message());
+            Err(db.message().to_string())
+        }
+    }
+}
+
+/// `text` without what it quotes.
+fn unquoted(text: &str) -> String {
+    text.split('"').step_by(2).collect::<Vec<_>>().join("\"…\"")
+}
+
+/// What the API refuses, and some of what it takes: each case goes to the reference
+/// (`NewTask::validate`) and to `sked_enqueue`, which must agree, word for word where the
+/// reference's words are sked's own (serde's and the sizes' are not).
+#[tokio::test]
+async fn sql_enqueue_refuses_what_the_api_refuses() {
+    let Some(url) = database_url() else { return };
+    let schema = TestSchema::new(&url);
+    let _store = sked_postgres::PgStore::connect(schema.options())
+        .await
+        .unwrap();
+    let mut c = app(&schema).await;
+    let k = || NewTask::new("k");
+    let secs = SignedDuration::from_secs;
+    let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let cases: Vec<NewTask> = vec![
+        k(),
+        NewTask::new(""),
+        NewTask::new("a b"),
+        NewTask::new("a/b"),
+        NewTask::new("x".repeat(128)),
+        NewTask::new("x".repeat(129)),
+        NewTask::new("naïve.kind"),
+        NewTask::new("no\u{a0}break"),
+        NewTask::new("line\u{2028}sep"),
+        NewTask::new("bell\u{7}"),
+        k().queue(""),
+        k().queue("bad queue"),
+        k().queue("mail"),
+        k().max_attempts(0),
+        k().max_attempts(-1),
+        k().max_attempts(1),
+        k().timeout(SignedDuration::ZERO),
+        k().timeout(secs(-5)),
+        k().timeout(secs(3651 * 86_400)),
+        k().timeout(secs(30)),
+        k().unique_key(""),
+        k().unique_key("u".repeat(513)),
+        k().unique_key("u".repeat(512)),
+        k().key(""),
+        k().key("tenant-1"),
+        k().traceparent("nonsense"),
+        k().traceparent("00-00000000000000000000000000000000-00f067aa0ba902b7-01"),
+        k().traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"),
+        k().traceparent("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"),
+        k().traceparent(tp),
+        k().unique_for(secs(10)),
+        k().unique_key("w").unique_for(SignedDuration::ZERO),
+        k().unique_key("w").unique_for(secs(10)).debounce(secs(1)),
+        k().debounce(secs(1)),
+        k().unique_key("d").debounce(secs(-1)),
+        k().backoff(SignedDuration::ZERO, secs(10)),
+        k().backoff(secs(10), secs(5)),
+        k().backoff(secs(10), secs(3651 * 86_400)),
+        k().backoff(secs(1), secs(60)),
+        k().priority(-5),
+    ];
+    for t in &cases {
+        let reference = t.validate();
+        let tx = c.transaction().await.unwrap();
+        let sql = sql_enqueue(&tx, t).await;
+        tx.rollback().await.unwrap();
+        match (&reference, &sql) {
+            (Ok(()), Ok(_)) => {}
+            // Word for word, but for how a quoted value's odd characters are escaped
+            // (Rust's `{:?}`, JSON's).
+            (Err(e), Err(said)) => assert_eq!(
+                unquoted(said),
+                unquoted(&format!("sked: {e}")),
+                "{t:?}: {said}"
+            ),
+            _ => panic!("the API and SQL disagree on {t:?}: {reference:?} against {sql:?}"),
+        }
+    }
+
+    // A payload over the limit: both refuse (they count its bytes differently).
+    let big = k().payload(json!("x".repeat(1024 * 1024)));
+    assert!(big.validate().is_err());
+    let said = sql_enqueue(&c, &big).await.unwrap_err();
+    assert!(said.starts_with("sked: payload is "), "{said}");
+}
+
+/// The built-in kinds' payloads: sked-core's check (the reference) and SQL's take and refuse
+/// the same ones.
+#[tokio::test]
+async fn sql_checks_builtin_payloads_as_sked_core_does() {
+    let Some(url) = database_url() else { return };
+    let schema = TestSchema::new(&url);
+    let _store = sked_postgres::PgStore::connect(schema.options())
+        .await
+        .unwrap();
+    let c = app(&schema).await;
+    let payloads: Vec<(&str, Value)> = vec![
+        ("shell", json!({"command": "echo hi"})),
+        (
+            "shell",
+            json!({"argv": ["ls", "-l"], "env": {"A": "1"}, "cwd": "/tmp"}),
+        ),
+        ("shell", json!({"command": "x", "env": {}, "cwd": null})),
+        ("shell", json!({"cmd": "echo"})),
+        ("shell", json!({})),
+        ("shell", json!({"command": "a", "argv": ["b"]})),
+        ("shell", json!({"argv": []})),
+        ("shell", json!({"argv": [1]})),
+        ("shell", json!({"argv": "ls"})),
+        ("shell", json!({"command": 5})),
+        ("shell", json!({"command": null, "argv": ["true"]})),
+        ("shell", json!({"command": "x", "env": {"A": 1}})),
+        ("shell", json!({"command": "x", "env": null})),
+        ("shell", json!({"command": "x", "cwd": 3})),
+        ("shell", json!("echo")),
+        ("shell", json!(null)),
+        ("shell", json!([])),
+        ("http", json!({"url": "https://example.org/hook"})),
+        (
+            "http",
+            json!({"url": "HTTP://10.0.0.1:8080?x=1", "method": "post", "body": {"a": 1}}),
+        ),
+        (
+            "http",
+            json!({"url": "http://h", "headers": {"A": "b"}, "follow_redirects": true}),
+        ),
+        (
+            "http",
+            json!({"url": "http://h", "body": null, "method": "PATCH"}),
+        ),
+        ("http", json!({"uri": "https://x"})),
+        ("http", json!({"method": "GET"})),
+        ("http", json!({"url": 5})),
+        ("http", json!({"url": "ftp://x"})),
+        ("http", json!({"url": "https:///path"})),
+        ("http", json!({"url": "https://?q"})),
+        ("http", json!({"url": "https://x", "method": "GE T"})),
+        ("http", json!({"url": "https://x", "method": ""})),
+        ("http", json!({"url": "https://x", "method": 1})),
+        ("http", json!({"url": "https://x", "headers": {"A": 1}})),
+        ("http", json!({"url": "https://x", "headers": []})),
+        (
+            "http",
+            json!({"url": "https://x", "follow_redirects": "yes"}),
+        ),
+        ("http", json!(null)),
+        ("report", json!({"cmd": 1})),
+    ];
+    for (kind, payload) in payloads {
+        let reference = check_builtin_payload(kind, &payload);
+        let sql = c
+            .query_one(
+                "SELECT sked_check_builtin_payload($1, $2)",
+                &[&kind, &payload],
+            )
+            .await;
+        assert_eq!(
+            reference.is_ok(),
+            sql.is_ok(),
+            "{kind} {payload}: {reference:?} against {sql:?}"
+        );
+        if let Err(e) = sql {
+            let said = e.as_db_error().unwrap().message().to_string();
+            assert!(
+                said.starts_with(&format!("sked: invalid {kind} payload")),
+                "{said}"
+            );
+        }
+    }
+}
+
+/// A task enqueued by SQL exists only once the caller's transaction commits, and is announced
+/// then; it is stored as `enqueue_in` stores the same task; unique keys and debounce behave as
+/// through the store; `sked_enqueue_many` takes the API's JSON, all or none.
+#[tokio::test]
+async fn sql_enqueue_commits_with_the_caller_and_stores_what_the_store_stores() {
+    let Some(url) = database_url() else { return };
+    let schema = TestSchema::new(&url);
+    let store = sked_postgres::PgStore::connect(schema.options())
+        .await
+        .unwrap();
+    let mut events = store.subscribe().unwrap();
+    while !matches!(events.recv().await, Ok(StoreEvent::Listening)) {}
+    let mut c = app(&schema).await;
+
+    let tx = c.transaction().await.unwrap();
+    tx.query_one("SELECT sked_enqueue('receipt', '{\"order\": 1}')", &[])
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    assert!(tasks(&store).await.is_empty(), "a rolled-back task exists");
+    assert!(!announced(&mut events, Duration::from_millis(300)).await);
+
+    let tx = c.transaction().await.unwrap();
+    let id: i64 = tx
+        .query_one(
+            "SELECT sked_enqueue('receipt', '{\"order\": 2}', queue => 'mail')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(tasks(&store).await.is_empty(), "visible before commit");
+    assert!(
+        !announced(&mut events, Duration::from_millis(300)).await,
+        "announced before commit"
+    );
+    tx.commit().await.unwrap();
+    assert!(
+        announced(&mut events, Duration::from_secs(5)).await,
+        "not announced at commit"
+    );
+    assert_eq!(tasks(&store).await[0].id, id);
+
+    // The same task through both paths: the same row, but for ids and times.
+    let full = NewTask::new("report")
+        .queue("reports")
+        .payload(json!({"day": "2026-11-29"}))
+        .priority(3)
+        .max_attempts(4)
+        .timeout(SignedDuration::from_secs(30))
+        .key("tenant-7")
+        .backoff(SignedDuration::from_secs(2), SignedDuration::from_secs(60))
+        .traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+        .run_at(jiff::Timestamp::now() + SignedDuration::from_secs(3600));
+    let by_sql = sql_enqueue(&c, &full).await.unwrap();
+    let by_rust = sked_postgres::enqueue_in(&c, vec![full]).await.unwrap()[0].id;
+    let row = |id: i64| {
+        let c = &c;
+        async move {
+            let r = c
+                .query_one(
+                    "SELECT to_jsonb(t) - 'id' - 'created_at' FROM sked_tasks t WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .unwrap();
+            r.get::<_, Value>(0)
+        }
+    };
+    assert_eq!(row(by_sql).await, row(by_rust).await);
+
+    // Unique keys: the holder's id; debounce: the waiting task takes the payload.
+    let keyed = NewTask::new("k").unique_key("report-42");
+    let first = sql_enqueue(&c, &keyed).await.unwrap();
+    assert_eq!(sql_enqueue(&c, &keyed).await.unwrap(), first);
+    let through_store = sked_postgres::enqueue_in(&c, vec![keyed]).await.unwrap();
+    assert!(through_store[0].duplicate);
+    assert_eq!(through_store[0].id, first);
+    let quiet = |n: i64| {
+        NewTask::new("k")
+            .unique_key("digest")
+            .debounce(SignedDuration::from_secs(60))
+            .payload(json!({ "n": n }))
+    };
+    let waiting = sql_enqueue(&c, &quiet(1)).await.unwrap();
+    assert_eq!(sql_enqueue(&c, &quiet(2)).await.unwrap(), waiting);
+    let payload: Value = c
+        .query_one("SELECT payload FROM sked_tasks WHERE id = $1", &[&waiting])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(payload, json!({"n": 2}));
+
+    // Many, in the API's JSON: ids in order; a bad one refuses them all, naming it.
+    let many = json!([
+        {"kind": "a", "payload": {"x": 1}},
+        {"kind": "b", "queue": "mail", "timeout": "30s", "backoff": {"base": "1s", "max": "1m"}},
+    ]);
+    let ids: Vec<i64> = c
+        .query("SELECT * FROM sked_enqueue_many($1)", &[&many])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert!(ids[0] < ids[1]);
+    let timeout: Option<i64> = c
+        .query_one(
+            "SELECT timeout_ms FROM sked_tasks WHERE id = $1",
+            &[&ids[1]],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(timeout, Some(30_000));
+    let before = tasks(&store).await.len();
+    for (bad, said) in [
+        (
+            json!([{"kind": "a"}, {"kind": "b", "max_attempts": 0}]),
+            "task 1: max_attempts must be at least 1",
+        ),
+        (
+            json!([{"kind": "a", "colour": "red"}]),
+            "task 0: unknown field `colour`",
+        ),
+        (json!([{"kind": "a", "timeout": "soon"}]), "task 0: "),
+        (json!({"kind": "a"}), "a JSON array"),
+    ] {
+        let e = c
+            .query("SELECT * FROM sked_enqueue_many($1)", &[&bad])
+            .await
+            .unwrap_err();
+        let message = e.as_db_error().unwrap().message().to_string();
+        assert!(message.contains(said), "{bad}: {message}");
+    }
+    assert_eq!(
+        tasks(&store).await.len(),
+        before,
+        "a refused batch made tasks"
+    );
+}
