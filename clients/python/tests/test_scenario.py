@@ -87,8 +87,14 @@ class Scenario(unittest.TestCase):
         flaky = self.sked.enqueue("py.flaky", None, queue="pyw", max_attempts=3)["id"]
         fatal = self.sked.enqueue("py.fatal", None, queue="pyw", max_attempts=3)["id"]
         slow = self.sked.enqueue("py.slow", None, queue="pyw")["id"]
-        worker = Worker(self.sked, queues=["pyw"], concurrency=4, lease_ttl=LEASE, log=lambda m: None)
+        broken = self.sked.enqueue("py.broken", {"n": 0}, queue="pyw", max_attempts=2)["id"]
+        logged = []
+        worker = Worker(self.sked, queues=["pyw"], concurrency=4, lease_ttl=LEASE, log=logged.append)
         seen = {}
+
+        @worker.handle("py.broken")
+        def broken_handler(task, ctx):
+            return 1 / task["payload"]["n"]
 
         @worker.handle("py.ok")
         def add(task, ctx):
@@ -124,6 +130,15 @@ class Scenario(unittest.TestCase):
         flaky_task = self.sked.get(flaky)
         self.assertEqual(flaky_task["state"], "retrying")
         self.assertIn("not yet", str(flaky_task))
+        # A handler that raises: its traceback is kept with the attempt and logged.
+        broken_task = self.sked.get(broken)
+        error = broken_task["last_error"]
+        self.assertIn("Traceback (most recent call last)", error)
+        self.assertIn("broken_handler", error)
+        self.assertIn("ZeroDivisionError: division by zero", error)
+        said = "\n".join(logged)
+        self.assertIn(f"task {broken} (py.broken) attempt 1 failed: ZeroDivisionError", said)
+        self.assertIn("broken_handler", said)
         fatal_task = self.sked.get(fatal)
         self.assertEqual((fatal_task["state"], fatal_task["attempt"]), ("dead", 1))
         slow_task = self.sked.get(slow)

@@ -36,6 +36,17 @@ export const errors = Object.fromEntries(
 const BY_CODE = Object.fromEntries(Object.values(errors).map((cls) => [new cls("").code, cls]));
 
 const q = (s) => encodeURIComponent(String(s));
+
+/** The most of an error (a stack) a worker sends to be kept with the attempt. */
+const ERROR_LIMIT = 8192;
+
+/** `text` when it fits, else its head and its tail with a mark between. */
+function bounded(text, limit = ERROR_LIMIT) {
+  if (text.length <= limit) return text;
+  const head = Math.floor(limit / 8);
+  const mark = `\n… ${text.length - limit} characters left out …\n`;
+  return text.slice(0, head) + mark + text.slice(text.length - (limit - head - mark.length));
+}
 const creating = (create) => (create ? "?create=true" : "");
 const dropUndefined = (o) =>
   Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined && v !== null));
@@ -345,8 +356,15 @@ export class Worker {
       } catch (e) {
         if (e instanceof Snooze) Object.assign(item, { outcome: "snoozed", delay: ms(e.seconds) });
         else if (e instanceof Cancelled) item.outcome = "cancelled";
-        else if (e instanceof Fatal) Object.assign(item, { outcome: "failed", error: e.message, retryable: false });
-        else Object.assign(item, { outcome: "failed", error: `${e?.name}: ${e?.message ?? e}`, retryable: true });
+        else if (e instanceof Fatal) {
+          Object.assign(item, { outcome: "failed", error: e.message, retryable: false });
+          this.log(`task ${task.id} (${task.kind}) attempt ${task.attempt} failed for good: ${e.message}`);
+        } else {
+          // The stack is kept with the attempt (bounded) and logged, as an operator would look for it.
+          const error = bounded(e?.stack ?? `${e?.name}: ${e?.message ?? e}`);
+          Object.assign(item, { outcome: "failed", error, retryable: true });
+          this.log(`task ${task.id} (${task.kind}) attempt ${task.attempt} failed: ${error}`);
+        }
       }
       end(item.outcome, item.error);
     });

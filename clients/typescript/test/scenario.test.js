@@ -52,9 +52,14 @@ test("a worker completes, fails and heartbeats", async () => {
   const flaky = (await sked.enqueue("ts.flaky", null, { queue: "tsw", max_attempts: 3 })).id;
   const fatal = (await sked.enqueue("ts.fatal", null, { queue: "tsw", max_attempts: 3 })).id;
   const slow = (await sked.enqueue("ts.slow", null, { queue: "tsw" })).id;
+  const broken = (await sked.enqueue("ts.broken", null, { queue: "tsw", max_attempts: 2 })).id;
   let seen;
   let seenTrace;
-  const worker = new Worker(sked, { queues: ["tsw"], concurrency: 4, leaseTtl: LEASE, log: () => {} })
+  const logged = [];
+  const worker = new Worker(sked, { queues: ["tsw"], concurrency: 4, leaseTtl: LEASE, log: (m) => logged.push(m) })
+    .handle("ts.broken", function brokenHandler(t) {
+      return t.payload.missing.field;
+    })
     .handle("ts.ok", (t, ctx) => {
       seenTrace = ctx.traceparent;
       return { sum: t.payload.a + t.payload.b };
@@ -78,6 +83,11 @@ test("a worker completes, fails and heartbeats", async () => {
   const flakyTask = await sked.get(flaky);
   assert.equal(flakyTask.state, "retrying");
   assert.match(JSON.stringify(flakyTask), /not yet/);
+  // A handler that throws: its stack is kept with the attempt and logged.
+  const brokenTask = await sked.get(broken);
+  assert.match(brokenTask.last_error, /^TypeError: Cannot read properties of null/);
+  assert.match(brokenTask.last_error, /at brokenHandler/);
+  assert.ok(logged.some((m) => m.includes(`task ${broken} (ts.broken) attempt 1 failed: TypeError`) && m.includes("brokenHandler")), logged.join("\n"));
   const fatalTask = await sked.get(fatal);
   assert.deepEqual([fatalTask.state, fatalTask.attempt], ["dead", 1]);
   const slowTask = await sked.get(slow);

@@ -16,12 +16,27 @@ import socket
 import sys
 import threading
 import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from ._trace import run_span
 from .client import Client, Json
 from .errors import SkedError
+
+
+#: The most of an error (a traceback) a worker sends to be kept with the attempt.
+ERROR_LIMIT = 8192
+
+
+def bounded(text: str, limit: int = ERROR_LIMIT) -> str:
+    """`text` when it fits in `limit` characters, else its head and its tail (where a
+    traceback names the exception and the innermost frames) with a mark between."""
+    if len(text) <= limit:
+        return text
+    head = limit // 8
+    mark = f"\n… {len(text) - limit} characters left out …\n"
+    return text[:head] + mark + text[-(limit - head - len(mark)):]
 
 
 class Retry(Exception):
@@ -177,8 +192,13 @@ class Worker:
                 item.update(outcome="cancelled")
             except Fatal as e:
                 item.update(outcome="failed", error=str(e), retryable=False)
+                self.log(f"task {task['id']} ({task['kind']}) attempt {task['attempt']} failed for good: {e}")
             except Exception as e:  # noqa: BLE001 - any other error is a retryable failure
-                item.update(outcome="failed", error=f"{type(e).__name__}: {e}", retryable=True)
+                # The traceback is kept with the attempt (bounded) and logged, as a worker's
+                # operator would look for it.
+                error = bounded(traceback.format_exc())
+                item.update(outcome="failed", error=error, retryable=True)
+                self.log(f"task {task['id']} ({task['kind']}) attempt {task['attempt']} failed: {type(e).__name__}: {e}\n{error}")
             outcome(item["outcome"], item.get("error"))
         with self._lock:
             self._held.pop((task["id"], task["attempt"]), None)

@@ -109,6 +109,10 @@ pub(crate) struct TaskAdd {
     /// Execution deadline of one attempt (e.g. 30s).
     #[arg(long, value_name = "DUR")]
     timeout: Option<String>,
+    /// How long retries wait: from BASE after the first failure, doubling (with jitter) up to
+    /// MAX [default: 10s..6h]
+    #[arg(long, value_name = "BASE..MAX")]
+    backoff: Option<String>,
     /// While an unfinished task holds this key, adding another returns that task's id
     #[arg(long, value_name = "KEY")]
     unique_key: Option<String>,
@@ -140,6 +144,10 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
                 .payload(parse_payload(a.payload.as_deref())?)
                 .priority(a.priority)
                 .max_attempts(a.max_attempts);
+            if let Some(b) = &a.backoff {
+                let (base, max) = parse_backoff(b)?;
+                task = task.backoff(base, max);
+            }
             match (&a.at, &a.in_) {
                 (Some(at), _) => {
                     task = task.run_at(sked_core::parse_time(at, now).map_err(CliError::usage)?)
@@ -289,6 +297,22 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// `--backoff BASE..MAX` (also `exp:BASE..MAX`, the one shape there is): the first retry's
+/// delay and the longest.
+fn parse_backoff(v: &str) -> CliResult<(jiff::SignedDuration, jiff::SignedDuration)> {
+    let shape = v.strip_prefix("exp:").unwrap_or(v);
+    let Some((base, max)) = shape.split_once("..") else {
+        return Err(CliError::usage(format!(
+            "invalid --backoff {v:?}: expected BASE..MAX, like 10s..6h (retries wait BASE, \
+             doubling up to MAX)"
+        )));
+    };
+    Ok((
+        flag_duration("--backoff", base)?,
+        flag_duration("--backoff", max)?,
+    ))
 }
 
 /// Asks, on a terminal, whether a task that succeeded should run again; elsewhere refuses,

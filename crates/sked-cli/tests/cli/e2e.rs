@@ -501,3 +501,35 @@ fn is_human_time(t: &str) -> bool {
     base && (t[19..] == *"Z"
         || (t.len() == 25 && (b[19] == b'+' || b[19] == b'-') && b[22] == b':'))
 }
+
+/// `sked task add --backoff BASE..MAX` sets how long the task's retries wait; a malformed or
+/// impossible one is refused before anything is made.
+#[test]
+fn task_add_takes_a_backoff() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &[]);
+    let id = srv.ok(&["task", "add", "--kind", "k", "--backoff", "2s..1m"]);
+    let task = srv.task(id.trim());
+    assert_eq!(
+        task["backoff"],
+        serde_json::json!({"base": "2s", "max": "1m"}),
+        "{task}"
+    );
+    let id = srv.ok(&["task", "add", "--kind", "k", "--backoff", "exp:500ms..10s"]);
+    assert_eq!(srv.task(id.trim())["backoff"]["base"], "500ms");
+    for (bad, said) in [
+        ("10s", "expected BASE..MAX"),
+        ("1m..10s", "max >= base"),
+        ("0s..10s", "base > 0"),
+        ("soon..later", "invalid --backoff"),
+    ] {
+        let out = srv.sked(&["task", "add", "--kind", "k", "--backoff", bad]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains(said), "{bad}: {err}");
+    }
+    assert_eq!(
+        srv.json(&["task", "ls"])["tasks"].as_array().unwrap().len(),
+        2
+    );
+}
