@@ -81,6 +81,49 @@ class Scenario(unittest.TestCase):
 
         asyncio.run(scenario())
 
+    def test_the_rest_of_the_api(self):
+        # Every page of a list; why a task waits; bulk changes with a dry run first.
+        ids = [self.sked.enqueue("py.rest", {"i": i}, queue="py-rest")["id"] for i in range(5)]
+        self.assertEqual([t["id"] for t in self.sked.tasks(queue="py-rest", page_size=2)], ids[::-1])
+        self.assertIsNone(self.sked.held(ids[0]))
+        self.assertEqual(self.sked.cancel_all(state="available", queue="py-rest", dry_run=True), 5)
+        self.assertEqual(self.sked.cancel_all(state="available", queue="py-rest", batch=2), 5)
+        self.assertEqual(self.sked.retry_all(state="cancelled", queue="py-rest", batch=2), 5)
+        # Schedules: replaced whole, backfilled, their ledger; declared by a group of code.
+        put = self.sked.put_schedule("py-put", {"spec": "0 3 * * *", "tz": "UTC", "task": {"kind": "py.later"}})
+        self.assertEqual((put["name"], put["spec"]), ("py-put", "0 3 * * *"))
+        filled = self.sked.backfill_schedule("py-put", "2026-11-01T00:00:00Z", "2026-11-03T00:00:00Z")
+        self.assertEqual(len(filled["enqueued"]), 2)
+        self.assertGreaterEqual(len(self.sked.occurrences("py-put", limit=10)), 2)
+        declared = self.sked.declare_schedules("py-code", [{"name": "py-declared", "spec": "every 1h", "task": {"kind": "k"}}])
+        self.assertEqual(declared["created"], ["py-declared"])
+        self.assertEqual(self.sked.declare_schedules("py-code", [])["removed"], ["py-declared"])
+        self.sked.remove_schedule("py-put")
+        # Queues, workers, the cluster, activity, cron.
+        self.assertEqual(self.sked.queue("py-rest")["name"], "py-rest")
+        self.assertEqual(self.sked.worker_beat("py-beat", queues=["py-proto"], concurrency=2), {"ok": True})
+        self.assertIn("py-beat", [w["id"] for w in self.sked.workers()])
+        self.assertIn("backend", self.sked.cluster())
+        self.assertIn("buckets", self.sked.activity(minutes=5))
+        self.assertEqual(len(self.sked.cron_next("0 3 * * *", tz="Europe/Berlin", n=2)["times"]), 2)
+        # The worker protocol one task at a time.
+        claim = lambda: self.sked.call("POST", "/v1/claim", {"worker": "py-beat", "queues": ["py-proto"], "max": 1})["tasks"][0]
+        first = self.sked.enqueue("py.proto", None, queue="py-proto")["id"]
+        held = claim()
+        self.assertFalse(self.sked.heartbeat(first, held["attempt"])["cancel_requested"])
+        self.assertEqual(self.sked.release(first, held["attempt"])["state"], "available")
+        held = claim()
+        self.assertEqual(self.sked.snooze(first, held["attempt"], "1h")["state"], "scheduled")
+        second = self.sked.enqueue("py.proto", None, queue="py-proto")["id"]
+        self.assertEqual(self.sked.complete(second, claim()["attempt"], {"ok": 1})["result"], {"ok": 1})
+        third = self.sked.enqueue("py.proto", None, queue="py-proto", max_attempts=1)["id"]
+        self.assertEqual(self.sked.fail(third, claim()["attempt"], "boom")["state"], "dead")
+        fourth = self.sked.enqueue("py.proto", None, queue="py-proto")["id"]
+        held = claim()
+        self.sked.cancel(fourth)
+        self.assertEqual(self.sked.acknowledge_cancel(fourth, held["attempt"])["state"], "cancelled")
+        self.assertIn("epoch", self.sked.wait_for_work(0, "10ms"))
+
     def test_a_worker_completes_fails_and_heartbeats(self):
         traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
         ok = self.sked.enqueue("py.ok", {"a": 2, "b": 3}, queue="pyw", traceparent=traceparent)["id"]

@@ -56,6 +56,14 @@ export interface TaskFilters {
   before?: number;
 }
 
+/** The tasks a bulk retry or cancel applies to; `state` lists states: "dead,cancelled". */
+export interface BulkFilter {
+  state: string;
+  queue?: string;
+  kind?: string;
+  before?: string;
+}
+
 export class Client {
   constructor(server?: string, options?: { token?: string; timeoutMs?: number });
   call(
@@ -68,6 +76,10 @@ export class Client {
   enqueueMany(tasks: NewTask[]): Promise<Json[]>;
   get(id: number): Promise<Json>;
   list(filters?: TaskFilters): Promise<Json[]>;
+  tasks(filters?: TaskFilters, options?: { pageSize?: number }): AsyncGenerator<Json, void, void>;
+  held(id: number): Promise<{ by: string; until: string | null } | null>;
+  retryAll(filter: BulkFilter, options?: { dryRun?: boolean; batch?: number }): Promise<number>;
+  cancelAll(filter: BulkFilter, options?: { dryRun?: boolean; batch?: number }): Promise<number>;
   cancel(id: number): Promise<Json>;
   retry(id: number): Promise<Json>;
   reschedule(id: number, runAt: string): Promise<Json>;
@@ -88,11 +100,28 @@ export class Client {
   resumeSchedule(name: string): Promise<Json>;
   triggerSchedule(name: string): Promise<Json>;
   removeSchedule(name: string): Promise<void>;
+  putSchedule(name: string, definition: Json): Promise<Json>;
+  backfillSchedule(name: string, start: string, end: string): Promise<Json>;
+  occurrences(name: string, options?: { limit?: number }): Promise<Json[]>;
+  declareSchedules(group: string, schedules: Json[]): Promise<Json>;
   queues(): Promise<Json[]>;
   pauseQueue(name: string, options?: { create?: boolean }): Promise<Json>;
   resumeQueue(name: string, options?: { create?: boolean }): Promise<Json>;
   limitQueue(name: string, limits: Json, options?: { create?: boolean }): Promise<Json>;
   removeQueue(name: string): Promise<void>;
+  queue(name: string): Promise<Json>;
+  workers(options?: { limit?: number }): Promise<Json[]>;
+  cluster(): Promise<Json>;
+  activity(options?: { minutes?: number }): Promise<Json>;
+  cronNext(expr: string, options?: { tz?: string; n?: number; after?: string; dst?: string }): Promise<{ expr: string; tz: string; times: string[] }>;
+  complete(id: number, attempt: number, result?: unknown): Promise<Json>;
+  fail(id: number, attempt: number, error: string, options?: { retryable?: boolean }): Promise<Json>;
+  heartbeat(id: number, attempt: number, options?: { leaseTtl?: string }): Promise<{ lease_expires_at: string; cancel_requested: boolean }>;
+  snooze(id: number, attempt: number, delay: string): Promise<Json>;
+  release(id: number, attempt: number): Promise<Json>;
+  acknowledgeCancel(id: number, attempt: number): Promise<Json>;
+  waitForWork(options?: { after?: number; wait?: string }): Promise<{ epoch: number }>;
+  workerBeat(id: string, beat?: { queues?: string[]; concurrency?: number; stopping?: boolean }): Promise<Json>;
 }
 
 export class Retry extends Error {}

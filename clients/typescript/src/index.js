@@ -140,9 +140,46 @@ export class Client {
   get(id) {
     return this.call("GET", `/v1/tasks/${Number(id)}`);
   }
+  /** One page of tasks, newest first, filtered; `tasks` reads every page. */
   async list(filters = {}) {
+    return (await this.#taskPage(filters)).tasks;
+  }
+  #taskPage(filters) {
     const query = new URLSearchParams(dropUndefined(filters)).toString();
-    return (await this.call("GET", `/v1/tasks${query ? `?${query}` : ""}`)).tasks;
+    return this.call("GET", `/v1/tasks${query ? `?${query}` : ""}`);
+  }
+  /** Every task the filters match, newest first, read a page at a time as it is used (`for await`). */
+  async *tasks(filters = {}, { pageSize = 1000 } = {}) {
+    let before;
+    for (;;) {
+      const page = await this.#taskPage({ ...filters, limit: pageSize, before });
+      yield* page.tasks;
+      if (page.next_before === null || page.next_before === undefined) return;
+      before = page.next_before;
+    }
+  }
+  /** Why an available task waits: {by, until}, or null when nothing holds it. */
+  async held(id) {
+    return (await this.call("GET", `/v1/tasks/${Number(id)}/held`)).held;
+  }
+  async #bulk(action, { state, queue, kind, before }, { dryRun = false, batch = 500 } = {}) {
+    const body = dropUndefined({ action, state: state.split(","), queue, kind, before, limit: batch });
+    if (dryRun) return (await this.call("POST", "/v1/tasks/bulk", { ...body, dry_run: true })).matched;
+    let changed = 0;
+    for (;;) {
+      const answer = await this.call("POST", "/v1/tasks/bulk", body);
+      changed += answer.changed;
+      if (answer.next_after === null || answer.next_after === undefined) return changed;
+      body.after = answer.next_after;
+    }
+  }
+  /** Retries every finished task the filter matches ({state: "dead,cancelled", queue, kind, before}), a short batch at a time: how many changed (with dryRun: how many match). */
+  retryAll(filter, options) {
+    return this.#bulk("retry", filter, options);
+  }
+  /** Cancels every unfinished task the filter matches, as `retryAll` retries. */
+  cancelAll(filter, options) {
+    return this.#bulk("cancel", filter, options);
   }
   cancel(id) {
     return this.call("POST", `/v1/tasks/${Number(id)}/cancel`, {});
@@ -191,6 +228,23 @@ export class Client {
   async removeSchedule(name) {
     await this.call("DELETE", `/v1/schedules/${q(name)}`);
   }
+  /** Creates or replaces the schedule `name` (the API's schedule object: spec, task, tz, policies). */
+  putSchedule(name, definition) {
+    return this.call("PUT", `/v1/schedules/${q(name)}`, definition);
+  }
+  /** Enqueues the occurrences between `start` and `end` (RFC 3339) that did not run. */
+  backfillSchedule(name, start, end) {
+    return this.call("POST", `/v1/schedules/${q(name)}/backfill`, { from: start, to: end });
+  }
+  /** The schedule's ledger, newest first: each occurrence, what became of it and why. */
+  async occurrences(name, { limit } = {}) {
+    const query = limit === undefined ? "" : `?limit=${Number(limit)}`;
+    return (await this.call("GET", `/v1/schedules/${q(name)}/occurrences${query}`)).occurrences;
+  }
+  /** The schedules a group of code declares, all at once: the group's others are removed. */
+  declareSchedules(group, schedules) {
+    return this.call("PUT", `/v1/declared/${q(group)}`, { schedules });
+  }
 
   // -- queues --------------------------------------------------------------------------------
   /** Every queue with its counts, by name (read a page at a time). */
@@ -210,6 +264,64 @@ export class Client {
   /** Removes a queue that holds no task; a Conflict while tasks of any state are in it. */
   async removeQueue(name) {
     await this.call("DELETE", `/v1/queues/${q(name)}`);
+  }
+  /** One queue: its limits, counts, and why its tasks wait. */
+  queue(name) {
+    return this.call("GET", `/v1/queues/${q(name)}`);
+  }
+
+  // -- what operators look at ----------------------------------------------------------------
+  /** Workers and nodes seen lately, most recently seen first. */
+  async workers({ limit } = {}) {
+    return (await this.call("GET", `/v1/workers${limit === undefined ? "" : `?limit=${Number(limit)}`}`)).workers;
+  }
+  /** The nodes, the leader, and the backend. */
+  cluster() {
+    return this.call("GET", "/v1/cluster");
+  }
+  /** Tasks started, succeeded and failed per minute over the last `minutes`. */
+  activity({ minutes } = {}) {
+    return this.call("GET", `/v1/activity${minutes === undefined ? "" : `?minutes=${Number(minutes)}`}`);
+  }
+  /** The next fire times of a cron expression: {times: [...]}. */
+  cronNext(expr, { tz, n, after, dst } = {}) {
+    const query = new URLSearchParams(dropUndefined({ expr, tz, n, after, dst })).toString();
+    return this.call("GET", `/v1/cron/next?${query}`);
+  }
+
+  // -- the worker protocol, one task at a time (`Worker` batches these) ----------------------
+  /** Ends an attempt held by this worker as succeeded, with `result` to keep. */
+  complete(id, attempt, result) {
+    return this.call("POST", `/v1/tasks/${Number(id)}/complete`, dropUndefined({ attempt, result }));
+  }
+  /** Ends an attempt as failed: retried after its backoff unless not `retryable` or spent. */
+  fail(id, attempt, error, { retryable = true } = {}) {
+    return this.call("POST", `/v1/tasks/${Number(id)}/fail`, { attempt, error, retryable });
+  }
+  /** Extends an attempt's lease: {lease_expires_at, cancel_requested}. */
+  heartbeat(id, attempt, { leaseTtl } = {}) {
+    return this.call("POST", `/v1/tasks/${Number(id)}/heartbeat`, dropUndefined({ attempt, lease_ttl: leaseTtl }));
+  }
+  /** Gives the task back to run again after `delay` ("30s"), spending no attempt. */
+  snooze(id, attempt, delay) {
+    return this.call("POST", `/v1/tasks/${Number(id)}/snooze`, { attempt, delay });
+  }
+  /** Gives a claimed task back unstarted, spending no attempt. */
+  release(id, attempt) {
+    return this.call("POST", `/v1/tasks/${Number(id)}/release`, { attempt });
+  }
+  /** Ends an attempt whose cancellation was asked, as cancelled. */
+  acknowledgeCancel(id, attempt) {
+    return this.call("POST", `/v1/tasks/${Number(id)}/cancelled`, { attempt });
+  }
+  /** Waits until tasks may have become claimable since the epoch `after`, or `wait` is over: {epoch}. Claims nothing. */
+  waitForWork({ after = 0, wait } = {}) {
+    const query = new URLSearchParams(dropUndefined({ after, wait })).toString();
+    return this.call("GET", `/v1/work?${query}`, undefined, { timeoutMs: this.timeoutMs + 60_000 });
+  }
+  /** A worker's sign of life, shown in `workers()` and the dashboard. */
+  workerBeat(id, { queues = [], concurrency, stopping = false } = {}) {
+    return this.call("PUT", `/v1/workers/${q(id)}`, dropUndefined({ queues, concurrency, stopping }));
   }
 }
 

@@ -46,6 +46,53 @@ test("tasks, schedules, queues and errors", async () => {
   assert.ok(!(await sked.queues()).some((queue) => queue.name === "ts-new"));
 });
 
+test("the rest of the API", async () => {
+  // Every page of a list; why a task waits; bulk changes with a dry run first.
+  const ids = [];
+  for (let i = 0; i < 5; i++) ids.push((await sked.enqueue("ts.rest", { i }, { queue: "ts-rest" })).id);
+  const all = [];
+  for await (const t of sked.tasks({ queue: "ts-rest" }, { pageSize: 2 })) all.push(t.id);
+  assert.deepEqual(all, [...ids].reverse());
+  assert.equal(await sked.held(ids[0]), null);
+  assert.equal(await sked.cancelAll({ state: "available", queue: "ts-rest" }, { dryRun: true }), 5);
+  assert.equal(await sked.cancelAll({ state: "available", queue: "ts-rest" }, { batch: 2 }), 5);
+  assert.equal(await sked.retryAll({ state: "cancelled", queue: "ts-rest" }, { batch: 2 }), 5);
+  // Schedules: replaced whole, backfilled, their ledger; declared by a group of code.
+  const put = await sked.putSchedule("ts-put", { spec: "0 3 * * *", tz: "UTC", task: { kind: "ts.later" } });
+  assert.deepEqual([put.name, put.spec], ["ts-put", "0 3 * * *"]);
+  const filled = await sked.backfillSchedule("ts-put", "2026-11-01T00:00:00Z", "2026-11-03T00:00:00Z");
+  assert.equal(filled.enqueued.length, 2);
+  assert.ok((await sked.occurrences("ts-put", { limit: 10 })).length >= 2);
+  const declared = await sked.declareSchedules("ts-code", [{ name: "ts-declared", spec: "every 1h", task: { kind: "k" } }]);
+  assert.deepEqual(declared.created, ["ts-declared"]);
+  assert.deepEqual((await sked.declareSchedules("ts-code", [])).removed, ["ts-declared"]);
+  await sked.removeSchedule("ts-put");
+  // Queues, workers, the cluster, activity, cron.
+  assert.equal((await sked.queue("ts-rest")).name, "ts-rest");
+  assert.deepEqual(await sked.workerBeat("ts-beat", { queues: ["ts-proto"], concurrency: 2 }), { ok: true });
+  assert.ok((await sked.workers()).some((w) => w.id === "ts-beat"));
+  assert.ok("backend" in (await sked.cluster()));
+  assert.ok("buckets" in (await sked.activity({ minutes: 5 })));
+  assert.equal((await sked.cronNext("0 3 * * *", { tz: "Europe/Berlin", n: 2 })).times.length, 2);
+  // The worker protocol one task at a time.
+  const claim = async () => (await sked.call("POST", "/v1/claim", { worker: "ts-beat", queues: ["ts-proto"], max: 1 })).tasks[0];
+  const first = (await sked.enqueue("ts.proto", null, { queue: "ts-proto" })).id;
+  let held = await claim();
+  assert.equal((await sked.heartbeat(first, held.attempt)).cancel_requested, false);
+  assert.equal((await sked.release(first, held.attempt)).state, "available");
+  held = await claim();
+  assert.equal((await sked.snooze(first, held.attempt, "1h")).state, "scheduled");
+  const second = (await sked.enqueue("ts.proto", null, { queue: "ts-proto" })).id;
+  assert.deepEqual((await sked.complete(second, (await claim()).attempt, { ok: 1 })).result, { ok: 1 });
+  const third = (await sked.enqueue("ts.proto", null, { queue: "ts-proto", max_attempts: 1 })).id;
+  assert.equal((await sked.fail(third, (await claim()).attempt, "boom")).state, "dead");
+  const fourth = (await sked.enqueue("ts.proto", null, { queue: "ts-proto" })).id;
+  held = await claim();
+  await sked.cancel(fourth);
+  assert.equal((await sked.acknowledgeCancel(fourth, held.attempt)).state, "cancelled");
+  assert.ok("epoch" in (await sked.waitForWork({ after: 0, wait: "10ms" })));
+});
+
 test("a worker completes, fails and heartbeats", async () => {
   const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
   const ok = (await sked.enqueue("ts.ok", { a: 2, b: 3 }, { queue: "tsw", traceparent })).id;

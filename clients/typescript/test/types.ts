@@ -32,5 +32,14 @@ export async function use(): Promise<number> {
   } catch (e) {
     if (e instanceof errors.NotFound) return e.status;
   }
-  return added.id + many.length + listed.length + worker.done.succeeded;
+  let paged = 0;
+  for await (const t of sked.tasks({ state: "dead" }, { pageSize: 100 })) paged += t.id;
+  const why = await sked.held(added.id);
+  const until: string | null = why ? why.until : null;
+  const retried: number = await sked.retryAll({ state: "dead" }, { dryRun: true });
+  const times: string[] = (await sked.cronNext("0 3 * * *", { tz: "UTC", n: 2 })).times;
+  const beat = await sked.heartbeat(added.id, 1, { leaseTtl: "30s" });
+  const epoch: number = (await sked.waitForWork({ after: 0 })).epoch;
+  const extra = paged + retried + times.length + (until ? 1 : 0) + (beat.cancel_requested ? 1 : 0) + epoch;
+  return added.id + many.length + listed.length + worker.done.succeeded + extra;
 }

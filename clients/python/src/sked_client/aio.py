@@ -6,7 +6,7 @@ exceptions.
 """
 
 import asyncio
-from typing import Any, Iterable, List, Optional
+from typing import Any, AsyncIterator, Iterable, List, Optional
 
 from .client import DEFAULT_SERVER, Client, Json
 
@@ -104,3 +104,83 @@ class AsyncClient:
 
     async def remove_queue(self, name: str) -> None:
         await asyncio.to_thread(self.sync.remove_queue, name)
+
+    async def tasks(
+        self,
+        *,
+        state: Optional[str] = None,
+        queue: Optional[str] = None,
+        kind: Optional[str] = None,
+        schedule: Optional[str] = None,
+        page_size: int = 1000,
+    ) -> AsyncIterator[Json]:
+        """Every task the filters match, newest first, a page at a time (`async for`)."""
+        filters = {"state": state, "queue": queue, "kind": kind, "schedule": schedule}
+        before: Optional[int] = None
+        while True:
+            page = await asyncio.to_thread(self.sync._task_page, filters, page_size, before)
+            for task in page["tasks"]:
+                yield task
+            before = page.get("next_before")
+            if before is None:
+                return
+
+    async def held(self, task_id: int) -> Optional[Json]:
+        return await asyncio.to_thread(self.sync.held, task_id)
+
+    async def retry_all(self, **filters: Any) -> int:
+        return await asyncio.to_thread(lambda: self.sync.retry_all(**filters))
+
+    async def cancel_all(self, **filters: Any) -> int:
+        return await asyncio.to_thread(lambda: self.sync.cancel_all(**filters))
+
+    async def put_schedule(self, name: str, definition: Json) -> Json:
+        return await asyncio.to_thread(self.sync.put_schedule, name, definition)
+
+    async def backfill_schedule(self, name: str, start: str, end: str) -> Json:
+        return await asyncio.to_thread(self.sync.backfill_schedule, name, start, end)
+
+    async def occurrences(self, name: str, limit: Optional[int] = None) -> List[Json]:
+        return await asyncio.to_thread(self.sync.occurrences, name, limit)
+
+    async def declare_schedules(self, group: str, schedules: List[Json]) -> Json:
+        return await asyncio.to_thread(self.sync.declare_schedules, group, schedules)
+
+    async def queue(self, name: str) -> Json:
+        return await asyncio.to_thread(self.sync.queue, name)
+
+    async def workers(self, limit: Optional[int] = None) -> List[Json]:
+        return await asyncio.to_thread(self.sync.workers, limit)
+
+    async def cluster(self) -> Json:
+        return await asyncio.to_thread(self.sync.cluster)
+
+    async def activity(self, minutes: Optional[int] = None) -> Json:
+        return await asyncio.to_thread(self.sync.activity, minutes)
+
+    async def cron_next(self, expr: str, **options: Any) -> Json:
+        return await asyncio.to_thread(lambda: self.sync.cron_next(expr, **options))
+
+    async def complete(self, task_id: int, attempt: int, result: Any = None) -> Json:
+        return await asyncio.to_thread(self.sync.complete, task_id, attempt, result)
+
+    async def fail(self, task_id: int, attempt: int, error: str, retryable: bool = True) -> Json:
+        return await asyncio.to_thread(self.sync.fail, task_id, attempt, error, retryable)
+
+    async def heartbeat(self, task_id: int, attempt: int, lease_ttl: Optional[str] = None) -> Json:
+        return await asyncio.to_thread(self.sync.heartbeat, task_id, attempt, lease_ttl)
+
+    async def snooze(self, task_id: int, attempt: int, delay: str) -> Json:
+        return await asyncio.to_thread(self.sync.snooze, task_id, attempt, delay)
+
+    async def release(self, task_id: int, attempt: int) -> Json:
+        return await asyncio.to_thread(self.sync.release, task_id, attempt)
+
+    async def acknowledge_cancel(self, task_id: int, attempt: int) -> Json:
+        return await asyncio.to_thread(self.sync.acknowledge_cancel, task_id, attempt)
+
+    async def wait_for_work(self, after: int = 0, wait: Optional[str] = None) -> Json:
+        return await asyncio.to_thread(self.sync.wait_for_work, after, wait)
+
+    async def worker_beat(self, worker_id: str, **beat: Any) -> Json:
+        return await asyncio.to_thread(lambda: self.sync.worker_beat(worker_id, **beat))

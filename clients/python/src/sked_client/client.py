@@ -4,7 +4,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, Iterator, List, Optional
 
 from ._trace import current_headers
 from .errors import SkedError, from_answer
@@ -117,6 +117,10 @@ class Client:
     def get(self, task_id: int) -> Json:
         return self.call("GET", f"/v1/tasks/{int(task_id)}")
 
+    def _task_page(self, filters: Json, limit: Optional[int], before: Optional[int]) -> Json:
+        query = urllib.parse.urlencode(_drop_none({**filters, "limit": limit, "before": before}))
+        return self.call("GET", "/v1/tasks" + (f"?{query}" if query else ""))
+
     def list(
         self,
         *,
@@ -127,20 +131,75 @@ class Client:
         limit: Optional[int] = None,
         before: Optional[int] = None,
     ) -> List[Json]:
-        """Tasks, newest first, filtered (`state` may list several: `dead,cancelled`)."""
-        query = urllib.parse.urlencode(
-            _drop_none(
-                {
-                    "state": state,
-                    "queue": queue,
-                    "kind": kind,
-                    "schedule": schedule,
-                    "limit": limit,
-                    "before": before,
-                }
-            )
-        )
-        return self.call("GET", "/v1/tasks" + (f"?{query}" if query else ""))["tasks"]
+        """One page of tasks, newest first, filtered (`state` may list several:
+        `dead,cancelled`); `tasks` reads every page."""
+        filters = {"state": state, "queue": queue, "kind": kind, "schedule": schedule}
+        return self._task_page(filters, limit, before)["tasks"]
+
+    def tasks(
+        self,
+        *,
+        state: Optional[str] = None,
+        queue: Optional[str] = None,
+        kind: Optional[str] = None,
+        schedule: Optional[str] = None,
+        page_size: int = 1000,
+    ) -> Iterator[Json]:
+        """Every task the filters match, newest first, read a page at a time as it is used."""
+        filters = {"state": state, "queue": queue, "kind": kind, "schedule": schedule}
+        before: Optional[int] = None
+        while True:
+            page = self._task_page(filters, page_size, before)
+            yield from page["tasks"]
+            before = page.get("next_before")
+            if before is None:
+                return
+
+    def held(self, task_id: int) -> Optional[Json]:
+        """Why an available task waits (its queue's limits, or its key's): `{"by", "until"}`,
+        or None when nothing holds it."""
+        return self.call("GET", f"/v1/tasks/{int(task_id)}/held")["held"]
+
+    def _bulk(self, action: str, state: str, dry_run: bool, batch: int, filters: Json) -> int:
+        body = _drop_none({"action": action, "state": state.split(","), "limit": batch, **filters})
+        if dry_run:
+            return self.call("POST", "/v1/tasks/bulk", {**body, "dry_run": True})["matched"]
+        changed = 0
+        while True:
+            answer = self.call("POST", "/v1/tasks/bulk", body)
+            changed += answer["changed"]
+            if answer.get("next_after") is None:
+                return changed
+            body["after"] = answer["next_after"]
+
+    def retry_all(
+        self,
+        *,
+        state: str,
+        queue: Optional[str] = None,
+        kind: Optional[str] = None,
+        before: Optional[str] = None,
+        dry_run: bool = False,
+        batch: int = 500,
+    ) -> int:
+        """Retries every finished task the filter matches (`state`: `dead,cancelled`, say), a
+        short batch at a time; how many changed (with `dry_run`: how many match)."""
+        filters = {"queue": queue, "kind": kind, "before": before}
+        return self._bulk("retry", state, dry_run, batch, filters)
+
+    def cancel_all(
+        self,
+        *,
+        state: str,
+        queue: Optional[str] = None,
+        kind: Optional[str] = None,
+        before: Optional[str] = None,
+        dry_run: bool = False,
+        batch: int = 500,
+    ) -> int:
+        """Cancels every unfinished task the filter matches, as `retry_all` retries."""
+        filters = {"queue": queue, "kind": kind, "before": before}
+        return self._bulk("cancel", state, dry_run, batch, filters)
 
     def cancel(self, task_id: int) -> Json:
         return self.call("POST", f"/v1/tasks/{int(task_id)}/cancel", {})
@@ -223,6 +282,31 @@ class Client:
         """Every queue with its counts, by name (read a page at a time)."""
         return self._every_page("/v1/queues", "queues")
 
+    def put_schedule(self, name: str, definition: Json) -> Json:
+        """Creates or replaces the schedule `name` with `definition` (the API's schedule
+        object: `spec`, `task`, `tz`, policies)."""
+        return self.call("PUT", f"/v1/schedules/{self._q(name)}", definition)
+
+    def backfill_schedule(self, name: str, start: str, end: str) -> Json:
+        """Enqueues the occurrences between `start` and `end` (RFC 3339) that did not run."""
+        return self.call("POST", f"/v1/schedules/{self._q(name)}/backfill", {"from": start, "to": end})
+
+    def occurrences(self, name: str, limit: Optional[int] = None) -> List[Json]:
+        """The schedule's ledger, newest first: each occurrence, what became of it and why."""
+        query = f"?limit={int(limit)}" if limit is not None else ""
+        return self.call("GET", f"/v1/schedules/{self._q(name)}/occurrences{query}")["occurrences"]
+
+    def declare_schedules(self, group: str, schedules: List[Json]) -> Json:
+        """The schedules a group of code declares, all at once: new ones are created, changed
+        ones updated, the group's others removed."""
+        return self.call("PUT", f"/v1/declared/{self._q(group)}", {"schedules": schedules})
+
+    # -- queues ----------------------------------------------------------------------------
+
+    def queue(self, name: str) -> Json:
+        """One queue: its limits, counts, and why its tasks wait."""
+        return self.call("GET", f"/v1/queues/{self._q(name)}")
+
     @staticmethod
     def _create(create: bool) -> str:
         return "?create=true" if create else ""
@@ -244,3 +328,79 @@ class Client:
         """Removes a queue that holds no task: its pause and limits go, and it leaves the
         list. Conflict while tasks of any state are in it."""
         self.call("DELETE", f"/v1/queues/{self._q(name)}")
+
+    # -- what operators look at --------------------------------------------------------------
+
+    def workers(self, limit: Optional[int] = None) -> List[Json]:
+        """Workers and nodes seen lately, most recently seen first."""
+        query = f"?limit={int(limit)}" if limit is not None else ""
+        return self.call("GET", f"/v1/workers{query}")["workers"]
+
+    def cluster(self) -> Json:
+        """The nodes, the leader, and the backend."""
+        return self.call("GET", "/v1/cluster")
+
+    def activity(self, minutes: Optional[int] = None) -> Json:
+        """Tasks started, succeeded and failed per minute over the last `minutes`."""
+        query = f"?minutes={int(minutes)}" if minutes is not None else ""
+        return self.call("GET", f"/v1/activity{query}")
+
+    def cron_next(
+        self,
+        expr: str,
+        *,
+        tz: Optional[str] = None,
+        n: Optional[int] = None,
+        after: Optional[str] = None,
+        dst: Optional[str] = None,
+    ) -> Json:
+        """The next fire times of a cron expression (`{"times": [...]}`)."""
+        query = urllib.parse.urlencode(_drop_none({"expr": expr, "tz": tz, "n": n, "after": after, "dst": dst}))
+        return self.call("GET", f"/v1/cron/next?{query}")
+
+    # -- the worker protocol, one task at a time (`Worker` batches these) --------------------
+
+    def complete(self, task_id: int, attempt: int, result: Any = None) -> Json:
+        """Ends an attempt held by this worker as succeeded, with `result` to keep."""
+        return self.call("POST", f"/v1/tasks/{int(task_id)}/complete", _drop_none({"attempt": attempt, "result": result}))
+
+    def fail(self, task_id: int, attempt: int, error: str, retryable: bool = True) -> Json:
+        """Ends an attempt as failed; it is retried (after its backoff) unless not `retryable`
+        or its attempts are spent."""
+        body = {"attempt": attempt, "error": error, "retryable": retryable}
+        return self.call("POST", f"/v1/tasks/{int(task_id)}/fail", body)
+
+    def heartbeat(self, task_id: int, attempt: int, lease_ttl: Optional[str] = None) -> Json:
+        """Extends an attempt's lease; the answer says whether cancellation was asked."""
+        body = _drop_none({"attempt": attempt, "lease_ttl": lease_ttl})
+        return self.call("POST", f"/v1/tasks/{int(task_id)}/heartbeat", body)
+
+    def snooze(self, task_id: int, attempt: int, delay: str) -> Json:
+        """Gives the task back to run again after `delay` (`"30s"`), spending no attempt."""
+        return self.call("POST", f"/v1/tasks/{int(task_id)}/snooze", {"attempt": attempt, "delay": delay})
+
+    def release(self, task_id: int, attempt: int) -> Json:
+        """Gives a claimed task back unstarted, spending no attempt."""
+        return self.call("POST", f"/v1/tasks/{int(task_id)}/release", {"attempt": attempt})
+
+    def acknowledge_cancel(self, task_id: int, attempt: int) -> Json:
+        """Ends an attempt whose cancellation was asked, as cancelled."""
+        return self.call("POST", f"/v1/tasks/{int(task_id)}/cancelled", {"attempt": attempt})
+
+    def wait_for_work(self, after: int = 0, wait: Optional[str] = None) -> Json:
+        """Waits until tasks may have become claimable since the epoch `after`, or `wait` is
+        over: `{"epoch": N}`. Claims nothing."""
+        query = urllib.parse.urlencode(_drop_none({"after": after, "wait": wait}))
+        return self.call("GET", f"/v1/work?{query}", timeout=self.timeout + 60)
+
+    def worker_beat(
+        self,
+        worker_id: str,
+        *,
+        queues: Iterable[str] = (),
+        concurrency: Optional[int] = None,
+        stopping: bool = False,
+    ) -> Json:
+        """A worker's sign of life, shown in `workers()` and the dashboard."""
+        body = _drop_none({"queues": list(queues), "concurrency": concurrency, "stopping": stopping})
+        return self.call("PUT", f"/v1/workers/{self._q(worker_id)}", body)

@@ -297,3 +297,108 @@ fn the_python_client_names_what_the_document_names() {
         .collect();
     assert_eq!(codes, error_codes(&doc), "errors.py");
 }
+
+/// The path a client's string literal starts with (`text` is just after its opening quote),
+/// its parameters written `{}`: a `{…}` or `${…}` right after a `/` is a parameter; anything
+/// else that is not plain text (a query, a closing quote, an appended suffix) ends it.
+fn client_path(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let opens = c == '{' || (c == '$' && chars.peek() == Some(&'{'));
+        if opens {
+            if !out.ends_with('/') {
+                break;
+            }
+            if c == '$' {
+                chars.next();
+            }
+            let mut depth = 1;
+            for c in chars.by_ref() {
+                depth += match c {
+                    '{' => 1,
+                    '}' => -1,
+                    _ => 0,
+                };
+                if depth == 0 {
+                    break;
+                }
+            }
+            out.push_str("{}");
+        } else if matches!(c, '"' | '`' | '?' | '\'') {
+            break;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Every `(METHOD, path)` a client's sources call: a method's string followed by a path's, and
+/// the paths given to its every-page helper (`helper`), which reads them with GET.
+fn client_calls(sources: &[String], helper: &str) -> BTreeSet<(String, String)> {
+    let mut calls = BTreeSet::new();
+    for text in sources {
+        for method in METHODS.map(str::to_uppercase) {
+            let quoted = format!("\"{method}\",");
+            for (i, _) in text.match_indices(&quoted) {
+                let rest = text[i + quoted.len()..].trim_start();
+                let rest = rest.strip_prefix('f').unwrap_or(rest);
+                if let Some(literal) = rest.strip_prefix(['"', '`']) {
+                    calls.insert((method.clone(), client_path(literal)));
+                }
+            }
+        }
+        for (i, _) in text.match_indices(helper) {
+            if let Some(literal) = text[i + helper.len()..].strip_prefix('"') {
+                calls.insert(("GET".to_string(), client_path(literal)));
+            }
+        }
+    }
+    calls
+}
+
+/// Every operation of the API (`/v1/…`) has a method in both clients: a test that fails when
+/// the server gains an operation and a client does not.
+#[test]
+fn every_operation_has_a_method_in_both_clients() {
+    let ops: BTreeSet<(String, String)> = operations(&document())
+        .into_iter()
+        .filter(|(_, path)| path.starts_with("/v1/"))
+        .map(|(method, path)| {
+            let mut normal = String::new();
+            let mut in_param = false;
+            for c in path.chars() {
+                match c {
+                    '{' => in_param = true,
+                    '}' => {
+                        in_param = false;
+                        normal.push_str("{}");
+                    }
+                    _ if in_param => {}
+                    _ => normal.push(c),
+                }
+            }
+            (method, normal)
+        })
+        .collect();
+    assert!(ops.len() >= 40, "{} operations", ops.len());
+    let python = client_calls(
+        &[
+            source("clients/python/src/sked_client/client.py"),
+            source("clients/python/src/sked_client/worker.py"),
+        ],
+        "_every_page(",
+    );
+    let typescript = client_calls(&[source("clients/typescript/src/index.js")], "#everyPage(");
+    for (client, calls) in [("Python", &python), ("TypeScript", &typescript)] {
+        let missing: Vec<_> = ops.difference(calls).collect();
+        assert!(
+            missing.is_empty(),
+            "the {client} client has no method for {missing:?}"
+        );
+    }
+    // The check reads what it should: a call of each shape is found.
+    assert!(python.contains(&("GET".into(), "/v1/tasks/{}/held".into())));
+    assert!(typescript.contains(&("POST".into(), "/v1/queues/{}/pause".into())));
+}
