@@ -9,7 +9,19 @@ import unittest
 
 import asyncio
 
-from sked_client import AsyncClient, Client, Fatal, InvalidInput, NotFound, Retry, Worker, new_task
+from sked_client import (
+    AsyncClient,
+    AsyncWorker,
+    Cancelled,
+    Client,
+    Fatal,
+    InvalidInput,
+    NotFound,
+    Retry,
+    Snooze,
+    Worker,
+    new_task,
+)
 
 LEASE = 1.5  # seconds
 
@@ -189,6 +201,72 @@ class Scenario(unittest.TestCase):
         started, lease, state = seen["lease"]
         self.assertEqual(state, "running")
         self.assertGreater(_secs(lease) - _secs(started), LEASE * 2, "heartbeats extended the lease")
+
+    def test_an_asyncio_worker_does_what_the_threaded_one_does(self):
+        ok = self.sked.enqueue("pya.ok", {"a": 2, "b": 3}, queue="pya")["id"]
+        flaky = self.sked.enqueue("pya.flaky", None, queue="pya", max_attempts=3)["id"]
+        fatal = self.sked.enqueue("pya.fatal", None, queue="pya", max_attempts=3)["id"]
+        broken = self.sked.enqueue("pya.broken", {"n": 0}, queue="pya", max_attempts=2)["id"]
+        snoozing = self.sked.enqueue("pya.snooze", None, queue="pya")["id"]
+        slow = self.sked.enqueue("pya.slow", None, queue="pya")["id"]
+        stopped = self.sked.enqueue("pya.stoppable", None, queue="pya")["id"]
+        logged = []
+        seen = {}
+        sked = AsyncClient(os.environ["SKED_URL"], os.environ.get("SKED_TOKEN"))
+        worker = AsyncWorker(sked, queues=["pya"], concurrency=8, lease_ttl=LEASE, log=logged.append)
+
+        @worker.handle("pya.ok")
+        async def add(task, ctx):
+            await asyncio.sleep(0.01)
+            return {"sum": task["payload"]["a"] + task["payload"]["b"]}
+
+        @worker.handle("pya.flaky")
+        async def flaky_handler(task, ctx):
+            raise Retry("not yet")
+
+        @worker.handle("pya.fatal")
+        async def fatal_handler(task, ctx):
+            raise Fatal("never")
+
+        @worker.handle("pya.broken")
+        async def async_broken_handler(task, ctx):
+            return 1 / task["payload"]["n"]
+
+        @worker.handle("pya.snooze")
+        async def snooze_handler(task, ctx):
+            raise Snooze(3600)
+
+        @worker.handle("pya.slow")
+        async def slow_handler(task, ctx):
+            # Many handlers wait at once on one loop; heartbeats keep this one's lease.
+            await asyncio.sleep(LEASE * 2.5)
+            now = await sked.get(task["id"])
+            seen["lease"] = (now["started_at"], now["lease_expires_at"], now["state"])
+            return "slow done"
+
+        @worker.handle("pya.stoppable")
+        async def stoppable(task, ctx):
+            await sked.cancel(task["id"])
+            while not ctx.cancelled():
+                await asyncio.sleep(0.05)
+            raise Cancelled()
+
+        asyncio.run(asyncio.wait_for(worker.run(exit_when_idle=1.0), 60))
+
+        self.assertEqual(self.sked.get(ok)["result"], {"sum": 5})
+        self.assertEqual(self.sked.get(flaky)["state"], "retrying")
+        self.assertEqual((self.sked.get(fatal)["state"], self.sked.get(fatal)["attempt"]), ("dead", 1))
+        error = self.sked.get(broken)["last_error"]
+        self.assertIn("async_broken_handler", error)
+        self.assertIn("ZeroDivisionError", error)
+        self.assertTrue(any(f"task {broken} (pya.broken) attempt 1 failed" in m for m in logged), logged)
+        self.assertEqual(self.sked.get(snoozing)["state"], "scheduled")
+        self.assertEqual(self.sked.get(slow)["state"], "succeeded")
+        started, lease, state = seen["lease"]
+        self.assertEqual(state, "running")
+        self.assertGreater(_secs(lease) - _secs(started), LEASE * 2, "heartbeats extended the lease")
+        self.assertEqual(self.sked.get(stopped)["state"], "cancelled")
+        self.assertEqual(worker.done, {"succeeded": 2, "failed": 3, "snoozed": 1, "cancelled": 1})
 
 
 def _secs(rfc3339):

@@ -7,6 +7,7 @@ Standard library only.
 """
 
 from .aio import AsyncClient
+from .aio_worker import AsyncWorker
 from .client import DEFAULT_SERVER, Client, new_task
 from .errors import (
     Conflict,
@@ -28,6 +29,7 @@ from .worker import Cancelled, Context, Fatal, Retry, Snooze, Worker
 __all__ = [
     "DEFAULT_SERVER",
     "AsyncClient",
+    "AsyncWorker",
     "Cancelled",
     "Client",
     "Conflict",

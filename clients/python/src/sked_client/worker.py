@@ -76,6 +76,47 @@ class Context:
 Handler = Callable[[Json, Context], Any]
 
 
+def claim_body(name: str, queues: List[str], kinds: Iterable[str], free: int, wait: float, lease_ttl: float) -> Json:
+    """The request that claims up to `free` tasks, long-polling `wait` seconds."""
+    return {
+        "worker": name,
+        "queues": queues,
+        "kinds": sorted(kinds),
+        "max": free,
+        "wait": f"{int(wait * 1000)}ms",
+        "lease_ttl": f"{int(lease_ttl * 1000)}ms",
+    }
+
+
+def succeeded(result: Any) -> Json:
+    """The ending of a run that returned `result`."""
+    return {"outcome": "succeeded"} if result is None else {"outcome": "succeeded", "result": result}
+
+
+def failed(e: BaseException, task: Json, log: Callable[[str], None]) -> Json:
+    """The ending of a run that raised `e` (call it in the `except` block: it reads the
+    traceback being handled). A failure is logged; any exception but `Fatal` is retried, its
+    traceback kept with the attempt (bounded), as a worker's operator would look for it."""
+    if isinstance(e, Snooze):
+        return {"outcome": "snoozed", "delay": f"{int(e.seconds * 1000)}ms"}
+    if isinstance(e, Cancelled):
+        return {"outcome": "cancelled"}
+    run = f"task {task['id']} ({task['kind']}) attempt {task['attempt']}"
+    if isinstance(e, Fatal):
+        log(f"{run} failed for good: {e}")
+        return {"outcome": "failed", "error": str(e), "retryable": False}
+    error = bounded(traceback.format_exc())
+    log(f"{run} failed: {type(e).__name__}: {e}\n{error}")
+    return {"outcome": "failed", "error": error, "retryable": True}
+
+
+def log_unrecorded(items: List[Json], reply: Json, log: Callable[[str], None]) -> None:
+    """Logs the endings the server did not record."""
+    for item, r in zip(items, reply["results"]):
+        if "error" in r:
+            log(f"task {item['id']}: ending not recorded: {r['error']['message']}")
+
+
 class Worker:
     """Claims and runs tasks of the kinds it has handlers for, `concurrency` at a time."""
 
@@ -130,14 +171,7 @@ class Worker:
         free = self.concurrency - len(self._held)
         if free <= 0:
             return []
-        body = {
-            "worker": self.name,
-            "queues": self.queues,
-            "kinds": sorted(self.handlers),
-            "max": free,
-            "wait": f"{int(wait * 1000)}ms",
-            "lease_ttl": f"{int(self.lease_ttl * 1000)}ms",
-        }
+        body = claim_body(self.name, self.queues, self.handlers, free, wait, self.lease_ttl)
         return self.client.call("POST", "/v1/claim", body, timeout=wait + 30)["tasks"]
 
     def _heartbeats(self) -> None:
@@ -165,9 +199,7 @@ class Worker:
         for attempt in range(10):
             try:
                 reply = self.client.call("POST", "/v1/finish", {"results": items})
-                for item, r in zip(items, reply["results"]):
-                    if "error" in r:
-                        self.log(f"task {item['id']}: ending not recorded: {r['error']['message']}")
+                log_unrecorded(items, reply, self.log)
                 return
             except SkedError as e:
                 if e.status not in (0, 503):
@@ -182,23 +214,9 @@ class Worker:
         with run_span(task, self.name) as (traceparent, outcome):
             ctx.traceparent = traceparent
             try:
-                result = self.handlers[task["kind"]](task, ctx)
-                item["outcome"] = "succeeded"
-                if result is not None:
-                    item["result"] = result
-            except Snooze as s:
-                item.update(outcome="snoozed", delay=f"{int(s.seconds * 1000)}ms")
-            except Cancelled:
-                item.update(outcome="cancelled")
-            except Fatal as e:
-                item.update(outcome="failed", error=str(e), retryable=False)
-                self.log(f"task {task['id']} ({task['kind']}) attempt {task['attempt']} failed for good: {e}")
-            except Exception as e:  # noqa: BLE001 - any other error is a retryable failure
-                # The traceback is kept with the attempt (bounded) and logged, as a worker's
-                # operator would look for it.
-                error = bounded(traceback.format_exc())
-                item.update(outcome="failed", error=error, retryable=True)
-                self.log(f"task {task['id']} ({task['kind']}) attempt {task['attempt']} failed: {type(e).__name__}: {e}\n{error}")
+                item.update(succeeded(self.handlers[task["kind"]](task, ctx)))
+            except Exception as e:  # noqa: BLE001 - what it raised is the ending
+                item.update(failed(e, task, self.log))
             outcome(item["outcome"], item.get("error"))
         with self._lock:
             self._held.pop((task["id"], task["attempt"]), None)
