@@ -110,6 +110,15 @@ pub(crate) struct ListQuery {
     queue: Option<String>,
     kind: Option<String>,
     schedule: Option<String>,
+    /// Only tasks of this concurrency key.
+    key: Option<String>,
+    /// Only tasks of this unique key.
+    unique_key: Option<String>,
+    /// Only tasks enqueued at or after this instant (RFC 3339).
+    since: Option<jiff::Timestamp>,
+    /// Only tasks enqueued before this instant (RFC 3339).
+    until: Option<jiff::Timestamp>,
+    /// Only tasks with a smaller id: the previous page's `next_before`.
     before: Option<i64>,
     limit: Option<u32>,
     /// Comma-separated: `payload`, `result` (left out of lists otherwise).
@@ -147,6 +156,10 @@ pub(crate) async fn list(
             f.queue = q.queue;
             f.kind = q.kind;
             f.schedule = q.schedule;
+            f.key = q.key;
+            f.unique_key = q.unique_key;
+            f.since = q.since;
+            f.until = q.until;
             f.before = q.before;
             f.limit = q.limit;
             f.with_payloads = payload || result;

@@ -50,6 +50,14 @@ pub struct TaskListParams {
     pub queue: Option<String>,
     pub kind: Option<String>,
     pub schedule: Option<String>,
+    /// Of this concurrency key.
+    pub key: Option<String>,
+    /// Of this unique key.
+    pub unique_key: Option<String>,
+    /// Enqueued at or after this instant.
+    pub since: Option<Timestamp>,
+    /// Enqueued before this instant.
+    pub until: Option<Timestamp>,
     /// Only tasks with a smaller id (for paging).
     pub before_id: Option<TaskId>,
     pub limit: u32,

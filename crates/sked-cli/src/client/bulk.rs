@@ -18,7 +18,7 @@ use super::{failed, show, task_id};
 #[derive(Args)]
 pub(crate) struct Target {
     /// The task's id (or give a filter: --state, with --queue, --kind, --before)
-    #[arg(required_unless_present = "state", conflicts_with_all = ["state", "queue", "kind", "before", "dry_run"])]
+    #[arg(required_unless_present = "state", conflicts_with_all = ["state", "queue", "kind", "key", "before", "dry_run"])]
     id: Option<String>,
     /// Every task in these states (comma-separated)
     #[arg(long, value_delimiter = ',', value_name = "STATES")]
@@ -29,6 +29,9 @@ pub(crate) struct Target {
     /// With --state: only tasks of this kind
     #[arg(long, requires = "state")]
     kind: Option<String>,
+    /// With --state: only tasks of this concurrency key
+    #[arg(long, requires = "state")]
+    key: Option<String>,
     /// With --state: only tasks enqueued before this time (RFC 3339, or relative like -1h)
     #[arg(
         long,
@@ -85,6 +88,9 @@ pub(crate) async fn run(
         queue: t.queue,
         kind: t.kind,
         before,
+        since: None,
+        key: t.key,
+        unique_key: None,
         after: None,
         limit: Some(t.batch),
         dry_run: true,
@@ -122,6 +128,7 @@ pub(crate) async fn run(
         let verb = match action {
             BulkAction::Retry => "retried",
             BulkAction::Cancel => "cancelled",
+            BulkAction::Delete => "deleted",
         };
         out!("{verb} {} tasks", d.changed)
     });

@@ -33,6 +33,18 @@ pub(crate) enum TaskCmd {
         /// Only tasks made by this schedule
         #[arg(long)]
         schedule: Option<String>,
+        /// Only tasks of this concurrency key
+        #[arg(long, value_name = "KEY")]
+        key: Option<String>,
+        /// Only tasks of this unique key
+        #[arg(long, value_name = "KEY")]
+        unique_key: Option<String>,
+        /// Only tasks enqueued at or after this time (RFC 3339, or relative like -1h)
+        #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+        since: Option<String>,
+        /// Only tasks enqueued before this time (RFC 3339, or relative like -10m)
+        #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+        until: Option<String>,
         /// At most this many (1 to 1000)
         #[arg(long, default_value_t = 50, value_name = "N")]
         limit: u32,
@@ -218,10 +230,25 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
             queue,
             kind,
             schedule,
+            key,
+            unique_key,
+            since,
+            until,
             limit,
             before,
         } => {
             let mut filter = TaskFilter::new().limit(limit);
+            let now = jiff::Timestamp::now();
+            let at = |flag: &str, v: &Option<String>| {
+                v.as_deref()
+                    .map(|v| sked_core::parse_time(v, now))
+                    .transpose()
+                    .map_err(|e| CliError::usage(format!("invalid {flag}: {e}")))
+            };
+            filter.since = at("--since", &since)?;
+            filter.until = at("--until", &until)?;
+            filter.key = key;
+            filter.unique_key = unique_key;
             for s in &state {
                 filter = filter.state(TaskState::parse(s).map_err(CliError::usage)?);
             }

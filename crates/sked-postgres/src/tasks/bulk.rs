@@ -1,4 +1,4 @@
-//! Bulk operations: retry or cancel every task a filter matches, one bounded batch per call,
+//! Bulk operations: retry, cancel or delete every task a filter matches, one bounded batch per call,
 //! each batch one transaction of a few set-wise statements.
 
 use deadpool_postgres::Object;
@@ -29,10 +29,25 @@ fn conditions<'a>(
     if let Some(k) = &f.kind {
         sql.push_str(&format!(" AND t.kind = ${}::text", next(params, k)));
     }
+    if let Some(k) = &f.key {
+        sql.push_str(&format!(
+            " AND t.concurrency_key = ${}::text",
+            next(params, k)
+        ));
+    }
+    if let Some(k) = &f.unique_key {
+        sql.push_str(&format!(" AND t.unique_key = ${}::text", next(params, k)));
+    }
     if let Some(b) = &f.before {
         sql.push_str(&format!(
             " AND t.created_at < ${}::timestamptz",
             next(params, b)
+        ));
+    }
+    if let Some(s) = &f.since {
+        sql.push_str(&format!(
+            " AND t.created_at >= ${}::timestamptz",
+            next(params, s)
         ));
     }
     sql
@@ -140,6 +155,22 @@ pub(crate) async fn batch(
             if scheduled {
                 super::announce_schedules(&*tx, channel).await?;
             }
+        }
+        BulkAction::Delete => {
+            // The rows are locked and finished (the filter's states are): they go with their
+            // attempts, as retention removes them.
+            tx.execute(
+                &format!("DELETE FROM sked_tasks t WHERE t.id = ANY($1) AND t.state IN {FINISHED}"),
+                &[&ids],
+            )
+            .await
+            .map_err(db_err)?;
+            tx.execute(
+                "DELETE FROM sked_task_attempts WHERE task_id = ANY($1)",
+                &[&ids],
+            )
+            .await
+            .map_err(db_err)?;
         }
     }
     tx.commit().await.map_err(db_err)?;

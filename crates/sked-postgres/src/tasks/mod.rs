@@ -119,10 +119,18 @@ pub(crate) async fn list(c: &mut Object, p: &TaskListParams) -> Result<TaskPage>
         ("queue", &p.queue),
         ("kind", &p.kind),
         ("schedule", &p.schedule),
+        ("concurrency_key", &p.key),
+        ("unique_key", &p.unique_key),
     ] {
         if let Some(v) = value {
             params.push(v);
             sql.push_str(&format!(" AND t.{column} = ${}", params.len()));
+        }
+    }
+    for (cond, t) in [("t.created_at >=", &p.since), ("t.created_at <", &p.until)] {
+        if let Some(t) = t {
+            params.push(t);
+            sql.push_str(&format!(" AND {cond} ${}", params.len()));
         }
     }
     if let Some(before) = &p.before_id {

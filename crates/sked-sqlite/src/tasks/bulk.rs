@@ -1,4 +1,5 @@
-//! Bulk operations: retry or cancel every task a filter matches, one bounded batch per call.
+//! Bulk operations: retry, cancel or delete every task a filter matches, one bounded batch
+//! per call.
 
 use rusqlite::{Connection, Transaction, params_from_iter, types::Value};
 use sked_core::TaskId;
@@ -15,15 +16,22 @@ fn conditions(f: &BulkFilter) -> (String, Vec<Value>) {
         .collect();
     let marks: Vec<String> = (1..=values.len()).map(|i| format!("?{i}")).collect();
     let mut sql = format!("state IN ({})", marks.join(", "));
-    for (column, value) in [("queue", &f.queue), ("kind", &f.kind)] {
+    for (column, value) in [
+        ("queue", &f.queue),
+        ("kind", &f.kind),
+        ("concurrency_key", &f.key),
+        ("unique_key", &f.unique_key),
+    ] {
         if let Some(v) = value {
             values.push(Value::Text(v.clone()));
             sql.push_str(&format!(" AND {column} = ?{}", values.len()));
         }
     }
-    if let Some(before) = f.before {
-        values.push(Value::Integer(ts(before)));
-        sql.push_str(&format!(" AND created_at < ?{}", values.len()));
+    for (cond, t) in [("created_at <", f.before), ("created_at >=", f.since)] {
+        if let Some(t) = t {
+            values.push(Value::Integer(ts(t)));
+            sql.push_str(&format!(" AND {cond} ?{}", values.len()));
+        }
     }
     (sql, values)
 }
@@ -54,12 +62,25 @@ pub(crate) fn batch(tx: &Transaction<'_>, p: &TaskBulkParams) -> Result<BulkBatc
             .map_err(db_err)?;
         rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
     };
-    for &id in &ids {
-        match p.action {
-            BulkAction::Retry => {
+    match p.action {
+        // Two statements for the whole batch, as retention deletes.
+        BulkAction::Delete if !ids.is_empty() => {
+            let list = crate::codec::id_list(&ids);
+            for sql in [super::PRUNE_ATTEMPTS, super::PRUNE_TASKS] {
+                tx.prepare_cached(sql)
+                    .map_err(db_err)?
+                    .execute([&list])
+                    .map_err(db_err)?;
+            }
+        }
+        BulkAction::Delete => {}
+        BulkAction::Retry => {
+            for &id in &ids {
                 super::retry(tx, &TaskRetryParams { id, now: p.now })?;
             }
-            BulkAction::Cancel => {
+        }
+        BulkAction::Cancel => {
+            for &id in &ids {
                 super::cancel(tx, id, p.now)?;
             }
         }

@@ -118,10 +118,18 @@ pub(crate) fn list(conn: &Connection, p: &TaskListParams) -> Result<TaskPage> {
         ("queue", &p.queue),
         ("kind", &p.kind),
         ("schedule", &p.schedule),
+        ("concurrency_key", &p.key),
+        ("unique_key", &p.unique_key),
     ] {
         if let Some(v) = v {
             sql.push_str(&format!(" AND {col} = ?"));
             args.push(Value::Text(v.clone()));
+        }
+    }
+    for (cond, t) in [("created_at >= ?", p.since), ("created_at < ?", p.until)] {
+        if let Some(t) = t {
+            sql.push_str(&format!(" AND {cond}"));
+            args.push(Value::Integer(ts(t)));
         }
     }
     if let Some(before) = p.before_id {

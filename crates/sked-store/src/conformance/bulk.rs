@@ -89,3 +89,109 @@ pub async fn bulk_retry_and_cancel_by_filter_in_batches(store: &Shared) {
     let t = store.task_get(retried[0].id).await.unwrap();
     assert!(t.cancel_requested && t.state == TaskState::Running, "{t:?}");
 }
+
+/// Lists and bulk operations filter by concurrency key, unique key and enqueue time alike;
+/// a bulk delete removes finished tasks (with their attempts) and nothing else, batch by batch.
+pub async fn filters_by_key_and_time_and_bulk_delete(store: &Shared) {
+    // At t0: two of key t1 (one with a unique key), one of key t2; at 5 s: one without.
+    let early = [
+        NewTask::new("k").queue("d").key("t1"),
+        NewTask::new("k").queue("d").key("t1").unique_key("u1"),
+        NewTask::new("k").queue("d").key("t2"),
+    ];
+    insert_batch(store, &early, t0()).await;
+    insert_batch(
+        store,
+        &[NewTask::new("k").queue("d").max_attempts(1)],
+        at(5),
+    )
+    .await;
+    let listed = async |p: TaskListParams| -> Vec<i64> {
+        let page = store
+            .task_list(TaskListParams { limit: 100, ..p })
+            .await
+            .unwrap();
+        page.items.iter().map(|t| t.id).collect()
+    };
+    let all = listed(TaskListParams::default()).await;
+    assert_eq!(all.len(), 4);
+    let of_key = |key: &str| TaskListParams {
+        key: Some(key.into()),
+        ..Default::default()
+    };
+    assert_eq!(listed(of_key("t1")).await.len(), 2);
+    assert_eq!(listed(of_key("t2")).await.len(), 1);
+    let unique = TaskListParams {
+        unique_key: Some("u1".into()),
+        ..Default::default()
+    };
+    assert_eq!(listed(unique).await.len(), 1);
+    let since = TaskListParams {
+        since: Some(at(5)),
+        ..Default::default()
+    };
+    assert_eq!(listed(since).await, vec![all[0]]);
+    let until = TaskListParams {
+        until: Some(at(5)),
+        ..Default::default()
+    };
+    assert_eq!(listed(until).await.len(), 3);
+    let t1 = BulkFilter {
+        states: vec![TaskState::Available],
+        key: Some("t1".into()),
+        ..BulkFilter::default()
+    };
+    assert_eq!(store.task_bulk_count(t1.clone()).await.unwrap(), 2);
+    let recent = BulkFilter {
+        states: vec![TaskState::Available],
+        since: Some(at(5)),
+        ..BulkFilter::default()
+    };
+    assert_eq!(store.task_bulk_count(recent).await.unwrap(), 1);
+
+    // The recent one fails for good; the t1 ones are cancelled; t2's stays available.
+    let recent_task = claim(store, 10, at(6)).await;
+    for t in &recent_task {
+        if t.id == all[0] {
+            finish(store, t.id, t.attempt, failed(false), at(7))
+                .await
+                .unwrap();
+        } else {
+            finish(store, t.id, t.attempt, FinishOutcome::Released, at(7))
+                .await
+                .unwrap();
+        }
+    }
+    let mut after = None;
+    loop {
+        let b = batch(store, BulkAction::Cancel, &t1, after).await;
+        after = b.next_after;
+        if after.is_none() {
+            break;
+        }
+    }
+    let finished = BulkFilter {
+        states: vec![TaskState::Dead, TaskState::Cancelled],
+        queue: Some("d".into()),
+        ..BulkFilter::default()
+    };
+    assert_eq!(store.task_bulk_count(finished.clone()).await.unwrap(), 3);
+    // Deleted two at a time: 2, then 1 and done.
+    let first = batch(store, BulkAction::Delete, &finished, None).await;
+    assert_eq!(first.changed, 2);
+    let second = batch(store, BulkAction::Delete, &finished, first.next_after).await;
+    assert_eq!((second.changed, second.next_after), (1, None));
+    let left = listed(TaskListParams::default()).await;
+    assert_eq!(left.len(), 1, "only the unfinished task is left");
+    for id in &all {
+        let got = store.task_get(*id).await;
+        assert_eq!(got.is_ok(), left.contains(id), "task {id}");
+    }
+    // A delete names finished states only.
+    assert!(
+        BulkAction::Delete
+            .applies_to()
+            .iter()
+            .all(|s| s.is_finished())
+    );
+}

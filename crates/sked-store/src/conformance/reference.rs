@@ -68,13 +68,9 @@ async fn all_tasks(store: &Shared) -> Vec<Task> {
     loop {
         let page = store
             .task_list(TaskListParams {
-                states: vec![],
-                queue: None,
-                kind: None,
-                schedule: None,
                 before_id,
                 limit: 1000,
-                with_payloads: false,
+                ..TaskListParams::default()
             })
             .await
             .unwrap();

@@ -1,5 +1,5 @@
 //! The types of operations on every task a filter matches, done in bounded batches: retry
-//! finished tasks, cancel unfinished ones.
+//! finished tasks, cancel unfinished ones, delete finished ones.
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -14,6 +14,8 @@ pub enum BulkAction {
     Retry,
     /// A task that has not started is cancelled; a running one is asked to stop.
     Cancel,
+    /// A finished task is deleted, with its attempts.
+    Delete,
 }
 
 impl BulkAction {
@@ -23,6 +25,7 @@ impl BulkAction {
         match self {
             BulkAction::Retry => &[Succeeded, Dead, Cancelled],
             BulkAction::Cancel => &[Scheduled, Available, Retrying, Running],
+            BulkAction::Delete => &[Succeeded, Dead, Cancelled],
         }
     }
 
@@ -31,6 +34,7 @@ impl BulkAction {
         match self {
             BulkAction::Retry => "retry",
             BulkAction::Cancel => "cancel",
+            BulkAction::Delete => "delete",
         }
     }
 }
@@ -47,6 +51,15 @@ pub struct BulkFilter {
     /// Enqueued before this instant.
     #[serde(default)]
     pub before: Option<Timestamp>,
+    /// Enqueued at or after this instant.
+    #[serde(default)]
+    pub since: Option<Timestamp>,
+    /// Of this concurrency key.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// Of this unique key.
+    #[serde(default)]
+    pub unique_key: Option<String>,
 }
 
 #[derive(Debug, Clone)]

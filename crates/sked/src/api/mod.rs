@@ -150,7 +150,7 @@ pub struct TaskHeld {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BulkRequest {
-    /// `retry` (finished tasks) or `cancel` (unfinished ones).
+    /// `retry` (finished tasks), `cancel` (unfinished ones) or `delete` (finished ones).
     pub action: sked_store::BulkAction,
     /// The states to match (each one the action applies to).
     pub state: Vec<sked_core::TaskState>,
@@ -165,6 +165,15 @@ pub struct BulkRequest {
     /// Only tasks enqueued before this instant.
     #[serde(default)]
     pub before: Option<Timestamp>,
+    /// Only tasks enqueued at or after this instant.
+    #[serde(default)]
+    pub since: Option<Timestamp>,
+    /// Only tasks of this concurrency key.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// Only tasks of this unique key.
+    #[serde(default)]
+    pub unique_key: Option<String>,
     /// Only tasks with a larger id: the previous batch's `next_after`.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<i64>))]
@@ -208,6 +217,9 @@ impl BulkRequest {
             queue: self.queue.clone(),
             kind: self.kind.clone(),
             before: self.before,
+            since: self.since,
+            key: self.key.clone(),
+            unique_key: self.unique_key.clone(),
         }
     }
 }

@@ -181,6 +181,10 @@ impl Client {
                     ("queue", filter.queue),
                     ("kind", filter.kind),
                     ("schedule", filter.schedule),
+                    ("key", filter.key),
+                    ("unique_key", filter.unique_key),
+                    ("since", filter.since.map(|t| t.to_string())),
+                    ("until", filter.until.map(|t| t.to_string())),
                     ("before", filter.before.map(|i| i.to_string())),
                 ] {
                     if let Some(v) = v {

@@ -24,6 +24,14 @@ pub struct TaskFilter {
     pub kind: Option<String>,
     /// Only tasks made by this schedule.
     pub schedule: Option<String>,
+    /// Only tasks of this concurrency key.
+    pub key: Option<String>,
+    /// Only tasks of this unique key.
+    pub unique_key: Option<String>,
+    /// Only tasks enqueued at or after this instant.
+    pub since: Option<Timestamp>,
+    /// Only tasks enqueued before this instant.
+    pub until: Option<Timestamp>,
     /// Only tasks with a smaller id: the next page after the last id seen.
     pub before: Option<TaskId>,
     /// At most this many (100 when `None`, at most 1,000).
@@ -87,6 +95,10 @@ impl TaskFilter {
             queue: self.queue,
             kind: self.kind,
             schedule: self.schedule,
+            key: self.key,
+            unique_key: self.unique_key,
+            since: self.since,
+            until: self.until,
             before_id: self.before,
             limit: rules::list_limit(self.limit),
             with_payloads: self.with_payloads,
