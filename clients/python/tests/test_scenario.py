@@ -101,6 +101,14 @@ class Scenario(unittest.TestCase):
         self.assertEqual(self.sked.cancel_all(state="available", queue="py-rest", dry_run=True), 5)
         self.assertEqual(self.sked.cancel_all(state="available", queue="py-rest", batch=2), 5)
         self.assertEqual(self.sked.retry_all(state="cancelled", queue="py-rest", batch=2), 5)
+        keyed = self.sked.enqueue("py.rest", None, queue="py-rest", key="tenant-9")["id"]
+        self.assertEqual([t["id"] for t in self.sked.tasks(queue="py-rest", key="tenant-9")], [keyed])
+        self.assertEqual(self.sked.list(queue="py-rest", until="2000-01-01T00:00:00Z"), [])
+        self.assertEqual(self.sked.cancel_all(state="available", queue="py-rest", key="tenant-9"), 1)
+        self.assertEqual(self.sked.delete_all(state="cancelled", queue="py-rest", dry_run=True), 1)
+        self.assertEqual(self.sked.delete_all(state="cancelled", queue="py-rest"), 1)
+        with self.assertRaises(NotFound):
+            self.sked.get(keyed)
         # Schedules: replaced whole, backfilled, their ledger; declared by a group of code.
         put = self.sked.put_schedule("py-put", {"spec": "0 3 * * *", "tz": "UTC", "task": {"kind": "py.later"}})
         self.assertEqual((put["name"], put["spec"]), ("py-put", "0 3 * * *"))

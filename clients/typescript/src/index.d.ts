@@ -52,15 +52,26 @@ export interface TaskFilters {
   queue?: string;
   kind?: string;
   schedule?: string;
+  key?: string;
+  unique_key?: string;
+  /** Enqueued at or after (RFC 3339). */
+  since?: string;
+  /** Enqueued before (RFC 3339). */
+  until?: string;
   limit?: number;
   before?: number;
 }
 
-/** The tasks a bulk retry or cancel applies to; `state` lists states: "dead,cancelled". */
+/** The tasks a bulk retry, cancel or delete applies to; `state` lists states: "dead,cancelled". */
 export interface BulkFilter {
   state: string;
   queue?: string;
   kind?: string;
+  key?: string;
+  unique_key?: string;
+  /** Enqueued at or after (RFC 3339). */
+  since?: string;
+  /** Enqueued before (RFC 3339). */
   before?: string;
 }
 
@@ -80,6 +91,7 @@ export class Client {
   held(id: number): Promise<{ by: string; until: string | null } | null>;
   retryAll(filter: BulkFilter, options?: { dryRun?: boolean; batch?: number }): Promise<number>;
   cancelAll(filter: BulkFilter, options?: { dryRun?: boolean; batch?: number }): Promise<number>;
+  deleteAll(filter: BulkFilter, options?: { dryRun?: boolean; batch?: number }): Promise<number>;
   cancel(id: number): Promise<Json>;
   retry(id: number): Promise<Json>;
   reschedule(id: number, runAt: string): Promise<Json>;

@@ -162,8 +162,8 @@ export class Client {
   async held(id) {
     return (await this.call("GET", `/v1/tasks/${Number(id)}/held`)).held;
   }
-  async #bulk(action, { state, queue, kind, before }, { dryRun = false, batch = 500 } = {}) {
-    const body = dropUndefined({ action, state: state.split(","), queue, kind, before, limit: batch });
+  async #bulk(action, { state, queue, kind, key, unique_key, since, before }, { dryRun = false, batch = 500 } = {}) {
+    const body = dropUndefined({ action, state: state.split(","), queue, kind, key, unique_key, since, before, limit: batch });
     if (dryRun) return (await this.call("POST", "/v1/tasks/bulk", { ...body, dry_run: true })).matched;
     let changed = 0;
     for (;;) {
@@ -180,6 +180,10 @@ export class Client {
   /** Cancels every unfinished task the filter matches, as `retryAll` retries. */
   cancelAll(filter, options) {
     return this.#bulk("cancel", filter, options);
+  }
+  /** Deletes every finished task the filter matches, with its attempts, as `retryAll` retries. */
+  deleteAll(filter, options) {
+    return this.#bulk("delete", filter, options);
   }
   cancel(id) {
     return this.call("POST", `/v1/tasks/${Number(id)}/cancel`, {});

@@ -57,6 +57,13 @@ test("the rest of the API", async () => {
   assert.equal(await sked.cancelAll({ state: "available", queue: "ts-rest" }, { dryRun: true }), 5);
   assert.equal(await sked.cancelAll({ state: "available", queue: "ts-rest" }, { batch: 2 }), 5);
   assert.equal(await sked.retryAll({ state: "cancelled", queue: "ts-rest" }, { batch: 2 }), 5);
+  const keyed = (await sked.enqueue("ts.rest", null, { queue: "ts-rest", key: "tenant-9" })).id;
+  assert.deepEqual((await sked.list({ queue: "ts-rest", key: "tenant-9" })).map((t) => t.id), [keyed]);
+  assert.deepEqual(await sked.list({ queue: "ts-rest", until: "2000-01-01T00:00:00Z" }), []);
+  assert.equal(await sked.cancelAll({ state: "available", queue: "ts-rest", key: "tenant-9" }), 1);
+  assert.equal(await sked.deleteAll({ state: "cancelled", queue: "ts-rest" }, { dryRun: true }), 1);
+  assert.equal(await sked.deleteAll({ state: "cancelled", queue: "ts-rest" }), 1);
+  await assert.rejects(sked.get(keyed), errors.NotFound);
   // Schedules: replaced whole, backfilled, their ledger; declared by a group of code.
   const put = await sked.putSchedule("ts-put", { spec: "0 3 * * *", tz: "UTC", task: { kind: "ts.later" } });
   assert.deepEqual([put.name, put.spec], ["ts-put", "0 3 * * *"]);

@@ -33,10 +33,15 @@ class AsyncClient:
         queue: Optional[str] = None,
         kind: Optional[str] = None,
         schedule: Optional[str] = None,
+        key: Optional[str] = None,
+        unique_key: Optional[str] = None,
+        since: Optional[str] = None,
+        until: Optional[str] = None,
         limit: Optional[int] = None,
         before: Optional[int] = None,
     ) -> List[Json]:
-        filters = dict(state=state, queue=queue, kind=kind, schedule=schedule, limit=limit, before=before)
+        filters = dict(state=state, queue=queue, kind=kind, schedule=schedule, key=key, unique_key=unique_key,
+                       since=since, until=until, limit=limit, before=before)
         return await asyncio.to_thread(lambda: self.sync.list(**filters))
 
     async def cancel(self, task_id: int) -> Json:
@@ -112,10 +117,15 @@ class AsyncClient:
         queue: Optional[str] = None,
         kind: Optional[str] = None,
         schedule: Optional[str] = None,
+        key: Optional[str] = None,
+        unique_key: Optional[str] = None,
+        since: Optional[str] = None,
+        until: Optional[str] = None,
         page_size: int = 1000,
     ) -> AsyncIterator[Json]:
         """Every task the filters match, newest first, a page at a time (`async for`)."""
-        filters = {"state": state, "queue": queue, "kind": kind, "schedule": schedule}
+        filters = {"state": state, "queue": queue, "kind": kind, "schedule": schedule,
+                   "key": key, "unique_key": unique_key, "since": since, "until": until}
         before: Optional[int] = None
         while True:
             page = await asyncio.to_thread(self.sync._task_page, filters, page_size, before)
@@ -133,6 +143,9 @@ class AsyncClient:
 
     async def cancel_all(self, **filters: Any) -> int:
         return await asyncio.to_thread(lambda: self.sync.cancel_all(**filters))
+
+    async def delete_all(self, **filters: Any) -> int:
+        return await asyncio.to_thread(lambda: self.sync.delete_all(**filters))
 
     async def put_schedule(self, name: str, definition: Json) -> Json:
         return await asyncio.to_thread(self.sync.put_schedule, name, definition)

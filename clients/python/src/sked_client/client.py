@@ -128,12 +128,18 @@ class Client:
         queue: Optional[str] = None,
         kind: Optional[str] = None,
         schedule: Optional[str] = None,
+        key: Optional[str] = None,
+        unique_key: Optional[str] = None,
+        since: Optional[str] = None,
+        until: Optional[str] = None,
         limit: Optional[int] = None,
         before: Optional[int] = None,
     ) -> List[Json]:
         """One page of tasks, newest first, filtered (`state` may list several:
-        `dead,cancelled`); `tasks` reads every page."""
-        filters = {"state": state, "queue": queue, "kind": kind, "schedule": schedule}
+        `dead,cancelled`; `since` and `until` bound when they were enqueued, RFC 3339);
+        `tasks` reads every page."""
+        filters = {"state": state, "queue": queue, "kind": kind, "schedule": schedule,
+                   "key": key, "unique_key": unique_key, "since": since, "until": until}
         return self._task_page(filters, limit, before)["tasks"]
 
     def tasks(
@@ -143,10 +149,16 @@ class Client:
         queue: Optional[str] = None,
         kind: Optional[str] = None,
         schedule: Optional[str] = None,
+        key: Optional[str] = None,
+        unique_key: Optional[str] = None,
+        since: Optional[str] = None,
+        until: Optional[str] = None,
         page_size: int = 1000,
     ) -> Iterator[Json]:
-        """Every task the filters match, newest first, read a page at a time as it is used."""
-        filters = {"state": state, "queue": queue, "kind": kind, "schedule": schedule}
+        """Every task the filters match (as `list` takes them), newest first, read a page at a
+        time as it is used."""
+        filters = {"state": state, "queue": queue, "kind": kind, "schedule": schedule,
+                   "key": key, "unique_key": unique_key, "since": since, "until": until}
         before: Optional[int] = None
         while True:
             page = self._task_page(filters, page_size, before)
@@ -178,13 +190,17 @@ class Client:
         state: str,
         queue: Optional[str] = None,
         kind: Optional[str] = None,
+        key: Optional[str] = None,
+        unique_key: Optional[str] = None,
+        since: Optional[str] = None,
         before: Optional[str] = None,
         dry_run: bool = False,
         batch: int = 500,
     ) -> int:
-        """Retries every finished task the filter matches (`state`: `dead,cancelled`, say), a
-        short batch at a time; how many changed (with `dry_run`: how many match)."""
-        filters = {"queue": queue, "kind": kind, "before": before}
+        """Retries every finished task the filter matches (`state`: `dead,cancelled`, say;
+        `since` and `before` bound when they were enqueued), a short batch at a time; how many
+        changed (with `dry_run`: how many match)."""
+        filters = {"queue": queue, "kind": kind, "key": key, "unique_key": unique_key, "since": since, "before": before}
         return self._bulk("retry", state, dry_run, batch, filters)
 
     def cancel_all(
@@ -193,13 +209,34 @@ class Client:
         state: str,
         queue: Optional[str] = None,
         kind: Optional[str] = None,
+        key: Optional[str] = None,
+        unique_key: Optional[str] = None,
+        since: Optional[str] = None,
         before: Optional[str] = None,
         dry_run: bool = False,
         batch: int = 500,
     ) -> int:
         """Cancels every unfinished task the filter matches, as `retry_all` retries."""
-        filters = {"queue": queue, "kind": kind, "before": before}
+        filters = {"queue": queue, "kind": kind, "key": key, "unique_key": unique_key, "since": since, "before": before}
         return self._bulk("cancel", state, dry_run, batch, filters)
+
+    def delete_all(
+        self,
+        *,
+        state: str,
+        queue: Optional[str] = None,
+        kind: Optional[str] = None,
+        key: Optional[str] = None,
+        unique_key: Optional[str] = None,
+        since: Optional[str] = None,
+        before: Optional[str] = None,
+        dry_run: bool = False,
+        batch: int = 500,
+    ) -> int:
+        """Deletes every finished task the filter matches, with its attempts, as `retry_all`
+        retries."""
+        filters = {"queue": queue, "kind": kind, "key": key, "unique_key": unique_key, "since": since, "before": before}
+        return self._bulk("delete", state, dry_run, batch, filters)
 
     def cancel(self, task_id: int) -> Json:
         return self.call("POST", f"/v1/tasks/{int(task_id)}/cancel", {})
