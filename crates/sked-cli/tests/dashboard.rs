@@ -120,6 +120,21 @@ fn dashboard_in_chromium_shows_schedules_and_retries_a_failed_task() {
     wait_for("the paced task to succeed", Duration::from_secs(20), || {
         server.task(&first)["state"] == "succeeded"
     });
+    // Thirty tasks an hour off, of two tenants, for the search and the bulk actions.
+    let later: Vec<serde_json::Value> = (0..30)
+        .map(|i| {
+            let key = if i < 10 { "tenant-a" } else { "tenant-b" };
+            serde_json::json!({"kind": "report", "queue": "bulk", "key": key, "run_at": "2099-01-01T00:00:00Z"})
+        })
+        .collect();
+    let (status, _) = common::http_call(
+        &server.url,
+        "POST",
+        "/v1/tasks/batch",
+        &[],
+        &serde_json::json!({ "tasks": later }).to_string(),
+    );
+    assert_eq!(status, 201);
 
     let shots = std::env::var("SKED_SCREENSHOTS")
         .map(PathBuf::from)
@@ -144,4 +159,13 @@ fn dashboard_in_chromium_shows_schedules_and_retries_a_failed_task() {
     assert_eq!(t["state"], "succeeded", "{t}");
     assert_eq!(t["attempts"].as_array().unwrap().len(), 2, "{t}");
     assert!(shots.join("dashboard.png").exists());
+    // The bulk actions went through the API: tenant-b's twenty were cancelled, then deleted;
+    // tenant-a's ten are as they were.
+    let left = server.json(&["task", "ls", "--queue", "bulk", "--limit", "100"]);
+    let left = left["tasks"].as_array().unwrap();
+    assert_eq!(left.len(), 10, "{left:?}");
+    assert!(left.iter().all(|t| t["state"] == "scheduled"));
+    // The schedule made in the browser was deleted there too.
+    let gone = server.sked(&["schedule", "get", "made-here"]);
+    assert_eq!(gone.status.code(), Some(2));
 }

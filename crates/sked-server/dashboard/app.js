@@ -71,7 +71,8 @@ function humanIn(ts, tz) {
     timeZoneName: "longOffset",
   }).formatToParts(new Date(ts));
   const p = Object.fromEntries(parts.map((x) => [x.type, x.value]));
-  const offset = p.timeZoneName.replace("GMT", "") || "Z";
+  const zone = tz || Intl.DateTimeFormat().resolvedOptions().timeZone;
+  const offset = zone === "UTC" || zone === "Etc/UTC" ? "Z" : p.timeZoneName.replace("GMT", "") || "+00:00";
   return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second}${offset}`;
 }
 
@@ -142,7 +143,7 @@ async function api(method, path, body) {
 }
 
 const get = (path) => api("GET", path);
-const post = (path) => api("POST", path);
+const post = (path, body) => api("POST", path, body);
 
 function askToken() {
   const dlg = document.getElementById("login");
@@ -350,6 +351,7 @@ async function schedules(query) {
   const next = new URLSearchParams(Object.fromEntries(Object.entries({ prefix: f.prefix, show: f.show, after: next_after }).filter(([, v]) => v)));
   return [
     h("h1", {}, "Schedules ", h("span", { class: "muted small", "data-count": String(count) }, `${count.toLocaleString()}${count_at_least ? "+" : ""} ${filtered ? "match" : "in all"}`)),
+    h("div", { class: "actions" }, h("a", { class: "button", href: "#/schedules/new", "data-action": "new-schedule" }, "New schedule")),
     form,
     table(["name", "spec", "zone", "next fire", "last start", "last stop", "last outcome", ""], rows, filtered ? "No schedules match." : "No schedules yet: sked schedule add …"),
     next_after ? h("a", { class: "button", href: `#/schedules?${next}` }, "Next →") : null,
@@ -385,7 +387,21 @@ async function schedule(name) {
   );
   return [
     h("h1", {}, "Schedule ", h("span", { class: "name" }, s.name), s.paused ? h("span", { class: "tag" }, "paused") : null),
-    h("div", { class: "actions" }, scheduleActions(s), h("a", { class: "button", href: `#/tasks?schedule=${enc(s.name)}` }, "Its tasks")),
+    h(
+      "div",
+      { class: "actions" },
+      scheduleActions(s),
+      h("a", { class: "button", href: `#/schedules/${enc(s.name)}/edit`, "data-action": "edit" }, "Edit"),
+      h("a", { class: "button", href: `#/tasks?schedule=${enc(s.name)}` }, "Its tasks"),
+      action(
+        "Delete",
+        async () => {
+          await api("DELETE", `/v1/schedules/${enc(s.name)}`);
+          location.hash = "#/schedules";
+        },
+        { name: "delete", danger: true, confirm: `Delete schedule ${s.name}? Its tasks stay.`, done: `${s.name}: deleted` },
+      ),
+    ),
     dl([
       ["spec", [h("code", {}, s.spec), s.description ? h("div", { class: "muted" }, s.description) : null]],
       ["time zone", s.tz],
@@ -410,9 +426,133 @@ async function schedule(name) {
   ];
 }
 
+/** The fields of a schedule that `PUT /v1/schedules/{name}` takes, from what `GET` answers. */
+const SCHEDULE_FIELDS = ["spec", "tz", "task", "overlap", "catchup", "catchup_window", "from", "dst", "jitter", "pause_after_failures", "keep_retrying", "paused"];
+
+/** A form that creates a schedule (`name` absent) or replaces one, whole, with `PUT`. */
+async function scheduleForm(name) {
+  const s = name ? await get(`/v1/schedules/${enc(name)}`) : { tz: "UTC", overlap: "skip", task: { kind: "", queue: "default", payload: null } };
+  const problem = h("p", { class: "problem", id: "form-problem", hidden: true });
+  const field = (label, input, hint) => h("label", { class: "field" }, h("span", {}, label), input, hint ? h("span", { class: "muted small" }, hint) : null);
+  const form = h(
+    "form",
+    {
+      class: "edit",
+      "data-form": "schedule",
+      onsubmit: async (ev) => {
+        ev.preventDefault();
+        const d = new FormData(ev.target);
+        const target = name || String(d.get("name") || "").trim();
+        let payload;
+        try {
+          const text = String(d.get("payload") || "").trim();
+          payload = text ? JSON.parse(text) : null;
+        } catch (e) {
+          problem.textContent = `The payload is not JSON: ${e.message}`;
+          problem.hidden = false;
+          return;
+        }
+        const body = {};
+        for (const k of SCHEDULE_FIELDS) if (s[k] !== undefined && s[k] !== null) body[k] = s[k];
+        body.spec = String(d.get("spec") || "").trim();
+        body.tz = String(d.get("tz") || "").trim() || "UTC";
+        body.overlap = String(d.get("overlap"));
+        body.task = { ...(s.task || {}), kind: String(d.get("kind") || "").trim(), queue: String(d.get("queue") || "").trim() || "default", payload };
+        try {
+          await api("PUT", `/v1/schedules/${enc(target)}`, body);
+        } catch (e) {
+          problem.textContent = e.message;
+          problem.hidden = false;
+          return;
+        }
+        flash(`${target}: ${name ? "saved" : "created"}`);
+        location.hash = `#/schedules/${enc(target)}`;
+      },
+    },
+    name ? null : field("name", h("input", { name: "name", required: true, size: 30, placeholder: "nightly-report" })),
+    field("spec", h("input", { name: "spec", required: true, size: 30, value: s.spec || "", placeholder: "0 3 * * *" }), "cron (5 or 6 fields, or @daily) or every DUR"),
+    field("time zone", h("input", { name: "tz", size: 20, value: s.tz || "UTC" })),
+    field("kind", h("input", { name: "kind", required: true, size: 30, value: (s.task && s.task.kind) || "" })),
+    field("queue", h("input", { name: "queue", size: 20, value: (s.task && s.task.queue) || "default" })),
+    field("payload", h("textarea", { name: "payload", rows: 5, cols: 60 }, s.task && s.task.payload !== null && s.task.payload !== undefined ? JSON.stringify(s.task.payload, null, 2) : ""), "JSON"),
+    field("overlap", h("select", { name: "overlap" }, ["skip", "allow", "buffer_one", "replace"].map((o) => h("option", { value: o, selected: String(s.overlap || "skip").startsWith(o) }, o)))),
+    problem,
+    h("button", { type: "submit", "data-action": "save" }, name ? "Save" : "Create"),
+    h("a", { class: "button", href: name ? `#/schedules/${enc(name)}` : "#/schedules" }, "Back"),
+  );
+  return [h("h1", {}, name ? ["Edit schedule ", h("span", { class: "name" }, name)] : "New schedule"), form];
+}
+
+/** The task filters a tasks page's address holds. */
+const TASK_FILTERS = ["state", "queue", "kind", "key", "unique_key", "since", "until", "schedule"];
+
 function parseQuery(q) {
   const p = new URLSearchParams(q || "");
-  return { state: p.get("state") || "", queue: p.get("queue") || "", kind: p.get("kind") || "", schedule: p.get("schedule") || "", before: p.get("before") || "" };
+  return Object.fromEntries([...TASK_FILTERS, "before"].map((k) => [k, p.get(k) || ""]));
+}
+
+/** An RFC 3339 time as a datetime-local input shows it, in the browser's zone. */
+function localInput(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  const pad = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+
+const FINISHED = ["succeeded", "dead", "cancelled"];
+const UNFINISHED = ["scheduled", "available", "retrying", "running"];
+
+/** The states a bulk action over the page's filter takes: the chosen one if it applies, or
+ * all it applies to (a retry: dead and cancelled); null when it does not apply. */
+function bulkStates(act, state) {
+  const applies = act === "cancel" ? UNFINISHED : FINISHED;
+  if (state) return applies.includes(state) ? [state] : null;
+  return act === "retry" ? ["dead", "cancelled"] : applies;
+}
+
+/** A bulk action over every task the filter matches: counted first, confirmed, then done a
+ * batch at a time (each one short transaction), its progress shown. */
+function bulkButton(act, f) {
+  const states = bulkStates(act, f.state);
+  if (!states) return null;
+  const [label, verb, did] = { retry: ["Retry all…", "Retry", "retried"], cancel: ["Cancel all…", "Cancel", "cancelled"], delete: ["Delete all…", "Delete", "deleted"] }[act];
+  const filter = { action: act, state: states };
+  for (const k of ["queue", "kind", "key", "unique_key", "since"]) if (f[k]) filter[k] = f[k];
+  if (f.until) filter.before = f.until;
+  return h(
+    "button",
+    {
+      type: "button",
+      class: act === "retry" ? "" : "danger",
+      "data-action": `bulk-${act}`,
+      onclick: async (ev) => {
+        ev.target.disabled = true;
+        try {
+          const { matched } = await post("/v1/tasks/bulk", { ...filter, dry_run: true });
+          if (!matched) {
+            flash(`No ${states.join(" or ")} task matches.`);
+            return;
+          }
+          if (!window.confirm(`${verb} ${matched.toLocaleString("en-US")} ${states.join(" or ")} tasks that match this filter?`)) return;
+          let changed = 0;
+          let after = null;
+          do {
+            const answer = await post("/v1/tasks/bulk", { ...filter, after, limit: 1000 });
+            changed += answer.changed;
+            after = answer.next_after;
+            flash(`${did} ${changed.toLocaleString("en-US")} of ${matched.toLocaleString("en-US")}…`);
+          } while (after !== null && after !== undefined);
+          flash(`${did} ${changed.toLocaleString("en-US")} tasks`);
+        } catch (e) {
+          flash(`${verb} failed: ${e.message}`, "error");
+        } finally {
+          ev.target.disabled = false;
+          refresh(true);
+        }
+      },
+    },
+    label,
+  );
 }
 
 function taskRow(t) {
@@ -452,8 +592,9 @@ function taskActions(t) {
 async function tasks(query) {
   const f = parseQuery(query);
   const params = new URLSearchParams({ limit: "50" });
-  for (const k of ["state", "queue", "kind", "schedule", "before"]) if (f[k]) params.set(k, f[k]);
+  for (const k of [...TASK_FILTERS, "before"]) if (f[k]) params.set(k, f[k]);
   const { tasks } = await get(`/v1/tasks?${params}`);
+  const input = (name, size, extra = {}) => h("input", { name, value: f[name], size, ...extra });
   const form = h(
     "form",
     {
@@ -467,22 +608,32 @@ async function tasks(query) {
           return;
         }
         const p = new URLSearchParams();
-        for (const k of ["state", "queue", "kind"]) if (d.get(k)) p.set(k, d.get(k));
+        for (const k of ["state", "queue", "kind", "key", "unique_key"]) if (d.get(k)) p.set(k, String(d.get(k)).trim());
+        // Times are picked in the browser's zone and kept as RFC 3339.
+        for (const k of ["since", "until"]) if (d.get(k)) p.set(k, new Date(String(d.get(k))).toISOString());
+        if (f.schedule) p.set("schedule", f.schedule);
         location.hash = `#/tasks?${p}`;
       },
     },
     h("label", {}, "state ", h("select", { name: "state" }, h("option", { value: "" }, "any"), STATES.map((s) => h("option", { value: s, selected: s === f.state }, s)))),
-    h("label", {}, "queue ", h("input", { name: "queue", value: f.queue, size: 12 })),
-    h("label", {}, "kind ", h("input", { name: "kind", value: f.kind, size: 12 })),
-    h("button", { type: "submit" }, "Filter"),
+    h("label", {}, "queue ", input("queue", 10)),
+    h("label", {}, "kind ", input("kind", 12)),
+    h("label", {}, "key ", input("key", 10)),
+    h("label", {}, "unique key ", input("unique_key", 10)),
+    h("label", {}, "enqueued from ", h("input", { type: "datetime-local", step: 1, name: "since", value: localInput(f.since) })),
+    h("label", {}, "to ", h("input", { type: "datetime-local", step: 1, name: "until", value: localInput(f.until) })),
+    h("button", { type: "submit", "data-action": "search" }, "Search"),
     h("label", {}, "id ", h("input", { name: "id", size: 8, placeholder: "go to #" })),
   );
+  // Bulk actions apply to the filter, not to the page: every task it matches, counted first.
+  const bulk = f.schedule ? null : h("div", { class: "actions bulk" }, ["retry", "cancel", "delete"].map((a) => bulkButton(a, f)));
   const older = tasks.length === 50
     ? h("a", { class: "button", href: `#/tasks?${new URLSearchParams({ ...Object.fromEntries(Object.entries(f).filter(([, v]) => v)), before: tasks[tasks.length - 1].id })}` }, "Older →")
     : null;
   return [
     h("h1", {}, "Tasks", f.schedule ? ` of schedule ${f.schedule}` : ""),
     form,
+    bulk,
     table(["id", "kind", "queue", "state", "attempt", "ran / runs", "last error", ""], tasks.map(taskRow), "No tasks match."),
     older,
   ];
@@ -612,6 +763,8 @@ function route() {
   const hash = location.hash.replace(/^#/, "") || "/";
   const [path, query] = hash.split("?");
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === "schedules" && parts[1] === "new" && !parts[2]) return ["schedules", () => scheduleForm(null), true];
+  if (parts[0] === "schedules" && parts[1] && parts[2] === "edit") return ["schedules", () => scheduleForm(parts[1]), true];
   if (parts[0] === "schedules" && parts[1]) return ["schedules", () => schedule(parts[1])];
   if (parts[0] === "schedules") return ["schedules", () => schedules(query)];
   if (parts[0] === "tasks" && parts[1]) return ["tasks", () => task(parts[1])];
@@ -631,7 +784,12 @@ async function refresh(force = false) {
   if (!force && app.contains(document.activeElement) && /INPUT|SELECT|TEXTAREA/.test(document.activeElement.tagName)) return;
   rendering = true;
   const hash = location.hash;
-  const [nav, view] = route();
+  const [nav, view, isForm] = route();
+  // A form is not redrawn under its user by the live updates.
+  if (!force && isForm && app.dataset.route === (hash.replace(/^#/, "") || "/")) {
+    rendering = false;
+    return;
+  }
   for (const a of document.querySelectorAll("[data-nav]")) a.classList.toggle("active", a.dataset.nav === nav);
   // One /v1/cluster per refresh, shared by the header and the overview.
   const cluster = get("/v1/cluster");

@@ -47,10 +47,26 @@ try {
   const page = await browser.newPage({ viewport: { width: 1360, height: 900 } });
   const dialogs = [];
   const pageErrors = [];
+  // Dialogs are declined unless a step says to accept the next one.
+  let acceptNext = false;
   page.on("dialog", (d) => {
     dialogs.push(d.message());
-    d.dismiss();
+    if (acceptNext) {
+      acceptNext = false;
+      d.accept();
+    } else {
+      d.dismiss();
+    }
   });
+  /** Clicks `selector`, accepting the question it asks; the question. */
+  async function confirmed(selector) {
+    const before = dialogs.length;
+    acceptNext = true;
+    const asked = page.waitForEvent("dialog");
+    await page.click(selector);
+    await asked;
+    return dialogs.splice(before).join("; ");
+  }
   page.on("pageerror", (e) => pageErrors.push(String(e)));
   const cspViolations = [];
   page.on("console", (m) => {
@@ -153,6 +169,74 @@ try {
   await page.waitForSelector('main[data-loaded="workers"] tr[data-worker]');
   check(true, "the workers page lists the server's node and its executor");
   await notGarbled(page, "workers");
+
+  // Search: the tasks of one tenant in one queue, by the form.
+  await show(page, "/tasks");
+  await page.fill('form.filters input[name="queue"]', "bulk");
+  await page.fill('form.filters input[name="key"]', "tenant-b");
+  await page.click('button[data-action="search"]');
+  await page.waitForSelector('main[data-route="/tasks?queue=bulk&key=tenant-b"]');
+  check((await page.locator("tr[data-task]").count()) === 20, "a search by queue and key lists that tenant's 20 tasks");
+  await notGarbled(page, "tasks search");
+  if (shots) await page.screenshot({ path: `${shots}/dashboard-tasks-search.png`, fullPage: true });
+  // Bulk cancel by the filter: counted, asked, done in batches.
+  let question = await confirmed('button[data-action="bulk-cancel"]');
+  check(question.includes("Cancel 20 scheduled or available or retrying or running tasks"), `"Cancel all" counts first and asks: ${question}`);
+  await page.waitForFunction(() => document.getElementById("flash").textContent.includes("cancelled 20 tasks"));
+  check(true, "the bulk cancel says what it did");
+  await page.waitForSelector('tr[data-task][data-state="cancelled"]');
+  check((await page.locator('tr[data-task][data-state="cancelled"]').count()) === 20, "the list shows the 20 cancelled, without a reload");
+  // Declined, nothing happens; accepted, the cancelled ones are deleted.
+  await show(page, "/tasks?state=cancelled&queue=bulk");
+  const declinedAt = dialogs.length;
+  const declined = page.waitForEvent("dialog");
+  await page.click('button[data-action="bulk-delete"]'); // the question is declined
+  await declined;
+  await page.waitForSelector('button[data-action="bulk-delete"]:not([disabled])');
+  check(dialogs.splice(declinedAt).join("").includes("Delete 20"), "a delete asks first");
+  check((await page.locator("tr[data-task]").count()) === 20, "a declined delete deletes nothing");
+  question = await confirmed('button[data-action="bulk-delete"]');
+  check(question.includes("Delete 20 cancelled tasks"), `"Delete all" asks with the count: ${question}`);
+  await page.waitForFunction(() => document.getElementById("flash").textContent.includes("deleted 20 tasks"));
+  await page.waitForSelector("main p.empty");
+  check(true, "the 20 are deleted and the list is empty");
+  check((await page.locator('button[data-action="bulk-retry"]').count()) === 1, "a list of cancelled tasks offers Retry all, not Cancel all");
+  check((await page.locator('button[data-action="bulk-cancel"]').count()) === 0, "…and no Cancel all");
+
+  // Schedules: made, changed, refused when wrong, and deleted, in the browser.
+  await show(page, "/schedules");
+  await page.click('a[data-action="new-schedule"]');
+  await page.waitForSelector('main[data-route="/schedules/new"] form[data-form="schedule"]');
+  await page.fill('input[name="name"]', "made-here");
+  await page.fill('input[name="spec"]', "0 4 * * *");
+  await page.fill('input[name="tz"]', "Europe/Berlin");
+  await page.fill('input[name="kind"]', "report");
+  await page.fill('textarea[name="payload"]', '{"n": 1}');
+  await page.click('button[data-action="save"]');
+  await page.waitForSelector('main[data-route="/schedules/made-here"]');
+  let made = await page.locator("dl").first().textContent();
+  check(made.includes("0 4 * * *") && made.includes("Europe/Berlin"), "a schedule made in the browser is shown with its spec and zone");
+  await page.click('a[data-action="edit"]');
+  await page.waitForSelector('main[data-route="/schedules/made-here/edit"] form[data-form="schedule"]');
+  check((await page.inputValue('textarea[name="payload"]')).includes('"n": 1'), "the edit form holds the schedule as it is");
+  await page.fill('input[name="spec"]', "61 * * * *");
+  await page.click('button[data-action="save"]');
+  await page.waitForSelector("#form-problem:not([hidden])");
+  const refused = await page.textContent("#form-problem");
+  check(/61/.test(refused), `a bad spec is refused with the server's reason: ${refused}`);
+  await page.fill('input[name="spec"]', "30 4 * * *");
+  if (shots) await page.screenshot({ path: `${shots}/dashboard-schedule-edit.png`, fullPage: true });
+  await page.click('button[data-action="save"]');
+  await page.waitForSelector('main[data-route="/schedules/made-here"]');
+  made = await page.locator("dl").first().textContent();
+  check(made.includes("30 4 * * *") && made.includes("report on default"), "an edit changes the spec and keeps the task");
+  await page.click('button[data-action="pause"]');
+  await page.waitForSelector('h1 .tag');
+  check((await page.textContent("h1")).includes("paused"), "a schedule is paused from its page");
+  question = await confirmed('button[data-action="delete"]');
+  check(question.includes("Delete schedule made-here?"), `"Delete" asks first: ${question}`);
+  await page.waitForSelector('main[data-route="/schedules"]');
+  check((await page.locator('tr[data-schedule="made-here"]').count()) === 0, "a deleted schedule leaves the list");
 
   // The overview, for the README.
   await show(page, "/");
