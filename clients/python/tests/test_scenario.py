@@ -125,6 +125,7 @@ class Scenario(unittest.TestCase):
         self.assertIn("py-beat", [w["id"] for w in self.sked.workers()])
         self.assertIn("backend", self.sked.cluster())
         self.assertIn("buckets", self.sked.activity(minutes=5))
+        self.assertEqual(self.sked.kinds(minutes=5)["minutes"], 5)
         self.assertEqual(len(self.sked.cron_next("0 3 * * *", tz="Europe/Berlin", n=2)["times"]), 2)
         # The worker protocol one task at a time.
         claim = lambda: self.sked.call("POST", "/v1/claim", {"worker": "py-beat", "queues": ["py-proto"], "max": 1})["tasks"][0]

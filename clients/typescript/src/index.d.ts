@@ -125,6 +125,7 @@ export class Client {
   workers(options?: { limit?: number }): Promise<Json[]>;
   cluster(): Promise<Json>;
   activity(options?: { minutes?: number }): Promise<Json>;
+  kinds(options?: { minutes?: number }): Promise<{ minutes: number; sampled: boolean; kinds: Json[] }>;
   cronNext(expr: string, options?: { tz?: string; n?: number; after?: string; dst?: string }): Promise<{ expr: string; tz: string; times: string[] }>;
   complete(id: number, attempt: number, result?: unknown): Promise<Json>;
   fail(id: number, attempt: number, error: string, options?: { retryable?: boolean }): Promise<Json>;

@@ -287,6 +287,10 @@ export class Client {
   activity({ minutes } = {}) {
     return this.call("GET", `/v1/activity${minutes === undefined ? "" : `?minutes=${Number(minutes)}`}`);
   }
+  /** Figures per task kind over the last `minutes` (60 by default): {minutes, sampled, kinds}. */
+  kinds({ minutes } = {}) {
+    return this.call("GET", `/v1/kinds${minutes === undefined ? "" : `?minutes=${Number(minutes)}`}`);
+  }
   /** The next fire times of a cron expression: {times: [...]}. */
   cronNext(expr, { tz, n, after, dst } = {}) {
     const query = new URLSearchParams(dropUndefined({ expr, tz, n, after, dst })).toString();

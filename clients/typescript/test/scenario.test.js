@@ -80,6 +80,7 @@ test("the rest of the API", async () => {
   assert.ok((await sked.workers()).some((w) => w.id === "ts-beat"));
   assert.ok("backend" in (await sked.cluster()));
   assert.ok("buckets" in (await sked.activity({ minutes: 5 })));
+  assert.equal((await sked.kinds({ minutes: 5 })).minutes, 5);
   assert.equal((await sked.cronNext("0 3 * * *", { tz: "Europe/Berlin", n: 2 })).times.length, 2);
   // The worker protocol one task at a time.
   const claim = async () => (await sked.call("POST", "/v1/claim", { worker: "ts-beat", queues: ["ts-proto"], max: 1 })).tasks[0];

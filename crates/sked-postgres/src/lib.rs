@@ -534,6 +534,14 @@ impl Store for PgStore {
             .await
     }
 
+    async fn run_samples(
+        &self,
+        params: sked_store::kinds::RunSamplesParams,
+    ) -> Result<Vec<sked_store::kinds::RunSample>> {
+        self.op(async |c, _| observe::run_samples(c, &params).await)
+            .await
+    }
+
     async fn worker_beat(&self, params: WorkerBeatParams) -> Result<()> {
         self.op(async |c, _| observe::worker_beat(c, &params).await)
             .await

@@ -22,6 +22,53 @@ pub(crate) static ENDED: std::sync::LazyLock<String> = std::sync::LazyLock::new(
     )
 });
 
+/// Ended tasks since `$1`, at most `$2`: kind, state, and how long they ran (ms).
+pub(crate) static ENDED_RUNS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH RECURSIVE {} SELECT kind, state, \
+           (extract(epoch FROM (finished_at - started_at)) * 1000)::bigint FROM f LIMIT $2",
+        crate::tasks::finished_since_by_queue(
+            "t.kind, t.state, t.started_at, t.finished_at",
+            "$1",
+            "OFFSET 0"
+        )
+    )
+});
+
+/// Ended tasks and failed attempts since `p.since`, at most `p.limit` of each.
+pub(crate) async fn run_samples(
+    c: &mut Object,
+    p: &sked_store::kinds::RunSamplesParams,
+) -> Result<Vec<sked_store::kinds::RunSample>> {
+    use sked_store::kinds::{RunEnd, RunSample};
+    let limit = i64::from(p.limit);
+    let attempts = "SELECT t.kind, 'failed', \
+           (extract(epoch FROM (a.finished_at - a.started_at)) * 1000)::bigint \
+         FROM sked_task_attempts a JOIN sked_tasks t ON t.id = a.task_id \
+         WHERE a.outcome = 'failed' AND a.finished_at >= $1 LIMIT $2";
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&p.since, &limit];
+    let (ended, failed) = tokio::try_join!(
+        c.query(ENDED_RUNS.as_str(), &params),
+        c.query(attempts, &params),
+    )
+    .map_err(db_err)?;
+    let mut out = Vec::with_capacity(ended.len() + failed.len());
+    for r in ended.iter().chain(&failed) {
+        let end: String = col(r, 1)?;
+        out.push(RunSample {
+            kind: col(r, 0)?,
+            end: match end.as_str() {
+                "succeeded" => RunEnd::Succeeded,
+                "dead" => RunEnd::Dead,
+                "failed" => RunEnd::Failed,
+                _ => RunEnd::Cancelled,
+            },
+            run_ms: col(r, 2)?,
+        });
+    }
+    Ok(out)
+}
+
 pub(crate) async fn activity(c: &mut Object, p: &ActivityParams) -> Result<Vec<ActivityBucket>> {
     let width = p.bucket.as_micros().max(1) as i64;
     let failed_sql = format!(

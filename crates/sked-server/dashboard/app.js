@@ -270,11 +270,12 @@ function activityChart(buckets) {
 }
 
 async function overview(clusterReply) {
-  const [queues, activity, workers, cluster] = await Promise.all([
+  const [queues, activity, workers, cluster, kinds] = await Promise.all([
     get("/v1/queues?limit=1000"),
     get("/v1/activity?minutes=15"),
     get("/v1/workers?limit=1000"),
     clusterReply,
+    get("/v1/kinds?minutes=60"),
   ]);
   const alive = workers.workers.filter((w) => w.alive);
   const nodes = alive.filter((w) => w.role === "node");
@@ -294,8 +295,32 @@ async function overview(clusterReply) {
     activityChart(activity.buckets),
     h("h2", {}, "Queues"),
     table(["queue", ...STATES, "limit", "rate", "per key", "held", ""], queues.queues.map(queueRow), "No queues yet: enqueue a task."),
+    h("h2", {}, "Kinds, last hour", kinds.sampled ? h("span", { class: "muted small" }, " (of a sample: more ran than are read)") : null),
+    table(["kind", "runs / min", "failed", "cancelled", "run time p50", "p95"], kinds.kinds.map(kindRow), "Nothing ran in the last hour."),
     queues.next_after ? h("p", { class: "muted small", id: "queues-more" }, `The first ${queues.queues.length} queues by name; sked queue ls lists them all.`) : null,
   ];
+}
+
+/** A duration in milliseconds as people read it: 850 ms, 12.3 s, 4.5 min. */
+function ms(n) {
+  if (n === null || n === undefined) return "—";
+  if (n < 1000) return `${n} ms`;
+  if (n < 60_000) return `${(n / 1000).toFixed(1)} s`;
+  return `${(n / 60_000).toFixed(1)} min`;
+}
+
+function kindRow(k) {
+  const rate = `${(k.failure_rate * 100).toFixed(k.failure_rate > 0 && k.failure_rate < 0.01 ? 2 : 0)}%`;
+  return h(
+    "tr",
+    { "data-kind": k.kind },
+    h("td", {}, h("a", { href: `#/tasks?kind=${enc(k.kind)}` }, k.kind)),
+    h("td", { class: "num" }, k.runs_per_minute.toFixed(k.runs_per_minute < 10 ? 2 : 0)),
+    h("td", { class: `num ${k.failed ? "bad" : ""}`, title: `${k.failed} of ${k.runs} runs` }, rate),
+    h("td", { class: "num" }, k.cancelled),
+    h("td", { class: "num" }, ms(k.p50_ms)),
+    h("td", { class: "num" }, ms(k.p95_ms)),
+  );
 }
 
 function outcome(s) {

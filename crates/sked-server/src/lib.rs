@@ -102,7 +102,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(observe::workers))
         .routes(routes!(observe::beat))
         .routes(routes!(observe::cluster))
-        .routes(routes!(observe::activity));
+        .routes(routes!(observe::activity))
+        .routes(routes!(observe::kinds));
     OpenApiRouter::new()
         .nest("/v1", v1)
         .routes(routes!(openapi::serve))

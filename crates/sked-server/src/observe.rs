@@ -113,6 +113,17 @@ pub(crate) struct ActivityQuery {
     minutes: Option<u32>,
 }
 
+/// A window of `minutes` back from now (`default` when not given): 1 to 1440.
+fn window(minutes: Option<u32>, default: u32) -> Result<u32, ApiError> {
+    let minutes = minutes.unwrap_or(default);
+    if !(1..=1440).contains(&minutes) {
+        return Err(ApiError::invalid(format!(
+            "minutes must be between 1 and 1440, got {minutes}"
+        )));
+    }
+    Ok(minutes)
+}
+
 /// Ended work per minute over the last `minutes` (default 15, at most 1440).
 #[utoipa::path(
     get,
@@ -126,14 +137,34 @@ pub(crate) async fn activity(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<ActivityQuery>,
 ) -> ApiResult<Activity> {
-    let minutes = q.minutes.unwrap_or(15);
-    if !(1..=1440).contains(&minutes) {
-        return Err(ApiError::invalid(format!(
-            "minutes must be between 1 and 1440, got {minutes}"
-        )));
-    }
+    let minutes = window(q.minutes, 15)?;
     Ok(Json(Activity {
         bucket: "1m".into(),
         buckets: s.engine.activity(minutes).await?,
     }))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct KindsQuery {
+    /// Minutes back from now (default 60, 1 to 1440).
+    #[param(minimum = 1, maximum = 1440)]
+    minutes: Option<u32>,
+}
+
+/// Figures per task kind over the last `minutes` (default 60, at most 1440).
+#[utoipa::path(
+    get,
+    path = "/kinds",
+    operation_id = "kindStats",
+    summary = "Per task kind over the last minutes, across all nodes: runs, failures, cancellations, runs per minute, failure rate, run time at p50 and p95 (ms); of a sample when more than 10,000 tasks ended",
+    params(KindsQuery),
+    responses((status = 200, description = "OK", body = sked::api::KindStatsList))
+)]
+pub(crate) async fn kinds(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<KindsQuery>,
+) -> ApiResult<sked::api::KindStatsList> {
+    Ok(Json(s.engine.kind_stats(window(q.minutes, 60)?).await?))
 }

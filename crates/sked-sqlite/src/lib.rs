@@ -449,6 +449,14 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn run_samples(
+        &self,
+        params: sked_store::kinds::RunSamplesParams,
+    ) -> Result<Vec<sked_store::kinds::RunSample>> {
+        self.read(move |conn| observe::run_samples(conn, &params))
+            .await
+    }
+
     async fn worker_beat(&self, params: WorkerBeatParams) -> Result<()> {
         self.write(move |tx| observe::worker_beat(tx, &params))
             .await

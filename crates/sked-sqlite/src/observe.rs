@@ -131,3 +131,67 @@ pub(crate) fn worker_prune(tx: &Transaction<'_>, before: jiff::Timestamp) -> Res
         .map_err(db_err)?;
     Ok(n as u64)
 }
+
+/// Ended tasks and failed attempts since `p.since`, at most `p.limit` of each.
+pub(crate) fn run_samples(
+    conn: &Connection,
+    p: &sked_store::kinds::RunSamplesParams,
+) -> Result<Vec<sked_store::kinds::RunSample>> {
+    use sked_store::kinds::{RunEnd, RunSample};
+    let ran = |start: Option<i64>, end: Option<i64>| match (start, end) {
+        (Some(s), Some(e)) => Some((e - s) / 1000),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    let mut stmt = conn
+        .prepare_cached(&crate::partial_indexes::ENDED_RUNS)
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map(params![ts(p.since), p.limit], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Option<i64>>(2)?,
+                r.get::<_, Option<i64>>(3)?,
+            ))
+        })
+        .map_err(db_err)?;
+    for row in rows {
+        let (kind, state, start, end) = row.map_err(db_err)?;
+        let end_as = match state.as_str() {
+            "succeeded" => RunEnd::Succeeded,
+            "dead" => RunEnd::Dead,
+            _ => RunEnd::Cancelled,
+        };
+        out.push(RunSample {
+            kind,
+            end: end_as,
+            run_ms: ran(start, end),
+        });
+    }
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT t.kind, a.started_at, a.finished_at FROM task_attempts a \
+             JOIN tasks t ON t.id = a.task_id \
+             WHERE a.outcome = 'failed' AND a.finished_at >= ?1 LIMIT ?2",
+        )
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map(params![ts(p.since), p.limit], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<i64>>(1)?,
+                r.get::<_, Option<i64>>(2)?,
+            ))
+        })
+        .map_err(db_err)?;
+    for row in rows {
+        let (kind, start, end) = row.map_err(db_err)?;
+        out.push(RunSample {
+            kind,
+            end: RunEnd::Failed,
+            run_ms: ran(start, end),
+        });
+    }
+    Ok(out)
+}

@@ -159,6 +159,17 @@ pub(crate) static QUEUE_PAGE: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// Ended tasks since `?1`, at most `?2`: kind, state, start and end, found queue by queue.
+pub(crate) static ENDED_RUNS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH RECURSIVE {} SELECT t.kind, t.state, t.started_at, t.finished_at \
+         FROM g CROSS JOIN tasks t \
+         WHERE g.name IS NOT NULL AND t.queue = g.name AND t.state IN {FINISHED} \
+         AND {FINISHED_ANY} AND t.finished_at >= ?1 LIMIT ?2",
+        walk(FINISHED_ANY)
+    )
+});
+
 /// One queue's (`?1`) counts per state, each up to `?2`.
 pub(crate) static QUEUE_COUNTS: LazyLock<String> =
     LazyLock::new(|| counts::queue_counts_sql("tasks", "?2", "?1", Spelling::AnyOf));

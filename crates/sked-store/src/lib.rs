@@ -13,6 +13,7 @@ pub mod conformance;
 pub mod counts;
 mod error;
 pub mod keyed;
+pub mod kinds;
 pub mod page;
 pub mod rate;
 pub mod rules;
@@ -253,6 +254,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// or were cancelled (by their end time) and attempts that failed and were retried. Only
     /// buckets with something in them.
     async fn activity(&self, params: ActivityParams) -> Result<Vec<ActivityBucket>>;
+
+    /// Runs that ended at or after `since`: ended tasks and failed attempts, at most `limit`
+    /// of each, with their kinds and run times (see [`kinds::kind_stats`]).
+    async fn run_samples(&self, params: kinds::RunSamplesParams) -> Result<Vec<kinds::RunSample>>;
 
     /// Records that a worker or node is alive (or, with `stopping`, that it said goodbye).
     async fn worker_beat(&self, params: WorkerBeatParams) -> Result<()>;

@@ -171,6 +171,9 @@ class AsyncClient:
     async def activity(self, minutes: Optional[int] = None) -> Json:
         return await asyncio.to_thread(self.sync.activity, minutes)
 
+    async def kinds(self, minutes: Optional[int] = None) -> Json:
+        return await asyncio.to_thread(self.sync.kinds, minutes)
+
     async def cron_next(self, expr: str, **options: Any) -> Json:
         return await asyncio.to_thread(lambda: self.sync.cron_next(expr, **options))
 

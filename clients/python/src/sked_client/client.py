@@ -382,6 +382,12 @@ class Client:
         query = f"?minutes={int(minutes)}" if minutes is not None else ""
         return self.call("GET", f"/v1/activity{query}")
 
+    def kinds(self, minutes: Optional[int] = None) -> Json:
+        """Figures per task kind over the last `minutes` (60 by default): runs per minute,
+        failure rate, run time at p50 and p95 (`{"minutes", "sampled", "kinds": [...]}`)."""
+        query = f"?minutes={int(minutes)}" if minutes is not None else ""
+        return self.call("GET", f"/v1/kinds{query}")
+
     def cron_next(
         self,
         expr: str,

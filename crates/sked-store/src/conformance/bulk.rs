@@ -195,3 +195,64 @@ pub async fn filters_by_key_and_time_and_bulk_delete(store: &Shared) {
             .all(|s| s.is_finished())
     );
 }
+
+/// The ended runs the per-kind figures read: ended tasks (with how long they ran) and failed
+/// attempts, since an instant.
+pub async fn run_samples_are_the_runs_that_ended(store: &Shared) {
+    use crate::kinds::{RunEnd, RunSamplesParams};
+    let tasks = [
+        NewTask::new("ok"),
+        NewTask::new("flaky").max_attempts(3),
+        NewTask::new("doomed").max_attempts(1),
+    ];
+    insert_batch(store, &tasks, t0()).await;
+    let waiting = insert(store, NewTask::new("never"), t0()).await.id;
+    store
+        .task_cancel(TaskCancelParams {
+            id: waiting,
+            now: at(1),
+        })
+        .await
+        .unwrap();
+    let claimed = claim(store, 10, at(1)).await;
+    assert_eq!(claimed.len(), 3);
+    for t in &claimed {
+        let outcome = match t.kind.as_str() {
+            "ok" => FinishOutcome::Succeeded { result: None },
+            "flaky" => failed(true),
+            _ => failed(false),
+        };
+        finish(store, t.id, t.attempt, outcome, at(3))
+            .await
+            .unwrap();
+    }
+    let mut samples = store
+        .run_samples(RunSamplesParams {
+            since: t0(),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    samples.sort_by(|a, b| a.kind.cmp(&b.kind));
+    let seen: Vec<(&str, RunEnd, Option<i64>)> = samples
+        .iter()
+        .map(|s| (s.kind.as_str(), s.end, s.run_ms))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("doomed", RunEnd::Dead, Some(2000)),
+            ("flaky", RunEnd::Failed, Some(2000)),
+            ("never", RunEnd::Cancelled, None),
+            ("ok", RunEnd::Succeeded, Some(2000)),
+        ]
+    );
+    let later = store
+        .run_samples(RunSamplesParams {
+            since: at(4),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert!(later.is_empty(), "{later:?}");
+}

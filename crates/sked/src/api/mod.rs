@@ -476,6 +476,19 @@ pub struct Activity {
     pub buckets: Vec<ActivityBucket>,
 }
 
+/// `GET /v1/kinds`: figures per task kind over the last `minutes`, by kind name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct KindStatsList {
+    /// The window, in minutes back from now.
+    pub minutes: u32,
+    /// True when more runs ended in the window than are read (10,000 ended tasks and as many
+    /// failed attempts): the figures are then of a sample.
+    pub sampled: bool,
+    /// One entry per kind that ran or was cancelled in the window, by kind name.
+    pub kinds: Vec<sked_store::kinds::KindStats>,
+}
+
 /// `GET /healthz`: liveness, without touching the database. Who the node is only to a client
 /// the server trusts (the token, or without a token a loopback host name); anyone else gets
 /// `status` alone.

@@ -129,6 +129,31 @@ impl Engine {
                 .is_ok_and(|cut| w.last_seen_at >= cut)
     }
 
+    /// Figures per task kind over the last `minutes`: runs per minute, the share that failed,
+    /// run times at the 50th and 95th percentile (of a sample when more ran than are read).
+    pub async fn kind_stats(&self, minutes: u32) -> Result<crate::api::KindStatsList> {
+        /// Ended tasks read, and as many failed attempts.
+        const SAMPLE: u32 = 10_000;
+        let since = self.now() - SignedDuration::from_secs(60 * i64::from(minutes.max(1)));
+        let samples = self
+            .inner
+            .store
+            .run_samples(sked_store::kinds::RunSamplesParams {
+                since,
+                limit: SAMPLE,
+            })
+            .await?;
+        let failed = samples
+            .iter()
+            .filter(|s| s.end == sked_store::kinds::RunEnd::Failed)
+            .count();
+        Ok(crate::api::KindStatsList {
+            minutes,
+            sampled: failed >= SAMPLE as usize || samples.len() - failed >= SAMPLE as usize,
+            kinds: sked_store::kinds::kind_stats(&samples, minutes),
+        })
+    }
+
     /// Ended work per minute over the last `minutes` minutes (the current one included),
     /// every minute present, oldest first.
     pub async fn activity(&self, minutes: u32) -> Result<Vec<ActivityBucket>> {
