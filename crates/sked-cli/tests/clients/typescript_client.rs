@@ -87,6 +87,20 @@ fn the_readme_quick_start_runs_from_a_project_that_installed_it() {
         .unwrap();
     succeeded(&run);
     quick_start_ran(&server);
+    // The package is an ES module only, as its README says; CommonJS code loads it the way
+    // the README shows.
+    let readme = std::fs::read_to_string(format!("{PACKAGE}/README.md")).unwrap();
+    let from_cjs = r#"const { Client } = await import("sked-client")"#;
+    assert!(readme.contains("ES module only") && readme.contains(from_cjs));
+    let cjs = format!("(async () => {{ {from_cjs}; console.log(typeof Client); }})();\n");
+    std::fs::write(project.join("loads.cjs"), cjs).unwrap();
+    let loaded = Command::new("node")
+        .arg("loads.cjs")
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    succeeded(&loaded);
+    assert_eq!(String::from_utf8_lossy(&loaded.stdout).trim(), "function");
 }
 
 /// The hand-written declarations (`src/index.d.ts`) describe the module as a TypeScript user
