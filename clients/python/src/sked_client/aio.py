@@ -126,14 +126,11 @@ class AsyncClient:
         """Every task the filters match, newest first, a page at a time (`async for`)."""
         filters = {"state": state, "queue": queue, "kind": kind, "schedule": schedule,
                    "key": key, "unique_key": unique_key, "since": since, "until": until}
-        before: Optional[int] = None
-        while True:
-            page = await asyncio.to_thread(self.sync._task_page, filters, page_size, before)
-            for task in page["tasks"]:
+        pages = self.sync._task_pages(filters, page_size)
+        # Each page is read in a worker thread, when the one before has been used.
+        while (page := await asyncio.to_thread(next, pages, None)) is not None:
+            for task in page:
                 yield task
-            before = page.get("next_before")
-            if before is None:
-                return
 
     async def held(self, task_id: int) -> Optional[Json]:
         return await asyncio.to_thread(self.sync.held, task_id)

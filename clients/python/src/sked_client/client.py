@@ -159,10 +159,15 @@ class Client:
         time as it is used."""
         filters = {"state": state, "queue": queue, "kind": kind, "schedule": schedule,
                    "key": key, "unique_key": unique_key, "since": since, "until": until}
+        for page in self._task_pages(filters, page_size):
+            yield from page
+
+    def _task_pages(self, filters: Json, page_size: int) -> Iterator[List[Json]]:
+        """The pages of tasks the filters match, newest first, each read when asked for."""
         before: Optional[int] = None
         while True:
             page = self._task_page(filters, page_size, before)
-            yield from page["tasks"]
+            yield page["tasks"]
             before = page.get("next_before")
             if before is None:
                 return
