@@ -40,6 +40,10 @@ export interface TaskOptions {
   key?: string;
   /** The W3C trace context the task continues; by default the active OpenTelemetry span's. */
   traceparent?: string;
+  /** Task ids that must succeed before this task starts; until then it is `waiting`. */
+  depends_on?: number[];
+  /** What a parent that ends dead or cancelled does to it: `cancel` (the default) or `run`. */
+  on_parent_failure?: "cancel" | "run";
 }
 
 export interface NewTask extends TaskOptions {

@@ -30,9 +30,9 @@ pub use schedule::{
     ScheduleDef, Spec, TaskTemplate, jitter_offset, parse_zone,
 };
 pub use task::{
-    Attempt, Backoff, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_KEY_CHARS, MAX_PAYLOAD_BYTES,
-    NewTask, Task, TaskId, TaskState, Transition, TransitionError, check_payload_size,
-    state_after_failure, validate_name,
+    Attempt, Backoff, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_KEY_CHARS, MAX_PARENTS,
+    MAX_PAYLOAD_BYTES, NewTask, ParentFailure, Task, TaskId, TaskState, Transition,
+    TransitionError, check_parents, check_payload_size, state_after_failure, validate_name,
 };
 
 pub use trace_context::{check_traceparent, format_traceparent, parse_traceparent};

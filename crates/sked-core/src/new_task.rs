@@ -72,6 +72,52 @@ pub struct NewTask {
     /// the tasks of a request that give none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// Tasks that must succeed before this one starts (at most [`MAX_PARENTS`]): until they
+    /// have, it is `waiting`. A parent that already succeeded counts at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<i64>, max_items = 1000))]
+    pub depends_on: Vec<crate::TaskId>,
+    /// What a parent that ends dead or cancelled does to this task.
+    #[serde(default, skip_serializing_if = "ParentFailure::is_cancel")]
+    pub on_parent_failure: ParentFailure,
+}
+
+/// The most parents a task may name.
+pub const MAX_PARENTS: usize = 1000;
+
+/// What a parent that ends dead or cancelled does to a task waiting for it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ParentFailure {
+    /// The task is cancelled, its error naming the parent; so are the tasks waiting for it.
+    #[default]
+    Cancel,
+    /// The parent counts as done: the task runs once its other parents have succeeded.
+    Run,
+}
+
+impl ParentFailure {
+    pub fn is_cancel(&self) -> bool {
+        *self == ParentFailure::Cancel
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParentFailure::Cancel => "cancel",
+            ParentFailure::Run => "run",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<ParentFailure, SpecError> {
+        match s {
+            "cancel" => Ok(ParentFailure::Cancel),
+            "run" => Ok(ParentFailure::Run),
+            _ => Err(SpecError::new(format!(
+                "unknown on_parent_failure {s:?}: expected cancel or run"
+            ))),
+        }
+    }
 }
 
 /// The longest unique or concurrency key, in characters.
@@ -89,6 +135,26 @@ pub struct Backoff {
     #[serde(with = "crate::serde_duration")]
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Duration))]
     pub max: SignedDuration,
+}
+
+/// Checks a task's parents: at most [`MAX_PARENTS`], each a task id, none twice.
+pub fn check_parents(parents: &[crate::TaskId]) -> Result<(), SpecError> {
+    if parents.len() > MAX_PARENTS {
+        return Err(SpecError::new(format!(
+            "depends_on names {} tasks; at most {MAX_PARENTS}",
+            parents.len()
+        )));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(parents.len());
+    for &p in parents {
+        if p < 1 {
+            return Err(SpecError::new(format!("depends_on: {p} is not a task id")));
+        }
+        if !seen.insert(p) {
+            return Err(SpecError::new(format!("depends_on names task {p} twice")));
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn default_queue() -> String {
@@ -118,7 +184,21 @@ impl NewTask {
             backoff: None,
             key: None,
             traceparent: None,
+            depends_on: Vec::new(),
+            on_parent_failure: ParentFailure::Cancel,
         }
+    }
+
+    /// Waiting until these tasks have succeeded.
+    pub fn after(mut self, parents: impl IntoIterator<Item = crate::TaskId>) -> NewTask {
+        self.depends_on = parents.into_iter().collect();
+        self
+    }
+
+    /// Whether a parent that ends dead or cancelled cancels this task or lets it run.
+    pub fn on_parent_failure(mut self, then: ParentFailure) -> NewTask {
+        self.on_parent_failure = then;
+        self
     }
 
     /// Continuing this W3C trace context (a `traceparent` value).
@@ -255,6 +335,12 @@ impl NewTask {
                 return Err(SpecError::new("backoff needs base > 0 and max >= base"));
             }
             crate::check_duration("backoff max", b.max)?;
+        }
+        check_parents(&self.depends_on)?;
+        if !self.depends_on.is_empty() && self.debounce.is_some() {
+            return Err(SpecError::new(
+                "debounce and depends_on do not go together: a debounced task is replaced before it starts, a waiting one keeps its parents",
+            ));
         }
         Ok(())
     }

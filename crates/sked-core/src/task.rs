@@ -1,11 +1,13 @@
 //! Tasks: their states, the named transitions between them, and what a new task looks like.
 //!
 //! ```text
+//!  enqueue with parents ─► waiting ──last parent succeeded──► scheduled or available
 //!  enqueue ─► scheduled ──stage──► available ──claim──► running ──complete──► succeeded
 //!               ▲   ▲                 ▲                  │ │ │
 //!               │   └──── snooze ─────┼──────────────────┘ │ └─fail (retryable)─► retrying ─stage─► available
 //!   reschedule ─┘                     └──── rescue ────────┘   fail (fatal / out of attempts) ─► dead
-//!  cancel: scheduled/available/retrying ─► cancelled; running ─► running + cancel requested ─► cancelled
+//!  a parent dead or cancelled: waiting ─► cancelled (or it counts as done, if the task says so)
+//!  cancel: waiting/scheduled/available/retrying ─► cancelled; running ─► running + cancel requested ─► cancelled
 //!  retry (manual): succeeded/dead/cancelled ─► available
 //! ```
 
@@ -25,6 +27,8 @@ pub type TaskId = i64;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TaskState {
+    /// Waiting for its parents (`depends_on`) to succeed (set by enqueue).
+    Waiting,
     /// Waiting for its run_at (set by enqueue, reschedule and snooze).
     Scheduled,
     /// Due and waiting for a worker (set by enqueue, staging, rescue and manual retry).
@@ -42,7 +46,8 @@ pub enum TaskState {
 }
 
 impl TaskState {
-    pub const ALL: [TaskState; 7] = [
+    pub const ALL: [TaskState; 8] = [
+        TaskState::Waiting,
         TaskState::Scheduled,
         TaskState::Available,
         TaskState::Running,
@@ -54,6 +59,7 @@ impl TaskState {
 
     pub fn as_str(self) -> &'static str {
         match self {
+            TaskState::Waiting => "waiting",
             TaskState::Scheduled => "scheduled",
             TaskState::Available => "available",
             TaskState::Running => "running",
@@ -67,13 +73,13 @@ impl TaskState {
     pub fn parse(s: &str) -> Result<TaskState, SpecError> {
         TaskState::ALL.into_iter().find(|st| st.as_str() == s).ok_or_else(|| {
             SpecError::new(format!(
-                "unknown task state {s:?}: expected one of scheduled, available, running, retrying, succeeded, dead, cancelled"
+                "unknown task state {s:?}: expected one of waiting, scheduled, available, running, retrying, succeeded, dead, cancelled"
             ))
         })
     }
 
-    /// Waiting states (scheduled, retrying) become available when their run time comes.
-    pub fn is_waiting(self) -> bool {
+    /// Timed states (scheduled, retrying) become available when their run time comes.
+    pub fn is_timed(self) -> bool {
         matches!(self, TaskState::Scheduled | TaskState::Retrying)
     }
 
@@ -100,6 +106,8 @@ pub enum Transition {
     Stage,
     /// A worker takes an available task; the attempt number grows by one and fences the lease.
     Claim,
+    /// The last of a waiting task's parents succeeded: it becomes scheduled or available.
+    Release,
     /// The lease holder reports success.
     Complete,
     /// The lease holder reports a failure (retrying or dead).
@@ -127,13 +135,16 @@ impl Transition {
         use TaskState::*;
         match self {
             Transition::Stage => &[Scheduled, Retrying],
+            Transition::Release => &[Waiting],
             Transition::Claim => &[Available],
             Transition::Complete
             | Transition::Fail
             | Transition::Snooze
             | Transition::RequestCancel
             | Transition::Rescue => &[Running],
-            Transition::Cancel | Transition::Reschedule => &[Scheduled, Available, Retrying],
+            Transition::Cancel | Transition::Reschedule => {
+                &[Waiting, Scheduled, Available, Retrying]
+            }
             Transition::Retry => &[Succeeded, Dead, Cancelled],
             Transition::StopRetrying => &[Retrying],
         }
@@ -142,6 +153,7 @@ impl Transition {
     pub fn name(self) -> &'static str {
         match self {
             Transition::Stage => "stage",
+            Transition::Release => "release",
             Transition::Claim => "claim",
             Transition::Complete => "complete",
             Transition::Fail => "fail",
@@ -255,6 +267,22 @@ pub struct Task {
     /// The W3C trace context its claims and runs continue (see [`crate::NewTask::traceparent`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// The tasks it waits or waited for (`depends_on`), in id order. Filled by single-task
+    /// reads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<i64>))]
+    pub depends_on: Vec<TaskId>,
+    /// Of its parents, those that have not ended yet, while it is `waiting` (in lists too).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<i64>))]
+    pub waiting_for: Vec<TaskId>,
+    /// The tasks that name it in their `depends_on`, in id order. Filled by single-task reads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<i64>))]
+    pub dependents: Vec<TaskId>,
+    /// What a parent that ends dead or cancelled does to it. Filled by single-task reads.
+    #[serde(default, skip_serializing_if = "ParentFailure::is_cancel")]
+    pub on_parent_failure: ParentFailure,
     /// Filled by single-task reads; empty in lists.
     #[serde(default)]
     pub attempts: Vec<Attempt>,
@@ -268,6 +296,7 @@ mod tests {
     fn transitions_allow_only_their_from_states() {
         for t in [
             Transition::Stage,
+            Transition::Release,
             Transition::Claim,
             Transition::Complete,
             Transition::Fail,
@@ -291,7 +320,7 @@ mod tests {
         let err = Transition::Cancel.check(TaskState::Succeeded).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "cannot cancel a task that is succeeded (only a task that is scheduled or available or retrying)"
+            "cannot cancel a task that is succeeded (only a task that is waiting or scheduled or available or retrying)"
         );
     }
 

@@ -117,6 +117,10 @@ pub(crate) fn task_from_row(r: &Row) -> Result<Task, StoreError> {
         result: col(r, C::Result.at())?,
         key: col(r, C::ConcurrencyKey.at())?,
         traceparent: col(r, C::Traceparent.at())?,
+        depends_on: Vec::new(),
+        waiting_for: Vec::new(),
+        dependents: Vec::new(),
+        on_parent_failure: sked_core::ParentFailure::Cancel,
         attempts: Vec::new(),
     })
 }

@@ -263,7 +263,7 @@ impl Store for PgStore {
             .await?;
         self.claimable(params.tasks.iter().map(|t| {
             let run_at = t.task.run_at.unwrap_or(params.now);
-            let waits = sked_store::rules::state_for_run_at(run_at, params.now).is_waiting();
+            let waits = sked_store::rules::state_for_run_at(run_at, params.now).is_timed();
             (t.task.priority, run_at, waits)
         }));
         Ok(inserted)
@@ -330,7 +330,7 @@ impl Store for PgStore {
                 .iter()
                 .flatten()
                 .filter(|t| !t.state.is_finished())
-                .map(|t| (t.priority, t.run_at, t.state.is_waiting())),
+                .map(|t| (t.priority, t.run_at, t.state.is_timed())),
         );
         Ok(ended)
     }
@@ -365,7 +365,7 @@ impl Store for PgStore {
         let task = self
             .op(async |c, ch| tasks::retry(c, ch, &params).await)
             .await?;
-        self.claimable([(task.priority, task.run_at, task.state.is_waiting())]);
+        self.claimable([(task.priority, task.run_at, task.state.is_timed())]);
         Ok(task)
     }
 
@@ -386,7 +386,7 @@ impl Store for PgStore {
         let task = self
             .op(async |c, ch| tasks::reschedule(c, ch, &params).await)
             .await?;
-        self.claimable([(task.priority, task.run_at, task.state.is_waiting())]);
+        self.claimable([(task.priority, task.run_at, task.state.is_timed())]);
         Ok(task)
     }
 

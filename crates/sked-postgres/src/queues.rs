@@ -18,8 +18,8 @@ fn queue_info(name: String, paused: bool, limit: Option<i32>) -> QueueInfo {
 
 /// A row of [`counts::queue_counts_sql`] or [`counts::queue_page_sql`]: the counts follow
 /// the queue.
-fn counts_of(r: &tokio_postgres::Row) -> Result<[i64; 7]> {
-    let mut n = [0i64; 7];
+fn counts_of(r: &tokio_postgres::Row) -> Result<[i64; counts::COUNTS]> {
+    let mut n = [0i64; counts::COUNTS];
     for (i, v) in n.iter_mut().enumerate() {
         *v = col(r, i + 1)?;
     }
@@ -55,20 +55,24 @@ pub(crate) async fn list(c: &mut Object, p: &QueueListParams) -> Result<Page<Que
     let mut page = PageBuilder::new(limit);
     let mut buckets: HashMap<String, Timestamp> = HashMap::new();
     while let Some(r) = rows.try_next().await.map_err(db_err)? {
-        let mut q = queue_info(col(&r, 0)?, col(&r, 8)?, col(&r, 9)?);
+        let mut q = queue_info(
+            col(&r, 0)?,
+            col(&r, counts::SETTINGS_AT)?,
+            col(&r, counts::SETTINGS_AT + 1)?,
+        );
         q.rate = sked_store::rate::from_columns(sked_store::rate::Columns {
-            limit: col(&r, 10)?,
-            period_ms: col(&r, 11)?,
-            burst: col(&r, 12)?,
+            limit: col(&r, counts::SETTINGS_AT + 2)?,
+            period_ms: col(&r, counts::SETTINGS_AT + 3)?,
+            burst: col(&r, counts::SETTINGS_AT + 4)?,
         });
-        q.per_key = col::<Option<i32>>(&r, 14)?.map(|n| n.max(0) as u32);
+        q.per_key = col::<Option<i32>>(&r, counts::SETTINGS_AT + 6)?.map(|n| n.max(0) as u32);
         q.per_key_rate = sked_store::rate::from_columns(sked_store::rate::Columns {
-            limit: col(&r, 15)?,
-            period_ms: col(&r, 16)?,
+            limit: col(&r, counts::SETTINGS_AT + 7)?,
+            period_ms: col(&r, counts::SETTINGS_AT + 8)?,
             burst: None,
         });
         q.set_counts(counts_of(&r)?, p.count_limit);
-        if let Some(bucket) = col::<Option<Timestamp>>(&r, 13)? {
+        if let Some(bucket) = col::<Option<Timestamp>>(&r, counts::SETTINGS_AT + 5)? {
             buckets.insert(q.name.clone(), bucket);
         }
         if !page.push(q) {
@@ -399,7 +403,7 @@ pub(crate) async fn key_usage(
 async fn one_queue_counts<C: tokio_postgres::GenericClient + Sync>(
     c: &C,
     name: &str,
-) -> Result<[i64; 7]> {
+) -> Result<[i64; counts::COUNTS]> {
     let counting = counts::queue_counts_sql("sked_tasks", "$2", "$1::text", Spelling::InList);
     let row = c
         .query_one(

@@ -120,6 +120,10 @@ pub(crate) fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
         },
         key: r.get(C::ConcurrencyKey.at())?,
         traceparent: r.get(C::Traceparent.at())?,
+        depends_on: Vec::new(),
+        waiting_for: Vec::new(),
+        dependents: Vec::new(),
+        on_parent_failure: sked_core::ParentFailure::Cancel,
         attempts: Vec::new(),
     })
 }

@@ -46,6 +46,9 @@ pub struct SqliteStore {
     _checkpointer: Arc<checkpoint::Checkpointer>,
     /// When a rate limit lets held-back tasks start again, as claims found it.
     held: Arc<sked_store::rate::HeldUntil>,
+    /// Tasks made claimable by their parents' end, told once their write has committed: the
+    /// only change of this store that the caller of the write does not see in its answer.
+    released: tokio::sync::broadcast::Sender<StoreEvent>,
 }
 
 impl SqliteStore {
@@ -65,6 +68,7 @@ impl SqliteStore {
             path,
             _checkpointer: Arc::new(checkpointer),
             held: Default::default(),
+            released: tokio::sync::broadcast::channel(64).0,
         })
     }
 
@@ -119,12 +123,23 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
-        let answer = self.writes.push(f);
+        let answer = self.writes.push(move |tx| {
+            let answer = f(tx);
+            // Taken whatever the answer, so that nothing is left for the next write.
+            let released = tasks::dependents::take_released();
+            answer.map(|v| (v, released))
+        });
         let (writes, conn) = (self.writes.clone(), self.conn.clone());
         tokio::task::spawn_blocking(move || writes.run(&conn));
-        answer
+        let (value, released) = answer
             .await
-            .map_err(|_| StoreError::Backend("the store thread failed during a write".into()))?
+            .map_err(|_| StoreError::Backend("the store thread failed during a write".into()))??;
+        if let Some(run_at) = released {
+            let _ = self.released.send(StoreEvent::Tasks {
+                run_at: Some(run_at),
+            });
+        }
+        Ok(value)
     }
 }
 
@@ -207,6 +222,12 @@ fn create_private(path: &Path) -> Result<()> {
 impl Store for SqliteStore {
     fn backend(&self) -> &'static str {
         "sqlite"
+    }
+
+    /// Only the tasks released by their parents' end: every other change is made by the caller
+    /// (one process owns the file), who knows of it. [`Store::listening`] stays false.
+    fn subscribe(&self) -> Option<tokio::sync::broadcast::Receiver<StoreEvent>> {
+        Some(self.released.subscribe())
     }
 
     async fn task_insert_many(&self, params: TaskInsertParams) -> Result<Vec<TaskInserted>> {

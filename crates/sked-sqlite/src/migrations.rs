@@ -29,6 +29,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (15, include_str!("../migrations/0015_schedules_ahead.sql")),
     (16, include_str!("../migrations/0016_keep_retrying.sql")),
     (17, include_str!("../migrations/0017_paused_schedules.sql")),
+    (18, include_str!("../migrations/0018_dependencies.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

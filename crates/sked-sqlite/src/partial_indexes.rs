@@ -5,16 +5,16 @@
 use std::sync::LazyLock;
 
 use sked_store::counts;
-use sked_store::states::{ACTIVE_ANY, FINISHED, FINISHED_ANY, Spelling, WAITING};
+use sked_store::states::{ACTIVE_ANY, FINISHED, FINISHED_ANY, Spelling, TIMED};
 
 /// Waiting tasks that are due become available (`?1`: now).
 pub(crate) static STAGE: LazyLock<String> = LazyLock::new(|| {
-    format!("UPDATE tasks SET state = 'available' WHERE state IN {WAITING} AND run_at <= ?1")
+    format!("UPDATE tasks SET state = 'available' WHERE state IN {TIMED} AND run_at <= ?1")
 });
 
 /// When the earliest waiting task is due.
 pub(crate) static NEXT_RUN_AT: LazyLock<String> =
-    LazyLock::new(|| format!("SELECT min(run_at) FROM tasks WHERE state IN {WAITING}"));
+    LazyLock::new(|| format!("SELECT min(run_at) FROM tasks WHERE state IN {TIMED}"));
 
 /// The unfinished task that holds a unique key (`?1`).
 pub(crate) static UNIQUE_KEY_HOLDER: LazyLock<String> =

@@ -9,8 +9,8 @@ use sked_store::*;
 use crate::codec::{db_err, from_ts, ts};
 
 /// A row of [`counts::queue_counts_sql`] or [`counts::queue_page_sql`]: the queue, then the counts in `TaskState::ALL` order.
-fn counts_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, [i64; 7])> {
-    let mut n = [0i64; 7];
+fn counts_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, [i64; counts::COUNTS])> {
+    let mut n = [0i64; counts::COUNTS];
     for (i, v) in n.iter_mut().enumerate() {
         *v = r.get(i + 1)?;
     }
@@ -50,20 +50,28 @@ pub(crate) fn list(conn: &Connection, p: &QueueListParams) -> Result<Page<QueueI
             ],
             |r| {
                 let (name, n) = counts_row(r)?;
-                let mut q = QueueInfo::new(name, r.get(8)?, r.get(9)?);
+                let mut q = QueueInfo::new(
+                    name,
+                    r.get(counts::SETTINGS_AT)?,
+                    r.get(counts::SETTINGS_AT + 1)?,
+                );
                 q.rate = sked_store::rate::from_columns(sked_store::rate::Columns {
-                    limit: r.get(10)?,
-                    period_ms: r.get(11)?,
-                    burst: r.get(12)?,
+                    limit: r.get(counts::SETTINGS_AT + 2)?,
+                    period_ms: r.get(counts::SETTINGS_AT + 3)?,
+                    burst: r.get(counts::SETTINGS_AT + 4)?,
                 });
-                q.per_key = r.get(14)?;
+                q.per_key = r.get(counts::SETTINGS_AT + 6)?;
                 q.per_key_rate = sked_store::rate::from_columns(sked_store::rate::Columns {
-                    limit: r.get(15)?,
-                    period_ms: r.get(16)?,
+                    limit: r.get(counts::SETTINGS_AT + 7)?,
+                    period_ms: r.get(counts::SETTINGS_AT + 8)?,
                     burst: None,
                 });
                 q.set_counts(n, p.count_limit);
-                Ok((q, r.get::<_, Option<i64>>(13)?.map(from_ts)))
+                Ok((
+                    q,
+                    r.get::<_, Option<i64>>(counts::SETTINGS_AT + 5)?
+                        .map(from_ts),
+                ))
             },
         )
         .map_err(db_err)?;

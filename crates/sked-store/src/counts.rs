@@ -2,20 +2,21 @@
 //! number of tasks kept.
 //!
 //! Every state lives in a partial index that leads with the queue (migration 4 adds the two
-//! for waiting and finished tasks): distinct queues are found by skipping through each of them
+//! for timed and finished tasks, a later one the one for tasks waiting for parents): distinct queues are found by skipping through each of them
 //! (one probe per queue), and each queue's tasks of one state are counted with a `LIMIT`. A
 //! state's condition repeats its index's predicate word for word, so that SQLite (which only
 //! matches predicate terms exactly) uses the same indexes PostgreSQL does.
 
 use sked_core::TaskState;
 
-use crate::states::{Spelling, WAITING};
+use crate::states::{Spelling, TIMED};
 
 /// The condition of the partial index that holds a state's tasks, with `queue` leading, as the
 /// backend's indexes spell it.
 fn index_predicate(state: TaskState, spelling: Spelling) -> String {
     match state {
-        TaskState::Scheduled | TaskState::Retrying => format!("state IN {WAITING}"),
+        TaskState::Waiting => "state = 'waiting'".into(),
+        TaskState::Scheduled | TaskState::Retrying => format!("state IN {TIMED}"),
         TaskState::Available => "state = 'available'".into(),
         TaskState::Running => "state = 'running'".into(),
         TaskState::Succeeded | TaskState::Dead | TaskState::Cancelled => spelling.finished(),
@@ -32,6 +33,13 @@ fn groups(spelling: Spelling) -> Vec<String> {
     }
     groups
 }
+
+/// How many counts a row of [`queue_counts_sql`] or [`queue_page_sql`] has: one per state.
+pub const COUNTS: usize = TaskState::ALL.len();
+
+/// Where a row of [`queue_page_sql`] has its first setting (`paused`): after the queue and
+/// its [`COUNTS`].
+pub const SETTINGS_AT: usize = 1 + COUNTS;
 
 /// The `LIMIT` to bind for counting up to `limit`: one more, to know whether there are more.
 pub fn limit_probe(limit: u64) -> i64 {
@@ -168,7 +176,11 @@ mod tests {
     fn every_state_has_its_index_group() {
         for spelling in [Spelling::InList, Spelling::AnyOf] {
             let groups = groups(spelling);
-            assert_eq!(groups.len(), 4, "waiting, available, running, finished");
+            assert_eq!(
+                groups.len(),
+                5,
+                "waiting, timed, available, running, finished"
+            );
             for s in TaskState::ALL {
                 let p = index_predicate(s, spelling);
                 assert!(groups.contains(&p), "{s:?}");
@@ -182,7 +194,7 @@ mod tests {
         use crate::states::{FINISHED, FINISHED_ANY};
         assert_eq!(
             index_predicate(TaskState::Retrying, Spelling::AnyOf),
-            format!("state IN {WAITING}")
+            format!("state IN {TIMED}")
         );
         assert_eq!(
             index_predicate(TaskState::Dead, Spelling::InList),

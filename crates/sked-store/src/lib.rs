@@ -36,7 +36,8 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     fn backend(&self) -> &'static str;
 
     /// Changes made by other processes, when the backend announces them (PostgreSQL
-    /// LISTEN/NOTIFY). `None` means it does not: callers poll.
+    /// LISTEN/NOTIFY), and changes an operation makes beyond what it answers (tasks released
+    /// by their parents' end). `None` means it does not: callers poll.
     fn subscribe(&self) -> Option<tokio::sync::broadcast::Receiver<StoreEvent>> {
         None
     }

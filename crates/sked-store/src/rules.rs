@@ -26,7 +26,7 @@ pub fn unique_until(task: &sked_core::NewTask, now: Timestamp) -> crate::Result<
 }
 
 /// A task may be inserted already leased only when it is due at once and has no unique key
-/// (a key may name another task, which a worker cannot be handed instead).
+/// (a key may name another task, which a worker cannot be handed instead) and no parents.
 pub fn check_insert_claimed(p: &crate::TaskInsertClaimedParams) -> crate::Result<()> {
     let task = &p.task.task;
     if task.unique_key.is_some() {
@@ -37,6 +37,11 @@ pub fn check_insert_claimed(p: &crate::TaskInsertClaimedParams) -> crate::Result
     if task.run_at.is_some_and(|at| at > p.now) {
         return Err(crate::StoreError::Invalid(
             "a task due later cannot be inserted leased".into(),
+        ));
+    }
+    if !task.depends_on.is_empty() {
+        return Err(crate::StoreError::Invalid(
+            "a task with parents cannot be inserted leased".into(),
         ));
     }
     Ok(())
@@ -271,6 +276,7 @@ pub fn list_limit(asked: Option<u32>) -> u32 {
     asked.unwrap_or(LIST_LIMIT_DEFAULT).clamp(1, LIST_LIMIT_MAX)
 }
 
+pub mod dependents;
 mod materialise;
 mod schedules;
 pub use materialise::*;

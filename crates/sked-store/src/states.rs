@@ -5,21 +5,21 @@
 use sked_core::TaskState;
 
 /// Tasks that have not finished: they hold their unique key.
-pub const ACTIVE: &str = "('scheduled', 'available', 'running', 'retrying')";
+pub const ACTIVE: &str = "('waiting', 'scheduled', 'available', 'running', 'retrying')";
 /// Tasks that ended for good.
 pub const FINISHED: &str = "('succeeded', 'dead', 'cancelled')";
-/// Tasks waiting for their run time.
-pub const WAITING: &str = "('scheduled', 'retrying')";
+/// Tasks waiting for their run time (not for their parents: that is `waiting`).
+pub const TIMED: &str = "('scheduled', 'retrying')";
 /// Tasks that have not started: they can be cancelled or moved without a worker.
-pub const NOT_STARTED: &str = "('scheduled', 'available', 'retrying')";
+pub const NOT_STARTED: &str = "('waiting', 'scheduled', 'available', 'retrying')";
 /// Tasks that failed: ended dead, or waiting to retry.
 pub const FAILING: &str = "('dead', 'retrying')";
 /// Tasks queued and not yet run (with attempt 0): a debounced enqueue may still replace them.
 pub const QUEUED: &str = "('scheduled', 'available')";
 
 /// [`ACTIVE`] as a disjunction, for SQLite's partial indexes (see [`any_of`]).
-pub const ACTIVE_ANY: &str =
-    "(state = 'scheduled' OR state = 'available' OR state = 'running' OR state = 'retrying')";
+pub const ACTIVE_ANY: &str = "(state = 'waiting' OR state = 'scheduled' OR state = 'available' \
+     OR state = 'running' OR state = 'retrying')";
 /// [`FINISHED`] as a disjunction, for SQLite's partial indexes (see [`any_of`]).
 pub const FINISHED_ANY: &str = "(state = 'succeeded' OR state = 'dead' OR state = 'cancelled')";
 
@@ -84,10 +84,10 @@ mod tests {
         use TaskState::*;
         assert_eq!(ACTIVE, sql_list(|s| !s.is_finished()));
         assert_eq!(FINISHED, sql_list(|s| s.is_finished()));
-        assert_eq!(WAITING, sql_list(|s| matches!(s, Scheduled | Retrying)));
+        assert_eq!(TIMED, sql_list(|s| matches!(s, Scheduled | Retrying)));
         assert_eq!(
             NOT_STARTED,
-            sql_list(|s| matches!(s, Scheduled | Available | Retrying))
+            sql_list(|s| matches!(s, Waiting | Scheduled | Available | Retrying))
         );
         assert_eq!(QUEUED, sql_list(|s| matches!(s, Scheduled | Available)));
         assert_eq!(ACTIVE_ANY, any_of(|s| !s.is_finished()));

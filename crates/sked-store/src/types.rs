@@ -304,7 +304,7 @@ impl QueueInfo {
     /// Records a row of [`crate::counts::queue_counts_sql`]: the counts in [`TaskState::ALL`]
     /// order, each taken with `LIMIT limit + 1`. More than `limit` means "at least `limit`";
     /// zero is left out.
-    pub fn set_counts(&mut self, counts: [i64; 7], limit: u64) {
+    pub fn set_counts(&mut self, counts: [i64; crate::counts::COUNTS], limit: u64) {
         for (state, n) in TaskState::ALL.into_iter().zip(counts) {
             let n = n.max(0) as u64;
             if n > limit {

@@ -63,7 +63,7 @@ pub use node::{Node, NodeBuilder};
 pub use sked_core as core;
 pub use sked_core::{
     Backoff, CatchupPolicy, Clock, DstPolicy, IntervalFrom, ManualClock, NewTask, OverlapPolicy,
-    RateLimit, ScheduleDef, SystemClock, Task, TaskId, TaskState, TaskTemplate,
+    ParentFailure, RateLimit, ScheduleDef, SystemClock, Task, TaskId, TaskState, TaskTemplate,
 };
 pub use sked_store::{self as store, Store};
 pub use sked_store::{

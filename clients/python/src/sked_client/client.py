@@ -34,10 +34,13 @@ def new_task(
     backoff: Optional[Json] = None,
     key: Optional[str] = None,
     traceparent: Optional[str] = None,
+    depends_on: Optional[List[int]] = None,
+    on_parent_failure: Optional[str] = None,
 ) -> Json:
     """A task to enqueue, as the API takes it (`NewTask`). Times are RFC 3339, durations
     like `30s` or `5m`. Without `traceparent`, the task continues the caller's current
-    OpenTelemetry span, if there is one."""
+    OpenTelemetry span, if there is one. With `depends_on` (task ids), it waits until those
+    tasks have succeeded; `on_parent_failure` is `cancel` (the default) or `run`."""
     return _drop_none(
         {
             "kind": kind,
@@ -53,6 +56,8 @@ def new_task(
             "backoff": backoff,
             "key": key,
             "traceparent": traceparent,
+            "depends_on": depends_on,
+            "on_parent_failure": on_parent_failure,
         }
     )
 

@@ -214,6 +214,8 @@ impl TaskTemplate {
             backoff: None,
             key: self.key.clone(),
             traceparent: None,
+            depends_on: Vec::new(),
+            on_parent_failure: crate::ParentFailure::Cancel,
         }
     }
 }

@@ -145,10 +145,12 @@ pub(crate) async fn write_plans(
         )
         .await
         .map_err(db_err)?;
+        let dead = give_up.iter().map(|id| (*id, sked_core::TaskState::Dead));
+        tasks::dependents::release(tx, channel, dead, now).await?;
     }
     for w in writes {
         for id in &w.plan.cancel {
-            rules::replaced(tasks::cancel_in(tx, *id, now).await)?;
+            rules::replaced(tasks::cancel_in(tx, channel, *id, now).await)?;
         }
     }
     let lines = rules::ledger_lines(writes);

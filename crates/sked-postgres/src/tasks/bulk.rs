@@ -140,6 +140,10 @@ pub(crate) async fn batch(
             )
             .await
             .map_err(db_err)?;
+            let cancelled = (tasks.iter())
+                .filter(|t| !t.state.is_finished() && t.state != sked_core::TaskState::Running)
+                .map(|t| (t.id, sked_core::TaskState::Cancelled));
+            super::dependents::release(&tx, channel, cancelled, p.now).await?;
             tx.execute(
                 &format!(
                     "UPDATE sked_tasks t SET cancel_requested = true WHERE t.id = ANY($1) AND {}",
@@ -165,12 +169,12 @@ pub(crate) async fn batch(
             )
             .await
             .map_err(db_err)?;
-            tx.execute(
+            for sql in [
                 "DELETE FROM sked_task_attempts WHERE task_id = ANY($1)",
-                &[&ids],
-            )
-            .await
-            .map_err(db_err)?;
+                "DELETE FROM sked_task_edges WHERE child = ANY($1) OR parent = ANY($1)",
+            ] {
+                tx.execute(sql, &[&ids]).await.map_err(db_err)?;
+            }
         }
     }
     tx.commit().await.map_err(db_err)?;

@@ -1,7 +1,7 @@
 //! Ending attempts: the row changes and attempt history lines that finishing and rescuing
 //! write, each as one statement over parallel arrays, and the announcements that follow.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use deadpool_postgres::{Object, Transaction};
@@ -13,6 +13,9 @@ use tokio_postgres::GenericClient;
 use super::claim::positions::Key;
 use super::faster_statement::PlanChoice;
 use crate::codec::{TASK_COLUMNS, col, db_err, task_from_row, tasks_from_rows};
+
+/// How many columns [`TASK_COLUMNS`] names: a column selected after them is at this index.
+const TASK_COLUMN_COUNT: usize = sked_store::columns::TASK_COLUMNS.len();
 use crate::listen::notify_tasks_sql;
 
 /// Attempt history lines, as parallel arrays.
@@ -109,7 +112,7 @@ impl RowChanges {
             let this = Key::before(after.priority, after.run_at);
             self.first = Some(self.first.map_or(this, |k| k.covering(this)));
         }
-        if after.state.is_waiting() {
+        if after.state.is_timed() {
             self.waiting = Some(self.waiting.map_or(after.run_at, |w| w.min(after.run_at)));
         }
         self.schedules |= after.schedule.is_some();
@@ -205,17 +208,29 @@ pub(crate) async fn announce_room(c: &Object, channel: &str, queues: &Vec<String
     Ok(())
 }
 
-async fn lock_rows(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<HashMap<TaskId, Task>> {
+/// The rows of `ids`, locked, and which of them have children.
+async fn lock_rows(
+    tx: &Transaction<'_>,
+    ids: &[TaskId],
+) -> Result<(HashMap<TaskId, Task>, HashSet<TaskId>)> {
     let stmt = tx
         .prepare_cached(&format!(
-            "SELECT {TASK_COLUMNS} FROM sked_tasks t WHERE t.id = ANY($1) ORDER BY t.id FOR UPDATE"
+            "SELECT {TASK_COLUMNS}, t.has_children FROM sked_tasks t WHERE t.id = ANY($1) \
+             ORDER BY t.id FOR UPDATE"
         ))
         .await
         .map_err(db_err)?;
     let rows = tx.query(&stmt, &[&ids]).await.map_err(db_err)?;
-    rows.iter()
-        .map(|r| task_from_row(r).map(|t| (t.id, t)))
-        .collect()
+    let mut tasks = HashMap::with_capacity(rows.len());
+    let mut parents = HashSet::new();
+    for r in &rows {
+        let t = task_from_row(r)?;
+        if col::<bool>(r, TASK_COLUMN_COUNT)? {
+            parents.insert(t.id);
+        }
+        tasks.insert(t.id, t);
+    }
+    Ok((tasks, parents))
 }
 
 pub(crate) async fn finish_many(
@@ -230,9 +245,19 @@ pub(crate) async fn finish_many(
     if let Some(successes) = Successes::of(ps) {
         return successes.write(c, channel, plans).await;
     }
+    finish_locked(c, channel, ps).await
+}
+
+/// Ends attempts with their rows locked first, in one transaction, with what the ends do to
+/// the tasks waiting for them.
+async fn finish_locked(
+    c: &mut Object,
+    channel: &str,
+    ps: &[TaskFinishParams],
+) -> Result<Vec<Result<Task>>> {
     let tx = c.transaction().await.map_err(db_err)?;
     let ids: Vec<TaskId> = ps.iter().map(|p| p.id).collect();
-    let mut current = lock_rows(&tx, &ids).await?;
+    let (mut current, parents) = lock_rows(&tx, &ids).await?;
     let mut changes = RowChanges::default();
     let mut attempts = AttemptRows::default();
     let mut out = Vec::with_capacity(ps.len());
@@ -255,6 +280,12 @@ pub(crate) async fn finish_many(
     }
     changes.write(&tx, channel).await?;
     attempts.insert(&tx).await?;
+    if let Some(now) = ps.iter().map(|p| p.now).max() {
+        let ended = (out.iter().flatten())
+            .filter(|t| parents.contains(&t.id))
+            .map(|t| (t.id, t.state));
+        super::dependents::release(&tx, channel, ended, now).await?;
+    }
     tx.commit().await.map_err(db_err)?;
     Ok(out)
 }
@@ -288,6 +319,7 @@ pub(crate) async fn rescue(
     let expired = tasks_from_rows(&rows)?;
     let mut changes = RowChanges::default();
     let mut attempts = AttemptRows::default();
+    let mut ended = Vec::new();
     for task in &expired {
         Transition::Rescue.check(task.state)?;
         let (state, error) = rules::rescue(task);
@@ -301,9 +333,11 @@ pub(crate) async fn rescue(
         };
         attempts.push(task, "rescued", Some(&error), p.now);
         changes.push(&after);
+        ended.push((after.id, after.state));
     }
     changes.write(&tx, channel).await?;
     attempts.insert(&tx).await?;
+    super::dependents::release(&tx, channel, ended, p.now).await?;
     tx.commit().await.map_err(db_err)?;
     Ok(expired.iter().map(|t| t.id).collect())
 }
@@ -439,7 +473,7 @@ impl Successes {
 
     /// An answer per success, in order, from the tasks it ended (`done`, by id): those it did
     /// not end say why. Announces a change to schedules when a task of one ended.
-    async fn answers<T>(
+    async fn answers<T: From<Task>>(
         &self,
         c: &mut Object,
         channel: &str,
@@ -457,18 +491,51 @@ impl Successes {
             .filter(|id| !done.contains_key(id))
             .collect();
         let mut current: HashMap<TaskId, Task> = HashMap::new();
+        // Tasks with children, which the statement leaves to an ending that releases them.
+        let mut parents = Vec::new();
         if !missed.is_empty() {
             let stmt = c
                 .prepare_cached(&format!(
-                    "SELECT {TASK_COLUMNS} FROM sked_tasks t WHERE t.id = ANY($1)"
+                    "SELECT {TASK_COLUMNS}, t.has_children FROM sked_tasks t WHERE t.id = ANY($1)"
                 ))
                 .await
                 .map_err(db_err)?;
             let rows = c.query(&stmt, &[&missed]).await.map_err(db_err)?;
-            current = tasks_from_rows(&rows)?
-                .into_iter()
-                .map(|t| (t.id, t))
+            for r in &rows {
+                let t = task_from_row(r)?;
+                if col::<bool>(r, TASK_COLUMN_COUNT)? {
+                    parents.push(t.id);
+                }
+                current.insert(t.id, t);
+            }
+        }
+        if !parents.is_empty() {
+            let ps: Vec<TaskFinishParams> = (0..self.id.len())
+                .filter(|&i| parents.contains(&self.id[i]))
+                .map(|i| TaskFinishParams {
+                    id: self.id[i],
+                    attempt: self.attempt[i],
+                    outcome: FinishOutcome::Succeeded {
+                        result: self.result[i].clone(),
+                    },
+                    now: self.now[i],
+                    jitter: 0.5,
+                })
                 .collect();
+            for (p, answer) in ps.iter().zip(finish_locked(c, channel, &ps).await?) {
+                match answer {
+                    Ok(task) => {
+                        done.insert(p.id, T::from(task));
+                    }
+                    Err(_) => {
+                        // Ended meanwhile: say why, as for any other row the statement missed.
+                        let again = super::get(c, p.id).await.ok();
+                        if let Some(t) = again {
+                            current.insert(p.id, t);
+                        }
+                    }
+                }
+            }
         }
         Ok(self
             .id
@@ -521,6 +588,7 @@ fn succeed_sql(returning: &str, by_key: bool) -> String {
          FROM unnest($1::bigint[], $2::int[], $3::timestamptz[], $4::jsonb[]{states}) \
            AS u(id, attempt, now, result{column}) \
          WHERE t.id = u.id AND t.state = {running} AND t.attempt = u.attempt \
+           AND NOT t.has_children \
          RETURNING {returning}"
     )
 }

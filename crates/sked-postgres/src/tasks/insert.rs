@@ -30,9 +30,7 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
 ) -> Result<Vec<TaskInserted>> {
     validate(tasks)?;
     let mut out: Vec<Option<TaskInserted>> = vec![None; tasks.len()];
-    let plain: Vec<usize> = (0..tasks.len())
-        .filter(|&i| tasks[i].task.unique_key.is_none())
-        .collect();
+    let plain: Vec<usize> = (0..tasks.len()).filter(|&i| is_plain(&tasks[i])).collect();
     if !plain.is_empty() {
         let rows = Columns::of(plain.iter().map(|&i| &tasks[i]), now);
         let shape = shape(plain.iter().map(|&i| &tasks[i]));
@@ -49,13 +47,54 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
         }
     }
     for (i, t) in tasks.iter().enumerate() {
-        if t.task.unique_key.is_some() {
+        if !t.task.depends_on.is_empty() {
+            out[i] = Some(insert_dependent(c, channel, t, now).await?);
+        } else if t.task.unique_key.is_some() {
             out[i] = Some(insert_unique(c, channel, t, now).await?);
         }
     }
     out.into_iter()
         .map(|o| o.ok_or_else(|| StoreError::Backend("a task was not inserted".into())))
         .collect()
+}
+
+/// Whether `t` goes in with the one statement for many tasks: it has no unique key and no
+/// parents.
+fn is_plain(t: &TaskInsert) -> bool {
+    t.task.unique_key.is_none() && t.task.depends_on.is_empty()
+}
+
+/// Inserts a task with parents: their rows locked and flagged, its state from theirs
+/// ([`rules::dependents::at_enqueue`]), then its edges. A held unique key adds no edge.
+async fn insert_dependent<C: GenericClient + Sync>(
+    c: &C,
+    channel: &str,
+    t: &TaskInsert,
+    now: Timestamp,
+) -> Result<TaskInserted> {
+    let states = super::dependents::lock_parents(c, &t.task.depends_on).await?;
+    let run_at = t.task.run_at.unwrap_or(now);
+    let start = rules::dependents::at_enqueue(&states, t.task.on_parent_failure, run_at, now)?;
+    let mut inserted = if t.task.unique_key.is_some() {
+        insert_unique(c, channel, t, now).await?
+    } else {
+        let rows = Columns::of(std::iter::once(t), now);
+        let shape = shape(std::iter::once(t));
+        let sent = BulkParams::of(&rows);
+        let mut params: Vec<Param<'_>> = vec![&channel];
+        params.extend(sent.params(&now, SHAPES[shape]));
+        let ids = c
+            .query(INSERTS[shape].as_str(), &params)
+            .await
+            .map_err(db_err)?;
+        answers(&rows, &ids)?.remove(0)
+    };
+    if !inserted.duplicate {
+        let then = t.task.on_parent_failure;
+        super::dependents::link(c, inserted.id, &states, then, &start, now).await?;
+        inserted.state = start.state;
+    }
+    Ok(inserted)
 }
 
 /// Announces on `$1` the tasks `$2` names (see [`announcement`]).
@@ -119,7 +158,7 @@ pub(crate) async fn insert_claimed(
 
 /// Whether inserting `tasks` takes more than one statement.
 fn needs_transaction(tasks: &[TaskInsert]) -> bool {
-    tasks.iter().any(|t| t.task.unique_key.is_some())
+    tasks.iter().any(|t| !is_plain(t))
 }
 
 async fn insert_unique<C: GenericClient + Sync>(
@@ -230,7 +269,7 @@ pub(crate) async fn insert_many(
     if !needs_transaction(&p.tasks) {
         return insert_then_announce(c, channel, &p.tasks, p.now).await;
     }
-    let unkeyed = p.tasks.iter().filter(|t| t.task.unique_key.is_none());
+    let unkeyed = p.tasks.iter().filter(|t| is_plain(t));
     let stmt = c
         .prepare_cached(&INSERTS[shape(unkeyed)])
         .await

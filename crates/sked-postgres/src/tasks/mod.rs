@@ -8,6 +8,7 @@
 
 pub(crate) mod bulk;
 pub(crate) mod claim;
+pub(crate) mod dependents;
 pub(crate) mod endings;
 pub(crate) mod faster_statement;
 mod insert;
@@ -22,7 +23,7 @@ pub(crate) use insert::{insert_claimed, insert_many, insert_tasks};
 use deadpool_postgres::{Object, Transaction};
 use jiff::Timestamp;
 use sked_core::{Task, TaskId, TaskState, Transition};
-use sked_store::states::{FINISHED, WAITING};
+use sked_store::states::{FINISHED, TIMED};
 use sked_store::*;
 use tokio_postgres::types::ToSql;
 
@@ -95,6 +96,7 @@ pub(crate) async fn get(c: &mut Object, id: TaskId) -> Result<Task> {
         })
         .collect::<Result<_>>()?;
     rules::add_current_attempt(&mut task);
+    dependents::family(&***c, &mut task).await?;
     Ok(task)
 }
 
@@ -152,12 +154,14 @@ pub(crate) async fn list(c: &mut Object, p: &TaskListParams) -> Result<TaskPage>
             break;
         }
     }
-    Ok(page.finish())
+    let mut page = page.finish();
+    dependents::fill_waiting_for(&***c, &mut page.items).await?;
+    Ok(page)
 }
 
 pub(crate) async fn cancel(c: &mut Object, channel: &str, p: &TaskCancelParams) -> Result<Task> {
     let tx = c.transaction().await.map_err(db_err)?;
-    let task = cancel_in(&tx, p.id, p.now).await?;
+    let task = cancel_in(&tx, channel, p.id, p.now).await?;
     if task.schedule.is_some() {
         announce_schedules(&*tx, channel).await?;
     }
@@ -167,7 +171,12 @@ pub(crate) async fn cancel(c: &mut Object, channel: &str, p: &TaskCancelParams) 
 
 /// Cancels inside a caller's transaction (also materialisation's `replace`): a task that has
 /// not started is cancelled, a running one is asked to stop. Returns the task as it is now.
-pub(crate) async fn cancel_in(tx: &Transaction<'_>, id: TaskId, now: Timestamp) -> Result<Task> {
+pub(crate) async fn cancel_in(
+    tx: &Transaction<'_>,
+    channel: &str,
+    id: TaskId,
+    now: Timestamp,
+) -> Result<Task> {
     let task = row_for_update(tx, id).await?;
     let row = if task.state == TaskState::Running {
         tx.query_one(
@@ -189,7 +198,9 @@ pub(crate) async fn cancel_in(tx: &Transaction<'_>, id: TaskId, now: Timestamp) 
         .await
     }
     .map_err(db_err)?;
-    task_from_row(&row)
+    let task = task_from_row(&row)?;
+    dependents::release(tx, channel, [(task.id, task.state)], now).await?;
+    Ok(task)
 }
 
 pub(crate) async fn retry(c: &mut Object, channel: &str, p: &TaskRetryParams) -> Result<Task> {
@@ -242,7 +253,7 @@ pub(crate) async fn reschedule(
         )
         .await
         .map_err(db_err)?;
-    let waiting = state.is_waiting().then_some(p.run_at);
+    let waiting = state.is_timed().then_some(p.run_at);
     announce_tasks(
         &*tx,
         channel,
@@ -315,7 +326,9 @@ fn prune_sql(finished: &str) -> String {
            doomed AS (SELECT ctid FROM f LIMIT $2), \
            tasks AS (DELETE FROM sked_tasks WHERE ctid = ANY (ARRAY(SELECT ctid FROM doomed)) \
              AND state IN {FINISHED} RETURNING id), \
-           attempts AS (DELETE FROM sked_task_attempts WHERE task_id IN (SELECT id FROM tasks)) \
+           attempts AS (DELETE FROM sked_task_attempts WHERE task_id IN (SELECT id FROM tasks)), \
+           edges AS (DELETE FROM sked_task_edges WHERE child IN (SELECT id FROM tasks) \
+             OR parent IN (SELECT id FROM tasks)) \
          SELECT count(*) FROM tasks"
     )
 }
@@ -374,7 +387,7 @@ pub(crate) async fn prune(c: &mut Object, p: &TaskPruneParams) -> Result<u64> {
 
 /// When the earliest waiting task is due.
 static NEXT_RUN_AT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    format!("SELECT min(run_at) FROM sked_tasks WHERE state IN {WAITING}")
+    format!("SELECT min(run_at) FROM sked_tasks WHERE state IN {TIMED}")
 });
 
 pub(crate) async fn next_run_at(c: &mut Object) -> Result<Option<Timestamp>> {

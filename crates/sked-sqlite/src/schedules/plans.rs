@@ -114,6 +114,7 @@ pub(crate) fn write_plans(
             .map_err(db_err)?
             .execute(params![id, ts(now)])
             .map_err(db_err)?;
+            tasks::dependents::release(tx, [(*id, sked_core::TaskState::Dead)], now)?;
         }
         for id in &w.plan.cancel {
             rules::replaced(tasks::cancel(tx, *id, now))?;

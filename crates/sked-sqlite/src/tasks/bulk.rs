@@ -66,7 +66,13 @@ pub(crate) fn batch(tx: &Transaction<'_>, p: &TaskBulkParams) -> Result<BulkBatc
         // Two statements for the whole batch, as retention deletes.
         BulkAction::Delete if !ids.is_empty() => {
             let list = crate::codec::id_list(&ids);
-            for sql in [super::PRUNE_ATTEMPTS, super::PRUNE_TASKS] {
+            let [edges_in, edges_out] = super::dependents::PRUNE_EDGES;
+            for sql in [
+                super::PRUNE_ATTEMPTS,
+                super::PRUNE_TASKS,
+                edges_in,
+                edges_out,
+            ] {
                 tx.prepare_cached(sql)
                     .map_err(db_err)?
                     .execute([&list])
@@ -80,9 +86,14 @@ pub(crate) fn batch(tx: &Transaction<'_>, p: &TaskBulkParams) -> Result<BulkBatc
             }
         }
         BulkAction::Cancel => {
+            let mut cancelled = Vec::with_capacity(ids.len());
             for &id in &ids {
-                super::cancel(tx, id, p.now)?;
+                let task = super::cancel_only(tx, id, p.now)?;
+                cancelled.push((task.id, task.state));
             }
+            // Together, after the batch: a task of the batch is cancelled by it, not by its
+            // parent's end.
+            super::dependents::release(tx, cancelled, p.now)?;
         }
     }
     Ok(BulkBatch {

@@ -201,6 +201,10 @@ pub(crate) fn finish_many_lean(
     if !multi_row::end(tx, &with_result, false)? {
         return Err(short());
     }
+    if let Some(now) = ps.iter().map(|p| p.now).max() {
+        let succeeded = out.iter().flatten().flatten().map(|t| (t.id, t.state));
+        super::dependents::release(tx, succeeded, now)?;
+    }
     let mut rest = brief(super::finish_many(tx, &others)?).into_iter();
     Ok(out
         .into_iter()

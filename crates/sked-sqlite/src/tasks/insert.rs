@@ -178,7 +178,18 @@ pub(crate) fn insert_one(
     t: &TaskInsert,
     now: Timestamp,
 ) -> Result<TaskInserted> {
-    let row = Row::new(t, now)?;
+    let mut row = Row::new(t, now)?;
+    let parents = match t.task.depends_on.is_empty() {
+        true => None,
+        false => {
+            let states = super::dependents::parent_states(tx, &t.task.depends_on)?;
+            let run_at = t.task.run_at.unwrap_or(now);
+            let start =
+                rules::dependents::at_enqueue(&states, t.task.on_parent_failure, run_at, now)?;
+            row.state = start.state;
+            Some((states, start))
+        }
+    };
     if let Some(key) = &t.task.unique_key
         && let Some(holder) = key_holder(tx, key, &row, now)?
     {
@@ -188,6 +199,9 @@ pub(crate) fn insert_one(
     row.bind(&mut stmt, 0, PER_ROW)?;
     stmt.raw_execute().map_err(db_err)?;
     let id = tx.last_insert_rowid();
+    if let Some((states, start)) = parents {
+        super::dependents::link(tx, id, &states, t.task.on_parent_failure, &start, now)?;
+    }
     if let Some(until) = rules::unique_until(&t.task, now)? {
         tx.prepare_cached("UPDATE tasks SET unique_until = ?2 WHERE id = ?1")
             .map_err(db_err)?
@@ -292,14 +306,15 @@ pub(crate) fn insert_claimed(
     ))
 }
 
-/// Inserts tasks in order. Tasks without a unique key go in statements of up to
+/// Inserts tasks in order. Tasks without a unique key or parents go in statements of up to
 /// [`ROWS_PER_STATEMENT`] rows; one with a key is looked up and inserted alone, after the rows
-/// before it, so that a key given twice in one call finds its first task.
+/// before it, so that a key given twice in one call finds its first task; so is one with
+/// parents, which may be among the rows before it.
 pub(crate) fn insert_many(tx: &Transaction<'_>, p: &TaskInsertParams) -> Result<Vec<TaskInserted>> {
     let mut out = Vec::with_capacity(p.tasks.len());
     let mut pending: Vec<Row<'_>> = Vec::with_capacity(ROWS_PER_STATEMENT.min(p.tasks.len()));
     for t in &p.tasks {
-        if t.task.unique_key.is_some() {
+        if t.task.unique_key.is_some() || !t.task.depends_on.is_empty() {
             write_rows(tx, &mut pending, &mut out)?;
             out.push(insert_one(tx, t, p.now)?);
             continue;

@@ -26,6 +26,7 @@ use crate::partial_indexes;
 
 pub(crate) mod bulk;
 pub(crate) mod claim;
+pub(crate) mod dependents;
 mod finish_lean;
 mod insert;
 mod multi_row;
@@ -95,6 +96,7 @@ pub(crate) fn get(conn: &Connection, id: TaskId) -> Result<Task> {
         .collect::<rusqlite::Result<_>>()
         .map_err(db_err)?;
     rules::add_current_attempt(&mut task);
+    dependents::family(conn, &mut task)?;
     Ok(task)
 }
 
@@ -150,7 +152,16 @@ pub(crate) fn list(conn: &Connection, p: &TaskListParams) -> Result<TaskPage> {
             break;
         }
     }
-    Ok(page.finish())
+    let mut page = page.finish();
+    let waiting: Vec<TaskId> = (page.items.iter())
+        .filter(|t| t.state == TaskState::Waiting)
+        .map(|t| t.id)
+        .collect();
+    let mut parents = dependents::waiting_for(conn, &waiting)?;
+    for t in &mut page.items {
+        t.waiting_for = parents.remove(&t.id).unwrap_or_default();
+    }
+    Ok(page)
 }
 
 pub(crate) fn heartbeat(tx: &Transaction<'_>, p: &TaskHeartbeatParams) -> Result<HeartbeatReply> {
@@ -262,10 +273,21 @@ pub(crate) fn finish_many(
     if !multi_row::end(tx, &endings, repeats)? {
         return Err(multi_row::short_write());
     }
+    if let Some(now) = ps.iter().map(|p| p.now).max() {
+        let ended = out.iter().flatten().map(|t| (t.id, t.state));
+        dependents::release(tx, ended, now)?;
+    }
     Ok(out)
 }
 
 pub(crate) fn cancel(tx: &Transaction<'_>, id: TaskId, now: Timestamp) -> Result<Task> {
+    let task = cancel_only(tx, id, now)?;
+    dependents::release(tx, [(task.id, task.state)], now)?;
+    Ok(task)
+}
+
+/// [`cancel`], leaving the tasks waiting for it to the caller.
+pub(crate) fn cancel_only(tx: &Transaction<'_>, id: TaskId, now: Timestamp) -> Result<Task> {
     let task = get_row(tx, id)?;
     let sql = if task.state == TaskState::Running {
         format!(
@@ -354,6 +376,7 @@ pub(crate) fn rescue(tx: &Transaction<'_>, p: &TaskRescueParams) -> Result<Vec<T
         if n == 1 {
             record_attempt(tx, &task, "rescued", Some(&error), p.now)?;
             rescued.push(task.id);
+            dependents::release(tx, [(task.id, state)], p.now)?;
         }
     }
     Ok(rescued)
@@ -385,7 +408,8 @@ pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
     // statement a task cost twice the time (a pass of 10,000 held the writer for 60–90 ms).
     if !ids.is_empty() {
         let list = id_list(&ids);
-        for sql in [PRUNE_ATTEMPTS, PRUNE_TASKS] {
+        let [edges_in, edges_out] = dependents::PRUNE_EDGES;
+        for sql in [PRUNE_ATTEMPTS, PRUNE_TASKS, edges_in, edges_out] {
             tx.prepare_cached(sql)
                 .map_err(db_err)?
                 .execute([&list])

@@ -5,7 +5,8 @@
 //! The cases live by concern: `tasks` (inserting, claiming, ending attempts), `operations`
 //! (cancel, rescue, retry, reschedule, prune, list), `queues` (counts, limits, leases),
 //! `schedules` (declaring, applying plans), `schedule_policies` (jitter, pausing after dead
-//! runs, backfills), `ahead` (passes that plan schedules ahead of their time), `observe` (activity,
+//! runs, backfills), `ahead` (passes that plan schedules ahead of their time), `dependents`
+//! (tasks that wait for tasks), `observe` (activity,
 //! workers), `reference` (every claim against a stateless reference) and `claimers` (several
 //! stores claiming at once, which a backend runs from a test of its own); here the macro and
 //! the helpers they share.
@@ -13,6 +14,7 @@
 mod ahead;
 mod bulk;
 mod claimers;
+mod dependents;
 mod endings;
 mod inserts;
 mod keys;
@@ -28,6 +30,7 @@ mod unique;
 pub use ahead::*;
 pub use bulk::*;
 pub use claimers::*;
+pub use dependents::*;
 pub use endings::*;
 pub use inserts::*;
 pub use keys::*;
@@ -72,7 +75,10 @@ macro_rules! conformance_tests {
             runs_within_the_horizon_are_made_ahead_once, a_decision_that_needs_its_time_waits_for_the_run_or_the_time,
             edits_pauses_and_deletes_withdraw_runs_made_ahead, passes_at_once_make_each_occurrence_once,
             many_schedules_are_written_at_once_or_not_at_all, a_run_waiting_to_retry_stops_when_the_next_occurrence_is_planned, schedules_are_listed_and_counted_by_prefix_paused_and_failing,
-            activity_counts_ended_work_per_bucket, workers_beat_list_and_prune, claims_agree_with_the_reference_claim);
+            activity_counts_ended_work_per_bucket, workers_beat_list_and_prune, claims_agree_with_the_reference_claim,
+            a_child_waits_until_every_parent_succeeded, a_failed_parent_cancels_what_waits_for_it_or_lets_it_run,
+            every_way_a_parent_ends_reaches_its_children, a_new_task_starts_from_its_parents_states,
+            parents_ending_at_once_release_their_child_once);
     };
     (@cases $make:expr; $($case:ident),+) => {
         $(

@@ -24,7 +24,7 @@ impl BulkAction {
         use TaskState::*;
         match self {
             BulkAction::Retry => &[Succeeded, Dead, Cancelled],
-            BulkAction::Cancel => &[Scheduled, Available, Retrying, Running],
+            BulkAction::Cancel => &[Waiting, Scheduled, Available, Retrying, Running],
             BulkAction::Delete => &[Succeeded, Dead, Cancelled],
         }
     }

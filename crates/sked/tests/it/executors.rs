@@ -37,6 +37,10 @@ fn task(kind: &str, payload: Value) -> Task {
         result: None,
         key: None,
         traceparent: None,
+        depends_on: vec![],
+        waiting_for: vec![],
+        dependents: vec![],
+        on_parent_failure: sked::ParentFailure::Cancel,
         attempts: vec![],
     }
 }

@@ -3,7 +3,7 @@
 //! claim path (`claim.rs`, `limited.rs`, `probe.rs`) runs them; nothing here runs anything.
 
 use sked_store::keyed;
-use sked_store::states::WAITING;
+use sked_store::states::TIMED;
 
 use crate::codec::TASK_COLUMNS;
 use crate::listen::notify_tasks_sql;
@@ -17,11 +17,11 @@ pub(super) static STAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(
     format!(
         "WITH staged AS ( \
            UPDATE sked_tasks SET state = 'available' WHERE id IN ( \
-             SELECT id FROM sked_tasks WHERE state IN {WAITING} AND run_at <= $2 \
+             SELECT id FROM sked_tasks WHERE state IN {TIMED} AND run_at <= $2 \
              ORDER BY run_at LIMIT {STAGE_BATCH} FOR UPDATE SKIP LOCKED) \
            RETURNING priority, run_at) \
          SELECT f.top, f.first, f.n, \
-           (SELECT min(run_at) FROM sked_tasks WHERE state IN {WAITING} AND run_at > $2), \
+           (SELECT min(run_at) FROM sked_tasks WHERE state IN {TIMED} AND run_at > $2), \
            CASE WHEN f.n > 0 THEN {} END \
          FROM (SELECT max(priority) AS top, min(run_at) AS first, count(*) AS n FROM staged) f",
         notify_tasks_sql("f.first", "f.top", "NULL::timestamptz")

@@ -1,0 +1,275 @@
+//! Tasks that wait for tasks: a new task's edges to its parents, and what a parent's end does
+//! to the tasks waiting for it, in the ending's transaction (the rules:
+//! `sked_store::rules::dependents`). One writer orders every insert and ending, so an ending
+//! asks once whether any edge is open at all and, most often, does nothing more.
+
+use jiff::Timestamp;
+use rusqlite::{Connection, OptionalExtension, params};
+use sked_core::{ParentFailure, TaskId, TaskState};
+use sked_store::rules::dependents::{self, ChildChange, Start};
+use sked_store::*;
+
+use crate::codec::{db_err, id_list, state, text, ts};
+
+thread_local! {
+    /// The earliest run time of the tasks [`release`] made claimable in the write running on
+    /// this thread: the store announces it once the write has committed ([`take_released`]).
+    static RELEASED: std::cell::Cell<Option<Timestamp>> = const { std::cell::Cell::new(None) };
+}
+
+/// What [`release`] made claimable in the write that ran last on this thread, cleared.
+pub(crate) fn take_released() -> Option<Timestamp> {
+    RELEASED.with(|r| r.take())
+}
+
+/// The states of `parents`, in their order (`None`: no such task).
+pub(crate) fn parent_states(
+    conn: &Connection,
+    parents: &[TaskId],
+) -> Result<Vec<(TaskId, Option<TaskState>)>> {
+    let mut found = std::collections::HashMap::with_capacity(parents.len());
+    let mut stmt = conn
+        .prepare_cached("SELECT id, state FROM tasks WHERE id IN rarray(?1)")
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map([id_list(parents)], |r| Ok((r.get(0)?, state(text(r, 1)?)?)))
+        .map_err(db_err)?;
+    for row in rows {
+        let (id, s): (TaskId, TaskState) = row.map_err(db_err)?;
+        found.insert(id, s);
+    }
+    Ok(parents
+        .iter()
+        .map(|p| (*p, found.get(p).copied()))
+        .collect())
+}
+
+/// Writes the edges of the new task `child` to `parents` (as [`parent_states`] read them) and
+/// what [`dependents::at_enqueue`] made of them.
+pub(crate) fn link(
+    conn: &Connection,
+    child: TaskId,
+    parents: &[(TaskId, Option<TaskState>)],
+    then: ParentFailure,
+    start: &Start,
+    now: Timestamp,
+) -> Result<()> {
+    let mut edge = conn
+        .prepare_cached("INSERT OR FAIL INTO task_edges (child, parent, done) VALUES (?1, ?2, ?3)")
+        .map_err(db_err)?;
+    for (parent, s) in parents {
+        let done = s.is_some_and(TaskState::is_finished);
+        edge.execute(params![child, parent, done]).map_err(db_err)?;
+    }
+    let finished = start.state.is_finished().then_some(ts(now));
+    conn.prepare_cached(
+        "UPDATE tasks SET parents_left = ?2, on_parent_failure = ?3, last_error = ?4, \
+         finished_at = ?5 WHERE id = ?1",
+    )
+    .map_err(db_err)?
+    .execute(params![
+        child,
+        start.parents_left,
+        (!then.is_cancel()).then_some(then.as_str()),
+        start.error,
+        finished
+    ])
+    .map_err(db_err)?;
+    Ok(())
+}
+
+/// What the ends in `ended` (tasks and the state each ended in) do to the tasks waiting for
+/// them, and so on down the graph: each child is counted down, released or cancelled. Returns
+/// the earliest run time of the tasks released, if any was.
+pub(crate) fn release(
+    conn: &Connection,
+    ended: impl IntoIterator<Item = (TaskId, TaskState)>,
+    now: Timestamp,
+) -> Result<Option<Timestamp>> {
+    let mut ended: Vec<(TaskId, TaskState)> =
+        ended.into_iter().filter(|(_, s)| s.is_finished()).collect();
+    if ended.is_empty() || !any_open(conn)? {
+        return Ok(None);
+    }
+    let mut released: Option<Timestamp> = None;
+    while !ended.is_empty() {
+        let ends = close_edges(conn, &ended)?;
+        ended.clear();
+        for (child, parents) in ends {
+            let Some(c) = read_child(conn, child)? else {
+                continue;
+            };
+            match dependents::after_parents(&c, &parents, now) {
+                ChildChange::Leave => {}
+                ChildChange::Wait { parents_left } => {
+                    conn.prepare_cached("UPDATE tasks SET parents_left = ?2 WHERE id = ?1")
+                        .map_err(db_err)?
+                        .execute(params![child, parents_left])
+                        .map_err(db_err)?;
+                }
+                ChildChange::Release { state } => {
+                    conn.prepare_cached(
+                        "UPDATE tasks SET parents_left = 0, state = ?2 \
+                         WHERE id = ?1 AND state = 'waiting'",
+                    )
+                    .map_err(db_err)?
+                    .execute(params![child, state.as_str()])
+                    .map_err(db_err)?;
+                    released = Some(released.map_or(c.run_at, |r| r.min(c.run_at)));
+                }
+                ChildChange::Cancel { error } => {
+                    conn.prepare_cached(
+                        "UPDATE tasks SET state = 'cancelled', finished_at = ?2, last_error = ?3 \
+                         WHERE id = ?1 AND state = 'waiting'",
+                    )
+                    .map_err(db_err)?
+                    .execute(params![child, ts(now), error])
+                    .map_err(db_err)?;
+                    ended.push((child, TaskState::Cancelled));
+                }
+            }
+        }
+    }
+    if let Some(at) = released {
+        RELEASED.with(|r| r.set(Some(r.get().map_or(at, |was| was.min(at)))));
+    }
+    Ok(released)
+}
+
+/// The column `on_parent_failure` (null: cancel).
+fn parent_failure(column: Option<&str>) -> ParentFailure {
+    match column {
+        Some("run") => ParentFailure::Run,
+        _ => ParentFailure::Cancel,
+    }
+}
+
+/// Whether any edge waits for its parent's end.
+fn any_open(conn: &Connection) -> Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM task_edges WHERE done = 0 LIMIT 1")
+        .map_err(db_err)?
+        .query_row([], |_| Ok(()))
+        .optional()
+        .map(|found| found.is_some())
+        .map_err(db_err)
+}
+
+/// Marks the open edges of `ended`'s parents done; the children they reach, in id order, each
+/// with the ends of its parents among them.
+#[allow(clippy::type_complexity)]
+fn close_edges(
+    conn: &Connection,
+    ended: &[(TaskId, TaskState)],
+) -> Result<Vec<(TaskId, Vec<(TaskId, TaskState)>)>> {
+    let states: std::collections::HashMap<TaskId, TaskState> = ended.iter().copied().collect();
+    let ids: Vec<TaskId> = ended.iter().map(|(id, _)| *id).collect();
+    let mut stmt = conn
+        .prepare_cached(
+            "UPDATE task_edges SET done = 1 WHERE parent IN rarray(?1) AND done = 0 \
+             RETURNING child, parent",
+        )
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map([id_list(&ids)], |r| {
+            Ok((r.get::<_, TaskId>(0)?, r.get::<_, TaskId>(1)?))
+        })
+        .map_err(db_err)?;
+    let mut by_child: std::collections::BTreeMap<TaskId, Vec<(TaskId, TaskState)>> =
+        Default::default();
+    for row in rows {
+        let (child, parent) = row.map_err(db_err)?;
+        by_child
+            .entry(child)
+            .or_default()
+            .push((parent, states[&parent]));
+    }
+    Ok(by_child.into_iter().collect())
+}
+
+fn read_child(conn: &Connection, id: TaskId) -> Result<Option<dependents::Child>> {
+    conn.prepare_cached(
+        "SELECT state, parents_left, on_parent_failure, run_at FROM tasks WHERE id = ?1",
+    )
+    .map_err(db_err)?
+    .query_row([id], |r| {
+        let then: Option<String> = r.get(2)?;
+        Ok(dependents::Child {
+            id,
+            state: state(text(r, 0)?)?,
+            parents_left: r.get(1)?,
+            on_parent_failure: parent_failure(then.as_deref()),
+            run_at: crate::codec::from_ts(r.get(3)?),
+        })
+    })
+    .optional()
+    .map_err(db_err)
+}
+
+/// Fills in `task`'s parents (all, and those it still waits for) and children, each in id
+/// order, and what a failed parent does to it.
+pub(crate) fn family(conn: &Connection, task: &mut sked_core::Task) -> Result<()> {
+    let then: Option<String> = conn
+        .prepare_cached("SELECT on_parent_failure FROM tasks WHERE id = ?1")
+        .map_err(db_err)?
+        .query_row([task.id], |r| r.get(0))
+        .optional()
+        .map_err(db_err)?
+        .flatten();
+    task.on_parent_failure = parent_failure(then.as_deref());
+    let mut stmt = conn
+        .prepare_cached("SELECT parent, done FROM task_edges WHERE child = ?1 ORDER BY parent")
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map([task.id], |r| {
+            Ok((r.get::<_, TaskId>(0)?, r.get::<_, bool>(1)?))
+        })
+        .map_err(db_err)?;
+    for row in rows {
+        let (parent, done) = row.map_err(db_err)?;
+        task.depends_on.push(parent);
+        if !done {
+            task.waiting_for.push(parent);
+        }
+    }
+    let mut stmt = conn
+        .prepare_cached("SELECT child FROM task_edges WHERE parent = ?1 ORDER BY child")
+        .map_err(db_err)?;
+    let rows = stmt.query_map([task.id], |r| r.get(0)).map_err(db_err)?;
+    for row in rows {
+        task.dependents.push(row.map_err(db_err)?);
+    }
+    Ok(())
+}
+
+/// The parents not yet counted of the waiting tasks among `ids`.
+pub(crate) fn waiting_for(
+    conn: &Connection,
+    ids: &[TaskId],
+) -> Result<std::collections::HashMap<TaskId, Vec<TaskId>>> {
+    let mut out: std::collections::HashMap<TaskId, Vec<TaskId>> = Default::default();
+    if ids.is_empty() {
+        return Ok(out);
+    }
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT child, parent FROM task_edges WHERE child IN rarray(?1) AND done = 0 \
+             ORDER BY child, parent",
+        )
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map([id_list(ids)], |r| {
+            Ok((r.get::<_, TaskId>(0)?, r.get::<_, TaskId>(1)?))
+        })
+        .map_err(db_err)?;
+    for row in rows {
+        let (child, parent) = row.map_err(db_err)?;
+        out.entry(child).or_default().push(parent);
+    }
+    Ok(out)
+}
+
+/// Removes the edges of pruned tasks `ids` (an [`id_list`]'s ids).
+pub(crate) const PRUNE_EDGES: [&str; 2] = [
+    "DELETE FROM task_edges WHERE child IN rarray(?1)",
+    "DELETE FROM task_edges WHERE parent IN rarray(?1)",
+];

@@ -1,0 +1,423 @@
+//! Tasks that wait for tasks: a child waits until every parent succeeded, whatever way each
+//! parent ends, and a failed parent cancels what waits for it or lets it run.
+
+use sked_core::{ParentFailure, Task, TaskId, TaskState};
+
+use super::*;
+
+async fn get(store: &Shared, id: TaskId) -> Task {
+    store.task_get(id).await.unwrap()
+}
+
+/// Claims `id` alone (it must be the only claimable task) and returns its attempt.
+async fn run(store: &Shared, id: TaskId, now: Timestamp) -> i32 {
+    let claimed = claim(store, 10, now).await;
+    let ids: Vec<TaskId> = claimed.iter().map(|t| t.id).collect();
+    assert_eq!(ids, vec![id], "only {id} is claimable");
+    claimed[0].attempt
+}
+
+async fn succeed(store: &Shared, id: TaskId, now: Timestamp) {
+    let attempt = run(store, id, now).await;
+    let done = finish(
+        store,
+        id,
+        attempt,
+        FinishOutcome::Succeeded { result: None },
+        now,
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.state, TaskState::Succeeded);
+}
+
+pub async fn a_child_waits_until_every_parent_succeeded(store: &Shared) {
+    let a = insert(store, task("a"), t0()).await.id;
+    let b = insert(store, task("b").queue("other"), t0()).await.id;
+    let c = insert(store, task("c").after([a, b]), t0()).await;
+    assert_eq!(c.state, TaskState::Waiting);
+    let c = c.id;
+    let waiting = get(store, c).await;
+    assert_eq!(waiting.depends_on, vec![a, b]);
+    assert_eq!(waiting.waiting_for, vec![a, b]);
+    assert_eq!(get(store, a).await.dependents, vec![c]);
+    let listed = store
+        .task_list(TaskListParams {
+            states: vec![TaskState::Waiting],
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(
+        listed.items[0].waiting_for,
+        vec![a, b],
+        "lists say what a task waits for"
+    );
+
+    // Claimed one at a time: the child is never among them while it waits.
+    let first = claim_from(store, &["default"], 10, at(1)).await;
+    assert_eq!(first.iter().map(|t| t.id).collect::<Vec<_>>(), vec![a]);
+    finish(
+        store,
+        a,
+        first[0].attempt,
+        FinishOutcome::Succeeded { result: None },
+        at(2),
+    )
+    .await
+    .unwrap();
+    let half = get(store, c).await;
+    assert_eq!(half.state, TaskState::Waiting);
+    assert_eq!(half.waiting_for, vec![b]);
+    assert_eq!(half.depends_on, vec![a, b]);
+
+    // The last parent ends through the brief endings a drain uses.
+    let attempt = run(store, b, at(3)).await;
+    let ended = store
+        .task_finish_many_lean(vec![TaskFinishParams {
+            id: b,
+            attempt,
+            outcome: FinishOutcome::Succeeded { result: None },
+            now: at(4),
+            jitter: 0.5,
+        }])
+        .await
+        .unwrap();
+    assert!(ended[0].is_ok());
+    let released = get(store, c).await;
+    assert_eq!(released.state, TaskState::Available);
+    assert!(released.waiting_for.is_empty());
+    assert_eq!(released.depends_on, vec![a, b]);
+    succeed(store, c, at(5)).await;
+
+    // A child due later waits for its time once released.
+    let p = insert(store, task("p"), at(10)).await.id;
+    let later = insert(store, task("later").after([p]).run_at(at(100)), at(10))
+        .await
+        .id;
+    succeed(store, p, at(11)).await;
+    assert_eq!(get(store, later).await.state, TaskState::Scheduled);
+    assert!(claim(store, 10, at(50)).await.is_empty());
+    assert_eq!(claim(store, 10, at(100)).await.len(), 1);
+}
+
+pub async fn a_failed_parent_cancels_what_waits_for_it_or_lets_it_run(store: &Shared) {
+    let a = insert(store, task("a").max_attempts(1), t0()).await.id;
+    let b = insert(store, task("b").after([a]), t0()).await.id;
+    let c = insert(store, task("c").after([b]), t0()).await.id;
+    let d = insert(
+        store,
+        task("d").after([a]).on_parent_failure(ParentFailure::Run),
+        t0(),
+    )
+    .await
+    .id;
+    assert_eq!(
+        get(store, d).await.on_parent_failure,
+        ParentFailure::Run,
+        "the task says what a failed parent does to it"
+    );
+    let attempt = run(store, a, at(1)).await;
+    let dead = finish(store, a, attempt, failed(true), at(2))
+        .await
+        .unwrap();
+    assert_eq!(dead.state, TaskState::Dead, "out of attempts");
+    let b = get(store, b).await;
+    assert_eq!(b.state, TaskState::Cancelled);
+    assert_eq!(b.last_error, Some(format!("parent {a} ended dead")));
+    assert_eq!(b.finished_at, Some(at(2)));
+    let c = get(store, c).await;
+    assert_eq!(c.state, TaskState::Cancelled, "down the graph");
+    assert_eq!(c.last_error, Some(format!("parent {} was cancelled", b.id)));
+    assert_eq!(
+        get(store, d).await.state,
+        TaskState::Available,
+        "run anyway"
+    );
+    succeed(store, d, at(3)).await;
+}
+
+pub async fn every_way_a_parent_ends_reaches_its_children(store: &Shared) {
+    // Cancelled by hand while it waits for its own parent, and before it started.
+    let root = insert(store, task("root").run_at(at(1000)), t0()).await.id;
+    let waiting = insert(store, task("p").after([root]), t0()).await.id;
+    let child = insert(store, task("c").after([waiting]), t0()).await.id;
+    let cancelled = store
+        .task_cancel(TaskCancelParams {
+            id: waiting,
+            now: at(1),
+        })
+        .await
+        .unwrap();
+    assert_eq!(cancelled.state, TaskState::Cancelled);
+    let c = get(store, child).await;
+    assert_eq!(
+        (c.state, c.last_error),
+        (
+            TaskState::Cancelled,
+            Some(format!("parent {waiting} was cancelled"))
+        )
+    );
+    store
+        .task_cancel(TaskCancelParams {
+            id: root,
+            now: at(1),
+        })
+        .await
+        .unwrap();
+
+    // Rescued out of attempts.
+    let p = insert(store, task("p").max_attempts(1), at(2)).await.id;
+    let child = insert(store, task("c").after([p]), at(2)).await.id;
+    run(store, p, at(2)).await;
+    let rescued = store
+        .task_rescue(TaskRescueParams {
+            now: at(2)
+                .checked_add(TTL)
+                .unwrap()
+                .checked_add(SignedDuration::from_secs(1))
+                .unwrap(),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(rescued, vec![p]);
+    assert_eq!(get(store, p).await.state, TaskState::Dead);
+    assert_eq!(get(store, child).await.state, TaskState::Cancelled);
+
+    // Cancelled in bulk, the child too: by the bulk action, not by its parent's end.
+    let p = insert(store, task("bulk").run_at(at(1000)), at(100))
+        .await
+        .id;
+    let child = insert(store, task("bulk").after([p]), at(100)).await.id;
+    let batch = store
+        .task_bulk(TaskBulkParams {
+            action: BulkAction::Cancel,
+            filter: BulkFilter {
+                states: vec![TaskState::Waiting, TaskState::Scheduled],
+                kind: Some("bulk".into()),
+                ..Default::default()
+            },
+            after: None,
+            limit: 100,
+            now: at(101),
+        })
+        .await
+        .unwrap();
+    assert_eq!(batch.changed, 2);
+    let c = get(store, child).await;
+    assert_eq!((c.state, c.last_error), (TaskState::Cancelled, None));
+    // And a child outside the batch hears of it.
+    let p = insert(store, task("bulk2").run_at(at(1000)), at(110))
+        .await
+        .id;
+    let child = insert(store, task("other").after([p]), at(110)).await.id;
+    store
+        .task_bulk(TaskBulkParams {
+            action: BulkAction::Cancel,
+            filter: BulkFilter {
+                states: vec![TaskState::Scheduled],
+                kind: Some("bulk2".into()),
+                ..Default::default()
+            },
+            after: None,
+            limit: 100,
+            now: at(111),
+        })
+        .await
+        .unwrap();
+    let c = get(store, child).await;
+    assert_eq!(
+        (c.state, c.last_error),
+        (
+            TaskState::Cancelled,
+            Some(format!("parent {p} was cancelled"))
+        )
+    );
+
+    // Cancelled while running, as its worker acknowledges.
+    let p = insert(store, task("p"), at(200)).await.id;
+    let child = insert(store, task("c").after([p]), at(200)).await.id;
+    let attempt = run(store, p, at(200)).await;
+    store
+        .task_cancel(TaskCancelParams {
+            id: p,
+            now: at(201),
+        })
+        .await
+        .unwrap();
+    assert_eq!(get(store, child).await.state, TaskState::Waiting);
+    finish(store, p, attempt, FinishOutcome::Cancelled, at(202))
+        .await
+        .unwrap();
+    assert_eq!(get(store, child).await.state, TaskState::Cancelled);
+
+    // A retry leaves the children waiting; a later success releases them.
+    let p = insert(store, task("p"), at(300)).await.id;
+    let child = insert(store, task("c").after([p]), at(300)).await.id;
+    let attempt = run(store, p, at(300)).await;
+    let retrying = finish(store, p, attempt, failed(true), at(301))
+        .await
+        .unwrap();
+    assert_eq!(retrying.state, TaskState::Retrying);
+    assert_eq!(get(store, child).await.state, TaskState::Waiting);
+    succeed(store, p, at(10_000)).await;
+    assert_eq!(get(store, child).await.state, TaskState::Available);
+
+    // A parent run again by hand counts once: the child, cancelled by hand, stays so.
+    let child_task = get(store, child).await;
+    assert!(child_task.waiting_for.is_empty());
+    store
+        .task_cancel(TaskCancelParams {
+            id: child,
+            now: at(10_001),
+        })
+        .await
+        .unwrap();
+    store
+        .task_retry(TaskRetryParams {
+            id: p,
+            now: at(10_002),
+        })
+        .await
+        .unwrap();
+    succeed(store, p, at(10_003)).await;
+    assert_eq!(get(store, child).await.state, TaskState::Cancelled);
+}
+
+pub async fn a_new_task_starts_from_its_parents_states(store: &Shared) {
+    let done = insert(store, task("done"), t0()).await.id;
+    succeed(store, done, t0()).await;
+    let c = insert(store, task("c").after([done]), at(1)).await;
+    assert_eq!(
+        c.state,
+        TaskState::Available,
+        "a parent that succeeded counts at once"
+    );
+    let t = get(store, c.id).await;
+    assert_eq!(t.depends_on, vec![done]);
+    assert!(t.waiting_for.is_empty());
+    succeed(store, c.id, at(1)).await;
+
+    let dead = insert(store, task("dead").max_attempts(1), at(2)).await.id;
+    let attempt = run(store, dead, at(2)).await;
+    finish(store, dead, attempt, failed(false), at(2))
+        .await
+        .unwrap();
+    let c = insert(store, task("c").after([dead]), at(3)).await;
+    assert_eq!(c.state, TaskState::Cancelled);
+    let t = get(store, c.id).await;
+    assert_eq!(t.last_error, Some(format!("parent {dead} ended dead")));
+    assert_eq!(t.finished_at, Some(at(3)));
+    let r = insert(
+        store,
+        task("r")
+            .after([dead])
+            .on_parent_failure(ParentFailure::Run),
+        at(3),
+    )
+    .await;
+    assert_eq!(r.state, TaskState::Available);
+    succeed(store, r.id, at(3)).await;
+
+    // An unknown parent is refused, and nothing of the call is made.
+    let before = store
+        .task_list(TaskListParams {
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .items
+        .len();
+    let err = store
+        .task_insert_many(TaskInsertParams {
+            tasks: vec![task("ok").into(), task("x").after([done, 999_999]).into()],
+            now: at(4),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Invalid);
+    assert!(
+        err.to_string().contains("depends_on: no task 999999"),
+        "{err}"
+    );
+    let after = store
+        .task_list(TaskListParams {
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .items
+        .len();
+    assert_eq!(before, after, "nothing was made");
+
+    // Parents made earlier in the same call are found; a held unique key adds no edge.
+    let p = insert(store, task("p").run_at(at(1000)), at(5)).await.id;
+    let first = insert(store, task("u").unique_key("u1").after([p]), at(5)).await;
+    assert_eq!(first.state, TaskState::Waiting);
+    let other = insert(store, task("o").run_at(at(1000)), at(5)).await.id;
+    let again = insert(store, task("u").unique_key("u1").after([other]), at(5)).await;
+    assert!(again.duplicate, "a waiting task holds its unique key");
+    assert_eq!(again.id, first.id);
+    assert!(get(store, other).await.dependents.is_empty());
+}
+
+pub async fn parents_ending_at_once_release_their_child_once(store: &Shared) {
+    const PARENTS: usize = 40;
+    let parents: Vec<TaskId> = insert_batch(store, &vec![task("p"); PARENTS], t0())
+        .await
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    let child = insert(store, task("child").after(parents.clone()), t0())
+        .await
+        .id;
+    let claimed = claim(store, PARENTS as u32, at(1)).await;
+    assert_eq!(claimed.len(), PARENTS);
+    let mut ends = Vec::new();
+    for t in claimed {
+        let store = store.clone();
+        ends.push(tokio::spawn(async move {
+            finish(
+                &store,
+                t.id,
+                t.attempt,
+                FinishOutcome::Succeeded { result: None },
+                at(2),
+            )
+            .await
+            .unwrap();
+        }));
+    }
+    // Children enqueued while the parents end: each finds them ended, or is counted down.
+    let mut late = Vec::new();
+    for i in 0..10 {
+        let store = store.clone();
+        let parents = parents.clone();
+        late.push(tokio::spawn(async move {
+            let one = parents[i * 3];
+            insert(&store, task("late").after([one]), at(2)).await.id
+        }));
+    }
+    for e in ends {
+        e.await.unwrap();
+    }
+    let mut lates = Vec::new();
+    for l in late {
+        lates.push(l.await.unwrap());
+    }
+    let c = get(store, child).await;
+    assert_eq!(c.state, TaskState::Available, "the last parent released it");
+    assert!(c.waiting_for.is_empty());
+    for id in lates {
+        assert_eq!(
+            get(store, id).await.state,
+            TaskState::Available,
+            "a child enqueued as its parent ended does not wait forever"
+        );
+    }
+}

@@ -1,0 +1,238 @@
+//! What a parent's end does to the tasks waiting for it, and how a task with parents starts
+//! its life (docs/decisions/0012-tasks-that-wait-for-tasks.md). Both stores apply these: they
+//! read the rows, call these, and write what they say.
+
+use jiff::Timestamp;
+use sked_core::{ParentFailure, TaskId, TaskState};
+
+use super::state_for_run_at;
+
+/// A task waiting for parents, as a release reads it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Child {
+    pub id: TaskId,
+    pub state: TaskState,
+    /// Its parents not yet counted.
+    pub parents_left: i32,
+    pub on_parent_failure: ParentFailure,
+    pub run_at: Timestamp,
+}
+
+/// What the ends of some of its parents do to a child.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChildChange {
+    /// It waits for the parents left.
+    Wait { parents_left: i32 },
+    /// Every parent is counted: it is due (`available`) or waits for its run time (`scheduled`).
+    Release { state: TaskState },
+    /// A parent failed and the child was to be cancelled then; `error` says which parent.
+    Cancel { error: String },
+    /// It no longer waits (it was cancelled by hand, say): it is left as it is.
+    Leave,
+}
+
+/// Why a child is cancelled when `parent` ended in `state`.
+pub fn parent_failed(parent: TaskId, state: TaskState) -> String {
+    match state {
+        TaskState::Cancelled => format!("parent {parent} was cancelled"),
+        _ => format!("parent {parent} ended {state}"),
+    }
+}
+
+/// A failed end (dead or cancelled) among `ends`, the first by parent id.
+fn first_failure(ends: &[(TaskId, TaskState)]) -> Option<(TaskId, TaskState)> {
+    ends.iter()
+        .filter(|(_, s)| matches!(s, TaskState::Dead | TaskState::Cancelled))
+        .min_by_key(|(id, _)| *id)
+        .copied()
+}
+
+/// What `ends` (parents of `child` and the state each ended in, each counted once) do to it.
+pub fn after_parents(child: &Child, ends: &[(TaskId, TaskState)], now: Timestamp) -> ChildChange {
+    if child.state != TaskState::Waiting {
+        return ChildChange::Leave;
+    }
+    if child.on_parent_failure == ParentFailure::Cancel
+        && let Some((parent, state)) = first_failure(ends)
+    {
+        return ChildChange::Cancel {
+            error: parent_failed(parent, state),
+        };
+    }
+    let left = child.parents_left - ends.len() as i32;
+    if left > 0 {
+        ChildChange::Wait { parents_left: left }
+    } else {
+        ChildChange::Release {
+            state: state_for_run_at(child.run_at, now),
+        }
+    }
+}
+
+/// How a new task with parents starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Start {
+    pub state: TaskState,
+    /// Its parents not yet ended.
+    pub parents_left: i32,
+    /// With `state` cancelled: why.
+    pub error: Option<String>,
+}
+
+/// How a new task starts whose parents are in `parents` (each with its state; `None`: there
+/// is no such task, which is refused).
+pub fn at_enqueue(
+    parents: &[(TaskId, Option<TaskState>)],
+    on_parent_failure: ParentFailure,
+    run_at: Timestamp,
+    now: Timestamp,
+) -> crate::Result<Start> {
+    let mut ended = Vec::with_capacity(parents.len());
+    let mut left = 0;
+    for &(id, state) in parents {
+        match state {
+            None => {
+                return Err(crate::StoreError::Invalid(format!(
+                    "depends_on: no task {id}"
+                )));
+            }
+            Some(s) if s.is_finished() => ended.push((id, s)),
+            Some(_) => left += 1,
+        }
+    }
+    if on_parent_failure == ParentFailure::Cancel
+        && let Some((parent, state)) = first_failure(&ended)
+    {
+        return Ok(Start {
+            state: TaskState::Cancelled,
+            parents_left: left,
+            error: Some(parent_failed(parent, state)),
+        });
+    }
+    Ok(Start {
+        state: if left > 0 {
+            TaskState::Waiting
+        } else {
+            state_for_run_at(run_at, now)
+        },
+        parents_left: left,
+        error: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use TaskState::*;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    fn child(left: i32, then: ParentFailure, run_at: Timestamp) -> Child {
+        Child {
+            id: 10,
+            state: Waiting,
+            parents_left: left,
+            on_parent_failure: then,
+            run_at,
+        }
+    }
+
+    #[test]
+    fn the_last_parent_to_succeed_releases_the_child() {
+        let c = child(2, ParentFailure::Cancel, t(0));
+        assert_eq!(
+            after_parents(&c, &[(1, Succeeded)], t(5)),
+            ChildChange::Wait { parents_left: 1 }
+        );
+        assert_eq!(
+            after_parents(&c, &[(1, Succeeded), (2, Succeeded)], t(5)),
+            ChildChange::Release { state: Available }
+        );
+        let later = child(1, ParentFailure::Cancel, t(60));
+        assert_eq!(
+            after_parents(&later, &[(1, Succeeded)], t(5)),
+            ChildChange::Release { state: Scheduled },
+            "a child due later waits for its time"
+        );
+    }
+
+    #[test]
+    fn a_failed_parent_cancels_the_child_or_counts_as_done() {
+        let c = child(3, ParentFailure::Cancel, t(0));
+        assert_eq!(
+            after_parents(&c, &[(7, Succeeded), (5, Dead), (4, Cancelled)], t(1)),
+            ChildChange::Cancel {
+                error: "parent 4 was cancelled".into()
+            },
+            "the first failed parent by id is named"
+        );
+        assert_eq!(
+            after_parents(&c, &[(5, Dead)], t(1)),
+            ChildChange::Cancel {
+                error: "parent 5 ended dead".into()
+            }
+        );
+        let run = child(2, ParentFailure::Run, t(0));
+        assert_eq!(
+            after_parents(&run, &[(5, Dead)], t(1)),
+            ChildChange::Wait { parents_left: 1 }
+        );
+        assert_eq!(
+            after_parents(&run, &[(5, Dead), (6, Cancelled)], t(1)),
+            ChildChange::Release { state: Available }
+        );
+    }
+
+    #[test]
+    fn a_child_that_no_longer_waits_is_left_alone() {
+        for state in [Cancelled, Available, Running, Succeeded] {
+            let c = Child {
+                state,
+                ..child(1, ParentFailure::Cancel, t(0))
+            };
+            assert_eq!(after_parents(&c, &[(1, Dead)], t(1)), ChildChange::Leave);
+        }
+    }
+
+    #[test]
+    fn a_new_task_starts_from_its_parents_states() {
+        let now = t(10);
+        let start = |parents: &[(TaskId, Option<TaskState>)], then, run_at| {
+            at_enqueue(parents, then, run_at, now)
+                .map(|s| (s.state, s.parents_left, s.error))
+                .map_err(|e| e.to_string())
+        };
+        let c = ParentFailure::Cancel;
+        assert_eq!(
+            start(&[(1, Some(Succeeded)), (2, Some(Running))], c, now),
+            Ok((Waiting, 1, None))
+        );
+        assert_eq!(
+            start(&[(1, Some(Succeeded))], c, now),
+            Ok((Available, 0, None)),
+            "a parent that already succeeded counts at once"
+        );
+        assert_eq!(
+            start(&[(1, Some(Succeeded))], c, t(99)),
+            Ok((Scheduled, 0, None))
+        );
+        assert_eq!(
+            start(&[(1, Some(Dead)), (2, Some(Waiting))], c, now),
+            Ok((Cancelled, 1, Some("parent 1 ended dead".into())))
+        );
+        assert_eq!(
+            start(
+                &[(1, Some(Dead)), (2, Some(Waiting))],
+                ParentFailure::Run,
+                now
+            ),
+            Ok((Waiting, 1, None))
+        );
+        assert_eq!(
+            start(&[(1, Some(Succeeded)), (9, None)], c, now),
+            Err("invalid input: depends_on: no task 9".into())
+        );
+    }
+}
