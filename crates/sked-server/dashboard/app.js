@@ -6,7 +6,7 @@
 
 const REFRESH_MS = 2000;
 const PAYLOAD_PREVIEW = 4000;
-const STATES = ["scheduled", "available", "running", "retrying", "succeeded", "dead", "cancelled"];
+const STATES = ["waiting", "scheduled", "available", "running", "retrying", "succeeded", "dead", "cancelled"];
 
 let token = sessionStorage.getItem("sked-token");
 let live = true;
@@ -525,7 +525,7 @@ function localInput(iso) {
 }
 
 const FINISHED = ["succeeded", "dead", "cancelled"];
-const UNFINISHED = ["scheduled", "available", "retrying", "running"];
+const UNFINISHED = ["waiting", "scheduled", "available", "retrying", "running"];
 
 /** The states a bulk action over the page's filter takes: the chosen one if it applies, or
  * all it applies to (a retry: dead and cancelled); null when it does not apply. */
@@ -580,6 +580,17 @@ function bulkButton(act, f) {
   );
 }
 
+/** What a waiting task waits for, as links: " for #12, #13". */
+function waitingFor(t) {
+  if (t.state !== "waiting" || !(t.waiting_for || []).length) return null;
+  return h("span", { class: "waiting-for" }, " for ", ...taskLinks(t.waiting_for));
+}
+
+/** Task ids as links, comma-separated. */
+function taskLinks(ids) {
+  return ids.flatMap((id, i) => [i ? ", " : "", h("a", { href: `#/tasks/${id}` }, `#${id}`)]);
+}
+
 function taskRow(t) {
   return h(
     "tr",
@@ -587,7 +598,7 @@ function taskRow(t) {
     h("td", {}, h("a", { href: `#/tasks/${t.id}` }, `#${t.id}`)),
     h("td", {}, t.kind),
     h("td", {}, t.queue),
-    h("td", {}, pill(t.state)),
+    h("td", {}, pill(t.state), waitingFor(t)),
     h("td", { class: "num" }, `${t.attempt}/${t.max_attempts}`),
     h("td", {}, when(t.finished_at || t.run_at)),
     // A success's earlier errors are history (on its page), not a failure to show in red.
@@ -730,7 +741,7 @@ async function task(id) {
     ),
   );
   return [
-    h("h1", {}, `Task #${t.id} `, pill(t.state), t.cancel_requested && t.state === "running" ? h("span", { class: "tag" }, "cancel requested") : null),
+    h("h1", {}, `Task #${t.id} `, pill(t.state), waitingFor(t), t.cancel_requested && t.state === "running" ? h("span", { class: "tag" }, "cancel requested") : null),
     h("div", { class: "actions" }, taskActions(t)),
     dl([
       ["kind", t.kind],
@@ -741,6 +752,8 @@ async function task(id) {
       ["attempt", `${t.attempt} of ${t.max_attempts}`],
       ["run at", when(t.run_at)],
       ["schedule", t.schedule ? h("a", { href: `#/schedules/${enc(t.schedule)}` }, t.schedule) : "—"],
+      (t.depends_on || []).length ? ["depends on", h("span", { id: "parents" }, ...taskLinks(t.depends_on))] : null,
+      (t.dependents || []).length ? ["dependents", h("span", { id: "children" }, ...taskLinks(t.dependents))] : null,
       ["unique key", t.unique_key || "—"],
       ["worker", t.worker || "—"],
       ["lease until", when(t.lease_expires_at)],

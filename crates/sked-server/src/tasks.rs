@@ -104,7 +104,7 @@ pub(crate) async fn get(
 pub(crate) struct ListQuery {
     /// Comma-separated states.
     #[param(
-        pattern = r"^(?:(?:scheduled|available|running|retrying|succeeded|dead|cancelled)?,)*(?:scheduled|available|running|retrying|succeeded|dead|cancelled)?$"
+        pattern = r"^(?:(?:waiting|scheduled|available|running|retrying|succeeded|dead|cancelled)?,)*(?:waiting|scheduled|available|running|retrying|succeeded|dead|cancelled)?$"
     )]
     state: Option<String>,
     queue: Option<String>,

@@ -72,7 +72,8 @@ pub(super) fn flag_duration(flag: &str, v: &str) -> CliResult<jiff::SignedDurati
 }
 
 /// Task states, as `--state` accepts them.
-pub(super) const STATES: [&str; 7] = [
+pub(super) const STATES: [&str; 8] = [
+    "waiting",
     "scheduled",
     "available",
     "running",
@@ -81,3 +82,12 @@ pub(super) const STATES: [&str; 7] = [
     "dead",
     "cancelled",
 ];
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_states_flags_take_are_every_state() {
+        let all = sked_core::TaskState::ALL.map(|s| s.as_str());
+        assert_eq!(super::STATES, all);
+    }
+}

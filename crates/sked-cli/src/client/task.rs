@@ -144,6 +144,13 @@ pub(crate) struct TaskAdd {
     /// one key run at once, and keys take turns
     #[arg(long, value_name = "KEY")]
     key: Option<String>,
+    /// Wait until these tasks have succeeded (their ids): the task is waiting until then
+    #[arg(long, value_delimiter = ',', value_name = "ID,ID")]
+    after: Vec<String>,
+    /// With --after: when a task it waits for ends dead or cancelled, cancel this one too
+    /// (cancel, the default) or run it anyway (run)
+    #[arg(long, value_name = "cancel|run", requires = "after")]
+    on_parent_failure: Option<String>,
 }
 
 pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
@@ -184,6 +191,17 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
             }
             if let Some(k) = a.key {
                 task = task.key(k);
+            }
+            let parents = a.after.iter().map(|id| {
+                task_id(id).map_err(|_| {
+                    CliError::usage(format!("invalid --after {id:?}: task ids are integers"))
+                })
+            });
+            task = task.after(parents.collect::<CliResult<Vec<_>>>()?);
+            if let Some(then) = &a.on_parent_failure {
+                let then = sked_core::ParentFailure::parse(then)
+                    .map_err(|e| CliError::usage(format!("invalid --on-parent-failure: {e}")))?;
+                task = task.on_parent_failure(then);
             }
             task.validate_fields().map_err(CliError::usage)?;
             let inserted = client.enqueue(task).await.map_err(failed)?;
@@ -269,7 +287,7 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
                             t.id.to_string(),
                             t.queue.clone(),
                             t.kind.clone(),
-                            t.state.to_string(),
+                            state_text(t),
                             t.priority.to_string(),
                             format!("{}/{}", t.attempt, t.max_attempts),
                             time(Some(t.run_at)),
@@ -375,13 +393,27 @@ fn error_of(t: &Task) -> String {
 }
 
 /// A task's fields, payload, result and attempts, for `sked task get`.
+/// A task's state as people read it: a waiting task says what it waits for.
+fn state_text(t: &Task) -> String {
+    match (t.state, t.waiting_for.as_slice()) {
+        (TaskState::Waiting, [_, ..]) => format!("waiting for {}", ids(&t.waiting_for)),
+        _ => t.state.to_string(),
+    }
+}
+
+/// Task ids as a list: `12, 13`.
+fn ids(ids: &[sked_core::TaskId]) -> String {
+    let ids: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+    ids.join(", ")
+}
+
 fn print_task(t: &Task) {
     let fields = [
         ("id", t.id.to_string()),
         ("kind", t.kind.clone()),
         ("queue", t.queue.clone()),
         ("key", opt(t.key.as_ref())),
-        ("state", t.state.to_string()),
+        ("state", state_text(t)),
         ("priority", t.priority.to_string()),
         ("attempt", t.attempt.to_string()),
         ("max_attempts", t.max_attempts.to_string()),
@@ -397,6 +429,17 @@ fn print_task(t: &Task) {
             _ => ("last_error", opt(t.last_error.as_ref())),
         },
     ];
+    let mut fields = fields.to_vec();
+    // Only for tasks that wait for others, or that others wait for.
+    if !t.depends_on.is_empty() {
+        fields.push(("depends_on", ids(&t.depends_on)));
+        if !t.on_parent_failure.is_cancel() {
+            fields.push(("on_parent_failure", t.on_parent_failure.as_str().into()));
+        }
+    }
+    if !t.dependents.is_empty() {
+        fields.push(("dependents", ids(&t.dependents)));
+    }
     crate::output::fields(&fields);
     out!("payload       {}", t.payload);
     if let Some(result) = &t.result {

@@ -14,6 +14,7 @@ mod bench_cli;
 mod builtin_payloads;
 mod bulk;
 mod dedup;
+mod dependencies;
 mod e2e;
 mod executors_cli;
 mod held_tasks;

@@ -89,9 +89,13 @@ impl Waiters {
     }
 
     /// Takes the longest-waiting claim that would take `task`, if `task` can be handed over at
-    /// `now` at all (due, no unique key). Claims whose receiver is gone are dropped on the way.
+    /// `now` at all (due, no unique key, no parents). Claims whose receiver is gone are dropped
+    /// on the way.
     pub(crate) fn take_for(&mut self, task: &NewTask, now: Timestamp) -> Option<Waiter> {
-        if task.unique_key.is_some() || task.run_at.is_some_and(|at| at > now) {
+        if task.unique_key.is_some()
+            || task.run_at.is_some_and(|at| at > now)
+            || !task.depends_on.is_empty()
+        {
             return None;
         }
         self.waiting.retain(|w| !w.send.is_closed());
@@ -137,7 +141,7 @@ mod tests {
     }
 
     #[test]
-    fn kinds_priorities_due_times_keys_and_gone_claims() {
+    fn kinds_priorities_due_times_keys_parents_and_gone_claims() {
         let mut w = Waiters::default();
         let (_, r) = w.wait(wanted(&[], &["a"], Some(5)));
         let mut t = NewTask::new("b");
@@ -156,6 +160,9 @@ mod tests {
         t.unique_key = Some("k".into());
         assert!(w.take_for(&t, now()).is_none(), "a unique key");
         t.unique_key = None;
+        t.depends_on = vec![7];
+        assert!(w.take_for(&t, now()).is_none(), "parents to wait for");
+        t.depends_on = vec![];
         drop(r);
         assert!(w.take_for(&t, now()).is_none(), "the claim is gone");
         let (id, _r) = w.wait(wanted(&[], &[], None));
