@@ -144,6 +144,15 @@ class Scenario(unittest.TestCase):
         self.sked.cancel(fourth)
         self.assertEqual(self.sked.acknowledge_cancel(fourth, held["attempt"])["state"], "cancelled")
         self.assertIn("epoch", self.sked.wait_for_work(0, "10ms"))
+        # A task that waits for another; waiting for a task to end.
+        parent = self.sked.enqueue("py.proto", None, queue="py-proto")["id"]
+        child = self.sked.enqueue("py.proto", None, queue="py-proto", depends_on=[parent])
+        self.assertEqual(child["state"], "waiting")
+        self.assertEqual(self.sked.get(child["id"])["waiting_for"], [parent])
+        self.assertEqual(self.sked.wait(child["id"], timeout=0.05)["state"], "waiting")
+        self.assertEqual(self.sked.complete(parent, claim()["attempt"])["state"], "succeeded")
+        self.assertEqual(self.sked.complete(child["id"], claim()["attempt"])["state"], "succeeded")
+        self.assertEqual(self.sked.wait(child["id"], timeout=5)["state"], "succeeded")
 
     def test_a_worker_completes_fails_and_heartbeats(self):
         traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

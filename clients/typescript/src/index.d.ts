@@ -90,6 +90,8 @@ export class Client {
   enqueue(kind: string, payload?: unknown, options?: TaskOptions): Promise<Json>;
   enqueueMany(tasks: NewTask[]): Promise<Json[]>;
   get(id: number): Promise<Json>;
+  /** The task once it has ended, or as it is after `timeoutMs` (default an hour). */
+  wait(id: number, options?: { timeoutMs?: number }): Promise<Json>;
   list(filters?: TaskFilters): Promise<Json[]>;
   tasks(filters?: TaskFilters, options?: { pageSize?: number }): AsyncGenerator<Json, void, void>;
   held(id: number): Promise<{ by: string; until: string | null } | null>;

@@ -140,6 +140,19 @@ export class Client {
   get(id) {
     return this.call("GET", `/v1/tasks/${Number(id)}`);
   }
+  /** The task once it has ended (succeeded, dead or cancelled), or as it is after `timeoutMs`:
+   * long-polls of at most 30 s each. */
+  async wait(id, { timeoutMs = 3_600_000 } = {}) {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const left = Math.max(0, deadline - Date.now());
+      const step = Math.min(left, 30_000);
+      const task = await this.call("GET", `/v1/tasks/${Number(id)}?wait=${step}ms`, undefined, {
+        timeoutMs: this.timeoutMs + step,
+      });
+      if (["succeeded", "dead", "cancelled"].includes(task.state) || left <= 30_000) return task;
+    }
+  }
   /** One page of tasks, newest first, filtered; `tasks` reads every page. */
   async list(filters = {}) {
     return (await this.#taskPage(filters)).tasks;

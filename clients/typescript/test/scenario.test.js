@@ -99,6 +99,15 @@ test("the rest of the API", async () => {
   await sked.cancel(fourth);
   assert.equal((await sked.acknowledgeCancel(fourth, held.attempt)).state, "cancelled");
   assert.ok("epoch" in (await sked.waitForWork({ after: 0, wait: "10ms" })));
+  // A task that waits for another; waiting for a task to end.
+  const parent = (await sked.enqueue("ts.proto", null, { queue: "ts-proto" })).id;
+  const child = await sked.enqueue("ts.proto", null, { queue: "ts-proto", depends_on: [parent] });
+  assert.equal(child.state, "waiting");
+  assert.deepEqual((await sked.get(child.id)).waiting_for, [parent]);
+  assert.equal((await sked.wait(child.id, { timeoutMs: 50 })).state, "waiting");
+  assert.equal((await sked.complete(parent, (await claim()).attempt)).state, "succeeded");
+  assert.equal((await sked.complete(child.id, (await claim()).attempt)).state, "succeeded");
+  assert.equal((await sked.wait(child.id, { timeoutMs: 5000 })).state, "succeeded");
 });
 
 test("a worker completes, fails and heartbeats", async () => {

@@ -22,6 +22,9 @@ pub(crate) enum CliError {
     Usage(String),
     /// Something failed at run time: exit 1.
     Runtime(String),
+    /// What was asked for ended otherwise than hoped (a task waited for ended dead, or the
+    /// wait passed): this exit code, and the message.
+    Exit(u8, String),
 }
 
 impl CliError {
@@ -272,6 +275,10 @@ fn fail(e: CliError) -> ExitCode {
         CliError::Runtime(m) => {
             eprintln!("error: {m}");
             ExitCode::from(1)
+        }
+        CliError::Exit(code, m) => {
+            eprintln!("{m}");
+            ExitCode::from(code)
         }
     }
 }

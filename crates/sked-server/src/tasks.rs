@@ -83,19 +83,46 @@ pub(crate) async fn enqueue_batch(
     Ok((StatusCode::CREATED, Json(TasksInserted { tasks })))
 }
 
+#[derive(Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GetQuery {
+    /// Wait this long (like `30s`; at most the server's `--max-wait`, 60 s by default) for the
+    /// task to end: the answer comes when it has ended, or when the wait has passed, with the
+    /// task as it is then.
+    #[param(value_type = Option<sked_core::openapi::Duration>)]
+    wait: Option<String>,
+}
+
 #[utoipa::path(
     get,
     path = "/tasks/{id}",
     operation_id = "getTask",
-    summary = "A task with its attempts",
-    params(("id" = i64, Path, description = "The task.")),
+    summary = "A task with its attempts; with `wait`, once it has ended or the wait has passed",
+    params(("id" = i64, Path, description = "The task."), GetQuery),
     responses((status = 200, description = "OK", body = sked_core::Task))
 )]
 pub(crate) async fn get(
     State(s): State<AppState>,
     TaskIdPath(id): TaskIdPath,
+    ApiQuery(q): ApiQuery<GetQuery>,
 ) -> ApiResult<Json<Task>> {
-    Ok(Json(s.engine.task(id).await?))
+    let Some(wait) = q.wait else {
+        return Ok(Json(s.engine.task(id).await?));
+    };
+    let wait =
+        sked_core::parse_duration(&wait).map_err(|e| ApiError::invalid(format!("wait: {e}")))?;
+    let max = s.max_wait;
+    let wait = std::time::Duration::try_from(wait)
+        .ok()
+        .filter(|w| *w <= max)
+        .ok_or_else(|| {
+            ApiError::invalid(format!(
+                "wait must be between 0s and {} (the server's --max-wait)",
+                sked_core::format_duration(jiff::SignedDuration::try_from(max).unwrap_or_default())
+            ))
+        })?;
+    Ok(Json(s.engine.task_wait(id, wait).await?))
 }
 
 #[derive(Deserialize, Default, utoipa::IntoParams)]

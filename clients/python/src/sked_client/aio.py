@@ -26,6 +26,9 @@ class AsyncClient:
     async def get(self, task_id: int) -> Json:
         return await asyncio.to_thread(self.sync.get, task_id)
 
+    async def wait(self, task_id: int, timeout: float = 3600) -> Json:
+        return await asyncio.to_thread(self.sync.wait, task_id, timeout)
+
     async def list(
         self,
         *,

@@ -1,6 +1,7 @@
 """`Client`: the sked HTTP API, blocking, standard library only."""
 
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -121,6 +122,21 @@ class Client:
 
     def get(self, task_id: int) -> Json:
         return self.call("GET", f"/v1/tasks/{int(task_id)}")
+
+    def wait(self, task_id: int, timeout: float = 3600) -> Json:
+        """The task once it has ended (succeeded, dead or cancelled), or as it is after
+        `timeout` seconds: long-polls of at most 30 s each."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            step = min(left, 30.0)
+            task = self.call(
+                "GET",
+                f"/v1/tasks/{int(task_id)}?wait={int(step * 1000)}ms",
+                timeout=self.timeout + step,
+            )
+            if task["state"] in ("succeeded", "dead", "cancelled") or left <= 30.0:
+                return task
 
     def _task_page(self, filters: Json, limit: Optional[int], before: Optional[int]) -> Json:
         query = urllib.parse.urlencode(_drop_none({**filters, "limit": limit, "before": before}))

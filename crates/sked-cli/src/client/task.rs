@@ -74,6 +74,15 @@ pub(crate) enum TaskCmd {
         #[arg(long, default_value_t = 1000)]
         batch: usize,
     },
+    /// Wait until a task has ended: exit 0 when it succeeded, 1 when it ended dead or
+    /// cancelled, 3 when --timeout passed first
+    Wait {
+        /// The task's id
+        id: String,
+        /// How long to wait at most (e.g. 1m)
+        #[arg(long, default_value = "1h", value_name = "DUR")]
+        timeout: String,
+    },
     /// Move a task that has not started to another time.
     Reschedule {
         /// The task's id
@@ -331,6 +340,27 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
             None => super::bulk::run(&client, BulkAction::Retry, target, remote).await?,
         },
         TaskCmd::Import { file, batch } => import(&client, &file, batch, remote).await?,
+        TaskCmd::Wait { id, timeout } => {
+            let id = task_id(&id)?;
+            let limit = flag_duration("--timeout", &timeout)?;
+            let limit = std::time::Duration::try_from(limit)
+                .map_err(|_| CliError::usage("invalid --timeout: it must not be negative"))?;
+            let task = wait_for_end(&client, id, limit).await?;
+            show(remote, &task, print_state);
+            match task.state {
+                TaskState::Succeeded => {}
+                s if s.is_finished() => {
+                    let why = task.last_error.as_deref().unwrap_or("no error recorded");
+                    return Err(CliError::Exit(1, format!("task {id} ended {s}: {why}")));
+                }
+                s => {
+                    return Err(CliError::Exit(
+                        3,
+                        format!("task {id} is still {s} after {timeout}"),
+                    ));
+                }
+            }
+        }
         TaskCmd::Reschedule { id, at } => {
             let run_at =
                 sked_core::parse_time(&at, jiff::Timestamp::now()).map_err(CliError::usage)?;
@@ -343,6 +373,30 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
     }
     Ok(())
 }
+
+/// The task once it ended, or as it is after `limit`: long-polls of at most
+/// [`WAIT_STEP`] each, so that no request outlasts a server's `--max-wait` or a proxy's idle
+/// timeout.
+async fn wait_for_end(
+    client: &sked::Client,
+    id: sked_core::TaskId,
+    limit: std::time::Duration,
+) -> CliResult<Task> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let task = client
+            .task_wait(id, left.min(WAIT_STEP))
+            .await
+            .map_err(failed)?;
+        if task.state.is_finished() || left <= WAIT_STEP {
+            return Ok(task);
+        }
+    }
+}
+
+/// The longest one request of `task wait` holds.
+const WAIT_STEP: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// `--backoff BASE..MAX` (also `exp:BASE..MAX`, the one shape there is): the first retry's
 /// delay and the longest.
@@ -529,7 +583,7 @@ async fn import(client: &Client, file: &str, batch: usize, remote: &Remote) -> C
             let msg = format!("{e} (the first {done} tasks were enqueued)");
             match failed(e) {
                 CliError::Usage(_) => CliError::Usage(msg),
-                CliError::Runtime(_) => CliError::Runtime(msg),
+                CliError::Runtime(_) | CliError::Exit(..) => CliError::Runtime(msg),
             }
         })?;
         for t in inserted {

@@ -1,6 +1,7 @@
 //! `sked task add --after`: a task waits for its parents, says so in `task get` and `task ls`,
 //! runs once they succeeded, and is cancelled, naming the parent, when one ends dead (or runs
-//! anyway with `--on-parent-failure run`). Bad ids are refused and make nothing.
+//! anyway with `--on-parent-failure run`). Bad ids are refused and make nothing. `sked task
+//! wait` returns when a task ends, its exit code saying how.
 
 use std::time::Duration;
 
@@ -133,4 +134,60 @@ fn a_task_added_after_others_waits_for_them_and_says_so() {
         .unwrap()
         .len();
     assert_eq!(before, after_bad, "nothing was made");
+}
+
+#[test]
+fn task_wait_returns_when_the_task_ends_and_says_how_in_its_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &["--exec", "shell"]);
+    let add = |cmd: &str, more: &[&str]| {
+        let payload = shell(cmd);
+        let mut args = vec!["task", "add", "--kind", "shell", "--payload", &payload];
+        args.extend(more);
+        srv.ok(&args).trim().to_owned()
+    };
+    let ok = add("sleep 0.3", &[]);
+    let started = std::time::Instant::now();
+    let out = srv.sked(&["task", "wait", &ok, "--timeout", "20s"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(srv.task(&ok)["state"], "succeeded");
+
+    let dead = add("echo broken >&2; exit 3", &["--max-attempts", "1"]);
+    let out = srv.sked(&["task", "wait", &dead, "--timeout", "20s"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("task {dead} ended dead")),
+        "{stderr}"
+    );
+
+    let later = add("true", &["--in", "1h"]);
+    let out = srv.sked(&["task", "wait", &later, "--timeout", "300ms"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "a distinct code on timeout: {stderr}"
+    );
+    assert!(stderr.contains("is still scheduled"), "{stderr}");
+    let out = srv.sked(&["task", "wait", &later, "--timeout", "10ms", "--json"]);
+    assert_eq!(out.status.code(), Some(3));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        json["state"], "scheduled",
+        "--json prints the task as it is"
+    );
+
+    // Bad input: a malformed or too long wait is refused (exit 2, HTTP 422).
+    let out = srv.sked(&["task", "wait", &later, "--timeout", "soon"]);
+    assert_eq!(out.status.code(), Some(2));
+    let url = srv.url.clone();
+    let (status, body) =
+        crate::common::http_get(&url, &format!("/v1/tasks/{later}?wait=10m")).unwrap();
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("--max-wait"), "{body}");
+    let (status, body) =
+        crate::common::http_get(&url, &format!("/v1/tasks/{later}?wait=x")).unwrap();
+    assert_eq!(status, 422, "{body}");
 }

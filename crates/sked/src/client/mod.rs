@@ -151,6 +151,16 @@ impl Client {
         }
     }
 
+    /// The task once it has ended (succeeded, dead or cancelled), or as it is when `wait` has
+    /// passed first. A server holds one request at most its `--max-wait` (60 s by default).
+    pub async fn task_wait(&self, id: TaskId, wait: std::time::Duration) -> Result<Task> {
+        match &self.inner {
+            Inner::Embedded(e) => e.task_wait(id, wait).await,
+            #[cfg(feature = "remote")]
+            Inner::Remote(r) => r.task_wait(id, wait).await,
+        }
+    }
+
     /// Tasks matching the filter, newest first: the first page.
     pub async fn tasks(&self, filter: TaskFilter) -> Result<Vec<Task>> {
         Ok(self.task_page(filter).await?.tasks)

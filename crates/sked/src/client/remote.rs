@@ -213,6 +213,18 @@ impl Remote {
         Ok(reply.tasks)
     }
 
+    /// `GET /v1/tasks/{id}?wait=…`: the task once it ended, or when `wait` has passed.
+    pub(super) async fn task_wait(&self, id: TaskId, wait: Duration) -> Result<Task> {
+        let path = format!("/v1/tasks/{id}");
+        let query = [("wait", format!("{}ms", wait.as_millis()))];
+        self.send(
+            self.request(reqwest::Method::GET, &path)
+                .query(&query)
+                .timeout(self.timeout + wait),
+        )
+        .await
+    }
+
     pub(super) async fn heartbeat_many(
         &self,
         held: &[Held],

@@ -226,6 +226,9 @@ impl Engine {
     /// which no announcement says, so claims waiting here look again.
     fn finished(&self, task: &TaskEnded, outcome: &FinishOutcome, now: Timestamp) {
         self.inner.metrics.finished(task, outcome, now);
+        if task.state.is_finished() {
+            self.inner.task_waits.ended(task.id);
+        }
         if !task.state.is_finished() && task.run_at > self.now() {
             self.saw_waiting(Some(task.run_at));
         }

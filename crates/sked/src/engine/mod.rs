@@ -18,6 +18,7 @@ mod claims;
 mod observe;
 mod queues;
 mod schedules;
+mod task_waits;
 mod tasks;
 mod waiting_claims;
 mod wake;
@@ -139,6 +140,8 @@ struct Inner {
     beats: Mutex<std::collections::HashMap<String, std::time::Instant>>,
     /// Claims waiting here for work, which a task enqueued here may go to directly.
     waiters: Mutex<waiting_claims::Waiters>,
+    /// Callers waiting for tasks to end ([`Engine::task_wait`]).
+    task_waits: Arc<task_waits::TaskWaits>,
 }
 
 impl Engine {
@@ -172,6 +175,7 @@ impl Engine {
             metrics: Metrics::new(),
             beats: Mutex::new(std::collections::HashMap::new()),
             waiters: Mutex::new(waiting_claims::Waiters::default()),
+            task_waits: Default::default(),
         });
         if let (Some(events), Ok(rt)) = (events, tokio::runtime::Handle::try_current()) {
             // Subscribed first: a change of state after this read arrives as an event.

@@ -241,6 +241,9 @@ impl Engine {
             Some(schedule) if t.state.is_finished() => self.run_ended(schedule),
             _ => self.inner.schedules_changed.notify_waiters(),
         }
+        if t.state.is_finished() {
+            self.inner.task_waits.ended(t.id);
+        }
         Ok(t)
     }
 
@@ -268,6 +271,7 @@ impl Engine {
             .await?;
         if batch.changed > 0 {
             self.wake_workers();
+            self.inner.task_waits.ended_some();
         }
         Ok(batch)
     }

@@ -1,0 +1,161 @@
+//! Waiting for a task to end: callers parked on a task's id are woken when this node ends it
+//! (a worker's ending, a cancel, a rescue), and otherwise look at the store every
+//! [`LOOK_EVERY`], which catches what this node does not see: an end on another node, a task
+//! cancelled because its parent failed. With nobody waiting, an ending pays one atomic load.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use sked_core::{Task, TaskId};
+use tokio::sync::Notify;
+
+use super::{Engine, lock};
+use crate::Result;
+
+/// How often a parked wait looks at the store when nothing here woke it.
+pub(super) const LOOK_EVERY: Duration = Duration::from_millis(250);
+
+/// The tasks waited for on this node, each with what wakes its waiters.
+#[derive(Debug, Default)]
+pub(super) struct TaskWaits {
+    waited: std::sync::Mutex<HashMap<TaskId, (usize, Arc<Notify>)>>,
+    /// How many waits are parked, so that an ending with none to wake looks no further.
+    parked: AtomicUsize,
+}
+
+impl TaskWaits {
+    /// Parks a wait on `id` until the guard is dropped.
+    fn park(self: &Arc<Self>, id: TaskId) -> Parked {
+        let notify = {
+            let mut waited = lock(&self.waited);
+            let entry = waited
+                .entry(id)
+                .or_insert_with(|| (0, Arc::new(Notify::new())));
+            entry.0 += 1;
+            entry.1.clone()
+        };
+        self.parked.fetch_add(1, Ordering::AcqRel);
+        Parked {
+            waits: self.clone(),
+            id,
+            notify,
+        }
+    }
+
+    /// Wakes the waits on `id`, if any.
+    pub(super) fn ended(&self, id: TaskId) {
+        if self.parked.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        if let Some((_, notify)) = lock(&self.waited).get(&id) {
+            notify.notify_waiters();
+        }
+    }
+
+    /// Wakes every wait (after a change whose tasks this node does not list, as a bulk cancel).
+    pub(super) fn ended_some(&self) {
+        if self.parked.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        for (_, notify) in lock(&self.waited).values() {
+            notify.notify_waiters();
+        }
+    }
+}
+
+/// A parked wait; dropping it unparks it.
+struct Parked {
+    waits: Arc<TaskWaits>,
+    id: TaskId,
+    notify: Arc<Notify>,
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        let mut waited = lock(&self.waits.waited);
+        if let Some(entry) = waited.get_mut(&self.id) {
+            entry.0 -= 1;
+            if entry.0 == 0 {
+                waited.remove(&self.id);
+            }
+        }
+        self.waits.parked.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Engine {
+    /// The task once it has ended (succeeded, dead or cancelled), or as it is when `wait` has
+    /// passed first.
+    pub async fn task_wait(&self, id: TaskId, wait: Duration) -> Result<Task> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let parked = self.inner.task_waits.park(id);
+        loop {
+            // Registered before the read, so that an end between the two is not missed.
+            let woken = parked.notify.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let task = self.task(id).await?;
+            let now = tokio::time::Instant::now();
+            if task.state.is_finished() || now >= deadline {
+                return Ok(task);
+            }
+            let _ = tokio::time::timeout(LOOK_EVERY.min(deadline - now), woken).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_are_counted_and_forgotten_when_dropped() {
+        let waits = Arc::new(TaskWaits::default());
+        let a = waits.park(1);
+        let b = waits.park(1);
+        let c = waits.park(2);
+        assert_eq!(waits.parked.load(Ordering::Acquire), 3);
+        drop(a);
+        assert!(
+            lock(&waits.waited).contains_key(&1),
+            "one wait on 1 is left"
+        );
+        drop(b);
+        assert!(!lock(&waits.waited).contains_key(&1));
+        drop(c);
+        assert_eq!(waits.parked.load(Ordering::Acquire), 0);
+        assert!(lock(&waits.waited).is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_end_wakes_the_waits_on_that_task_only() {
+        let waits = Arc::new(TaskWaits::default());
+        let one = waits.park(1);
+        let two = waits.park(2);
+        let (w1, w2) = (one.notify.notified(), two.notify.notified());
+        tokio::pin!(w1);
+        tokio::pin!(w2);
+        w1.as_mut().enable();
+        w2.as_mut().enable();
+        waits.ended(1);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(100), w1)
+                .await
+                .is_ok()
+        );
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), w2.as_mut())
+                .await
+                .is_err(),
+            "task 2 did not end"
+        );
+        waits.ended_some();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(100), w2)
+                .await
+                .is_ok()
+        );
+    }
+}
