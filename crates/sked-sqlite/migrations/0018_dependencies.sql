@@ -1,12 +1,14 @@
 -- Tasks that wait for other tasks (docs/decisions/0012-tasks-that-wait-for-tasks.md). A task
--- with a parent that has not succeeded is 'waiting'; `parents_left` counts those parents.
-ALTER TABLE tasks ADD COLUMN parents_left INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE tasks ADD COLUMN on_parent_failure TEXT;
--- Each dependency; `done` once the parent's end has been counted.
+-- with a parent that has not succeeded is 'waiting'. What it waits for lives here, not in the
+-- task row: every update of a task rebuilds its whole row, so each column there costs every
+-- claim and ending, with parents or without.
+-- Each dependency; `done` once the parent's end has been counted; `run_anyway` when the child
+-- runs whatever way that parent ends (`on_parent_failure: run`).
 CREATE TABLE task_edges (
-    child  INTEGER NOT NULL,
-    parent INTEGER NOT NULL,
-    done   INTEGER NOT NULL DEFAULT 0,
+    child      INTEGER NOT NULL,
+    parent     INTEGER NOT NULL,
+    done       INTEGER NOT NULL DEFAULT 0,
+    run_anyway INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (child, parent)
 ) WITHOUT ROWID;
 CREATE INDEX task_edges_parent ON task_edges (parent, child);

@@ -55,26 +55,21 @@ pub(crate) fn link(
     now: Timestamp,
 ) -> Result<()> {
     let mut edge = conn
-        .prepare_cached("INSERT OR FAIL INTO task_edges (child, parent, done) VALUES (?1, ?2, ?3)")
+        .prepare_cached(
+            "INSERT OR FAIL INTO task_edges (child, parent, done, run_anyway) VALUES (?1, ?2, ?3, ?4)",
+        )
         .map_err(db_err)?;
     for (parent, s) in parents {
         let done = s.is_some_and(TaskState::is_finished);
-        edge.execute(params![child, parent, done]).map_err(db_err)?;
+        edge.execute(params![child, parent, done, !then.is_cancel()])
+            .map_err(db_err)?;
     }
-    let finished = start.state.is_finished().then_some(ts(now));
-    conn.prepare_cached(
-        "UPDATE tasks SET parents_left = ?2, on_parent_failure = ?3, last_error = ?4, \
-         finished_at = ?5 WHERE id = ?1",
-    )
-    .map_err(db_err)?
-    .execute(params![
-        child,
-        start.parents_left,
-        (!then.is_cancel()).then_some(then.as_str()),
-        start.error,
-        finished
-    ])
-    .map_err(db_err)?;
+    if let Some(error) = &start.error {
+        conn.prepare_cached("UPDATE tasks SET last_error = ?2, finished_at = ?3 WHERE id = ?1")
+            .map_err(db_err)?
+            .execute(params![child, error, ts(now)])
+            .map_err(db_err)?;
+    }
     Ok(())
 }
 
@@ -96,21 +91,16 @@ pub(crate) fn release(
         let ends = close_edges(conn, &ended)?;
         ended.clear();
         for (child, parents) in ends {
-            let Some(c) = read_child(conn, child)? else {
+            let Some(c) = read_child(conn, child, parents.len())? else {
                 continue;
             };
             match dependents::after_parents(&c, &parents, now) {
                 ChildChange::Leave => {}
-                ChildChange::Wait { parents_left } => {
-                    conn.prepare_cached("UPDATE tasks SET parents_left = ?2 WHERE id = ?1")
-                        .map_err(db_err)?
-                        .execute(params![child, parents_left])
-                        .map_err(db_err)?;
-                }
+                // Its edges say what it still waits for.
+                ChildChange::Wait { .. } => {}
                 ChildChange::Release { state } => {
                     conn.prepare_cached(
-                        "UPDATE tasks SET parents_left = 0, state = ?2 \
-                         WHERE id = ?1 AND state = 'waiting'",
+                        "UPDATE tasks SET state = ?2 WHERE id = ?1 AND state = 'waiting'",
                     )
                     .map_err(db_err)?
                     .execute(params![child, state.as_str()])
@@ -136,11 +126,11 @@ pub(crate) fn release(
     Ok(released)
 }
 
-/// The column `on_parent_failure` (null: cancel).
-fn parent_failure(column: Option<&str>) -> ParentFailure {
-    match column {
-        Some("run") => ParentFailure::Run,
-        _ => ParentFailure::Cancel,
+/// What a failed parent does to a child whose edges say `run_anyway`.
+fn parent_failure(run_anyway: bool) -> ParentFailure {
+    match run_anyway {
+        true => ParentFailure::Run,
+        false => ParentFailure::Cancel,
     }
 }
 
@@ -186,19 +176,25 @@ fn close_edges(
     Ok(by_child.into_iter().collect())
 }
 
-fn read_child(conn: &Connection, id: TaskId) -> Result<Option<dependents::Child>> {
+/// A child as the release needs it: its state and run time from its row, and from its edges
+/// the parents not yet counted (`counted` of them are being counted now) and what a failed
+/// parent does to it.
+fn read_child(conn: &Connection, id: TaskId, counted: usize) -> Result<Option<dependents::Child>> {
     conn.prepare_cached(
-        "SELECT state, parents_left, on_parent_failure, run_at FROM tasks WHERE id = ?1",
+        "SELECT t.state, t.run_at, \
+           (SELECT count(*) FROM task_edges e WHERE e.child = t.id AND e.done = 0), \
+           (SELECT max(run_anyway) FROM task_edges e WHERE e.child = t.id) \
+         FROM tasks t WHERE t.id = ?1",
     )
     .map_err(db_err)?
     .query_row([id], |r| {
-        let then: Option<String> = r.get(2)?;
+        let left: i32 = r.get(2)?;
         Ok(dependents::Child {
             id,
             state: state(text(r, 0)?)?,
-            parents_left: r.get(1)?,
-            on_parent_failure: parent_failure(then.as_deref()),
-            run_at: crate::codec::from_ts(r.get(3)?),
+            parents_left: left + counted as i32,
+            on_parent_failure: parent_failure(r.get::<_, Option<bool>>(3)?.unwrap_or(false)),
+            run_at: crate::codec::from_ts(r.get(1)?),
         })
     })
     .optional()
@@ -208,24 +204,23 @@ fn read_child(conn: &Connection, id: TaskId) -> Result<Option<dependents::Child>
 /// Fills in `task`'s parents (all, and those it still waits for) and children, each in id
 /// order, and what a failed parent does to it.
 pub(crate) fn family(conn: &Connection, task: &mut sked_core::Task) -> Result<()> {
-    let then: Option<String> = conn
-        .prepare_cached("SELECT on_parent_failure FROM tasks WHERE id = ?1")
-        .map_err(db_err)?
-        .query_row([task.id], |r| r.get(0))
-        .optional()
-        .map_err(db_err)?
-        .flatten();
-    task.on_parent_failure = parent_failure(then.as_deref());
     let mut stmt = conn
-        .prepare_cached("SELECT parent, done FROM task_edges WHERE child = ?1 ORDER BY parent")
+        .prepare_cached(
+            "SELECT parent, done, run_anyway FROM task_edges WHERE child = ?1 ORDER BY parent",
+        )
         .map_err(db_err)?;
     let rows = stmt
         .query_map([task.id], |r| {
-            Ok((r.get::<_, TaskId>(0)?, r.get::<_, bool>(1)?))
+            Ok((
+                r.get::<_, TaskId>(0)?,
+                r.get::<_, bool>(1)?,
+                r.get::<_, bool>(2)?,
+            ))
         })
         .map_err(db_err)?;
     for row in rows {
-        let (parent, done) = row.map_err(db_err)?;
+        let (parent, done, run_anyway) = row.map_err(db_err)?;
+        task.on_parent_failure = parent_failure(run_anyway);
         task.depends_on.push(parent);
         if !done {
             task.waiting_for.push(parent);
