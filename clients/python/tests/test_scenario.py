@@ -184,16 +184,19 @@ class Scenario(unittest.TestCase):
 
         @worker.handle("py.slow")
         def slow_handler(task, ctx):
+            ctx.progress({"percent": 30, "step": "sleeping"})
             time.sleep(LEASE * 2.5)
             # Still held, its lease extended past the first one by the heartbeats.
             now = self.sked.get(task["id"])
             seen["lease"] = (now["started_at"], now["lease_expires_at"], now["state"])
+            seen["progress"] = now.get("progress")
             return "slow done"
 
         runner = threading.Thread(target=worker.run, kwargs={"exit_when_idle": 1.0})
         runner.start()
         runner.join(timeout=60)
         self.assertFalse(runner.is_alive(), "the worker did not stop when idle")
+        self.assertEqual(seen["progress"], {"percent": 30, "step": "sleeping"}, "a heartbeat carried it")
 
         self.assertEqual(self.sked.get(ok)["state"], "succeeded")
         self.assertEqual(self.sked.get(ok)["result"], {"sum": 5})

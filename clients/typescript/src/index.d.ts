@@ -156,6 +156,9 @@ export class Snooze extends Error {
 export interface TaskContext {
   signal: AbortSignal;
   traceparent: string | null;
+  /** Reports how far the task has come: a number from 0 to 100, or a small object (at most
+   * 4 KiB as JSON; its `percent`, if any, from 0 to 100). The next heartbeat carries it. */
+  progress(value: number | Json): void;
 }
 
 export type Handler = (task: Json, ctx: TaskContext) => unknown | Promise<unknown>;

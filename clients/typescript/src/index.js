@@ -379,6 +379,7 @@ export class Worker {
     this.name = name ?? `node-${hostname()}-${process.pid}`;
     this.log = log ?? ((m) => console.error(`[sked-worker] ${m}`));
     this.held = new Map(); // "id/attempt" -> AbortController
+    this.progress = new Map(); // "id/attempt" -> what its handler last reported
     this.endings = [];
     this.sending = null;
     this.stopping = false;
@@ -387,7 +388,9 @@ export class Worker {
     this.beating = false; // a heartbeat request is on its way
   }
 
-  /** Registers `handler(task, { signal })` for `kind`; `signal` aborts on cancellation. */
+  /** Registers `handler(task, { signal, traceparent, progress })` for `kind`; `signal` aborts on
+   * cancellation; `progress(value)` reports how far it has come (a number from 0 to 100, or a
+   * small object), which the next heartbeat carries to sked. */
   handle(kind, handler) {
     this.handlers.set(kind, handler);
     return this;
@@ -436,7 +439,7 @@ export class Worker {
   async #beat() {
     const held = [...this.held.keys()].map((k) => {
       const [id, attempt] = k.split("/").map(Number);
-      return { id, attempt };
+      return this.progress.has(k) ? { id, attempt, progress: this.progress.get(k) } : { id, attempt };
     });
     if (held.length === 0) return;
     try {
@@ -483,7 +486,8 @@ export class Worker {
     const item = { id: task.id, attempt: task.attempt };
     await inRunSpan(task, this.name, async (traceparent, end) => {
       try {
-        const result = await this.handlers.get(task.kind)(task, { signal: ctl.signal, traceparent });
+        const progress = (value) => this.progress.set(key, value);
+        const result = await this.handlers.get(task.kind)(task, { signal: ctl.signal, traceparent, progress });
         item.outcome = "succeeded";
         if (result !== undefined) item.result = result;
       } catch (e) {
@@ -502,6 +506,7 @@ export class Worker {
       end(item.outcome, item.error);
     });
     this.held.delete(key);
+    this.progress.delete(key);
     this.done[item.outcome] += 1;
     this.endings.push(item);
     this.sending ??= this.#send();

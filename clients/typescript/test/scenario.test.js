@@ -134,7 +134,8 @@ test("a worker completes, fails and heartbeats", async () => {
     .handle("ts.fatal", () => {
       throw new Fatal("never");
     })
-    .handle("ts.slow", async (t) => {
+    .handle("ts.slow", async (t, { progress }) => {
+      progress({ percent: 30, step: "sleeping" });
       await new Promise((r) => setTimeout(r, LEASE * 2500));
       seen = await sked.get(t.id); // still held, its lease extended by heartbeats
       return "slow done";
@@ -157,6 +158,7 @@ test("a worker completes, fails and heartbeats", async () => {
   const slowTask = await sked.get(slow);
   assert.deepEqual([slowTask.state, slowTask.attempt], ["succeeded", 1]);
   assert.equal(seen.state, "running");
+  assert.deepEqual(seen.progress, { percent: 30, step: "sleeping" }, "a heartbeat carried it");
   const extended = (Date.parse(seen.lease_expires_at) - Date.parse(seen.started_at)) / 1000;
   assert.ok(extended > LEASE * 2, `lease extended by ${extended}s`);
 });

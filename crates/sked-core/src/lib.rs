@@ -31,8 +31,9 @@ pub use schedule::{
 };
 pub use task::{
     Attempt, Backoff, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_KEY_CHARS, MAX_PARENTS,
-    MAX_PAYLOAD_BYTES, NewTask, ParentFailure, Task, TaskId, TaskState, Transition,
-    TransitionError, check_parents, check_payload_size, state_after_failure, validate_name,
+    MAX_PAYLOAD_BYTES, MAX_PROGRESS_BYTES, NewTask, ParentFailure, Task, TaskId, TaskState,
+    Transition, TransitionError, check_parents, check_payload_size, check_progress,
+    state_after_failure, validate_name,
 };
 
 pub use trace_context::{check_traceparent, format_traceparent, parse_traceparent};

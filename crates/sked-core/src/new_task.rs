@@ -137,6 +137,34 @@ pub struct Backoff {
     pub max: SignedDuration,
 }
 
+/// The largest progress a heartbeat may carry, as compact JSON.
+pub const MAX_PROGRESS_BYTES: usize = 4096;
+
+/// Checks a progress a heartbeat carries: a number from 0 to 100, or a JSON object of at most
+/// [`MAX_PROGRESS_BYTES`] whose `percent`, if it has one, is such a number.
+pub fn check_progress(progress: &serde_json::Value) -> Result<(), SpecError> {
+    let percent_ok = |v: &serde_json::Value| v.as_f64().is_some_and(|p| (0.0..=100.0).contains(&p));
+    let ok = match progress {
+        serde_json::Value::Number(_) => percent_ok(progress),
+        serde_json::Value::Object(o) => o.get("percent").is_none_or(percent_ok),
+        _ => false,
+    };
+    if !ok {
+        return Err(SpecError::new(
+            "progress must be a number from 0 to 100, or a JSON object (its percent, if any, from 0 to 100)",
+        ));
+    }
+    let size = serde_json::to_vec(progress)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX);
+    if size > MAX_PROGRESS_BYTES {
+        return Err(SpecError::new(format!(
+            "progress is {size} bytes; the limit is {MAX_PROGRESS_BYTES} bytes"
+        )));
+    }
+    Ok(())
+}
+
 /// Checks a task's parents: at most [`MAX_PARENTS`], each a task id, none twice.
 pub fn check_parents(parents: &[crate::TaskId]) -> Result<(), SpecError> {
     if parents.len() > MAX_PARENTS {

@@ -283,6 +283,10 @@ pub struct Task {
     /// What a parent that ends dead or cancelled does to it. Filled by single-task reads.
     #[serde(default, skip_serializing_if = "ParentFailure::is_cancel")]
     pub on_parent_failure: ParentFailure,
+    /// What its running attempt last reported of its progress with a heartbeat (a number from
+    /// 0 to 100, or a small JSON object). Filled by single-task reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<serde_json::Value>,
     /// Filled by single-task reads; empty in lists.
     #[serde(default)]
     pub attempts: Vec<Attempt>,
@@ -342,6 +346,37 @@ mod tests {
         t.kind = "k".into();
         t.payload = serde_json::Value::String("x".repeat(MAX_PAYLOAD_BYTES + 1));
         assert!(t.validate().unwrap_err().message().contains("payload"));
+    }
+
+    #[test]
+    fn progress_is_a_percent_or_a_small_object() {
+        use serde_json::json;
+        for ok in [
+            json!(0),
+            json!(42.5),
+            json!(100),
+            json!({"step": "upload"}),
+            json!({"percent": 7}),
+        ] {
+            assert!(check_progress(&ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            json!(-1),
+            json!(101),
+            json!("half"),
+            json!([1]),
+            json!({"percent": "x"}),
+            json!(null),
+        ] {
+            assert!(check_progress(&bad).is_err(), "{bad}");
+        }
+        let big = json!({ "log": "x".repeat(MAX_PROGRESS_BYTES) });
+        assert!(
+            check_progress(&big)
+                .unwrap_err()
+                .message()
+                .contains("limit")
+        );
     }
 
     #[test]

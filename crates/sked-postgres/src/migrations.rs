@@ -25,6 +25,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (17, include_str!("../migrations/0017_paused_schedules.sql")),
     (18, include_str!("../migrations/0018_sql_enqueue.sql")),
     (19, include_str!("../migrations/0019_dependencies.sql")),
+    (20, include_str!("../migrations/0020_progress.sql")),
 ];
 
 /// A fingerprint of every migration's text: schemas migrated by the same migrations share it.

@@ -754,6 +754,9 @@ async function task(id) {
       ["schedule", t.schedule ? h("a", { href: `#/schedules/${enc(t.schedule)}` }, t.schedule) : "—"],
       (t.depends_on || []).length ? ["depends on", h("span", { id: "parents" }, ...taskLinks(t.depends_on))] : null,
       (t.dependents || []).length ? ["dependents", h("span", { id: "children" }, ...taskLinks(t.dependents))] : null,
+      t.progress !== undefined && t.progress !== null
+        ? ["progress", h("span", { id: "progress" }, typeof t.progress === "number" ? `${t.progress}%` : JSON.stringify(t.progress))]
+        : null,
       ["unique key", t.unique_key || "—"],
       ["worker", t.worker || "—"],
       ["lease until", when(t.lease_expires_at)],

@@ -80,7 +80,9 @@ pub(crate) async fn heartbeat(
     ApiJson(h): ApiJson<Heartbeat>,
 ) -> ApiResult<HeartbeatReply> {
     let ttl = opt_duration(&h.lease_ttl)?;
-    Ok(Json(s.engine.heartbeat(id, h.attempt, ttl).await?))
+    Ok(Json(
+        s.engine.heartbeat(id, h.attempt, ttl, h.progress).await?,
+    ))
 }
 
 #[utoipa::path(
@@ -202,7 +204,9 @@ pub(crate) async fn heartbeat_many(
         )));
     }
     let ttl = opt_duration(&h.lease_ttl)?;
-    let items: Vec<(i64, i32)> = h.tasks.iter().map(|t| (t.id, t.attempt)).collect();
+    let items: Vec<(i64, i32, Option<serde_json::Value>)> = (h.tasks.into_iter())
+        .map(|t| (t.id, t.attempt, t.progress))
+        .collect();
     let replies = s.engine.heartbeat_many(&items, ttl).await?;
     let results: Vec<ItemResult<HeartbeatReply>> = replies
         .into_iter()

@@ -30,6 +30,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (16, include_str!("../migrations/0016_keep_retrying.sql")),
     (17, include_str!("../migrations/0017_paused_schedules.sql")),
     (18, include_str!("../migrations/0018_dependencies.sql")),
+    (19, include_str!("../migrations/0019_progress.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

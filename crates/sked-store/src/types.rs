@@ -105,6 +105,9 @@ pub struct TaskHeartbeatParams {
     /// ([`crate::rules::lease_end`]).
     pub timeout_grace: SignedDuration,
     pub now: Timestamp,
+    /// What the attempt reports of its progress (checked by [`sked_core::check_progress`]);
+    /// kept, with the attempt, when the heartbeat extends the lease.
+    pub progress: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

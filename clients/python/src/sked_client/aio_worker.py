@@ -21,7 +21,7 @@ from ._trace import run_span
 from .aio import AsyncClient
 from .client import Client, Json
 from .errors import SkedError
-from .worker import Context, claim_body, failed, log_unrecorded, succeeded
+from .worker import Context, claim_body, failed, held_item, log_unrecorded, succeeded
 
 AsyncHandler = Callable[[Json, Context], Awaitable[Any]]
 
@@ -91,7 +91,7 @@ class AsyncWorker:
             if not held:
                 continue
             body = {
-                "tasks": [{"id": i, "attempt": a} for (i, a), _ in held],
+                "tasks": [held_item(k, ctx) for k, ctx in held],
                 "lease_ttl": f"{int(self.lease_ttl * 1000)}ms",
             }
             try:

@@ -68,9 +68,25 @@ class Context:
     def __init__(self) -> None:
         self._cancel = threading.Event()
         self.traceparent: Optional[str] = None
+        self._progress: Any = None
 
     def cancelled(self) -> bool:
         return self._cancel.is_set()
+
+    def progress(self, progress: Any) -> None:
+        """Reports how far the task has come: a number from 0 to 100, or a small dict (at most
+        4 KiB as JSON; its "percent", if any, from 0 to 100). The next heartbeat carries the
+        latest to sked, where the task shows it; one that is not a progress is refused there
+        (the heartbeat fails and is logged)."""
+        self._progress = progress
+
+
+def held_item(key: Tuple[int, int], ctx: "Context") -> Json:
+    """A held task as a heartbeat names it, with the progress its handler last reported."""
+    item: Json = {"id": key[0], "attempt": key[1]}
+    if ctx._progress is not None:
+        item["progress"] = ctx._progress
+    return item
 
 
 Handler = Callable[[Json, Context], Any]
@@ -177,7 +193,7 @@ class Worker:
     def _heartbeats(self) -> None:
         while not self._finished.wait(self.lease_ttl / 3):
             with self._lock:
-                held = [{"id": i, "attempt": a} for (i, a) in self._held]
+                held = [held_item(k, ctx) for k, ctx in self._held.items()]
             if not held:
                 continue
             body = {"tasks": held, "lease_ttl": f"{int(self.lease_ttl * 1000)}ms"}

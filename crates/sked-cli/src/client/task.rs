@@ -455,6 +455,14 @@ fn state_text(t: &Task) -> String {
     }
 }
 
+/// A progress as people read it: `42%`, or the JSON a handler reported.
+fn progress_text(progress: &serde_json::Value) -> String {
+    match progress.as_f64() {
+        Some(p) => format!("{p}%"),
+        None => progress.to_string(),
+    }
+}
+
 /// Task ids as a list: `12, 13`.
 fn ids(ids: &[sked_core::TaskId]) -> String {
     let ids: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
@@ -493,6 +501,9 @@ fn print_task(t: &Task) {
     }
     if !t.dependents.is_empty() {
         fields.push(("dependents", ids(&t.dependents)));
+    }
+    if let Some(progress) = &t.progress {
+        fields.push(("progress", progress_text(progress)));
     }
     crate::output::fields(&fields);
     out!("payload       {}", t.payload);

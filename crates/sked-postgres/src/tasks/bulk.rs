@@ -172,6 +172,7 @@ pub(crate) async fn batch(
             for sql in [
                 "DELETE FROM sked_task_attempts WHERE task_id = ANY($1)",
                 "DELETE FROM sked_task_edges WHERE child = ANY($1) OR parent = ANY($1)",
+                "DELETE FROM sked_task_progress WHERE task_id = ANY($1)",
             ] {
                 tx.execute(sql, &[&ids]).await.map_err(db_err)?;
             }

@@ -97,6 +97,14 @@ pub(crate) async fn get(c: &mut Object, id: TaskId) -> Result<Task> {
         .collect::<Result<_>>()?;
     rules::add_current_attempt(&mut task);
     dependents::family(&***c, &mut task).await?;
+    let progress = c
+        .query_opt(
+            "SELECT progress FROM sked_task_progress WHERE task_id = $1 AND attempt = $2",
+            &[&id, &task.attempt],
+        )
+        .await
+        .map_err(db_err)?;
+    task.progress = progress.map(|r| col(&r, 0)).transpose()?;
     Ok(task)
 }
 
@@ -328,7 +336,8 @@ fn prune_sql(finished: &str) -> String {
              AND state IN {FINISHED} RETURNING id), \
            attempts AS (DELETE FROM sked_task_attempts WHERE task_id IN (SELECT id FROM tasks)), \
            edges AS (DELETE FROM sked_task_edges WHERE child IN (SELECT id FROM tasks) \
-             OR parent IN (SELECT id FROM tasks)) \
+             OR parent IN (SELECT id FROM tasks)), \
+           progress AS (DELETE FROM sked_task_progress WHERE task_id IN (SELECT id FROM tasks)) \
          SELECT count(*) FROM tasks"
     )
 }

@@ -125,6 +125,61 @@ async fn worker_protocol_round_trip_and_stale_attempt() {
         (s, hb["cancel_requested"].as_bool()),
         (StatusCode::OK, Some(false))
     );
+    // A heartbeat may carry progress; the task shows the latest. A bad one is a 422 and
+    // changes nothing.
+    let (s, _) = a
+        .call(
+            "POST",
+            &format!("/v1/tasks/{id}/heartbeat"),
+            Some(r#"{"attempt": 1, "progress": 25}"#),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = a
+        .call(
+            "POST",
+            "/v1/heartbeat",
+            Some(&format!(
+                r#"{{"tasks": [{{"id": {id}, "attempt": 1, "progress": {{"percent": 50, "step": "b"}}}}]}}"#
+            )),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, t) = a.call("GET", &format!("/v1/tasks/{id}"), None).await;
+    assert_eq!(t["progress"], json!({"percent": 50, "step": "b"}));
+    let big = "x".repeat(5000);
+    for body in [
+        r#"{"attempt": 1, "progress": 101}"#.to_string(),
+        r#"{"attempt": 1, "progress": "half"}"#.to_string(),
+        format!(r#"{{"attempt": 1, "progress": {{"log": "{big}"}}}}"#),
+    ] {
+        assert_error(
+            a.call("POST", &format!("/v1/tasks/{id}/heartbeat"), Some(&body))
+                .await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_input",
+            "progress",
+        );
+    }
+    assert_error(
+        a.call(
+            "POST",
+            "/v1/heartbeat",
+            Some(&format!(
+                r#"{{"tasks": [{{"id": {id}, "attempt": 1, "progress": -5}}]}}"#
+            )),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+        &format!("task {id}: progress"),
+    );
+    let (_, t) = a.call("GET", &format!("/v1/tasks/{id}"), None).await;
+    assert_eq!(
+        t["progress"],
+        json!({"percent": 50, "step": "b"}),
+        "unchanged"
+    );
     assert_error(
         a.call(
             "POST",

@@ -63,7 +63,7 @@ pub(crate) fn batch(tx: &Transaction<'_>, p: &TaskBulkParams) -> Result<BulkBatc
         rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
     };
     match p.action {
-        // Two statements for the whole batch, as retention deletes.
+        // A statement a table for the whole batch, as retention deletes.
         BulkAction::Delete if !ids.is_empty() => {
             let list = crate::codec::id_list(&ids);
             let [edges_in, edges_out] = super::dependents::PRUNE_EDGES;
@@ -72,6 +72,7 @@ pub(crate) fn batch(tx: &Transaction<'_>, p: &TaskBulkParams) -> Result<BulkBatc
                 super::PRUNE_TASKS,
                 edges_in,
                 edges_out,
+                super::PRUNE_PROGRESS,
             ] {
                 tx.prepare_cached(sql)
                     .map_err(db_err)?

@@ -97,6 +97,13 @@ pub(crate) fn get(conn: &Connection, id: TaskId) -> Result<Task> {
         .map_err(db_err)?;
     rules::add_current_attempt(&mut task);
     dependents::family(conn, &mut task)?;
+    task.progress = conn
+        .prepare_cached("SELECT progress FROM task_progress WHERE task_id = ?1 AND attempt = ?2")
+        .map_err(db_err)?
+        .query_row(params![id, task.attempt], |r| r.get::<_, String>(0))
+        .optional()
+        .map_err(db_err)?
+        .map(|p| crate::codec::json(&p));
     Ok(task)
 }
 
@@ -187,6 +194,15 @@ pub(crate) fn heartbeat(tx: &Transaction<'_>, p: &TaskHeartbeatParams) -> Result
         .map_err(db_err)?
         .query_row(params![p.id, p.attempt, ts(expires)], |r| r.get(0))
         .map_err(db_err)?;
+    if let Some(progress) = &p.progress {
+        tx.prepare_cached(
+            "INSERT INTO task_progress (task_id, attempt, progress) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (task_id) DO UPDATE SET attempt = excluded.attempt, progress = excluded.progress",
+        )
+        .map_err(db_err)?
+        .execute(params![p.id, p.attempt, progress.to_string()])
+        .map_err(db_err)?;
+    }
     Ok(HeartbeatReply {
         lease_expires_at: expires,
         cancel_requested,
@@ -386,6 +402,8 @@ pub(crate) fn rescue(tx: &Transaction<'_>, p: &TaskRescueParams) -> Result<Vec<T
 pub(super) const PRUNE_ATTEMPTS: &str = "DELETE FROM task_attempts WHERE task_id IN rarray(?1)";
 /// The tasks of `?1` (an [`id_list`]), which retention removes.
 pub(super) const PRUNE_TASKS: &str = "DELETE FROM tasks WHERE id IN rarray(?1)";
+/// The progress of the tasks of `?1` (an [`id_list`]), which retention removes.
+pub(super) const PRUNE_PROGRESS: &str = "DELETE FROM task_progress WHERE task_id IN rarray(?1)";
 
 pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
     let cutoff = ts(p.finished_before);
@@ -404,12 +422,18 @@ pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
             .map_err(db_err)?;
         rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
     };
-    // Two statements for the whole batch: SQLite's one writer waits for retention, and a
+    // A statement a table for the whole batch: SQLite's one writer waits for retention, and a
     // statement a task cost twice the time (a pass of 10,000 held the writer for 60–90 ms).
     if !ids.is_empty() {
         let list = id_list(&ids);
         let [edges_in, edges_out] = dependents::PRUNE_EDGES;
-        for sql in [PRUNE_ATTEMPTS, PRUNE_TASKS, edges_in, edges_out] {
+        for sql in [
+            PRUNE_ATTEMPTS,
+            PRUNE_TASKS,
+            edges_in,
+            edges_out,
+            PRUNE_PROGRESS,
+        ] {
             tx.prepare_cached(sql)
                 .map_err(db_err)?
                 .execute([&list])

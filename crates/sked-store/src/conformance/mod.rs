@@ -78,7 +78,8 @@ macro_rules! conformance_tests {
             activity_counts_ended_work_per_bucket, workers_beat_list_and_prune, claims_agree_with_the_reference_claim,
             a_child_waits_until_every_parent_succeeded, a_failed_parent_cancels_what_waits_for_it_or_lets_it_run,
             every_way_a_parent_ends_reaches_its_children, a_new_task_starts_from_its_parents_states,
-            parents_ending_at_once_release_their_child_once);
+            parents_ending_at_once_release_their_child_once,
+            a_heartbeat_keeps_the_progress_of_the_attempt_that_holds_the_task);
     };
     (@cases $make:expr; $($case:ident),+) => {
         $(

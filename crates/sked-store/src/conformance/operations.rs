@@ -40,6 +40,7 @@ pub async fn cancel_before_and_while_running(store: &Shared) {
             lease_ttl: TTL,
             timeout_grace: crate::rules::DEFAULT_TIMEOUT_GRACE,
             now: at(6),
+            progress: None,
         })
         .await
         .unwrap();
@@ -99,6 +100,7 @@ pub async fn rescue_requeues_expired_and_fences_old_worker(store: &Shared) {
             lease_ttl: TTL,
             timeout_grace: crate::rules::DEFAULT_TIMEOUT_GRACE,
             now: at(33),
+            progress: None,
         })
         .await
         .unwrap_err();
@@ -456,6 +458,7 @@ pub async fn a_timed_out_attempt_loses_its_lease(store: &Shared) {
             lease_ttl: TTL,
             timeout_grace: grace,
             now,
+            progress: None,
         })
     };
     let hb = heartbeat(at(4)).await.unwrap();
@@ -475,6 +478,7 @@ pub async fn a_timed_out_attempt_loses_its_lease(store: &Shared) {
             lease_ttl: TTL,
             timeout_grace: grace,
             now: at(8),
+            progress: None,
         }])
         .await
         .unwrap();

@@ -173,6 +173,7 @@ pub async fn heartbeat_extends_and_rejects_stale(store: &Shared) {
             lease_ttl: TTL,
             timeout_grace: crate::rules::DEFAULT_TIMEOUT_GRACE,
             now: at(20),
+            progress: None,
         })
         .await
         .unwrap();
@@ -185,6 +186,7 @@ pub async fn heartbeat_extends_and_rejects_stale(store: &Shared) {
             lease_ttl: TTL,
             timeout_grace: crate::rules::DEFAULT_TIMEOUT_GRACE,
             now: at(21),
+            progress: None,
         })
         .await
         .unwrap_err();
@@ -196,6 +198,7 @@ pub async fn heartbeat_extends_and_rejects_stale(store: &Shared) {
             lease_ttl: TTL,
             timeout_grace: crate::rules::DEFAULT_TIMEOUT_GRACE,
             now: at(21),
+            progress: None,
         })
         .await
         .unwrap_err();
@@ -348,4 +351,54 @@ pub async fn claim_with_min_priority(store: &Shared) {
     assert_eq!(got.iter().map(|t| t.id).collect::<Vec<_>>(), vec![high]);
     assert!(store.task_claim(ask(1)).await.unwrap().is_empty());
     assert_eq!(store.task_claim(ask(0)).await.unwrap().len(), 1);
+}
+
+pub async fn a_heartbeat_keeps_the_progress_of_the_attempt_that_holds_the_task(store: &Shared) {
+    let id = insert(store, task("k"), t0()).await.id;
+    let t = claim(store, 1, t0()).await.remove(0);
+    let beat = |attempt: i32, progress: serde_json::Value, now: Timestamp| {
+        store.task_heartbeat_many(vec![TaskHeartbeatParams {
+            id,
+            attempt,
+            lease_ttl: TTL,
+            timeout_grace: crate::rules::DEFAULT_TIMEOUT_GRACE,
+            now,
+            progress: Some(progress),
+        }])
+    };
+    assert_eq!(store.task_get(id).await.unwrap().progress, None);
+    assert!(beat(t.attempt, json!(10), at(1)).await.unwrap()[0].is_ok());
+    assert_eq!(store.task_get(id).await.unwrap().progress, Some(json!(10)));
+    let detail = json!({"percent": 60, "step": "upload"});
+    assert!(beat(t.attempt, detail.clone(), at(2)).await.unwrap()[0].is_ok());
+    assert_eq!(
+        store.task_get(id).await.unwrap().progress,
+        Some(detail.clone()),
+        "the latest"
+    );
+    // A heartbeat of an attempt that does not hold the task keeps nothing.
+    assert!(beat(t.attempt + 1, json!(99), at(3)).await.unwrap()[0].is_err());
+    assert_eq!(store.task_get(id).await.unwrap().progress, Some(detail));
+    // Failed and claimed again: the new attempt has reported nothing yet.
+    finish(store, id, t.attempt, failed(true), at(4))
+        .await
+        .unwrap();
+    let again = claim(store, 1, at(100_000)).await.remove(0);
+    assert_eq!(again.id, id);
+    assert_eq!(store.task_get(id).await.unwrap().progress, None);
+    assert!(beat(again.attempt, json!(100), at(100_001)).await.unwrap()[0].is_ok());
+    finish(
+        store,
+        id,
+        again.attempt,
+        FinishOutcome::Succeeded { result: None },
+        at(100_002),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        store.task_get(id).await.unwrap().progress,
+        Some(json!(100)),
+        "an ended task shows what its last attempt reported"
+    );
 }

@@ -64,6 +64,10 @@ pub struct Heartbeat {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Duration>))]
     pub lease_ttl: Option<String>,
+    /// How far the attempt has come: a number from 0 to 100, or a JSON object (at most 4 KiB;
+    /// its `percent`, if any, from 0 to 100). The task shows the latest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<serde_json::Value>,
 }
 
 /// `POST /v1/tasks/{id}/complete`.
@@ -299,7 +303,7 @@ pub struct Finished {
 }
 
 /// A task held by a worker, named by its attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Held {
@@ -308,6 +312,9 @@ pub struct Held {
     pub id: TaskId,
     /// The attempt held.
     pub attempt: i32,
+    /// How far the attempt has come, as [`Heartbeat::progress`] says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<serde_json::Value>,
 }
 
 /// `POST /v1/heartbeat`: extends the leases of everything a worker holds.

@@ -457,7 +457,9 @@ impl Client {
     ) -> Result<Vec<Result<HeartbeatReply>>> {
         match &self.inner {
             Inner::Embedded(e) => {
-                let items: Vec<(TaskId, i32)> = held.iter().map(|h| (h.id, h.attempt)).collect();
+                let items: Vec<(TaskId, i32, Option<serde_json::Value>)> = (held.iter())
+                    .map(|h| (h.id, h.attempt, h.progress.clone()))
+                    .collect();
                 e.heartbeat_many(&items, lease_ttl).await
             }
             #[cfg(feature = "remote")]

@@ -190,13 +190,18 @@ impl Engine {
     }
 
     /// Extends the lease of a running task held with `attempt` (by `lease_ttl`, or the
-    /// engine's default). The reply says whether a cancel was requested.
+    /// engine's default), keeping the `progress` it reports, if any (see
+    /// [`sked_core::check_progress`]). The reply says whether a cancel was requested.
     pub async fn heartbeat(
         &self,
         id: TaskId,
         attempt: i32,
         lease_ttl: Option<SignedDuration>,
+        progress: Option<serde_json::Value>,
     ) -> Result<HeartbeatReply> {
+        if let Some(p) = &progress {
+            sked_core::check_progress(p)?;
+        }
         Ok(self
             .inner
             .store
@@ -206,6 +211,7 @@ impl Engine {
                 lease_ttl: lease_ttl.unwrap_or(self.inner.config.lease_ttl),
                 timeout_grace: self.inner.config.timeout_grace,
                 now: self.now(),
+                progress,
             })
             .await?)
     }
@@ -273,22 +279,31 @@ impl Engine {
         Ok(results)
     }
 
-    /// Extends the leases of many running tasks in one store operation. One result per item.
+    /// Extends the leases of many running tasks in one store operation, each item a task, its
+    /// attempt and the progress it reports, if any. One result per item; a progress that is
+    /// not one refuses the whole call.
     pub async fn heartbeat_many(
         &self,
-        items: &[(TaskId, i32)],
+        items: &[(TaskId, i32, Option<serde_json::Value>)],
         lease_ttl: Option<SignedDuration>,
     ) -> Result<Vec<Result<HeartbeatReply>>> {
+        for (id, _, progress) in items {
+            if let Some(p) = progress {
+                sked_core::check_progress(p)
+                    .map_err(|e| Error::Invalid(format!("task {id}: {}", e.message())))?;
+            }
+        }
         let now = self.now();
         let lease_ttl = lease_ttl.unwrap_or(self.inner.config.lease_ttl);
         let params = items
             .iter()
-            .map(|&(id, attempt)| TaskHeartbeatParams {
-                id,
-                attempt,
+            .map(|(id, attempt, progress)| TaskHeartbeatParams {
+                id: *id,
+                attempt: *attempt,
                 lease_ttl,
                 timeout_grace: self.inner.config.timeout_grace,
                 now,
+                progress: progress.clone(),
             })
             .collect();
         let replies = self.inner.store.task_heartbeat_many(params).await?;

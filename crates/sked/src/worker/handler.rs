@@ -96,16 +96,44 @@ impl From<TaskError> for Ending {
     }
 }
 
+/// The progress a handler last reported, shared with the heartbeat that sends it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Progress(Arc<std::sync::Mutex<Option<serde_json::Value>>>);
+
+impl Progress {
+    pub(crate) fn latest(&self) -> Option<serde_json::Value> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
 /// What a handler knows about the attempt it runs.
 #[derive(Clone, Debug)]
 pub struct TaskContext {
     task: Arc<Task>,
     cancel: watch::Receiver<bool>,
+    progress: Progress,
 }
 
 impl TaskContext {
-    pub(crate) fn new(task: Arc<Task>, cancel: watch::Receiver<bool>) -> TaskContext {
-        TaskContext { task, cancel }
+    pub(crate) fn new(
+        task: Arc<Task>,
+        cancel: watch::Receiver<bool>,
+        progress: Progress,
+    ) -> TaskContext {
+        TaskContext {
+            task,
+            cancel,
+            progress,
+        }
+    }
+
+    /// Reports how far this attempt has come: a number from 0 to 100, or a small JSON object
+    /// (at most 4 KiB; its `percent`, if any, from 0 to 100). The next heartbeat carries the
+    /// latest to sked, where the task shows it. A value that is not a progress is refused.
+    pub fn progress(&self, progress: serde_json::Value) -> Result<(), sked_core::SpecError> {
+        sked_core::check_progress(&progress)?;
+        *self.progress.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(progress);
+        Ok(())
     }
 
     /// The task as claimed (id, attempt, queue, payload, …).

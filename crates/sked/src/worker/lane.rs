@@ -267,15 +267,15 @@ impl Lane {
             self.shared.end(id, attempt, Ending::Released);
             return;
         };
-        let Some(cancel) = lock(&self.shared.holdings)
+        let Some((cancel, progress)) = lock(&self.shared.holdings)
             .get(&(id, attempt))
-            .map(|h| h.cancel.subscribe())
+            .map(|h| (h.cancel.subscribe(), h.progress.clone()))
         else {
             return;
         };
         let timeout = task.timeout.and_then(|t| Duration::try_from(t).ok());
         let span = self.shared.telemetry.run(&mut task, &self.shared.worker);
-        let ctx = TaskContext::new(Arc::new(task), cancel.clone());
+        let ctx = TaskContext::new(Arc::new(task), cancel.clone(), progress);
         let grace = self.shared.cancel_grace;
         let run = run_one(handler, ctx, cancel, timeout, grace);
         let abort = match &span {
@@ -352,6 +352,7 @@ impl Lane {
                         cancel: watch::channel(false).0,
                         abort: None,
                         lost: false,
+                        progress: Default::default(),
                     },
                 );
             }

@@ -25,6 +25,8 @@ pub(crate) struct Holding {
     pub(crate) abort: Option<AbortHandle>,
     /// The lease is gone (the task was rescued): its result must not be reported.
     pub(crate) lost: bool,
+    /// What the handler last reported of its progress, sent with every heartbeat.
+    pub(crate) progress: super::handler::Progress,
 }
 
 /// Counts of how attempts ended in this worker.
@@ -150,7 +152,11 @@ pub(crate) async fn heartbeat(shared: Arc<Shared>, mut stop: watch::Receiver<boo
         let held: Vec<Held> = lock(&shared.holdings)
             .iter()
             .filter(|(_, h)| !h.lost)
-            .map(|(&(id, attempt), _)| Held { id, attempt })
+            .map(|(&(id, attempt), h)| Held {
+                id,
+                attempt,
+                progress: h.progress.latest(),
+            })
             .collect();
         if held.is_empty() {
             continue;

@@ -156,7 +156,10 @@ async fn expired_lease_is_rescued_and_the_stale_worker_is_fenced_off() {
     let old = e.claim(1).await.remove(0);
     e.advance(29);
     assert!(e.rescue().await.unwrap().is_empty(), "lease still valid");
-    e.engine.heartbeat(id, old.attempt, None).await.unwrap();
+    e.engine
+        .heartbeat(id, old.attempt, None, None)
+        .await
+        .unwrap();
     e.advance(29);
     assert!(
         e.rescue().await.unwrap().is_empty(),
@@ -166,7 +169,11 @@ async fn expired_lease_is_rescued_and_the_stale_worker_is_fenced_off() {
     assert_eq!(e.rescue().await.unwrap(), vec![id]);
     let new = e.claim(1).await.remove(0);
     assert_eq!(new.attempt, old.attempt + 1);
-    let hb = e.engine.heartbeat(id, old.attempt, None).await.unwrap_err();
+    let hb = e
+        .engine
+        .heartbeat(id, old.attempt, None, None)
+        .await
+        .unwrap_err();
     assert_eq!(hb.kind(), sked::store::ErrorKind::Conflict);
     let stale = e
         .engine

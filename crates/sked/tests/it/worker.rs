@@ -141,3 +141,52 @@ async fn a_failing_command_is_retried_with_its_error() {
     stop.send(true).unwrap();
     worker.await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_handler_reports_its_progress_and_the_task_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(&dir);
+    let (go_on, go) = watch::channel(false);
+    let (stop, mut stopped) = watch::channel(false);
+    let worker = Worker::new(e.clone()).id("w").handle(
+        "report",
+        move |ctx: sked::worker::TaskContext, _: serde_json::Value| {
+            let mut go = go.clone();
+            async move {
+                assert!(ctx.progress(json!("half")).is_err(), "not a progress");
+                ctx.progress(json!({"percent": 40, "step": "upload"}))
+                    .unwrap();
+                let _ = go.wait_for(|g| *g).await;
+                ctx.progress(json!(100)).unwrap();
+                Ok(())
+            }
+        },
+    );
+    let run = tokio::spawn(worker.run(async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    }));
+    let id = e.enqueue(NewTask::new("report")).await.unwrap().id;
+    let start = Instant::now();
+    loop {
+        let t = e.task(id).await.unwrap();
+        if t.progress == Some(json!({"percent": 40, "step": "upload"})) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "no progress: {t:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    go_on.send(true).unwrap();
+    let done = wait_state(&e, id, TaskState::Succeeded).await;
+    // The last report goes with the next heartbeat, if one comes before the end.
+    assert!(
+        [json!({"percent": 40, "step": "upload"}), json!(100)]
+            .contains(done.progress.as_ref().unwrap()),
+        "{:?}",
+        done.progress
+    );
+    stop.send(true).unwrap();
+    run.await.unwrap().unwrap();
+}

@@ -218,10 +218,23 @@ pub(crate) async fn heartbeat(c: &mut Object, p: &TaskHeartbeatParams) -> Result
         .await
         .map_err(db_err)?
     {
-        Some(row) => Ok(HeartbeatReply {
-            cancel_requested: col(&row, 0)?,
-            lease_expires_at: col(&row, 1)?,
-        }),
+        Some(row) => {
+            if let Some(progress) = &p.progress {
+                // After the lease: a heartbeat that held nothing keeps nothing.
+                c.execute(
+                    "INSERT INTO sked_task_progress (task_id, attempt, progress) VALUES ($1, $2, $3) \
+                     ON CONFLICT (task_id) DO UPDATE SET attempt = excluded.attempt, \
+                       progress = excluded.progress",
+                    &[&p.id, &p.attempt, progress],
+                )
+                .await
+                .map_err(db_err)?;
+            }
+            Ok(HeartbeatReply {
+                cancel_requested: col(&row, 0)?,
+                lease_expires_at: col(&row, 1)?,
+            })
+        }
         None => Err(not_extended(c, p).await),
     }
 }
