@@ -185,7 +185,7 @@ try {
   if (shots) await page.screenshot({ path: `${shots}/dashboard-tasks-search.png`, fullPage: true });
   // Bulk cancel by the filter: counted, asked, done in batches.
   let question = await confirmed('button[data-action="bulk-cancel"]');
-  check(question.includes("Cancel 20 scheduled or available or retrying or running tasks"), `"Cancel all" counts first and asks: ${question}`);
+  check(question.includes("Cancel 20 waiting or scheduled or available or retrying or running tasks"), `"Cancel all" counts first and asks: ${question}`);
   await page.waitForFunction(() => document.getElementById("flash").textContent.includes("cancelled 20 tasks"));
   check(true, "the bulk cancel says what it did");
   await page.waitForSelector('tr[data-task][data-state="cancelled"]');
