@@ -15,6 +15,15 @@ pub fn state_for_run_at(run_at: Timestamp, now: Timestamp) -> TaskState {
     }
 }
 
+/// The state of a task in `state` moved to `run_at`: a task waiting for its parents keeps
+/// waiting (only its run time moves); any other waits for `run_at` or is due.
+pub fn state_after_reschedule(state: TaskState, run_at: Timestamp, now: Timestamp) -> TaskState {
+    match state {
+        TaskState::Waiting => TaskState::Waiting,
+        _ => state_for_run_at(run_at, now),
+    }
+}
+
 /// Until when a new task's dedup window holds its unique key (`None`: only while unfinished).
 pub fn unique_until(task: &sked_core::NewTask, now: Timestamp) -> crate::Result<Option<Timestamp>> {
     task.unique_for

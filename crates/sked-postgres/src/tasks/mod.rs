@@ -251,7 +251,7 @@ pub(crate) async fn reschedule(
     let tx = c.transaction().await.map_err(db_err)?;
     let task = row_for_update(&tx, p.id).await?;
     Transition::Reschedule.check(task.state)?;
-    let state = rules::state_for_run_at(p.run_at, p.now);
+    let state = rules::state_after_reschedule(task.state, p.run_at, p.now);
     let row = tx
         .query_one(
             &format!(

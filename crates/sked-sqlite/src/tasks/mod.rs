@@ -346,7 +346,7 @@ pub(crate) fn retry(tx: &Transaction<'_>, p: &TaskRetryParams) -> Result<Task> {
 pub(crate) fn reschedule(tx: &Transaction<'_>, p: &TaskRescheduleParams) -> Result<Task> {
     let task = get_row(tx, p.id)?;
     Transition::Reschedule.check(task.state)?;
-    let state = rules::state_for_run_at(p.run_at, p.now);
+    let state = rules::state_after_reschedule(task.state, p.run_at, p.now);
     tx.prepare_cached(&format!(
         "UPDATE tasks SET state = ?2, run_at = ?3 WHERE id = ?1 \
          AND state IN {NOT_STARTED} RETURNING {TASK_COLUMNS}"

@@ -92,11 +92,21 @@ pub async fn a_child_waits_until_every_parent_succeeded(store: &Shared) {
     assert_eq!(released.depends_on, vec![a, b]);
     succeed(store, c, at(5)).await;
 
-    // A child due later waits for its time once released.
+    // A child due later waits for its time once released; moved while it waits, it keeps
+    // waiting for its parent.
     let p = insert(store, task("p"), at(10)).await.id;
-    let later = insert(store, task("later").after([p]).run_at(at(100)), at(10))
+    let later = insert(store, task("later").after([p]).run_at(at(50)), at(10))
         .await
         .id;
+    let moved = store
+        .task_reschedule(TaskRescheduleParams {
+            id: later,
+            run_at: at(100),
+            now: at(10),
+        })
+        .await
+        .unwrap();
+    assert_eq!((moved.state, moved.run_at), (TaskState::Waiting, at(100)));
     succeed(store, p, at(11)).await;
     assert_eq!(get(store, later).await.state, TaskState::Scheduled);
     assert!(claim(store, 10, at(50)).await.is_empty());
