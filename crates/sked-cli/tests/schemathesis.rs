@@ -53,6 +53,9 @@ fn generated_requests_agree_with_the_openapi_document() {
         .args([
             "--checks",
             "all",
+            // See `use_after_free` in the configuration file: a queue deleted may be made again.
+            "--exclude-checks",
+            "use_after_free",
             "--seed",
             "20261124",
             "--max-examples",

@@ -327,7 +327,11 @@ pub(crate) async fn lease_get(c: &mut Object, name: &str, now: Timestamp) -> Res
 
 /// One queue's settings and counts, and at `now` why its tasks wait; a queue never set or used
 /// has none.
+/// A queue some task or setting names; another is not found.
 pub(crate) async fn get(c: &mut Object, name: &str, now: Timestamp) -> Result<QueueInfo> {
+    if presence(&***c, name).await? == (false, false) {
+        return Err(StoreError::queue_not_found(name));
+    }
     let row = c
         .query_opt(
             "SELECT paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \

@@ -45,7 +45,7 @@ pub(crate) struct CreateQuery {
     operation_id = "getQueue",
     summary = "One queue: its limits, counts, and why its tasks wait",
     params(("name" = sked_core::openapi::Name, Path)),
-    responses((status = 200, description = "OK (a queue never set or used has no limits and no tasks)", body = sked_store::QueueInfo))
+    responses((status = 200, description = "OK (404 when no task or setting names the queue)", body = sked_store::QueueInfo))
 )]
 pub(crate) async fn get(State(s): State<AppState>, NamePath(name): NamePath) -> ApiResult {
     Ok(Json(s.engine.queue(&name).await?))

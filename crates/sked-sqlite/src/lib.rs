@@ -360,8 +360,7 @@ impl Store for SqliteStore {
 
     async fn queue_get(&self, name: &str, now: jiff::Timestamp) -> Result<QueueInfo> {
         let name = name.to_string();
-        self.read(move |conn| queues::info(conn, &name, Some(now)))
-            .await
+        self.read(move |conn| queues::get(conn, &name, now)).await
     }
 
     async fn queue_key_usage(

@@ -224,6 +224,14 @@ pub(crate) fn lease_get(conn: &Connection, name: &str, now: Timestamp) -> Result
 
 /// One queue's settings and counts, and (at `now`) why its tasks wait; a queue never set or
 /// used has none.
+/// A queue some task or setting names; another is not found.
+pub(crate) fn get(conn: &Connection, name: &str, now: Timestamp) -> Result<QueueInfo> {
+    if presence(conn, name)? == (false, false) {
+        return Err(StoreError::queue_not_found(name));
+    }
+    info(conn, name, Some(now))
+}
+
 pub(crate) fn info(conn: &Connection, name: &str, now: Option<Timestamp>) -> Result<QueueInfo> {
     let (paused, concurrency_limit, rate, per_key) = conn
         .query_row(

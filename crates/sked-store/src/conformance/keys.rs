@@ -80,10 +80,11 @@ pub async fn a_per_key_limit_caps_each_key(store: &Shared) {
         .await
         .unwrap();
     assert_eq!((usage.running, usage.starts.len()), (2, 0));
-    let none = store.queue_get("never", at(1)).await.unwrap();
+    let none = store.queue_get("never", at(1)).await.unwrap_err();
     assert_eq!(
-        (none.paused, none.per_key, none.counts.len()),
-        (false, None, 0)
+        none.kind(),
+        ErrorKind::NotFound,
+        "no task or setting names it"
     );
     // One of A ends: one more of A may start.
     let a = first

@@ -58,7 +58,14 @@ pub async fn a_mistyped_queue_is_refused_and_a_queue_without_tasks_is_removed(st
     assert_eq!(names().await, ["mail"]);
     let e = pause("later", true).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
-    assert!(!store.queue_get("later", t0()).await.unwrap().paused);
+    let e = store.queue_get("later", t0()).await.unwrap_err();
+    assert_eq!(
+        e.kind(),
+        ErrorKind::NotFound,
+        "a removed queue is gone: {e}"
+    );
+    let e = store.queue_get("nosuchqueue", t0()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
     let e = store.queue_remove("bad name!").await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
 }
