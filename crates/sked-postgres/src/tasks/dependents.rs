@@ -241,6 +241,14 @@ pub(crate) async fn family<C: GenericClient + Sync>(c: &C, task: &mut Task) -> R
             }
         }
     }
+    // In id order whatever order the union's parts come back in.
+    for ids in [
+        &mut task.depends_on,
+        &mut task.waiting_for,
+        &mut task.dependents,
+    ] {
+        ids.sort_unstable();
+    }
     Ok(())
 }
 
