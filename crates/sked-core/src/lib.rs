@@ -14,6 +14,7 @@ pub mod schedule;
 pub mod serde_duration;
 mod task;
 mod trace_context;
+mod workflow;
 
 pub use builtin::{HttpPayload, ShellCommand, ShellPayload, check_builtin_payload};
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -32,11 +33,12 @@ pub use schedule::{
 pub use task::{
     Attempt, Backoff, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_KEY_CHARS, MAX_PARENTS,
     MAX_PAYLOAD_BYTES, MAX_PROGRESS_BYTES, NewTask, ParentFailure, Task, TaskId, TaskState,
-    Transition, TransitionError, check_parents, check_payload_size, check_progress,
+    TaskWorkflow, Transition, TransitionError, check_parents, check_payload_size, check_progress,
     state_after_failure, validate_name,
 };
 
 pub use trace_context::{check_traceparent, format_traceparent, parse_traceparent};
+pub use workflow::{MAX_WORKFLOW_EDGES, MAX_WORKFLOW_TASKS, NewWorkflow, WorkflowId, WorkflowTask};
 
 // Re-exported so users of sked-core name the same time types.
 pub use jiff;

@@ -75,7 +75,7 @@ pub struct NewTask {
     /// Tasks that must succeed before this one starts (at most [`MAX_PARENTS`]): until they
     /// have, it is `waiting`. A parent that already succeeded counts at once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[cfg_attr(feature = "openapi", schema(value_type = Vec<i64>, max_items = 1000))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<i64>, max_items = 100000))]
     pub depends_on: Vec<crate::TaskId>,
     /// What a parent that ends dead or cancelled does to this task.
     #[serde(default, skip_serializing_if = "ParentFailure::is_cancel")]
@@ -83,7 +83,7 @@ pub struct NewTask {
 }
 
 /// The most parents a task may name.
-pub const MAX_PARENTS: usize = 1000;
+pub const MAX_PARENTS: usize = 100_000;
 
 /// What a parent that ends dead or cancelled does to a task waiting for it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -287,9 +287,22 @@ pub struct Task {
     /// 0 to 100, or a small JSON object). Filled by single-task reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<serde_json::Value>,
+    /// The workflow it belongs to, if any. Filled by single-task reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<TaskWorkflow>,
     /// Filled by single-task reads; empty in lists.
     #[serde(default)]
     pub attempts: Vec<Attempt>,
+}
+
+/// The workflow a task belongs to, and its name there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TaskWorkflow {
+    #[cfg_attr(feature = "openapi", schema(value_type = i64))]
+    pub id: crate::WorkflowId,
+    /// The task's name in the workflow.
+    pub name: String,
 }
 
 #[cfg(test)]

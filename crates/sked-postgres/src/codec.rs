@@ -120,6 +120,7 @@ pub(crate) fn task_from_row(r: &Row) -> Result<Task, StoreError> {
         depends_on: Vec::new(),
         waiting_for: Vec::new(),
         dependents: Vec::new(),
+        workflow: None,
         on_parent_failure: sked_core::ParentFailure::Cancel,
         progress: None,
         attempts: Vec::new(),

@@ -31,6 +31,7 @@ mod tasks;
 pub mod testing;
 mod tls;
 mod transactional;
+mod workflows;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -354,6 +355,32 @@ impl Store for PgStore {
         self.announce_room(ended.iter().flatten().map(|t| &t.queue))
             .await;
         Ok(ended)
+    }
+
+    async fn workflow_create(&self, params: WorkflowCreateParams) -> Result<WorkflowCreated> {
+        let created = self
+            .op(async |c, ch| workflows::create(c, ch, &params).await)
+            .await?;
+        self.claimable(params.tasks.iter().map(|t| {
+            let run_at = t.insert.task.run_at.unwrap_or(params.now);
+            let waits = sked_store::rules::state_for_run_at(run_at, params.now).is_timed();
+            (t.insert.task.priority, run_at, waits)
+        }));
+        Ok(created)
+    }
+
+    async fn workflow_get(&self, id: sked_core::WorkflowId) -> Result<WorkflowInfo> {
+        self.op(async |c, _| workflows::get(c, id).await).await
+    }
+
+    async fn workflow_list(&self, params: WorkflowListParams) -> Result<Page<WorkflowInfo>> {
+        self.op(async |c, _| workflows::list(c, &params).await)
+            .await
+    }
+
+    async fn workflow_tasks(&self, params: WorkflowTasksParams) -> Result<Page<WorkflowNode>> {
+        self.op(async |c, _| workflows::tasks(c, &params).await)
+            .await
     }
 
     async fn task_cancel(&self, params: TaskCancelParams) -> Result<Task> {

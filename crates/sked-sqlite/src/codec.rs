@@ -123,6 +123,7 @@ pub(crate) fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
         depends_on: Vec::new(),
         waiting_for: Vec::new(),
         dependents: Vec::new(),
+        workflow: None,
         on_parent_failure: sked_core::ParentFailure::Cancel,
         progress: None,
         attempts: Vec::new(),

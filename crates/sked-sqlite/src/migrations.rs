@@ -31,6 +31,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (17, include_str!("../migrations/0017_paused_schedules.sql")),
     (18, include_str!("../migrations/0018_dependencies.sql")),
     (19, include_str!("../migrations/0019_progress.sql")),
+    (20, include_str!("../migrations/0020_workflows.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

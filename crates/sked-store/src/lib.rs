@@ -120,6 +120,22 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
             .collect())
     }
 
+    /// Inserts a workflow's tasks and their edges in one transaction, all or nothing: each
+    /// task waits for the tasks its `after` names besides its own `depends_on`. A parent that
+    /// does not exist is `Invalid`, naming it, and nothing is made.
+    async fn workflow_create(&self, params: WorkflowCreateParams) -> Result<WorkflowCreated>;
+
+    /// A workflow with its tasks counted by state. `NotFound` when there is none (or its
+    /// tasks have all been pruned).
+    async fn workflow_get(&self, id: sked_core::WorkflowId) -> Result<WorkflowInfo>;
+
+    /// A page of workflows, newest first, each with its counts.
+    async fn workflow_list(&self, params: WorkflowListParams) -> Result<Page<WorkflowInfo>>;
+
+    /// A page of a workflow's tasks in the order they were made, each with the names of the
+    /// tasks of the workflow it waits for. `NotFound` when there is no such workflow.
+    async fn workflow_tasks(&self, params: WorkflowTasksParams) -> Result<Page<WorkflowNode>>;
+
     /// Cancels a task that has not started, or asks a running one to stop.
     async fn task_cancel(&self, params: TaskCancelParams) -> Result<Task>;
 

@@ -288,5 +288,6 @@ pub fn list_limit(asked: Option<u32>) -> u32 {
 pub mod dependents;
 mod materialise;
 mod schedules;
+pub mod workflows;
 pub use materialise::*;
 pub use schedules::*;

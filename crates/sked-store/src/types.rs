@@ -54,6 +54,8 @@ pub struct TaskListParams {
     pub key: Option<String>,
     /// Of this unique key.
     pub unique_key: Option<String>,
+    /// Of this workflow.
+    pub workflow: Option<sked_core::WorkflowId>,
     /// Enqueued at or after this instant.
     pub since: Option<Timestamp>,
     /// Enqueued before this instant.
@@ -525,5 +527,7 @@ pub enum StoreEvent {
 
 mod bulk;
 mod schedules;
+mod workflows;
 pub use bulk::*;
 pub use schedules::*;
+pub use workflows::*;

@@ -18,7 +18,7 @@ use super::{failed, show, task_id};
 #[derive(Args)]
 pub(crate) struct Target {
     /// The task's id (or give a filter: --state, with --queue, --kind, --before)
-    #[arg(required_unless_present = "state", conflicts_with_all = ["state", "queue", "kind", "key", "before", "dry_run"])]
+    #[arg(required_unless_present = "state", conflicts_with_all = ["state", "queue", "kind", "key", "workflow", "before", "dry_run"])]
     id: Option<String>,
     /// Every task in these states (comma-separated)
     #[arg(long, value_delimiter = ',', value_name = "STATES")]
@@ -32,6 +32,9 @@ pub(crate) struct Target {
     /// With --state: only tasks of this concurrency key
     #[arg(long, requires = "state")]
     key: Option<String>,
+    /// With --state: only tasks of this workflow
+    #[arg(long, requires = "state", value_name = "ID")]
+    workflow: Option<i64>,
     /// With --state: only tasks enqueued before this time (RFC 3339, or relative like -1h)
     #[arg(
         long,
@@ -82,7 +85,7 @@ pub(crate) async fn run(
         ),
         None => None,
     };
-    let mut req = BulkRequest {
+    let req = BulkRequest {
         action,
         state,
         queue: t.queue,
@@ -91,13 +94,27 @@ pub(crate) async fn run(
         since: None,
         key: t.key,
         unique_key: None,
+        workflow: t.workflow,
         after: None,
         limit: Some(t.batch),
         dry_run: true,
     };
+    run_request(client, req, t.dry_run, remote).await
+}
+
+/// Runs `req` batch after batch (or counts what it matches, with `dry_run`), saying how far
+/// it got on a terminal and what it did at the end.
+pub(crate) async fn run_request(
+    client: &Client,
+    mut req: BulkRequest,
+    dry_run: bool,
+    remote: &Remote,
+) -> CliResult {
+    let action = req.action;
+    req.dry_run = true;
     let counted = client.task_bulk(&req).await.map_err(failed)?;
     let matched = counted.matched.unwrap_or(0);
-    if t.dry_run {
+    if dry_run {
         show(remote, &counted, |a: &BulkAnswer| {
             out!("{} tasks match", a.matched.unwrap_or(0))
         });

@@ -38,6 +38,12 @@ fn conditions<'a>(
     if let Some(k) = &f.unique_key {
         sql.push_str(&format!(" AND t.unique_key = ${}::text", next(params, k)));
     }
+    if let Some(w) = &f.workflow {
+        sql.push_str(&format!(
+            " AND t.id IN {}",
+            crate::workflows::tasks_of(&format!("${}::bigint", next(params, w)))
+        ));
+    }
     if let Some(b) = &f.before {
         sql.push_str(&format!(
             " AND t.created_at < ${}::timestamptz",
@@ -173,6 +179,7 @@ pub(crate) async fn batch(
                 "DELETE FROM sked_task_attempts WHERE task_id = ANY($1)",
                 "DELETE FROM sked_task_edges WHERE child = ANY($1) OR parent = ANY($1)",
                 "DELETE FROM sked_task_progress WHERE task_id = ANY($1)",
+                &crate::workflows::FORGET,
             ] {
                 tx.execute(sql, &[&ids]).await.map_err(db_err)?;
             }

@@ -97,6 +97,7 @@ pub(crate) async fn get(c: &mut Object, id: TaskId) -> Result<Task> {
         .collect::<Result<_>>()?;
     rules::add_current_attempt(&mut task);
     dependents::family(&***c, &mut task).await?;
+    task.workflow = crate::workflows::of_task(&***c, id).await?;
     let progress = c
         .query_opt(
             "SELECT progress FROM sked_task_progress WHERE task_id = $1 AND attempt = $2",
@@ -142,6 +143,14 @@ pub(crate) async fn list(c: &mut Object, p: &TaskListParams) -> Result<TaskPage>
             params.push(t);
             sql.push_str(&format!(" AND {cond} ${}", params.len()));
         }
+    }
+    if let Some(w) = &p.workflow {
+        params.push(w);
+        let param = format!("${}", params.len());
+        sql.push_str(&format!(
+            " AND t.id IN {}",
+            crate::workflows::tasks_of(&param)
+        ));
     }
     if let Some(before) = &p.before_id {
         params.push(before);
@@ -337,8 +346,10 @@ fn prune_sql(finished: &str) -> String {
            attempts AS (DELETE FROM sked_task_attempts WHERE task_id IN (SELECT id FROM tasks)), \
            edges AS (DELETE FROM sked_task_edges WHERE child IN (SELECT id FROM tasks) \
              OR parent IN (SELECT id FROM tasks)), \
-           progress AS (DELETE FROM sked_task_progress WHERE task_id IN (SELECT id FROM tasks)) \
-         SELECT count(*) FROM tasks"
+           progress AS (DELETE FROM sked_task_progress WHERE task_id IN (SELECT id FROM tasks)), \
+           {} \
+         SELECT count(*) FROM tasks",
+        crate::workflows::forget_sql("(SELECT id FROM tasks)")
     )
 }
 

@@ -27,6 +27,13 @@ fn conditions(f: &BulkFilter) -> (String, Vec<Value>) {
             sql.push_str(&format!(" AND {column} = ?{}", values.len()));
         }
     }
+    if let Some(w) = f.workflow {
+        values.push(Value::Integer(w));
+        sql.push_str(&format!(
+            " AND id IN {}",
+            crate::workflows::tasks_of(&format!("?{}", values.len()))
+        ));
+    }
     for (cond, t) in [("created_at <", f.before), ("created_at >=", f.since)] {
         if let Some(t) = t {
             values.push(Value::Integer(ts(t)));
@@ -64,23 +71,7 @@ pub(crate) fn batch(tx: &Transaction<'_>, p: &TaskBulkParams) -> Result<BulkBatc
     };
     match p.action {
         // A statement a table for the whole batch, as retention deletes.
-        BulkAction::Delete if !ids.is_empty() => {
-            let list = crate::codec::id_list(&ids);
-            let [edges_in, edges_out] = super::dependents::PRUNE_EDGES;
-            for sql in [
-                super::PRUNE_ATTEMPTS,
-                super::PRUNE_TASKS,
-                edges_in,
-                edges_out,
-                super::PRUNE_PROGRESS,
-            ] {
-                tx.prepare_cached(sql)
-                    .map_err(db_err)?
-                    .execute([&list])
-                    .map_err(db_err)?;
-            }
-        }
-        BulkAction::Delete => {}
+        BulkAction::Delete => super::delete(tx, &ids)?,
         BulkAction::Retry => {
             for &id in &ids {
                 super::retry(tx, &TaskRetryParams { id, now: p.now })?;

@@ -97,6 +97,7 @@ pub(crate) fn get(conn: &Connection, id: TaskId) -> Result<Task> {
         .map_err(db_err)?;
     rules::add_current_attempt(&mut task);
     dependents::family(conn, &mut task)?;
+    task.workflow = crate::workflows::of_task(conn, id)?;
     task.progress = conn
         .prepare_cached("SELECT progress FROM task_progress WHERE task_id = ?1 AND attempt = ?2")
         .map_err(db_err)?
@@ -134,6 +135,10 @@ pub(crate) fn list(conn: &Connection, p: &TaskListParams) -> Result<TaskPage> {
             sql.push_str(&format!(" AND {col} = ?"));
             args.push(Value::Text(v.clone()));
         }
+    }
+    if let Some(w) = p.workflow {
+        args.push(Value::Integer(w));
+        sql.push_str(&format!(" AND id IN {}", crate::workflows::tasks_of("?")));
     }
     for (cond, t) in [("created_at >= ?", p.since), ("created_at < ?", p.until)] {
         if let Some(t) = t {
@@ -402,8 +407,31 @@ pub(crate) fn rescue(tx: &Transaction<'_>, p: &TaskRescueParams) -> Result<Vec<T
 pub(super) const PRUNE_ATTEMPTS: &str = "DELETE FROM task_attempts WHERE task_id IN rarray(?1)";
 /// The tasks of `?1` (an [`id_list`]), which retention removes.
 pub(super) const PRUNE_TASKS: &str = "DELETE FROM tasks WHERE id IN rarray(?1)";
-/// The progress of the tasks of `?1` (an [`id_list`]), which retention removes.
-pub(super) const PRUNE_PROGRESS: &str = "DELETE FROM task_progress WHERE task_id IN rarray(?1)";
+
+/// Deletes the ended tasks `ids` with everything kept of them: attempts, edges, progress,
+/// their place in a workflow (and a workflow left with none). A statement a table for the
+/// whole batch: SQLite's one writer waits for retention, and a statement a task cost twice
+/// the time (a pass of 10,000 held the writer for 60–90 ms).
+pub(super) fn delete(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let list = id_list(ids);
+    let [edges_in, edges_out] = dependents::PRUNE_EDGES;
+    for sql in [
+        PRUNE_ATTEMPTS,
+        PRUNE_TASKS,
+        edges_in,
+        edges_out,
+        "DELETE FROM task_progress WHERE task_id IN rarray(?1)",
+    ] {
+        tx.prepare_cached(sql)
+            .map_err(db_err)?
+            .execute([&list])
+            .map_err(db_err)?;
+    }
+    crate::workflows::forget(tx, &list)
+}
 
 pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
     let cutoff = ts(p.finished_before);
@@ -422,24 +450,7 @@ pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
             .map_err(db_err)?;
         rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
     };
-    // A statement a table for the whole batch: SQLite's one writer waits for retention, and a
-    // statement a task cost twice the time (a pass of 10,000 held the writer for 60–90 ms).
-    if !ids.is_empty() {
-        let list = id_list(&ids);
-        let [edges_in, edges_out] = dependents::PRUNE_EDGES;
-        for sql in [
-            PRUNE_ATTEMPTS,
-            PRUNE_TASKS,
-            edges_in,
-            edges_out,
-            PRUNE_PROGRESS,
-        ] {
-            tx.prepare_cached(sql)
-                .map_err(db_err)?
-                .execute([&list])
-                .map_err(db_err)?;
-        }
-    }
+    delete(tx, &ids)?;
     // The occurrence ledger follows the same retention.
     tx.prepare_cached(
         "DELETE FROM occurrences WHERE (schedule, nominal_at) IN \

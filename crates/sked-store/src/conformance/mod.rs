@@ -6,7 +6,7 @@
 //! (cancel, rescue, retry, reschedule, prune, list), `queues` (counts, limits, leases),
 //! `schedules` (declaring, applying plans), `schedule_policies` (jitter, pausing after dead
 //! runs, backfills), `ahead` (passes that plan schedules ahead of their time), `dependents`
-//! (tasks that wait for tasks), `observe` (activity,
+//! (tasks that wait for tasks), `workflows`, `observe` (activity,
 //! workers), `reference` (every claim against a stateless reference) and `claimers` (several
 //! stores claiming at once, which a backend runs from a test of its own); here the macro and
 //! the helpers they share.
@@ -26,6 +26,7 @@ mod schedule_policies;
 mod schedules;
 mod tasks;
 mod unique;
+mod workflows;
 
 pub use ahead::*;
 pub use bulk::*;
@@ -42,6 +43,7 @@ pub use schedule_policies::*;
 pub use schedules::*;
 pub use tasks::*;
 pub use unique::*;
+pub use workflows::*;
 
 use jiff::{SignedDuration, Timestamp};
 use sked_core::NewTask;
@@ -79,7 +81,9 @@ macro_rules! conformance_tests {
             a_child_waits_until_every_parent_succeeded, a_failed_parent_cancels_what_waits_for_it_or_lets_it_run,
             every_way_a_parent_ends_reaches_its_children, a_new_task_starts_from_its_parents_states,
             parents_ending_at_once_release_their_child_once,
-            a_heartbeat_keeps_the_progress_of_the_attempt_that_holds_the_task);
+            a_heartbeat_keeps_the_progress_of_the_attempt_that_holds_the_task,
+            a_workflow_is_made_whole_and_runs_in_its_order, a_workflow_with_a_missing_parent_makes_nothing,
+            a_workflow_fails_is_cancelled_and_goes_with_its_tasks);
     };
     (@cases $make:expr; $($case:ident),+) => {
         $(

@@ -60,6 +60,9 @@ pub struct BulkFilter {
     /// Of this unique key.
     #[serde(default)]
     pub unique_key: Option<String>,
+    /// Of this workflow.
+    #[serde(default)]
+    pub workflow: Option<sked_core::WorkflowId>,
 }
 
 #[derive(Debug, Clone)]

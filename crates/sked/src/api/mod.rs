@@ -174,6 +174,10 @@ pub struct BulkRequest {
     /// Only tasks of this unique key.
     #[serde(default)]
     pub unique_key: Option<String>,
+    /// Only tasks of this workflow.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<i64>))]
+    pub workflow: Option<sked_core::WorkflowId>,
     /// Only tasks with a larger id: the previous batch's `next_after`.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<i64>))]
@@ -220,6 +224,7 @@ impl BulkRequest {
             since: self.since,
             key: self.key.clone(),
             unique_key: self.unique_key.clone(),
+            workflow: self.workflow,
         }
     }
 }

@@ -28,6 +28,8 @@ pub struct TaskFilter {
     pub key: Option<String>,
     /// Only tasks of this unique key.
     pub unique_key: Option<String>,
+    /// Only tasks of this workflow.
+    pub workflow: Option<sked_core::WorkflowId>,
     /// Only tasks enqueued at or after this instant.
     pub since: Option<Timestamp>,
     /// Only tasks enqueued before this instant.
@@ -71,6 +73,12 @@ impl TaskFilter {
         self
     }
 
+    /// Only tasks of this workflow.
+    pub fn workflow(mut self, workflow: sked_core::WorkflowId) -> TaskFilter {
+        self.workflow = Some(workflow);
+        self
+    }
+
     /// Only tasks older than this one (paging).
     pub fn before(mut self, id: TaskId) -> TaskFilter {
         self.before = Some(id);
@@ -97,6 +105,7 @@ impl TaskFilter {
             schedule: self.schedule,
             key: self.key,
             unique_key: self.unique_key,
+            workflow: self.workflow,
             since: self.since,
             until: self.until,
             before_id: self.before,

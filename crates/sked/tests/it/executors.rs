@@ -40,6 +40,7 @@ fn task(kind: &str, payload: Value) -> Task {
         depends_on: vec![],
         waiting_for: vec![],
         dependents: vec![],
+        workflow: None,
         on_parent_failure: sked::ParentFailure::Cancel,
         progress: None,
         attempts: vec![],

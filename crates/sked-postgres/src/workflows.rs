@@ -1,0 +1,237 @@
+//! Workflows: their tasks inserted with their edges in one transaction, and read back with
+//! their counts and graph.
+
+use std::collections::{BTreeMap, HashMap};
+
+use deadpool_postgres::Object;
+use sked_core::{TaskId, TaskState, WorkflowId};
+use sked_store::*;
+use tokio_postgres::GenericClient;
+
+use crate::codec::{col, db_err, state};
+
+/// The ids of the tasks of the workflow in parameter `param` (`$3`, say), as a subquery.
+pub(crate) fn tasks_of(param: &str) -> String {
+    format!("(SELECT task FROM sked_workflow_tasks WHERE workflow = {param})")
+}
+
+/// Two parts of a `WITH`: forget which workflow the tasks `ids` (a subquery, tasks being
+/// deleted in the same statement) belonged to, and delete the workflows left with none. The
+/// statement's snapshot still holds the memberships it deletes, so a workflow is empty when
+/// its only tasks are among `ids`.
+pub(crate) fn forget_sql(ids: &str) -> String {
+    format!(
+        "members AS (DELETE FROM sked_workflow_tasks WHERE task IN {ids} RETURNING workflow), \
+         emptied AS (DELETE FROM sked_workflows wf WHERE wf.id IN (SELECT workflow FROM members) \
+           AND NOT EXISTS (SELECT 1 FROM sked_workflow_tasks w WHERE w.workflow = wf.id \
+             AND w.task NOT IN {ids}))"
+    )
+}
+
+/// [`forget_sql`] for the tasks of the array `$1`, as a statement of its own.
+pub(crate) static FORGET: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH {} SELECT 1",
+        forget_sql("(SELECT unnest($1::bigint[]))")
+    )
+});
+
+/// Inserts the workflow's row, its tasks (a run of tasks that wait for none of each other goes
+/// in as one insert, [`rules::workflows::runs`]) and which task is which, in one transaction.
+pub(crate) async fn create(
+    c: &mut Object,
+    channel: &str,
+    p: &WorkflowCreateParams,
+) -> Result<WorkflowCreated> {
+    let tx = c.transaction().await.map_err(db_err)?;
+    let size = p.tasks.len() as i64;
+    let row = tx
+        .query_one(
+            "INSERT INTO sked_workflows (name, created_at, size, schedule, nominal_at) \
+             VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            &[&p.name, &p.now, &size, &p.schedule, &p.nominal_at],
+        )
+        .await
+        .map_err(db_err)?;
+    let id: WorkflowId = col(&row, 0)?;
+    let mut ids: Vec<TaskId> = Vec::with_capacity(p.tasks.len());
+    for run in rules::workflows::runs(&p.tasks)? {
+        let tasks: Vec<TaskInsert> = (p.tasks[run].iter())
+            .map(|t| rules::workflows::insert(t, &ids))
+            .collect();
+        let inserted = crate::tasks::insert_tasks(&*tx, None, channel, &tasks, p.now).await?;
+        ids.extend(inserted.iter().map(|t| t.id));
+    }
+    let names: Vec<&str> = p.tasks.iter().map(|t| t.name.as_str()).collect();
+    tx.execute(
+        "INSERT INTO sked_workflow_tasks (task, workflow, name) \
+         SELECT task, $2, name FROM unnest($1::bigint[], $3::text[]) AS m(task, name)",
+        &[&ids, &id, &names],
+    )
+    .await
+    .map_err(db_err)?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(WorkflowCreated { id, tasks: ids })
+}
+
+/// The columns of a workflow's row that [`info_from_row`] reads.
+const COLUMNS: &str = "id, name, created_at, size, schedule, nominal_at";
+
+fn info_from_row(r: &tokio_postgres::Row) -> Result<WorkflowInfo> {
+    Ok(WorkflowInfo {
+        id: col(r, 0)?,
+        name: col(r, 1)?,
+        created_at: col(r, 2)?,
+        state: WorkflowState::Active,
+        done: false,
+        total: col::<i64>(r, 3)?.max(0) as u64,
+        counts: BTreeMap::new(),
+        finished_at: None,
+        schedule: col(r, 4)?,
+        nominal_at: col(r, 5)?,
+    })
+}
+
+/// Counts the tasks of `workflows` by state, and when the last of each ended.
+async fn count<C: GenericClient + Sync>(
+    c: &C,
+    workflows: Vec<WorkflowInfo>,
+) -> Result<Vec<WorkflowInfo>> {
+    let ids: Vec<WorkflowId> = workflows.iter().map(|w| w.id).collect();
+    let rows = c
+        .query(
+            "SELECT w.workflow, t.state, count(*), max(t.finished_at) FROM sked_workflow_tasks w \
+             JOIN sked_tasks t ON t.id = w.task WHERE w.workflow = ANY($1) \
+             GROUP BY w.workflow, t.state",
+            &[&ids],
+        )
+        .await
+        .map_err(db_err)?;
+    let mut by_id: HashMap<WorkflowId, WorkflowInfo> =
+        workflows.into_iter().map(|w| (w.id, w)).collect();
+    for r in &rows {
+        let Some(w) = by_id.get_mut(&col::<i64>(r, 0)?) else {
+            continue;
+        };
+        let s: TaskState = state(&col::<String>(r, 1)?)?;
+        w.counts.insert(s, col::<i64>(r, 2)?.max(0) as u64);
+        w.finished_at = w.finished_at.max(col(r, 3)?);
+    }
+    Ok(ids
+        .iter()
+        .filter_map(|id| by_id.remove(id))
+        .map(WorkflowInfo::settle)
+        .collect())
+}
+
+fn not_found(id: WorkflowId) -> StoreError {
+    StoreError::NotFound {
+        what: "workflow",
+        id: id.to_string(),
+    }
+}
+
+pub(crate) async fn get(c: &Object, id: WorkflowId) -> Result<WorkflowInfo> {
+    let row = c
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM sked_workflows WHERE id = $1"),
+            &[&id],
+        )
+        .await
+        .map_err(db_err)?
+        .ok_or_else(|| not_found(id))?;
+    let mut counted = count(&***c, vec![info_from_row(&row)?]).await?;
+    counted.pop().ok_or_else(|| not_found(id))
+}
+
+pub(crate) async fn list(c: &Object, p: &WorkflowListParams) -> Result<Page<WorkflowInfo>> {
+    let limit = p.limit.clamp(1, rules::STORE_LIST_LIMIT_MAX);
+    let rows = c
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM sked_workflows WHERE id < $1 ORDER BY id DESC LIMIT $2"
+            ),
+            &[&p.before_id.unwrap_or(i64::MAX), &(i64::from(limit) + 1)],
+        )
+        .await
+        .map_err(db_err)?;
+    let more = rows.len() > limit as usize;
+    let items = (rows.iter().take(limit as usize))
+        .map(info_from_row)
+        .collect::<Result<_>>()?;
+    Ok(Page {
+        items: count(&***c, items).await?,
+        more,
+    })
+}
+
+pub(crate) async fn tasks(c: &Object, p: &WorkflowTasksParams) -> Result<Page<WorkflowNode>> {
+    let exists = c
+        .query_opt("SELECT 1 FROM sked_workflows WHERE id = $1", &[&p.id])
+        .await
+        .map_err(db_err)?;
+    if exists.is_none() {
+        return Err(not_found(p.id));
+    }
+    let limit = p.limit.clamp(1, rules::STORE_LIST_LIMIT_MAX);
+    let rows = c
+        .query(
+            "SELECT w.task, w.name, t.kind, t.state FROM sked_workflow_tasks w \
+             JOIN sked_tasks t ON t.id = w.task WHERE w.workflow = $1 AND w.task > $2 \
+             ORDER BY w.task LIMIT $3",
+            &[&p.id, &p.after_id.unwrap_or(0), &(i64::from(limit) + 1)],
+        )
+        .await
+        .map_err(db_err)?;
+    let more = rows.len() > limit as usize;
+    let mut nodes = (rows.iter().take(limit as usize))
+        .map(|r| {
+            Ok(WorkflowNode {
+                id: col(r, 0)?,
+                name: col(r, 1)?,
+                kind: col(r, 2)?,
+                state: state(&col::<String>(r, 3)?)?,
+                after: Vec::new(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let ids: Vec<TaskId> = nodes.iter().map(|n| n.id).collect();
+    let rows = c
+        .query(
+            "SELECT e.child, p.name FROM sked_task_edges e \
+             JOIN sked_workflow_tasks p ON p.task = e.parent \
+             WHERE e.child = ANY($1) ORDER BY e.child, e.parent",
+            &[&ids],
+        )
+        .await
+        .map_err(db_err)?;
+    let mut after: HashMap<TaskId, Vec<String>> = HashMap::new();
+    for r in &rows {
+        after.entry(col(r, 0)?).or_default().push(col(r, 1)?);
+    }
+    for n in &mut nodes {
+        n.after = after.remove(&n.id).unwrap_or_default();
+    }
+    Ok(Page { items: nodes, more })
+}
+
+/// The workflow `task` belongs to, if any, and its name there.
+pub(crate) async fn of_task<C: GenericClient + Sync>(
+    c: &C,
+    task: TaskId,
+) -> Result<Option<sked_core::TaskWorkflow>> {
+    let row = c
+        .query_opt(
+            "SELECT workflow, name FROM sked_workflow_tasks WHERE task = $1",
+            &[&task],
+        )
+        .await
+        .map_err(db_err)?;
+    row.map(|r| {
+        Ok(sked_core::TaskWorkflow {
+            id: col(&r, 0)?,
+            name: col(&r, 1)?,
+        })
+    })
+    .transpose()
+}

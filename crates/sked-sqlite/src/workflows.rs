@@ -1,0 +1,240 @@
+//! Workflows: their tasks inserted with their edges in one write, and read back with their
+//! counts and graph.
+
+use std::collections::{BTreeMap, HashMap};
+
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use sked_core::{TaskId, WorkflowId};
+use sked_store::*;
+
+use crate::codec::{db_err, from_ts, id_list, opt_ts, state, text, ts};
+
+/// The ids of the tasks of the workflow in parameter `param` (`?3`, say), as a subquery.
+pub(crate) fn tasks_of(param: &str) -> String {
+    format!("(SELECT task FROM workflow_tasks WHERE workflow = {param})")
+}
+
+/// Inserts the workflow's row, its tasks (a run of tasks that wait for none of each other goes
+/// in as one insert, [`rules::workflows::runs`]) and which task is which.
+pub(crate) fn create(tx: &Transaction<'_>, p: &WorkflowCreateParams) -> Result<WorkflowCreated> {
+    tx.prepare_cached(
+        "INSERT INTO workflows (name, created_at, size, schedule, nominal_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .map_err(db_err)?
+    .execute(params![
+        p.name,
+        ts(p.now),
+        p.tasks.len() as i64,
+        p.schedule,
+        p.nominal_at.map(ts)
+    ])
+    .map_err(db_err)?;
+    let id = tx.last_insert_rowid();
+    let mut ids: Vec<TaskId> = Vec::with_capacity(p.tasks.len());
+    for run in rules::workflows::runs(&p.tasks)? {
+        let params = TaskInsertParams {
+            tasks: (p.tasks[run].iter())
+                .map(|t| rules::workflows::insert(t, &ids))
+                .collect(),
+            now: p.now,
+        };
+        ids.extend(crate::tasks::insert_many(tx, &params)?.iter().map(|t| t.id));
+    }
+    let mut member = tx
+        .prepare_cached("INSERT INTO workflow_tasks (task, workflow, name) VALUES (?1, ?2, ?3)")
+        .map_err(db_err)?;
+    for (task, t) in ids.iter().zip(&p.tasks) {
+        member.execute(params![task, id, t.name]).map_err(db_err)?;
+    }
+    Ok(WorkflowCreated { id, tasks: ids })
+}
+
+/// The columns of a workflow's row that [`info_from_row`] reads.
+const COLUMNS: &str = "id, name, created_at, size, schedule, nominal_at";
+
+fn info_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<WorkflowInfo> {
+    Ok(WorkflowInfo {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        created_at: from_ts(r.get(2)?),
+        state: WorkflowState::Active,
+        done: false,
+        total: r.get::<_, i64>(3)?.max(0) as u64,
+        counts: BTreeMap::new(),
+        finished_at: None,
+        schedule: r.get(4)?,
+        nominal_at: opt_ts(r.get(5)?),
+    })
+}
+
+/// Counts `w`'s tasks by state, and when the last one ended.
+fn count(conn: &Connection, w: WorkflowInfo) -> Result<WorkflowInfo> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT t.state, count(*), max(t.finished_at) FROM workflow_tasks w \
+             JOIN tasks t ON t.id = w.task WHERE w.workflow = ?1 GROUP BY t.state",
+        )
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map([w.id], |r| {
+            Ok((
+                state(text(r, 0)?)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, Option<i64>>(2)?,
+            ))
+        })
+        .map_err(db_err)?;
+    let mut w = w;
+    for row in rows {
+        let (s, n, finished) = row.map_err(db_err)?;
+        w.counts.insert(s, n.max(0) as u64);
+        w.finished_at = w.finished_at.max(opt_ts(finished));
+    }
+    Ok(w.settle())
+}
+
+pub(crate) fn get(conn: &Connection, id: WorkflowId) -> Result<WorkflowInfo> {
+    let row = conn
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM workflows WHERE id = ?1"))
+        .map_err(db_err)?
+        .query_row([id], info_from_row)
+        .optional()
+        .map_err(db_err)?;
+    let Some(w) = row else {
+        return Err(not_found(id));
+    };
+    count(conn, w)
+}
+
+fn not_found(id: WorkflowId) -> StoreError {
+    StoreError::NotFound {
+        what: "workflow",
+        id: id.to_string(),
+    }
+}
+
+pub(crate) fn list(conn: &Connection, p: &WorkflowListParams) -> Result<Page<WorkflowInfo>> {
+    let limit = p.limit.clamp(1, rules::STORE_LIST_LIMIT_MAX);
+    let rows: Vec<WorkflowInfo> = {
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM workflows WHERE id < ?1 ORDER BY id DESC LIMIT ?2"
+            ))
+            .map_err(db_err)?;
+        stmt.query_map(
+            params![p.before_id.unwrap_or(i64::MAX), i64::from(limit) + 1],
+            info_from_row,
+        )
+        .map_err(db_err)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(db_err)?
+    };
+    let more = rows.len() > limit as usize;
+    let items = (rows.into_iter().take(limit as usize))
+        .map(|w| count(conn, w))
+        .collect::<Result<_>>()?;
+    Ok(Page { items, more })
+}
+
+pub(crate) fn tasks(conn: &Connection, p: &WorkflowTasksParams) -> Result<Page<WorkflowNode>> {
+    let exists = conn
+        .prepare_cached("SELECT 1 FROM workflows WHERE id = ?1")
+        .map_err(db_err)?
+        .exists([p.id])
+        .map_err(db_err)?;
+    if !exists {
+        return Err(not_found(p.id));
+    }
+    let limit = p.limit.clamp(1, rules::STORE_LIST_LIMIT_MAX);
+    let mut nodes: Vec<WorkflowNode> = {
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT w.task, w.name, t.kind, t.state FROM workflow_tasks w \
+                 JOIN tasks t ON t.id = w.task WHERE w.workflow = ?1 AND w.task > ?2 \
+                 ORDER BY w.task LIMIT ?3",
+            )
+            .map_err(db_err)?;
+        stmt.query_map(
+            params![p.id, p.after_id.unwrap_or(0), i64::from(limit) + 1],
+            |r| {
+                Ok(WorkflowNode {
+                    id: r.get(0)?,
+                    name: r.get(1)?,
+                    kind: r.get(2)?,
+                    state: state(text(r, 3)?)?,
+                    after: Vec::new(),
+                })
+            },
+        )
+        .map_err(db_err)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(db_err)?
+    };
+    let more = nodes.len() > limit as usize;
+    nodes.truncate(limit as usize);
+    let ids: Vec<TaskId> = nodes.iter().map(|n| n.id).collect();
+    let mut after: HashMap<TaskId, Vec<String>> = HashMap::new();
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT e.child, p.name FROM task_edges e JOIN workflow_tasks p ON p.task = e.parent \
+             WHERE e.child IN rarray(?1) ORDER BY e.child, e.parent",
+        )
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map([id_list(&ids)], |r| {
+            Ok((r.get::<_, TaskId>(0)?, r.get::<_, String>(1)?))
+        })
+        .map_err(db_err)?;
+    for row in rows {
+        let (child, name) = row.map_err(db_err)?;
+        after.entry(child).or_default().push(name);
+    }
+    for n in &mut nodes {
+        n.after = after.remove(&n.id).unwrap_or_default();
+    }
+    Ok(Page { items: nodes, more })
+}
+
+/// The workflow `task` belongs to, if any, and its name there.
+pub(crate) fn of_task(conn: &Connection, task: TaskId) -> Result<Option<sked_core::TaskWorkflow>> {
+    conn.prepare_cached("SELECT workflow, name FROM workflow_tasks WHERE task = ?1")
+        .map_err(db_err)?
+        .query_row([task], |r| {
+            Ok(sked_core::TaskWorkflow {
+                id: r.get(0)?,
+                name: r.get(1)?,
+            })
+        })
+        .optional()
+        .map_err(db_err)
+}
+
+/// Forgets which workflow the tasks of `?1` (an [`id_list`], tasks being deleted) belonged
+/// to, and the workflows left with no task.
+pub(crate) fn forget(tx: &Transaction<'_>, list: &rusqlite::vtab::array::Array) -> Result<()> {
+    let workflows: Vec<i64> = {
+        let mut stmt = tx
+            .prepare_cached("SELECT DISTINCT workflow FROM workflow_tasks WHERE task IN rarray(?1)")
+            .map_err(db_err)?;
+        stmt.query_map([list], |r| r.get(0))
+            .map_err(db_err)?
+            .collect::<rusqlite::Result<_>>()
+            .map_err(db_err)?
+    };
+    if workflows.is_empty() {
+        return Ok(());
+    }
+    tx.prepare_cached("DELETE FROM workflow_tasks WHERE task IN rarray(?1)")
+        .map_err(db_err)?
+        .execute([list])
+        .map_err(db_err)?;
+    tx.prepare_cached(
+        "DELETE FROM workflows WHERE id IN rarray(?1) \
+         AND NOT EXISTS (SELECT 1 FROM workflow_tasks w WHERE w.workflow = workflows.id)",
+    )
+    .map_err(db_err)?
+    .execute([id_list(&workflows)])
+    .map_err(db_err)?;
+    Ok(())
+}
