@@ -16,6 +16,7 @@ mod schedules;
 mod service;
 mod tasks;
 mod worker;
+mod workflows;
 
 use std::sync::Arc;
 
@@ -74,6 +75,10 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(tasks::retry))
         .routes(routes!(tasks::held))
         .routes(routes!(tasks::reschedule))
+        .routes(routes!(workflows::create, workflows::list).layer(bulk()))
+        .routes(routes!(workflows::get))
+        .routes(routes!(workflows::tasks))
+        .routes(routes!(workflows::cancel))
         .routes(routes!(worker::claim))
         .routes(routes!(worker::heartbeat))
         .routes(routes!(worker::complete))

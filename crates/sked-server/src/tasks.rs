@@ -25,7 +25,10 @@ fn traceparent(headers: &HeaderMap) -> Option<String> {
 }
 
 /// The tasks of a request that give no trace context of their own continue its header's.
-fn continue_trace<'a>(headers: &HeaderMap, tasks: impl IntoIterator<Item = &'a mut NewTask>) {
+pub(crate) fn continue_trace<'a>(
+    headers: &HeaderMap,
+    tasks: impl IntoIterator<Item = &'a mut NewTask>,
+) {
     if let Some(tp) = traceparent(headers) {
         for t in tasks {
             t.traceparent.get_or_insert_with(|| tp.clone());
@@ -110,10 +113,15 @@ pub(crate) async fn get(
     let Some(wait) = q.wait else {
         return Ok(Json(s.engine.task(id).await?));
     };
+    Ok(Json(s.engine.task_wait(id, wait_for(&s, &wait)?).await?))
+}
+
+/// A long poll's `wait`: a duration up to the server's `--max-wait`, else a 422.
+pub(crate) fn wait_for(s: &AppState, wait: &str) -> ApiResult<std::time::Duration> {
     let wait =
-        sked_core::parse_duration(&wait).map_err(|e| ApiError::invalid(format!("wait: {e}")))?;
+        sked_core::parse_duration(wait).map_err(|e| ApiError::invalid(format!("wait: {e}")))?;
     let max = s.max_wait;
-    let wait = std::time::Duration::try_from(wait)
+    std::time::Duration::try_from(wait)
         .ok()
         .filter(|w| *w <= max)
         .ok_or_else(|| {
@@ -121,8 +129,7 @@ pub(crate) async fn get(
                 "wait must be between 0s and {} (the server's --max-wait)",
                 sked_core::format_duration(jiff::SignedDuration::try_from(max).unwrap_or_default())
             ))
-        })?;
-    Ok(Json(s.engine.task_wait(id, wait).await?))
+        })
 }
 
 #[derive(Deserialize, Default, utoipa::IntoParams)]
@@ -141,6 +148,8 @@ pub(crate) struct ListQuery {
     key: Option<String>,
     /// Only tasks of this unique key.
     unique_key: Option<String>,
+    /// Only tasks of this workflow.
+    workflow: Option<i64>,
     /// Only tasks enqueued at or after this instant (RFC 3339).
     since: Option<jiff::Timestamp>,
     /// Only tasks enqueued before this instant (RFC 3339).
@@ -185,6 +194,7 @@ pub(crate) async fn list(
             f.schedule = q.schedule;
             f.key = q.key;
             f.unique_key = q.unique_key;
+            f.workflow = q.workflow;
             f.since = q.since;
             f.until = q.until;
             f.before = q.before;

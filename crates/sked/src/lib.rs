@@ -55,19 +55,21 @@ pub mod worker;
 pub use client::Client;
 pub use engine::{
     ApplyOptions, ClaimRequest, Engine, EngineConfig, MAX_BACKFILL, MAX_CLAIM_NAMES, Presence,
-    TaskFilter,
+    TaskFilter, WorkflowMade,
 };
 pub use error::{Error, Result};
 pub use maintenance::MaintenanceConfig;
 pub use node::{Node, NodeBuilder};
 pub use sked_core as core;
 pub use sked_core::{
-    Backoff, CatchupPolicy, Clock, DstPolicy, IntervalFrom, ManualClock, NewTask, OverlapPolicy,
-    ParentFailure, RateLimit, ScheduleDef, SystemClock, Task, TaskId, TaskState, TaskTemplate,
+    Backoff, CatchupPolicy, Clock, DstPolicy, IntervalFrom, ManualClock, NewTask, NewWorkflow,
+    OverlapPolicy, ParentFailure, RateLimit, ScheduleDef, SystemClock, Task, TaskId, TaskState,
+    TaskTemplate, WorkflowId, WorkflowTask,
 };
 pub use sked_store::{self as store, Store};
 pub use sked_store::{
     BackfillReport, FinishOutcome, Occurrence, QueueInfo, Schedule, TaskEnded, TaskInserted,
+    WorkflowInfo, WorkflowNode, WorkflowState,
 };
 
 #[cfg(feature = "bench")]

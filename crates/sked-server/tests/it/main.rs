@@ -7,3 +7,4 @@ mod hostile;
 mod openapi;
 mod support;
 mod worker_sdk;
+mod workflows;

@@ -6,6 +6,7 @@
 mod error;
 mod schedules;
 pub mod worker;
+mod workflows;
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -14,6 +15,7 @@ use sked_store::{ActivityBucket, Occurrence, QueueInfo, Schedule, TaskInserted, 
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use schedules::{SchedulesApply, check_defs, describe, schedule_defs};
+pub use workflows::{WorkflowCreated, WorkflowList, WorkflowTaskList};
 
 /// `GET /v1/tasks`: tasks, newest first, without attempt history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -5,6 +5,7 @@
 #[cfg(feature = "remote")]
 mod remote;
 mod schedules;
+mod workflows;
 
 #[cfg(feature = "remote")]
 use std::sync::Arc;

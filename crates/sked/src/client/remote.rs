@@ -215,10 +215,14 @@ impl Remote {
 
     /// `GET /v1/tasks/{id}?wait=…`: the task once it ended, or when `wait` has passed.
     pub(super) async fn task_wait(&self, id: TaskId, wait: Duration) -> Result<Task> {
-        let path = format!("/v1/tasks/{id}");
+        self.wait(&format!("/v1/tasks/{id}"), wait).await
+    }
+
+    /// `GET path?wait=…`: a long poll, given `wait` beyond the usual timeout.
+    pub(super) async fn wait<T: DeserializeOwned>(&self, path: &str, wait: Duration) -> Result<T> {
         let query = [("wait", format!("{}ms", wait.as_millis()))];
         self.send(
-            self.request(reqwest::Method::GET, &path)
+            self.request(reqwest::Method::GET, path)
                 .query(&query)
                 .timeout(self.timeout + wait),
         )

@@ -22,6 +22,7 @@ mod task_waits;
 mod tasks;
 mod waiting_claims;
 mod wake;
+mod workflows;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,6 +41,7 @@ pub use observe::LEADER_LEASE;
 pub use observe::Presence;
 pub use schedules::{ApplyOptions, MAX_BACKFILL};
 pub use tasks::TaskFilter;
+pub use workflows::WorkflowMade;
 
 /// Settings of one engine (one node).
 #[derive(Debug, Clone)]

@@ -323,7 +323,7 @@ impl Engine {
 }
 
 /// How many of `tasks` go to each queue (a batch is nearly always one queue).
-fn enqueued_per_queue(tasks: &[NewTask]) -> Vec<(String, usize)> {
+pub(super) fn enqueued_per_queue(tasks: &[NewTask]) -> Vec<(String, usize)> {
     let mut out: Vec<(String, usize)> = Vec::new();
     for t in tasks {
         match out.iter_mut().find(|(q, _)| *q == t.queue) {

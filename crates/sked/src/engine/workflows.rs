@@ -1,0 +1,184 @@
+//! Workflows: checked, put in an order to insert, made in one transaction; read, waited for
+//! and cancelled as a whole.
+
+use std::time::Duration;
+
+use sked_core::{NewTask, NewWorkflow, TaskId, TaskState, WorkflowId};
+use sked_store::{
+    BulkAction, BulkFilter, Page, WorkflowCreateParams, WorkflowInfo, WorkflowListParams,
+    WorkflowNode, WorkflowTaskInsert, WorkflowTasksParams,
+};
+
+use super::Engine;
+use crate::{Error, Result};
+
+/// How often a wait on a workflow reads it again.
+const LOOK_EVERY: Duration = Duration::from_millis(250);
+
+/// A workflow made: its id and its tasks' ids, in the order given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkflowMade {
+    /// The workflow's id.
+    pub id: WorkflowId,
+    /// Each task's name and id, in the order the workflow gave them.
+    pub tasks: Vec<(String, TaskId)>,
+}
+
+impl Engine {
+    /// Makes a workflow's tasks in one transaction, all or nothing: a name given twice, an
+    /// unknown name in `after`, a cycle or a task that does not exist in `depends_on` is
+    /// `Invalid`, naming it, and nothing is made.
+    pub async fn workflow_create(&self, workflow: NewWorkflow) -> Result<WorkflowMade> {
+        self.workflow_insert(workflow, None).await
+    }
+
+    /// [`Engine::workflow_create`] on behalf of a schedule's occurrence.
+    pub(crate) async fn workflow_insert(
+        &self,
+        workflow: NewWorkflow,
+        occurrence: Option<(String, jiff::Timestamp)>,
+    ) -> Result<WorkflowMade> {
+        let order: Vec<usize> = workflow.layers()?.into_iter().flatten().collect();
+        let mut position = vec![0; order.len()];
+        for (k, &i) in order.iter().enumerate() {
+            position[i] = k;
+        }
+        let index: std::collections::HashMap<&str, usize> = (workflow.tasks.iter().enumerate())
+            .map(|(i, t)| (t.name.as_str(), i))
+            .collect();
+        let after: Vec<Vec<usize>> = (workflow.tasks.iter())
+            .map(|t| {
+                t.after
+                    .iter()
+                    .map(|a| position[index[a.as_str()]])
+                    .collect()
+            })
+            .collect();
+        let now = self.now();
+        let mut tasks: Vec<NewTask> = order
+            .iter()
+            .map(|&i| workflow.tasks[i].task.clone())
+            .collect();
+        let spans = self.inner.config.telemetry.enqueue(&mut tasks);
+        let queues = super::tasks::enqueued_per_queue(&tasks);
+        let first_timed = tasks
+            .iter()
+            .filter_map(|t| t.run_at)
+            .filter(|t| *t > now)
+            .min();
+        let (schedule, nominal_at) = occurrence.unzip();
+        let inserts: Vec<WorkflowTaskInsert> = (order.iter().zip(tasks))
+            .map(|(&i, task)| WorkflowTaskInsert {
+                name: workflow.tasks[i].name.clone(),
+                after: after[i].clone(),
+                insert: sked_store::TaskInsert {
+                    task,
+                    schedule: schedule.clone(),
+                    nominal_at,
+                },
+            })
+            .collect();
+        let made = self
+            .inner
+            .store
+            .workflow_create(WorkflowCreateParams {
+                name: workflow.name.clone(),
+                tasks: inserts,
+                schedule,
+                nominal_at,
+                now,
+            })
+            .await
+            .map_err(Error::from);
+        spans.end(&made.as_ref().map(|_| Vec::<()>::new()));
+        let made = made?;
+        for (queue, n) in queues {
+            self.inner.metrics.enqueued(&queue, n);
+        }
+        if first_timed.is_some() {
+            self.saw_waiting(first_timed);
+        }
+        self.wake_workers();
+        let tasks = (workflow.tasks.iter().enumerate())
+            .map(|(i, t)| (t.name.clone(), made.tasks[position[i]]))
+            .collect();
+        Ok(WorkflowMade { id: made.id, tasks })
+    }
+
+    /// A workflow with its tasks counted by state.
+    pub async fn workflow(&self, id: WorkflowId) -> Result<WorkflowInfo> {
+        Ok(self.inner.store.workflow_get(id).await?)
+    }
+
+    /// Workflows, newest first: at most `limit` (1 to 1,000) with ids below `before`.
+    pub async fn workflows(
+        &self,
+        before: Option<WorkflowId>,
+        limit: u32,
+    ) -> Result<Page<WorkflowInfo>> {
+        Ok(self
+            .inner
+            .store
+            .workflow_list(WorkflowListParams {
+                before_id: before,
+                limit: sked_store::rules::list_limit(Some(limit)),
+            })
+            .await?)
+    }
+
+    /// A page of a workflow's tasks in the order they were made (ids above `after`), each
+    /// with the names of the tasks of the workflow it waits for.
+    pub async fn workflow_tasks(
+        &self,
+        id: WorkflowId,
+        after: Option<TaskId>,
+        limit: u32,
+    ) -> Result<Page<WorkflowNode>> {
+        Ok(self
+            .inner
+            .store
+            .workflow_tasks(WorkflowTasksParams {
+                id,
+                after_id: after,
+                limit: sked_store::rules::list_limit(Some(limit)),
+            })
+            .await?)
+    }
+
+    /// The workflow once every task has ended, or as it is when `wait` has passed first.
+    pub async fn workflow_wait(&self, id: WorkflowId, wait: Duration) -> Result<WorkflowInfo> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let w = self.workflow(id).await?;
+            let now = tokio::time::Instant::now();
+            if w.done || now >= deadline {
+                return Ok(w);
+            }
+            tokio::time::sleep(LOOK_EVERY.min(deadline - now)).await;
+        }
+    }
+
+    /// Cancels every task of the workflow that has not ended (a running one is asked to
+    /// stop), batch after batch; the workflow as it is then.
+    pub async fn workflow_cancel(&self, id: WorkflowId) -> Result<WorkflowInfo> {
+        self.workflow(id).await?;
+        let filter = BulkFilter {
+            states: (TaskState::ALL.into_iter())
+                .filter(|s| !s.is_finished())
+                .collect(),
+            workflow: Some(id),
+            ..BulkFilter::default()
+        };
+        let mut after = None;
+        loop {
+            let batch = self
+                .task_bulk(BulkAction::Cancel, filter.clone(), after, 1000)
+                .await?;
+            match batch.next_after {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        self.workflow(id).await
+    }
+}
