@@ -131,6 +131,9 @@ enum Command {
     /// Enqueue, inspect and manage tasks.
     #[command(subcommand)]
     Task(client::TaskCmd),
+    /// Make and follow workflows: tasks that wait for one another by name.
+    #[command(subcommand)]
+    Workflow(client::WorkflowCmd),
     /// Manage recurring schedules.
     #[command(subcommand)]
     Schedule(client::ScheduleCmd),
@@ -230,6 +233,7 @@ fn main() -> ExitCode {
                     Command::Server(a) => run::server(a, &global).await,
                     Command::Worker(a) => run::worker(a, &global).await,
                     Command::Task(c) => client::task(c, &global.remote()).await,
+                    Command::Workflow(c) => client::workflow(c, &global.remote()).await,
                     Command::Schedule(c) => client::schedule(c, &global.remote()).await,
                     Command::Queue(c) => client::queue(c, &global.remote()).await,
                     #[cfg(feature = "bench")]

@@ -1,6 +1,7 @@
-//! Files of schedule definitions, in JSON or YAML: `sked schedule apply -f FILE` and
-//! `sked worker --schedules FILE`. Each is a list of definitions, as `POST /v1/schedules`
-//! takes one, or an object whose `schedules` field is that list.
+//! Files of definitions in JSON or YAML. Schedules (`sked schedule apply -f FILE` and
+//! `sked worker --schedules FILE`): a list of definitions, as `POST /v1/schedules` takes one,
+//! or an object whose `schedules` field is that list. Workflows (`sked workflow add -f FILE`)
+//! read the same way, as `POST /v1/workflows` takes one.
 
 use std::path::Path;
 
@@ -13,14 +14,7 @@ use crate::{CliError, CliResult};
 /// came from in errors. Every bad definition is named, and the CLI exits 2.
 pub(crate) fn read(flag: &str, path: &Path) -> CliResult<Vec<ScheduleDef>> {
     let shown = path.display();
-    let text = match path.as_os_str() == "-" {
-        true => std::io::read_to_string(std::io::stdin()),
-        false => std::fs::read_to_string(path),
-    }
-    .map_err(|e| CliError::usage(format!("cannot read {flag} {shown}: {e}")))?;
-    let value =
-        parse(path, &text).map_err(|e| CliError::usage(format!("invalid {flag} {shown}: {e}")))?;
-    let list = match value {
+    let list = match read_value(flag, path)? {
         Value::Array(list) => list,
         Value::Object(mut o) if o.len() == 1 && o.contains_key("schedules") => {
             match o.remove("schedules") {
@@ -31,6 +25,18 @@ pub(crate) fn read(flag: &str, path: &Path) -> CliResult<Vec<ScheduleDef>> {
         _ => return Err(shape(flag, path)),
     };
     sked::api::schedule_defs(list).map_err(|e| CliError::usage(format!("{flag} {shown}: {e}")))
+}
+
+/// The JSON or YAML of `path` (`-`: standard input) as a JSON value; `flag` names where the
+/// path came from in errors (exit 2).
+pub(crate) fn read_value(flag: &str, path: &Path) -> CliResult<Value> {
+    let shown = path.display();
+    let text = match path.as_os_str() == "-" {
+        true => std::io::read_to_string(std::io::stdin()),
+        false => std::fs::read_to_string(path),
+    }
+    .map_err(|e| CliError::usage(format!("cannot read {flag} {shown}: {e}")))?;
+    parse(path, &text).map_err(|e| CliError::usage(format!("invalid {flag} {shown}: {e}")))
 }
 
 /// The text as a JSON value: JSON for `.json`, YAML for `.yaml` and `.yml`; otherwise JSON if

@@ -31,7 +31,6 @@ mod tasks;
 pub mod testing;
 mod tls;
 mod transactional;
-mod workflows;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -359,7 +358,7 @@ impl Store for PgStore {
 
     async fn workflow_create(&self, params: WorkflowCreateParams) -> Result<WorkflowCreated> {
         let created = self
-            .op(async |c, ch| workflows::create(c, ch, &params).await)
+            .op(async |c, ch| tasks::workflows::create(c, ch, &params).await)
             .await?;
         self.claimable(params.tasks.iter().map(|t| {
             let run_at = t.insert.task.run_at.unwrap_or(params.now);
@@ -370,16 +369,17 @@ impl Store for PgStore {
     }
 
     async fn workflow_get(&self, id: sked_core::WorkflowId) -> Result<WorkflowInfo> {
-        self.op(async |c, _| workflows::get(c, id).await).await
+        self.op(async |c, _| tasks::workflows::get(c, id).await)
+            .await
     }
 
     async fn workflow_list(&self, params: WorkflowListParams) -> Result<Page<WorkflowInfo>> {
-        self.op(async |c, _| workflows::list(c, &params).await)
+        self.op(async |c, _| tasks::workflows::list(c, &params).await)
             .await
     }
 
     async fn workflow_tasks(&self, params: WorkflowTasksParams) -> Result<Page<WorkflowNode>> {
-        self.op(async |c, _| workflows::tasks(c, &params).await)
+        self.op(async |c, _| tasks::workflows::tasks(c, &params).await)
             .await
     }
 

@@ -20,7 +20,6 @@ mod queues;
 mod readers;
 mod schedules;
 mod tasks;
-mod workflows;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -318,19 +317,22 @@ impl Store for SqliteStore {
     }
 
     async fn workflow_create(&self, params: WorkflowCreateParams) -> Result<WorkflowCreated> {
-        self.write(move |tx| workflows::create(tx, &params)).await
+        self.write(move |tx| tasks::workflows::create(tx, &params))
+            .await
     }
 
     async fn workflow_get(&self, id: sked_core::WorkflowId) -> Result<WorkflowInfo> {
-        self.read(move |conn| workflows::get(conn, id)).await
+        self.read(move |conn| tasks::workflows::get(conn, id)).await
     }
 
     async fn workflow_list(&self, params: WorkflowListParams) -> Result<Page<WorkflowInfo>> {
-        self.read(move |conn| workflows::list(conn, &params)).await
+        self.read(move |conn| tasks::workflows::list(conn, &params))
+            .await
     }
 
     async fn workflow_tasks(&self, params: WorkflowTasksParams) -> Result<Page<WorkflowNode>> {
-        self.read(move |conn| workflows::tasks(conn, &params)).await
+        self.read(move |conn| tasks::workflows::tasks(conn, &params))
+            .await
     }
 
     async fn task_cancel(&self, params: TaskCancelParams) -> Result<Task> {

@@ -2,17 +2,19 @@
 //! [`sked::Client`]; tables are drawn from its values, and `--json` prints the same values
 //! serialized, as the API sends them.
 //!
-//! One file per command group (`task`, `schedule`, `queue`); here what they share.
+//! One file per command group (`task`, `workflow`, `schedule`, `queue`); here what they share.
 
 mod apply;
 mod bulk;
 mod queue;
 mod schedule;
 mod task;
+mod workflow;
 
 pub(crate) use queue::{QueueCmd, queue};
 pub(crate) use schedule::{ScheduleCmd, schedule};
 pub(crate) use task::{TaskCmd, task};
+pub(crate) use workflow::{WorkflowCmd, workflow};
 
 use serde::Serialize;
 use sked::Client;

@@ -39,6 +39,9 @@ pub(crate) enum TaskCmd {
         /// Only tasks of this unique key
         #[arg(long, value_name = "KEY")]
         unique_key: Option<String>,
+        /// Only tasks of this workflow
+        #[arg(long, value_name = "ID")]
+        workflow: Option<i64>,
         /// Only tasks enqueued at or after this time (RFC 3339, or relative like -1h)
         #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
         since: Option<String>,
@@ -259,6 +262,7 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
             schedule,
             key,
             unique_key,
+            workflow,
             since,
             until,
             limit,
@@ -276,6 +280,7 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
             filter.until = at("--until", &until)?;
             filter.key = key;
             filter.unique_key = unique_key;
+            filter.workflow = workflow;
             for s in &state {
                 filter = filter.state(TaskState::parse(s).map_err(CliError::usage)?);
             }
@@ -396,7 +401,7 @@ async fn wait_for_end(
 }
 
 /// The longest one request of `task wait` holds.
-const WAIT_STEP: std::time::Duration = std::time::Duration::from_secs(30);
+pub(super) const WAIT_STEP: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// `--backoff BASE..MAX` (also `exp:BASE..MAX`, the one shape there is): the first retry's
 /// delay and the longest.
@@ -492,6 +497,9 @@ fn print_task(t: &Task) {
         },
     ];
     let mut fields = fields.to_vec();
+    if let Some(w) = &t.workflow {
+        fields.push(("workflow", format!("{} ({})", w.id, w.name)));
+    }
     // Only for tasks that wait for others, or that others wait for.
     if !t.depends_on.is_empty() {
         fields.push(("depends_on", ids(&t.depends_on)));

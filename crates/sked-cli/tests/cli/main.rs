@@ -37,3 +37,4 @@ mod succeeded_tasks;
 mod tidy;
 mod tokens;
 mod worker_cli;
+mod workflows;

@@ -41,7 +41,7 @@ fn conditions<'a>(
     if let Some(w) = &f.workflow {
         sql.push_str(&format!(
             " AND t.id IN {}",
-            crate::workflows::tasks_of(&format!("${}::bigint", next(params, w)))
+            super::workflows::tasks_of(&format!("${}::bigint", next(params, w)))
         ));
     }
     if let Some(b) = &f.before {
@@ -179,7 +179,7 @@ pub(crate) async fn batch(
                 "DELETE FROM sked_task_attempts WHERE task_id = ANY($1)",
                 "DELETE FROM sked_task_edges WHERE child = ANY($1) OR parent = ANY($1)",
                 "DELETE FROM sked_task_progress WHERE task_id = ANY($1)",
-                &crate::workflows::FORGET,
+                &super::workflows::FORGET,
             ] {
                 tx.execute(sql, &[&ids]).await.map_err(db_err)?;
             }

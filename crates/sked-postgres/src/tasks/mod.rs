@@ -13,6 +13,7 @@ pub(crate) mod endings;
 pub(crate) mod faster_statement;
 mod insert;
 mod insert_without_keys;
+pub(crate) mod workflows;
 
 pub(crate) use claim::{Claims, claim, heartbeat};
 pub(crate) use endings::{
@@ -97,7 +98,7 @@ pub(crate) async fn get(c: &mut Object, id: TaskId) -> Result<Task> {
         .collect::<Result<_>>()?;
     rules::add_current_attempt(&mut task);
     dependents::family(&***c, &mut task).await?;
-    task.workflow = crate::workflows::of_task(&***c, id).await?;
+    task.workflow = workflows::of_task(&***c, id).await?;
     let progress = c
         .query_opt(
             "SELECT progress FROM sked_task_progress WHERE task_id = $1 AND attempt = $2",
@@ -147,10 +148,7 @@ pub(crate) async fn list(c: &mut Object, p: &TaskListParams) -> Result<TaskPage>
     if let Some(w) = &p.workflow {
         params.push(w);
         let param = format!("${}", params.len());
-        sql.push_str(&format!(
-            " AND t.id IN {}",
-            crate::workflows::tasks_of(&param)
-        ));
+        sql.push_str(&format!(" AND t.id IN {}", workflows::tasks_of(&param)));
     }
     if let Some(before) = &p.before_id {
         params.push(before);
@@ -349,7 +347,7 @@ fn prune_sql(finished: &str) -> String {
            progress AS (DELETE FROM sked_task_progress WHERE task_id IN (SELECT id FROM tasks)), \
            {} \
          SELECT count(*) FROM tasks",
-        crate::workflows::forget_sql("(SELECT id FROM tasks)")
+        workflows::forget_sql("(SELECT id FROM tasks)")
     )
 }
 

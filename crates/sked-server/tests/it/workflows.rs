@@ -148,7 +148,12 @@ async fn bad_workflows_are_refused_and_make_nothing() {
         let got = a
             .call("POST", "/v1/workflows", Some(&body.to_string()))
             .await;
-        assert_error(got, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", needle);
+        assert_error(
+            got,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_input",
+            needle,
+        );
         nothing_made(&a).await;
     }
     // A field no task has is named.

@@ -31,7 +31,7 @@ fn conditions(f: &BulkFilter) -> (String, Vec<Value>) {
         values.push(Value::Integer(w));
         sql.push_str(&format!(
             " AND id IN {}",
-            crate::workflows::tasks_of(&format!("?{}", values.len()))
+            super::workflows::tasks_of(&format!("?{}", values.len()))
         ));
     }
     for (cond, t) in [("created_at <", f.before), ("created_at >=", f.since)] {

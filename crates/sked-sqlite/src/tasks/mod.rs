@@ -30,6 +30,7 @@ pub(crate) mod dependents;
 mod finish_lean;
 mod insert;
 mod multi_row;
+pub(crate) mod workflows;
 
 pub(crate) use claim::claim;
 pub(crate) use finish_lean::{changed_since_read, finish_many_lean, read_before, reads_before};
@@ -97,7 +98,7 @@ pub(crate) fn get(conn: &Connection, id: TaskId) -> Result<Task> {
         .map_err(db_err)?;
     rules::add_current_attempt(&mut task);
     dependents::family(conn, &mut task)?;
-    task.workflow = crate::workflows::of_task(conn, id)?;
+    task.workflow = workflows::of_task(conn, id)?;
     task.progress = conn
         .prepare_cached("SELECT progress FROM task_progress WHERE task_id = ?1 AND attempt = ?2")
         .map_err(db_err)?
@@ -138,7 +139,7 @@ pub(crate) fn list(conn: &Connection, p: &TaskListParams) -> Result<TaskPage> {
     }
     if let Some(w) = p.workflow {
         args.push(Value::Integer(w));
-        sql.push_str(&format!(" AND id IN {}", crate::workflows::tasks_of("?")));
+        sql.push_str(&format!(" AND id IN {}", workflows::tasks_of("?")));
     }
     for (cond, t) in [("created_at >= ?", p.since), ("created_at < ?", p.until)] {
         if let Some(t) = t {
@@ -430,7 +431,7 @@ pub(super) fn delete(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<()> {
             .execute([&list])
             .map_err(db_err)?;
     }
-    crate::workflows::forget(tx, &list)
+    workflows::forget(tx, &list)
 }
 
 pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {

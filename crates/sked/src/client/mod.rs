@@ -194,6 +194,7 @@ impl Client {
                     ("schedule", filter.schedule),
                     ("key", filter.key),
                     ("unique_key", filter.unique_key),
+                    ("workflow", filter.workflow.map(|w| w.to_string())),
                     ("since", filter.since.map(|t| t.to_string())),
                     ("until", filter.until.map(|t| t.to_string())),
                     ("before", filter.before.map(|i| i.to_string())),

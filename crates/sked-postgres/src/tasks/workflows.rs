@@ -59,7 +59,7 @@ pub(crate) async fn create(
         let tasks: Vec<TaskInsert> = (p.tasks[run].iter())
             .map(|t| rules::workflows::insert(t, &ids))
             .collect();
-        let inserted = crate::tasks::insert_tasks(&*tx, None, channel, &tasks, p.now).await?;
+        let inserted = super::insert_tasks(&*tx, None, channel, &tasks, p.now).await?;
         ids.extend(inserted.iter().map(|t| t.id));
     }
     let names: Vec<&str> = p.tasks.iter().map(|t| t.name.as_str()).collect();

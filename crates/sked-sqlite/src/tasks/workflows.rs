@@ -39,7 +39,7 @@ pub(crate) fn create(tx: &Transaction<'_>, p: &WorkflowCreateParams) -> Result<W
                 .collect(),
             now: p.now,
         };
-        ids.extend(crate::tasks::insert_many(tx, &params)?.iter().map(|t| t.id));
+        ids.extend(super::insert_many(tx, &params)?.iter().map(|t| t.id));
     }
     let mut member = tx
         .prepare_cached("INSERT INTO workflow_tasks (task, workflow, name) VALUES (?1, ?2, ?3)")
