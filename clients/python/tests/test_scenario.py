@@ -21,6 +21,7 @@ from sked_client import (
     Snooze,
     Worker,
     new_task,
+    workflow_task,
 )
 
 LEASE = 1.5  # seconds
@@ -90,6 +91,12 @@ class Scenario(unittest.TestCase):
             await sked.add_schedule("py-async", "every 1h", "py.async", tz="UTC")
             self.assertEqual((await sked.schedule("py-async"))["name"], "py-async")
             await sked.remove_schedule("py-async")
+            made = await sked.create_workflow([workflow_task("a", "py.async", run_at="2099-01-01T00:00:00Z")])
+            self.assertEqual((await sked.workflow_tasks(made["id"]))[0]["name"], "a")
+            self.assertEqual((await sked.cancel_workflow(made["id"]))["state"], "cancelled")
+            self.assertTrue((await sked.wait_workflow(made["id"], timeout=1))["done"])
+            self.assertIn(made["id"], [w["id"] for w in await sked.workflows()])
+            self.assertEqual((await sked.workflow(made["id"]))["counts"], {"cancelled": 1})
 
         asyncio.run(scenario())
 
@@ -153,6 +160,26 @@ class Scenario(unittest.TestCase):
         self.assertEqual(self.sked.complete(parent, claim()["attempt"])["state"], "succeeded")
         self.assertEqual(self.sked.complete(child["id"], claim()["attempt"])["state"], "succeeded")
         self.assertEqual(self.sked.wait(child["id"], timeout=5)["state"], "succeeded")
+        # A workflow: made whole, run in its order, waited for; a bad one makes nothing.
+        made = self.sked.create_workflow(
+            [workflow_task("b", "py.proto", queue="py-proto", after=["a"]), workflow_task("a", "py.proto", queue="py-proto")],
+            name="py-flow",
+        )
+        self.assertLess(made["tasks"]["a"], made["tasks"]["b"])
+        flow = self.sked.workflow(made["id"])
+        self.assertEqual((flow["name"], flow["state"], flow["counts"]), ("py-flow", "active", {"available": 1, "waiting": 1}))
+        self.assertEqual([(t["name"], t["after"]) for t in self.sked.workflow_tasks(made["id"])], [("a", []), ("b", ["a"])])
+        self.assertEqual(self.sked.workflows(limit=1)[0]["id"], made["id"])
+        self.assertFalse(self.sked.wait_workflow(made["id"], timeout=0.05)["done"])
+        for _ in range(2):
+            held = claim()
+            self.sked.complete(held["id"], held["attempt"])
+        self.assertEqual(self.sked.wait_workflow(made["id"], timeout=5)["state"], "succeeded")
+        with self.assertRaises(InvalidInput) as bad:
+            self.sked.create_workflow([workflow_task("x", "k", after=["x"])])
+        self.assertIn("cycle", str(bad.exception))
+        later = self.sked.create_workflow([workflow_task("x", "k", run_at="2099-01-01T00:00:00Z")])
+        self.assertEqual(self.sked.cancel_workflow(later["id"])["state"], "cancelled")
 
     def test_a_worker_completes_fails_and_heartbeats(self):
         traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

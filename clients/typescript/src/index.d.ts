@@ -51,6 +51,12 @@ export interface NewTask extends TaskOptions {
   payload?: unknown;
 }
 
+/** A task of a workflow: its name there and the names of the workflow's tasks it waits for. */
+export interface WorkflowTask extends NewTask {
+  name: string;
+  after?: string[];
+}
+
 export interface TaskFilters {
   state?: string;
   queue?: string;
@@ -58,6 +64,8 @@ export interface TaskFilters {
   schedule?: string;
   key?: string;
   unique_key?: string;
+  /** Of this workflow. */
+  workflow?: number;
   /** Enqueued at or after (RFC 3339). */
   since?: string;
   /** Enqueued before (RFC 3339). */
@@ -93,6 +101,14 @@ export class Client {
   /** The task once it has ended, or as it is after `timeoutMs` (default an hour). */
   wait(id: number, options?: { timeoutMs?: number }): Promise<Json>;
   list(filters?: TaskFilters): Promise<Json[]>;
+  /** Makes a workflow's tasks in one transaction, all or none: its id and each task's id by name. */
+  createWorkflow(tasks: WorkflowTask[], options?: { name?: string }): Promise<{ id: number; tasks: Record<string, number> }>;
+  workflow(id: number): Promise<Json>;
+  /** The workflow once every task has ended, or as it is after `timeoutMs` (default an hour). */
+  waitWorkflow(id: number, options?: { timeoutMs?: number }): Promise<Json>;
+  workflows(filters?: { limit?: number; before?: number }): Promise<Json[]>;
+  workflowTasks(id: number): Promise<Json[]>;
+  cancelWorkflow(id: number): Promise<Json>;
   tasks(filters?: TaskFilters, options?: { pageSize?: number }): AsyncGenerator<Json, void, void>;
   held(id: number): Promise<{ by: string; until: string | null } | null>;
   retryAll(filter: BulkFilter, options?: { dryRun?: boolean; batch?: number }): Promise<number>;

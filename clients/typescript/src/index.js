@@ -153,6 +153,53 @@ export class Client {
       if (["succeeded", "dead", "cancelled"].includes(task.state) || left <= 30_000) return task;
     }
   }
+  // -- workflows -----------------------------------------------------------------------------
+  /** Makes a workflow's tasks (each a task with its `name` and the names it waits for in
+   * `after`) in one transaction, all or none: {id, tasks: {name: task id}}. */
+  createWorkflow(tasks, { name } = {}) {
+    return this.call("POST", "/v1/workflows", dropUndefined({ name, tasks }), { headers: traceHeaders() });
+  }
+  /** A workflow: state (active, succeeded, failed, cancelled), done, total, counts by state. */
+  workflow(id) {
+    return this.call("GET", `/v1/workflows/${Number(id)}`);
+  }
+  /** The workflow once every task has ended, or as it is after `timeoutMs`: long-polls of at
+   * most 30 s each. */
+  async waitWorkflow(id, { timeoutMs = 3_600_000 } = {}) {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const left = Math.max(0, deadline - Date.now());
+      const step = Math.min(left, 30_000);
+      const workflow = await this.call("GET", `/v1/workflows/${Number(id)}?wait=${step}ms`, undefined, {
+        timeoutMs: this.timeoutMs + step,
+      });
+      if (workflow.done || left <= 30_000) return workflow;
+    }
+  }
+  /** A page of workflows, newest first ({limit, before}), each with its counts. */
+  async workflows(filters = {}) {
+    const query = new URLSearchParams(dropUndefined(filters)).toString();
+    return (await this.call("GET", `/v1/workflows${query ? `?${query}` : ""}`)).workflows;
+  }
+  /** Every task of a workflow in the order they were made: {id, name, kind, state, after}. */
+  async workflowTasks(id) {
+    const items = [];
+    let after = null;
+    for (;;) {
+      const page = await this.call(
+        "GET",
+        `/v1/workflows/${Number(id)}/tasks?limit=1000${after === null ? "" : `&after=${Number(after)}`}`,
+      );
+      items.push(...page.tasks);
+      after = page.next_after ?? null;
+      if (after === null) return items;
+    }
+  }
+  /** Cancels every task of the workflow that has not ended; the workflow as it is then. */
+  cancelWorkflow(id) {
+    return this.call("POST", `/v1/workflows/${Number(id)}/cancel`, {});
+  }
+
   /** One page of tasks, newest first, filtered; `tasks` reads every page. */
   async list(filters = {}) {
     return (await this.#taskPage(filters)).tasks;

@@ -108,6 +108,32 @@ test("the rest of the API", async () => {
   assert.equal((await sked.complete(parent, (await claim()).attempt)).state, "succeeded");
   assert.equal((await sked.complete(child.id, (await claim()).attempt)).state, "succeeded");
   assert.equal((await sked.wait(child.id, { timeoutMs: 5000 })).state, "succeeded");
+  // A workflow: made whole, run in its order, waited for; a bad one makes nothing.
+  const made = await sked.createWorkflow(
+    [
+      { name: "b", kind: "ts.proto", queue: "ts-proto", after: ["a"] },
+      { name: "a", kind: "ts.proto", queue: "ts-proto" },
+    ],
+    { name: "ts-flow" },
+  );
+  assert.ok(made.tasks.a < made.tasks.b);
+  const flow = await sked.workflow(made.id);
+  assert.deepEqual([flow.name, flow.state, flow.counts], ["ts-flow", "active", { available: 1, waiting: 1 }]);
+  assert.deepEqual(
+    (await sked.workflowTasks(made.id)).map((t) => [t.name, t.after]),
+    [["a", []], ["b", ["a"]]],
+  );
+  assert.equal((await sked.workflows({ limit: 1 }))[0].id, made.id);
+  assert.equal((await sked.list({ workflow: made.id })).length, 2);
+  assert.equal((await sked.waitWorkflow(made.id, { timeoutMs: 50 })).done, false);
+  for (let i = 0; i < 2; i++) {
+    const held = await claim();
+    await sked.complete(held.id, held.attempt);
+  }
+  assert.equal((await sked.waitWorkflow(made.id, { timeoutMs: 5000 })).state, "succeeded");
+  await assert.rejects(sked.createWorkflow([{ name: "x", kind: "k", after: ["x"] }]), /cycle/);
+  const later = await sked.createWorkflow([{ name: "x", kind: "k", run_at: "2099-01-01T00:00:00Z" }]);
+  assert.equal((await sked.cancelWorkflow(later.id)).state, "cancelled");
 });
 
 test("a worker completes, fails and heartbeats", async () => {

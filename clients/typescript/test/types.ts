@@ -14,6 +14,16 @@ export async function use(): Promise<number> {
   const added: Json = await sked.enqueue("email.send", { to: "a@example.com" }, options);
   const many: Json[] = await sked.enqueueMany([{ kind: "k", payload: 1, queue: "q" }]);
   const listed: Json[] = await sked.list({ state: "dead", limit: 10 });
+  const flow = await sked.createWorkflow(
+    [
+      { name: "extract", kind: "extract" },
+      { name: "load", kind: "load", after: ["extract"], queue: "etl" },
+    ],
+    { name: "nightly" },
+  );
+  const loadId: number = flow.tasks["load"];
+  const done: Json = await sked.waitWorkflow(flow.id, { timeoutMs: 60_000 });
+  const steps: Json[] = await sked.workflowTasks(flow.id);
   await sked.addSchedule("nightly", "0 3 * * *", { kind: "report" }, { tz: "Europe/Berlin" });
   await sked.limitQueue("mail", { concurrency: 3, rate: "10/s" });
   const worker = new Worker(sked, { queues: ["mail"], concurrency: 8, prefetch: 8, leaseTtl: 30 })
@@ -41,5 +51,5 @@ export async function use(): Promise<number> {
   const beat = await sked.heartbeat(added.id, 1, { leaseTtl: "30s" });
   const epoch: number = (await sked.waitForWork({ after: 0 })).epoch;
   const extra = paged + retried + times.length + (until ? 1 : 0) + (beat.cancel_requested ? 1 : 0) + epoch;
-  return added.id + many.length + listed.length + worker.done.succeeded + extra;
+  return added.id + many.length + listed.length + worker.done.succeeded + extra + loadId + steps.length + (done.done ? 1 : 0);
 }

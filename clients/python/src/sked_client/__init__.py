@@ -8,7 +8,7 @@ Standard library only.
 
 from .aio import AsyncClient
 from .aio_worker import AsyncWorker
-from .client import DEFAULT_SERVER, Client, new_task
+from .client import DEFAULT_SERVER, Client, new_task, workflow_task
 from .errors import (
     Conflict,
     Forbidden,
@@ -51,4 +51,5 @@ __all__ = [
     "UnsupportedMediaType",
     "Worker",
     "new_task",
+    "workflow_task",
 ]

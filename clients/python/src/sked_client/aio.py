@@ -29,6 +29,24 @@ class AsyncClient:
     async def wait(self, task_id: int, timeout: float = 3600) -> Json:
         return await asyncio.to_thread(self.sync.wait, task_id, timeout)
 
+    async def create_workflow(self, tasks: Iterable[Json], name: Optional[str] = None) -> Json:
+        return await asyncio.to_thread(self.sync.create_workflow, list(tasks), name)
+
+    async def workflow(self, workflow_id: int) -> Json:
+        return await asyncio.to_thread(self.sync.workflow, workflow_id)
+
+    async def wait_workflow(self, workflow_id: int, timeout: float = 3600) -> Json:
+        return await asyncio.to_thread(self.sync.wait_workflow, workflow_id, timeout)
+
+    async def workflows(self, limit: Optional[int] = None, before: Optional[int] = None) -> List[Json]:
+        return await asyncio.to_thread(self.sync.workflows, limit, before)
+
+    async def workflow_tasks(self, workflow_id: int) -> List[Json]:
+        return await asyncio.to_thread(self.sync.workflow_tasks, workflow_id)
+
+    async def cancel_workflow(self, workflow_id: int) -> Json:
+        return await asyncio.to_thread(self.sync.cancel_workflow, workflow_id)
+
     async def list(
         self,
         *,

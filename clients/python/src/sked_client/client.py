@@ -63,6 +63,16 @@ def new_task(
     )
 
 
+def workflow_task(name: str, kind: str, payload: Any = None, *, after: Iterable[str] = (), **options: Any) -> Json:
+    """A task of a workflow: its `name` there, the names of the workflow's tasks it waits for
+    (`after`), and the fields of a task as `new_task` takes them."""
+    task = {"name": name, **new_task(kind, payload, **options)}
+    after = [str(a) for a in after]
+    if after:
+        task["after"] = after
+    return task
+
+
 class Client:
     """The API of one sked server (`server`, e.g. `http://127.0.0.1:7070`), with `token` as
     its bearer when given. Every call raises a `SkedError` subclass named after the API's
@@ -137,6 +147,58 @@ class Client:
             )
             if task["state"] in ("succeeded", "dead", "cancelled") or left <= 30.0:
                 return task
+
+    # -- workflows -------------------------------------------------------------------------
+
+    def create_workflow(self, tasks: Iterable[Json], name: Optional[str] = None) -> Json:
+        """Makes a workflow's tasks (each from `workflow_task`) in one transaction, all or
+        none: `{"id": N, "tasks": {name: task id}}`. A cycle, an unknown name or a missing
+        task raises `InvalidInput` naming it."""
+        body = _drop_none({"name": name, "tasks": list(tasks)})
+        return self.call("POST", "/v1/workflows", body, headers=current_headers())
+
+    def workflow(self, workflow_id: int) -> Json:
+        """A workflow: `state` (active, succeeded, failed, cancelled), `done`, `total`, and
+        `counts` of its tasks by state."""
+        return self.call("GET", f"/v1/workflows/{int(workflow_id)}")
+
+    def wait_workflow(self, workflow_id: int, timeout: float = 3600) -> Json:
+        """The workflow once every task has ended, or as it is after `timeout` seconds:
+        long-polls of at most 30 s each."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            step = min(left, 30.0)
+            workflow = self.call(
+                "GET",
+                f"/v1/workflows/{int(workflow_id)}?wait={int(step * 1000)}ms",
+                timeout=self.timeout + step,
+            )
+            if workflow["done"] or left <= 30.0:
+                return workflow
+
+    def workflows(self, limit: Optional[int] = None, before: Optional[int] = None) -> List[Json]:
+        """A page of workflows, newest first (ids below `before`), each with its counts."""
+        query = urllib.parse.urlencode(_drop_none({"limit": limit, "before": before}))
+        return self.call("GET", "/v1/workflows" + (f"?{query}" if query else ""))["workflows"]
+
+    def workflow_tasks(self, workflow_id: int) -> List[Json]:
+        """Every task of a workflow in the order they were made (read a page at a time), each
+        with `id`, `name`, `kind`, `state` and `after` (the names it waits for)."""
+        items: List[Json] = []
+        after: Optional[int] = None
+        while True:
+            query = "?limit=1000" + (f"&after={int(after)}" if after is not None else "")
+            page = self.call("GET", f"/v1/workflows/{int(workflow_id)}/tasks{query}")
+            items.extend(page["tasks"])
+            after = page.get("next_after")
+            if after is None:
+                return items
+
+    def cancel_workflow(self, workflow_id: int) -> Json:
+        """Cancels every task of the workflow that has not ended (running ones are asked to
+        stop); the workflow as it is then."""
+        return self.call("POST", f"/v1/workflows/{int(workflow_id)}/cancel")
 
     def _task_page(self, filters: Json, limit: Optional[int], before: Optional[int]) -> Json:
         query = urllib.parse.urlencode(_drop_none({**filters, "limit": limit, "before": before}))
