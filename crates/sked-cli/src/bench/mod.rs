@@ -41,7 +41,7 @@ use latency::{latency, lateness};
 use node::{counts, idle};
 use schedules::{SchedulesPlan, schedules};
 use soak::{SoakPlan, soak};
-use throughput::{drain, enqueue, worker};
+use throughput::{drain, enqueue, worker, workflow};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,6 +72,9 @@ enum Workload {
     Enqueue,
     /// Pre-insert -n tasks, then the time until all have succeeded (-c no-op workers)
     Drain,
+    /// A workflow 1 → -n → 1 made with one request, then run by -c no-op workers: the time
+    /// from the request to the last task's success
+    Workflow,
     /// -n sequential enqueue-to-start samples with an idle worker waiting
     Latency,
     /// Due-time-to-start of -n tasks due over a short window
@@ -303,6 +306,7 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     let mut line = match a.workload {
         Workload::Enqueue => enqueue(&store, a.n, batch, a.parallel).await?,
         Workload::Drain => drain(&store, bench, a.n, workers, a.queues, a.observers, every).await?,
+        Workload::Workflow => workflow(&store, &engine, bench, a.n, workers).await?,
         Workload::Ceiling => ceiling(bench, a.n, batch, a.parallel).await?,
         Workload::Latency => latency(&engine, a.n).await?,
         Workload::Lateness => lateness(&engine, a.n).await?,

@@ -295,3 +295,86 @@ pub(super) async fn worker(
         "concurrency": concurrency, "per_s": round(n as f64 / secs), "secs": round(secs)
     }))
 }
+
+/// A workflow 1 → `n` → 1 (a root, `n` tasks after it, one task after all of them): made with
+/// one request, then run by `workers` no-op workers as the drain runs tasks. Measured from the
+/// request to the last task's success, so its rate counts the making too.
+pub(super) async fn workflow(
+    store: &Arc<dyn Store>,
+    engine: &Engine,
+    bench: &dyn Bench,
+    n: usize,
+    workers: usize,
+) -> CliResult<serde_json::Value> {
+    use sked::{NewWorkflow, WorkflowTask};
+    let middle: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
+    let mut tasks = Vec::with_capacity(n + 2);
+    tasks.push(WorkflowTask::new("root", noop(0), Vec::<String>::new()));
+    tasks.extend((0..n).map(|i| WorkflowTask::new(middle[i].clone(), noop(i + 1), ["root"])));
+    tasks.push(WorkflowTask::new("last", noop(n + 1), middle));
+    let total = n + 2;
+    bench.settle().await.map_err(CliError::runtime)?;
+    let bar = progress(total, "workflow");
+    let started = Instant::now();
+    let made = engine
+        .workflow_create(NewWorkflow::new(tasks))
+        .await
+        .map_err(CliError::runtime)?;
+    let made_secs = started.elapsed().as_secs_f64();
+    let left = Arc::new(std::sync::atomic::AtomicUsize::new(total));
+    let mut handles = Vec::new();
+    for w in 0..workers {
+        let (store, bar, left) = (store.clone(), bar.clone(), left.clone());
+        handles.push(tokio::spawn(async move {
+            use std::sync::atomic::Ordering;
+            while left.load(Ordering::Acquire) > 0 {
+                let now = jiff::Timestamp::now();
+                let claimed = store
+                    .task_claim(TaskClaimParams {
+                        min_priority: None,
+                        queues: vec![],
+                        kinds: vec![],
+                        max: super::CLAIM_BATCH as u32,
+                        worker: format!("bench-{w}"),
+                        lease_ttl: SignedDuration::from_secs(60),
+                        timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
+                        now,
+                    })
+                    .await?;
+                if claimed.is_empty() {
+                    // What is left waits for tasks another worker holds.
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    continue;
+                }
+                for r in store
+                    .task_finish_many_lean(succeeded(&claimed, now))
+                    .await?
+                {
+                    r?;
+                }
+                left.fetch_sub(claimed.len(), Ordering::AcqRel);
+                bar.inc(claimed.len() as u64);
+            }
+            Ok::<_, sked::store::StoreError>(())
+        }));
+    }
+    for h in handles {
+        h.await
+            .map_err(CliError::runtime)?
+            .map_err(CliError::runtime)?;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let w = engine.workflow(made.id).await.map_err(CliError::runtime)?;
+    if w.state != sked::WorkflowState::Succeeded {
+        return Err(CliError::runtime(format!(
+            "the workflow ended {}: {:?}",
+            w.state.as_str(),
+            w.counts
+        )));
+    }
+    Ok(
+        json!({"workload": "workflow", "fan_out": n, "workers": workers,
+        "per_s": round(total as f64 / secs), "secs": round(secs), "made_secs": round(made_secs)}),
+    )
+}

@@ -44,38 +44,59 @@ pub(crate) async fn lock_parents<C: GenericClient + Sync>(
         .collect())
 }
 
-/// Writes the edges of the new task `child` to `parents` (as [`lock_parents`] read them) and
-/// what [`dependents::at_enqueue`] made of them.
+/// Writes the edges of the new tasks `children` to their parents (as [`lock_parents`] read
+/// them; each with what a failed parent does to it) and what [`dependents::at_enqueue`] made
+/// of them: two statements, however many tasks.
 pub(crate) async fn link<C: GenericClient + Sync>(
     c: &C,
-    child: TaskId,
-    parents: &[(TaskId, Option<TaskState>)],
-    then: ParentFailure,
-    start: &Start,
+    children: &[TaskId],
+    links: &[(Vec<(TaskId, Option<TaskState>)>, ParentFailure, Start)],
     now: Timestamp,
 ) -> Result<()> {
-    let ids: Vec<TaskId> = parents.iter().map(|(id, _)| *id).collect();
-    let done: Vec<bool> = (parents.iter())
-        .map(|(_, s)| s.is_some_and(TaskState::is_finished))
-        .collect();
+    let (mut child, mut parent, mut done) = (Vec::new(), Vec::new(), Vec::new());
+    let mut changes = Changes {
+        id: Vec::with_capacity(children.len()),
+        state: Vec::with_capacity(children.len()),
+        left: Vec::with_capacity(children.len()),
+        finished_at: Vec::with_capacity(children.len()),
+        error: Vec::with_capacity(children.len()),
+    };
+    let mut run_anyway: Vec<Option<&str>> = Vec::with_capacity(children.len());
+    for (&id, (parents, then, start)) in children.iter().zip(links) {
+        for (p, s) in parents {
+            child.push(id);
+            parent.push(*p);
+            done.push(s.is_some_and(TaskState::is_finished));
+        }
+        changes.id.push(id);
+        changes.state.push(start.state.as_str().to_string());
+        changes.left.push(start.parents_left);
+        changes
+            .finished_at
+            .push(start.state.is_finished().then_some(now));
+        changes.error.push(start.error.clone());
+        run_anyway.push((!then.is_cancel()).then_some(then.as_str()));
+    }
     c.execute(
         "INSERT INTO sked_task_edges (child, parent, done) \
-         SELECT $1, p, d FROM unnest($2::bigint[], $3::bool[]) AS u(p, d)",
-        &[&child, &ids, &done],
+         SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bool[])",
+        &[&child, &parent, &done],
     )
     .await
     .map_err(db_err)?;
-    let finished = start.state.is_finished().then_some(now);
     c.execute(
-        "UPDATE sked_tasks SET state = $2, parents_left = $3, on_parent_failure = $4, \
-           last_error = $5, finished_at = $6 WHERE id = $1",
+        "UPDATE sked_tasks t SET state = u.state, parents_left = u.parents_left, \
+           on_parent_failure = u.on_failure, last_error = u.error, finished_at = u.finished \
+         FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::text[], \
+           $6::timestamptz[]) AS u(id, state, parents_left, on_failure, error, finished) \
+         WHERE t.id = u.id",
         &[
-            &child,
-            &start.state.as_str(),
-            &start.parents_left,
-            &(!then.is_cancel()).then_some(then.as_str()),
-            &start.error,
-            &finished,
+            &changes.id,
+            &changes.state,
+            &changes.left,
+            &run_anyway,
+            &changes.error,
+            &changes.finished_at,
         ],
     )
     .await

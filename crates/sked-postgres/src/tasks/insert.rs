@@ -2,7 +2,9 @@
 //! for tasks with one.
 
 use jiff::Timestamp;
-use sked_core::{Task, TaskState};
+use std::collections::HashMap;
+
+use sked_core::{Task, TaskId, TaskState};
 use sked_store::keyed::LIMITED_OR_PAUSED;
 use sked_store::states::{ACTIVE, QUEUED};
 use sked_store::*;
@@ -46,11 +48,21 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
             out[plain[k]] = Some(answer);
         }
     }
+    let children: Vec<usize> = (0..tasks.len())
+        .filter(|&i| tasks[i].task.unique_key.is_none() && !tasks[i].task.depends_on.is_empty())
+        .collect();
+    if !children.is_empty() {
+        let inserted =
+            insert_children(c, channel, children.iter().map(|&i| &tasks[i]), now).await?;
+        for (k, answer) in inserted.into_iter().enumerate() {
+            out[children[k]] = Some(answer);
+        }
+    }
     for (i, t) in tasks.iter().enumerate() {
-        if !t.task.depends_on.is_empty() {
-            out[i] = Some(insert_dependent(c, channel, t, now).await?);
-        } else if t.task.unique_key.is_some() {
-            out[i] = Some(insert_unique(c, channel, t, now).await?);
+        match (t.task.unique_key.is_some(), t.task.depends_on.is_empty()) {
+            (true, false) => out[i] = Some(insert_dependent(c, channel, t, now).await?),
+            (true, true) => out[i] = Some(insert_unique(c, channel, t, now).await?),
+            (false, _) => {}
         }
     }
     out.into_iter()
@@ -64,8 +76,51 @@ fn is_plain(t: &TaskInsert) -> bool {
     t.task.unique_key.is_none() && t.task.depends_on.is_empty()
 }
 
-/// Inserts a task with parents: their rows locked and flagged, its state from theirs
-/// ([`rules::dependents::at_enqueue`]), then its edges. A held unique key adds no edge.
+/// Inserts tasks with parents and without unique keys, together: every parent of any of them
+/// locked and flagged at once (in id order), each task's state from its parents'
+/// ([`rules::dependents::at_enqueue`]), the rows with one statement, then their edges.
+async fn insert_children<'a, C: GenericClient + Sync>(
+    c: &C,
+    channel: &str,
+    tasks: impl Iterator<Item = &'a TaskInsert> + Clone,
+    now: Timestamp,
+) -> Result<Vec<TaskInserted>> {
+    let mut all: Vec<TaskId> = (tasks.clone())
+        .flat_map(|t| t.task.depends_on.iter().copied())
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    let states: HashMap<TaskId, Option<TaskState>> =
+        (super::dependents::lock_parents(c, &all).await?.into_iter()).collect();
+    let mut links = Vec::new();
+    for t in tasks.clone() {
+        let parents: Vec<(TaskId, Option<TaskState>)> = (t.task.depends_on.iter())
+            .map(|id| (*id, states.get(id).copied().flatten()))
+            .collect();
+        let run_at = t.task.run_at.unwrap_or(now);
+        let start = rules::dependents::at_enqueue(&parents, t.task.on_parent_failure, run_at, now)?;
+        links.push((parents, t.task.on_parent_failure, start));
+    }
+    let mut rows = Columns::of(tasks.clone(), now);
+    for (k, (_, _, start)) in links.iter().enumerate() {
+        rows.state[k] = start.state.as_str();
+    }
+    let shape = shape(tasks);
+    let sent = BulkParams::of(&rows);
+    let mut params: Vec<Param<'_>> = vec![&channel];
+    params.extend(sent.params(&now, SHAPES[shape]));
+    let ids = c
+        .query(INSERTS[shape].as_str(), &params)
+        .await
+        .map_err(db_err)?;
+    let inserted = answers(&rows, &ids)?;
+    let children: Vec<TaskId> = inserted.iter().map(|t| t.id).collect();
+    super::dependents::link(c, &children, &links, now).await?;
+    Ok(inserted)
+}
+
+/// Inserts a task with parents and a unique key: its parents locked and flagged, its state
+/// from theirs, then its edges. A held unique key returns the holder and adds no edge.
 async fn insert_dependent<C: GenericClient + Sync>(
     c: &C,
     channel: &str,
@@ -75,24 +130,11 @@ async fn insert_dependent<C: GenericClient + Sync>(
     let states = super::dependents::lock_parents(c, &t.task.depends_on).await?;
     let run_at = t.task.run_at.unwrap_or(now);
     let start = rules::dependents::at_enqueue(&states, t.task.on_parent_failure, run_at, now)?;
-    let mut inserted = if t.task.unique_key.is_some() {
-        insert_unique(c, channel, t, now).await?
-    } else {
-        let rows = Columns::of(std::iter::once(t), now);
-        let shape = shape(std::iter::once(t));
-        let sent = BulkParams::of(&rows);
-        let mut params: Vec<Param<'_>> = vec![&channel];
-        params.extend(sent.params(&now, SHAPES[shape]));
-        let ids = c
-            .query(INSERTS[shape].as_str(), &params)
-            .await
-            .map_err(db_err)?;
-        answers(&rows, &ids)?.remove(0)
-    };
+    let mut inserted = insert_unique(c, channel, t, now).await?;
     if !inserted.duplicate {
-        let then = t.task.on_parent_failure;
-        super::dependents::link(c, inserted.id, &states, then, &start, now).await?;
         inserted.state = start.state;
+        let link = [(states, t.task.on_parent_failure, start)];
+        super::dependents::link(c, &[inserted.id], &link, now).await?;
     }
     Ok(inserted)
 }

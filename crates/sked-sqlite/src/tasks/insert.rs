@@ -6,6 +6,7 @@ use jiff::Timestamp;
 use rusqlite::{OptionalExtension, Statement, ToSql, Transaction};
 use sked_core::{SpecError, Task, TaskId, TaskState};
 use sked_store::rules;
+use sked_store::rules::dependents::Start;
 use sked_store::states::QUEUED;
 use sked_store::*;
 
@@ -114,10 +115,11 @@ impl<'a> Row<'a> {
     }
 
     /// Whether this row and `other` have the same values in the columns plain rows may share
-    /// (the state follows from the run time and now).
+    /// (a task with parents may start in another state than its run time gives).
     fn shares_with(&self, other: &Row<'_>) -> bool {
         let (a, b) = (&self.t.task, &other.t.task);
-        a.queue == b.queue
+        self.state == other.state
+            && a.queue == b.queue
             && a.kind == b.kind
             && a.priority == b.priority
             && self.run_at == other.run_at
@@ -306,26 +308,66 @@ pub(crate) fn insert_claimed(
     ))
 }
 
-/// Inserts tasks in order. Tasks without a unique key or parents go in statements of up to
-/// [`ROWS_PER_STATEMENT`] rows; one with a key is looked up and inserted alone, after the rows
-/// before it, so that a key given twice in one call finds its first task; so is one with
-/// parents, which may be among the rows before it.
+/// Inserts tasks in order. Tasks without a unique key go in statements of up to
+/// [`ROWS_PER_STATEMENT`] rows, those with parents too: their parents' states are read once
+/// for the whole call (a parent is named by id, so it exists before the call), and their edges
+/// written after the rows. One with a key is looked up and inserted alone, after the rows
+/// before it, so that a key given twice in one call finds its first task.
 pub(crate) fn insert_many(tx: &Transaction<'_>, p: &TaskInsertParams) -> Result<Vec<TaskInserted>> {
     let mut out = Vec::with_capacity(p.tasks.len());
     let mut pending: Vec<Row<'_>> = Vec::with_capacity(ROWS_PER_STATEMENT.min(p.tasks.len()));
+    let states = parents_of_unkeyed(tx, &p.tasks)?;
+    // The tasks with parents among the rows: where their answer goes, and how they start.
+    let mut children: Vec<(usize, &TaskInsert, Vec<(TaskId, Option<TaskState>)>, Start)> =
+        Vec::new();
     for t in &p.tasks {
-        if t.task.unique_key.is_some() || !t.task.depends_on.is_empty() {
+        if t.task.unique_key.is_some() {
             write_rows(tx, &mut pending, &mut out)?;
             out.push(insert_one(tx, t, p.now)?);
             continue;
         }
-        pending.push(Row::new(t, p.now)?);
+        let mut row = Row::new(t, p.now)?;
+        if !t.task.depends_on.is_empty() {
+            let parents: Vec<(TaskId, Option<TaskState>)> = (t.task.depends_on.iter())
+                .map(|id| (*id, states.get(id).copied()))
+                .collect();
+            let run_at = t.task.run_at.unwrap_or(p.now);
+            let start =
+                rules::dependents::at_enqueue(&parents, t.task.on_parent_failure, run_at, p.now)?;
+            row.state = start.state;
+            children.push((out.len() + pending.len(), t, parents, start));
+        }
+        pending.push(row);
         if pending.len() == ROWS_PER_STATEMENT {
             write_rows(tx, &mut pending, &mut out)?;
         }
     }
     write_rows(tx, &mut pending, &mut out)?;
+    for (at, t, parents, start) in &children {
+        let then = t.task.on_parent_failure;
+        super::dependents::link(tx, out[*at].id, parents, then, start, p.now)?;
+    }
     Ok(out)
+}
+
+/// The states of the parents of the tasks without a unique key among `tasks` (a task with a
+/// key reads its own, after the key's check), in one read.
+fn parents_of_unkeyed(
+    tx: &Transaction<'_>,
+    tasks: &[TaskInsert],
+) -> Result<std::collections::HashMap<TaskId, TaskState>> {
+    let mut all: Vec<TaskId> = (tasks.iter())
+        .filter(|t| t.task.unique_key.is_none())
+        .flat_map(|t| t.task.depends_on.iter().copied())
+        .collect();
+    if all.is_empty() {
+        return Ok(Default::default());
+    }
+    all.sort_unstable();
+    all.dedup();
+    Ok((super::dependents::parent_states(tx, &all)?.into_iter())
+        .filter_map(|(id, s)| Some((id, s?)))
+        .collect())
 }
 
 /// Writes `rows`, in order, with statements of [`STATEMENT_ROWS`] rows, and empties it.

@@ -374,6 +374,45 @@ pub async fn a_new_task_starts_from_its_parents_states(store: &Shared) {
     assert!(again.duplicate, "a waiting task holds its unique key");
     assert_eq!(again.id, first.id);
     assert!(get(store, other).await.dependents.is_empty());
+
+    // Enqueued together, alike but for their parents, each task starts from its own.
+    let batch = insert_batch(
+        store,
+        &[
+            task("same"),
+            task("same").after([done]),
+            task("same").after([p]),
+            task("same").after([dead]),
+            task("same").after([p, done]),
+            task("same").unique_key("u2").after([p]),
+            task("same"),
+        ],
+        at(6),
+    )
+    .await;
+    let states: Vec<TaskState> = batch.iter().map(|t| t.state).collect();
+    use TaskState::*;
+    assert_eq!(
+        states,
+        vec![
+            Available, Available, Waiting, Cancelled, Waiting, Waiting, Available
+        ]
+    );
+    for (t, answered) in batch.iter().zip(&states) {
+        assert_eq!(
+            get(store, t.id).await.state,
+            *answered,
+            "stored as answered"
+        );
+    }
+    assert_eq!(get(store, batch[4].id).await.waiting_for, vec![p]);
+    assert_eq!(
+        get(store, batch[4].id).await.depends_on,
+        vec![done.min(p), done.max(p)]
+    );
+    let mut children = get(store, p).await.dependents;
+    children.retain(|c| *c != first.id);
+    assert_eq!(children, vec![batch[2].id, batch[4].id, batch[5].id]);
 }
 
 pub async fn parents_ending_at_once_release_their_child_once(store: &Shared) {
