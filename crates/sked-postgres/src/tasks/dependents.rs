@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use deadpool_postgres::Transaction;
 use jiff::Timestamp;
 use sked_core::{ParentFailure, Task, TaskId, TaskState};
-use sked_store::rules::dependents::{self, ChildChange, Start};
+use sked_store::rules::dependents::{self, ChildChange, ParentStates, Start};
 use sked_store::*;
 use tokio_postgres::GenericClient;
 
@@ -50,7 +50,7 @@ pub(crate) async fn lock_parents<C: GenericClient + Sync>(
 pub(crate) async fn link<C: GenericClient + Sync>(
     c: &C,
     children: &[TaskId],
-    links: &[(Vec<(TaskId, Option<TaskState>)>, ParentFailure, Start)],
+    links: &[(ParentStates, ParentFailure, Start)],
     now: Timestamp,
 ) -> Result<()> {
     let (mut child, mut parent, mut done) = (Vec::new(), Vec::new(), Vec::new());

@@ -6,7 +6,7 @@ use jiff::Timestamp;
 use rusqlite::{OptionalExtension, Statement, ToSql, Transaction};
 use sked_core::{SpecError, Task, TaskId, TaskState};
 use sked_store::rules;
-use sked_store::rules::dependents::Start;
+use sked_store::rules::dependents::{ParentStates, Start};
 use sked_store::states::QUEUED;
 use sked_store::*;
 
@@ -318,8 +318,7 @@ pub(crate) fn insert_many(tx: &Transaction<'_>, p: &TaskInsertParams) -> Result<
     let mut pending: Vec<Row<'_>> = Vec::with_capacity(ROWS_PER_STATEMENT.min(p.tasks.len()));
     let states = parents_of_unkeyed(tx, &p.tasks)?;
     // The tasks with parents among the rows: where their answer goes, and how they start.
-    let mut children: Vec<(usize, &TaskInsert, Vec<(TaskId, Option<TaskState>)>, Start)> =
-        Vec::new();
+    let mut children: Vec<(usize, &TaskInsert, ParentStates, Start)> = Vec::new();
     for t in &p.tasks {
         if t.task.unique_key.is_some() {
             write_rows(tx, &mut pending, &mut out)?;
@@ -328,7 +327,7 @@ pub(crate) fn insert_many(tx: &Transaction<'_>, p: &TaskInsertParams) -> Result<
         }
         let mut row = Row::new(t, p.now)?;
         if !t.task.depends_on.is_empty() {
-            let parents: Vec<(TaskId, Option<TaskState>)> = (t.task.depends_on.iter())
+            let parents: ParentStates = (t.task.depends_on.iter())
                 .map(|id| (*id, states.get(id).copied()))
                 .collect();
             let run_at = t.task.run_at.unwrap_or(p.now);

@@ -79,6 +79,9 @@ pub struct Start {
     pub error: Option<String>,
 }
 
+/// A new task's parents, each with its state (`None`: there is no such task).
+pub type ParentStates = Vec<(TaskId, Option<TaskState>)>;
+
 /// How a new task starts whose parents are in `parents` (each with its state; `None`: there
 /// is no such task, which is refused).
 pub fn at_enqueue(
