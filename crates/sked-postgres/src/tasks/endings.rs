@@ -471,6 +471,38 @@ impl Successes {
         Ok(rows.into_iter().flatten().collect())
     }
 
+    /// The successes at positions `which` of this batch, tasks with children, in a transaction
+    /// of their own: the success statement for them alone, then the release of their
+    /// children. The tasks it ended.
+    async fn succeed_parents(
+        &self,
+        c: &mut Object,
+        channel: &str,
+        which: &[usize],
+    ) -> Result<Vec<Task>> {
+        let id: Vec<TaskId> = which.iter().map(|&i| self.id[i]).collect();
+        let attempt: Vec<i32> = which.iter().map(|&i| self.attempt[i]).collect();
+        let now: Vec<Timestamp> = which.iter().map(|&i| self.now[i]).collect();
+        let result: Vec<Option<serde_json::Value>> =
+            which.iter().map(|&i| self.result[i].clone()).collect();
+        let tx = c.transaction().await.map_err(db_err)?;
+        let stmt = tx
+            .prepare_cached(&SUCCEED_PARENTS)
+            .await
+            .map_err(db_err)?;
+        let rows = tx
+            .query(&stmt, &[&id, &attempt, &now, &result])
+            .await
+            .map_err(db_err)?;
+        let ended = tasks_from_rows(&rows)?;
+        if let Some(at) = now.iter().max() {
+            let ends = ended.iter().map(|t| (t.id, t.state));
+            super::dependents::release(&tx, channel, ends, *at).await?;
+        }
+        tx.commit().await.map_err(db_err)?;
+        Ok(ended)
+    }
+
     /// An answer per success, in order, from the tasks it ended (`done`, by id): those it did
     /// not end say why. Announces a change to schedules when a task of one ended.
     async fn answers<T: From<Task>>(
@@ -490,50 +522,30 @@ impl Successes {
             .copied()
             .filter(|id| !done.contains_key(id))
             .collect();
+        // Tasks with children, which the statement leaves to a transaction that releases them
+        // too; what is still missed after it says why.
         let mut current: HashMap<TaskId, Task> = HashMap::new();
-        // Tasks with children, which the statement leaves to an ending that releases them.
-        let mut parents = Vec::new();
         if !missed.is_empty() {
-            let stmt = c
-                .prepare_cached(&format!(
-                    "SELECT {TASK_COLUMNS}, t.has_children FROM sked_tasks t WHERE t.id = ANY($1)"
-                ))
-                .await
-                .map_err(db_err)?;
-            let rows = c.query(&stmt, &[&missed]).await.map_err(db_err)?;
-            for r in &rows {
-                let t = task_from_row(r)?;
-                if col::<bool>(r, TASK_COLUMN_COUNT)? {
-                    parents.push(t.id);
-                }
-                current.insert(t.id, t);
-            }
-        }
-        if !parents.is_empty() {
-            let ps: Vec<TaskFinishParams> = (0..self.id.len())
-                .filter(|&i| parents.contains(&self.id[i]))
-                .map(|i| TaskFinishParams {
-                    id: self.id[i],
-                    attempt: self.attempt[i],
-                    outcome: FinishOutcome::Succeeded {
-                        result: self.result[i].clone(),
-                    },
-                    now: self.now[i],
-                    jitter: 0.5,
-                })
+            let set: HashSet<TaskId> = missed.iter().copied().collect();
+            let which: Vec<usize> = (0..self.id.len())
+                .filter(|&i| set.contains(&self.id[i]))
                 .collect();
-            for (p, answer) in ps.iter().zip(finish_locked(c, channel, &ps).await?) {
-                match answer {
-                    Ok(task) => {
-                        done.insert(p.id, T::from(task));
-                    }
-                    Err(_) => {
-                        // Ended meanwhile: say why, as for any other row the statement missed.
-                        let again = super::get(c, p.id).await.ok();
-                        if let Some(t) = again {
-                            current.insert(p.id, t);
-                        }
-                    }
+            for task in self.succeed_parents(c, channel, &which).await? {
+                done.insert(task.id, T::from(task));
+            }
+            let still: Vec<TaskId> = (missed.into_iter())
+                .filter(|id| !done.contains_key(id))
+                .collect();
+            if !still.is_empty() {
+                let stmt = c
+                    .prepare_cached(&format!(
+                        "SELECT {TASK_COLUMNS} FROM sked_tasks t WHERE t.id = ANY($1)"
+                    ))
+                    .await
+                    .map_err(db_err)?;
+                for r in &c.query(&stmt, &[&still]).await.map_err(db_err)? {
+                    let t = task_from_row(r)?;
+                    current.insert(t.id, t);
                 }
             }
         }
@@ -573,6 +585,16 @@ const BY_KEY_MAX: usize = 100;
 /// snapshot the plain read grows too (261 ms a batch after half an hour), so the store
 /// measures which is cheaper ([`super::faster_statement`]).
 fn succeed_sql(returning: &str, by_key: bool) -> String {
+    succeed_sql_of(returning, by_key, "NOT t.has_children")
+}
+
+/// [`succeed_sql`] for the tasks of the batch that have children (whose release follows in
+/// the same transaction), by key, returning whole tasks.
+static SUCCEED_PARENTS: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| succeed_sql_of(TASK_COLUMNS, true, "t.has_children"));
+
+/// [`succeed_sql`] over the tasks `which` says (`NOT t.has_children` or `t.has_children`).
+fn succeed_sql_of(returning: &str, by_key: bool, which: &str) -> String {
     // The array of states and its column, and what the row's state is compared with.
     let (states, column, running) = match by_key {
         false => ("", "", "'running'"),
@@ -588,7 +610,7 @@ fn succeed_sql(returning: &str, by_key: bool) -> String {
          FROM unnest($1::bigint[], $2::int[], $3::timestamptz[], $4::jsonb[]{states}) \
            AS u(id, attempt, now, result{column}) \
          WHERE t.id = u.id AND t.state = {running} AND t.attempt = u.attempt \
-           AND NOT t.has_children \
+           AND {which} \
          RETURNING {returning}"
     )
 }
