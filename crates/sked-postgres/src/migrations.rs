@@ -27,6 +27,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (19, include_str!("../migrations/0019_dependencies.sql")),
     (20, include_str!("../migrations/0020_progress.sql")),
     (21, include_str!("../migrations/0021_workflows.sql")),
+    (22, include_str!("../migrations/0022_edges_fillfactor.sql")),
 ];
 
 /// A fingerprint of every migration's text: schemas migrated by the same migrations share it.

@@ -486,14 +486,21 @@ impl Successes {
         let result: Vec<Option<serde_json::Value>> =
             which.iter().map(|&i| self.result[i].clone()).collect();
         let tx = c.transaction().await.map_err(db_err)?;
-        let stmt = tx
-            .prepare_cached(&SUCCEED_PARENTS)
+        let stmt = tx.prepare_cached(&SUCCEED_PARENTS).await.map_err(db_err)?;
+        // In parts found by key, sent together, as `succeed_in_parts` does and for its reason.
+        let parts = (0..id.len()).step_by(BY_KEY_MAX).map(|from| {
+            let to = (from + BY_KEY_MAX).min(id.len());
+            let (id, attempt) = (&id[from..to], &attempt[from..to]);
+            let (now, result) = (&now[from..to], &result[from..to]);
+            let (tx, stmt) = (&tx, &stmt);
+            async move { tx.query(stmt, &[&id, &attempt, &now, &result]).await }
+        });
+        let rows: Vec<tokio_postgres::Row> = futures_util::future::try_join_all(parts)
             .await
-            .map_err(db_err)?;
-        let rows = tx
-            .query(&stmt, &[&id, &attempt, &now, &result])
-            .await
-            .map_err(db_err)?;
+            .map_err(db_err)?
+            .into_iter()
+            .flatten()
+            .collect();
         let ended = tasks_from_rows(&rows)?;
         if let Some(at) = now.iter().max() {
             let ends = ended.iter().map(|t| (t.id, t.state));
