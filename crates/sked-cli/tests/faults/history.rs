@@ -28,7 +28,11 @@
 //!   node to make tasks available that were not due at that time, so the start is not
 //!   compared with the run time);
 //! - `server_error`: a request answered with a 5xx other than 503 (a fault must give
-//!   `unavailable`, never an internal error).
+//!   `unavailable`, never an internal error);
+//! - `started_before_parent`: a task that waits for others ([`Event::Waits`]) reached a
+//!   worker before one of them had succeeded: its claim answered before the parent's accepted
+//!   completion was sent, or its start earlier than the parent's end (both by the database's
+//!   clock, within [`CLOCK_TOLERANCE_NS`]), or a parent that did not end succeeded.
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -97,7 +101,12 @@ pub enum Event {
         /// When it became claimable: the later of its creation and its run time.
         #[serde(default)]
         made_ns: Option<i64>,
+        /// When it ended, by the database's clock.
+        #[serde(default)]
+        finished_ns: Option<i64>,
     },
+    /// A task that must not start before each of `parents` has succeeded.
+    Waits { child: i64, parents: Vec<i64> },
     /// Schedules `{prefix}0` to `{prefix}{count - 1}`, each due every `period_ns` (at the
     /// multiples of it), expected to have one task for each occurrence from `from_ns` to
     /// `to_ns`.
@@ -260,6 +269,9 @@ pub fn check(events: &[Event]) -> Report {
     let mut outages = Vec::new();
     let mut spans = Vec::new();
     let mut periodic = Vec::new();
+    // Each task's claims: when it started (the database's clock) and when the answer came.
+    let mut starts: BTreeMap<i64, Vec<(i64, i64)>> = BTreeMap::new();
+    let mut waits = Vec::new();
     for e in events {
         match e {
             Event::Enqueued { id, .. } => {
@@ -286,6 +298,10 @@ pub fn check(events: &[Event]) -> Report {
             } => {
                 r.claimed += 1;
                 claims.entry(*id).or_default().push((*attempt, *at_ns));
+                starts
+                    .entry(*id)
+                    .or_default()
+                    .push((*started_at_ns, *at_ns));
                 if *at_ns < run_at_ns - CLOCK_TOLERANCE_NS {
                     r.anomaly(
                         "early_start",
@@ -332,6 +348,38 @@ pub fn check(events: &[Event]) -> Report {
                 to_ns,
             } => spans.push((schedule.clone(), *from_ns, *to_ns)),
             Event::Periodic { .. } => periodic.push(e),
+            Event::Waits { child, parents } => waits.push((*child, parents)),
+        }
+    }
+    // Each parent's accepted completions, by when they were sent.
+    let mut completed_at: BTreeMap<i64, i64> = BTreeMap::new();
+    for (id, _, sent_ns) in &completions {
+        let first = completed_at.entry(*id).or_insert(*sent_ns);
+        *first = (*first).min(*sent_ns);
+    }
+    for (child, parents) in waits {
+        for parent in parents {
+            let (state, finished) = match finals.get(parent) {
+                Some(Event::Final {
+                    state, finished_ns, ..
+                }) => (state.as_str(), *finished_ns),
+                _ => ("gone", None),
+            };
+            for &(started_ns, at_ns) in starts.get(&child).into_iter().flatten() {
+                let why = match (state, finished, completed_at.get(parent)) {
+                    ("succeeded", Some(_), Some(&sent)) if at_ns < sent => format!(
+                        "task {child} was claimed {} µs before its parent {parent}'s completion was sent",
+                        (sent - at_ns) / 1000
+                    ),
+                    ("succeeded", Some(f), _) if started_ns < f - CLOCK_TOLERANCE_NS => format!(
+                        "task {child} started {} µs before its parent {parent} ended",
+                        (f - started_ns) / 1000
+                    ),
+                    ("succeeded", Some(_), _) => continue,
+                    (state, ..) => format!("task {child} started; its parent {parent} is {state}"),
+                };
+                r.anomaly("started_before_parent", why);
+            }
         }
     }
     for id in &acknowledged {
@@ -506,6 +554,7 @@ mod tests {
             schedule: None,
             nominal_ns: None,
             made_ns: None,
+            finished_ns: None,
         }
     }
 
@@ -516,6 +565,7 @@ mod tests {
             schedule: Some("tick".into()),
             nominal_ns: Some(second * SECOND),
             made_ns: None,
+            finished_ns: None,
         }
     }
 
@@ -529,6 +579,7 @@ mod tests {
             schedule: Some(name.into()),
             nominal_ns: Some(at_s * SECOND),
             made_ns: Some(made_s * SECOND),
+            finished_ns: None,
         };
         let mut events = vec![Event::Periodic {
             prefix: "p".into(),
@@ -554,6 +605,59 @@ mod tests {
         events.retain(|e| !matches!(e, Event::Final { id: 2, .. }));
         let r = check(&events);
         assert_eq!(r.anomalies["missed_occurrence"], ["p0 at 20000000000 ns"]);
+    }
+
+    /// A child claimed after its parent succeeded is clean; claimed before the parent's
+    /// completion was sent, or started before the parent ended, or run while a parent failed,
+    /// it is an anomaly.
+    #[test]
+    fn a_child_that_starts_before_its_parent_succeeded_is_found() {
+        let ended = |id: i64, state: &str, at_s: i64| Event::Final {
+            id,
+            state: state.into(),
+            schedule: None,
+            nominal_ns: None,
+            made_ns: None,
+            finished_ns: Some(at_s * SECOND),
+        };
+        let start = |id: i64, started_s: i64, answered_s: i64| Event::Claimed {
+            id,
+            attempt: 1,
+            worker: "w".into(),
+            run_at_ns: 0,
+            started_at_ns: started_s * SECOND,
+            schedule: None,
+            nominal_ns: None,
+            sent_ns: started_s * SECOND,
+            at_ns: answered_s * SECOND,
+        };
+        let waits = Event::Waits {
+            child: 2,
+            parents: vec![1],
+        };
+        let base = vec![
+            waits.clone(),
+            start(1, 1, 1),
+            completed(1, 1, true, 2 * SECOND),
+            ended(1, "succeeded", 2),
+            ended(2, "succeeded", 4),
+        ];
+        let with = |extra: Vec<Event>, parent: Event| {
+            let mut events = base.clone();
+            events.retain(|e| !matches!(e, Event::Final { id: 1, .. }));
+            events.push(parent);
+            events.extend(extra);
+            check(&events)
+        };
+        let r = with(vec![start(2, 3, 3)], ended(1, "succeeded", 2));
+        assert!(r.anomalies.is_empty(), "{}", r.line());
+        let r = with(vec![start(2, 1, 1)], ended(1, "succeeded", 2));
+        assert_eq!(r.count("started_before_parent"), 1, "{}", r.line());
+        assert!(r.anomalies["started_before_parent"][0].contains("completion was sent"));
+        let r = with(vec![start(2, 2, 3)], ended(1, "succeeded", 3));
+        assert!(r.anomalies["started_before_parent"][0].contains("before its parent 1 ended"));
+        let r = with(vec![start(2, 3, 3)], ended(1, "dead", 2));
+        assert!(r.anomalies["started_before_parent"][0].contains("its parent 1 is dead"));
     }
 
     /// A clean history, then each kind of anomaly added to it on its own.

@@ -62,8 +62,9 @@ pub struct WorkerArgs {
     pub name: String,
     pub servers: Vec<String>,
     pub log: String,
-    /// The kind it claims: `hist` (runs a few milliseconds, up to 10 claimed at once) or
-    /// `hist_slow…` (runs 3 s, 3 at once, heartbeating every 500 ms).
+    /// The kind it claims: `hist` (runs a few milliseconds, up to 10 claimed at once),
+    /// `hist_slow…` (runs 3 s, 3 at once, heartbeating every 500 ms) or `hist_steady` (runs
+    /// 500 ms, 3 at once).
     pub kind: String,
 }
 
@@ -83,6 +84,7 @@ pub fn worker_main() {
         let url = &args.servers[next % args.servers.len()];
         let (max, run) = match args.kind.as_str() {
             k if k.starts_with("hist_slow") => (3, Duration::from_secs(3)),
+            "hist_steady" => (3, Duration::from_millis(500)),
             _ => (10, Duration::from_millis(5)),
         };
         let claim = json!({"worker": args.name, "kinds": [args.kind], "max": max, "wait": "1s", "lease_ttl": "2s"});
@@ -306,6 +308,7 @@ pub fn record_finals(url: &str, rec: &Recorder) -> usize {
                 schedule: t["schedule"].as_str().map(str::to_string),
                 nominal_ns: ns(&t["nominal_at"]),
                 made_ns: ns(&t["created_at"]).max(ns(&t["run_at"])),
+                finished_ns: ns(&t["finished_at"]),
             });
         }
         match page["next_before"].as_i64() {

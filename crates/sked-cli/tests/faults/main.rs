@@ -5,7 +5,8 @@
 //! - [`failover`]: the PostgreSQL primary failed over under a running cluster, with
 //!   pg_auto_failover ([`formation`]);
 //! - [`partition`]: the leading node cut off from PostgreSQL by a fault proxy ([`proxy`]),
-//!   its connections hanging rather than failing.
+//!   its connections hanging rather than failing;
+//! - [`workflow_kill`]: a workflow 1 → 100 → 1 run while nodes and workers are killed.
 //!
 //! They need `SKED_TEST_DATABASE_URL` or pg_auto_failover (skipped without them, except under
 //! CI), and run one at a time: they load the machine and measure recovery times.
@@ -25,6 +26,7 @@ mod load;
 mod partition;
 mod proxy;
 mod schedule_kill_loop;
+mod workflow_kill;
 
 use std::sync::{Mutex, MutexGuard};
 
