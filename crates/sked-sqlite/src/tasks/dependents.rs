@@ -90,21 +90,20 @@ pub(crate) fn release(
     while !ended.is_empty() {
         let ends = close_edges(conn, &ended)?;
         ended.clear();
-        for (child, parents) in ends {
-            let Some(c) = read_child(conn, child, parents.len())? else {
+        let children = read_children(conn, &ends)?;
+        // Released children by the state they take, each set with one statement.
+        let mut release_to: std::collections::BTreeMap<&'static str, Vec<TaskId>> =
+            Default::default();
+        for (child, parents) in &ends {
+            let Some(c) = children.get(child) else {
                 continue;
             };
-            match dependents::after_parents(&c, &parents, now) {
+            match dependents::after_parents(c, parents, now) {
                 ChildChange::Leave => {}
                 // Its edges say what it still waits for.
                 ChildChange::Wait { .. } => {}
                 ChildChange::Release { state } => {
-                    conn.prepare_cached(
-                        "UPDATE tasks SET state = ?2 WHERE id = ?1 AND state = 'waiting'",
-                    )
-                    .map_err(db_err)?
-                    .execute(params![child, state.as_str()])
-                    .map_err(db_err)?;
+                    release_to.entry(state.as_str()).or_default().push(*child);
                     released = Some(released.map_or(c.run_at, |r| r.min(c.run_at)));
                 }
                 ChildChange::Cancel { error } => {
@@ -115,9 +114,17 @@ pub(crate) fn release(
                     .map_err(db_err)?
                     .execute(params![child, ts(now), error])
                     .map_err(db_err)?;
-                    ended.push((child, TaskState::Cancelled));
+                    ended.push((*child, TaskState::Cancelled));
                 }
             }
+        }
+        for (state, ids) in release_to {
+            conn.prepare_cached(
+                "UPDATE tasks SET state = ?2 WHERE id IN rarray(?1) AND state = 'waiting'",
+            )
+            .map_err(db_err)?
+            .execute(params![id_list(&ids), state])
+            .map_err(db_err)?;
         }
     }
     if let Some(at) = released {
@@ -176,29 +183,43 @@ fn close_edges(
     Ok(by_child.into_iter().collect())
 }
 
-/// A child as the release needs it: its state and run time from its row, and from its edges
-/// the parents not yet counted (`counted` of them are being counted now) and what a failed
-/// parent does to it.
-fn read_child(conn: &Connection, id: TaskId, counted: usize) -> Result<Option<dependents::Child>> {
-    conn.prepare_cached(
-        "SELECT t.state, t.run_at, \
-           (SELECT count(*) FROM task_edges e WHERE e.child = t.id AND e.done = 0), \
-           (SELECT max(run_anyway) FROM task_edges e WHERE e.child = t.id) \
-         FROM tasks t WHERE t.id = ?1",
-    )
-    .map_err(db_err)?
-    .query_row([id], |r| {
-        let left: i32 = r.get(2)?;
-        Ok(dependents::Child {
-            id,
-            state: state(text(r, 0)?)?,
-            parents_left: left + counted as i32,
-            on_parent_failure: parent_failure(r.get::<_, Option<bool>>(3)?.unwrap_or(false)),
-            run_at: crate::codec::from_ts(r.get(1)?),
+/// The children `ends` reaches, as the release needs them: state and run time from their
+/// rows, and from their edges the parents not yet counted (those of `ends` being counted now
+/// among them) and what a failed parent does to them. One statement for them all.
+fn read_children(
+    conn: &Connection,
+    ends: &[(TaskId, Vec<(TaskId, TaskState)>)],
+) -> Result<std::collections::HashMap<TaskId, dependents::Child>> {
+    let counted: std::collections::HashMap<TaskId, usize> =
+        ends.iter().map(|(c, ps)| (*c, ps.len())).collect();
+    let ids: Vec<TaskId> = ends.iter().map(|(c, _)| *c).collect();
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT t.id, t.state, t.run_at, \
+               (SELECT count(*) FROM task_edges e WHERE e.child = t.id AND e.done = 0), \
+               (SELECT max(run_anyway) FROM task_edges e WHERE e.child = t.id) \
+             FROM tasks t WHERE t.id IN rarray(?1)",
+        )
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map([id_list(&ids)], |r| {
+            let id: TaskId = r.get(0)?;
+            let left: i32 = r.get(3)?;
+            Ok(dependents::Child {
+                id,
+                state: state(text(r, 1)?)?,
+                parents_left: left + counted.get(&id).copied().unwrap_or(0) as i32,
+                on_parent_failure: parent_failure(r.get::<_, Option<bool>>(4)?.unwrap_or(false)),
+                run_at: crate::codec::from_ts(r.get(2)?),
+            })
         })
-    })
-    .optional()
-    .map_err(db_err)
+        .map_err(db_err)?;
+    let mut out = std::collections::HashMap::with_capacity(ids.len());
+    for row in rows {
+        let child = row.map_err(db_err)?;
+        out.insert(child.id, child);
+    }
+    Ok(out)
 }
 
 /// Fills in `task`'s parents (all, and those it still waits for) and children, each in id
