@@ -74,3 +74,41 @@ string_schema!(
     Some("^(skip|allow|buffer_one|replace|allow:[0-9]+)$"),
     None
 );
+
+/// A task of a workflow: [`crate::NewTask`]'s schema with its `name` in the workflow and the
+/// names it waits for (`after`) among the properties, unknown fields refused as in a task.
+impl PartialSchema for crate::WorkflowTask {
+    fn schema() -> RefOr<Schema> {
+        use utoipa::openapi::schema::ArrayBuilder;
+        let RefOr::T(Schema::Object(mut task)) = <crate::NewTask as PartialSchema>::schema() else {
+            unreachable!("a task's schema is an object");
+        };
+        task.properties.insert(
+            "name".into(),
+            string(
+                "its name in the workflow: 1 to 128 characters, no whitespace, '/' or control characters",
+                Some(r"^[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000/]*$"),
+                Some((1, 128)),
+            )
+            .into(),
+        );
+        task.properties.insert(
+            "after".into(),
+            ArrayBuilder::new()
+                .items(Name::schema())
+                .description(Some(
+                    "tasks of this workflow, by name, that must succeed before this one starts",
+                ))
+                .into(),
+        );
+        task.required.insert(0, "name".into());
+        task.description = Some("A task of a workflow: a task as POST /v1/tasks takes it, a name of its own, and the names it waits for".into());
+        RefOr::T(Schema::Object(task))
+    }
+}
+
+impl ToSchema for crate::WorkflowTask {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        <crate::NewTask as ToSchema>::schemas(schemas);
+    }
+}

@@ -33,12 +33,13 @@ pub struct NewWorkflow {
 
 /// One task of a workflow: a task as `POST /v1/tasks` takes it, a name, and the names of the
 /// tasks of the same workflow it waits for.
+/// Its OpenAPI schema is [`NewTask`]'s with `name` and `after` among its properties
+/// (`crate::openapi`): an `allOf` of the two would admit no object, each refusing the other's
+/// fields.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(try_from = "serde_json::Map<String, serde_json::Value>")]
 pub struct WorkflowTask {
     /// Its name in the workflow: 1 to 128 characters, no whitespace or '/'.
-    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Name))]
     pub name: String,
     /// Tasks of this workflow, by name, that must succeed before this one starts (as its
     /// `depends_on` does with ids, which it may have too).
@@ -59,7 +60,7 @@ impl TryFrom<serde_json::Map<String, serde_json::Value>> for WorkflowTask {
             None => return Err("a workflow task has no name".into()),
         };
         let after = match m.remove("after") {
-            None | Some(serde_json::Value::Null) => Vec::new(),
+            None => Vec::new(),
             Some(v) => serde_json::from_value(v)
                 .map_err(|_| format!("task {name:?}: after must be a list of task names"))?,
         };
@@ -329,6 +330,14 @@ mod tests {
         }));
         let e = bad.unwrap_err().to_string();
         assert!(e.contains("task \"a\"") && e.contains("paylod"), "{e}");
+        let bad = serde_json::from_value::<NewWorkflow>(serde_json::json!({
+            "tasks": [{"name": "a", "kind": "k", "after": null}]
+        }));
+        assert!(
+            bad.unwrap_err()
+                .to_string()
+                .contains("after must be a list")
+        );
         let bad =
             serde_json::from_value::<NewWorkflow>(serde_json::json!({"tasks": [{"kind": "k"}]}));
         assert!(bad.unwrap_err().to_string().contains("has no name"));
