@@ -77,6 +77,8 @@ enum Workload {
     Workflow,
     /// -n sequential enqueue-to-start samples with an idle worker waiting
     Latency,
+    /// -n tasks each waited for over HTTP while this node ends it: ending to answer
+    Wait,
     /// Due-time-to-start of -n tasks due over a short window
     Lateness,
     /// A whole node with nothing to do for -n seconds: its store operations
@@ -141,6 +143,10 @@ pub(crate) struct BenchArgs {
     /// that took longer).
     #[arg(long, default_value = "10ms", value_name = "DUR")]
     observe_every: String,
+    /// Callers waiting meanwhile for tasks that do not end, parked as `task wait` parks them
+    /// (worker, remote-worker).
+    #[arg(long, default_value_t = 0)]
+    waiters: usize,
     /// Tasks enqueued a second (soak).
     #[arg(long, default_value_t = 1000)]
     rate: u32,
@@ -217,6 +223,12 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     }
     if a.observers > 0 && !matches!(a.workload, Workload::Drain) {
         return Err(CliError::usage("--observers applies to drain"));
+    }
+    if a.waiters > 0 && !matches!(a.workload, Workload::Worker | Workload::RemoteWorker) {
+        return Err(CliError::usage(
+            "--waiters applies to worker and remote-worker: the drain ends tasks in the store, \
+             past the engine that wakes waits",
+        ));
     }
     let every = positive_duration("observe-every", &a.observe_every)?;
     if a.queues > 1 && queue_rate.is_some() {
@@ -309,6 +321,7 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
         Workload::Workflow => workflow(&store, &engine, bench, a.n, workers).await?,
         Workload::Ceiling => ceiling(bench, a.n, batch, a.parallel).await?,
         Workload::Latency => latency(&engine, a.n).await?,
+        Workload::Wait => latency::wait(&engine, a.n).await?,
         Workload::Lateness => lateness(&engine, a.n).await?,
         Workload::Idle | Workload::Schedules => unreachable!("measured above"),
         Workload::Soak => match soak_plan {
@@ -319,7 +332,13 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
         Workload::Worker | Workload::RemoteWorker => {
             let remote = matches!(a.workload, Workload::RemoteWorker);
             let concurrency = if a.c == 0 { WORKER_CONCURRENCY } else { a.c };
-            worker(&engine, bench, a.n, concurrency, remote).await?
+            let parked = latency::park_waiters(&engine, a.waiters).await?;
+            let mut line = worker(&engine, bench, a.n, concurrency, remote).await?;
+            drop(parked);
+            if a.waiters > 0 {
+                line["waiters"] = json!(a.waiters);
+            }
+            line
         }
     };
     if let Some(held) = held {
