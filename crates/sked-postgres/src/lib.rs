@@ -287,6 +287,13 @@ impl Store for PgStore {
         self.op(async |c, _| tasks::get(c, id).await).await
     }
 
+    async fn task_states(
+        &self,
+        ids: Vec<TaskId>,
+    ) -> Result<Vec<(TaskId, Option<sked_core::TaskState>)>> {
+        self.op(async |c, _| tasks::states(c, &ids).await).await
+    }
+
     async fn task_list(&self, params: TaskListParams) -> Result<TaskPage> {
         self.op(async |c, _| tasks::list(c, &params).await).await
     }

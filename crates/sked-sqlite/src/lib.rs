@@ -246,6 +246,14 @@ impl Store for SqliteStore {
         self.read(move |conn| tasks::get(conn, id)).await
     }
 
+    async fn task_states(
+        &self,
+        ids: Vec<TaskId>,
+    ) -> Result<Vec<(TaskId, Option<sked_core::TaskState>)>> {
+        self.read(move |conn| tasks::dependents::parent_states(conn, &ids))
+            .await
+    }
+
     async fn task_list(&self, params: TaskListParams) -> Result<TaskPage> {
         self.read(move |conn| tasks::list(conn, &params)).await
     }

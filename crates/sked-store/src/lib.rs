@@ -72,6 +72,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// A task with its attempt history.
     async fn task_get(&self, id: TaskId) -> Result<Task>;
 
+    /// The states of these tasks, in the order given (`None`: no such task): one read,
+    /// however many.
+    async fn task_states(
+        &self,
+        ids: Vec<TaskId>,
+    ) -> Result<Vec<(TaskId, Option<sked_core::TaskState>)>>;
+
     /// A page of the tasks matching the filters, newest first, without attempt history; at
     /// most `limit` tasks and about [`page::LIST_BYTES_MAX`] bytes (read row by row with a
     /// [`page::PageBuilder`]). Without `with_payloads`, payloads and results are null and

@@ -110,6 +110,25 @@ pub(crate) async fn get(c: &mut Object, id: TaskId) -> Result<Task> {
     Ok(task)
 }
 
+/// The states of `ids`, in their order (`None`: no such task).
+pub(crate) async fn states(
+    c: &mut Object,
+    ids: &[TaskId],
+) -> Result<Vec<(TaskId, Option<sked_core::TaskState>)>> {
+    let stmt = c
+        .prepare_cached("SELECT id, state FROM sked_tasks WHERE id = ANY($1)")
+        .await
+        .map_err(db_err)?;
+    let mut found = std::collections::HashMap::new();
+    for r in c.query(&stmt, &[&ids]).await.map_err(db_err)? {
+        found.insert(
+            col::<TaskId>(&r, 0)?,
+            crate::codec::state(&col::<String>(&r, 1)?)?,
+        );
+    }
+    Ok(ids.iter().map(|id| (*id, found.get(id).copied())).collect())
+}
+
 pub(crate) async fn list(c: &mut Object, p: &TaskListParams) -> Result<TaskPage> {
     use futures_util::TryStreamExt;
     let states: Vec<&str> = p.states.iter().map(|s| s.as_str()).collect();

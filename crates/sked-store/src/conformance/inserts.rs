@@ -21,6 +21,19 @@ pub async fn insert_and_get(store: &Shared) {
     assert!(!ins.duplicate);
     let got = store.task_get(ins.id).await.unwrap();
     assert_eq!((got.kind.as_str(), got.queue.as_str()), ("email", "mail"));
+    let later = insert(store, task("later").run_at(at(60)), now).await.id;
+    assert_eq!(
+        store
+            .task_states(vec![later, 987_654, ins.id])
+            .await
+            .unwrap(),
+        vec![
+            (later, Some(TaskState::Scheduled)),
+            (987_654, None),
+            (ins.id, Some(TaskState::Available))
+        ],
+        "states in the order asked, none for a task that does not exist"
+    );
     assert_eq!(got.payload, t.payload);
     assert_eq!((got.priority, got.max_attempts, got.attempt), (5, 3, 0));
     assert_eq!(got.timeout, Some(SignedDuration::from_secs(30)));
