@@ -136,6 +136,18 @@ fn dashboard_in_chromium_shows_schedules_and_retries_a_failed_task() {
     );
     assert_eq!(status, 201);
 
+    // A workflow whose tasks no worker here runs: its first task is available, the rest wait.
+    let flow = dir.path().join("flow.yaml");
+    std::fs::write(
+        &flow,
+        "name: nightly-etl\ntasks:\n- {name: extract, kind: etl}\n\
+         - {name: transform, kind: etl, after: [extract]}\n\
+         - {name: load, kind: etl, after: [transform]}\n",
+    )
+    .unwrap();
+    let workflow = server.ok(&["workflow", "add", "-f", flow.to_str().unwrap()]);
+    let workflow = workflow.trim().to_string();
+
     let shots = std::env::var("SKED_SCREENSHOTS")
         .map(PathBuf::from)
         .unwrap_or_else(|_| dir.path().to_path_buf());
@@ -144,6 +156,7 @@ fn dashboard_in_chromium_shows_schedules_and_retries_a_failed_task() {
         .args([&server.url, &failed, &xss, &big])
         .arg(&shots)
         .arg(&waiting)
+        .arg(&workflow)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -509,7 +509,7 @@ async function scheduleForm(name) {
 }
 
 /** The task filters a tasks page's address holds. */
-const TASK_FILTERS = ["state", "queue", "kind", "key", "unique_key", "since", "until", "schedule"];
+const TASK_FILTERS = ["state", "queue", "kind", "key", "unique_key", "since", "until", "schedule", "workflow"];
 
 function parseQuery(q) {
   const p = new URLSearchParams(q || "");
@@ -544,6 +544,7 @@ function bulkButton(act, f) {
   const filter = { action: act, state: states };
   for (const k of ["queue", "kind", "key", "unique_key", "since"]) if (f[k]) filter[k] = f[k];
   if (f.until) filter.before = f.until;
+  if (f.workflow) filter.workflow = Number(f.workflow);
   return h(
     "button",
     {
@@ -648,6 +649,7 @@ async function tasks(query) {
         // Times are picked in the browser's zone and kept as RFC 3339.
         for (const k of ["since", "until"]) if (d.get(k)) p.set(k, new Date(String(d.get(k))).toISOString());
         if (f.schedule) p.set("schedule", f.schedule);
+        if (f.workflow) p.set("workflow", f.workflow);
         location.hash = `#/tasks?${p}`;
       },
     },
@@ -667,7 +669,7 @@ async function tasks(query) {
     ? h("a", { class: "button", href: `#/tasks?${new URLSearchParams({ ...Object.fromEntries(Object.entries(f).filter(([, v]) => v)), before: tasks[tasks.length - 1].id })}` }, "Older →")
     : null;
   return [
-    h("h1", {}, "Tasks", f.schedule ? ` of schedule ${f.schedule}` : ""),
+    h("h1", {}, "Tasks", f.schedule ? ` of schedule ${f.schedule}` : "", f.workflow ? ` of workflow #${f.workflow}` : ""),
     form,
     bulk,
     table(["id", "kind", "queue", "state", "attempt", "ran / runs", "last error", ""], tasks.map(taskRow), "No tasks match."),
@@ -752,6 +754,7 @@ async function task(id) {
       ["attempt", `${t.attempt} of ${t.max_attempts}`],
       ["run at", when(t.run_at)],
       ["schedule", t.schedule ? h("a", { href: `#/schedules/${enc(t.schedule)}` }, t.schedule) : "—"],
+      t.workflow ? ["workflow", h("a", { id: "workflow", href: `#/workflows/${t.workflow.id}` }, `#${t.workflow.id} (${t.workflow.name})`)] : null,
       (t.depends_on || []).length ? ["depends on", h("span", { id: "parents" }, ...taskLinks(t.depends_on))] : null,
       (t.dependents || []).length ? ["dependents", h("span", { id: "children" }, ...taskLinks(t.dependents))] : null,
       t.progress !== undefined && t.progress !== null
@@ -771,6 +774,123 @@ async function task(id) {
     table(["#", "worker", "start", "end", "outcome", "error"], attempts, "Not run yet."),
     h("h2", {}, "Timeline"),
     timeline(t),
+  ];
+}
+
+// ---- workflows ---------------------------------------------------------------------------
+
+/** The most tasks of one workflow the page reads and draws. */
+const GRAPH_MAX = 500;
+
+/** A workflow's tasks by state, in the order tasks move: `2 waiting, 1 running`. */
+function countsText(counts) {
+  const parts = STATES.filter((s) => counts[s]).map((s) => `${counts[s]} ${s}`);
+  return parts.length ? parts.join(", ") : "no tasks left";
+}
+
+async function workflows(query) {
+  const f = new URLSearchParams(query || "");
+  const params = new URLSearchParams({ limit: "50" });
+  if (f.get("before")) params.set("before", f.get("before"));
+  const { workflows, next_before } = await get(`/v1/workflows?${params}`);
+  const rows = workflows.map((w) =>
+    h(
+      "tr",
+      { "data-workflow": w.id },
+      h("td", {}, h("a", { href: `#/workflows/${w.id}` }, `#${w.id}`)),
+      h("td", {}, w.name || "—"),
+      h("td", {}, pill(w.state)),
+      h("td", { class: "num" }, `${STATES.filter((s) => ["succeeded", "dead", "cancelled"].includes(s)).reduce((n, s) => n + (w.counts[s] || 0), 0)}/${w.total}`),
+      h("td", { class: "small" }, countsText(w.counts)),
+      h("td", {}, when(w.created_at)),
+      h("td", {}, when(w.finished_at)),
+    ),
+  );
+  return [
+    h("h1", {}, "Workflows"),
+    h("p", { class: "muted small" }, "Tasks made together that wait for one another by name: sked workflow add -f FILE, or POST /v1/workflows."),
+    table(["id", "name", "state", "ended", "tasks", "created", "finished"], rows, "No workflow yet."),
+    next_before ? h("a", { class: "button", href: `#/workflows?before=${next_before}` }, "Older →") : null,
+  ];
+}
+
+/**
+ * The graph of a workflow's tasks: each in the column of its longest path from a task that
+ * waits for none, an arrow from each task to those that wait for it, coloured by state.
+ */
+function workflowGraph(nodes) {
+  const byName = new Map(nodes.map((n) => [n.name, n]));
+  const depth = new Map();
+  const depthOf = (n) => {
+    if (depth.has(n.name)) return depth.get(n.name);
+    depth.set(n.name, 0); // a cycle cannot be made; this only stops a loop on bad data
+    const d = Math.max(-1, ...n.after.map((a) => (byName.has(a) ? depthOf(byName.get(a)) : -1))) + 1;
+    depth.set(n.name, d);
+    return d;
+  };
+  const columns = [];
+  for (const n of nodes) (columns[depthOf(n)] ||= []).push(n);
+  const [W, H, GX, GY] = [150, 26, 60, 10];
+  const rows = Math.max(...columns.map((c) => c.length));
+  const width = columns.length * (W + GX);
+  const height = rows * (H + GY) + GY;
+  const at = new Map();
+  columns.forEach((col, x) => col.forEach((n, y) => at.set(n.name, [x * (W + GX) + 10, y * (H + GY) + GY])));
+  const root = svg("svg", { class: "graph", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "the workflow's tasks and what each waits for" });
+  for (const n of nodes) {
+    const [x2, y2] = at.get(n.name);
+    for (const a of n.after) {
+      if (!at.has(a)) continue;
+      const [x1, y1] = at.get(a);
+      root.append(svg("line", { class: "edge", x1: x1 + W, y1: y1 + H / 2, x2, y2: y2 + H / 2 }));
+    }
+  }
+  for (const n of nodes) {
+    const [x, y] = at.get(n.name);
+    const link = svg("a", { href: `#/tasks/${n.id}`, "data-node": n.name, "data-state": n.state });
+    link.append(svg("rect", { class: `node s-${n.state}`, x, y, width: W, height: H, rx: 4 }));
+    const label = svg("text", { x: x + 8, y: y + H / 2 + 4 });
+    label.textContent = truncate(n.name, 18);
+    const title = svg("title", {});
+    title.textContent = `${n.name} (#${n.id}): ${n.state}`;
+    link.append(label, title);
+    root.append(link);
+  }
+  return h("div", { class: "graph-box" }, root);
+}
+
+async function workflow(id) {
+  const [w, page] = await Promise.all([get(`/v1/workflows/${enc(id)}`), get(`/v1/workflows/${enc(id)}/tasks?limit=${GRAPH_MAX}`)]);
+  const nodes = page.tasks;
+  const rows = nodes.map((n) =>
+    h(
+      "tr",
+      {},
+      h("td", {}, n.name),
+      h("td", {}, h("a", { href: `#/tasks/${n.id}` }, `#${n.id}`)),
+      h("td", {}, pill(n.state)),
+      h("td", {}, n.kind),
+      h("td", {}, n.after.length ? n.after.join(", ") : "—"),
+    ),
+  );
+  const actions = w.done
+    ? []
+    : [action("Cancel", () => post(`/v1/workflows/${w.id}/cancel`), { name: "cancel", danger: true, confirm: `Cancel every task of workflow #${w.id} that has not ended?` })];
+  return [
+    h("h1", {}, `Workflow #${w.id} `, w.name ? `${w.name} ` : "", pill(w.state)),
+    h("div", { class: "actions" }, actions, h("a", { class: "button", href: `#/tasks?workflow=${w.id}` }, "Its tasks")),
+    h("dl", {}, [
+      [h("dt", {}, "tasks"), h("dd", { id: "counts" }, `${w.total}: ${countsText(w.counts)}`)],
+      [h("dt", {}, "created"), h("dd", {}, when(w.created_at))],
+      [h("dt", {}, "finished"), h("dd", {}, when(w.finished_at))],
+      w.schedule ? [h("dt", {}, "schedule"), h("dd", {}, h("a", { href: `#/schedules/${enc(w.schedule)}` }, w.schedule))] : null,
+    ]),
+    h("h2", {}, "Graph"),
+    page.next_after
+      ? h("p", { class: "muted" }, `The first ${nodes.length} of its ${w.total} tasks: too many to draw.`)
+      : workflowGraph(nodes),
+    h("h2", {}, "Tasks"),
+    table(["name", "task", "state", "kind", "waits for"], rows, "No task left (retention removed them)."),
   ];
 }
 
@@ -811,6 +931,8 @@ function route() {
   if (parts[0] === "tasks" && parts[1]) return ["tasks", () => task(parts[1])];
   if (parts[0] === "tasks") return ["tasks", () => tasks(query)];
   if (parts[0] === "workers") return ["workers", workers];
+  if (parts[0] === "workflows" && parts[1]) return ["workflows", () => workflow(parts[1])];
+  if (parts[0] === "workflows") return ["workflows", () => workflows(query)];
   return ["overview", overview];
 }
 

@@ -7,7 +7,7 @@
 
 import { chromium } from "playwright-core";
 
-const [url, failedId, xssId, bigId, shots, waitingId] = process.argv.slice(2);
+const [url, failedId, xssId, bigId, shots, waitingId, workflowId] = process.argv.slice(2);
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 
 const garbled = [];
@@ -167,6 +167,27 @@ try {
   await page.click('button[data-action="show-all-payload"]');
   const after = (await big.textContent()).length;
   check(before <= 4000 && after > 20000, `a large payload is cut at ${before} characters and shown whole (${after}) on request`);
+
+  // A workflow: listed, drawn with each task's state, a task linking back to it.
+  await show(page, "/workflows");
+  const flowRow = await page.textContent(`tr[data-workflow="${workflowId}"]`);
+  check(flowRow.includes("nightly-etl") && flowRow.includes("active") && flowRow.includes("0/3"), `the workflows page lists the workflow: ${flowRow}`);
+  await show(page, `/workflows/${workflowId}`);
+  check((await page.locator("svg.graph [data-node]").count()) === 3, "its page draws its three tasks");
+  check((await page.locator("svg.graph line.edge").count()) === 2, "and an arrow for each wait");
+  const states = await page.$$eval("svg.graph [data-node]", (ns) => ns.map((n) => `${n.dataset.node}:${n.dataset.state}`).join(" "));
+  check(states === "extract:available transform:waiting load:waiting", `each task is drawn in its state: ${states}`);
+  await notGarbled(page, "workflow");
+  if (shots) await page.screenshot({ path: `${shots}/dashboard-workflow.png`, fullPage: true });
+  await page.click('svg.graph [data-node="transform"]');
+  await page.waitForSelector('main[data-loaded="tasks"] a#workflow');
+  check((await page.textContent("a#workflow")).includes("(transform)"), "a task of it names its workflow and links back");
+  await page.click("a#workflow");
+  await page.waitForSelector(`main[data-route="/workflows/${workflowId}"]`);
+  const cancelAsked = await confirmed('button[data-action="cancel"]');
+  check(cancelAsked.includes(`Cancel every task of workflow #${workflowId}`), `"Cancel" asks first: ${cancelAsked}`);
+  await page.waitForSelector('h1 .pill[data-state="cancelled"]');
+  check((await page.textContent("#counts")).includes("3 cancelled"), "cancelled from its page, every task of it is");
 
   // Workers.
   await show(page, "/workers");
