@@ -45,37 +45,19 @@ pub(crate) async fn lock_parents<C: GenericClient + Sync>(
 }
 
 /// Writes the edges of the new tasks `children` to their parents (as [`lock_parents`] read
-/// them; each with what a failed parent does to it) and what [`dependents::at_enqueue`] made
-/// of them: two statements, however many tasks.
-pub(crate) async fn link<C: GenericClient + Sync>(
+/// them), one statement however many.
+pub(crate) async fn write_edges<C: GenericClient + Sync>(
     c: &C,
     children: &[TaskId],
     links: &[(ParentStates, ParentFailure, Start)],
-    now: Timestamp,
 ) -> Result<()> {
     let (mut child, mut parent, mut done) = (Vec::new(), Vec::new(), Vec::new());
-    let mut changes = Changes {
-        id: Vec::with_capacity(children.len()),
-        state: Vec::with_capacity(children.len()),
-        left: Vec::with_capacity(children.len()),
-        finished_at: Vec::with_capacity(children.len()),
-        error: Vec::with_capacity(children.len()),
-    };
-    let mut run_anyway: Vec<Option<&str>> = Vec::with_capacity(children.len());
-    for (&id, (parents, then, start)) in children.iter().zip(links) {
+    for (&id, (parents, ..)) in children.iter().zip(links) {
         for (p, s) in parents {
             child.push(id);
             parent.push(*p);
             done.push(s.is_some_and(TaskState::is_finished));
         }
-        changes.id.push(id);
-        changes.state.push(start.state.as_str().to_string());
-        changes.left.push(start.parents_left);
-        changes
-            .finished_at
-            .push(start.state.is_finished().then_some(now));
-        changes.error.push(start.error.clone());
-        run_anyway.push((!then.is_cancel()).then_some(then.as_str()));
     }
     c.execute(
         "INSERT INTO sked_task_edges (child, parent, done) \
@@ -84,24 +66,35 @@ pub(crate) async fn link<C: GenericClient + Sync>(
     )
     .await
     .map_err(db_err)?;
+    Ok(())
+}
+
+/// [`write_edges`] for a task inserted on its own (with a unique key), and what
+/// [`dependents::at_enqueue`] made of its parents written to its row.
+pub(crate) async fn link<C: GenericClient + Sync>(
+    c: &C,
+    child: TaskId,
+    link: (ParentStates, ParentFailure, Start),
+    now: Timestamp,
+) -> Result<()> {
+    let (parents, then, start) = link;
+    let finished = start.state.is_finished().then_some(now);
+    let on_failure = (!then.is_cancel()).then_some(then.as_str());
     c.execute(
-        "UPDATE sked_tasks t SET state = u.state, parents_left = u.parents_left, \
-           on_parent_failure = u.on_failure, last_error = u.error, finished_at = u.finished \
-         FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::text[], \
-           $6::timestamptz[]) AS u(id, state, parents_left, on_failure, error, finished) \
-         WHERE t.id = u.id",
+        "UPDATE sked_tasks SET state = $2, parents_left = $3, on_parent_failure = $4, \
+           last_error = $5, finished_at = $6 WHERE id = $1",
         &[
-            &changes.id,
-            &changes.state,
-            &changes.left,
-            &run_anyway,
-            &changes.error,
-            &changes.finished_at,
+            &child,
+            &start.state.as_str(),
+            &start.parents_left,
+            &on_failure,
+            &start.error,
+            &finished,
         ],
     )
     .await
     .map_err(db_err)?;
-    Ok(())
+    write_edges(c, &[child], &[(parents, then, start)]).await
 }
 
 /// What the ends in `ended` (tasks and the state each ended in; others are skipped) do to the

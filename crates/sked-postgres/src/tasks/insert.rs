@@ -12,7 +12,7 @@ use tokio_postgres::GenericClient;
 
 use super::Param;
 use super::insert_without_keys::{
-    BulkParams, Columns, INSERTS, QUIET_INSERTS, SHAPES, answers, shape,
+    BulkParams, CHILDREN, Columns, INSERTS, QUIET_INSERTS, SHAPES, answers, shape,
 };
 use crate::codec::{TASK_COLUMNS, col, db_err, state, task_from_row};
 use crate::listen::notify_tasks_sql;
@@ -77,8 +77,9 @@ fn is_plain(t: &TaskInsert) -> bool {
 }
 
 /// Inserts tasks with parents and without unique keys, together: every parent of any of them
-/// locked and flagged at once (in id order), each task's state from its parents'
-/// ([`rules::dependents::at_enqueue`]), the rows with one statement, then their edges.
+/// locked and flagged at once (in id order), each task's start from its parents'
+/// ([`rules::dependents::at_enqueue`]: its state, parents left, error) written with its row in
+/// one statement, then their edges.
 async fn insert_children<'a, C: GenericClient + Sync>(
     c: &C,
     channel: &str,
@@ -101,21 +102,24 @@ async fn insert_children<'a, C: GenericClient + Sync>(
         let start = rules::dependents::at_enqueue(&parents, t.task.on_parent_failure, run_at, now)?;
         links.push((parents, t.task.on_parent_failure, start));
     }
-    let mut rows = Columns::of(tasks.clone(), now);
-    for (k, (_, _, start)) in links.iter().enumerate() {
+    let mut rows = Columns::of(tasks, now);
+    for (k, (_, then, start)) in links.iter().enumerate() {
         rows.state[k] = start.state.as_str();
+        rows.parents_left[k] = start.parents_left;
+        rows.on_parent_failure[k] = (!then.is_cancel()).then_some(then.as_str());
+        rows.last_error[k] = start.error.clone();
+        rows.finished_at[k] = start.state.is_finished().then_some(now);
     }
-    let shape = shape(tasks);
     let sent = BulkParams::of(&rows);
     let mut params: Vec<Param<'_>> = vec![&channel];
-    params.extend(sent.params(&now, SHAPES[shape]));
+    params.extend(sent.params(&now, SHAPES[CHILDREN]));
     let ids = c
-        .query(INSERTS[shape].as_str(), &params)
+        .query(INSERTS[CHILDREN].as_str(), &params)
         .await
         .map_err(db_err)?;
     let inserted = answers(&rows, &ids)?;
     let children: Vec<TaskId> = inserted.iter().map(|t| t.id).collect();
-    super::dependents::link(c, &children, &links, now).await?;
+    super::dependents::write_edges(c, &children, &links).await?;
     Ok(inserted)
 }
 
@@ -133,8 +137,8 @@ async fn insert_dependent<C: GenericClient + Sync>(
     let mut inserted = insert_unique(c, channel, t, now).await?;
     if !inserted.duplicate {
         inserted.state = start.state;
-        let link = [(states, t.task.on_parent_failure, start)];
-        super::dependents::link(c, &[inserted.id], &link, now).await?;
+        let link = (states, t.task.on_parent_failure, start);
+        super::dependents::link(c, inserted.id, link, now).await?;
     }
     Ok(inserted)
 }

@@ -11,9 +11,10 @@ use crate::listen::notify_tasks_sql;
 
 /// The columns a bulk insert may write, with their types, in the order of its arrays (`$3` on
 /// in the announcing statement): those every task sets, then its options, then the concurrency
-/// key and trace context. The third field says whether a value that every task of a batch
-/// shares is sent once (see [`Sent`]): the options are null for most tasks and stay arrays.
-const BULK_COLUMNS: [(&str, &str, bool); 14] = [
+/// key and trace context, then how a task with parents starts. The third field says whether a
+/// value that every task of a batch shares is sent once (see [`Sent`]): the options are null
+/// for most tasks and stay arrays.
+const BULK_COLUMNS: [(&str, &str, bool); 18] = [
     ("queue", "text", true),
     ("kind", "text", true),
     ("payload", "jsonb", false),
@@ -28,6 +29,10 @@ const BULK_COLUMNS: [(&str, &str, bool); 14] = [
     ("nominal_at", "timestamptz", false),
     ("concurrency_key", "text", false),
     ("traceparent", "text", false),
+    ("parents_left", "int", false),
+    ("on_parent_failure", "text", false),
+    ("last_error", "text", false),
+    ("finished_at", "timestamptz", false),
 ];
 
 /// How many of [`BULK_COLUMNS`] may be sent once: all are among the seven every shape writes,
@@ -36,9 +41,13 @@ const SENT_ONCE: usize = 6;
 
 /// How many of [`BULK_COLUMNS`] a batch writes, by its [`shape`]: tasks
 /// without options, tasks with a timeout, backoff or schedule, tasks with a concurrency key or
-/// trace context. The columns left out are null, and a batch does not send arrays of nulls for
-/// them: bulk enqueues on PostgreSQL were 5–9 % slower with two such arrays.
-pub(super) const SHAPES: [usize; 3] = [7, 12, 14];
+/// trace context; and tasks with parents ([`CHILDREN`]), which also write how they start. The
+/// columns left out are null (or their defaults), and a batch does not send arrays of nulls
+/// for them: bulk enqueues on PostgreSQL were 5–9 % slower with two such arrays.
+pub(super) const SHAPES: [usize; 4] = [7, 12, 14, 18];
+
+/// The index in [`SHAPES`] of tasks with parents: every column.
+pub(super) const CHILDREN: usize = 3;
 
 /// The index in [`SHAPES`] of `tasks`: the fewest columns that hold every value.
 pub(super) fn shape<'a>(tasks: impl IntoIterator<Item = &'a TaskInsert>) -> usize {
@@ -111,11 +120,11 @@ fn bulk_insert_sql(columns: usize, announce: bool) -> String {
 }
 
 /// [`bulk_insert_sql`] for each of [`SHAPES`] (prepared once per connection).
-pub(super) static INSERTS: std::sync::LazyLock<[String; 3]> =
+pub(super) static INSERTS: std::sync::LazyLock<[String; 4]> =
     std::sync::LazyLock::new(|| SHAPES.map(|columns| bulk_insert_sql(columns, true)));
 
 /// [`INSERTS`] without their announcement.
-pub(super) static QUIET_INSERTS: std::sync::LazyLock<[String; 3]> =
+pub(super) static QUIET_INSERTS: std::sync::LazyLock<[String; 4]> =
     std::sync::LazyLock::new(|| SHAPES.map(|columns| bulk_insert_sql(columns, false)));
 
 /// Task fields as parallel arrays, for `unnest`, borrowed from the tasks: a batch copies no
@@ -136,6 +145,11 @@ pub(super) struct Columns<'a> {
     pub(super) nominal_at: Vec<Option<Timestamp>>,
     pub(super) concurrency_key: Vec<Option<&'a str>>,
     pub(super) traceparent: Vec<Option<&'a str>>,
+    /// How a task with parents starts ([`CHILDREN`]'s columns).
+    pub(super) parents_left: Vec<i32>,
+    pub(super) on_parent_failure: Vec<Option<&'static str>>,
+    pub(super) last_error: Vec<Option<String>>,
+    pub(super) finished_at: Vec<Option<Timestamp>>,
 }
 
 impl<'a> Columns<'a> {
@@ -201,6 +215,10 @@ impl<'a> Columns<'a> {
             c.nominal_at.push(t.nominal_at);
             c.concurrency_key.push(task.key.as_deref());
             c.traceparent.push(task.traceparent.as_deref());
+            c.parents_left.push(0);
+            c.on_parent_failure.push(None);
+            c.last_error.push(None);
+            c.finished_at.push(None);
         }
         c
     }
@@ -247,7 +265,7 @@ impl<'a> BulkParams<'a> {
     /// [`BULK_COLUMNS`], then the values sent once, in that order.
     pub(super) fn params(&'a self, now: &'a Timestamp, columns: usize) -> Vec<Param<'a>> {
         let r = self.rows;
-        let arrays: [Param<'a>; 14] = [
+        let arrays: [Param<'a>; 18] = [
             &self.queue.0,
             &self.kind.0,
             &r.payload,
@@ -262,6 +280,10 @@ impl<'a> BulkParams<'a> {
             &r.nominal_at,
             &r.concurrency_key,
             &r.traceparent,
+            &r.parents_left,
+            &r.on_parent_failure,
+            &r.last_error,
+            &r.finished_at,
         ];
         let once: [Param<'a>; SENT_ONCE] = [
             &self.queue.1,
