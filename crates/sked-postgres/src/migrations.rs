@@ -28,6 +28,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (20, include_str!("../migrations/0020_progress.sql")),
     (21, include_str!("../migrations/0021_workflows.sql")),
     (22, include_str!("../migrations/0022_edges_fillfactor.sql")),
+    (
+        23,
+        include_str!("../migrations/0023_sql_enqueue_parents.sql"),
+    ),
 ];
 
 /// A fingerprint of every migration's text: schemas migrated by the same migrations share it.

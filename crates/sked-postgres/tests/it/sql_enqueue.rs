@@ -35,7 +35,9 @@ async fn sql_enqueue(c: &impl tokio_postgres::GenericClient, t: &NewTask) -> Res
                unique_key => $8, unique_for => $9::text::interval, \
                debounce => $10::text::interval, key => $11, \
                backoff_base => $12::text::interval, backoff_max => $13::text::interval, \
-               traceparent => $14)";
+               traceparent => $14, depends_on => $15, on_parent_failure => $16)";
+    let parents: Option<&Vec<i64>> = (!t.depends_on.is_empty()).then_some(&t.depends_on);
+    let then = t.on_parent_failure.as_str();
     let (base, max) = match t.backoff {
         Some(b) => (Some(b.base), Some(b.max)),
         None => (None, None),
@@ -58,6 +60,8 @@ async fn sql_enqueue(c: &impl tokio_postgres::GenericClient, t: &NewTask) -> Res
                 &interval(base),
                 &interval(max),
                 &t.traceparent,
+                &parents,
+                &then,
             ],
         )
         .await;
@@ -131,6 +135,10 @@ async fn sql_enqueue_refuses_what_the_api_refuses() {
         k().backoff(secs(10), secs(3651 * 86_400)),
         k().backoff(secs(1), secs(60)),
         k().priority(-5),
+        k().after([0]),
+        k().after([-3]),
+        k().after([7, 8, 7]),
+        k().unique_key("d").debounce(secs(1)).after([1]),
     ];
     for t in &cases {
         let reference = t.validate();
@@ -382,5 +390,169 @@ async fn sql_enqueue_commits_with_the_caller_and_stores_what_the_store_stores() 
         tasks(&store).await.len(),
         before,
         "a refused batch made tasks"
+    );
+}
+
+/// A task with parents enqueued by SQL starts as the store starts it (`enqueue_in`, the
+/// reference): waiting, due, cancelled naming its first failed parent or run anyway, with the
+/// same row and edges; a parent that does not exist is refused by both alike.
+#[tokio::test]
+async fn sql_enqueue_starts_a_task_from_its_parents_as_the_store_does() {
+    use sked_core::{ParentFailure, TaskState};
+    use sked_store::{FinishOutcome, TaskCancelParams, TaskClaimParams, TaskFinishParams};
+    let Some(url) = database_url() else { return };
+    let schema = TestSchema::new(&url);
+    let store = sked_postgres::PgStore::connect(schema.options())
+        .await
+        .unwrap();
+    let c = app(&schema).await;
+    let now = jiff::Timestamp::now();
+    // Parents in each state: one running, one succeeded, one dead, one cancelled.
+    let ids: Vec<i64> = sked_postgres::enqueue_in(
+        &c,
+        (0..4)
+            .map(|i| NewTask::new(format!("p{i}")).max_attempts(1))
+            .collect(),
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|t| t.id)
+    .collect();
+    let [running, ok, dead, cancelled] = ids[..] else {
+        panic!("four parents")
+    };
+    store
+        .task_cancel(TaskCancelParams { id: cancelled, now })
+        .await
+        .unwrap();
+    let claimed = store
+        .task_claim(TaskClaimParams {
+            queues: vec![],
+            kinds: vec![],
+            max: 3,
+            min_priority: None,
+            worker: "w".into(),
+            lease_ttl: SignedDuration::from_secs(60),
+            timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
+            now,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 3);
+    let end = |id: i64, outcome: FinishOutcome| TaskFinishParams {
+        id,
+        attempt: 1,
+        outcome,
+        now,
+        jitter: 0.5,
+    };
+    let failed = FinishOutcome::Failed {
+        error: "boom".into(),
+        retryable: false,
+    };
+    store
+        .task_finish_many(vec![
+            end(ok, FinishOutcome::Succeeded { result: None }),
+            end(dead, failed),
+        ])
+        .await
+        .unwrap();
+
+    let later = jiff::Timestamp::now() + SignedDuration::from_secs(3600);
+    let child = |parents: Vec<i64>, then: ParentFailure| {
+        NewTask::new("child")
+            .run_at(later)
+            .after(parents)
+            .on_parent_failure(then)
+    };
+    let row = |id: i64| {
+        let c = &c;
+        async move {
+            let r = c
+                .query_one(
+                    "SELECT to_jsonb(t) - 'id' - 'created_at' - 'finished_at', \
+                       t.finished_at IS NOT NULL, \
+                       (SELECT jsonb_agg(jsonb_build_array(e.parent, e.done) ORDER BY e.parent) \
+                          FROM sked_task_edges e WHERE e.child = t.id) \
+                     FROM sked_tasks t WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .unwrap();
+            (
+                r.get::<_, Value>(0),
+                r.get::<_, bool>(1),
+                r.get::<_, Value>(2),
+            )
+        }
+    };
+    use ParentFailure::{Cancel, Run};
+    for (parents, then, state) in [
+        (vec![running], Cancel, "waiting"),
+        (vec![ok], Cancel, "scheduled"),
+        (vec![ok, running], Cancel, "waiting"),
+        (vec![dead], Cancel, "cancelled"),
+        (vec![running, cancelled, dead], Cancel, "cancelled"),
+        (vec![dead, ok], Run, "scheduled"),
+        (vec![cancelled, running], Run, "waiting"),
+    ] {
+        let t = child(parents.clone(), then);
+        let by_sql = sql_enqueue(&c, &t).await.unwrap();
+        let by_rust = sked_postgres::enqueue_in(&c, vec![t]).await.unwrap()[0].id;
+        let (sql_row, rust_row) = (row(by_sql).await, row(by_rust).await);
+        assert_eq!(sql_row, rust_row, "{parents:?} {then:?}");
+        assert_eq!(
+            sql_row.0["state"], state,
+            "{parents:?} {then:?}: {}",
+            sql_row.0
+        );
+    }
+    // The first failed parent by id is named, as the store names it.
+    let said = row(
+        sql_enqueue(&c, &child(vec![running, cancelled, dead], Cancel))
+            .await
+            .unwrap(),
+    )
+    .await
+    .0["last_error"]
+        .clone();
+    let first = cancelled.min(dead);
+    let expected = match first == cancelled {
+        true => format!("parent {first} was cancelled"),
+        false => format!("parent {first} ended dead"),
+    };
+    assert_eq!(said, json!(expected));
+    assert_eq!(
+        store.task_get(running).await.unwrap().state,
+        TaskState::Running
+    );
+    // A parent that does not exist: both refuse it, in the same words, and nothing is made.
+    let before = tasks(&store).await.len();
+    let t = child(vec![ok, 987_654], Cancel);
+    let said = sql_enqueue(&c, &t).await.unwrap_err();
+    let sked_store::StoreError::Invalid(reference) =
+        sked_postgres::enqueue_in(&c, vec![t]).await.unwrap_err()
+    else {
+        panic!("the store took a task whose parent does not exist");
+    };
+    assert_eq!(said, format!("sked: {reference}"));
+    assert_eq!(tasks(&store).await.len(), before);
+    // The JSON form takes them too.
+    let ids: Vec<i64> = c
+        .query(
+            "SELECT * FROM sked_enqueue_many($1)",
+            &[&json!([{"kind": "child", "depends_on": [running], "on_parent_failure": "run"}])],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let made = store.task_get(ids[0]).await.unwrap();
+    assert_eq!(made.state, TaskState::Waiting);
+    assert_eq!(
+        (made.depends_on, made.on_parent_failure),
+        (vec![running], Run)
     );
 }
