@@ -1,6 +1,7 @@
 //! sked's pure domain: tasks and their transitions, retry policy, schedules (cron, interval,
 //! once) with overlap and catch-up planning, durations and the injected clock. No I/O, no async.
 
+mod batch;
 mod builtin;
 mod clock;
 mod duration;
@@ -16,6 +17,7 @@ mod task;
 mod trace_context;
 mod workflow;
 
+pub use batch::{BatchId, NewBatch, callback_payload};
 pub use builtin::{HttpPayload, ShellCommand, ShellPayload, check_builtin_payload};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use duration::{MAX_DURATION, check_duration, format_duration, parse_duration, parse_time};

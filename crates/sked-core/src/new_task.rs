@@ -80,6 +80,11 @@ pub struct NewTask {
     /// What a parent that ends dead or cancelled does to this task.
     #[serde(default, skip_serializing_if = "ParentFailure::is_cancel")]
     pub on_parent_failure: ParentFailure,
+    /// The batch it joins (`POST /v1/batches`): the batch's callbacks wait for its end. A
+    /// batch whose callbacks have been enqueued takes no more tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<i64>))]
+    pub batch: Option<crate::BatchId>,
 }
 
 /// The most parents a task may name.
@@ -214,12 +219,19 @@ impl NewTask {
             traceparent: None,
             depends_on: Vec::new(),
             on_parent_failure: ParentFailure::Cancel,
+            batch: None,
         }
     }
 
     /// Waiting until these tasks have succeeded.
     pub fn after(mut self, parents: impl IntoIterator<Item = crate::TaskId>) -> NewTask {
         self.depends_on = parents.into_iter().collect();
+        self
+    }
+
+    /// Joining this batch.
+    pub fn batch(mut self, batch: crate::BatchId) -> NewTask {
+        self.batch = Some(batch);
         self
     }
 

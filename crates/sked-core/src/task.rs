@@ -287,6 +287,10 @@ pub struct Task {
     /// 0 to 100, or a small JSON object). Filled by single-task reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<serde_json::Value>,
+    /// The batch it belongs to, if any. Filled by single-task reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<i64>))]
+    pub batch: Option<crate::BatchId>,
     /// The workflow it belongs to, if any. Filled by single-task reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workflow: Option<TaskWorkflow>,

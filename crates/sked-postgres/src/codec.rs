@@ -121,6 +121,7 @@ pub(crate) fn task_from_row(r: &Row) -> Result<Task, StoreError> {
         waiting_for: Vec::new(),
         dependents: Vec::new(),
         workflow: None,
+        batch: None,
         on_parent_failure: sked_core::ParentFailure::Cancel,
         progress: None,
         attempts: Vec::new(),

@@ -390,6 +390,25 @@ impl Store for PgStore {
             .await
     }
 
+    async fn batch_open(&self, params: BatchOpenParams) -> Result<BatchInfo> {
+        self.op(async |c, _| tasks::batches::open(c, &params).await)
+            .await
+    }
+
+    async fn batch_close(&self, params: BatchCloseParams) -> Result<BatchInfo> {
+        self.op(async |c, ch| tasks::batches::close(c, ch, &params).await)
+            .await
+    }
+
+    async fn batch_get(&self, id: sked_core::BatchId) -> Result<BatchInfo> {
+        self.op(async |c, _| tasks::batches::get(c, id).await).await
+    }
+
+    async fn batch_list(&self, params: BatchListParams) -> Result<Page<BatchInfo>> {
+        self.op(async |c, _| tasks::batches::list(c, &params).await)
+            .await
+    }
+
     async fn task_cancel(&self, params: TaskCancelParams) -> Result<Task> {
         self.op(async |c, ch| tasks::cancel(c, ch, &params).await)
             .await

@@ -32,6 +32,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
         23,
         include_str!("../migrations/0023_sql_enqueue_parents.sql"),
     ),
+    (24, include_str!("../migrations/0024_batches.sql")),
 ];
 
 /// A fingerprint of every migration's text: schemas migrated by the same migrations share it.

@@ -124,6 +124,7 @@ pub(crate) fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
         waiting_for: Vec::new(),
         dependents: Vec::new(),
         workflow: None,
+        batch: None,
         on_parent_failure: sked_core::ParentFailure::Cancel,
         progress: None,
         attempts: Vec::new(),

@@ -343,6 +343,25 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn batch_open(&self, params: BatchOpenParams) -> Result<BatchInfo> {
+        self.write(move |tx| tasks::batches::open(tx, &params))
+            .await
+    }
+
+    async fn batch_close(&self, params: BatchCloseParams) -> Result<BatchInfo> {
+        self.write(move |tx| tasks::batches::close(tx, &params))
+            .await
+    }
+
+    async fn batch_get(&self, id: sked_core::BatchId) -> Result<BatchInfo> {
+        self.read(move |conn| tasks::batches::get(conn, id)).await
+    }
+
+    async fn batch_list(&self, params: BatchListParams) -> Result<Page<BatchInfo>> {
+        self.read(move |conn| tasks::batches::list(conn, &params))
+            .await
+    }
+
     async fn task_cancel(&self, params: TaskCancelParams) -> Result<Task> {
         self.write(move |tx| tasks::cancel(tx, params.id, params.now))
             .await

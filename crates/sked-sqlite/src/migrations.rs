@@ -32,6 +32,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (18, include_str!("../migrations/0018_dependencies.sql")),
     (19, include_str!("../migrations/0019_progress.sql")),
     (20, include_str!("../migrations/0020_workflows.sql")),
+    (21, include_str!("../migrations/0021_batches.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

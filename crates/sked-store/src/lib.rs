@@ -143,6 +143,22 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// tasks of the workflow it waits for. `NotFound` when there is no such workflow.
     async fn workflow_tasks(&self, params: WorkflowTasksParams) -> Result<Page<WorkflowNode>>;
 
+    /// Opens a batch. Tasks join it with [`sked_core::NewTask::batch`]: a batch that does not
+    /// exist is `Invalid`, one whose callbacks were enqueued is a `Conflict`, and the insert
+    /// makes nothing.
+    async fn batch_open(&self, params: BatchOpenParams) -> Result<BatchInfo>;
+
+    /// Closes a batch (again: no change). When its tasks have all ended, its callbacks are
+    /// enqueued in the same transaction; otherwise the end of its last task enqueues them, in
+    /// that ending's transaction. Either way once. `NotFound` when there is no such batch.
+    async fn batch_close(&self, params: BatchCloseParams) -> Result<BatchInfo>;
+
+    /// A batch with its tasks counted by state. `NotFound` when there is none.
+    async fn batch_get(&self, id: sked_core::BatchId) -> Result<BatchInfo>;
+
+    /// A page of batches, newest first, each with its counts.
+    async fn batch_list(&self, params: BatchListParams) -> Result<Page<BatchInfo>>;
+
     /// Cancels a task that has not started, or asks a running one to stop.
     async fn task_cancel(&self, params: TaskCancelParams) -> Result<Task>;
 

@@ -53,6 +53,11 @@ pub fn check_insert_claimed(p: &crate::TaskInsertClaimedParams) -> crate::Result
             "a task with parents cannot be inserted leased".into(),
         ));
     }
+    if task.batch.is_some() {
+        return Err(crate::StoreError::Invalid(
+            "a task that joins a batch cannot be inserted leased".into(),
+        ));
+    }
     Ok(())
 }
 
@@ -285,6 +290,7 @@ pub fn list_limit(asked: Option<u32>) -> u32 {
     asked.unwrap_or(LIST_LIMIT_DEFAULT).clamp(1, LIST_LIMIT_MAX)
 }
 
+pub mod batches;
 pub mod dependents;
 mod materialise;
 mod schedules;

@@ -525,9 +525,11 @@ pub enum StoreEvent {
     Deaf,
 }
 
+mod batches;
 mod bulk;
 mod schedules;
 mod workflows;
+pub use batches::*;
 pub use bulk::*;
 pub use schedules::*;
 pub use workflows::*;

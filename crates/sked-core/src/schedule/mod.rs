@@ -216,6 +216,7 @@ impl TaskTemplate {
             traceparent: None,
             depends_on: Vec::new(),
             on_parent_failure: crate::ParentFailure::Cancel,
+            batch: None,
         }
     }
 }

@@ -126,6 +126,7 @@ pub(crate) async fn batch(
             )
             .await
             .map_err(db_err)?;
+            super::batches::reopened(&tx, &ids).await?;
             claimable = tasks.iter().map(|t| (t.priority, p.now, false)).collect();
             let first = tasks
                 .iter()

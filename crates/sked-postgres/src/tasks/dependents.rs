@@ -107,6 +107,8 @@ pub(crate) async fn release(
 ) -> Result<()> {
     let mut ended: Vec<(TaskId, TaskState)> =
         ended.into_iter().filter(|(_, s)| s.is_finished()).collect();
+    // Every end, those cascaded to children included, for the batches they belong to.
+    let mut all = ended.clone();
     let mut released: Option<Timestamp> = None;
     let mut due = false;
     while !ended.is_empty() {
@@ -165,6 +167,7 @@ pub(crate) async fn release(
                     }
                     ChildChange::Cancel { error } => {
                         ended.push((child.id, TaskState::Cancelled));
+                        all.push((child.id, TaskState::Cancelled));
                         (TaskState::Cancelled, child.parents_left, Some(error))
                     }
                 };
@@ -211,7 +214,7 @@ pub(crate) async fn release(
         .await
         .map_err(db_err)?;
     }
-    Ok(())
+    super::batches::ended(&**tx, channel, &all, now).await
 }
 
 /// The changes to waiting children, as parallel arrays.

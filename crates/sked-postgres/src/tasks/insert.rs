@@ -65,9 +65,16 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
             (false, _) => {}
         }
     }
-    out.into_iter()
+    let out: Vec<TaskInserted> = out
+        .into_iter()
         .map(|o| o.ok_or_else(|| StoreError::Backend("a task was not inserted".into())))
-        .collect()
+        .collect::<Result<_>>()?;
+    let joined: Vec<(TaskId, sked_core::BatchId, TaskState)> = (tasks.iter().zip(&out))
+        .filter(|(_, ins)| !ins.duplicate)
+        .filter_map(|(t, ins)| Some((ins.id, t.task.batch?, ins.state)))
+        .collect();
+    super::batches::join(c, channel, &joined, now).await?;
+    Ok(out)
 }
 
 /// Whether `t` goes in with the one statement for many tasks: it has no unique key and no
@@ -204,7 +211,7 @@ pub(crate) async fn insert_claimed(
 
 /// Whether inserting `tasks` takes more than one statement.
 fn needs_transaction(tasks: &[TaskInsert]) -> bool {
-    tasks.iter().any(|t| !is_plain(t))
+    tasks.iter().any(|t| !is_plain(t) || t.task.batch.is_some())
 }
 
 async fn insert_unique<C: GenericClient + Sync>(

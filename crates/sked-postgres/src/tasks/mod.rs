@@ -6,6 +6,7 @@
 //! - [`endings`]: finishing attempts and rescuing expired ones.
 //! - here: reading tasks and the operator's actions (cancel, retry, reschedule), pruning.
 
+pub(crate) mod batches;
 pub(crate) mod bulk;
 pub(crate) mod claim;
 pub(crate) mod dependents;
@@ -99,6 +100,7 @@ pub(crate) async fn get(c: &mut Object, id: TaskId) -> Result<Task> {
     rules::add_current_attempt(&mut task);
     dependents::family(&***c, &mut task).await?;
     task.workflow = workflows::of_task(&***c, id).await?;
+    task.batch = batches::of_task(&***c, id).await?;
     let progress = c
         .query_opt(
             "SELECT progress FROM sked_task_progress WHERE task_id = $1 AND attempt = $2",
@@ -265,6 +267,8 @@ pub(crate) async fn retry(c: &mut Object, channel: &str, p: &TaskRetryParams) ->
         .await
         .map_err(db_err)?;
     announce_tasks(&*tx, channel, Some(Key::before(task.priority, p.now)), None).await?;
+    // Unfinished again: its batch waits for it, unless the batch is done.
+    batches::reopened(&tx, &[p.id]).await?;
     tx.commit().await.map_err(db_err)?;
     task_from_row(&row)
 }
@@ -364,9 +368,10 @@ fn prune_sql(finished: &str) -> String {
            edges AS (DELETE FROM sked_task_edges WHERE child IN (SELECT id FROM tasks) \
              OR parent IN (SELECT id FROM tasks)), \
            progress AS (DELETE FROM sked_task_progress WHERE task_id IN (SELECT id FROM tasks)), \
-           {} \
+           {}, {} \
          SELECT count(*) FROM tasks",
-        workflows::forget_sql("(SELECT id FROM tasks)")
+        workflows::forget_sql("(SELECT id FROM tasks)"),
+        batches::forget_sql("(SELECT id FROM tasks)")
     )
 }
 

@@ -28,11 +28,14 @@ pub(crate) fn forget_sql(ids: &str) -> String {
     )
 }
 
-/// [`forget_sql`] for the tasks of the array `$1`, as a statement of its own.
+/// [`forget_sql`] and the batches' (`batches::forget_sql`) for the tasks of the array `$1`,
+/// as a statement of its own.
 pub(crate) static FORGET: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let ids = "(SELECT unnest($1::bigint[]))";
     format!(
-        "WITH {} SELECT 1",
-        forget_sql("(SELECT unnest($1::bigint[]))")
+        "WITH {}, {} SELECT 1",
+        forget_sql(ids),
+        super::batches::forget_sql(ids)
     )
 });
 

@@ -17,6 +17,12 @@ thread_local! {
     static RELEASED: std::cell::Cell<Option<Timestamp>> = const { std::cell::Cell::new(None) };
 }
 
+/// Notes that the write running on this thread made a task claimable at `at` (announced once
+/// the write has committed).
+pub(crate) fn note_released(at: Timestamp) {
+    RELEASED.with(|r| r.set(Some(r.get().map_or(at, |was| was.min(at)))));
+}
+
 /// What [`release`] made claimable in the write that ran last on this thread, cleared.
 pub(crate) fn take_released() -> Option<Timestamp> {
     RELEASED.with(|r| r.take())
@@ -74,8 +80,9 @@ pub(crate) fn link(
 }
 
 /// What the ends in `ended` (tasks and the state each ended in) do to the tasks waiting for
-/// them, and so on down the graph: each child is counted down, released or cancelled. Returns
-/// the earliest run time of the tasks released, if any was.
+/// them, and so on down the graph: each child is counted down, released or cancelled; then
+/// to their batches ([`super::batches::ended`]). Returns the earliest run time of the tasks
+/// released or enqueued, if any was.
 pub(crate) fn release(
     conn: &Connection,
     ended: impl IntoIterator<Item = (TaskId, TaskState)>,
@@ -83,8 +90,13 @@ pub(crate) fn release(
 ) -> Result<Option<Timestamp>> {
     let mut ended: Vec<(TaskId, TaskState)> =
         ended.into_iter().filter(|(_, s)| s.is_finished()).collect();
-    if ended.is_empty() || !any_open(conn)? {
+    if ended.is_empty() {
         return Ok(None);
+    }
+    // Every end, those cascaded to children included, for the batches they belong to.
+    let mut all = ended.clone();
+    if !any_open(conn)? {
+        ended.clear();
     }
     let mut released: Option<Timestamp> = None;
     while !ended.is_empty() {
@@ -115,6 +127,7 @@ pub(crate) fn release(
                     .execute(params![child, ts(now), error])
                     .map_err(db_err)?;
                     ended.push((*child, TaskState::Cancelled));
+                    all.push((*child, TaskState::Cancelled));
                 }
             }
         }
@@ -127,8 +140,9 @@ pub(crate) fn release(
             .map_err(db_err)?;
         }
     }
+    super::batches::ended(conn, &all, now)?;
     if let Some(at) = released {
-        RELEASED.with(|r| r.set(Some(r.get().map_or(at, |was| was.min(at)))));
+        note_released(at);
     }
     Ok(released)
 }

@@ -3,7 +3,7 @@
 use std::sync::LazyLock;
 
 use jiff::Timestamp;
-use rusqlite::{OptionalExtension, Statement, ToSql, Transaction};
+use rusqlite::{Connection, OptionalExtension, Statement, ToSql};
 use sked_core::{SpecError, Task, TaskId, TaskState};
 use sked_store::rules;
 use sked_store::rules::dependents::{ParentStates, Start};
@@ -175,11 +175,7 @@ impl<'a> Row<'a> {
 }
 
 /// Inserts one task inside the caller's transaction.
-pub(crate) fn insert_one(
-    tx: &Transaction<'_>,
-    t: &TaskInsert,
-    now: Timestamp,
-) -> Result<TaskInserted> {
+pub(crate) fn insert_one(tx: &Connection, t: &TaskInsert, now: Timestamp) -> Result<TaskInserted> {
     let mut row = Row::new(t, now)?;
     let parents = match t.task.depends_on.is_empty() {
         true => None,
@@ -222,7 +218,7 @@ pub(crate) fn insert_one(
 /// debounced insert takes over, payload and run time, when it has not started), or the
 /// latest whose dedup window is still open.
 fn key_holder(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     key: &str,
     row: &Row<'_>,
     now: Timestamp,
@@ -276,7 +272,7 @@ fn key_holder(
 /// Inserts one task due now and, unless its queue is paused or limited, leases it to a
 /// waiting worker at once (see [`sked_store::Store::task_insert_claimed`]).
 pub(crate) fn insert_claimed(
-    tx: &Transaction<'_>,
+    tx: &rusqlite::Transaction<'_>,
     p: &TaskInsertClaimedParams,
 ) -> Result<(TaskInserted, Option<Task>)> {
     rules::check_insert_claimed(p)?;
@@ -313,7 +309,7 @@ pub(crate) fn insert_claimed(
 /// for the whole call (a parent is named by id, so it exists before the call), and their edges
 /// written after the rows. One with a key is looked up and inserted alone, after the rows
 /// before it, so that a key given twice in one call finds its first task.
-pub(crate) fn insert_many(tx: &Transaction<'_>, p: &TaskInsertParams) -> Result<Vec<TaskInserted>> {
+pub(crate) fn insert_many(tx: &Connection, p: &TaskInsertParams) -> Result<Vec<TaskInserted>> {
     let mut out = Vec::with_capacity(p.tasks.len());
     let mut pending: Vec<Row<'_>> = Vec::with_capacity(ROWS_PER_STATEMENT.min(p.tasks.len()));
     let states = parents_of_unkeyed(tx, &p.tasks)?;
@@ -346,13 +342,18 @@ pub(crate) fn insert_many(tx: &Transaction<'_>, p: &TaskInsertParams) -> Result<
         let then = t.task.on_parent_failure;
         super::dependents::link(tx, out[*at].id, parents, then, start, p.now)?;
     }
+    let joined: Vec<(TaskId, sked_core::BatchId, TaskState)> = (p.tasks.iter().zip(&out))
+        .filter(|(_, ins)| !ins.duplicate)
+        .filter_map(|(t, ins)| Some((ins.id, t.task.batch?, ins.state)))
+        .collect();
+    super::batches::join(tx, &joined, p.now)?;
     Ok(out)
 }
 
 /// The states of the parents of the tasks without a unique key among `tasks` (a task with a
 /// key reads its own, after the key's check), in one read.
 fn parents_of_unkeyed(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     tasks: &[TaskInsert],
 ) -> Result<std::collections::HashMap<TaskId, TaskState>> {
     let mut all: Vec<TaskId> = (tasks.iter())
@@ -370,11 +371,7 @@ fn parents_of_unkeyed(
 }
 
 /// Writes `rows`, in order, with statements of [`STATEMENT_ROWS`] rows, and empties it.
-fn write_rows(
-    tx: &Transaction<'_>,
-    rows: &mut Vec<Row<'_>>,
-    out: &mut Vec<TaskInserted>,
-) -> Result<()> {
+fn write_rows(tx: &Connection, rows: &mut Vec<Row<'_>>, out: &mut Vec<TaskInserted>) -> Result<()> {
     let mut rest = &rows[..];
     for (nth, size) in STATEMENT_ROWS.iter().enumerate() {
         while rest.len() >= *size {
@@ -393,7 +390,7 @@ fn write_rows(
 /// `AUTOINCREMENT`, one more than the largest so far for each row in turn, and this
 /// transaction is the only writer.
 fn write_statement(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     nth: usize,
     rows: &[Row<'_>],
     out: &mut Vec<TaskInserted>,
@@ -421,7 +418,7 @@ fn write_statement(
 
 /// Runs an insert of `rows` whose parameters are bound, and answers them.
 fn execute(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     stmt: &mut Statement<'_>,
     rows: &[Row<'_>],
     out: &mut Vec<TaskInserted>,

@@ -24,6 +24,7 @@ use sked_store::states::{FINISHED_ANY, NOT_STARTED};
 
 use crate::partial_indexes;
 
+pub(crate) mod batches;
 pub(crate) mod bulk;
 pub(crate) mod claim;
 pub(crate) mod dependents;
@@ -99,6 +100,7 @@ pub(crate) fn get(conn: &Connection, id: TaskId) -> Result<Task> {
     rules::add_current_attempt(&mut task);
     dependents::family(conn, &mut task)?;
     task.workflow = workflows::of_task(conn, id)?;
+    task.batch = batches::of_task(conn, id)?;
     task.progress = conn
         .prepare_cached("SELECT progress FROM task_progress WHERE task_id = ?1 AND attempt = ?2")
         .map_err(db_err)?
@@ -339,14 +341,18 @@ pub(crate) fn retry(tx: &Transaction<'_>, p: &TaskRetryParams) -> Result<Task> {
         let finished = last.finished_at.unwrap_or(p.now);
         record_attempt(tx, &task, &last.outcome, last.error.as_deref(), finished)?;
     }
-    tx.prepare_cached(&format!(
-        "UPDATE tasks SET state = 'available', run_at = ?2, finished_at = NULL, cancel_requested = 0, \
-         lease_expires_at = NULL, max_attempts = max(max_attempts, attempt + 1) \
-         WHERE id = ?1 AND {FINISHED_ANY} RETURNING {TASK_COLUMNS}"
-    ))
-    .map_err(db_err)?
-    .query_row(params![p.id, ts(p.now)], task_from_row)
-    .map_err(db_err)
+    let again = tx
+        .prepare_cached(&format!(
+            "UPDATE tasks SET state = 'available', run_at = ?2, finished_at = NULL, cancel_requested = 0, \
+             lease_expires_at = NULL, max_attempts = max(max_attempts, attempt + 1) \
+             WHERE id = ?1 AND {FINISHED_ANY} RETURNING {TASK_COLUMNS}"
+        ))
+        .map_err(db_err)?
+        .query_row(params![p.id, ts(p.now)], task_from_row)
+        .map_err(db_err)?;
+    // Unfinished again: its batch waits for it, unless the batch is done.
+    batches::reopened(tx, &[again.id])?;
+    Ok(again)
 }
 
 pub(crate) fn reschedule(tx: &Transaction<'_>, p: &TaskRescheduleParams) -> Result<Task> {
@@ -431,7 +437,8 @@ pub(super) fn delete(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<()> {
             .execute([&list])
             .map_err(db_err)?;
     }
-    workflows::forget(tx, &list)
+    workflows::forget(tx, &list)?;
+    batches::forget(tx, &list)
 }
 
 pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {

@@ -6,12 +6,13 @@
 //! (cancel, rescue, retry, reschedule, prune, list), `queues` (counts, limits, leases),
 //! `schedules` (declaring, applying plans), `schedule_policies` (jitter, pausing after dead
 //! runs, backfills), `ahead` (passes that plan schedules ahead of their time), `dependents`
-//! (tasks that wait for tasks), `workflows`, `observe` (activity,
+//! (tasks that wait for tasks), `workflows`, `batches`, `observe` (activity,
 //! workers), `reference` (every claim against a stateless reference) and `claimers` (several
 //! stores claiming at once, which a backend runs from a test of its own); here the macro and
 //! the helpers they share.
 
 mod ahead;
+mod batches;
 mod bulk;
 mod claimers;
 mod dependents;
@@ -29,6 +30,7 @@ mod unique;
 mod workflows;
 
 pub use ahead::*;
+pub use batches::*;
 pub use bulk::*;
 pub use claimers::*;
 pub use dependents::*;
@@ -83,7 +85,9 @@ macro_rules! conformance_tests {
             parents_ending_at_once_release_their_child_once,
             a_heartbeat_keeps_the_progress_of_the_attempt_that_holds_the_task,
             a_workflow_is_made_whole_and_runs_in_its_order, a_workflow_with_a_missing_parent_makes_nothing,
-            a_workflow_fails_is_cancelled_and_goes_with_its_tasks);
+            a_workflow_fails_is_cancelled_and_goes_with_its_tasks,
+            a_batch_enqueues_its_callbacks_once_when_closed_and_ended, a_failed_task_skips_on_success_and_an_empty_batch_ends_at_close,
+            a_batch_grows_from_its_own_tasks_and_ends_after_the_last, batch_tasks_ending_at_once_enqueue_the_callback_once);
     };
     (@cases $make:expr; $($case:ident),+) => {
         $(

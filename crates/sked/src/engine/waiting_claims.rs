@@ -95,6 +95,7 @@ impl Waiters {
         if task.unique_key.is_some()
             || task.run_at.is_some_and(|at| at > now)
             || !task.depends_on.is_empty()
+            || task.batch.is_some()
         {
             return None;
         }

@@ -41,6 +41,7 @@ fn task(kind: &str, payload: Value) -> Task {
         waiting_for: vec![],
         dependents: vec![],
         workflow: None,
+        batch: None,
         on_parent_failure: sked::ParentFailure::Cancel,
         progress: None,
         attempts: vec![],
