@@ -180,6 +180,21 @@ class Scenario(unittest.TestCase):
         self.assertIn("cycle", str(bad.exception))
         later = self.sked.create_workflow([workflow_task("x", "k", run_at="2099-01-01T00:00:00Z")])
         self.assertEqual(self.sked.cancel_workflow(later["id"])["state"], "cancelled")
+        # A batch: its tasks join it; its callback is enqueued once, after it is closed and they ended.
+        opened = self.sked.open_batch(name="py-batch", on_complete=new_task("py.done", {"to": "ops"}, queue="py-proto"))
+        for _ in range(2):
+            self.sked.enqueue("py.proto", None, queue="py-proto", batch=opened["id"])
+        for _ in range(2):
+            held = claim()
+            self.sked.complete(held["id"], held["attempt"])
+        self.assertEqual(self.sked.batch(opened["id"])["state"], "open")
+        self.assertEqual(self.sked.close_batch(opened["id"])["state"], "done")
+        done = self.sked.wait_batch(opened["id"], timeout=5)
+        callback = self.sked.get(done["on_complete_task"])
+        self.assertEqual(callback["payload"], {"to": "ops", "batch": {"id": opened["id"], "counts": {"succeeded": 2}}})
+        self.assertEqual(self.sked.batches(limit=1)[0]["id"], opened["id"])
+        with self.assertRaises(InvalidInput):
+            self.sked.enqueue("py.proto", None, batch=987654)
 
     def test_a_worker_completes_fails_and_heartbeats(self):
         traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

@@ -44,6 +44,8 @@ export interface TaskOptions {
   depends_on?: number[];
   /** What a parent that ends dead or cancelled does to it: `cancel` (the default) or `run`. */
   on_parent_failure?: "cancel" | "run";
+  /** The batch it joins (`openBatch`): the batch's callbacks wait for it. */
+  batch?: number;
 }
 
 export interface NewTask extends TaskOptions {
@@ -101,6 +103,13 @@ export class Client {
   /** The task once it has ended, or as it is after `timeoutMs` (default an hour). */
   wait(id: number, options?: { timeoutMs?: number }): Promise<Json>;
   list(filters?: TaskFilters): Promise<Json[]>;
+  /** Opens a batch; tasks join it with `batch`. Its callbacks run once, when it is closed and its tasks have ended. */
+  openBatch(batch?: { name?: string; on_success?: NewTask; on_complete?: NewTask }): Promise<Json>;
+  closeBatch(id: number): Promise<Json>;
+  batch(id: number): Promise<Json>;
+  /** The batch once it is done (its callbacks enqueued), or as it is after `timeoutMs` (default an hour). */
+  waitBatch(id: number, options?: { timeoutMs?: number }): Promise<Json>;
+  batches(filters?: { limit?: number; before?: number }): Promise<Json[]>;
   /** Makes a workflow's tasks in one transaction, all or none: its id and each task's id by name. */
   createWorkflow(tasks: WorkflowTask[], options?: { name?: string }): Promise<{ id: number; tasks: Record<string, number> }>;
   workflow(id: number): Promise<Json>;

@@ -153,6 +153,39 @@ export class Client {
       if (["succeeded", "dead", "cancelled"].includes(task.state) || left <= 30_000) return task;
     }
   }
+  // -- batches -------------------------------------------------------------------------------
+  /** Opens a batch ({name, on_success, on_complete}); tasks join it with `batch` in their
+   * options. Its callbacks are enqueued once, when it is closed and its tasks have all
+   * succeeded (`on_success`) or ended (`on_complete`), the batch's counts in their payloads. */
+  openBatch(batch = {}) {
+    return this.call("POST", "/v1/batches", dropUndefined(batch), { headers: traceHeaders() });
+  }
+  /** Closes a batch: its callbacks run once its tasks have ended (at once when they have). */
+  closeBatch(id) {
+    return this.call("POST", `/v1/batches/${Number(id)}/close`, {});
+  }
+  /** A batch: state (open, closed, done), total, counts by state, its callbacks' tasks. */
+  batch(id) {
+    return this.call("GET", `/v1/batches/${Number(id)}`);
+  }
+  /** The batch once it is done, or as it is after `timeoutMs`: long-polls of at most 30 s. */
+  async waitBatch(id, { timeoutMs = 3_600_000 } = {}) {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const left = Math.max(0, deadline - Date.now());
+      const step = Math.min(left, 30_000);
+      const batch = await this.call("GET", `/v1/batches/${Number(id)}?wait=${step}ms`, undefined, {
+        timeoutMs: this.timeoutMs + step,
+      });
+      if (batch.state === "done" || left <= 30_000) return batch;
+    }
+  }
+  /** A page of batches, newest first ({limit, before}), each with its counts. */
+  async batches(filters = {}) {
+    const query = new URLSearchParams(dropUndefined(filters)).toString();
+    return (await this.call("GET", `/v1/batches${query ? `?${query}` : ""}`)).batches;
+  }
+
   // -- workflows -----------------------------------------------------------------------------
   /** Makes a workflow's tasks (each a task with its `name` and the names it waits for in
    * `after`) in one transaction, all or none: {id, tasks: {name: task id}}. */

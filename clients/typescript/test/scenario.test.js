@@ -134,6 +134,19 @@ test("the rest of the API", async () => {
   await assert.rejects(sked.createWorkflow([{ name: "x", kind: "k", after: ["x"] }]), /cycle/);
   const later = await sked.createWorkflow([{ name: "x", kind: "k", run_at: "2099-01-01T00:00:00Z" }]);
   assert.equal((await sked.cancelWorkflow(later.id)).state, "cancelled");
+  // A batch: its tasks join it; its callback is enqueued once, after it is closed and they ended.
+  const opened = await sked.openBatch({ name: "ts-batch", on_complete: { kind: "ts.done", payload: { to: "ops" }, queue: "ts-proto" } });
+  for (let i = 0; i < 2; i++) await sked.enqueue("ts.proto", null, { queue: "ts-proto", batch: opened.id });
+  for (let i = 0; i < 2; i++) {
+    const held = await claim();
+    await sked.complete(held.id, held.attempt);
+  }
+  assert.equal((await sked.batch(opened.id)).state, "open");
+  assert.equal((await sked.closeBatch(opened.id)).state, "done");
+  const done = await sked.waitBatch(opened.id, { timeoutMs: 5000 });
+  assert.deepEqual((await sked.get(done.on_complete_task)).payload, { to: "ops", batch: { id: opened.id, counts: { succeeded: 2 } } });
+  assert.equal((await sked.batches({ limit: 1 }))[0].id, opened.id);
+  await assert.rejects(sked.enqueue("ts.proto", null, { batch: 987654 }), errors.InvalidInput);
 });
 
 test("a worker completes, fails and heartbeats", async () => {

@@ -134,6 +134,9 @@ enum Command {
     /// Make and follow workflows: tasks that wait for one another by name.
     #[command(subcommand)]
     Workflow(client::WorkflowCmd),
+    /// Open and close batches, whose callbacks run once when their tasks have ended.
+    #[command(subcommand)]
+    Batch(client::BatchCmd),
     /// Manage recurring schedules.
     #[command(subcommand)]
     Schedule(client::ScheduleCmd),
@@ -234,6 +237,7 @@ fn main() -> ExitCode {
                     Command::Worker(a) => run::worker(a, &global).await,
                     Command::Task(c) => client::task(c, &global.remote()).await,
                     Command::Workflow(c) => client::workflow(c, &global.remote()).await,
+                    Command::Batch(c) => client::batch(c, &global.remote()).await,
                     Command::Schedule(c) => client::schedule(c, &global.remote()).await,
                     Command::Queue(c) => client::queue(c, &global.remote()).await,
                     #[cfg(feature = "bench")]

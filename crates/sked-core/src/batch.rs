@@ -51,6 +51,10 @@ impl NewBatch {
                     "a callback's payload must be an object (it gains the batch's counts)",
                 )));
             }
+            // As it will be enqueued, its counts in it: it must go in when the batch ends.
+            let mut enqueued = t.clone();
+            enqueued.payload = callback_payload(&t.kind, &t.payload, 0, &BTreeMap::new());
+            enqueued.validate().map_err(named)?;
             let refused = [
                 (t.unique_key.is_some(), "a unique key"),
                 (!t.depends_on.is_empty(), "depends_on"),
@@ -66,21 +70,47 @@ impl NewBatch {
     }
 }
 
-/// The payload of a batch's callback: its template's, with `batch` set to the batch's id and
-/// its tasks' counts by state.
+/// The payload of a batch's callback of `kind`: its template's, with the batch's id and its
+/// tasks' counts by state (`{"id": 7, "counts": {"succeeded": 9}}`) where the kind takes them:
+/// as `batch` in the payload; for `shell`, as the variables `SKED_BATCH_ID` and
+/// `SKED_BATCH_COUNTS` (the counts as JSON) of its `env`; for `http`, as `batch` in its JSON
+/// body (an object, or none).
 pub fn callback_payload(
+    kind: &str,
     template: &serde_json::Value,
     id: BatchId,
     counts: &BTreeMap<TaskState, u64>,
 ) -> serde_json::Value {
+    let batch = serde_json::json!({ "id": id, "counts": counts });
     let mut payload = match template {
         serde_json::Value::Object(o) => o.clone(),
         _ => serde_json::Map::new(),
     };
-    payload.insert(
-        "batch".into(),
-        serde_json::json!({ "id": id, "counts": counts }),
-    );
+    match kind {
+        crate::builtin::SHELL => {
+            let env = payload
+                .entry("env")
+                .or_insert_with(|| serde_json::json!({}));
+            if let Some(env) = env.as_object_mut() {
+                env.insert("SKED_BATCH_ID".into(), id.to_string().into());
+                env.insert(
+                    "SKED_BATCH_COUNTS".into(),
+                    batch["counts"].to_string().into(),
+                );
+            }
+        }
+        crate::builtin::HTTP => {
+            let body = payload
+                .entry("body")
+                .or_insert_with(|| serde_json::json!({}));
+            if let Some(body) = body.as_object_mut() {
+                body.insert("batch".into(), batch);
+            }
+        }
+        _ => {
+            payload.insert("batch".into(), batch);
+        }
+    }
     serde_json::Value::Object(payload)
 }
 
@@ -124,12 +154,24 @@ mod tests {
     #[test]
     fn a_callback_payload_gains_the_batch() {
         let counts = BTreeMap::from([(TaskState::Succeeded, 9), (TaskState::Dead, 1)]);
-        let p = callback_payload(&serde_json::json!({"to": "ops"}), 7, &counts);
+        let p = callback_payload("mail", &serde_json::json!({"to": "ops"}), 7, &counts);
         assert_eq!(
             p,
             serde_json::json!({"to": "ops", "batch": {"id": 7, "counts": {"succeeded": 9, "dead": 1}}})
         );
-        let p = callback_payload(&serde_json::Value::Null, 7, &BTreeMap::new());
+        let p = callback_payload("mail", &serde_json::Value::Null, 7, &BTreeMap::new());
         assert_eq!(p, serde_json::json!({"batch": {"id": 7, "counts": {}}}));
+        // The built-in kinds take them where their payloads have room.
+        let shell = serde_json::json!({"command": "notify"});
+        let p = callback_payload("shell", &shell, 7, &counts);
+        assert_eq!(
+            p["env"],
+            serde_json::json!({"SKED_BATCH_ID": "7", "SKED_BATCH_COUNTS": "{\"dead\":1,\"succeeded\":9}"})
+        );
+        assert!(crate::check_builtin_payload("shell", &p).is_ok());
+        let http = serde_json::json!({"url": "https://example.org/hook", "method": "POST"});
+        let p = callback_payload("http", &http, 7, &counts);
+        assert_eq!(p["body"]["batch"]["id"], 7);
+        assert!(crate::check_builtin_payload("http", &p).is_ok());
     }
 }

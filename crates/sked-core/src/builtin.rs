@@ -11,6 +11,11 @@ use serde::Deserialize;
 
 use crate::SpecError;
 
+/// The kind of the built-in executor that runs a command.
+pub(crate) const SHELL: &str = "shell";
+/// The kind of the built-in executor that makes an HTTP request.
+pub(crate) const HTTP: &str = "http";
+
 /// The `shell` kind's payload: `{"command": "…"}` or `{"argv": […]}`, with optional `env` and
 /// `cwd`.
 #[derive(Debug, Clone, Deserialize)]
@@ -124,8 +129,8 @@ impl HttpPayload {
 /// handlers' business.
 pub fn check_builtin_payload(kind: &str, payload: &serde_json::Value) -> Result<(), SpecError> {
     match kind {
-        "shell" => ShellPayload::parse(payload).map(drop),
-        "http" => HttpPayload::parse(payload).map(drop),
+        SHELL => ShellPayload::parse(payload).map(drop),
+        HTTP => HttpPayload::parse(payload).map(drop),
         _ => Ok(()),
     }
 }

@@ -1,7 +1,8 @@
 //! Who may do what: API tokens, each with a name and scopes, and the scope each route needs.
 //!
 //! - `admin`: everything;
-//! - `enqueue`: add tasks (`POST /v1/tasks`, `/v1/tasks/batch`, `/v1/workflows`);
+//! - `enqueue`: add tasks (`POST /v1/tasks`, `/v1/tasks/batch`, `/v1/workflows`), open and
+//!   close batches (`POST /v1/batches`, `/v1/batches/{id}/close`);
 //! - `work`: the worker protocol (claims, heartbeats, endings, declared schedules, presence);
 //! - `read`: every `GET` (lists, tasks, schedules, queues, `/metrics`, `/openapi.json`).
 //!
@@ -180,7 +181,13 @@ fn same(a: &str, b: &str) -> bool {
 }
 
 /// The routes of `enqueue` (with `POST`).
-const ENQUEUE: [&str; 3] = ["/v1/tasks", "/v1/tasks/batch", "/v1/workflows"];
+const ENQUEUE: [&str; 5] = [
+    "/v1/tasks",
+    "/v1/tasks/batch",
+    "/v1/workflows",
+    "/v1/batches",
+    "/v1/batches/{id}/close",
+];
 
 /// The routes of the worker protocol (with any method).
 const WORK: [&str; 12] = [

@@ -46,15 +46,15 @@ impl<S: Send + Sync> FromRequestParts<S> for TaskIdPath {
 }
 
 /// A workflow id from the path; anything but an integer is an unknown workflow.
-pub(crate) struct WorkflowIdPath(pub i64);
+pub(crate) struct IdPath(pub i64);
 
-impl<S: Send + Sync> FromRequestParts<S> for WorkflowIdPath {
+impl<S: Send + Sync> FromRequestParts<S> for IdPath {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let axum::extract::Path(raw) =
             axum::extract::Path::<String>::from_request_parts(parts, state).await?;
-        raw.parse().map(WorkflowIdPath).map_err(|_| {
+        raw.parse().map(IdPath).map_err(|_| {
             ApiError::not_found(format!(
                 "workflow {raw} not found: workflow ids are integers"
             ))

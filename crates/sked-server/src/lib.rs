@@ -3,6 +3,7 @@
 //! [`router`] builds the whole API; it is tested with in-process requests.
 
 mod auth;
+mod batches;
 mod connections;
 mod cross_site;
 mod dashboard;
@@ -79,6 +80,9 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(workflows::get))
         .routes(routes!(workflows::tasks))
         .routes(routes!(workflows::cancel))
+        .routes(routes!(batches::open, batches::list))
+        .routes(routes!(batches::get))
+        .routes(routes!(batches::close))
         .routes(routes!(worker::claim))
         .routes(routes!(worker::heartbeat))
         .routes(routes!(worker::complete))

@@ -8,7 +8,7 @@ use sked::api::{WorkflowCreated, WorkflowList, WorkflowTaskList};
 use sked_core::NewWorkflow;
 use sked_store::WorkflowInfo;
 
-use crate::extract::{ApiJson, ApiQuery, WorkflowIdPath};
+use crate::extract::{ApiJson, ApiQuery, IdPath};
 use crate::{ApiError, AppState};
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -84,7 +84,7 @@ pub(crate) struct GetQuery {
 )]
 pub(crate) async fn get(
     State(s): State<AppState>,
-    WorkflowIdPath(id): WorkflowIdPath,
+    IdPath(id): IdPath,
     ApiQuery(q): ApiQuery<GetQuery>,
 ) -> ApiResult<Json<WorkflowInfo>> {
     let Some(wait) = q.wait else {
@@ -114,7 +114,7 @@ pub(crate) struct TasksQuery {
 )]
 pub(crate) async fn tasks(
     State(s): State<AppState>,
-    WorkflowIdPath(id): WorkflowIdPath,
+    IdPath(id): IdPath,
     ApiQuery(q): ApiQuery<TasksQuery>,
 ) -> ApiResult<Json<WorkflowTaskList>> {
     let limit = sked_store::rules::list_limit(q.limit);
@@ -136,7 +136,7 @@ pub(crate) async fn tasks(
 )]
 pub(crate) async fn cancel(
     State(s): State<AppState>,
-    WorkflowIdPath(id): WorkflowIdPath,
+    IdPath(id): IdPath,
 ) -> ApiResult<Json<WorkflowInfo>> {
     Ok(Json(s.engine.workflow_cancel(id).await?))
 }

@@ -68,8 +68,8 @@ pub use sked_core::{
 };
 pub use sked_store::{self as store, Store};
 pub use sked_store::{
-    BackfillReport, FinishOutcome, Occurrence, QueueInfo, Schedule, TaskEnded, TaskInserted,
-    WorkflowInfo, WorkflowNode, WorkflowState,
+    BackfillReport, BatchInfo, BatchState, FinishOutcome, Occurrence, QueueInfo, Schedule,
+    TaskEnded, TaskInserted, WorkflowInfo, WorkflowNode, WorkflowState,
 };
 
 #[cfg(feature = "bench")]

@@ -29,6 +29,21 @@ class AsyncClient:
     async def wait(self, task_id: int, timeout: float = 3600) -> Json:
         return await asyncio.to_thread(self.sync.wait, task_id, timeout)
 
+    async def open_batch(self, **options: Any) -> Json:
+        return await asyncio.to_thread(lambda: self.sync.open_batch(**options))
+
+    async def close_batch(self, batch_id: int) -> Json:
+        return await asyncio.to_thread(self.sync.close_batch, batch_id)
+
+    async def batch(self, batch_id: int) -> Json:
+        return await asyncio.to_thread(self.sync.batch, batch_id)
+
+    async def wait_batch(self, batch_id: int, timeout: float = 3600) -> Json:
+        return await asyncio.to_thread(self.sync.wait_batch, batch_id, timeout)
+
+    async def batches(self, limit: Optional[int] = None, before: Optional[int] = None) -> List[Json]:
+        return await asyncio.to_thread(self.sync.batches, limit, before)
+
     async def create_workflow(self, tasks: Iterable[Json], name: Optional[str] = None) -> Json:
         return await asyncio.to_thread(self.sync.create_workflow, list(tasks), name)
 

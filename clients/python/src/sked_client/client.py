@@ -37,11 +37,13 @@ def new_task(
     traceparent: Optional[str] = None,
     depends_on: Optional[List[int]] = None,
     on_parent_failure: Optional[str] = None,
+    batch: Optional[int] = None,
 ) -> Json:
     """A task to enqueue, as the API takes it (`NewTask`). Times are RFC 3339, durations
     like `30s` or `5m`. Without `traceparent`, the task continues the caller's current
     OpenTelemetry span, if there is one. With `depends_on` (task ids), it waits until those
-    tasks have succeeded; `on_parent_failure` is `cancel` (the default) or `run`."""
+    tasks have succeeded; `on_parent_failure` is `cancel` (the default) or `run`. With
+    `batch`, it joins that batch (`open_batch`)."""
     return _drop_none(
         {
             "kind": kind,
@@ -59,6 +61,7 @@ def new_task(
             "traceparent": traceparent,
             "depends_on": depends_on,
             "on_parent_failure": on_parent_failure,
+            "batch": batch,
         }
     )
 
@@ -147,6 +150,50 @@ class Client:
             )
             if task["state"] in ("succeeded", "dead", "cancelled") or left <= 30.0:
                 return task
+
+    # -- batches ---------------------------------------------------------------------------
+
+    def open_batch(
+        self,
+        *,
+        name: Optional[str] = None,
+        on_success: Optional[Json] = None,
+        on_complete: Optional[Json] = None,
+    ) -> Json:
+        """Opens a batch; tasks join it with `batch=` (`new_task`, `enqueue`). Its callbacks
+        (each from `new_task`) are enqueued once, when it is closed and its tasks have all
+        succeeded (`on_success`) or ended (`on_complete`), the batch's counts in their payloads."""
+        body = _drop_none({"name": name, "on_success": on_success, "on_complete": on_complete})
+        return self.call("POST", "/v1/batches", body, headers=current_headers())
+
+    def close_batch(self, batch_id: int) -> Json:
+        """Closes a batch: its callbacks run once its tasks have ended (at once if they have)."""
+        return self.call("POST", f"/v1/batches/{int(batch_id)}/close", headers=current_headers())
+
+    def batch(self, batch_id: int) -> Json:
+        """A batch: `state` (open, closed, done), `total`, `counts` by state, its callbacks and
+        the tasks they became (`on_success_task`, `on_complete_task`)."""
+        return self.call("GET", f"/v1/batches/{int(batch_id)}")
+
+    def wait_batch(self, batch_id: int, timeout: float = 3600) -> Json:
+        """The batch once it is done (its callbacks enqueued), or as it is after `timeout`
+        seconds: long-polls of at most 30 s each."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            step = min(left, 30.0)
+            batch = self.call(
+                "GET",
+                f"/v1/batches/{int(batch_id)}?wait={int(step * 1000)}ms",
+                timeout=self.timeout + step,
+            )
+            if batch["state"] == "done" or left <= 30.0:
+                return batch
+
+    def batches(self, limit: Optional[int] = None, before: Optional[int] = None) -> List[Json]:
+        """A page of batches, newest first (ids below `before`), each with its counts."""
+        query = urllib.parse.urlencode(_drop_none({"limit": limit, "before": before}))
+        return self.call("GET", "/v1/batches" + (f"?{query}" if query else ""))["batches"]
 
     # -- workflows -------------------------------------------------------------------------
 

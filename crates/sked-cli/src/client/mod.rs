@@ -2,15 +2,18 @@
 //! [`sked::Client`]; tables are drawn from its values, and `--json` prints the same values
 //! serialized, as the API sends them.
 //!
-//! One file per command group (`task`, `workflow`, `schedule`, `queue`); here what they share.
+//! One file per command group (`task`, `workflow`, `batch`, `schedule`, `queue`); here what
+//! they share.
 
 mod apply;
+mod batch;
 mod bulk;
 mod queue;
 mod schedule;
 mod task;
 mod workflow;
 
+pub(crate) use batch::{BatchCmd, batch};
 pub(crate) use queue::{QueueCmd, queue};
 pub(crate) use schedule::{ScheduleCmd, schedule};
 pub(crate) use task::{TaskCmd, task};

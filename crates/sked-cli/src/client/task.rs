@@ -163,6 +163,9 @@ pub(crate) struct TaskAdd {
     /// (cancel, the default) or run it anyway (run)
     #[arg(long, value_name = "cancel|run", requires = "after")]
     on_parent_failure: Option<String>,
+    /// Join this batch (sked batch open): its callbacks wait for this task
+    #[arg(long, value_name = "ID")]
+    batch: Option<i64>,
 }
 
 pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
@@ -215,6 +218,7 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
                     .map_err(|e| CliError::usage(format!("invalid --on-parent-failure: {e}")))?;
                 task = task.on_parent_failure(then);
             }
+            task.batch = a.batch;
             task.validate_fields().map_err(CliError::usage)?;
             let inserted = client.enqueue(task).await.map_err(failed)?;
             // A duplicate is no new task: say so, naming the key, so the new payload is not
@@ -499,6 +503,9 @@ fn print_task(t: &Task) {
     let mut fields = fields.to_vec();
     if let Some(w) = &t.workflow {
         fields.push(("workflow", format!("{} ({})", w.id, w.name)));
+    }
+    if let Some(b) = t.batch {
+        fields.push(("batch", b.to_string()));
     }
     // Only for tasks that wait for others, or that others wait for.
     if !t.depends_on.is_empty() {

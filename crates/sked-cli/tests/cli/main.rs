@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod batches;
 mod bench_cli;
 mod builtin_payloads;
 mod bulk;

@@ -20,7 +20,7 @@ pub fn callbacks(
         .all(|(s, n)| *n == 0 || *s == TaskState::Succeeded);
     let make = |t: &NewTask| {
         let mut task = t.clone();
-        task.payload = sked_core::callback_payload(&t.payload, id, counts);
+        task.payload = sked_core::callback_payload(&t.kind, &t.payload, id, counts);
         TaskInsert::from(task)
     };
     (

@@ -3,6 +3,7 @@
 //! serialized). The worker protocol's batch messages are in [`worker`]; the error body and
 //! its codes in [`ErrorCode`].
 
+mod batches;
 mod error;
 mod schedules;
 pub mod worker;
@@ -13,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use sked_core::{NewTask, ScheduleDef, Task, TaskId};
 use sked_store::{ActivityBucket, Occurrence, QueueInfo, Schedule, TaskInserted, WorkerInfo};
 
+pub use batches::BatchList;
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use schedules::{SchedulesApply, check_defs, describe, schedule_defs};
 pub use workflows::{WorkflowCreated, WorkflowList, WorkflowTaskList};

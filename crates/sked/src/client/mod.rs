@@ -2,6 +2,7 @@
 //! calls whether sked is embedded (on an [`Engine`] and its store) or remote (over the HTTP
 //! API of a `sked server`).
 
+mod batches;
 #[cfg(feature = "remote")]
 mod remote;
 mod schedules;

@@ -14,6 +14,7 @@
 //! The leader-only duties that use these operations (rescue, pruning, materialising on time)
 //! are in [`crate::maintenance`].
 
+mod batches;
 mod claims;
 mod observe;
 mod queues;
