@@ -147,6 +147,17 @@ fn dashboard_in_chromium_shows_schedules_and_retries_a_failed_task() {
     .unwrap();
     let workflow = server.ok(&["workflow", "add", "-f", flow.to_str().unwrap()]);
     let workflow = workflow.trim().to_string();
+    // A batch of one task no worker here runs, open, with a callback.
+    let batch = server.ok(&[
+        "batch",
+        "open",
+        "--name",
+        "nightly-import",
+        "--on-complete-kind",
+        "report",
+    ]);
+    let batch = batch.trim().to_string();
+    let member = add("etl", "null", &["--batch", &batch]);
 
     let shots = std::env::var("SKED_SCREENSHOTS")
         .map(PathBuf::from)
@@ -157,6 +168,8 @@ fn dashboard_in_chromium_shows_schedules_and_retries_a_failed_task() {
         .arg(&shots)
         .arg(&waiting)
         .arg(&workflow)
+        .arg(&batch)
+        .arg(&member)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

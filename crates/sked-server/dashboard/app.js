@@ -755,6 +755,7 @@ async function task(id) {
       ["run at", when(t.run_at)],
       ["schedule", t.schedule ? h("a", { href: `#/schedules/${enc(t.schedule)}` }, t.schedule) : "—"],
       t.workflow ? ["workflow", h("a", { id: "workflow", href: `#/workflows/${t.workflow.id}` }, `#${t.workflow.id} (${t.workflow.name})`)] : null,
+      t.batch ? ["batch", h("a", { id: "batch", href: `#/batches/${t.batch}` }, `#${t.batch}`)] : null,
       (t.depends_on || []).length ? ["depends on", h("span", { id: "parents" }, ...taskLinks(t.depends_on))] : null,
       (t.dependents || []).length ? ["dependents", h("span", { id: "children" }, ...taskLinks(t.dependents))] : null,
       t.progress !== undefined && t.progress !== null
@@ -894,6 +895,56 @@ async function workflow(id) {
   ];
 }
 
+// ---- batches ---------------------------------------------------------------------------
+
+async function batches(query) {
+  const f = new URLSearchParams(query || "");
+  const params = new URLSearchParams({ limit: "50" });
+  if (f.get("before")) params.set("before", f.get("before"));
+  const { batches, next_before } = await get(`/v1/batches?${params}`);
+  const rows = batches.map((b) =>
+    h(
+      "tr",
+      { "data-batch": b.id },
+      h("td", {}, h("a", { href: `#/batches/${b.id}` }, `#${b.id}`)),
+      h("td", {}, b.name || "—"),
+      h("td", {}, pill(b.state)),
+      h("td", { class: "num" }, b.total),
+      h("td", { class: "small" }, countsText(b.counts)),
+      h("td", {}, when(b.created_at)),
+      h("td", {}, when(b.done_at)),
+    ),
+  );
+  return [
+    h("h1", {}, "Batches"),
+    h("p", { class: "muted small" }, "Tasks that joined a batch; its callbacks run once, when it is closed and they have ended: sked batch open, or POST /v1/batches."),
+    table(["id", "name", "state", "tasks", "by state", "created", "done"], rows, "No batch yet."),
+    next_before ? h("a", { class: "button", href: `#/batches?before=${next_before}` }, "Older →") : null,
+  ];
+}
+
+async function batch(id) {
+  const b = await get(`/v1/batches/${enc(id)}`);
+  const callback = (name, template, taskId) => {
+    if (!template) return "—";
+    if (taskId) return h("span", {}, `${template.kind} `, h("a", { href: `#/tasks/${taskId}`, "data-callback": name }, `#${taskId}`));
+    return h("span", { "data-callback": name }, `${template.kind} (${b.state === "done" ? "not enqueued: not every task succeeded" : "waits for the batch"})`);
+  };
+  const actions = b.state === "open" ? [action("Close", () => post(`/v1/batches/${b.id}/close`), { name: "close", confirm: `Close batch #${b.id}? Its callbacks run once its tasks have ended.` })] : [];
+  return [
+    h("h1", {}, `Batch #${b.id} `, b.name ? `${b.name} ` : "", pill(b.state)),
+    h("div", { class: "actions" }, actions),
+    h("dl", {}, [
+      [h("dt", {}, "tasks"), h("dd", { id: "counts" }, `${b.total}: ${countsText(b.counts)}`)],
+      [h("dt", {}, "on success"), h("dd", {}, callback("on_success", b.on_success, b.on_success_task))],
+      [h("dt", {}, "on complete"), h("dd", {}, callback("on_complete", b.on_complete, b.on_complete_task))],
+      [h("dt", {}, "created"), h("dd", {}, when(b.created_at))],
+      [h("dt", {}, "closed"), h("dd", {}, when(b.closed_at))],
+      [h("dt", {}, "done"), h("dd", {}, when(b.done_at))],
+    ]),
+  ];
+}
+
 async function workers() {
   const { workers, more } = await get("/v1/workers?limit=1000");
   const rows = workers.map((w) =>
@@ -933,6 +984,8 @@ function route() {
   if (parts[0] === "workers") return ["workers", workers];
   if (parts[0] === "workflows" && parts[1]) return ["workflows", () => workflow(parts[1])];
   if (parts[0] === "workflows") return ["workflows", () => workflows(query)];
+  if (parts[0] === "batches" && parts[1]) return ["batches", () => batch(parts[1])];
+  if (parts[0] === "batches") return ["batches", () => batches(query)];
   return ["overview", overview];
 }
 

@@ -7,7 +7,7 @@
 
 import { chromium } from "playwright-core";
 
-const [url, failedId, xssId, bigId, shots, waitingId, workflowId] = process.argv.slice(2);
+const [url, failedId, xssId, bigId, shots, waitingId, workflowId, batchId, memberId] = process.argv.slice(2);
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 
 const garbled = [];
@@ -188,6 +188,21 @@ try {
   check(cancelAsked.includes(`Cancel every task of workflow #${workflowId}`), `"Cancel" asks first: ${cancelAsked}`);
   await page.waitForSelector('h1 .pill[data-state="cancelled"]');
   check((await page.textContent("#counts")).includes("3 cancelled"), "cancelled from its page, every task of it is");
+
+  // A batch: listed, its page with its counts and callback, a task of it linking back; closed
+  // from its page (its task has not ended: the callback waits).
+  await show(page, "/batches");
+  const batchRow = await page.textContent(`tr[data-batch="${batchId}"]`);
+  check(batchRow.includes("nightly-import") && batchRow.includes("open"), `the batches page lists the batch: ${batchRow}`);
+  await show(page, `/tasks/${memberId}`);
+  await page.click("a#batch");
+  await page.waitForSelector(`main[data-route="/batches/${batchId}"]`);
+  check((await page.textContent("#counts")).includes("1: 1 available"), "a task links to its batch, whose page counts it");
+  const closeAsked = await confirmed('button[data-action="close"]');
+  check(closeAsked.includes(`Close batch #${batchId}?`), `"Close" asks first: ${closeAsked}`);
+  await page.waitForSelector('h1 .pill[data-state="closed"]');
+  check((await page.textContent('[data-callback="on_complete"]')).includes("waits for the batch"), "closed, its callback waits for its task");
+  await notGarbled(page, "batch");
 
   // Workers.
   await show(page, "/workers");
