@@ -126,7 +126,7 @@ impl SqliteStore {
         let answer = self.writes.push(move |tx| {
             let answer = f(tx);
             // Taken whatever the answer, so that nothing is left for the next write.
-            let released = tasks::dependents::take_released();
+            let released = tasks::take_released();
             answer.map(|v| (v, released))
         });
         let (writes, conn) = (self.writes.clone(), self.conn.clone());

@@ -306,7 +306,7 @@ fn fire(conn: &Connection, id: BatchId, now: Timestamp) -> Result<()> {
     let mut made: [Option<TaskId>; 2] = [None, None];
     for (slot, insert) in [on_success, on_complete].into_iter().enumerate() {
         let Some(insert) = insert else { continue };
-        super::dependents::note_released(insert.task.run_at.unwrap_or(now));
+        super::note_released(insert.task.run_at.unwrap_or(now));
         let params = TaskInsertParams {
             tasks: vec![insert],
             now,

@@ -11,23 +11,6 @@ use sked_store::*;
 
 use crate::codec::{db_err, id_list, state, text, ts};
 
-thread_local! {
-    /// The earliest run time of the tasks [`release`] made claimable in the write running on
-    /// this thread: the store announces it once the write has committed ([`take_released`]).
-    static RELEASED: std::cell::Cell<Option<Timestamp>> = const { std::cell::Cell::new(None) };
-}
-
-/// Notes that the write running on this thread made a task claimable at `at` (announced once
-/// the write has committed).
-pub(crate) fn note_released(at: Timestamp) {
-    RELEASED.with(|r| r.set(Some(r.get().map_or(at, |was| was.min(at)))));
-}
-
-/// What [`release`] made claimable in the write that ran last on this thread, cleared.
-pub(crate) fn take_released() -> Option<Timestamp> {
-    RELEASED.with(|r| r.take())
-}
-
 /// The states of `parents`, in their order (`None`: no such task).
 pub(crate) fn parent_states(
     conn: &Connection,
@@ -142,7 +125,7 @@ pub(crate) fn release(
     }
     super::batches::ended(conn, &all, now)?;
     if let Some(at) = released {
-        note_released(at);
+        super::note_released(at);
     }
     Ok(released)
 }

@@ -38,6 +38,25 @@ pub(crate) use finish_lean::{changed_since_read, finish_many_lean, read_before, 
 pub(crate) use insert::{insert_claimed, insert_many, insert_one};
 #[cfg(test)]
 pub(crate) use multi_row::READ_LATER_FROM;
+
+thread_local! {
+    /// The earliest run time of the tasks an ending made claimable (released children, a
+    /// batch's callbacks) in the write running on this thread: the store announces it once
+    /// the write has committed ([`take_released`]).
+    static RELEASED: std::cell::Cell<Option<Timestamp>> = const { std::cell::Cell::new(None) };
+}
+
+/// Notes that the write running on this thread made a task claimable at `at` (announced once
+/// the write has committed).
+pub(crate) fn note_released(at: Timestamp) {
+    RELEASED.with(|r| r.set(Some(r.get().map_or(at, |was| was.min(at)))));
+}
+
+/// What the write that ran last on this thread made claimable, cleared.
+pub(crate) fn take_released() -> Option<Timestamp> {
+    RELEASED.with(|r| r.take())
+}
+
 pub(crate) use multi_row::{Leased, read_leased};
 
 /// Rows written by one multi-row statement (an insert's, or a batch of endings'), largest
