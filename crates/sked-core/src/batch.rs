@@ -12,10 +12,11 @@ use crate::task::TaskState;
 /// A batch's id.
 pub type BatchId = i64;
 
-/// A batch to open.
+/// A batch to open. Read from a JSON object only: every field is optional, and serde would
+/// read a struct from an array too (`[null, null]`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "serde_json::Map<String, serde_json::Value>")]
 pub struct NewBatch {
     /// A label for people (not unique), like a kind: 1 to 128 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -29,6 +30,31 @@ pub struct NewBatch {
     /// payload gains `batch` as `on_success`'s does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_complete: Option<NewTask>,
+}
+
+/// [`NewBatch`]'s fields as an object holds them.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchFields {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    on_success: Option<NewTask>,
+    #[serde(default)]
+    on_complete: Option<NewTask>,
+}
+
+impl TryFrom<serde_json::Map<String, serde_json::Value>> for NewBatch {
+    type Error = serde_json::Error;
+
+    fn try_from(m: serde_json::Map<String, serde_json::Value>) -> Result<Self, Self::Error> {
+        let f: BatchFields = serde_json::from_value(serde_json::Value::Object(m))?;
+        Ok(NewBatch {
+            name: f.name,
+            on_success: f.on_success,
+            on_complete: f.on_complete,
+        })
+    }
 }
 
 impl NewBatch {
@@ -149,6 +175,17 @@ mod tests {
             ..NewBatch::default()
         };
         assert!(err(named).contains("whitespace"));
+    }
+
+    #[test]
+    fn a_batch_is_read_from_an_object_only() {
+        let b: NewBatch =
+            serde_json::from_value(serde_json::json!({"name": "n", "on_complete": {"kind": "k"}}))
+                .unwrap();
+        assert_eq!(b.on_complete.unwrap().kind, "k");
+        assert!(serde_json::from_value::<NewBatch>(serde_json::json!([null, null])).is_err());
+        let typo = serde_json::from_value::<NewBatch>(serde_json::json!({"on_sucess": {}}));
+        assert!(typo.unwrap_err().to_string().contains("on_sucess"));
     }
 
     #[test]

@@ -17,10 +17,11 @@ pub const MAX_WORKFLOW_TASKS: usize = 100_000;
 /// The most dependencies (`after` names and `depends_on` ids together) one workflow may have.
 pub const MAX_WORKFLOW_EDGES: usize = 1_000_000;
 
-/// A workflow to create.
+/// A workflow to create. Read from a JSON object only (serde would read a struct from an
+/// array too).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "serde_json::Map<String, serde_json::Value>")]
 pub struct NewWorkflow {
     /// A label for people (not unique), like a kind: 1 to 128 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -47,6 +48,27 @@ pub struct WorkflowTask {
     pub after: Vec<String>,
     #[serde(flatten)]
     pub task: NewTask,
+}
+
+/// [`NewWorkflow`]'s fields as an object holds them.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkflowFields {
+    #[serde(default)]
+    name: Option<String>,
+    tasks: Vec<WorkflowTask>,
+}
+
+impl TryFrom<serde_json::Map<String, serde_json::Value>> for NewWorkflow {
+    type Error = serde_json::Error;
+
+    fn try_from(m: serde_json::Map<String, serde_json::Value>) -> Result<Self, Self::Error> {
+        let f: WorkflowFields = serde_json::from_value(serde_json::Value::Object(m))?;
+        Ok(NewWorkflow {
+            name: f.name,
+            tasks: f.tasks,
+        })
+    }
 }
 
 impl TryFrom<serde_json::Map<String, serde_json::Value>> for WorkflowTask {
@@ -330,6 +352,15 @@ mod tests {
         }));
         let e = bad.unwrap_err().to_string();
         assert!(e.contains("task \"a\"") && e.contains("paylod"), "{e}");
+        let bad = serde_json::from_value::<NewWorkflow>(serde_json::json!([
+            null,
+            [{"name": "a", "kind": "k"}]
+        ]));
+        assert!(bad.is_err(), "an array is no workflow");
+        let bad = serde_json::from_value::<NewWorkflow>(serde_json::json!({
+            "tasks": [{"name": "a", "kind": "k"}], "colour": 1
+        }));
+        assert!(bad.unwrap_err().to_string().contains("colour"));
         let bad = serde_json::from_value::<NewWorkflow>(serde_json::json!({
             "tasks": [{"name": "a", "kind": "k", "after": null}]
         }));
