@@ -142,15 +142,17 @@ export class Client {
   }
   /** The task once it has ended (succeeded, dead or cancelled), or as it is after `timeoutMs`:
    * long-polls of at most 30 s each. */
-  async wait(id, { timeoutMs = 3_600_000 } = {}) {
+  wait(id, { timeoutMs = 3_600_000 } = {}) {
+    return this.#longPoll(`/v1/tasks/${Number(id)}`, (t) => ["succeeded", "dead", "cancelled"].includes(t.state), timeoutMs);
+  }
+  /** `GET path?wait=…` until `done(answer)` or `timeoutMs`: long-polls of at most 30 s each. */
+  async #longPoll(path, done, timeoutMs) {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const left = Math.max(0, deadline - Date.now());
       const step = Math.min(left, 30_000);
-      const task = await this.call("GET", `/v1/tasks/${Number(id)}?wait=${step}ms`, undefined, {
-        timeoutMs: this.timeoutMs + step,
-      });
-      if (["succeeded", "dead", "cancelled"].includes(task.state) || left <= 30_000) return task;
+      const answer = await this.call("GET", `${path}?wait=${step}ms`, undefined, { timeoutMs: this.timeoutMs + step });
+      if (done(answer) || left <= 30_000) return answer;
     }
   }
   // -- batches -------------------------------------------------------------------------------
@@ -169,16 +171,8 @@ export class Client {
     return this.call("GET", `/v1/batches/${Number(id)}`);
   }
   /** The batch once it is done, or as it is after `timeoutMs`: long-polls of at most 30 s. */
-  async waitBatch(id, { timeoutMs = 3_600_000 } = {}) {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const left = Math.max(0, deadline - Date.now());
-      const step = Math.min(left, 30_000);
-      const batch = await this.call("GET", `/v1/batches/${Number(id)}?wait=${step}ms`, undefined, {
-        timeoutMs: this.timeoutMs + step,
-      });
-      if (batch.state === "done" || left <= 30_000) return batch;
-    }
+  waitBatch(id, { timeoutMs = 3_600_000 } = {}) {
+    return this.#longPoll(`/v1/batches/${Number(id)}`, (b) => b.state === "done", timeoutMs);
   }
   /** A page of batches, newest first ({limit, before}), each with its counts. */
   async batches(filters = {}) {
@@ -198,16 +192,8 @@ export class Client {
   }
   /** The workflow once every task has ended, or as it is after `timeoutMs`: long-polls of at
    * most 30 s each. */
-  async waitWorkflow(id, { timeoutMs = 3_600_000 } = {}) {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const left = Math.max(0, deadline - Date.now());
-      const step = Math.min(left, 30_000);
-      const workflow = await this.call("GET", `/v1/workflows/${Number(id)}?wait=${step}ms`, undefined, {
-        timeoutMs: this.timeoutMs + step,
-      });
-      if (workflow.done || left <= 30_000) return workflow;
-    }
+  waitWorkflow(id, { timeoutMs = 3_600_000 } = {}) {
+    return this.#longPoll(`/v1/workflows/${Number(id)}`, (w) => w.done, timeoutMs);
   }
   /** A page of workflows, newest first ({limit, before}), each with its counts. */
   async workflows(filters = {}) {

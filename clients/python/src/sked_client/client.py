@@ -139,17 +139,20 @@ class Client:
     def wait(self, task_id: int, timeout: float = 3600) -> Json:
         """The task once it has ended (succeeded, dead or cancelled), or as it is after
         `timeout` seconds: long-polls of at most 30 s each."""
+        return self._long_poll(
+            f"/v1/tasks/{int(task_id)}", lambda t: t["state"] in ("succeeded", "dead", "cancelled"), timeout
+        )
+
+    def _long_poll(self, path: str, done: Any, timeout: float) -> Json:
+        """`GET path?wait=…` until `done(answer)` or `timeout` seconds: long-polls of at most
+        30 s each."""
         deadline = time.monotonic() + timeout
         while True:
             left = max(0.0, deadline - time.monotonic())
             step = min(left, 30.0)
-            task = self.call(
-                "GET",
-                f"/v1/tasks/{int(task_id)}?wait={int(step * 1000)}ms",
-                timeout=self.timeout + step,
-            )
-            if task["state"] in ("succeeded", "dead", "cancelled") or left <= 30.0:
-                return task
+            answer = self.call("GET", f"{path}?wait={int(step * 1000)}ms", timeout=self.timeout + step)
+            if done(answer) or left <= 30.0:
+                return answer
 
     # -- batches ---------------------------------------------------------------------------
 
@@ -178,17 +181,7 @@ class Client:
     def wait_batch(self, batch_id: int, timeout: float = 3600) -> Json:
         """The batch once it is done (its callbacks enqueued), or as it is after `timeout`
         seconds: long-polls of at most 30 s each."""
-        deadline = time.monotonic() + timeout
-        while True:
-            left = max(0.0, deadline - time.monotonic())
-            step = min(left, 30.0)
-            batch = self.call(
-                "GET",
-                f"/v1/batches/{int(batch_id)}?wait={int(step * 1000)}ms",
-                timeout=self.timeout + step,
-            )
-            if batch["state"] == "done" or left <= 30.0:
-                return batch
+        return self._long_poll(f"/v1/batches/{int(batch_id)}", lambda b: b["state"] == "done", timeout)
 
     def batches(self, limit: Optional[int] = None, before: Optional[int] = None) -> List[Json]:
         """A page of batches, newest first (ids below `before`), each with its counts."""
@@ -212,17 +205,7 @@ class Client:
     def wait_workflow(self, workflow_id: int, timeout: float = 3600) -> Json:
         """The workflow once every task has ended, or as it is after `timeout` seconds:
         long-polls of at most 30 s each."""
-        deadline = time.monotonic() + timeout
-        while True:
-            left = max(0.0, deadline - time.monotonic())
-            step = min(left, 30.0)
-            workflow = self.call(
-                "GET",
-                f"/v1/workflows/{int(workflow_id)}?wait={int(step * 1000)}ms",
-                timeout=self.timeout + step,
-            )
-            if workflow["done"] or left <= 30.0:
-                return workflow
+        return self._long_poll(f"/v1/workflows/{int(workflow_id)}", lambda w: w["done"], timeout)
 
     def workflows(self, limit: Optional[int] = None, before: Optional[int] = None) -> List[Json]:
         """A page of workflows, newest first (ids below `before`), each with its counts."""
