@@ -9,7 +9,7 @@ use sked::api::BatchList;
 use sked_core::NewBatch;
 use sked_store::BatchInfo;
 
-use crate::extract::{ApiJson, ApiQuery, IdPath};
+use crate::extract::{ApiJson, ApiQuery, IdPath, PageQuery};
 use crate::{ApiError, AppState};
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -29,27 +29,17 @@ pub(crate) async fn open(
     Ok((StatusCode::CREATED, Json(s.engine.batch_open(b).await?)))
 }
 
-#[derive(Deserialize, Default, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ListQuery {
-    /// Only batches with a smaller id: the previous page's `next_before`.
-    before: Option<i64>,
-    /// At most this many (default 100, at most 1,000).
-    limit: Option<u32>,
-}
-
 #[utoipa::path(
     get,
     path = "/batches",
     operation_id = "listBatches",
     summary = "List batches, newest first, each with its tasks counted by state",
-    params(ListQuery),
+    params(PageQuery),
     responses((status = 200, description = "OK", body = sked::api::BatchList))
 )]
 pub(crate) async fn list(
     State(s): State<AppState>,
-    ApiQuery(q): ApiQuery<ListQuery>,
+    ApiQuery(q): ApiQuery<PageQuery>,
 ) -> ApiResult<Json<BatchList>> {
     let page = s
         .engine

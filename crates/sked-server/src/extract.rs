@@ -97,3 +97,14 @@ pub(crate) fn includes<const N: usize>(
     }
     Ok(found)
 }
+
+/// A page of a list newest first by id (`GET /v1/workflows`, `/v1/batches`).
+#[derive(serde::Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PageQuery {
+    /// Only items with a smaller id: the previous page's `next_before`.
+    pub(crate) before: Option<i64>,
+    /// At most this many (default 100, at most 1,000).
+    pub(crate) limit: Option<u32>,
+}

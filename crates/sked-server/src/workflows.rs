@@ -8,7 +8,7 @@ use sked::api::{WorkflowCreated, WorkflowList, WorkflowTaskList};
 use sked_core::NewWorkflow;
 use sked_store::WorkflowInfo;
 
-use crate::extract::{ApiJson, ApiQuery, IdPath};
+use crate::extract::{ApiJson, ApiQuery, IdPath, PageQuery};
 use crate::{ApiError, AppState};
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -32,27 +32,17 @@ pub(crate) async fn create(
     Ok((StatusCode::CREATED, Json(made.into())))
 }
 
-#[derive(Deserialize, Default, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ListQuery {
-    /// Only workflows with a smaller id: the previous page's `next_before`.
-    before: Option<i64>,
-    /// At most this many (default 100, at most 1,000).
-    limit: Option<u32>,
-}
-
 #[utoipa::path(
     get,
     path = "/workflows",
     operation_id = "listWorkflows",
     summary = "List workflows, newest first, each with its tasks counted by state",
-    params(ListQuery),
+    params(PageQuery),
     responses((status = 200, description = "OK", body = sked::api::WorkflowList))
 )]
 pub(crate) async fn list(
     State(s): State<AppState>,
-    ApiQuery(q): ApiQuery<ListQuery>,
+    ApiQuery(q): ApiQuery<PageQuery>,
 ) -> ApiResult<Json<WorkflowList>> {
     let limit = sked_store::rules::list_limit(q.limit);
     let page = s.engine.workflows(q.before, limit).await?;

@@ -83,18 +83,7 @@ pub(super) async fn drain(
             let mut seen = std::collections::HashSet::new();
             loop {
                 let now = jiff::Timestamp::now();
-                let claimed = store
-                    .task_claim(TaskClaimParams {
-                        min_priority: None,
-                        queues: vec![],
-                        kinds: vec![],
-                        max: super::CLAIM_BATCH as u32,
-                        worker: format!("bench-{w}"),
-                        lease_ttl: SignedDuration::from_secs(60),
-                        timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
-                        now,
-                    })
-                    .await?;
+                let claimed = store.task_claim(bench_claim(w, now)).await?;
                 if claimed.is_empty() {
                     return Ok::<_, sked::store::StoreError>((done, seen));
                 }
@@ -296,6 +285,20 @@ pub(super) async fn worker(
     }))
 }
 
+/// A no-op worker's claim over every queue, `CLAIM_BATCH` tasks at most.
+fn bench_claim(w: usize, now: jiff::Timestamp) -> TaskClaimParams {
+    TaskClaimParams {
+        min_priority: None,
+        queues: vec![],
+        kinds: vec![],
+        max: super::CLAIM_BATCH as u32,
+        worker: format!("bench-{w}"),
+        lease_ttl: SignedDuration::from_secs(60),
+        timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
+        now,
+    }
+}
+
 /// A workflow 1 → `n` → 1 (a root, `n` tasks after it, one task after all of them): made with
 /// one request, then run by `workers` no-op workers as the drain runs tasks. Measured from the
 /// request to the last task's success, so its rate counts the making too.
@@ -329,18 +332,7 @@ pub(super) async fn workflow(
             use std::sync::atomic::Ordering;
             while left.load(Ordering::Acquire) > 0 {
                 let now = jiff::Timestamp::now();
-                let claimed = store
-                    .task_claim(TaskClaimParams {
-                        min_priority: None,
-                        queues: vec![],
-                        kinds: vec![],
-                        max: super::CLAIM_BATCH as u32,
-                        worker: format!("bench-{w}"),
-                        lease_ttl: SignedDuration::from_secs(60),
-                        timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
-                        now,
-                    })
-                    .await?;
+                let claimed = store.task_claim(bench_claim(w, now)).await?;
                 if claimed.is_empty() {
                     // What is left waits for tasks another worker holds.
                     tokio::time::sleep(Duration::from_millis(1)).await;

@@ -29,15 +29,6 @@ impl Engine {
     /// unknown name in `after`, a cycle or a task that does not exist in `depends_on` is
     /// `Invalid`, naming it, and nothing is made.
     pub async fn workflow_create(&self, workflow: NewWorkflow) -> Result<WorkflowMade> {
-        self.workflow_insert(workflow, None).await
-    }
-
-    /// [`Engine::workflow_create`] on behalf of a schedule's occurrence.
-    pub(crate) async fn workflow_insert(
-        &self,
-        workflow: NewWorkflow,
-        occurrence: Option<(String, jiff::Timestamp)>,
-    ) -> Result<WorkflowMade> {
         let order: Vec<usize> = workflow.layers()?.into_iter().flatten().collect();
         let mut position = vec![0; order.len()];
         for (k, &i) in order.iter().enumerate() {
@@ -66,16 +57,11 @@ impl Engine {
             .filter_map(|t| t.run_at)
             .filter(|t| *t > now)
             .min();
-        let (schedule, nominal_at) = occurrence.unzip();
         let inserts: Vec<WorkflowTaskInsert> = (order.iter().zip(tasks))
             .map(|(&i, task)| WorkflowTaskInsert {
                 name: workflow.tasks[i].name.clone(),
                 after: after[i].clone(),
-                insert: sked_store::TaskInsert {
-                    task,
-                    schedule: schedule.clone(),
-                    nominal_at,
-                },
+                insert: task.into(),
             })
             .collect();
         let made = self
@@ -84,8 +70,8 @@ impl Engine {
             .workflow_create(WorkflowCreateParams {
                 name: workflow.name.clone(),
                 tasks: inserts,
-                schedule,
-                nominal_at,
+                schedule: None,
+                nominal_at: None,
                 now,
             })
             .await
