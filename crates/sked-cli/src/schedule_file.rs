@@ -82,7 +82,10 @@ mod tests {
         let from_yaml = read("-f", &y).unwrap();
         assert_eq!(from_yaml, read("-f", &j).unwrap());
         assert_eq!(from_yaml, read("-f", &bare).unwrap());
-        assert_eq!(from_yaml[0].task.payload, serde_json::json!({"user": 42}));
+        assert_eq!(
+            from_yaml[0].task.as_ref().unwrap().payload,
+            serde_json::json!({"user": 42})
+        );
     }
 
     fn usage(r: CliResult<Vec<ScheduleDef>>) -> String {

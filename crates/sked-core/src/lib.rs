@@ -25,12 +25,12 @@ pub use error::SpecError;
 pub use rate::{MAX_RATE_BURST, MAX_RATE_PERIOD, RateLimit, Room};
 pub use retry::RetryPolicy;
 pub use schedule::plan::{
-    Ahead, DEFAULT_CATCHUP_LIMIT, LastRun, OccurrenceOutcome, Plan, PlanInput, PlannedOccurrence,
-    plan_ahead,
+    ActiveTask, Ahead, DEFAULT_CATCHUP_LIMIT, LastRun, OccurrenceOutcome, Plan, PlanInput,
+    PlannedOccurrence, plan_ahead, runs_of,
 };
 pub use schedule::{
     CatchupPolicy, CronExpr, DEFAULT_CATCHUP_WINDOW, DstPolicy, IntervalFrom, OverlapPolicy,
-    ScheduleDef, Spec, TaskTemplate, jitter_offset, parse_zone,
+    RunTemplate, ScheduleDef, Spec, TaskTemplate, jitter_offset, parse_zone,
 };
 pub use task::{
     Attempt, Backoff, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_KEY_CHARS, MAX_PARENTS,

@@ -25,9 +25,9 @@ fn ahead_at(
 ) -> Ahead {
     let spec = Spec::parse(spec).unwrap();
     let tz = TimeZone::UTC;
-    let active: Vec<(i64, sked_core::TaskState)> = active
+    let active: Vec<sked_core::ActiveTask> = active
         .iter()
-        .map(|&id| (id, sked_core::TaskState::Running))
+        .map(|&id| sked_core::ActiveTask::new(id, sked_core::TaskState::Running))
         .collect();
     let mut input = PlanInput {
         name: "s",

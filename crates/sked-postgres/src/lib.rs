@@ -549,7 +549,7 @@ impl Store for PgStore {
             .await
     }
 
-    async fn schedule_apply(&self, params: ScheduleApplyParams) -> Result<Vec<TaskId>> {
+    async fn schedule_apply(&self, params: ScheduleApplyParams) -> Result<Vec<RunMade>> {
         self.op(async |c, ch| schedules::plans::apply(c, ch, &params).await)
             .await
     }

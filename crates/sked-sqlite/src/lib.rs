@@ -481,7 +481,7 @@ impl Store for SqliteStore {
         self.read(move |conn| schedules::due(conn, &params)).await
     }
 
-    async fn schedule_apply(&self, params: ScheduleApplyParams) -> Result<Vec<TaskId>> {
+    async fn schedule_apply(&self, params: ScheduleApplyParams) -> Result<Vec<RunMade>> {
         self.write(move |tx| schedules::apply(tx, &params)).await
     }
 

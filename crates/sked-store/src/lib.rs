@@ -258,10 +258,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     async fn schedule_due(&self, params: ScheduleDueParams) -> Result<Vec<DueSchedule>>;
 
     /// Applies a materialisation plan in one transaction: cancels, records every occurrence in
-    /// the ledger (at most one row per schedule and nominal time), enqueues a task per
-    /// `enqueued` occurrence and advances the schedule. Fails with a conflict, changing
+    /// the ledger (at most one row per schedule and nominal time), makes a run (its task or
+    /// its workflow) per `enqueued` occurrence and advances the schedule; answers the runs. Fails with a conflict, changing
     /// nothing, when the schedule's next fire time is no longer `expected_next_fire_at`.
-    async fn schedule_apply(&self, params: ScheduleApplyParams) -> Result<Vec<TaskId>>;
+    async fn schedule_apply(&self, params: ScheduleApplyParams) -> Result<Vec<RunMade>>;
 
     /// One pass of the scheduler, in one transaction: plans the schedules whose time to be
     /// looked at has come (at most `limit`, oldest first; on PostgreSQL skipping those another

@@ -85,7 +85,12 @@ impl Listed for Schedule {
             + self.name.len()
             + self.spec.len()
             + self.tz.len()
-            + json_bytes(&self.task.payload)
+            + self.task.as_ref().map_or(0, |t| json_bytes(&t.payload))
+            + self.workflow.as_ref().map_or(0, |w| {
+                (w.tasks.iter())
+                    .map(|t| FIXED + t.name.len() + json_bytes(&t.task.payload))
+                    .sum()
+            })
             + self.declared_by.as_ref().map_or(0, String::len)
     }
 }

@@ -94,11 +94,19 @@ pub(crate) struct ScheduleAdd {
     #[arg(long, default_value = "UTC")]
     tz: String,
     /// The kind of task each occurrence enqueues
-    #[arg(long, required_unless_present = "shell")]
+    #[arg(long, required_unless_present_any = ["shell", "workflow"])]
     kind: Option<String>,
     /// Shorthand for --kind shell --payload '{"command": CMD}'.
     #[arg(long, conflicts_with_all = ["kind", "payload"], value_name = "CMD")]
     shell: Option<String>,
+    /// Start the workflow of this file (JSON or YAML, as `sked workflow add` reads it) at each
+    /// occurrence, instead of one task; the overlap policy counts whole runs
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["kind", "shell", "payload", "queue", "priority", "max_attempts", "timeout", "key"]
+    )]
+    workflow: Option<std::path::PathBuf>,
     /// The tasks' input, as JSON
     #[arg(long, value_name = "JSON")]
     payload: Option<String>,
@@ -160,6 +168,26 @@ pub(crate) struct ScheduleAdd {
     catchup_window: String,
 }
 
+/// The task each occurrence enqueues, from the flags.
+fn task_template(a: &ScheduleAdd) -> CliResult<TaskTemplate> {
+    let mut task = match &a.shell {
+        Some(cmd) => TaskTemplate::new("shell").payload(serde_json::json!({ "command": cmd })),
+        None => TaskTemplate::new(a.kind.clone().unwrap_or_default())
+            .payload(parse_payload(a.payload.as_deref())?),
+    };
+    task = task
+        .queue(a.queue.clone())
+        .priority(a.priority)
+        .max_attempts(a.max_attempts);
+    if let Some(t) = &a.timeout {
+        task = task.timeout(flag_duration("--timeout", t)?);
+    }
+    if let Some(k) = &a.key {
+        task = task.key(k.clone());
+    }
+    Ok(task)
+}
+
 /// A policy flag's value, read as the API reads it.
 fn policy<T: serde::de::DeserializeOwned>(flag: &str, v: &str) -> CliResult<T> {
     serde_json::from_value(serde_json::Value::String(v.to_string()))
@@ -178,24 +206,17 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
                     ));
                 }
             };
-            let mut task = match &a.shell {
-                Some(cmd) => {
-                    TaskTemplate::new("shell").payload(serde_json::json!({ "command": cmd }))
+            let def = match &a.workflow {
+                Some(file) => {
+                    let value = crate::schedule_file::read_value("--workflow", file)?;
+                    let workflow = serde_json::from_value(value).map_err(|e| {
+                        CliError::usage(format!("invalid --workflow {}: {e}", file.display()))
+                    })?;
+                    ScheduleDef::for_workflow(a.name.clone(), spec, workflow)
                 }
-                None => TaskTemplate::new(a.kind.clone().unwrap_or_default())
-                    .payload(parse_payload(a.payload.as_deref())?),
+                None => ScheduleDef::new(a.name.clone(), spec, task_template(&a)?),
             };
-            task = task
-                .queue(a.queue.clone())
-                .priority(a.priority)
-                .max_attempts(a.max_attempts);
-            if let Some(t) = &a.timeout {
-                task = task.timeout(flag_duration("--timeout", t)?);
-            }
-            if let Some(k) = &a.key {
-                task = task.key(k.clone());
-            }
-            let mut def = ScheduleDef::new(a.name.clone(), spec, task)
+            let mut def = def
                 .tz(a.tz.clone())
                 .overlap(policy("--overlap", &a.overlap)?)
                 .catchup(
@@ -246,9 +267,9 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
                 tokio::try_join!(client.schedule(&name), client.occurrences(&name, 20))
                     .map_err(failed)?;
             // The limits its runs meet in their queue (text only: `--json` is the schedule).
-            let queue = match remote.json {
-                true => None,
-                false => Some(client.queue(&schedule.task.queue).await.map_err(failed)?),
+            let queue = match (remote.json, &schedule.task) {
+                (false, Some(task)) => Some(client.queue(&task.queue).await.map_err(failed)?),
+                _ => None,
             };
             let detail = ScheduleDetail {
                 schedule,
@@ -418,7 +439,10 @@ fn print_schedule(d: &ScheduleDetail, queue: Option<&sked::QueueInfo>) {
                 None => opt(s.last_outcome.as_ref()),
             },
         ),
-        ("task", serde_json::to_string(&s.task).unwrap_or_default()),
+        match (&s.task, &s.workflow) {
+            (_, Some(w)) => ("workflow", workflow_summary(w)),
+            (task, None) => ("task", serde_json::to_string(task).unwrap_or_default()),
+        },
         ("queue_limits", queue.map(queue_limits).unwrap_or_default()),
     ];
     crate::output::fields(&fields);
@@ -454,6 +478,19 @@ fn print_paused(s: &sked::api::ScheduleView) {
 
 /// A queue's limits in a line: `concurrency 5, rate 10/s, per key 2, per key 5/s, held by rate`
 /// (`none` without any).
+/// A workflow a schedule starts, in one line: its name, and its tasks with what each waits for
+/// (`etl: extract, transform after extract, load after transform`).
+fn workflow_summary(w: &sked::NewWorkflow) -> String {
+    let tasks: Vec<String> = (w.tasks.iter())
+        .map(|t| match t.after.is_empty() {
+            true => format!("{} ({})", t.name, t.task.kind),
+            false => format!("{} ({}) after {}", t.name, t.task.kind, t.after.join(", ")),
+        })
+        .collect();
+    let name = w.name.as_deref().unwrap_or("unnamed");
+    format!("{name}: {}", tasks.join("; "))
+}
+
 fn queue_limits(q: &sked::QueueInfo) -> String {
     let mut parts = Vec::new();
     if q.paused {

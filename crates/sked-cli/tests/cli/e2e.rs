@@ -381,7 +381,10 @@ fn every_commands_json_is_the_wire_type() {
     assert_eq!(made, schedule("nightly"));
     let all: ScheduleList = typed(&srv, &["schedule", "ls", "--json"]);
     assert_eq!(all.schedules, rt.block_on(client.schedules()).unwrap());
-    assert_eq!(all.schedules[0].task.payload, serde_json::json!({"n": 1}));
+    assert_eq!(
+        all.schedules[0].task.as_ref().unwrap().payload,
+        serde_json::json!({"n": 1})
+    );
     let paused: ScheduleView = typed(&srv, &["schedule", "pause", "nightly", "--json"]);
     assert_eq!(paused, schedule("nightly"));
     assert!(paused.paused);
@@ -419,7 +422,10 @@ fn every_commands_json_is_the_wire_type() {
     // Without the templates' payloads: an overview does not move them.
     let lean = rt.block_on(client.schedules_with(false)).unwrap();
     assert_eq!(overview.schedules, lean);
-    assert!(lean.iter().all(|s| s.task.payload.is_null()));
+    assert!(
+        lean.iter()
+            .all(|s| s.task.as_ref().unwrap().payload.is_null())
+    );
     assert_eq!(overview.activity.buckets.len(), 15);
 }
 

@@ -13,6 +13,7 @@ use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::error::SpecError;
+use crate::workflow::NewWorkflow;
 use crate::{format_duration, parse_duration};
 pub use cron::CronExpr;
 pub use describe::describe;
@@ -221,6 +222,58 @@ impl TaskTemplate {
     }
 }
 
+/// What each occurrence of a schedule makes: one task, or a workflow.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunTemplate {
+    Task(TaskTemplate),
+    Workflow(NewWorkflow),
+}
+
+impl RunTemplate {
+    /// How many tasks one run puts in each queue, in the order the queues are first named.
+    pub fn tasks_per_queue(&self) -> Vec<(&str, usize)> {
+        match self {
+            RunTemplate::Task(t) => vec![(t.queue.as_str(), 1)],
+            RunTemplate::Workflow(w) => {
+                let mut queues: Vec<(&str, usize)> = Vec::new();
+                for t in &w.tasks {
+                    match queues.iter_mut().find(|(q, _)| *q == t.task.queue) {
+                        Some((_, n)) => *n += 1,
+                        None => queues.push((&t.task.queue, 1)),
+                    }
+                }
+                queues
+            }
+        }
+    }
+}
+
+/// Checks a workflow a schedule starts: as a workflow is checked, and its tasks start with
+/// the occurrence and wait for one another only, so none has a time, a parent by id or a batch
+/// of its own.
+fn check_scheduled_workflow(w: &NewWorkflow) -> Result<(), SpecError> {
+    w.layers()?;
+    for t in &w.tasks {
+        let name = &t.name;
+        if t.task.run_at.is_some() {
+            return Err(SpecError::new(format!(
+                "task {name:?}: a scheduled workflow's tasks start at the occurrence, so run_at is not allowed"
+            )));
+        }
+        if !t.task.depends_on.is_empty() {
+            return Err(SpecError::new(format!(
+                "task {name:?}: a scheduled workflow's tasks wait for one another by name (after), not for task ids (depends_on)"
+            )));
+        }
+        if t.task.batch.is_some() {
+            return Err(SpecError::new(format!(
+                "task {name:?}: a scheduled workflow's tasks cannot join a batch: a batch ends once, a schedule runs again"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// A schedule as a user defines it. Serialized without the fields that have their default
 /// values, so that many definitions in one request stay small.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -236,7 +289,13 @@ pub struct ScheduleDef {
     #[serde(default = "default_tz", skip_serializing_if = "is_default_tz")]
     #[cfg_attr(feature = "openapi", schema(default = "UTC"))]
     pub tz: String,
-    pub task: TaskTemplate,
+    /// The task each occurrence enqueues. A schedule has this or `workflow`, not both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskTemplate>,
+    /// The workflow each occurrence starts, instead of one task: every task of a run carries
+    /// the schedule and the occurrence, and the overlap policy counts whole runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<NewWorkflow>,
     #[serde(default, skip_serializing_if = "is_default")]
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Overlap))]
     pub overlap: OverlapPolicy,
@@ -309,7 +368,8 @@ impl ScheduleDef {
             name: name.into(),
             spec: spec.into(),
             tz: default_tz(),
-            task,
+            task: Some(task),
+            workflow: None,
             overlap: OverlapPolicy::default(),
             catchup: CatchupPolicy::default(),
             catchup_window: default_window(),
@@ -319,6 +379,41 @@ impl ScheduleDef {
             dst: DstPolicy::default(),
             pause_after_failures: None,
             keep_retrying: false,
+        }
+    }
+
+    /// A schedule named `name` that starts `workflow` at each occurrence of `spec`, with the
+    /// defaults of [`ScheduleDef::new`]. Its tasks start at the occurrence; they wait for one
+    /// another by name only (no `run_at`, `depends_on` or `batch` of their own).
+    pub fn for_workflow(
+        name: impl Into<String>,
+        spec: impl Into<String>,
+        workflow: NewWorkflow,
+    ) -> ScheduleDef {
+        ScheduleDef {
+            task: None,
+            workflow: Some(workflow),
+            ..ScheduleDef::new(name, spec, TaskTemplate::new(String::new()))
+        }
+    }
+
+    /// What each occurrence makes, checked: exactly one of `task` and `workflow`.
+    pub fn template(&self) -> Result<RunTemplate, SpecError> {
+        match (&self.task, &self.workflow) {
+            (Some(t), None) => {
+                t.to_new_task().validate()?;
+                Ok(RunTemplate::Task(t.clone()))
+            }
+            (None, Some(w)) => {
+                check_scheduled_workflow(w)?;
+                Ok(RunTemplate::Workflow(w.clone()))
+            }
+            (Some(_), Some(_)) => Err(SpecError::new(
+                "a schedule has a task or a workflow, not both",
+            )),
+            (None, None) => Err(SpecError::new(
+                "a schedule needs a task (what each occurrence enqueues) or a workflow",
+            )),
         }
     }
 
@@ -383,8 +478,7 @@ impl ScheduleDef {
         crate::validate_name("schedule name", &self.name)?;
         let spec = Spec::parse(&self.spec)?;
         let tz = parse_zone(&self.tz)?;
-        let task = self.task.to_new_task();
-        task.validate()?;
+        self.template()?;
         crate::check_duration("catchup_window", self.catchup_window)?;
         if self.from != IntervalFrom::Fixed && !matches!(spec, Spec::Every(_)) {
             return Err(SpecError::new(format!(
@@ -412,5 +506,78 @@ impl ScheduleDef {
             )));
         }
         Ok((spec.with_dst(self.dst), tz))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn etl() -> serde_json::Value {
+        json!({"name": "etl", "tasks": [
+            {"name": "extract", "kind": "extract"},
+            {"name": "load", "kind": "load", "after": ["extract"], "queue": "loads"}
+        ]})
+    }
+
+    #[test]
+    fn a_schedule_starts_a_task_or_a_workflow() {
+        let def: ScheduleDef =
+            serde_json::from_value(json!({"name": "n", "spec": "@daily", "workflow": etl()}))
+                .unwrap();
+        let Ok(RunTemplate::Workflow(w)) = def.template() else {
+            panic!("a workflow")
+        };
+        assert_eq!(w.tasks.len(), 2);
+        assert!(def.validate().is_ok());
+        assert_eq!(
+            RunTemplate::Workflow(w).tasks_per_queue(),
+            [("default", 1), ("loads", 1)]
+        );
+        // Written back as given: a workflow, no task.
+        let v = serde_json::to_value(&def).unwrap();
+        assert!(v.get("task").is_none());
+        assert_eq!(v["workflow"]["tasks"][1]["after"], json!(["extract"]));
+        let task = json!({"kind": "k"});
+        for (body, says) in [
+            (
+                json!({"name": "n", "spec": "@daily", "task": task, "workflow": etl()}),
+                "not both",
+            ),
+            (json!({"name": "n", "spec": "@daily"}), "needs a task"),
+        ] {
+            let def: ScheduleDef = serde_json::from_value(body).unwrap();
+            let e = def.validate().unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_scheduled_workflows_tasks_start_with_the_occurrence_and_wait_by_name() {
+        for (field, value, says) in [
+            (
+                "run_at",
+                json!("2030-01-01T00:00:00Z"),
+                "run_at is not allowed",
+            ),
+            ("depends_on", json!([1]), "not for task ids"),
+            ("batch", json!(7), "cannot join a batch"),
+        ] {
+            let mut w = etl();
+            w["tasks"][1][field] = value;
+            let def: ScheduleDef =
+                serde_json::from_value(json!({"name": "n", "spec": "@daily", "workflow": w}))
+                    .unwrap();
+            let e = def.validate().unwrap_err().to_string();
+            assert!(e.contains("task \"load\"") && e.contains(says), "{e}");
+        }
+        let mut cycle = etl();
+        cycle["tasks"][0]["after"] = json!(["load"]);
+        let def: ScheduleDef =
+            serde_json::from_value(json!({"name": "n", "spec": "@daily", "workflow": cycle}))
+                .unwrap();
+        assert!(def.validate().unwrap_err().to_string().contains("cycle"));
     }
 }

@@ -193,8 +193,7 @@ impl UpsertColumns {
         self.name.push(def.name.clone());
         self.spec.push(def.spec.clone());
         self.tz.push(def.tz.clone());
-        self.task
-            .push(serde_json::to_value(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?);
+        self.task.push(rules::template_column(def)?);
         self.overlap.push(def.overlap.to_string());
         self.catchup.push(def.catchup.as_str());
         self.catchup_window_ms.push(ms(def.catchup_window));

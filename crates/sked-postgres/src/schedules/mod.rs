@@ -31,6 +31,7 @@ pub(crate) fn from_row(r: &tokio_postgres::Row) -> Result<Schedule> {
         col(r, C::PauseAfterFailures.at())?,
     )
     .map_err(bad)?;
+    let (task, workflow) = rules::template_of_column(col(r, C::Task.at())?).map_err(bad)?;
     Ok(Schedule {
         from,
         jitter,
@@ -41,7 +42,8 @@ pub(crate) fn from_row(r: &tokio_postgres::Row) -> Result<Schedule> {
         name: col(r, C::Name.at())?,
         spec: col(r, C::Spec.at())?,
         tz: col(r, C::Tz.at())?,
-        task: serde_json::from_value(col(r, C::Task.at())?).map_err(bad)?,
+        task,
+        workflow,
         overlap: col::<String>(r, C::Overlap.at())?.parse().map_err(bad)?,
         catchup: col::<String>(r, C::Catchup.at())?.parse().map_err(bad)?,
         catchup_window: SignedDuration::from_millis(col(r, C::CatchupWindowMs.at())?),
@@ -108,7 +110,7 @@ pub(crate) async fn list(c: &mut Object, p: &ScheduleListParams) -> Result<Page<
     while let Some(row) = rows.try_next().await.map_err(db_err)? {
         let mut s = from_row(&row)?;
         if !p.with_payloads {
-            s.task.payload = serde_json::Value::Null;
+            s = s.without_payloads();
         }
         if !page.push(s) {
             break;

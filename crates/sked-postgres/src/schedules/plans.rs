@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use deadpool_postgres::{Object, Transaction};
 use jiff::Timestamp;
-use sked_core::{OccurrenceOutcome, TaskId, TaskState};
+use sked_core::{ActiveTask, OccurrenceOutcome, TaskId};
 use sked_store::rules::{PlanWrite, Written};
 use sked_store::states::ACTIVE;
 use sked_store::*;
@@ -94,19 +94,19 @@ async fn runs_ended(c: &Object, names: &[String], now: Timestamp) -> Result<()> 
     Ok(())
 }
 
-/// The unfinished tasks of each schedule named, oldest first, with their states.
+/// The unfinished tasks of each schedule named, oldest first, with their states and runs.
 async fn active_tasks<C: GenericClient + Sync>(
     c: &C,
     names: &[&str],
-) -> Result<HashMap<String, Vec<(TaskId, TaskState)>>> {
-    let mut out: HashMap<String, Vec<(TaskId, TaskState)>> = HashMap::new();
+) -> Result<HashMap<String, Vec<ActiveTask>>> {
+    let mut out: HashMap<String, Vec<ActiveTask>> = HashMap::new();
     if names.is_empty() {
         return Ok(out);
     }
     let rows = c
         .query(
             &format!(
-                "SELECT schedule, id, state FROM sked_tasks WHERE schedule = ANY($1) \
+                "SELECT schedule, id, state, nominal_at FROM sked_tasks WHERE schedule = ANY($1) \
                  AND state IN {ACTIVE} ORDER BY id"
             ),
             &[&names],
@@ -114,12 +114,36 @@ async fn active_tasks<C: GenericClient + Sync>(
         .await
         .map_err(db_err)?;
     for r in &rows {
-        let task_state = state(col(r, 2)?)?;
-        out.entry(col(r, 0)?)
-            .or_default()
-            .push((col(r, 1)?, task_state));
+        out.entry(col(r, 0)?).or_default().push(ActiveTask {
+            id: col(r, 1)?,
+            state: state(col(r, 2)?)?,
+            run: col(r, 3)?,
+        });
     }
     Ok(out)
+}
+
+/// Inserts runs of schedules, in order: tasks together, each workflow with its edges.
+pub(crate) async fn insert_runs(
+    tx: &Transaction<'_>,
+    channel: &str,
+    runs: Vec<RunInsert>,
+    now: Timestamp,
+) -> Result<Vec<RunMade>> {
+    let mut made: Vec<Option<RunMade>> = vec![None; runs.len()];
+    let split = SplitRuns::of(runs);
+    for (i, w) in split.workflows {
+        let created = tasks::workflows::insert(tx, channel, &w).await?;
+        made[i] = Some(RunMade::of_workflow(&w, created));
+    }
+    let (at, tasks): (Vec<usize>, Vec<TaskInsert>) = split.tasks.into_iter().unzip();
+    if !tasks.is_empty() {
+        let inserted = tasks::insert_tasks(&**tx, None, channel, &tasks, now).await?;
+        for ((i, t), ins) in at.into_iter().zip(&tasks).zip(inserted) {
+            made[i] = Some(RunMade::of_task(t, ins.id));
+        }
+    }
+    Ok(made.into_iter().flatten().collect())
 }
 
 /// Writes a batch of plans whose schedules the caller has locked: the cancels, each ledger
@@ -211,24 +235,24 @@ pub(crate) async fn write_plans(
         .iter()
         .map(|l| recorded.contains(&key(&l.write.name, l.occ.nominal_at)))
         .collect();
-    // A task for each enqueued line written.
+    // A run for each enqueued line written.
     let mut inserts = Vec::new();
     let mut of_line = Vec::new();
     for (i, l) in lines.iter().enumerate() {
-        if let (true, Some(insert)) = (recorded[i], l.task()) {
+        if let (true, Some(insert)) = (recorded[i], l.run(now)?) {
             inserts.push(insert);
             of_line.push(i);
         }
     }
-    let mut task_ids: Vec<Option<TaskId>> = vec![None; lines.len()];
+    let mut runs: Vec<Option<RunMade>> = vec![None; lines.len()];
     if !inserts.is_empty() {
-        let inserted = tasks::insert_tasks(&**tx, None, channel, &inserts, now).await?;
+        let made = insert_runs(tx, channel, inserts, now).await?;
         let (mut names, mut nominals, mut ids) = (vec![], vec![], vec![]);
-        for (i, ins) in of_line.into_iter().zip(inserted) {
-            task_ids[i] = Some(ins.id);
+        for (i, made) in of_line.into_iter().zip(made) {
             names.push(lines[i].write.name.as_str());
             nominals.push(lines[i].occ.nominal_at);
-            ids.push(ins.id);
+            ids.push(made.first);
+            runs[i] = Some(made);
         }
         let stmt = tx
             .prepare_cached(
@@ -272,13 +296,13 @@ pub(crate) async fn write_plans(
         .collect();
     Ok(Written {
         recorded,
-        tasks: task_ids,
+        runs,
         outcomes,
     })
 }
 
 /// Withdraws the runs of schedule `name` made ahead whose time has not come (not started,
-/// nominal time after `now`): their tasks and ledger lines go, and the schedule is planned
+/// nominal time after `now`): their tasks (a workflow's all together) and ledger lines go, and the schedule is planned
 /// again from the earliest of them. Its row must be locked.
 pub(crate) async fn withdraw_ahead<C: GenericClient + Sync>(
     c: &C,
@@ -297,9 +321,9 @@ pub(crate) async fn withdraw_ahead_many<C: GenericClient + Sync>(
     let rows = c
         .query(
             &format!(
-                "DELETE FROM sked_tasks WHERE schedule = ANY($1) AND state = 'scheduled' \
+                "DELETE FROM sked_tasks WHERE schedule = ANY($1) AND state IN ('scheduled', 'waiting') \
                  AND attempt = 0 AND nominal_at > $2 AND state IN {ACTIVE} \
-                 RETURNING schedule, nominal_at"
+                 RETURNING schedule, nominal_at, id"
             ),
             &[&names, &now],
         )
@@ -310,9 +334,19 @@ pub(crate) async fn withdraw_ahead_many<C: GenericClient + Sync>(
     }
     let mut schedules: Vec<String> = Vec::with_capacity(rows.len());
     let mut nominals: Vec<Timestamp> = Vec::with_capacity(rows.len());
+    let mut ids: Vec<TaskId> = Vec::with_capacity(rows.len());
     for r in &rows {
         schedules.push(col(r, 0)?);
         nominals.push(col(r, 1)?);
+        ids.push(col(r, 2)?);
+    }
+    // A workflow's edges and membership go with its tasks.
+    for sql in [
+        "DELETE FROM sked_task_edges WHERE child = ANY($1)",
+        "DELETE FROM sked_task_edges WHERE parent = ANY($1)",
+        tasks::workflows::FORGET.as_str(),
+    ] {
+        c.execute(sql, &[&ids]).await.map_err(db_err)?;
     }
     c.execute(
         "DELETE FROM sked_occurrences o USING unnest($1::text[], $2::timestamptz[]) AS u(schedule, nominal_at) \
@@ -374,7 +408,7 @@ pub(crate) async fn apply(
     c: &mut Object,
     channel: &str,
     p: &ScheduleApplyParams,
-) -> Result<Vec<TaskId>> {
+) -> Result<Vec<RunMade>> {
     let tx = c.transaction().await.map_err(db_err)?;
     // The schedule row is locked: of two nodes applying at once, the second waits, then sees
     // the schedule advanced and fails with a conflict.
@@ -398,7 +432,7 @@ pub(crate) async fn apply(
     let written = write_plans(&tx, channel, &writes, p.now).await?;
     rules::check_recorded(&writes, &written.recorded)?;
     tx.commit().await.map_err(db_err)?;
-    Ok(written.tasks.into_iter().flatten().collect())
+    Ok(written.runs.into_iter().flatten().collect())
 }
 
 pub(crate) async fn backfill(
@@ -440,12 +474,12 @@ pub(crate) async fn backfill(
     if missing.is_empty() {
         return Ok(report);
     }
-    let inserts: Vec<TaskInsert> = missing
+    let inserts: Vec<RunInsert> = missing
         .iter()
-        .map(|t| rules::backfill_task(&s, *t))
-        .collect();
-    let inserted = tasks::insert_tasks(&*tx, None, channel, &inserts, p.now).await?;
-    let ids: Vec<TaskId> = inserted.iter().map(|i| i.id).collect();
+        .map(|t| rules::backfill_run(&s, *t, p.now))
+        .collect::<Result<_>>()?;
+    let made = insert_runs(&tx, channel, inserts, p.now).await?;
+    let ids: Vec<TaskId> = made.iter().map(|m| m.first).collect();
     tx.execute(
         "INSERT INTO sked_occurrences (schedule, nominal_at, outcome, task_id, detail, recorded_at) \
          SELECT $1, n, 'enqueued', id, $4, $5 FROM unnest($2::timestamptz[], $3::bigint[]) AS u(n, id) \

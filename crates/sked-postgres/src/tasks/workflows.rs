@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use deadpool_postgres::Object;
+use deadpool_postgres::{Object, Transaction};
 use sked_core::{TaskId, TaskState, WorkflowId};
 use sked_store::*;
 use tokio_postgres::GenericClient;
@@ -47,6 +47,17 @@ pub(crate) async fn create(
     p: &WorkflowCreateParams,
 ) -> Result<WorkflowCreated> {
     let tx = c.transaction().await.map_err(db_err)?;
+    let made = insert(&tx, channel, p).await?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(made)
+}
+
+/// [`create`] inside the caller's transaction.
+pub(crate) async fn insert(
+    tx: &Transaction<'_>,
+    channel: &str,
+    p: &WorkflowCreateParams,
+) -> Result<WorkflowCreated> {
     let size = p.tasks.len() as i64;
     let row = tx
         .query_one(
@@ -62,7 +73,7 @@ pub(crate) async fn create(
         let tasks: Vec<TaskInsert> = (p.tasks[run].iter())
             .map(|t| rules::workflows::insert(t, &ids))
             .collect();
-        let inserted = super::insert_tasks(&*tx, None, channel, &tasks, p.now).await?;
+        let inserted = super::insert_tasks(&**tx, None, channel, &tasks, p.now).await?;
         ids.extend(inserted.iter().map(|t| t.id));
     }
     let names: Vec<&str> = p.tasks.iter().map(|t| t.name.as_str()).collect();
@@ -73,7 +84,6 @@ pub(crate) async fn create(
     )
     .await
     .map_err(db_err)?;
-    tx.commit().await.map_err(db_err)?;
     Ok(WorkflowCreated { id, tasks: ids })
 }
 

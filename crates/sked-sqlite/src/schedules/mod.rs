@@ -2,11 +2,10 @@
 
 use jiff::{SignedDuration, Timestamp};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
-use sked_core::{OccurrenceOutcome, TaskId};
+use sked_core::OccurrenceOutcome;
 use sked_store::*;
 
 use crate::codec::{db_err, from_ts, ms, opt_ts, state, ts};
-use crate::tasks;
 
 pub(crate) mod plans;
 
@@ -27,6 +26,9 @@ pub(crate) fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Schedule> {
         r.get(C::PauseAfterFailures.at())?,
     )
     .map_err(invalid_column)?;
+    let stored: serde_json::Value =
+        serde_json::from_str(&r.get::<_, String>(C::Task.at())?).map_err(invalid_column)?;
+    let (task, workflow) = rules::template_of_column(stored).map_err(invalid_column)?;
     Ok(Schedule {
         from,
         jitter,
@@ -37,7 +39,8 @@ pub(crate) fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Schedule> {
         name: r.get(C::Name.at())?,
         spec: r.get(C::Spec.at())?,
         tz: r.get(C::Tz.at())?,
-        task: serde_json::from_str(&r.get::<_, String>(C::Task.at())?).map_err(invalid_column)?,
+        task,
+        workflow,
         overlap: r
             .get::<_, String>(C::Overlap.at())?
             .parse()
@@ -101,7 +104,7 @@ pub(crate) fn list(conn: &Connection, p: &ScheduleListParams) -> Result<Page<Sch
     for row in rows {
         let mut s = row.map_err(db_err)?;
         if !p.with_payloads {
-            s.task.payload = serde_json::Value::Null;
+            s = s.without_payloads();
         }
         if !page.push(s) {
             break;
@@ -202,7 +205,7 @@ fn write(
     now: Timestamp,
 ) -> Result<()> {
     let def = &d.def;
-    let task = serde_json::to_string(&def.task).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let task = rules::template_column(def)?.to_string();
     plans::withdraw_ahead(tx, &def.name, now)?;
     let r = rules::rewritten(stored(tx, &def.name)?.as_ref(), d, group, now);
     let policy = rules::PolicyColumns::of(def);
@@ -328,7 +331,7 @@ pub(crate) fn due(conn: &Connection, p: &ScheduleDueParams) -> Result<Vec<DueSch
         .collect()
 }
 
-pub(crate) fn apply(tx: &Transaction<'_>, p: &ScheduleApplyParams) -> Result<Vec<TaskId>> {
+pub(crate) fn apply(tx: &Transaction<'_>, p: &ScheduleApplyParams) -> Result<Vec<RunMade>> {
     let current = tx
         .query_row(
             "SELECT next_fire_at, look_at, awaits_run, paused FROM schedules WHERE name = ?1",
@@ -347,7 +350,7 @@ pub(crate) fn apply(tx: &Transaction<'_>, p: &ScheduleApplyParams) -> Result<Vec
     let writes = [rules::apply_write(p, current)?];
     let written = plans::write_plans(tx, &writes, p.now)?;
     rules::check_recorded(&writes, &written.recorded)?;
-    Ok(written.tasks.into_iter().flatten().collect())
+    Ok(written.runs.into_iter().flatten().collect())
 }
 
 pub(crate) fn backfill(tx: &Transaction<'_>, p: &ScheduleBackfillParams) -> Result<BackfillReport> {
@@ -376,8 +379,9 @@ pub(crate) fn backfill(tx: &Transaction<'_>, p: &ScheduleBackfillParams) -> Resu
             report.already += 1;
             continue;
         }
-        let insert = rules::backfill_task(&s, nominal_at);
-        let task_id = tasks::insert_one(tx, &insert, p.now)?.id;
+        let run = rules::backfill_run(&s, nominal_at, p.now)?;
+        let made = plans::insert_runs(tx, vec![run], p.now)?;
+        let task_id = made[0].first;
         tx.prepare_cached(
             "INSERT INTO occurrences (schedule, nominal_at, outcome, task_id, detail, recorded_at) \
              VALUES (?1, ?2, 'enqueued', ?3, ?4, ?5) \

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use jiff::Timestamp;
 use rusqlite::{Connection, Transaction, params};
-use sked_core::{TaskId, TaskState};
+use sked_core::{ActiveTask, TaskId};
 use sked_store::rules::{PlanWrite, Written};
 use sked_store::*;
 
@@ -44,7 +44,7 @@ pub(crate) fn materialise(
             .map_err(db_err)?;
         rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
     };
-    let active: Vec<Vec<(TaskId, TaskState)>> = due
+    let active: Vec<Vec<ActiveTask>> = due
         .iter()
         .map(|(s, _)| active_runs(tx, &s.name))
         .collect::<Result<_>>()?;
@@ -83,18 +83,46 @@ pub(crate) fn active_tasks(conn: &Connection, name: &str) -> Result<Vec<TaskId>>
     rows.collect::<rusqlite::Result<_>>().map_err(db_err)
 }
 
-/// A schedule's unfinished tasks, oldest first, with their states.
-fn active_runs(conn: &Connection, name: &str) -> Result<Vec<(TaskId, TaskState)>> {
+/// A schedule's unfinished tasks, oldest first, with their states and runs.
+fn active_runs(conn: &Connection, name: &str) -> Result<Vec<ActiveTask>> {
     let mut stmt = conn
         .prepare_cached(&format!(
-            "SELECT id, state FROM tasks WHERE schedule = ?1 AND {} ORDER BY id",
+            "SELECT id, state, nominal_at FROM tasks WHERE schedule = ?1 AND {} ORDER BY id",
             sked_store::states::ACTIVE_ANY
         ))
         .map_err(db_err)?;
     let rows = stmt
-        .query_map([name], |r| Ok((r.get(0)?, state(&r.get::<_, String>(1)?)?)))
+        .query_map([name], |r| {
+            Ok(ActiveTask {
+                id: r.get(0)?,
+                state: state(&r.get::<_, String>(1)?)?,
+                run: opt_ts(r.get(2)?),
+            })
+        })
         .map_err(db_err)?;
     rows.collect::<rusqlite::Result<_>>().map_err(db_err)
+}
+
+/// Inserts runs of schedules, in order: tasks together, each workflow with its edges.
+pub(crate) fn insert_runs(
+    tx: &Transaction<'_>,
+    runs: Vec<RunInsert>,
+    now: Timestamp,
+) -> Result<Vec<RunMade>> {
+    let mut made: Vec<Option<RunMade>> = vec![None; runs.len()];
+    let split = SplitRuns::of(runs);
+    for (i, w) in split.workflows {
+        made[i] = Some(RunMade::of_workflow(&w, tasks::workflows::create(tx, &w)?));
+    }
+    let (at, tasks): (Vec<usize>, Vec<TaskInsert>) = split.tasks.into_iter().unzip();
+    if !tasks.is_empty() {
+        let params = TaskInsertParams { tasks, now };
+        let inserted = tasks::insert_many(tx, &params)?;
+        for ((i, t), ins) in at.into_iter().zip(&params.tasks).zip(inserted) {
+            made[i] = Some(RunMade::of_task(t, ins.id));
+        }
+    }
+    Ok(made.into_iter().flatten().collect())
 }
 
 /// Writes a batch of plans: the cancels, each ledger line (an `enqueued` one turns the
@@ -152,36 +180,27 @@ pub(crate) fn write_plans(
                 > 0;
         recorded.push(released || inserted);
     }
-    let mut task_ids: Vec<Option<TaskId>> = vec![None; lines.len()];
+    let mut runs: Vec<Option<RunMade>> = vec![None; lines.len()];
     let mut inserts = Vec::new();
     let mut of_line = Vec::new();
     for (i, l) in lines.iter().enumerate() {
-        if let (true, Some(insert)) = (recorded[i], l.task()) {
+        if let (true, Some(insert)) = (recorded[i], l.run(now)?) {
             inserts.push(insert);
             of_line.push(i);
         }
     }
-    if !inserts.is_empty() {
-        let inserted = tasks::insert_many(
-            tx,
-            &TaskInsertParams {
-                tasks: inserts,
-                now,
-            },
-        )?;
-        for (i, ins) in of_line.into_iter().zip(inserted) {
-            task_ids[i] = Some(ins.id);
-            tx.prepare_cached(
-                "UPDATE occurrences SET task_id = ?3 WHERE schedule = ?1 AND nominal_at = ?2",
-            )
-            .map_err(db_err)?
-            .execute(params![
-                lines[i].write.name,
-                ts(lines[i].occ.nominal_at),
-                ins.id
-            ])
-            .map_err(db_err)?;
-        }
+    for (i, made) in of_line.into_iter().zip(insert_runs(tx, inserts, now)?) {
+        tx.prepare_cached(
+            "UPDATE occurrences SET task_id = ?3 WHERE schedule = ?1 AND nominal_at = ?2",
+        )
+        .map_err(db_err)?
+        .execute(params![
+            lines[i].write.name,
+            ts(lines[i].occ.nominal_at),
+            made.first
+        ])
+        .map_err(db_err)?;
+        runs[i] = Some(made);
     }
     for w in writes {
         tx.prepare_cached(
@@ -208,32 +227,35 @@ pub(crate) fn write_plans(
         .collect();
     Ok(Written {
         recorded,
-        tasks: task_ids,
+        runs,
         outcomes,
     })
 }
 
 /// Withdraws the runs of schedule `name` made ahead whose time has not come (not started,
-/// nominal time after `now`): their tasks and ledger lines go, and the schedule is planned
-/// again from the earliest of them.
+/// nominal time after `now`): their tasks (a workflow's all together) and ledger lines go, and
+/// the schedule is planned again from the earliest of them.
 pub(crate) fn withdraw_ahead(tx: &Transaction<'_>, name: &str, now: Timestamp) -> Result<()> {
-    let nominals: Vec<i64> = {
+    let made: Vec<(TaskId, i64)> = {
         let mut stmt = tx
             .prepare_cached(&format!(
-                "DELETE FROM tasks WHERE schedule = ?1 AND state = 'scheduled' AND attempt = 0 \
-                 AND nominal_at > ?2 AND {} RETURNING nominal_at",
+                "SELECT id, nominal_at FROM tasks WHERE schedule = ?1 \
+                 AND (state = 'scheduled' OR state = 'waiting') AND attempt = 0 \
+                 AND nominal_at > ?2 AND {}",
                 sked_store::states::ACTIVE_ANY
             ))
             .map_err(db_err)?;
         let rows = stmt
-            .query_map(params![name, ts(now)], |r| r.get(0))
+            .query_map(params![name, ts(now)], |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(db_err)?;
         rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
     };
-    let Some(first) = nominals.iter().min().copied() else {
+    let Some(first) = made.iter().map(|(_, n)| *n).min() else {
         return Ok(());
     };
-    let gone: HashSet<i64> = nominals.into_iter().collect();
+    let ids: Vec<TaskId> = made.iter().map(|(id, _)| *id).collect();
+    tasks::delete(tx, &ids)?;
+    let gone: HashSet<i64> = made.into_iter().map(|(_, n)| n).collect();
     for nominal in gone {
         tx.prepare_cached("DELETE FROM occurrences WHERE schedule = ?1 AND nominal_at = ?2")
             .map_err(db_err)?

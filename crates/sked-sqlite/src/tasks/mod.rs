@@ -35,7 +35,7 @@ pub(crate) mod workflows;
 
 pub(crate) use claim::claim;
 pub(crate) use finish_lean::{changed_since_read, finish_many_lean, read_before, reads_before};
-pub(crate) use insert::{insert_claimed, insert_many, insert_one};
+pub(crate) use insert::{insert_claimed, insert_many};
 #[cfg(test)]
 pub(crate) use multi_row::READ_LATER_FROM;
 
@@ -434,11 +434,11 @@ pub(super) const PRUNE_ATTEMPTS: &str = "DELETE FROM task_attempts WHERE task_id
 /// The tasks of `?1` (an [`id_list`]), which retention removes.
 pub(super) const PRUNE_TASKS: &str = "DELETE FROM tasks WHERE id IN rarray(?1)";
 
-/// Deletes the ended tasks `ids` with everything kept of them: attempts, edges, progress,
+/// Deletes the tasks `ids` (ended, or runs made ahead withdrawn) with everything kept of them: attempts, edges, progress,
 /// their place in a workflow (and a workflow left with none). A statement a table for the
 /// whole batch: SQLite's one writer waits for retention, and a statement a task cost twice
 /// the time (a pass of 10,000 held the writer for 60–90 ms).
-pub(super) fn delete(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<()> {
+pub(crate) fn delete(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<()> {
     if ids.is_empty() {
         return Ok(());
     }

@@ -34,8 +34,8 @@ async fn put(store: &Shared, def: sked_core::ScheduleDef) {
         .unwrap();
 }
 
-/// The schedule's tasks as (nominal second, state), oldest first.
-async fn runs(store: &Shared, name: &str) -> Vec<(i64, TaskState)> {
+/// The schedule's tasks, oldest first.
+pub(crate) async fn schedule_tasks(store: &Shared, name: &str) -> Vec<sked_core::Task> {
     let mut tasks = store
         .task_list(TaskListParams {
             schedule: Some(name.into()),
@@ -47,11 +47,17 @@ async fn runs(store: &Shared, name: &str) -> Vec<(i64, TaskState)> {
         .items;
     tasks.sort_by_key(|t| t.id);
     tasks
-        .iter()
-        .map(|t| {
-            let nominal = t.nominal_at.unwrap().duration_since(t0()).as_secs();
-            (nominal, t.state)
-        })
+}
+
+/// The second after [`t0`] a task of a schedule runs for.
+pub(crate) fn nominal_second(t: &sked_core::Task) -> i64 {
+    t.nominal_at.unwrap().duration_since(t0()).as_secs()
+}
+
+/// The schedule's tasks as (nominal second, state), oldest first.
+async fn runs(store: &Shared, name: &str) -> Vec<(i64, TaskState)> {
+    (schedule_tasks(store, name).await.iter())
+        .map(|t| (nominal_second(t), t.state))
         .collect()
 }
 
@@ -178,7 +184,7 @@ pub async fn edits_pauses_and_deletes_withdraw_runs_made_ahead(store: &Shared) {
     );
     // At 16 s, 10 s has come (its run is due) and 20 s has not: the change withdraws 20 s.
     let mut changed = def("e", "every 10s").overlap(OverlapPolicy::Allow);
-    changed.task = changed.task.payload(json!({"n": 2}));
+    changed.task = changed.task.map(|t| t.payload(json!({"n": 2})));
     let s = store
         .schedule_upsert(ScheduleUpsertParams {
             def: changed,

@@ -6,7 +6,7 @@
 //! (cancel, rescue, retry, reschedule, prune, list), `queues` (counts, limits, leases),
 //! `schedules` (declaring, applying plans), `schedule_policies` (jitter, pausing after dead
 //! runs, backfills), `ahead` (passes that plan schedules ahead of their time), `dependents`
-//! (tasks that wait for tasks), `workflows`, `batches`, `observe` (activity,
+//! (tasks that wait for tasks), `workflows`, `scheduled_workflows`, `batches`, `observe` (activity,
 //! workers), `reference` (every claim against a stateless reference) and `claimers` (several
 //! stores claiming at once, which a backend runs from a test of its own); here the macro and
 //! the helpers they share.
@@ -24,6 +24,7 @@ mod operations;
 mod queues;
 mod reference;
 mod schedule_policies;
+mod scheduled_workflows;
 mod schedules;
 mod tasks;
 mod unique;
@@ -42,6 +43,7 @@ pub use operations::*;
 pub use queues::*;
 pub use reference::*;
 pub use schedule_policies::*;
+pub use scheduled_workflows::*;
 pub use schedules::*;
 pub use tasks::*;
 pub use unique::*;
@@ -87,7 +89,8 @@ macro_rules! conformance_tests {
             a_workflow_is_made_whole_and_runs_in_its_order, a_workflow_with_a_missing_parent_makes_nothing,
             a_workflow_fails_is_cancelled_and_goes_with_its_tasks,
             a_batch_enqueues_its_callbacks_once_when_closed_and_ended, a_failed_task_skips_on_success_and_an_empty_batch_ends_at_close,
-            a_batch_grows_from_its_own_tasks_and_ends_after_the_last, batch_tasks_ending_at_once_enqueue_the_callback_once);
+            a_batch_grows_from_its_own_tasks_and_ends_after_the_last, batch_tasks_ending_at_once_enqueue_the_callback_once,
+            a_scheduled_workflow_runs_whole_and_counts_as_one_run, a_workflow_run_made_ahead_is_withdrawn_whole, a_workflow_schedule_is_triggered_and_backfilled_whole);
     };
     (@cases $make:expr; $($case:ident),+) => {
         $(

@@ -19,17 +19,18 @@ async fn put(store: &Shared, d: sked_core::ScheduleDef, next: Timestamp) -> Sche
 }
 
 async fn apply(store: &Shared, name: &str, expected: Timestamp, plan: Plan) -> Vec<TaskId> {
-    let task = store.schedule_get(name).await.unwrap().task;
-    store
+    let template = store.schedule_get(name).await.unwrap().template().unwrap();
+    let runs = store
         .schedule_apply(ScheduleApplyParams {
             name: name.into(),
             expected_next_fire_at: Some(expected),
             plan,
-            task,
+            template,
             now: expected,
         })
         .await
-        .unwrap()
+        .unwrap();
+    runs.into_iter().map(|r| r.first).collect()
 }
 
 async fn due(store: &Shared, now: Timestamp) -> Vec<DueSchedule> {
@@ -126,7 +127,7 @@ pub async fn a_jittered_occurrence_is_due_when_its_plan_says(store: &Shared) {
 
 pub async fn dead_runs_in_a_row_count_since_the_last_resume(store: &Shared) {
     let mut d = def("flaky", "every 60s").pause_after_failures(2);
-    d.task.max_attempts = 1;
+    d.task.as_mut().unwrap().max_attempts = 1;
     put(store, d, at(60)).await;
     // Three runs: one dies, one succeeds, one dies.
     let mut ended = Vec::new();

@@ -67,7 +67,7 @@ pub async fn schedule_list_pages_by_name_and_bytes(store: &Shared) {
     let big = json!({"data": "x".repeat((1 << 20) - 100)});
     for i in 0..10 {
         let mut d = def(&format!("s{i}"), "0 3 * * *");
-        d.task.payload = big.clone();
+        d.task.as_mut().unwrap().payload = big.clone();
         store
             .schedule_upsert(ScheduleUpsertParams {
                 def: d,
@@ -81,7 +81,12 @@ pub async fn schedule_list_pages_by_name_and_bytes(store: &Shared) {
     let first = list(store, None, 4, false).await;
     let names: Vec<&str> = first.items.iter().map(|s| s.name.as_str()).collect();
     assert_eq!((names, first.more), (vec!["s0", "s1", "s2", "s3"], true));
-    assert!(first.items.iter().all(|s| s.task.payload.is_null()));
+    assert!(
+        first
+            .items
+            .iter()
+            .all(|s| s.task.as_ref().unwrap().payload.is_null())
+    );
     assert_eq!(first.next_after().as_deref(), Some("s3"));
     let rest = list(store, Some("s3"), 100, false).await;
     assert_eq!((rest.items.len(), rest.more), (6, false));
@@ -89,7 +94,7 @@ pub async fn schedule_list_pages_by_name_and_bytes(store: &Shared) {
     // With payloads, a page stops at about LIST_BYTES_MAX (8 MiB: eight of 1 MiB).
     let full = list(store, None, 100, true).await;
     assert_eq!((full.items.len(), full.more), (8, true));
-    assert_eq!(full.items[0].task.payload, big);
+    assert_eq!(full.items[0].task.as_ref().unwrap().payload, big);
     let next = list(store, full.next_after().as_deref(), 100, true).await;
     assert_eq!((next.items.len(), next.more), (2, false));
 }
@@ -133,7 +138,7 @@ pub async fn schedule_sync_creates_updates_and_removes(store: &Shared) {
         .await
         .unwrap();
     let mut a2 = a.clone();
-    a2.task.priority = 7;
+    a2.task.as_mut().unwrap().priority = 7;
     let r = store
         .schedule_write_many(declared(&[a2, def("c", "0 3 * * *")], at(80)))
         .await
@@ -144,7 +149,7 @@ pub async fn schedule_sync_creates_updates_and_removes(store: &Shared) {
     );
     let a = store.schedule_get("a").await.unwrap();
     assert!(a.paused, "a pause survives a redeploy");
-    assert_eq!(a.task.priority, 7);
+    assert_eq!(a.task.as_ref().unwrap().priority, 7);
     assert_eq!(
         a.next_fire_at, first.next_fire_at,
         "same spec: same next fire"
@@ -214,7 +219,7 @@ pub async fn a_dry_run_reports_and_pruning_needs_a_group(store: &Shared) {
     let before = all(store).await;
     // A dry run reports what would change, and changes nothing.
     let mut a2 = a.clone();
-    a2.task.priority = 3;
+    a2.task.as_mut().unwrap().priority = 3;
     let r = write(
         &[a2.clone(), def("c", "0 3 * * *")],
         Some("files"),
@@ -257,11 +262,11 @@ pub async fn schedule_crud_and_pause(store: &Shared) {
         .await
         .unwrap();
     assert_eq!(s.next_fire_at, Some(at(3 * 3600)));
-    assert_eq!(s.task.payload, json!({"n": 1}));
+    assert_eq!(s.task.as_ref().unwrap().payload, json!({"n": 1}));
     assert!(!s.running && s.last_outcome.is_none());
     // Same spec: the stored next fire time is kept; a new spec takes the given one.
     let mut d = def("nightly", "0 3 * * *");
-    d.task.priority = 9;
+    d.task.as_mut().unwrap().priority = 9;
     let s = store
         .schedule_upsert(ScheduleUpsertParams {
             def: d,
@@ -270,7 +275,10 @@ pub async fn schedule_crud_and_pause(store: &Shared) {
         })
         .await
         .unwrap();
-    assert_eq!((s.next_fire_at, s.task.priority), (Some(at(3 * 3600)), 9));
+    assert_eq!(
+        (s.next_fire_at, s.task.as_ref().unwrap().priority),
+        (Some(at(3 * 3600)), 9)
+    );
     let s = store
         .schedule_upsert(ScheduleUpsertParams {
             def: def("nightly", "0 4 * * *"),
@@ -369,11 +377,13 @@ pub async fn schedule_apply_is_exactly_once(store: &Shared) {
             name: "tick".into(),
             expected_next_fire_at: expected,
             plan: plan.clone(),
-            task: d.task.clone(),
+            template: sked_core::RunTemplate::Task(d.task.clone().unwrap()),
             now: at(60),
         })
     };
-    let ids = apply(Some(at(60))).await.unwrap();
+    let ids: Vec<TaskId> = (apply(Some(at(60))).await.unwrap().into_iter())
+        .map(|r| r.first)
+        .collect();
     assert_eq!(ids.len(), 1);
     let t = store.task_get(ids[0]).await.unwrap();
     assert_eq!(
@@ -443,7 +453,7 @@ pub async fn schedule_buffer_release_and_replace(store: &Shared) {
             name: "b".into(),
             expected_next_fire_at: expected,
             plan,
-            task: d.task.clone(),
+            template: sked_core::RunTemplate::Task(d.task.clone().unwrap()),
             now,
         })
     };
@@ -457,7 +467,8 @@ pub async fn schedule_buffer_release_and_replace(store: &Shared) {
         at(60),
     )
     .await
-    .unwrap()[0];
+    .unwrap()[0]
+        .first;
     // The next occurrence is buffered while the first is pending.
     apply(
         Some(at(120)),
@@ -509,6 +520,6 @@ pub async fn schedule_buffer_release_and_replace(store: &Shared) {
         .unwrap();
     assert_eq!(ledger.len(), 2);
     assert_eq!(ledger[0].outcome, OccurrenceOutcome::Enqueued);
-    assert_eq!(ledger[0].task_id, Some(released[0]));
+    assert_eq!(ledger[0].task_id, Some(released[0].first));
     assert_eq!(store.schedule_get("b").await.unwrap().buffered_at, None);
 }

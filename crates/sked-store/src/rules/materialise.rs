@@ -3,10 +3,11 @@
 
 use jiff::{SignedDuration, Timestamp};
 use sked_core::{
-    LastRun, OccurrenceOutcome, Plan, PlanInput, PlannedOccurrence, TaskState, TaskTemplate,
+    ActiveTask, LastRun, OccurrenceOutcome, Plan, PlanInput, PlannedOccurrence, RunTemplate,
+    TaskState,
 };
 
-use crate::{Schedule, ScheduleMaterialiseParams, TaskId, TaskInsert};
+use crate::{RunInsert, RunMade, Schedule, ScheduleMaterialiseParams, TaskId, TaskInsert};
 
 /// The longest look-ahead: a schedule written or resumed is first looked at this long before
 /// its first occurrence (or at once), so no horizon up to this misses one.
@@ -62,7 +63,7 @@ pub fn apply_write(
     let c = current.unwrap_or_default();
     Ok(PlanWrite::new(
         p.name.clone(),
-        p.task.clone(),
+        p.template.clone(),
         p.plan.clone(),
         look_after_apply(c.look_at, p.plan.next_fire_at, c.paused, p.now),
         c.awaits_run,
@@ -94,7 +95,7 @@ pub enum Decision {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanWrite {
     pub name: String,
-    pub task: TaskTemplate,
+    pub template: RunTemplate,
     pub plan: Plan,
     pub look_at: Option<Timestamp>,
     pub awaits_run: bool,
@@ -108,7 +109,7 @@ impl PlanWrite {
     /// line, its task and the schedule name each occurrence by the same time.
     pub fn new(
         name: String,
-        task: TaskTemplate,
+        template: RunTemplate,
         mut plan: Plan,
         look_at: Option<Timestamp>,
         awaits_run: bool,
@@ -121,7 +122,7 @@ impl PlanWrite {
         plan.next_fire_at = plan.next_fire_at.map(stored);
         PlanWrite {
             name,
-            task,
+            template,
             plan,
             look_at: look_at.map(stored),
             awaits_run,
@@ -135,7 +136,7 @@ pub fn stored(t: Timestamp) -> Timestamp {
     Timestamp::from_microsecond(t.as_microsecond()).unwrap_or(t)
 }
 
-/// Plans schedule `s` (its unfinished tasks `active` with their states, oldest first, and
+/// Plans schedule `s` (its unfinished tasks `active`, oldest first, and
 /// `dead_runs` as [`crate::DueSchedule::dead_runs`]) at `p.now`, making ahead what falls
 /// within the horizon.
 ///
@@ -145,7 +146,7 @@ pub fn stored(t: Timestamp) -> Timestamp {
 /// left out: their next occurrence waits for that run by design.
 pub fn plan_due(
     s: &Schedule,
-    active: &[(TaskId, TaskState)],
+    active: &[ActiveTask],
     dead_runs: u32,
     p: &ScheduleMaterialiseParams,
 ) -> Decision {
@@ -159,16 +160,20 @@ pub fn plan_due(
         Ok(timing) => timing,
         Err(e) => return Decision::Invalid(e.to_string()),
     };
+    let template = match s.template() {
+        Ok(template) => template,
+        Err(e) => return Decision::Invalid(e.to_string()),
+    };
     let horizon = p.horizon.clamp(SignedDuration::ZERO, HORIZON_MAX);
     let until = p.now.checked_add(horizon).unwrap_or(p.now);
     let next_planned = s.unplanned_from.is_some_and(|t| t <= until);
-    let (give_up, runs): (Vec<_>, Vec<_>) = active.iter().copied().partition(|(_, state)| {
-        *state == TaskState::Retrying
+    let (give_up, runs): (Vec<_>, Vec<_>) = active.iter().copied().partition(|t| {
+        t.state == TaskState::Retrying
             && next_planned
             && s.from == sked_core::IntervalFrom::Fixed
             && !s.keep_retrying
     });
-    let give_up: Vec<TaskId> = give_up.into_iter().map(|(id, _)| id).collect();
+    let give_up: Vec<TaskId> = give_up.into_iter().map(|t| t.id).collect();
     let input = PlanInput {
         name: &s.name,
         spec: &spec,
@@ -204,7 +209,7 @@ pub fn plan_due(
     }
     let mut write = PlanWrite::new(
         s.name.clone(),
-        s.task.clone(),
+        template,
         ahead.plan,
         ahead.look_at,
         ahead.awaits_run,
@@ -231,7 +236,7 @@ pub struct Batch {
 /// Plans each of the schedules a pass took (each with its unfinished tasks, oldest first, and
 /// its dead runs in a row), in order, until the plans hold `p.max_enqueued` tasks.
 pub fn plan_batch<'a>(
-    due: impl IntoIterator<Item = (&'a Schedule, &'a [(TaskId, TaskState)], u32)>,
+    due: impl IntoIterator<Item = (&'a Schedule, &'a [ActiveTask], u32)>,
     p: &ScheduleMaterialiseParams,
 ) -> Batch {
     let mut batch = Batch::default();
@@ -277,10 +282,8 @@ impl Batch {
             outcomes: written.outcomes,
             ..crate::MaterialiseReport::default()
         };
-        for (line, task) in ledger_lines(&self.writes).iter().zip(&written.tasks) {
-            if let Some(id) = task {
-                report.enqueued.push((line.write.task.queue.clone(), *id));
-            }
+        for made in written.runs.iter().flatten() {
+            report.enqueued.extend(made.tasks.iter().cloned());
         }
         report
     }
@@ -291,8 +294,8 @@ impl Batch {
 pub struct Written {
     /// Whether its ledger line was written (`false`: one was there already).
     pub recorded: Vec<bool>,
-    /// Its task, if it enqueued one.
-    pub tasks: Vec<Option<TaskId>>,
+    /// Its run, if it made one.
+    pub runs: Vec<Option<RunMade>>,
     /// The outcomes of the lines written.
     pub outcomes: Vec<OccurrenceOutcome>,
 }
@@ -310,18 +313,53 @@ impl LedgerLine<'_> {
         self.occ.outcome == OccurrenceOutcome::Enqueued
     }
 
-    /// The task it enqueues, if it enqueues one.
-    pub fn task(&self) -> Option<TaskInsert> {
-        (self.occ.outcome == OccurrenceOutcome::Enqueued).then(|| {
-            let mut task = self.write.task.to_new_task();
-            task.run_at = self.occ.run_at;
-            TaskInsert {
-                task,
-                schedule: Some(self.write.name.clone()),
-                nominal_at: Some(self.occ.nominal_at),
-            }
-        })
+    /// The run it makes, if it enqueues one: its task, or its workflow, every task of which
+    /// carries the schedule and the occurrence and starts no sooner than the occurrence.
+    pub fn run(&self, now: Timestamp) -> crate::Result<Option<RunInsert>> {
+        if self.occ.outcome != OccurrenceOutcome::Enqueued {
+            return Ok(None);
+        }
+        run_insert(
+            &self.write.template,
+            &self.write.name,
+            self.occ.nominal_at,
+            self.occ.run_at,
+            now,
+        )
+        .map(Some)
     }
+}
+
+/// What occurrence `nominal_at` of schedule `name` inserts, due at `run_at` (`None`: at once).
+pub fn run_insert(
+    template: &RunTemplate,
+    name: &str,
+    nominal_at: Timestamp,
+    run_at: Option<Timestamp>,
+    now: Timestamp,
+) -> crate::Result<RunInsert> {
+    let tag = |mut task: sked_core::NewTask| {
+        task.run_at = run_at;
+        TaskInsert {
+            task,
+            schedule: Some(name.to_string()),
+            nominal_at: Some(nominal_at),
+        }
+    };
+    Ok(match template {
+        RunTemplate::Task(t) => RunInsert::Task(Box::new(tag(t.to_new_task()))),
+        RunTemplate::Workflow(w) => {
+            let order = super::workflows::InsertOrder::of(w)?;
+            let tasks = (order.order.iter()).map(|&i| tag(w.tasks[i].task.clone()));
+            RunInsert::Workflow(crate::WorkflowCreateParams {
+                name: w.name.clone(),
+                tasks: order.inserts(w, tasks),
+                schedule: Some(name.to_string()),
+                nominal_at: Some(nominal_at),
+                now,
+            })
+        }
+    })
 }
 
 /// Every ledger line of `writes`, plan by plan, in nominal order within each.
@@ -377,7 +415,7 @@ mod tests {
                 buffered: None,
                 next_fire_at: Some(t(7200)),
             },
-            task: TaskTemplate::new("k"),
+            template: RunTemplate::Task(sked_core::TaskTemplate::new("k")),
             now: t(0),
         };
         let current = |next: i64, paused| ApplyCurrent {
@@ -405,7 +443,7 @@ mod tests {
 
     #[test]
     fn a_pass_pauses_a_failing_schedule_before_planning_it() {
-        let def = ScheduleDef::new("s", "every 10s", TaskTemplate::new("k"))
+        let def = ScheduleDef::new("s", "every 10s", sked_core::TaskTemplate::new("k"))
             .overlap(OverlapPolicy::Allow)
             .pause_after_failures(2);
         let s = crate::rules::schedules::tests::stored(&def);
@@ -430,8 +468,10 @@ mod tests {
         assert_eq!(nominal, [t(100)]);
         assert_eq!(w.look_at, Some(t(105)));
         let lines = ledger_lines(std::slice::from_ref(&w));
-        let tasks: Vec<_> = lines.iter().filter_map(|l| l.task()).collect();
-        assert_eq!(tasks[0].task.run_at, Some(t(100)));
-        assert_eq!(tasks[0].nominal_at, Some(t(100)));
+        let Ok(Some(RunInsert::Task(task))) = lines[0].run(t(95)) else {
+            panic!("a task")
+        };
+        assert_eq!(task.task.run_at, Some(t(100)));
+        assert_eq!(task.nominal_at, Some(t(100)));
     }
 }

@@ -27,6 +27,7 @@ pub fn sync_action(
     let same = s.spec == def.spec
         && s.tz == def.tz
         && s.task == def.task
+        && s.workflow == def.workflow
         && s.overlap == def.overlap
         && s.catchup == def.catchup
         && s.catchup_window == def.catchup_window
@@ -275,12 +276,51 @@ pub const HAS_A_RUN: &str = "('enqueued', 'buffered')";
 /// The detail of a ledger line a backfill wrote.
 pub const BACKFILLED: &str = "backfilled";
 
-/// The task a backfill enqueues for occurrence `nominal_at` of `s`: due at once.
-pub fn backfill_task(s: &crate::Schedule, nominal_at: Timestamp) -> crate::TaskInsert {
-    crate::TaskInsert {
-        task: s.task.to_new_task(),
-        schedule: Some(s.name.clone()),
-        nominal_at: Some(nominal_at),
+/// The run a backfill makes for occurrence `nominal_at` of `s`: due at once.
+pub fn backfill_run(
+    s: &crate::Schedule,
+    nominal_at: Timestamp,
+    now: Timestamp,
+) -> crate::Result<crate::RunInsert> {
+    super::run_insert(&s.template()?, &s.name, nominal_at, None, now)
+}
+
+/// What each occurrence of `def` makes, as stored in the schedule's `task` column: the task
+/// template, or `{"workflow": …}` (a task template has no field of that name).
+pub fn template_column(def: &sked_core::ScheduleDef) -> crate::Result<serde_json::Value> {
+    let v = match (&def.task, &def.workflow) {
+        (Some(t), _) => serde_json::to_value(t),
+        (None, Some(w)) => serde_json::to_value(w).map(|w| serde_json::json!({ "workflow": w })),
+        (None, None) => {
+            return Err(crate::StoreError::Invalid(format!(
+                "schedule {} has neither a task nor a workflow",
+                def.name
+            )));
+        }
+    };
+    v.map_err(|e| crate::StoreError::Invalid(e.to_string()))
+}
+
+/// A schedule's `task` column read: its task template, or its workflow.
+pub fn template_of_column(
+    v: serde_json::Value,
+) -> Result<
+    (
+        Option<sked_core::TaskTemplate>,
+        Option<sked_core::NewWorkflow>,
+    ),
+    String,
+> {
+    match v {
+        serde_json::Value::Object(mut m) if m.contains_key("workflow") => {
+            let w = m.remove("workflow").unwrap_or_default();
+            let w = serde_json::from_value(w).map_err(|e| format!("a stored workflow: {e}"))?;
+            Ok((None, Some(w)))
+        }
+        v => Ok((
+            Some(serde_json::from_value(v).map_err(|e| format!("a stored task template: {e}"))?),
+            None,
+        )),
     }
 }
 
@@ -315,6 +355,7 @@ pub(crate) mod tests {
             spec: def.spec.clone(),
             tz: def.tz.clone(),
             task: def.task.clone(),
+            workflow: def.workflow.clone(),
             overlap: def.overlap,
             catchup: def.catchup,
             catchup_window: def.catchup_window,
@@ -341,6 +382,26 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_stored_template_reads_back_as_a_task_or_a_workflow() {
+        use sked_core::{NewTask, NewWorkflow, WorkflowTask};
+        let task = ScheduleDef::new("s", "@daily", TaskTemplate::new("k").queue("q"));
+        let workflow = ScheduleDef::for_workflow(
+            "w",
+            "@daily",
+            NewWorkflow::new(vec![
+                WorkflowTask::new("a", NewTask::new("x"), Vec::<String>::new()),
+                WorkflowTask::new("b", NewTask::new("y").max_attempts(2), ["a"]),
+            ]),
+        );
+        for def in [task, workflow] {
+            let column = template_column(&def).unwrap();
+            let (t, w) = template_of_column(column).unwrap();
+            assert_eq!((t, w), (def.task.clone(), def.workflow.clone()));
+        }
+        assert!(template_of_column(serde_json::json!({"workflow": []})).is_err());
+    }
+
+    #[test]
     fn a_rewrite_keeps_the_next_fire_unless_when_it_fires_changed() {
         let def = ScheduleDef::new("s", "every 90s", TaskTemplate::new("k"));
         let old = stored(&def);
@@ -352,7 +413,7 @@ pub(crate) mod tests {
         );
         // Only the task changed: the stored next fire time and anchor stay.
         let task_only = ScheduleDef {
-            task: TaskTemplate::new("other"),
+            task: Some(TaskTemplate::new("other")),
             ..def.clone()
         };
         assert_eq!(

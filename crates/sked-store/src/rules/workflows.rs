@@ -3,9 +3,54 @@
 
 use std::ops::Range;
 
-use sked_core::TaskId;
+use std::collections::HashMap;
+
+use sked_core::{NewWorkflow, TaskId};
 
 use crate::{Result, StoreError, TaskInsert, WorkflowTaskInsert};
+
+/// The order a workflow's tasks are inserted in: each after every task it waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InsertOrder {
+    /// The given tasks' indexes, in insert order.
+    pub order: Vec<usize>,
+    /// Each given task's place in that order.
+    pub position: Vec<usize>,
+}
+
+impl InsertOrder {
+    /// Checks `w` ([`NewWorkflow::layers`]) and orders its tasks layer by layer.
+    pub fn of(w: &NewWorkflow) -> Result<InsertOrder> {
+        let layers = w.layers().map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let order: Vec<usize> = layers.into_iter().flatten().collect();
+        let mut position = vec![0; order.len()];
+        for (k, &i) in order.iter().enumerate() {
+            position[i] = k;
+        }
+        Ok(InsertOrder { order, position })
+    }
+
+    /// The inserts of `w`'s tasks, given as `tasks` in insert order, each with its name and
+    /// its parents in the workflow by place.
+    pub fn inserts(
+        &self,
+        w: &NewWorkflow,
+        tasks: impl IntoIterator<Item = TaskInsert>,
+    ) -> Vec<WorkflowTaskInsert> {
+        let index: HashMap<&str, usize> = (w.tasks.iter().enumerate())
+            .map(|(i, t)| (t.name.as_str(), i))
+            .collect();
+        (self.order.iter().zip(tasks))
+            .map(|(&i, insert)| WorkflowTaskInsert {
+                name: w.tasks[i].name.clone(),
+                after: (w.tasks[i].after.iter())
+                    .map(|a| self.position[index[a.as_str()]])
+                    .collect(),
+                insert,
+            })
+            .collect()
+    }
+}
 
 /// Checks the tasks of a workflow to insert and splits them into runs that each go in with
 /// one insert: no task of a run waits for another of it, so every parent of a run's tasks is
@@ -72,6 +117,39 @@ mod tests {
             runs(&tasks(&[&[1], &[]])).is_err(),
             "a parent after its child"
         );
+    }
+
+    #[test]
+    fn a_workflow_goes_in_parents_first() {
+        use sked_core::{NewTask, WorkflowTask};
+        let w = NewWorkflow::new(vec![
+            WorkflowTask::new("load", NewTask::new("l"), ["transform"]),
+            WorkflowTask::new("transform", NewTask::new("t"), ["extract"]),
+            WorkflowTask::new("extract", NewTask::new("e"), Vec::<String>::new()),
+        ]);
+        let order = InsertOrder::of(&w).unwrap();
+        assert_eq!(order.order, vec![2, 1, 0]);
+        assert_eq!(order.position, vec![2, 1, 0]);
+        let tasks = order.order.iter().map(|&i| w.tasks[i].task.clone().into());
+        let inserts = order.inserts(&w, tasks);
+        let named: Vec<(&str, &str, Vec<usize>)> = (inserts.iter())
+            .map(|t| {
+                (
+                    t.name.as_str(),
+                    t.insert.task.kind.as_str(),
+                    t.after.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("extract", "e", vec![]),
+                ("transform", "t", vec![0]),
+                ("load", "l", vec![1])
+            ]
+        );
+        assert_eq!(runs(&inserts).unwrap(), vec![0..1, 1..2, 2..3]);
     }
 
     #[test]

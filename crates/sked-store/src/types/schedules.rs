@@ -3,7 +3,9 @@
 
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
-use sked_core::{OccurrenceOutcome, Plan, ScheduleDef, TaskId, TaskState, TaskTemplate};
+use sked_core::{
+    OccurrenceOutcome, Plan, RunTemplate, ScheduleDef, TaskId, TaskState, TaskTemplate,
+};
 
 #[derive(Debug, Clone)]
 pub struct ScheduleUpsertParams {
@@ -86,7 +88,12 @@ pub struct Schedule {
     pub name: String,
     pub spec: String,
     pub tz: String,
-    pub task: TaskTemplate,
+    /// The task each occurrence enqueues; a schedule has this or `workflow`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskTemplate>,
+    /// The workflow each occurrence starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<sked_core::NewWorkflow>,
     #[cfg_attr(feature = "openapi", schema(value_type = sked_core::openapi::Overlap))]
     pub overlap: sked_core::OverlapPolicy,
     pub catchup: sked_core::CatchupPolicy,
@@ -152,6 +159,29 @@ pub struct RetryingRun {
 }
 
 impl Schedule {
+    /// What each occurrence makes.
+    pub fn template(&self) -> crate::Result<RunTemplate> {
+        match (&self.task, &self.workflow) {
+            (Some(t), _) => Ok(RunTemplate::Task(t.clone())),
+            (None, Some(w)) => Ok(RunTemplate::Workflow(w.clone())),
+            (None, None) => Err(crate::StoreError::Invalid(format!(
+                "schedule {} has neither a task nor a workflow",
+                self.name
+            ))),
+        }
+    }
+
+    /// Without its tasks' payloads, as a list shows it.
+    pub fn without_payloads(mut self) -> Schedule {
+        if let Some(t) = &mut self.task {
+            t.payload = serde_json::Value::Null;
+        }
+        for t in self.workflow.iter_mut().flat_map(|w| &mut w.tasks) {
+            t.task.payload = serde_json::Value::Null;
+        }
+        self
+    }
+
     /// Its spec, meeting DST changes by its policy, and its zone.
     pub fn timing(
         &self,
@@ -272,7 +302,7 @@ pub struct ScheduleApplyParams {
     pub name: String,
     pub expected_next_fire_at: Option<Timestamp>,
     pub plan: Plan,
-    pub task: TaskTemplate,
+    pub template: RunTemplate,
     pub now: Timestamp,
 }
 

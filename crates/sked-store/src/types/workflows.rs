@@ -31,6 +31,62 @@ pub struct WorkflowTaskInsert {
     pub insert: TaskInsert,
 }
 
+/// What one run of a schedule inserts: a task, or a workflow.
+#[derive(Debug, Clone)]
+pub enum RunInsert {
+    Task(Box<TaskInsert>),
+    Workflow(WorkflowCreateParams),
+}
+
+/// A run inserted: its first task (the one its ledger line names) and every task with its
+/// queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunMade {
+    pub first: TaskId,
+    pub tasks: Vec<(String, TaskId)>,
+}
+
+impl RunMade {
+    /// The run of one task, inserted as `id`.
+    pub fn of_task(t: &TaskInsert, id: TaskId) -> RunMade {
+        RunMade {
+            first: id,
+            tasks: vec![(t.task.queue.clone(), id)],
+        }
+    }
+
+    /// The run of workflow `w`, inserted as `made`.
+    pub fn of_workflow(w: &WorkflowCreateParams, made: WorkflowCreated) -> RunMade {
+        let queues = w.tasks.iter().map(|t| t.insert.task.queue.clone());
+        RunMade {
+            first: made.tasks[0],
+            tasks: queues.zip(made.tasks).collect(),
+        }
+    }
+}
+
+/// Runs to insert split by what they are, each with its place among them.
+#[derive(Debug, Default)]
+pub struct SplitRuns {
+    /// Inserted together.
+    pub tasks: Vec<(usize, TaskInsert)>,
+    /// Inserted each on its own.
+    pub workflows: Vec<(usize, WorkflowCreateParams)>,
+}
+
+impl SplitRuns {
+    pub fn of(runs: Vec<RunInsert>) -> SplitRuns {
+        let mut split = SplitRuns::default();
+        for (i, run) in runs.into_iter().enumerate() {
+            match run {
+                RunInsert::Task(t) => split.tasks.push((i, *t)),
+                RunInsert::Workflow(w) => split.workflows.push((i, w)),
+            }
+        }
+        split
+    }
+}
+
 /// A workflow inserted: its id and its tasks' ids, in the order given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkflowCreated {

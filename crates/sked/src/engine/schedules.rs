@@ -213,7 +213,8 @@ impl Engine {
         Ok(s)
     }
 
-    /// Enqueues a run of the schedule now, outside its spec (recorded in its ledger).
+    /// Enqueues a run of the schedule now, outside its spec (recorded in its ledger): its task,
+    /// or its workflow. Answers the run's task (a workflow's first).
     pub async fn schedule_trigger(&self, name: &str) -> Result<TaskId> {
         let s = self.inner.store.schedule_get(name).await?;
         let now = self.now();
@@ -227,22 +228,24 @@ impl Engine {
             buffered: s.buffered_at,
             next_fire_at: s.unplanned_from,
         };
-        let ids = self
+        let runs = self
             .inner
             .store
             .schedule_apply(ScheduleApplyParams {
                 name: name.into(),
                 expected_next_fire_at: s.unplanned_from,
                 plan,
-                task: s.task.clone(),
+                template: s.template()?,
                 now,
             })
             .await?;
-        self.inner.metrics.enqueued(&s.task.queue, ids.len());
+        let run = (runs.into_iter().next())
+            .ok_or_else(|| Error::Invalid("nothing was enqueued".into()))?;
+        for (queue, _) in &run.tasks {
+            self.inner.metrics.enqueued(queue, 1);
+        }
         self.wake_workers();
-        ids.into_iter()
-            .next()
-            .ok_or_else(|| Error::Invalid("nothing was enqueued".into()))
+        Ok(run.first)
     }
 
     /// Enqueues every occurrence of the schedule from `from` to `to` (both included, both
@@ -300,9 +303,11 @@ impl Engine {
             })
             .await?;
         if !report.enqueued.is_empty() {
-            self.inner
-                .metrics
-                .enqueued(&s.task.queue, report.enqueued.len());
+            for (queue, n) in s.template()?.tasks_per_queue() {
+                self.inner
+                    .metrics
+                    .enqueued(queue, n * report.enqueued.len());
+            }
             self.wake_workers();
         }
         Ok(report)

@@ -72,6 +72,35 @@ impl PlannedOccurrence {
     }
 }
 
+/// An unfinished task of a schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveTask {
+    pub id: TaskId,
+    pub state: crate::TaskState,
+    /// The occurrence it runs for: the tasks of a workflow run share it. `None` counts as a
+    /// run of its own.
+    pub run: Option<Timestamp>,
+}
+
+impl ActiveTask {
+    /// A task that is a run of its own.
+    pub fn new(id: TaskId, state: crate::TaskState) -> ActiveTask {
+        ActiveTask {
+            id,
+            state,
+            run: None,
+        }
+    }
+}
+
+/// How many runs these unfinished tasks are.
+pub fn runs_of(active: &[ActiveTask]) -> usize {
+    let mut runs: Vec<Timestamp> = active.iter().filter_map(|t| t.run).collect();
+    runs.sort_unstable();
+    runs.dedup();
+    runs.len() + active.iter().filter(|t| t.run.is_none()).count()
+}
+
 /// The schedule's previous run, for intervals counted from it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LastRun {
@@ -98,8 +127,9 @@ pub struct PlanInput<'a> {
     pub catchup_window: SignedDuration,
     /// Occurrences later than this are on time; older ones count as missed.
     pub misfire_grace: SignedDuration,
-    /// The schedule's unfinished tasks (pending or running), oldest first, with their states.
-    pub active_tasks: &'a [(TaskId, crate::TaskState)],
+    /// The schedule's unfinished tasks, oldest first, with their states and runs. The overlap
+    /// policy counts runs: the tasks of one workflow run are one.
+    pub active_tasks: &'a [ActiveTask],
     /// An occurrence held back by `buffer_one`.
     pub buffered: Option<Timestamp>,
     /// At most this many of the due occurrences inside the catch-up window are planned one by

@@ -26,7 +26,7 @@ impl<'i, 'a> Placer<'i, 'a> {
                 buffered: input.buffered,
                 ..Plan::default()
             },
-            active: input.active_tasks.len(),
+            active: super::runs_of(input.active_tasks),
             stopped_at: None,
             made_ahead: None,
         }
@@ -90,8 +90,7 @@ impl<'i, 'a> Placer<'i, 'a> {
                     Some("skipped: one run is already buffered".to_string()),
                 ),
                 OverlapPolicy::Replace => {
-                    plan.cancel
-                        .extend(input.active_tasks.iter().map(|(id, _)| *id));
+                    plan.cancel.extend(input.active_tasks.iter().map(|t| t.id));
                     // Tasks this plan enqueued earlier are replaced by this one instead.
                     for o in plan.occurrences.iter_mut() {
                         if o.outcome == OccurrenceOutcome::Enqueued {
@@ -246,14 +245,21 @@ impl<'i, 'a> Placer<'i, 'a> {
     }
 }
 
-/// The unfinished runs a skip waited for, as a ledger detail says them: ` (task 42, running)`,
-/// ` (tasks 41 running, 42 available)`; nothing when the run is one this plan made.
-fn unfinished(active: &[(crate::TaskId, crate::TaskState)]) -> String {
+/// The unfinished tasks a skip waited for, as a ledger detail says them: ` (task 42, running)`,
+/// ` (tasks 41 running, 42 available)`, the first [`NAMED`] of them and how many more;
+/// nothing when the run is one this plan made.
+fn unfinished(active: &[super::ActiveTask]) -> String {
+    const NAMED: usize = 5;
     match active {
         [] => String::new(),
-        [(id, state)] => format!(" (task {id}, {state})"),
+        [t] => format!(" (task {}, {})", t.id, t.state),
         many => {
-            let each: Vec<String> = many.iter().map(|(id, s)| format!("{id} {s}")).collect();
+            let mut each: Vec<String> = (many.iter().take(NAMED))
+                .map(|t| format!("{} {}", t.id, t.state))
+                .collect();
+            if many.len() > NAMED {
+                each.push(format!("and {} more", many.len() - NAMED));
+            }
             format!(" (tasks {})", each.join(", "))
         }
     }
