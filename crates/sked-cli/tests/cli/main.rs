@@ -33,6 +33,7 @@ mod queue_names;
 mod rate_limits;
 mod schedule_apply;
 mod schedule_policies;
+mod scheduled_workflows;
 mod shell;
 mod succeeded_tasks;
 mod tidy;
