@@ -89,7 +89,7 @@ fn a_schedule_fires_a_three_step_workflow_that_runs_in_order() {
     assert_eq!(json["workflow"]["tasks"][2]["after"][0], "transform");
     let ledger = json["occurrences"].as_array().unwrap();
     assert!(
-        (ledger.iter()).any(|o| o["task_id"].to_string() == extract["id"].to_string()),
+        (ledger.iter()).any(|o| o["task_id"] == extract["id"]),
         "{json}"
     );
 }
