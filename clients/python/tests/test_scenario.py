@@ -180,6 +180,15 @@ class Scenario(unittest.TestCase):
         self.assertIn("cycle", str(bad.exception))
         later = self.sked.create_workflow([workflow_task("x", "k", run_at="2099-01-01T00:00:00Z")])
         self.assertEqual(self.sked.cancel_workflow(later["id"])["state"], "cancelled")
+        # A schedule that starts a workflow at each occurrence.
+        etl = [workflow_task("extract", "py.etl"), workflow_task("load", "py.etl", after=["extract"])]
+        made = self.sked.add_workflow_schedule("py-etl", "@daily", etl, workflow_name="etl", overlap="skip")
+        self.assertEqual((made["workflow"]["name"], len(made["workflow"]["tasks"])), ("etl", 2))
+        self.assertNotIn("task", made)
+        with self.assertRaises(InvalidInput) as bad:
+            self.sked.add_workflow_schedule("py-bad", "@daily", [workflow_task("x", "k", depends_on=[1])])
+        self.assertIn("task ids", str(bad.exception))
+        self.sked.remove_schedule("py-etl")
         # A batch: its tasks join it; its callback is enqueued once, after it is closed and they ended.
         opened = self.sked.open_batch(name="py-batch", on_complete=new_task("py.done", {"to": "ops"}, queue="py-proto"))
         for _ in range(2):

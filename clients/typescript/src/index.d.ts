@@ -132,6 +132,13 @@ export class Client {
     task: { kind: string; payload?: unknown; queue?: string },
     options?: Json,
   ): Promise<Json>;
+  /** A schedule that starts a workflow at each occurrence; the overlap policy counts whole runs. */
+  addWorkflowSchedule(
+    name: string,
+    spec: string,
+    tasks: WorkflowTask[],
+    options?: Json & { workflowName?: string },
+  ): Promise<Json>;
   schedules(): Promise<Json[]>;
   /** Many schedules in one transaction, all or none: {created, updated, unchanged, removed}. */
   applySchedules(

@@ -278,6 +278,12 @@ export class Client {
   addSchedule(name, spec, task, options = {}) {
     return this.call("POST", "/v1/schedules", dropUndefined({ name, spec, task, ...options }));
   }
+  /** A schedule that starts a workflow (`tasks` as `createWorkflow` takes them) at each
+   * occurrence; the overlap policy counts whole runs. */
+  addWorkflowSchedule(name, spec, tasks, { workflowName, ...options } = {}) {
+    const workflow = dropUndefined({ name: workflowName, tasks });
+    return this.call("POST", "/v1/schedules", dropUndefined({ name, spec, workflow, ...options }));
+  }
   /** Every schedule, by name (read a page at a time). */
   schedules() {
     return this.#everyPage("/v1/schedules", "schedules");
@@ -311,7 +317,7 @@ export class Client {
   async removeSchedule(name) {
     await this.call("DELETE", `/v1/schedules/${q(name)}`);
   }
-  /** Creates or replaces the schedule `name` (the API's schedule object: spec, task, tz, policies). */
+  /** Creates or replaces the schedule `name` (the API's schedule object: spec, task or workflow, tz, policies). */
   putSchedule(name, definition) {
     return this.call("PUT", `/v1/schedules/${q(name)}`, definition);
   }

@@ -134,6 +134,12 @@ test("the rest of the API", async () => {
   await assert.rejects(sked.createWorkflow([{ name: "x", kind: "k", after: ["x"] }]), /cycle/);
   const later = await sked.createWorkflow([{ name: "x", kind: "k", run_at: "2099-01-01T00:00:00Z" }]);
   assert.equal((await sked.cancelWorkflow(later.id)).state, "cancelled");
+  // A schedule that starts a workflow at each occurrence.
+  const etl = [{ name: "extract", kind: "ts.etl" }, { name: "load", kind: "ts.etl", after: ["extract"] }];
+  const scheduled = await sked.addWorkflowSchedule("ts-etl", "@daily", etl, { workflowName: "etl", overlap: "skip" });
+  assert.deepEqual([scheduled.workflow.name, scheduled.workflow.tasks.length, scheduled.task], ["etl", 2, undefined]);
+  await assert.rejects(sked.addWorkflowSchedule("ts-bad", "@daily", [{ name: "x", kind: "k", depends_on: [1] }]), /task ids/);
+  await sked.removeSchedule("ts-etl");
   // A batch: its tasks join it; its callback is enqueued once, after it is closed and they ended.
   const opened = await sked.openBatch({ name: "ts-batch", on_complete: { kind: "ts.done", payload: { to: "ops" }, queue: "ts-proto" } });
   for (let i = 0; i < 2; i++) await sked.enqueue("ts.proto", null, { queue: "ts-proto", batch: opened.id });

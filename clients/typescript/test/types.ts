@@ -25,6 +25,7 @@ export async function use(): Promise<number> {
   const done: Json = await sked.waitWorkflow(flow.id, { timeoutMs: 60_000 });
   const steps: Json[] = await sked.workflowTasks(flow.id);
   await sked.addSchedule("nightly", "0 3 * * *", { kind: "report" }, { tz: "Europe/Berlin" });
+  await sked.addWorkflowSchedule("etl", "@daily", [{ name: "a", kind: "extract" }, { name: "b", kind: "load", after: ["a"] }], { workflowName: "etl", overlap: "skip" });
   await sked.limitQueue("mail", { concurrency: 3, rate: "10/s" });
   const worker = new Worker(sked, { queues: ["mail"], concurrency: 8, prefetch: 8, leaseTtl: 30 })
     .handle("email.send", async (task, { signal, traceparent }) => {

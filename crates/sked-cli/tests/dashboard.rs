@@ -77,6 +77,22 @@ fn dashboard_in_chromium_shows_schedules_and_retries_a_failed_task() {
         "schedule", "add", "hourly", "--every", "1h", "--kind", "report",
     ]);
     server.ok(&["schedule", "trigger", "nightly"]);
+    let etl = dir.path().join("etl.yaml");
+    std::fs::write(
+        &etl,
+        "name: etl\ntasks:\n- {name: extract, kind: shell, payload: {command: 'true'}}\n\
+         - {name: load, kind: shell, payload: {command: 'true'}, after: [extract]}\n",
+    )
+    .unwrap();
+    server.ok(&[
+        "schedule",
+        "add",
+        "etl-daily",
+        "--cron",
+        "0 2 * * *",
+        "--workflow",
+        etl.to_str().unwrap(),
+    ]);
     // Fails the first time with markup in its error, succeeds when run again.
     let marker = dir.path().join("ran-once");
     let cmd = format!(

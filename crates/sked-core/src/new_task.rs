@@ -27,17 +27,21 @@ pub struct NewTask {
     #[serde(default)]
     pub priority: i32,
     /// When to run; `None` means now.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_at: Option<Timestamp>,
     #[serde(default = "default_max_attempts")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, default = 25))]
     pub max_attempts: i32,
     /// Execution deadline of one attempt.
-    #[serde(default, with = "crate::serde_duration::option")]
+    #[serde(
+        default,
+        with = "crate::serde_duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Duration>))]
     pub timeout: Option<SignedDuration>,
     /// At most one unfinished task holds a unique key (see `unique_for` for a window).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Key>))]
     pub unique_key: Option<String>,
     /// With `unique_key`: the key stays held this long after this task's enqueue, finished
@@ -60,7 +64,7 @@ pub struct NewTask {
     #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Duration>))]
     pub debounce: Option<SignedDuration>,
     /// Overrides the default retry backoff for this task.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backoff: Option<Backoff>,
     /// A concurrency key (a tenant, say): a queue's per-key limit caps the running tasks of
     /// each key, and claims take keys in turn.

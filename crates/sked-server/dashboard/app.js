@@ -442,7 +442,9 @@ async function schedule(name) {
       ["DST", { debian: "debian (a skipped time runs after the gap, a repeated one once)", skip: "skip (a skipped time does not run, a repeated one once)", twice: "twice (a repeated time runs at both instants)" }[s.dst] || s.dst],
       s.jitter ? ["jitter", `up to ${s.jitter}, the same on every node`] : null,
       s.pause_after_failures ? ["pauses after", `${s.pause_after_failures} dead runs in a row`] : null,
-      ["task", h("code", {}, `${s.task.kind} on ${s.task.queue}`)],
+      s.workflow
+        ? ["workflow", h("code", {}, workflowSummary(s.workflow))]
+        : ["task", h("code", {}, `${s.task.kind} on ${s.task.queue}`)],
       ["declared by", s.declared_by || "made at run time (API or CLI)"],
     ]),
     h("h2", {}, "Occurrences"),
@@ -451,8 +453,14 @@ async function schedule(name) {
   ];
 }
 
+/** A workflow a schedule starts, in one line: `etl: extract (shell); load (shell) after extract`. */
+function workflowSummary(w) {
+  const tasks = w.tasks.map((t) => `${t.name} (${t.kind})${t.after && t.after.length ? ` after ${t.after.join(", ")}` : ""}`);
+  return `${w.name || "unnamed"}: ${tasks.join("; ")}`;
+}
+
 /** The fields of a schedule that `PUT /v1/schedules/{name}` takes, from what `GET` answers. */
-const SCHEDULE_FIELDS = ["spec", "tz", "task", "overlap", "catchup", "catchup_window", "from", "dst", "jitter", "pause_after_failures", "keep_retrying", "paused"];
+const SCHEDULE_FIELDS = ["spec", "tz", "task", "workflow", "overlap", "catchup", "catchup_window", "from", "dst", "jitter", "pause_after_failures", "keep_retrying", "paused"];
 
 /** A form that creates a schedule (`name` absent) or replaces one, whole, with `PUT`. */
 async function scheduleForm(name) {
@@ -468,12 +476,16 @@ async function scheduleForm(name) {
         ev.preventDefault();
         const d = new FormData(ev.target);
         const target = name || String(d.get("name") || "").trim();
-        let payload;
+        const json = (what) => {
+          const text = String(d.get(what) || "").trim();
+          return text ? JSON.parse(text) : null;
+        };
+        let payload, workflow;
         try {
-          const text = String(d.get("payload") || "").trim();
-          payload = text ? JSON.parse(text) : null;
+          if (s.workflow) workflow = json("workflow");
+          else payload = json("payload");
         } catch (e) {
-          problem.textContent = `The payload is not JSON: ${e.message}`;
+          problem.textContent = `The ${s.workflow ? "workflow" : "payload"} is not JSON: ${e.message}`;
           problem.hidden = false;
           return;
         }
@@ -482,7 +494,8 @@ async function scheduleForm(name) {
         body.spec = String(d.get("spec") || "").trim();
         body.tz = String(d.get("tz") || "").trim() || "UTC";
         body.overlap = String(d.get("overlap"));
-        body.task = { ...(s.task || {}), kind: String(d.get("kind") || "").trim(), queue: String(d.get("queue") || "").trim() || "default", payload };
+        if (s.workflow) body.workflow = workflow;
+        else body.task = { ...(s.task || {}), kind: String(d.get("kind") || "").trim(), queue: String(d.get("queue") || "").trim() || "default", payload };
         try {
           await api("PUT", `/v1/schedules/${enc(target)}`, body);
         } catch (e) {
@@ -497,9 +510,13 @@ async function scheduleForm(name) {
     name ? null : field("name", h("input", { name: "name", required: true, size: 30, placeholder: "nightly-report" })),
     field("spec", h("input", { name: "spec", required: true, size: 30, value: s.spec || "", placeholder: "0 3 * * *" }), "cron (5 or 6 fields, or @daily) or every DUR"),
     field("time zone", h("input", { name: "tz", size: 20, value: s.tz || "UTC" })),
-    field("kind", h("input", { name: "kind", required: true, size: 30, value: (s.task && s.task.kind) || "" })),
-    field("queue", h("input", { name: "queue", size: 20, value: (s.task && s.task.queue) || "default" })),
-    field("payload", h("textarea", { name: "payload", rows: 5, cols: 60 }, s.task && s.task.payload !== null && s.task.payload !== undefined ? JSON.stringify(s.task.payload, null, 2) : ""), "JSON"),
+    ...(s.workflow
+      ? [field("workflow", h("textarea", { name: "workflow", rows: 14, cols: 60 }, JSON.stringify(s.workflow, null, 2)), "JSON: the tasks each occurrence starts, each with its name and what it runs after")]
+      : [
+          field("kind", h("input", { name: "kind", required: true, size: 30, value: (s.task && s.task.kind) || "" })),
+          field("queue", h("input", { name: "queue", size: 20, value: (s.task && s.task.queue) || "default" })),
+          field("payload", h("textarea", { name: "payload", rows: 5, cols: 60 }, s.task && s.task.payload !== null && s.task.payload !== undefined ? JSON.stringify(s.task.payload, null, 2) : ""), "JSON"),
+        ]),
     field("overlap", h("select", { name: "overlap" }, ["skip", "allow", "buffer_one", "replace"].map((o) => h("option", { value: o, selected: String(s.overlap || "skip").startsWith(o) }, o)))),
     problem,
     h("button", { type: "submit", "data-action": "save" }, name ? "Save" : "Create"),

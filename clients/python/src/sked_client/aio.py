@@ -180,6 +180,9 @@ class AsyncClient:
     async def delete_all(self, **filters: Any) -> int:
         return await asyncio.to_thread(lambda: self.sync.delete_all(**filters))
 
+    async def add_workflow_schedule(self, name: str, spec: str, tasks: Iterable[Json], **options: Any) -> Json:
+        return await asyncio.to_thread(self.sync.add_workflow_schedule, name, spec, list(tasks), **options)
+
     async def put_schedule(self, name: str, definition: Json) -> Json:
         return await asyncio.to_thread(self.sync.put_schedule, name, definition)
 

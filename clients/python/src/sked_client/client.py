@@ -384,6 +384,23 @@ class Client:
         body = _drop_none({"name": name, "spec": spec, "tz": tz, "task": task, **policies})
         return self.call("POST", "/v1/schedules", body)
 
+    def add_workflow_schedule(
+        self,
+        name: str,
+        spec: str,
+        tasks: Iterable[Json],
+        *,
+        workflow_name: Optional[str] = None,
+        tz: Optional[str] = None,
+        **policies: Any,
+    ) -> Json:
+        """A schedule that starts a workflow (its tasks from `workflow_task`) at each
+        occurrence; the overlap policy counts whole runs. The tasks may not have `run_at`,
+        `depends_on` or `batch`: they start with the occurrence and wait for one another."""
+        workflow = _drop_none({"name": workflow_name, "tasks": list(tasks)})
+        body = _drop_none({"name": name, "spec": spec, "tz": tz, "workflow": workflow, **policies})
+        return self.call("POST", "/v1/schedules", body)
+
     def _every_page(self, path: str, field: str) -> List[Json]:
         """Every item of a list by name, a page of 1,000 at a time."""
         items: List[Json] = []
@@ -439,7 +456,7 @@ class Client:
 
     def put_schedule(self, name: str, definition: Json) -> Json:
         """Creates or replaces the schedule `name` with `definition` (the API's schedule
-        object: `spec`, `task`, `tz`, policies)."""
+        object: `spec`, `task` or `workflow`, `tz`, policies)."""
         return self.call("PUT", f"/v1/schedules/{self._q(name)}", definition)
 
     def backfill_schedule(self, name: str, start: str, end: str) -> Json:

@@ -270,6 +270,7 @@ try {
   await page.waitForSelector('main[data-route="/schedules/made-here"]');
   made = await page.locator("dl").first().textContent();
   check(made.includes("30 4 * * *") && made.includes("report on default"), "an edit changes the spec and keeps the task");
+
   await page.click('button[data-action="pause"]');
   await page.waitForSelector('h1 .tag');
   check((await page.textContent("h1")).includes("paused"), "a schedule is paused from its page");
@@ -277,6 +278,21 @@ try {
   check(question.includes("Delete schedule made-here?"), `"Delete" asks first: ${question}`);
   await page.waitForSelector('main[data-route="/schedules"]');
   check((await page.locator('tr[data-schedule="made-here"]').count()) === 0, "a deleted schedule leaves the list");
+
+  // A schedule that starts a workflow: shown and edited as one.
+  await show(page, "/schedules/etl-daily");
+  await page.waitForSelector('main[data-route="/schedules/etl-daily"] dl');
+  let etl = await page.locator("dl").first().textContent();
+  check(etl.includes("etl: extract (shell); load (shell) after extract"), `a workflow schedule's page names its workflow's tasks: ${etl}`);
+  await page.click('a[data-action="edit"]');
+  await page.waitForSelector('main[data-route="/schedules/etl-daily/edit"] textarea[name="workflow"]');
+  check((await page.inputValue('textarea[name="workflow"]')).includes('"after"'), "the edit form holds the schedule's workflow");
+  check((await page.locator('input[name="kind"]').count()) === 0, "a workflow schedule's form asks for no task kind");
+  await page.fill('input[name="spec"]', "0 5 * * *");
+  await page.click('button[data-action="save"]');
+  await page.waitForSelector('main[data-route="/schedules/etl-daily"]');
+  etl = await page.locator("dl").first().textContent();
+  check(etl.includes("0 5 * * *") && etl.includes("etl: extract (shell)"), "an edit of a workflow schedule keeps its workflow");
 
   // The overview, for the README.
   await show(page, "/");

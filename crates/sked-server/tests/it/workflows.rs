@@ -202,3 +202,75 @@ async fn bad_workflows_are_refused_and_make_nothing() {
         "--max-wait",
     );
 }
+
+#[tokio::test]
+async fn a_schedule_starts_a_workflow_and_bad_ones_make_nothing() {
+    let a = api(None);
+    let etl = json!({"name": "etl", "tasks": [
+        {"name": "extract", "kind": "extract"},
+        {"name": "load", "kind": "load", "after": ["extract"]}
+    ]});
+    let body = json!({"name": "nightly", "spec": "0 3 * * *", "workflow": etl});
+    let (s, made) = a
+        .call("POST", "/v1/schedules", Some(&body.to_string()))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{made}");
+    // As given, with the defaults of the fields left out.
+    let tasks = made["workflow"]["tasks"].as_array().unwrap();
+    assert_eq!(
+        (tasks[0]["kind"].as_str(), tasks[0].get("run_at")),
+        (Some("extract"), None)
+    );
+    assert_eq!(
+        (tasks[1]["max_attempts"].as_i64(), &tasks[1]["after"]),
+        (Some(25), &json!(["extract"]))
+    );
+    assert!(made.get("task").is_none(), "{made}");
+    let (_, got) = a.call("GET", "/v1/schedules/nightly", None).await;
+    assert_eq!(got["workflow"]["tasks"][1]["after"], json!(["extract"]));
+    // A run now: the workflow whole, the ledger naming its first task.
+    let (s, run) = a
+        .call("POST", "/v1/schedules/nightly/trigger", Some("{}"))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{run}");
+    let (_, list) = a.call("GET", "/v1/workflows", None).await;
+    let w = &list["workflows"][0];
+    assert_eq!(
+        (&w["schedule"], &w["total"]),
+        (&json!("nightly"), &json!(2))
+    );
+    let (_, first) = a
+        .call("GET", &format!("/v1/tasks/{}", run["id"]), None)
+        .await;
+    assert_eq!(first["kind"], "extract", "{run}");
+
+    let task = json!({"kind": "k"});
+    let bad = [
+        (
+            json!({"name": "b", "spec": "@daily", "task": task, "workflow": etl}),
+            "not both",
+        ),
+        (json!({"name": "b", "spec": "@daily"}), "needs a task"),
+        (
+            json!({"name": "b", "spec": "@daily", "workflow": {"tasks": [{"name": "a", "kind": "k", "batch": 1}]}}),
+            "cannot join a batch",
+        ),
+        (
+            json!({"name": "b", "spec": "@daily", "workflow": {"tasks": [{"name": "a", "kind": "k", "after": ["a"]}]}}),
+            "cycle",
+        ),
+    ];
+    for (body, needle) in bad {
+        let got = a
+            .call("POST", "/v1/schedules", Some(&body.to_string()))
+            .await;
+        assert_error(
+            got,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_input",
+            needle,
+        );
+        let (s, _) = a.call("GET", "/v1/schedules/b", None).await;
+        assert_eq!(s, StatusCode::NOT_FOUND);
+    }
+}
