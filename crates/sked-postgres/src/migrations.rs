@@ -33,6 +33,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
         include_str!("../migrations/0023_sql_enqueue_parents.sql"),
     ),
     (24, include_str!("../migrations/0024_batches.sql")),
+    (
+        25,
+        include_str!("../migrations/0025_schedule_dead_runs.sql"),
+    ),
 ];
 
 /// A fingerprint of every migration's text: schemas migrated by the same migrations share it.

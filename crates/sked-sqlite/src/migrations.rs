@@ -33,6 +33,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (19, include_str!("../migrations/0019_progress.sql")),
     (20, include_str!("../migrations/0020_workflows.sql")),
     (21, include_str!("../migrations/0021_batches.sql")),
+    (
+        22,
+        include_str!("../migrations/0022_schedule_dead_runs.sql"),
+    ),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

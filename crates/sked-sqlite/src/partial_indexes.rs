@@ -277,4 +277,26 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn a_schedules_run_figures_probe_its_unfinished_and_dead_tasks() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = rusqlite::Connection::open(dir.path().join("plans.db")).unwrap();
+        crate::migrations::run(&mut conn).unwrap();
+        let sql = format!(
+            "SELECT {}, {} FROM schedules s WHERE s.name > ?1 ORDER BY s.name LIMIT ?2",
+            sked_store::columns::schedule_columns("tasks"),
+            sked_store::columns::dead_runs("tasks"),
+        );
+        let plan = plan(&conn, &sql);
+        for alias in ["t", "a", "d", "u"] {
+            assert!(
+                !plan.lines().any(|s| s == format!("SCAN {alias}")),
+                "a figure reads every task:\n{plan}"
+            );
+        }
+        for index in ["tasks_schedule_active", "tasks_schedule_dead"] {
+            assert!(plan.contains(index), "no probe of {index}:\n{plan}");
+        }
+    }
 }

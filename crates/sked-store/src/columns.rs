@@ -200,7 +200,8 @@ fn select_list(tasks_table: &str, figures: Figures) -> String {
         run(
             format!(
                 "(SELECT {column} FROM {tasks_table} t WHERE t.schedule = s.name AND t.state IN {FINISHED} \
-                 ORDER BY t.id DESC LIMIT 1)"
+                 AND {ended} ORDER BY t.id DESC LIMIT 1)",
+                ended = run_ended(tasks_table, "t"),
             ),
             null,
         )
@@ -244,7 +245,7 @@ fn select_list(tasks_table: &str, figures: Figures) -> String {
          s.declared_by, s.interval_from, s.jitter_ms, s.dst, s.pause_after_failures, s.paused_reason, \
          s.next_fire_at, {retrying}, s.keep_retrying",
         latest_finished("finished_at", "CAST(NULL AS timestamptz)"),
-        latest_finished("state", "CAST(NULL AS text)"),
+        latest_finished(&run_outcome(tasks_table, "t"), "CAST(NULL AS text)"),
     )
 }
 
@@ -310,23 +311,57 @@ pub fn schedule_filter(
             " AND s.name IN (SELECT t.schedule FROM {tasks_table} t WHERE t.state IN {FAILING} \
                AND t.schedule IS NOT NULL) \
              AND (EXISTS (SELECT 1 FROM {tasks_table} t WHERE t.schedule = s.name AND t.state = 'retrying') \
-               OR (SELECT t.state FROM {tasks_table} t WHERE t.schedule = s.name AND t.state IN {FINISHED} \
-                   ORDER BY t.id DESC LIMIT 1) = 'dead')"
+               OR (SELECT {outcome} FROM {tasks_table} t WHERE t.schedule = s.name AND t.state IN {FINISHED} \
+                   AND {ended} ORDER BY t.id DESC LIMIT 1) = 'dead')",
+            outcome = run_outcome(tasks_table, "t"),
+            ended = run_ended(tasks_table, "t"),
         ));
     }
     (sql, values)
 }
 
 /// For a schedule with `pause_after_failures`: how many of its runs in a row, since it was
-/// last resumed, ended dead (those after the latest run that ended otherwise). Selected beside
+/// last resumed, ended dead (those after the latest run that ended otherwise). A run is the
+/// tasks of one occurrence (a workflow's, or one task): it ended dead when one of them died,
+/// and ended otherwise when none is unfinished and none died. Selected beside
 /// [`schedule_columns`] where schedules fall due; 0 for a schedule without the policy.
 pub fn dead_runs(tasks_table: &str) -> String {
     format!(
         "CASE WHEN s.pause_after_failures IS NULL THEN 0 ELSE \
-           (SELECT count(*) FROM {tasks_table} t WHERE t.schedule = s.name AND t.state = 'dead' \
-              AND (s.resumed_at IS NULL OR t.created_at >= s.resumed_at) \
+           (SELECT count(DISTINCT t.nominal_at) FROM {tasks_table} t WHERE t.schedule = s.name \
+              AND t.state = 'dead' AND (s.resumed_at IS NULL OR t.created_at >= s.resumed_at) \
               AND t.id > coalesce((SELECT max(u.id) FROM {tasks_table} u WHERE u.schedule = s.name \
-                AND u.state IN {FINISHED} AND u.state <> 'dead'), 0)) END"
+                AND u.state IN {FINISHED} AND u.state <> 'dead' AND {ended} AND NOT {died}), 0)) END",
+        ended = run_ended(tasks_table, "u"),
+        died = run_died(tasks_table, "u"),
+    )
+}
+
+/// Whether the run of the schedule's task aliased `t` has ended: no task of its occurrence
+/// is unfinished (probing the schedule's few unfinished tasks).
+fn run_ended(tasks_table: &str, t: &str) -> String {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM {tasks_table} a WHERE a.schedule = s.name \
+           AND a.nominal_at = {t}.nominal_at AND {active})",
+        active = crate::states::ACTIVE_ANY,
+    )
+}
+
+/// Whether a task of the run of the task aliased `t` died (probing the schedule's few dead
+/// tasks).
+fn run_died(tasks_table: &str, t: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM {tasks_table} d WHERE d.schedule = s.name \
+           AND d.nominal_at = {t}.nominal_at AND d.state = 'dead')"
+    )
+}
+
+/// How the run of the finished task aliased `t` ended: dead when one of its tasks died (a
+/// workflow's dependents are then cancelled after it), else as `t` did.
+fn run_outcome(tasks_table: &str, t: &str) -> String {
+    format!(
+        "CASE WHEN {t}.state <> 'dead' AND {died} THEN 'dead' ELSE {t}.state END",
+        died = run_died(tasks_table, t),
     )
 }
 
@@ -381,7 +416,7 @@ mod tests {
         assert!(items[ScheduleColumn::LastStartedAt.at()].starts_with("(SELECT started_at"));
         assert!(items[ScheduleColumn::LastFinishedAt.at()].starts_with("(SELECT finished_at"));
         assert!(items[ScheduleColumn::Running.at()].starts_with("EXISTS"));
-        assert!(items[ScheduleColumn::LastOutcome.at()].starts_with("(SELECT state"));
+        assert!(items[ScheduleColumn::LastOutcome.at()].starts_with("(SELECT CASE WHEN t.state"));
         assert_eq!(items[ScheduleColumn::DeclaredBy.at()], "s.declared_by");
         assert_eq!(items[ScheduleColumn::IntervalFrom.at()], "s.interval_from");
         assert_eq!(items[ScheduleColumn::PausedReason.at()], "s.paused_reason");

@@ -90,7 +90,8 @@ macro_rules! conformance_tests {
             a_workflow_fails_is_cancelled_and_goes_with_its_tasks,
             a_batch_enqueues_its_callbacks_once_when_closed_and_ended, a_failed_task_skips_on_success_and_an_empty_batch_ends_at_close,
             a_batch_grows_from_its_own_tasks_and_ends_after_the_last, batch_tasks_ending_at_once_enqueue_the_callback_once,
-            a_scheduled_workflow_runs_whole_and_counts_as_one_run, a_workflow_run_made_ahead_is_withdrawn_whole, a_workflow_schedule_is_triggered_and_backfilled_whole);
+            a_scheduled_workflow_runs_whole_and_counts_as_one_run, a_workflow_run_made_ahead_is_withdrawn_whole, a_workflow_schedule_is_triggered_and_backfilled_whole,
+            a_workflow_run_with_a_dead_task_is_a_dead_run);
     };
     (@cases $make:expr; $($case:ident),+) => {
         $(

@@ -240,3 +240,79 @@ pub async fn a_workflow_schedule_is_triggered_and_backfilled_whole(store: &Share
     assert_eq!(nominals, [Some(at(20)), Some(at(10)), Some(at(2))]);
     assert_eq!(tasks(store, "t").await.len(), 9);
 }
+
+/// Claims the first task due, of kind `kind`, and fails it for good.
+async fn kill(store: &Shared, kind: &str, now: Timestamp) {
+    let c = claim(store, 1, now).await;
+    assert_eq!(c[0].kind, kind);
+    finish(store, c[0].id, c[0].attempt, failed(false), now)
+        .await
+        .unwrap();
+}
+
+async fn failing(store: &Shared) -> Vec<String> {
+    let page = store
+        .schedule_list(ScheduleListParams {
+            after: None,
+            limit: 100,
+            with_payloads: false,
+            filter: ScheduleFilter {
+                failing: true,
+                ..ScheduleFilter::default()
+            },
+        })
+        .await
+        .unwrap();
+    page.items.into_iter().map(|s| s.name).collect()
+}
+
+pub async fn a_workflow_run_with_a_dead_task_is_a_dead_run(store: &Shared) {
+    let def = ScheduleDef::for_workflow("f", "every 10s", etl())
+        .overlap(OverlapPolicy::Allow)
+        .pause_after_failures(2);
+    store
+        .schedule_upsert(ScheduleUpsertParams {
+            def,
+            next_fire_at: Some(at(10)),
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    store
+        .schedule_materialise(pass(at(5), 30, &[]))
+        .await
+        .unwrap();
+    succeed(store, "extract", at(10)).await;
+    // Transform dies; load, waiting for it, is cancelled after it: the run died.
+    kill(store, "transform", at(11)).await;
+    assert_eq!(
+        tasks(store, "f").await,
+        run(
+            10,
+            [TaskState::Succeeded, TaskState::Dead, TaskState::Cancelled]
+        )
+    );
+    let s = store.schedule_get("f").await.unwrap();
+    assert_eq!(
+        (s.last_outcome, s.last_finished_at),
+        (Some(TaskState::Dead), Some(at(11)))
+    );
+    assert_eq!(failing(store).await, ["f"]);
+    // The next run's first step succeeds: its run has not ended, the last outcome stays.
+    let r = store
+        .schedule_materialise(pass(at(15), 30, &[]))
+        .await
+        .unwrap();
+    assert!(r.paused.is_empty(), "one dead run of two");
+    succeed(store, "extract", at(20)).await;
+    let s = store.schedule_get("f").await.unwrap();
+    assert_eq!(s.last_outcome, Some(TaskState::Dead));
+    // Its transform dies too: two dead runs in a row pause the schedule.
+    kill(store, "transform", at(21)).await;
+    let r = store
+        .schedule_materialise(pass(at(25), 30, &[]))
+        .await
+        .unwrap();
+    assert_eq!(r.paused, [("f".to_string(), 2)]);
+    assert!(store.schedule_get("f").await.unwrap().paused);
+}
