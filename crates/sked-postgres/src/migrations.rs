@@ -37,6 +37,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
         25,
         include_str!("../migrations/0025_schedule_dead_runs.sql"),
     ),
+    (26, include_str!("../migrations/0026_sql_enqueue_batch.sql")),
 ];
 
 /// A fingerprint of every migration's text: schemas migrated by the same migrations share it.

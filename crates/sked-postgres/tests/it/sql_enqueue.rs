@@ -35,7 +35,7 @@ async fn sql_enqueue(c: &impl tokio_postgres::GenericClient, t: &NewTask) -> Res
                unique_key => $8, unique_for => $9::text::interval, \
                debounce => $10::text::interval, key => $11, \
                backoff_base => $12::text::interval, backoff_max => $13::text::interval, \
-               traceparent => $14, depends_on => $15, on_parent_failure => $16)";
+               traceparent => $14, depends_on => $15, on_parent_failure => $16, batch => $17)";
     let parents: Option<&Vec<i64>> = (!t.depends_on.is_empty()).then_some(&t.depends_on);
     let then = t.on_parent_failure.as_str();
     let (base, max) = match t.backoff {
@@ -62,6 +62,7 @@ async fn sql_enqueue(c: &impl tokio_postgres::GenericClient, t: &NewTask) -> Res
                 &t.traceparent,
                 &parents,
                 &then,
+                &t.batch,
             ],
         )
         .await;
@@ -555,4 +556,133 @@ async fn sql_enqueue_starts_a_task_from_its_parents_as_the_store_does() {
         (made.depends_on, made.on_parent_failure),
         (vec![running], Run)
     );
+}
+
+#[tokio::test]
+async fn sql_enqueue_joins_a_batch_as_the_store_does() {
+    use sked_core::{NewBatch, TaskState};
+    use sked_store::{BatchCloseParams, BatchOpenParams, BatchState, TaskCancelParams};
+    let Some(url) = database_url() else { return };
+    let schema = TestSchema::new(&url);
+    let store = sked_postgres::PgStore::connect(schema.options())
+        .await
+        .unwrap();
+    let c = app(&schema).await;
+    let now = jiff::Timestamp::now();
+    let open = || async {
+        let batch = NewBatch {
+            name: Some("b".into()),
+            on_success: None,
+            on_complete: Some(NewTask::new("done")),
+        };
+        store
+            .batch_open(BatchOpenParams { batch, now })
+            .await
+            .unwrap()
+            .id
+    };
+    let batch = open().await;
+    let row = |id: i64| {
+        let c = &c;
+        async move {
+            let r = c
+                .query_one(
+                    "SELECT to_jsonb(t) - 'id' - 'created_at' - 'finished_at' - 'run_at', \
+                       (SELECT to_jsonb(b) - 'task' FROM sked_batch_tasks b WHERE b.task = t.id) \
+                     FROM sked_tasks t WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .unwrap();
+            (r.get::<_, Value>(0), r.get::<_, Value>(1))
+        }
+    };
+    // A task that joins, and one that starts cancelled (its parent was): both as the store.
+    let parent = sked_postgres::enqueue_in(&c, vec![NewTask::new("p")])
+        .await
+        .unwrap()[0]
+        .id;
+    store
+        .task_cancel(TaskCancelParams { id: parent, now })
+        .await
+        .unwrap();
+    for t in [
+        NewTask::new("member").batch(batch),
+        NewTask::new("member").batch(batch).after([parent]),
+    ] {
+        let by_sql = sql_enqueue(&c, &t).await.unwrap();
+        let by_rust = sked_postgres::enqueue_in(&c, vec![t]).await.unwrap()[0].id;
+        let (sql_row, rust_row) = (row(by_sql).await, row(by_rust).await);
+        assert_eq!(sql_row, rust_row);
+        assert_eq!(sql_row.1["batch"], json!(batch), "{sql_row:?}");
+    }
+    let b = store.batch_get(batch).await.unwrap();
+    assert_eq!(
+        (b.total, b.counts.get(&TaskState::Cancelled)),
+        (4, Some(&2))
+    );
+    // An unknown batch and one that has ended: both refused, in the store's words.
+    let empty = open().await;
+    store
+        .batch_close(BatchCloseParams { id: empty, now })
+        .await
+        .unwrap();
+    assert_eq!(
+        store.batch_get(empty).await.unwrap().state,
+        BatchState::Done
+    );
+    let before = tasks(&store).await.len();
+    let mut own = app(&schema).await;
+    for id in [987_654, empty] {
+        let t = NewTask::new("late").batch(id);
+        let said = sql_enqueue(&c, &t).await.unwrap_err();
+        // The store's join comes after its insert: in the caller's transaction, which the
+        // refusal leaves to roll back.
+        let tx = own.transaction().await.unwrap();
+        let reference = sked_postgres::enqueue_in(&tx, vec![t]).await.unwrap_err();
+        drop(tx);
+        let (sked_store::StoreError::Invalid(reference)
+        | sked_store::StoreError::Conflict(reference)) = reference
+        else {
+            panic!("the store took a task for batch {id}");
+        };
+        assert_eq!(said, format!("sked: {reference}"));
+    }
+    assert_eq!(tasks(&store).await.len(), before);
+    // The JSON form joins too; the batch then ends when closed and its tasks have ended.
+    let ids: Vec<i64> = c
+        .query(
+            "SELECT * FROM sked_enqueue_many($1)",
+            &[&json!([{"kind": "member", "batch": batch}])],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(row(ids[0]).await.1["open"], json!(true));
+    store
+        .batch_close(BatchCloseParams { id: batch, now })
+        .await
+        .unwrap();
+    let open_ids: Vec<i64> = c
+        .query(
+            "SELECT task FROM sked_batch_tasks WHERE batch = $1 AND open",
+            &[&batch],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(open_ids.len(), 3);
+    for id in open_ids {
+        store
+            .task_cancel(TaskCancelParams { id, now })
+            .await
+            .unwrap();
+    }
+    let b = store.batch_get(batch).await.unwrap();
+    assert_eq!(b.state, BatchState::Done);
+    assert!(b.on_complete_task.is_some());
 }
