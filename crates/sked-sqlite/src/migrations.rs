@@ -37,6 +37,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         22,
         include_str!("../migrations/0022_schedule_dead_runs.sql"),
     ),
+    (
+        23,
+        include_str!("../migrations/0023_open_edges_by_child.sql"),
+    ),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

@@ -24,6 +24,15 @@ pub(crate) static UNIQUE_KEY_HOLDER: LazyLock<String> =
 pub(crate) const UNIQUE_KEY_WINDOW: &str = "SELECT id, state FROM tasks \
     WHERE unique_key = ?1 AND unique_until > ?2 ORDER BY id DESC LIMIT 1";
 
+/// Waiting children (`?1`, an id list) as a parent's end reads them: whether a parent is left
+/// uncounted is one probe of the open edges however many parents a child has (named: without
+/// statistics SQLite would walk the child's edges by primary key, done ones first).
+pub(crate) const READ_CHILDREN: &str = "SELECT t.id, t.state, t.run_at, \
+    EXISTS (SELECT 1 FROM task_edges e INDEXED BY task_edges_open_child \
+      WHERE e.child = t.id AND e.done = 0), \
+    (SELECT run_anyway FROM task_edges e WHERE e.child = t.id LIMIT 1) \
+    FROM tasks t WHERE t.id IN rarray(?1)";
+
 /// A schedule's (`?1`) unfinished tasks.
 pub(crate) static SCHEDULE_ACTIVE: LazyLock<String> = LazyLock::new(|| {
     format!("SELECT id FROM tasks WHERE schedule = ?1 AND {ACTIVE_ANY} ORDER BY id")
@@ -197,13 +206,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut conn = rusqlite::Connection::open(dir.path().join("plans.db")).unwrap();
         crate::migrations::run(&mut conn).unwrap();
+        rusqlite::vtab::array::load_module(&conn).unwrap();
         let claim_keys = claim_keys(" AND priority >= ?3");
         let claim_keys_all = claim_keys_all(" AND queue NOT IN (?2, ?3) AND priority >= ?4");
         let keyed_keys = keyed_keys(" AND kind IN (?5)");
         let keyed_heads = keyed_heads(" AND kind IN (?5)");
         let unkeyed_heads = unkeyed_heads(" AND kind IN (?5)");
         let keyed_level = keyed_level(" AND kind IN (?3)");
-        let cases: [(&str, &[&str]); 17] = [
+        let cases: [(&str, &[&str]); 18] = [
+            (READ_CHILDREN, &["task_edges_open_child"]),
             (&AVAILABLE_QUEUES, &["COVERING INDEX tasks_available_queue"]),
             (&keyed_keys, &["tasks_available_key"]),
             (&keyed_heads, &["tasks_available_key"]),

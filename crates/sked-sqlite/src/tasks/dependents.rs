@@ -181,8 +181,10 @@ fn close_edges(
 }
 
 /// The children `ends` reaches, as the release needs them: state and run time from their
-/// rows, and from their edges the parents not yet counted (those of `ends` being counted now
-/// among them) and what a failed parent does to them. One statement for them all.
+/// rows, and from their edges whether a parent is left besides those of `ends` being counted
+/// now (as `parents_left`, the ones counted now added: only whether it reaches 0 decides) and
+/// what a failed parent does to them (every edge of a child says the same). One statement for
+/// them all, each probe an index lookup however many parents a child has.
 fn read_children(
     conn: &Connection,
     ends: &[(TaskId, Vec<(TaskId, TaskState)>)],
@@ -191,17 +193,12 @@ fn read_children(
         ends.iter().map(|(c, ps)| (*c, ps.len())).collect();
     let ids: Vec<TaskId> = ends.iter().map(|(c, _)| *c).collect();
     let mut stmt = conn
-        .prepare_cached(
-            "SELECT t.id, t.state, t.run_at, \
-               (SELECT count(*) FROM task_edges e WHERE e.child = t.id AND e.done = 0), \
-               (SELECT max(run_anyway) FROM task_edges e WHERE e.child = t.id) \
-             FROM tasks t WHERE t.id IN rarray(?1)",
-        )
+        .prepare_cached(crate::partial_indexes::READ_CHILDREN)
         .map_err(db_err)?;
     let rows = stmt
         .query_map([id_list(&ids)], |r| {
             let id: TaskId = r.get(0)?;
-            let left: i32 = r.get(3)?;
+            let left = i32::from(r.get::<_, bool>(3)?);
             Ok(dependents::Child {
                 id,
                 state: state(text(r, 1)?)?,
