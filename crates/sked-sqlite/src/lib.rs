@@ -325,7 +325,7 @@ impl Store for SqliteStore {
     }
 
     async fn workflow_create(&self, params: WorkflowCreateParams) -> Result<WorkflowCreated> {
-        self.write(move |tx| tasks::workflows::create(tx, &params))
+        self.write(move |tx| tasks::workflows::create(tx, params))
             .await
     }
 

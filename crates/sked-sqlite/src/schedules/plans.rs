@@ -112,7 +112,8 @@ pub(crate) fn insert_runs(
     let mut made: Vec<Option<RunMade>> = vec![None; runs.len()];
     let split = SplitRuns::of(runs);
     for (i, w) in split.workflows {
-        made[i] = Some(RunMade::of_workflow(&w, tasks::workflows::create(tx, &w)?));
+        let queues = RunMade::of_workflow_queues(&w);
+        made[i] = Some(RunMade::of(queues, tasks::workflows::create(tx, w)?));
     }
     let (at, tasks): (Vec<usize>, Vec<TaskInsert>) = split.tasks.into_iter().unzip();
     if !tasks.is_empty() {

@@ -15,8 +15,9 @@ pub(crate) fn tasks_of(param: &str) -> String {
 }
 
 /// Inserts the workflow's row, its tasks (a run of tasks that wait for none of each other goes
-/// in as one insert, [`rules::workflows::runs`]) and which task is which.
-pub(crate) fn create(tx: &Transaction<'_>, p: &WorkflowCreateParams) -> Result<WorkflowCreated> {
+/// in as one insert, [`rules::workflows::runs`]) and which task is which. Takes the tasks:
+/// a workflow's inserts are moved into the store's, not copied.
+pub(crate) fn create(tx: &Transaction<'_>, p: WorkflowCreateParams) -> Result<WorkflowCreated> {
     tx.prepare_cached(
         "INSERT INTO workflows (name, created_at, size, schedule, nominal_at) \
          VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -31,21 +32,24 @@ pub(crate) fn create(tx: &Transaction<'_>, p: &WorkflowCreateParams) -> Result<W
     ])
     .map_err(db_err)?;
     let id = tx.last_insert_rowid();
+    let runs = rules::workflows::runs(&p.tasks)?;
     let mut ids: Vec<TaskId> = Vec::with_capacity(p.tasks.len());
-    for run in rules::workflows::runs(&p.tasks)? {
-        let params = TaskInsertParams {
-            tasks: (p.tasks[run].iter())
-                .map(|t| rules::workflows::insert(t, &ids))
-                .collect(),
-            now: p.now,
-        };
+    let mut names: Vec<String> = Vec::with_capacity(p.tasks.len());
+    let mut given = p.tasks.into_iter();
+    for run in runs {
+        let mut tasks = Vec::with_capacity(run.len());
+        for t in given.by_ref().take(run.len()) {
+            tasks.push(rules::workflows::with_parents(t.insert, &t.after, &ids));
+            names.push(t.name);
+        }
+        let params = TaskInsertParams { tasks, now: p.now };
         ids.extend(super::insert_many(tx, &params)?.iter().map(|t| t.id));
     }
     let mut member = tx
         .prepare_cached("INSERT INTO workflow_tasks (task, workflow, name) VALUES (?1, ?2, ?3)")
         .map_err(db_err)?;
-    for (task, t) in ids.iter().zip(&p.tasks) {
-        member.execute(params![task, id, t.name]).map_err(db_err)?;
+    for (task, name) in ids.iter().zip(&names) {
+        member.execute(params![task, id, name]).map_err(db_err)?;
     }
     Ok(WorkflowCreated { id, tasks: ids })
 }

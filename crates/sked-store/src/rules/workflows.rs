@@ -30,6 +30,21 @@ impl InsertOrder {
         Ok(InsertOrder { order, position })
     }
 
+    /// The places in insert order of the tasks each of `w`'s tasks waits for, in the order
+    /// `w` gives them.
+    pub fn parents(&self, w: &NewWorkflow) -> Vec<Vec<usize>> {
+        let index: HashMap<&str, usize> = (w.tasks.iter().enumerate())
+            .map(|(i, t)| (t.name.as_str(), i))
+            .collect();
+        (w.tasks.iter())
+            .map(|t| {
+                (t.after.iter())
+                    .map(|a| self.position[index[a.as_str()]])
+                    .collect()
+            })
+            .collect()
+    }
+
     /// The inserts of `w`'s tasks, given as `tasks` in insert order, each with its name and
     /// its parents in the workflow by place.
     pub fn inserts(
@@ -37,15 +52,11 @@ impl InsertOrder {
         w: &NewWorkflow,
         tasks: impl IntoIterator<Item = TaskInsert>,
     ) -> Vec<WorkflowTaskInsert> {
-        let index: HashMap<&str, usize> = (w.tasks.iter().enumerate())
-            .map(|(i, t)| (t.name.as_str(), i))
-            .collect();
+        let mut parents = self.parents(w);
         (self.order.iter().zip(tasks))
             .map(|(&i, insert)| WorkflowTaskInsert {
                 name: w.tasks[i].name.clone(),
-                after: (w.tasks[i].after.iter())
-                    .map(|a| self.position[index[a.as_str()]])
-                    .collect(),
+                after: std::mem::take(&mut parents[i]),
                 insert,
             })
             .collect()
@@ -85,11 +96,13 @@ pub fn runs(tasks: &[WorkflowTaskInsert]) -> Result<Vec<Range<usize>>> {
 /// The insert of `t`, waiting for its parents in the workflow too: `ids` are the ids of the
 /// tasks inserted before it, in order.
 pub fn insert(t: &WorkflowTaskInsert, ids: &[TaskId]) -> TaskInsert {
-    let mut insert = t.insert.clone();
-    insert
-        .task
-        .depends_on
-        .extend(t.after.iter().map(|&a| ids[a]));
+    with_parents(t.insert.clone(), &t.after, ids)
+}
+
+/// `insert`, waiting for the tasks at places `after` of a workflow too: `ids` are the ids of
+/// the tasks inserted before it, in order.
+pub fn with_parents(mut insert: TaskInsert, after: &[usize], ids: &[TaskId]) -> TaskInsert {
+    insert.task.depends_on.extend(after.iter().map(|&a| ids[a]));
     insert
 }
 

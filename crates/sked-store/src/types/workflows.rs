@@ -57,10 +57,22 @@ impl RunMade {
 
     /// The run of workflow `w`, inserted as `made`.
     pub fn of_workflow(w: &WorkflowCreateParams, made: WorkflowCreated) -> RunMade {
-        let queues = w.tasks.iter().map(|t| t.insert.task.queue.clone());
+        RunMade::of(RunMade::of_workflow_queues(w), made)
+    }
+
+    /// The queues of workflow `w`'s tasks, in order.
+    pub fn of_workflow_queues(w: &WorkflowCreateParams) -> Vec<String> {
+        w.tasks
+            .iter()
+            .map(|t| t.insert.task.queue.clone())
+            .collect()
+    }
+
+    /// The run of a workflow whose tasks go to `queues`, in order, inserted as `made`.
+    pub fn of(queues: Vec<String>, made: WorkflowCreated) -> RunMade {
         RunMade {
             first: made.tasks[0],
-            tasks: queues.zip(made.tasks).collect(),
+            tasks: queues.into_iter().zip(made.tasks).collect(),
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use sked_core::{NewTask, NewWorkflow, TaskId, TaskState, WorkflowId};
+use sked_store::rules::workflows::InsertOrder;
 use sked_store::{
     BulkAction, BulkFilter, Page, WorkflowCreateParams, WorkflowInfo, WorkflowListParams,
     WorkflowNode, WorkflowTaskInsert, WorkflowTasksParams,
@@ -29,26 +30,18 @@ impl Engine {
     /// unknown name in `after`, a cycle or a task that does not exist in `depends_on` is
     /// `Invalid`, naming it, and nothing is made.
     pub async fn workflow_create(&self, workflow: NewWorkflow) -> Result<WorkflowMade> {
-        let order: Vec<usize> = workflow.layers()?.into_iter().flatten().collect();
-        let mut position = vec![0; order.len()];
-        for (k, &i) in order.iter().enumerate() {
-            position[i] = k;
-        }
-        let index: std::collections::HashMap<&str, usize> = (workflow.tasks.iter().enumerate())
-            .map(|(i, t)| (t.name.as_str(), i))
-            .collect();
-        let after: Vec<Vec<usize>> = (workflow.tasks.iter())
-            .map(|t| {
-                t.after
-                    .iter()
-                    .map(|a| position[index[a.as_str()]])
-                    .collect()
-            })
-            .collect();
+        let order = InsertOrder::of(&workflow)?;
+        let mut parents = order.parents(&workflow);
         let now = self.now();
-        let mut tasks: Vec<NewTask> = order
-            .iter()
-            .map(|&i| workflow.tasks[i].task.clone())
+        // The tasks are moved, in insert order, not copied: a workflow may have 100,000.
+        let NewWorkflow { name, tasks: given } = workflow;
+        let (mut names, mut slots) = (Vec::with_capacity(given.len()), Vec::new());
+        for t in given {
+            names.push(t.name);
+            slots.push(Some(t.task));
+        }
+        let mut tasks: Vec<NewTask> = (order.order.iter())
+            .filter_map(|&i| slots[i].take())
             .collect();
         let spans = self.inner.config.telemetry.enqueue(&mut tasks);
         let queues = super::tasks::enqueued_per_queue(&tasks);
@@ -57,10 +50,10 @@ impl Engine {
             .filter_map(|t| t.run_at)
             .filter(|t| *t > now)
             .min();
-        let inserts: Vec<WorkflowTaskInsert> = (order.iter().zip(tasks))
+        let inserts: Vec<WorkflowTaskInsert> = (order.order.iter().zip(tasks))
             .map(|(&i, task)| WorkflowTaskInsert {
-                name: workflow.tasks[i].name.clone(),
-                after: after[i].clone(),
+                name: names[i].clone(),
+                after: std::mem::take(&mut parents[i]),
                 insert: task.into(),
             })
             .collect();
@@ -68,7 +61,7 @@ impl Engine {
             .inner
             .store
             .workflow_create(WorkflowCreateParams {
-                name: workflow.name.clone(),
+                name,
                 tasks: inserts,
                 schedule: None,
                 nominal_at: None,
@@ -85,8 +78,8 @@ impl Engine {
             self.saw_waiting(first_timed);
         }
         self.wake_workers();
-        let tasks = (workflow.tasks.iter().enumerate())
-            .map(|(i, t)| (t.name.clone(), made.tasks[position[i]]))
+        let tasks = (names.into_iter().enumerate())
+            .map(|(i, name)| (name, made.tasks[order.position[i]]))
             .collect();
         Ok(WorkflowMade { id: made.id, tasks })
     }
