@@ -169,7 +169,10 @@ impl NewWorkflow {
             )));
         }
         let mut parents: Vec<Vec<usize>> = Vec::with_capacity(n);
-        for t in &self.tasks {
+        // Which task last named each task in its `after`: a name given twice is found at once,
+        // however many a fan-in names.
+        let mut named_by = vec![usize::MAX; n];
+        for (i, t) in self.tasks.iter().enumerate() {
             let mut mine = Vec::with_capacity(t.after.len());
             for a in &t.after {
                 let Some(&p) = index.get(a.as_str()) else {
@@ -178,7 +181,7 @@ impl NewWorkflow {
                         t.name
                     )));
                 };
-                if mine.contains(&p) {
+                if std::mem::replace(&mut named_by[p], i) == i {
                     return Err(SpecError::new(format!(
                         "task {:?} names {a:?} twice in after",
                         t.name

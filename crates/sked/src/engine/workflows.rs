@@ -35,7 +35,10 @@ impl Engine {
         let now = self.now();
         // The tasks are moved, in insert order, not copied: a workflow may have 100,000.
         let NewWorkflow { name, tasks: given } = workflow;
-        let (mut names, mut slots) = (Vec::with_capacity(given.len()), Vec::new());
+        let (mut names, mut slots) = (
+            Vec::with_capacity(given.len()),
+            Vec::with_capacity(given.len()),
+        );
         for t in given {
             names.push(t.name);
             slots.push(Some(t.task));
