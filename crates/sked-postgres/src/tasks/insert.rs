@@ -52,8 +52,8 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
         .filter(|&i| tasks[i].task.unique_key.is_none() && !tasks[i].task.depends_on.is_empty())
         .collect();
     if !children.is_empty() {
-        let inserted =
-            insert_children(c, channel, children.iter().map(|&i| &tasks[i]), now).await?;
+        let tasks = children.iter().map(|&i| &tasks[i]);
+        let inserted = insert_children(c, channel, tasks, &HashMap::new(), &[], now).await?;
         for (k, answer) in inserted.into_iter().enumerate() {
             out[children[k]] = Some(answer);
         }
@@ -86,20 +86,28 @@ fn is_plain(t: &TaskInsert) -> bool {
 /// Inserts tasks with parents and without unique keys, together: every parent of any of them
 /// locked and flagged at once (in id order), each task's start from its parents'
 /// ([`rules::dependents::at_enqueue`]: its state, parents left, error) written with its row in
-/// one statement, then their edges.
+/// one statement, then their edges. Parents in `fresh` (with their states) were inserted in
+/// this transaction, which alone sees them: they are neither locked nor flagged, and
+/// `has_children` (by task, or empty for none) flags the tasks that are such parents.
 async fn insert_children<'a, C: GenericClient + Sync>(
     c: &C,
     channel: &str,
     tasks: impl Iterator<Item = &'a TaskInsert> + Clone,
+    fresh: &HashMap<TaskId, TaskState>,
+    has_children: &[bool],
     now: Timestamp,
 ) -> Result<Vec<TaskInserted>> {
     let mut all: Vec<TaskId> = (tasks.clone())
         .flat_map(|t| t.task.depends_on.iter().copied())
+        .filter(|id| !fresh.contains_key(id))
         .collect();
     all.sort_unstable();
     all.dedup();
-    let states: HashMap<TaskId, Option<TaskState>> =
-        (super::dependents::lock_parents(c, &all).await?.into_iter()).collect();
+    let mut states: HashMap<TaskId, Option<TaskState>> = match all.is_empty() {
+        true => HashMap::new(),
+        false => (super::dependents::lock_parents(c, &all).await?.into_iter()).collect(),
+    };
+    states.extend(fresh.iter().map(|(id, s)| (*id, Some(*s))));
     let mut links = Vec::new();
     for t in tasks.clone() {
         let parents: Vec<(TaskId, Option<TaskState>)> = (t.task.depends_on.iter())
@@ -116,6 +124,7 @@ async fn insert_children<'a, C: GenericClient + Sync>(
         rows.on_parent_failure[k] = (!then.is_cancel()).then_some(then.as_str());
         rows.last_error[k] = start.error.clone();
         rows.finished_at[k] = start.state.is_finished().then_some(now);
+        rows.has_children[k] = has_children.get(k).copied().unwrap_or(false);
     }
     let sent = BulkParams::of(&rows);
     let mut params: Vec<Param<'_>> = vec![&channel];
@@ -128,6 +137,33 @@ async fn insert_children<'a, C: GenericClient + Sync>(
     let children: Vec<TaskId> = inserted.iter().map(|t| t.id).collect();
     super::dependents::write_edges(c, &children, &links).await?;
     Ok(inserted)
+}
+
+/// Inserts one run of a workflow's tasks (none with a unique key), which wait for none of each
+/// other: as [`insert_tasks`] inserts them, all with the one statement of tasks with parents.
+/// Their parents made before them in this transaction are in `fresh` with their states, and
+/// `has_children` flags those of them that tasks after them will wait for (see
+/// [`insert_children`]).
+pub(crate) async fn insert_workflow_run<C: GenericClient + Sync>(
+    c: &C,
+    channel: &str,
+    tasks: &[TaskInsert],
+    fresh: &HashMap<TaskId, TaskState>,
+    has_children: &[bool],
+    now: Timestamp,
+) -> Result<Vec<TaskInserted>> {
+    validate(tasks)?;
+    if tasks.iter().any(|t| t.task.unique_key.is_some()) {
+        return Err(StoreError::Invalid(
+            "a workflow's task cannot have a unique key".into(),
+        ));
+    }
+    let out = insert_children(c, channel, tasks.iter(), fresh, has_children, now).await?;
+    let joined: Vec<(TaskId, sked_core::BatchId, TaskState)> = (tasks.iter().zip(&out))
+        .filter_map(|(t, ins)| Some((ins.id, t.task.batch?, ins.state)))
+        .collect();
+    super::batches::join(c, channel, &joined, now).await?;
+    Ok(out)
 }
 
 /// Inserts a task with parents and a unique key: its parents locked and flagged, its state

@@ -13,8 +13,9 @@ use crate::listen::notify_tasks_sql;
 /// in the announcing statement): those every task sets, then its options, then the concurrency
 /// key and trace context, then how a task with parents starts. The third field says whether a
 /// value that every task of a batch shares is sent once (see [`Sent`]): the options are null
-/// for most tasks and stay arrays.
-const BULK_COLUMNS: [(&str, &str, bool); 18] = [
+/// for most tasks and stay arrays. `has_children` is set at insert for a workflow's tasks that
+/// others of it wait for (a later task's insert flags its parents otherwise).
+const BULK_COLUMNS: [(&str, &str, bool); 19] = [
     ("queue", "text", true),
     ("kind", "text", true),
     ("payload", "jsonb", false),
@@ -33,6 +34,7 @@ const BULK_COLUMNS: [(&str, &str, bool); 18] = [
     ("on_parent_failure", "text", false),
     ("last_error", "text", false),
     ("finished_at", "timestamptz", false),
+    ("has_children", "bool", false),
 ];
 
 /// How many of [`BULK_COLUMNS`] may be sent once: all are among the seven every shape writes,
@@ -44,7 +46,7 @@ const SENT_ONCE: usize = 6;
 /// trace context; and tasks with parents ([`CHILDREN`]), which also write how they start. The
 /// columns left out are null (or their defaults), and a batch does not send arrays of nulls
 /// for them: bulk enqueues on PostgreSQL were 5–9 % slower with two such arrays.
-pub(super) const SHAPES: [usize; 4] = [7, 12, 14, 18];
+pub(super) const SHAPES: [usize; 4] = [7, 12, 14, 19];
 
 /// The index in [`SHAPES`] of tasks with parents: every column.
 pub(super) const CHILDREN: usize = 3;
@@ -150,6 +152,7 @@ pub(super) struct Columns<'a> {
     pub(super) on_parent_failure: Vec<Option<&'static str>>,
     pub(super) last_error: Vec<Option<String>>,
     pub(super) finished_at: Vec<Option<Timestamp>>,
+    pub(super) has_children: Vec<bool>,
 }
 
 impl<'a> Columns<'a> {
@@ -219,6 +222,7 @@ impl<'a> Columns<'a> {
             c.on_parent_failure.push(None);
             c.last_error.push(None);
             c.finished_at.push(None);
+            c.has_children.push(false);
         }
         c
     }
@@ -265,7 +269,7 @@ impl<'a> BulkParams<'a> {
     /// [`BULK_COLUMNS`], then the values sent once, in that order.
     pub(super) fn params(&'a self, now: &'a Timestamp, columns: usize) -> Vec<Param<'a>> {
         let r = self.rows;
-        let arrays: [Param<'a>; 18] = [
+        let arrays: [Param<'a>; 19] = [
             &self.queue.0,
             &self.kind.0,
             &r.payload,
@@ -284,6 +288,7 @@ impl<'a> BulkParams<'a> {
             &r.on_parent_failure,
             &r.last_error,
             &r.finished_at,
+            &r.has_children,
         ];
         let once: [Param<'a>; SENT_ONCE] = [
             &self.queue.1,

@@ -68,13 +68,33 @@ pub(crate) async fn insert(
         .await
         .map_err(db_err)?;
     let id: WorkflowId = col(&row, 0)?;
+    // The tasks that others of the workflow wait for: flagged as they go in, and, being this
+    // transaction's rows, neither locked nor flagged again when their children go in.
+    let mut has_children = vec![false; p.tasks.len()];
+    for t in &p.tasks {
+        for &a in &t.after {
+            has_children[a] = true;
+        }
+    }
     let mut ids: Vec<TaskId> = Vec::with_capacity(p.tasks.len());
+    let mut fresh: HashMap<TaskId, TaskState> = HashMap::with_capacity(p.tasks.len());
     for run in rules::workflows::runs(&p.tasks)? {
-        let tasks: Vec<TaskInsert> = (p.tasks[run].iter())
+        let tasks: Vec<TaskInsert> = (p.tasks[run.clone()].iter())
             .map(|t| rules::workflows::insert(t, &ids))
             .collect();
-        let inserted = super::insert_tasks(&**tx, None, channel, &tasks, p.now).await?;
-        ids.extend(inserted.iter().map(|t| t.id));
+        let inserted = super::insert::insert_workflow_run(
+            &**tx,
+            channel,
+            &tasks,
+            &fresh,
+            &has_children[run],
+            p.now,
+        )
+        .await?;
+        for t in &inserted {
+            ids.push(t.id);
+            fresh.insert(t.id, t.state);
+        }
     }
     let names: Vec<&str> = p.tasks.iter().map(|t| t.name.as_str()).collect();
     tx.execute(
