@@ -16,10 +16,15 @@ pub const NOT_STARTED: &str = "('waiting', 'scheduled', 'available', 'retrying')
 pub const FAILING: &str = "('dead', 'retrying')";
 /// Tasks queued and not yet run (with attempt 0): a debounced enqueue may still replace them.
 pub const QUEUED: &str = "('scheduled', 'available')";
+/// The tasks of a schedule's run made ahead that has not begun: due at the occurrence, or
+/// waiting for a task of the run (a workflow's).
+pub const MADE_AHEAD: &str = "('waiting', 'scheduled')";
 
 /// [`ACTIVE`] as a disjunction, for SQLite's partial indexes (see [`any_of`]).
 pub const ACTIVE_ANY: &str = "(state = 'waiting' OR state = 'scheduled' OR state = 'available' \
      OR state = 'running' OR state = 'retrying')";
+/// [`MADE_AHEAD`] as a disjunction, for SQLite (see [`any_of`]).
+pub const MADE_AHEAD_ANY: &str = "(state = 'waiting' OR state = 'scheduled')";
 /// [`FINISHED`] as a disjunction, for SQLite's partial indexes (see [`any_of`]).
 pub const FINISHED_ANY: &str = "(state = 'succeeded' OR state = 'dead' OR state = 'cancelled')";
 
@@ -90,6 +95,8 @@ mod tests {
             sql_list(|s| matches!(s, Waiting | Scheduled | Available | Retrying))
         );
         assert_eq!(QUEUED, sql_list(|s| matches!(s, Scheduled | Available)));
+        assert_eq!(MADE_AHEAD, sql_list(|s| matches!(s, Waiting | Scheduled)));
+        assert_eq!(MADE_AHEAD_ANY, any_of(|s| matches!(s, Waiting | Scheduled)));
         assert_eq!(ACTIVE_ANY, any_of(|s| !s.is_finished()));
         assert_eq!(FINISHED_ANY, any_of(|s| s.is_finished()));
     }

@@ -9,7 +9,7 @@ use deadpool_postgres::{Object, Transaction};
 use jiff::Timestamp;
 use sked_core::{ActiveTask, OccurrenceOutcome, TaskId};
 use sked_store::rules::{PlanWrite, Written};
-use sked_store::states::ACTIVE;
+use sked_store::states::{ACTIVE, MADE_AHEAD};
 use sked_store::*;
 use tokio_postgres::GenericClient;
 
@@ -321,7 +321,7 @@ pub(crate) async fn withdraw_ahead_many<C: GenericClient + Sync>(
     let rows = c
         .query(
             &format!(
-                "DELETE FROM sked_tasks WHERE schedule = ANY($1) AND state IN ('scheduled', 'waiting') \
+                "DELETE FROM sked_tasks WHERE schedule = ANY($1) AND state IN {MADE_AHEAD} \
                  AND attempt = 0 AND nominal_at > $2 AND state IN {ACTIVE} \
                  RETURNING schedule, nominal_at, id"
             ),

@@ -240,9 +240,9 @@ pub(crate) fn withdraw_ahead(tx: &Transaction<'_>, name: &str, now: Timestamp) -
     let made: Vec<(TaskId, i64)> = {
         let mut stmt = tx
             .prepare_cached(&format!(
-                "SELECT id, nominal_at FROM tasks WHERE schedule = ?1 \
-                 AND (state = 'scheduled' OR state = 'waiting') AND attempt = 0 \
+                "SELECT id, nominal_at FROM tasks WHERE schedule = ?1 AND {} AND attempt = 0 \
                  AND nominal_at > ?2 AND {}",
+                sked_store::states::MADE_AHEAD_ANY,
                 sked_store::states::ACTIVE_ANY
             ))
             .map_err(db_err)?;
