@@ -41,6 +41,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         23,
         include_str!("../migrations/0023_open_edges_by_child.sql"),
     ),
+    (
+        24,
+        include_str!("../migrations/0024_one_open_edges_index.sql"),
+    ),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

@@ -33,6 +33,14 @@ pub(crate) const READ_CHILDREN: &str = "SELECT t.id, t.state, t.run_at, \
     (SELECT run_anyway FROM task_edges e WHERE e.child = t.id LIMIT 1) \
     FROM tasks t WHERE t.id IN rarray(?1)";
 
+/// Whether any edge waits for its parent's end: one probe of the open edges.
+pub(crate) const ANY_OPEN_EDGE: &str = "SELECT 1 FROM task_edges WHERE done = 0 LIMIT 1";
+
+/// The open edges of the ended parents `?1` (an id list) marked done, with their children:
+/// found through the parents' index, one index of open edges (by child) updated each.
+pub(crate) const CLOSE_EDGES: &str = "UPDATE task_edges SET done = 1 \
+    WHERE parent IN rarray(?1) AND done = 0 RETURNING child, parent";
+
 /// A schedule's (`?1`) unfinished tasks.
 pub(crate) static SCHEDULE_ACTIVE: LazyLock<String> = LazyLock::new(|| {
     format!("SELECT id FROM tasks WHERE schedule = ?1 AND {ACTIVE_ANY} ORDER BY id")
@@ -213,8 +221,10 @@ mod tests {
         let keyed_heads = keyed_heads(" AND kind IN (?5)");
         let unkeyed_heads = unkeyed_heads(" AND kind IN (?5)");
         let keyed_level = keyed_level(" AND kind IN (?3)");
-        let cases: [(&str, &[&str]); 18] = [
+        let cases: [(&str, &[&str]); 20] = [
             (READ_CHILDREN, &["task_edges_open_child"]),
+            (ANY_OPEN_EDGE, &["task_edges_open_child"]),
+            (CLOSE_EDGES, &["task_edges_parent"]),
             (&AVAILABLE_QUEUES, &["COVERING INDEX tasks_available_queue"]),
             (&keyed_keys, &["tasks_available_key"]),
             (&keyed_heads, &["tasks_available_key"]),

@@ -140,7 +140,7 @@ fn parent_failure(run_anyway: bool) -> ParentFailure {
 
 /// Whether any edge waits for its parent's end.
 fn any_open(conn: &Connection) -> Result<bool> {
-    conn.prepare_cached("SELECT 1 FROM task_edges WHERE done = 0 LIMIT 1")
+    conn.prepare_cached(crate::partial_indexes::ANY_OPEN_EDGE)
         .map_err(db_err)?
         .query_row([], |_| Ok(()))
         .optional()
@@ -158,10 +158,7 @@ fn close_edges(
     let states: std::collections::HashMap<TaskId, TaskState> = ended.iter().copied().collect();
     let ids: Vec<TaskId> = ended.iter().map(|(id, _)| *id).collect();
     let mut stmt = conn
-        .prepare_cached(
-            "UPDATE task_edges SET done = 1 WHERE parent IN rarray(?1) AND done = 0 \
-             RETURNING child, parent",
-        )
+        .prepare_cached(crate::partial_indexes::CLOSE_EDGES)
         .map_err(db_err)?;
     let rows = stmt
         .query_map([id_list(&ids)], |r| {
