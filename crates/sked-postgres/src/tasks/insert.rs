@@ -52,7 +52,7 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
         .filter(|&i| tasks[i].task.unique_key.is_none() && !tasks[i].task.depends_on.is_empty())
         .collect();
     if !children.is_empty() {
-        let tasks = children.iter().map(|&i| &tasks[i]);
+        let tasks = children.iter().map(|&i| (&tasks[i], &[][..]));
         let inserted = insert_children(c, channel, tasks, &HashMap::new(), &[], now).await?;
         for (k, answer) in inserted.into_iter().enumerate() {
             out[children[k]] = Some(answer);
@@ -86,19 +86,22 @@ fn is_plain(t: &TaskInsert) -> bool {
 /// Inserts tasks with parents and without unique keys, together: every parent of any of them
 /// locked and flagged at once (in id order), each task's start from its parents'
 /// ([`rules::dependents::at_enqueue`]: its state, parents left, error) written with its row in
-/// one statement, then their edges. Parents in `fresh` (with their states) were inserted in
+/// one statement, then their edges. Each task comes with parents of its own besides its
+/// `depends_on` (a workflow's, by id). Parents in `fresh` (with their states) were inserted in
 /// this transaction, which alone sees them: they are neither locked nor flagged, and
 /// `has_children` (by task, or empty for none) flags the tasks that are such parents.
 async fn insert_children<'a, C: GenericClient + Sync>(
     c: &C,
     channel: &str,
-    tasks: impl Iterator<Item = &'a TaskInsert> + Clone,
+    tasks: impl Iterator<Item = (&'a TaskInsert, &'a [TaskId])> + Clone,
     fresh: &HashMap<TaskId, TaskState>,
     has_children: &[bool],
     now: Timestamp,
 ) -> Result<Vec<TaskInserted>> {
+    let parents_of =
+        |(t, more): (&'a TaskInsert, &'a [TaskId])| t.task.depends_on.iter().chain(more).copied();
     let mut all: Vec<TaskId> = (tasks.clone())
-        .flat_map(|t| t.task.depends_on.iter().copied())
+        .flat_map(parents_of)
         .filter(|id| !fresh.contains_key(id))
         .collect();
     all.sort_unstable();
@@ -109,15 +112,15 @@ async fn insert_children<'a, C: GenericClient + Sync>(
     };
     states.extend(fresh.iter().map(|(id, s)| (*id, Some(*s))));
     let mut links = Vec::new();
-    for t in tasks.clone() {
-        let parents: Vec<(TaskId, Option<TaskState>)> = (t.task.depends_on.iter())
-            .map(|id| (*id, states.get(id).copied().flatten()))
+    for (t, more) in tasks.clone() {
+        let parents: Vec<(TaskId, Option<TaskState>)> = parents_of((t, more))
+            .map(|id| (id, states.get(&id).copied().flatten()))
             .collect();
         let run_at = t.task.run_at.unwrap_or(now);
         let start = rules::dependents::at_enqueue(&parents, t.task.on_parent_failure, run_at, now)?;
         links.push((parents, t.task.on_parent_failure, start));
     }
-    let mut rows = Columns::of(tasks, now);
+    let mut rows = Columns::of(tasks.map(|(t, _)| t), now);
     for (k, (_, then, start)) in links.iter().enumerate() {
         rows.state[k] = start.state.as_str();
         rows.parents_left[k] = start.parents_left;
@@ -140,27 +143,39 @@ async fn insert_children<'a, C: GenericClient + Sync>(
 }
 
 /// Inserts one run of a workflow's tasks (none with a unique key), which wait for none of each
-/// other: as [`insert_tasks`] inserts them, all with the one statement of tasks with parents.
-/// Their parents made before them in this transaction are in `fresh` with their states, and
-/// `has_children` flags those of them that tasks after them will wait for (see
-/// [`insert_children`]).
+/// other: as [`insert_tasks`] inserts them, all with the one statement of tasks with parents,
+/// each also waiting for the tasks of the workflow its `after` names (`ids`: the ids of those
+/// made before, by place; the tasks are not copied to add them). Those parents are in `fresh`
+/// with their states, and `has_children` flags the tasks of the run that tasks after them will
+/// wait for (see [`insert_children`]).
 pub(crate) async fn insert_workflow_run<C: GenericClient + Sync>(
     c: &C,
     channel: &str,
-    tasks: &[TaskInsert],
+    run: &[WorkflowTaskInsert],
+    ids: &[TaskId],
     fresh: &HashMap<TaskId, TaskState>,
     has_children: &[bool],
     now: Timestamp,
 ) -> Result<Vec<TaskInserted>> {
-    validate(tasks)?;
-    if tasks.iter().any(|t| t.task.unique_key.is_some()) {
-        return Err(StoreError::Invalid(
-            "a workflow's task cannot have a unique key".into(),
-        ));
+    for t in run {
+        t.insert
+            .task
+            .validate()
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        if t.insert.task.unique_key.is_some() {
+            return Err(StoreError::Invalid(format!(
+                "task {:?}: a workflow's task cannot have a unique key",
+                t.name
+            )));
+        }
     }
-    let out = insert_children(c, channel, tasks.iter(), fresh, has_children, now).await?;
-    let joined: Vec<(TaskId, sked_core::BatchId, TaskState)> = (tasks.iter().zip(&out))
-        .filter_map(|(t, ins)| Some((ins.id, t.task.batch?, ins.state)))
+    let after: Vec<Vec<TaskId>> = (run.iter())
+        .map(|t| t.after.iter().map(|&a| ids[a]).collect())
+        .collect();
+    let tasks = run.iter().zip(&after).map(|(t, a)| (&t.insert, &a[..]));
+    let out = insert_children(c, channel, tasks, fresh, has_children, now).await?;
+    let joined: Vec<(TaskId, sked_core::BatchId, TaskState)> = (run.iter().zip(&out))
+        .filter_map(|(t, ins)| Some((ins.id, t.insert.task.batch?, ins.state)))
         .collect();
     super::batches::join(c, channel, &joined, now).await?;
     Ok(out)

@@ -79,13 +79,11 @@ pub(crate) async fn insert(
     let mut ids: Vec<TaskId> = Vec::with_capacity(p.tasks.len());
     let mut fresh: HashMap<TaskId, TaskState> = HashMap::with_capacity(p.tasks.len());
     for run in rules::workflows::runs(&p.tasks)? {
-        let tasks: Vec<TaskInsert> = (p.tasks[run.clone()].iter())
-            .map(|t| rules::workflows::insert(t, &ids))
-            .collect();
         let inserted = super::insert::insert_workflow_run(
             &**tx,
             channel,
-            &tasks,
+            &p.tasks[run.clone()],
+            &ids,
             &fresh,
             &has_children[run],
             p.now,

@@ -93,12 +93,6 @@ pub fn runs(tasks: &[WorkflowTaskInsert]) -> Result<Vec<Range<usize>>> {
     Ok(runs)
 }
 
-/// The insert of `t`, waiting for its parents in the workflow too: `ids` are the ids of the
-/// tasks inserted before it, in order.
-pub fn insert(t: &WorkflowTaskInsert, ids: &[TaskId]) -> TaskInsert {
-    with_parents(t.insert.clone(), &t.after, ids)
-}
-
 /// `insert`, waiting for the tasks at places `after` of a workflow too: `ids` are the ids of
 /// the tasks inserted before it, in order.
 pub fn with_parents(mut insert: TaskInsert, after: &[usize], ids: &[TaskId]) -> TaskInsert {
@@ -167,7 +161,8 @@ mod tests {
 
     #[test]
     fn an_insert_waits_for_its_parents_by_id() {
-        let t = &tasks(&[&[], &[], &[0, 1]])[2];
-        assert_eq!(insert(t, &[10, 11]).task.depends_on, vec![10, 11]);
+        let t = tasks(&[&[], &[], &[0, 1]]).remove(2);
+        let insert = with_parents(t.insert, &t.after, &[10, 11]);
+        assert_eq!(insert.task.depends_on, vec![10, 11]);
     }
 }
