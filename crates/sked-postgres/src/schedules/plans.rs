@@ -134,7 +134,7 @@ pub(crate) async fn insert_runs(
     let split = SplitRuns::of(runs);
     for (i, w) in split.workflows {
         let created = tasks::workflows::insert(tx, channel, &w).await?;
-        made[i] = Some(RunMade::of_workflow(&w, created));
+        made[i] = Some(RunMade::of(RunMade::of_workflow_queues(&w), created));
     }
     let (at, tasks): (Vec<usize>, Vec<TaskInsert>) = split.tasks.into_iter().unzip();
     if !tasks.is_empty() {

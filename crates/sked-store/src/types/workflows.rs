@@ -55,11 +55,6 @@ impl RunMade {
         }
     }
 
-    /// The run of workflow `w`, inserted as `made`.
-    pub fn of_workflow(w: &WorkflowCreateParams, made: WorkflowCreated) -> RunMade {
-        RunMade::of(RunMade::of_workflow_queues(w), made)
-    }
-
     /// The queues of workflow `w`'s tasks, in order.
     pub fn of_workflow_queues(w: &WorkflowCreateParams) -> Vec<String> {
         w.tasks
