@@ -152,7 +152,8 @@ fn failovers_of_the_primary_lose_nothing() {
     }
     drop(servers);
 
-    let report = history::check(&history::read_dir(&hist));
+    let events = history::read_dir(&hist);
+    let report = history::check(&events);
     eprintln!("{}", report.line());
     eprintln!("{acknowledged} tasks acknowledged, {listed} listed at the end, in {faulted_for:?}");
     for (fault, r) in &recoveries {
@@ -164,6 +165,8 @@ fn failovers_of_the_primary_lose_nothing() {
         );
     }
     if !report.anomalies.is_empty() {
+        eprintln!("{}", timeline(&events));
+        eprintln!("--- monitor events\n{}", formation.events());
         eprintln!("{}", formation.logs());
     }
     report.assert_clean();
@@ -171,4 +174,64 @@ fn failovers_of_the_primary_lose_nothing() {
         assert!(r.took <= RECOVERY_LIMIT, "{fault}: {r:?}");
     }
     assert!(report.occurrences >= 10, "{}", report.line());
+}
+
+/// When, from the history's first event, the faults came, and when the tasks that the checker
+/// may find lost or completed twice were acknowledged: for a failing test's message, to tell
+/// which fault lost them.
+fn timeline(events: &[Event]) -> String {
+    use std::collections::BTreeMap;
+    let at = |e: &Event| match e {
+        Event::Enqueued { at_ns, .. }
+        | Event::Completed { at_ns, .. }
+        | Event::Fault { at_ns, .. } => Some(*at_ns),
+        _ => None,
+    };
+    let t0 = events.iter().filter_map(at).min().unwrap_or(0);
+    let s = |ns: i64| format!("{:.1} s", (ns - t0) as f64 / 1e9);
+    let span = |v: &[i64]| match (v.iter().min(), v.iter().max()) {
+        (Some(a), Some(b)) => format!("{} .. {} ({})", s(*a), s(*b), v.len()),
+        _ => "none".into(),
+    };
+    let mut lines = vec!["--- timeline".to_string()];
+    let mut acked = BTreeMap::new();
+    let mut succeeded = std::collections::BTreeSet::new();
+    let mut accepted: BTreeMap<(i64, i32), Vec<i64>> = BTreeMap::new();
+    for e in events {
+        match e {
+            Event::Fault { kind, at_ns } => lines.push(format!("fault {kind} at {}", s(*at_ns))),
+            Event::Enqueued { id, at_ns } => {
+                acked.insert(*id, *at_ns);
+            }
+            Event::Completed {
+                id,
+                attempt,
+                accepted: true,
+                at_ns,
+                ..
+            } => accepted.entry((*id, *attempt)).or_default().push(*at_ns),
+            Event::Final { id, state, .. } if state == "succeeded" => {
+                succeeded.insert(*id);
+            }
+            _ => {}
+        }
+    }
+    let lost: Vec<i64> = acked
+        .iter()
+        .filter(|(id, _)| !succeeded.contains(*id))
+        .map(|(_, at)| *at)
+        .collect();
+    lines.push(format!("unfinished tasks acknowledged at {}", span(&lost)));
+    let twice: Vec<&Vec<i64>> = accepted.values().filter(|v| v.len() > 1).collect();
+    let first: Vec<i64> = twice.iter().map(|v| v[0]).collect();
+    let second: Vec<i64> = twice.iter().map(|v| v[1]).collect();
+    lines.push(format!(
+        "completions accepted twice: first at {}",
+        span(&first)
+    ));
+    lines.push(format!(
+        "completions accepted twice: again at {}",
+        span(&second)
+    ));
+    lines.join("\n")
 }

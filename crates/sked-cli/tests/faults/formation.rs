@@ -303,6 +303,21 @@ impl Formation {
         )
     }
 
+    /// The monitor's last events (state changes and their reasons, with times), for a
+    /// failing test's message.
+    pub fn events(&self) -> String {
+        let monitor = self.pgdata("monitor");
+        let out = self
+            .command(&["show", "events", "--pgdata", &monitor, "--count", "80"])
+            .output()
+            .unwrap();
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }
+
     /// The keepers' and monitor's logs, for a failing test's message.
     pub fn logs(&self) -> String {
         ["monitor", "n1", "n2"]
