@@ -38,6 +38,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
         include_str!("../migrations/0025_schedule_dead_runs.sql"),
     ),
     (26, include_str!("../migrations/0026_sql_enqueue_batch.sql")),
+    (
+        27,
+        include_str!("../migrations/0027_edges_written_once.sql"),
+    ),
 ];
 
 /// A fingerprint of every migration's text: schemas migrated by the same migrations share it.

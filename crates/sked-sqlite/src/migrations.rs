@@ -45,6 +45,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         24,
         include_str!("../migrations/0024_one_open_edges_index.sql"),
     ),
+    (25, include_str!("../migrations/0025_parents_left.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {
@@ -77,4 +78,75 @@ pub(crate) fn run(conn: &mut Connection) -> Result<()> {
         .map_err(db_err)?;
     }
     tx.commit().map_err(db_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database written before waiting tasks kept their count: the count of each waiting
+    /// task is its edges not yet counted, and a parent's end then releases it.
+    #[test]
+    fn waiting_tasks_keep_their_count_of_parents_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        let mut conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE sked_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+        )
+        .unwrap();
+        for (version, sql) in MIGRATIONS.iter().filter(|m| m.0 <= 24) {
+            conn.execute_batch(sql).unwrap();
+            conn.execute(
+                "INSERT INTO sked_migrations (version, applied_at) VALUES (?1, 0)",
+                [version],
+            )
+            .unwrap();
+        }
+        // Task 1 succeeded (its edge counted), 2 still runs; 3 waits for both.
+        conn.execute_batch(
+            "INSERT INTO tasks (id, queue, kind, payload, priority, state, run_at, max_attempts, \
+               created_at) VALUES \
+               (1, 'default', 'p', 'null', 0, 'succeeded', 0, 1, 0), \
+               (2, 'default', 'p', 'null', 0, 'available', 0, 1, 0), \
+               (3, 'default', 'c', 'null', 0, 'waiting', 0, 1, 0); \
+             INSERT INTO task_edges (child, parent, done) VALUES (3, 1, 1), (3, 2, 0);",
+        )
+        .unwrap();
+        run(&mut conn).unwrap();
+        let left: i64 = conn
+            .query_row(
+                "SELECT parents_left FROM task_parents_left WHERE task = 3",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(left, 1);
+        drop(conn);
+        let store = crate::SqliteStore::open(&path).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            use sked_store::Store;
+            let t = store.task_get(3).await.unwrap();
+            assert_eq!(t.waiting_for, vec![2]);
+            store
+                .task_cancel(sked_store::TaskCancelParams {
+                    id: 2,
+                    now: jiff::Timestamp::now(),
+                })
+                .await
+                .unwrap();
+            let t = store.task_get(3).await.unwrap();
+            assert_eq!(
+                (t.state, t.last_error),
+                (
+                    sked_core::TaskState::Cancelled,
+                    Some("parent 2 was cancelled".into())
+                )
+            );
+        });
+    }
 }

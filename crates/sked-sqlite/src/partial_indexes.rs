@@ -24,22 +24,15 @@ pub(crate) static UNIQUE_KEY_HOLDER: LazyLock<String> =
 pub(crate) const UNIQUE_KEY_WINDOW: &str = "SELECT id, state FROM tasks \
     WHERE unique_key = ?1 AND unique_until > ?2 ORDER BY id DESC LIMIT 1";
 
-/// Waiting children (`?1`, an id list) as a parent's end reads them: whether a parent is left
-/// uncounted is one probe of the open edges however many parents a child has (named: without
-/// statistics SQLite would walk the child's edges by primary key, done ones first).
-pub(crate) const READ_CHILDREN: &str = "SELECT t.id, t.state, t.run_at, \
-    EXISTS (SELECT 1 FROM task_edges e INDEXED BY task_edges_open_child \
-      WHERE e.child = t.id AND e.done = 0), \
-    (SELECT run_anyway FROM task_edges e WHERE e.child = t.id LIMIT 1) \
-    FROM tasks t WHERE t.id IN rarray(?1)";
+/// Whether any task waits for its parents: one probe of the waiting tasks. When none does, no
+/// end has a child to count down.
+pub(crate) const ANY_WAITING: &str = "SELECT 1 FROM tasks WHERE state = 'waiting' LIMIT 1";
 
-/// Whether any edge waits for its parent's end: one probe of the open edges.
-pub(crate) const ANY_OPEN_EDGE: &str = "SELECT 1 FROM task_edges WHERE done = 0 LIMIT 1";
-
-/// The open edges of the ended parents `?1` (an id list) marked done, with their children:
-/// found through the parents' index, one index of open edges (by child) updated each.
-pub(crate) const CLOSE_EDGES: &str = "UPDATE task_edges SET done = 1 \
-    WHERE parent IN rarray(?1) AND done = 0 RETURNING child, parent";
+/// The edges of the ended parents `?1` (an id list) that their ends count (see
+/// [`crate::tasks::dependents`]), with what a failed parent does to the child: from the
+/// parents' index alone.
+pub(crate) const CHILD_EDGES: &str = "SELECT child, parent, run_anyway FROM task_edges \
+    WHERE parent IN rarray(?1) AND done = 0";
 
 /// A schedule's (`?1`) unfinished tasks.
 pub(crate) static SCHEDULE_ACTIVE: LazyLock<String> = LazyLock::new(|| {
@@ -221,10 +214,9 @@ mod tests {
         let keyed_heads = keyed_heads(" AND kind IN (?5)");
         let unkeyed_heads = unkeyed_heads(" AND kind IN (?5)");
         let keyed_level = keyed_level(" AND kind IN (?3)");
-        let cases: [(&str, &[&str]); 20] = [
-            (READ_CHILDREN, &["task_edges_open_child"]),
-            (ANY_OPEN_EDGE, &["task_edges_open_child"]),
-            (CLOSE_EDGES, &["task_edges_parent"]),
+        let cases: [(&str, &[&str]); 19] = [
+            (ANY_WAITING, &["tasks_waiting_for_parents"]),
+            (CHILD_EDGES, &["COVERING INDEX task_edges_parent"]),
             (&AVAILABLE_QUEUES, &["COVERING INDEX tasks_available_queue"]),
             (&keyed_keys, &["tasks_available_key"]),
             (&keyed_heads, &["tasks_available_key"]),

@@ -7,6 +7,11 @@
 //! first (the insert sees the end) or waits for the insert's commit (and then sees the flag,
 //! and the edges with its next statement). A release locks the children in id order before it
 //! counts them down, so two last parents ending at once cannot both miss that they were last.
+//!
+//! An end reads its edges and counts the children down (`parents_left`); it does not write
+//! the edges. An edge's `done` says its parent's end was counted before the parent's present
+//! life (the parent had ended when the child was made, or ended and was retried by hand), so
+//! an end counts only the edges without it.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -14,6 +19,7 @@ use deadpool_postgres::Transaction;
 use jiff::Timestamp;
 use sked_core::{ParentFailure, Task, TaskId, TaskState};
 use sked_store::rules::dependents::{self, ChildChange, ParentStates, Start};
+use sked_store::states::ACTIVE;
 use sked_store::*;
 use tokio_postgres::GenericClient;
 
@@ -117,8 +123,7 @@ pub(crate) async fn release(
         ended.clear();
         let edges = tx
             .query(
-                "UPDATE sked_task_edges SET done = true WHERE parent = ANY($1) AND NOT done \
-                 RETURNING child, parent",
+                "SELECT child, parent FROM sked_task_edges WHERE parent = ANY($1) AND NOT done",
                 &[&ids],
             )
             .await
@@ -217,6 +222,18 @@ pub(crate) async fn release(
     super::batches::ended(&**tx, channel, &all, now).await
 }
 
+/// Marks the edges of `parent`, which has ended and is about to run again by hand, counted:
+/// its children heard of its end, and its next end must not count them again.
+pub(crate) async fn counted<C: GenericClient + Sync>(c: &C, parent: TaskId) -> Result<()> {
+    c.execute(
+        "UPDATE sked_task_edges SET done = true WHERE parent = $1 AND NOT done",
+        &[&parent],
+    )
+    .await
+    .map_err(db_err)?;
+    Ok(())
+}
+
 /// The changes to waiting children, as parallel arrays.
 #[derive(Default)]
 struct Changes {
@@ -232,9 +249,11 @@ struct Changes {
 pub(crate) async fn family<C: GenericClient + Sync>(c: &C, task: &mut Task) -> Result<()> {
     let rows = c
         .query(
-            "SELECT (SELECT on_parent_failure FROM sked_tasks WHERE id = $1), NULL::bigint, NULL::bool \
-             UNION ALL (SELECT NULL, parent, done FROM sked_task_edges WHERE child = $1 ORDER BY parent) \
-             UNION ALL (SELECT 'child', child, NULL FROM sked_task_edges WHERE parent = $1 ORDER BY child)",
+            &format!("SELECT (SELECT on_parent_failure FROM sked_tasks WHERE id = $1), NULL::bigint, NULL::bool \
+             UNION ALL (SELECT NULL, e.parent, NOT e.done AND coalesce(p.state IN {ACTIVE}, false) \
+               FROM sked_task_edges e LEFT JOIN sked_tasks p ON p.id = e.parent \
+               WHERE e.child = $1 ORDER BY e.parent) \
+             UNION ALL (SELECT 'child', child, NULL FROM sked_task_edges WHERE parent = $1 ORDER BY child)"),
             &[&task.id],
         )
         .await
@@ -252,7 +271,7 @@ pub(crate) async fn family<C: GenericClient + Sync>(c: &C, task: &mut Task) -> R
             Some("child") => task.dependents.push(id),
             _ => {
                 task.depends_on.push(id);
-                if !col::<bool>(r, 2)? {
+                if col::<bool>(r, 2)? {
                     task.waiting_for.push(id);
                 }
             }
@@ -283,8 +302,11 @@ pub(crate) async fn fill_waiting_for<C: GenericClient + Sync>(
     }
     let rows = c
         .query(
-            "SELECT child, parent FROM sked_task_edges WHERE child = ANY($1) AND NOT done \
-             ORDER BY child, parent",
+            &format!(
+                "SELECT e.child, e.parent FROM sked_task_edges e JOIN sked_tasks p ON p.id = e.parent \
+                 WHERE e.child = ANY($1) AND NOT e.done AND p.state IN {ACTIVE} \
+                 ORDER BY e.child, e.parent"
+            ),
             &[&waiting],
         )
         .await

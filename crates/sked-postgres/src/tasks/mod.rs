@@ -267,8 +267,10 @@ pub(crate) async fn retry(c: &mut Object, channel: &str, p: &TaskRetryParams) ->
         .await
         .map_err(db_err)?;
     announce_tasks(&*tx, channel, Some(Key::before(task.priority, p.now)), None).await?;
-    // Unfinished again: its batch waits for it, unless the batch is done.
+    // Unfinished again: its batch waits for it, unless the batch is done; its children have
+    // counted its end already.
     batches::reopened(&tx, &[p.id]).await?;
+    dependents::counted(&*tx, p.id).await?;
     tx.commit().await.map_err(db_err)?;
     task_from_row(&row)
 }

@@ -1,12 +1,17 @@
 //! Tasks that wait for tasks: a new task's edges to its parents, and what a parent's end does
 //! to the tasks waiting for it, in the ending's transaction (the rules:
-//! `sked_store::rules::dependents`). One writer orders every insert and ending, so an ending
-//! asks once whether any edge is open at all and, most often, does nothing more.
+//! `sked_store::rules::dependents`). A waiting task's parents not yet counted are a number in
+//! `task_parents_left`, which each end counts down: the edges are written once, when the child is
+//! made. An edge's `done` says its parent's end was counted before the parent's present life
+//! (the parent had ended when the child was made, or ended and was retried by hand), so an end
+//! counts only the edges without it. One writer orders every insert and ending, so an ending
+//! asks once whether any task waits at all and, most often, does nothing more.
 
 use jiff::Timestamp;
 use rusqlite::{Connection, OptionalExtension, params};
 use sked_core::{ParentFailure, TaskId, TaskState};
 use sked_store::rules::dependents::{self, ChildChange, Start};
+use sked_store::states::ACTIVE;
 use sked_store::*;
 
 use crate::codec::{db_err, id_list, state, text, ts};
@@ -53,6 +58,12 @@ pub(crate) fn link(
         edge.execute(params![child, parent, done, !then.is_cancel()])
             .map_err(db_err)?;
     }
+    if start.parents_left > 0 {
+        conn.prepare_cached("INSERT INTO task_parents_left (task, parents_left) VALUES (?1, ?2)")
+            .map_err(db_err)?
+            .execute(params![child, start.parents_left])
+            .map_err(db_err)?;
+    }
     if let Some(error) = &start.error {
         conn.prepare_cached("UPDATE tasks SET last_error = ?2, finished_at = ?3 WHERE id = ?1")
             .map_err(db_err)?
@@ -78,14 +89,14 @@ pub(crate) fn release(
     }
     // Every end, those cascaded to children included, for the batches they belong to.
     let mut all = ended.clone();
-    if !any_open(conn)? {
+    if !any_waiting(conn)? {
         ended.clear();
     }
     let mut released: Option<Timestamp> = None;
     while !ended.is_empty() {
-        let ends = close_edges(conn, &ended)?;
+        let (ends, run_anyway) = child_edges(conn, &ended)?;
         ended.clear();
-        let children = read_children(conn, &ends)?;
+        let children = read_children(conn, &ends, &run_anyway)?;
         // Released children by the state they take, each set with one statement.
         let mut release_to: std::collections::BTreeMap<&'static str, Vec<TaskId>> =
             Default::default();
@@ -95,8 +106,14 @@ pub(crate) fn release(
             };
             match dependents::after_parents(c, parents, now) {
                 ChildChange::Leave => {}
-                // Its edges say what it still waits for.
-                ChildChange::Wait { .. } => {}
+                ChildChange::Wait { parents_left } => {
+                    conn.prepare_cached(
+                        "UPDATE task_parents_left SET parents_left = ?2 WHERE task = ?1",
+                    )
+                    .map_err(db_err)?
+                    .execute(params![child, parents_left])
+                    .map_err(db_err)?;
+                }
                 ChildChange::Release { state } => {
                     release_to.entry(state.as_str()).or_default().push(*child);
                     released = Some(released.map_or(c.run_at, |r| r.min(c.run_at)));
@@ -138,9 +155,9 @@ fn parent_failure(run_anyway: bool) -> ParentFailure {
     }
 }
 
-/// Whether any edge waits for its parent's end.
-fn any_open(conn: &Connection) -> Result<bool> {
-    conn.prepare_cached(crate::partial_indexes::ANY_OPEN_EDGE)
+/// Whether any task waits for its parents.
+fn any_waiting(conn: &Connection) -> Result<bool> {
+    conn.prepare_cached(crate::partial_indexes::ANY_WAITING)
         .map_err(db_err)?
         .query_row([], |_| Ok(()))
         .optional()
@@ -148,59 +165,70 @@ fn any_open(conn: &Connection) -> Result<bool> {
         .map_err(db_err)
 }
 
-/// Marks the open edges of `ended`'s parents done; the children they reach, in id order, each
-/// with the ends of its parents among them.
+/// The children whose edges the ends in `ended` count, in id order, each with the ends of its
+/// parents among them; and the children that run whatever way a parent ends.
 #[allow(clippy::type_complexity)]
-fn close_edges(
+fn child_edges(
     conn: &Connection,
     ended: &[(TaskId, TaskState)],
-) -> Result<Vec<(TaskId, Vec<(TaskId, TaskState)>)>> {
+) -> Result<(
+    Vec<(TaskId, Vec<(TaskId, TaskState)>)>,
+    std::collections::HashSet<TaskId>,
+)> {
     let states: std::collections::HashMap<TaskId, TaskState> = ended.iter().copied().collect();
     let ids: Vec<TaskId> = ended.iter().map(|(id, _)| *id).collect();
     let mut stmt = conn
-        .prepare_cached(crate::partial_indexes::CLOSE_EDGES)
+        .prepare_cached(crate::partial_indexes::CHILD_EDGES)
         .map_err(db_err)?;
     let rows = stmt
         .query_map([id_list(&ids)], |r| {
-            Ok((r.get::<_, TaskId>(0)?, r.get::<_, TaskId>(1)?))
+            Ok((
+                r.get::<_, TaskId>(0)?,
+                r.get::<_, TaskId>(1)?,
+                r.get::<_, bool>(2)?,
+            ))
         })
         .map_err(db_err)?;
     let mut by_child: std::collections::BTreeMap<TaskId, Vec<(TaskId, TaskState)>> =
         Default::default();
+    let mut run_anyway = std::collections::HashSet::new();
     for row in rows {
-        let (child, parent) = row.map_err(db_err)?;
+        let (child, parent, anyway) = row.map_err(db_err)?;
         by_child
             .entry(child)
             .or_default()
             .push((parent, states[&parent]));
+        if anyway {
+            run_anyway.insert(child);
+        }
     }
-    Ok(by_child.into_iter().collect())
+    Ok((by_child.into_iter().collect(), run_anyway))
 }
 
 /// The children `ends` reaches, as the release needs them: state and run time from their
-/// rows, and from their edges whether a parent is left besides those of `ends` being counted
-/// now (as `parents_left`, the ones counted now added: only whether it reaches 0 decides) and
-/// what a failed parent does to them (every edge of a child says the same). One statement for
-/// them all, each probe an index lookup however many parents a child has.
+/// rows, their parents not yet counted (before these ends) from `task_parents_left`, and what a
+/// failed parent does to them (every edge of a child says the same: `run_anyway`). One
+/// statement for them all.
 fn read_children(
     conn: &Connection,
     ends: &[(TaskId, Vec<(TaskId, TaskState)>)],
+    run_anyway: &std::collections::HashSet<TaskId>,
 ) -> Result<std::collections::HashMap<TaskId, dependents::Child>> {
-    let counted: std::collections::HashMap<TaskId, usize> =
-        ends.iter().map(|(c, ps)| (*c, ps.len())).collect();
     let ids: Vec<TaskId> = ends.iter().map(|(c, _)| *c).collect();
     let mut stmt = conn
-        .prepare_cached(crate::partial_indexes::READ_CHILDREN)
+        .prepare_cached(
+            "SELECT t.id, t.state, t.run_at, coalesce(w.parents_left, 0) \
+             FROM tasks t LEFT JOIN task_parents_left w ON w.task = t.id WHERE t.id IN rarray(?1)",
+        )
         .map_err(db_err)?;
     let rows = stmt
         .query_map([id_list(&ids)], |r| {
             let id: TaskId = r.get(0)?;
-            let left = i32::from(r.get::<_, bool>(3)?);
             Ok(dependents::Child {
                 id,
                 state: state(text(r, 1)?)?,
-                parents_left: left + counted.get(&id).copied().unwrap_or(0) as i32,
-                on_parent_failure: parent_failure(r.get::<_, Option<bool>>(4)?.unwrap_or(false)),
+                parents_left: r.get(3)?,
+                on_parent_failure: parent_failure(run_anyway.contains(&id)),
                 run_at: crate::codec::from_ts(r.get(2)?),
             })
         })
@@ -213,13 +241,25 @@ fn read_children(
     Ok(out)
 }
 
+/// Marks the edges of `parent`, which has ended and is about to run again by hand, counted:
+/// its children heard of its end, and its next end must not count them again.
+pub(crate) fn counted(conn: &Connection, parent: TaskId) -> Result<()> {
+    conn.prepare_cached("UPDATE task_edges SET done = 1 WHERE parent = ?1 AND done = 0")
+        .map_err(db_err)?
+        .execute([parent])
+        .map_err(db_err)?;
+    Ok(())
+}
+
 /// Fills in `task`'s parents (all, and those it still waits for) and children, each in id
 /// order, and what a failed parent does to it.
 pub(crate) fn family(conn: &Connection, task: &mut sked_core::Task) -> Result<()> {
     let mut stmt = conn
-        .prepare_cached(
-            "SELECT parent, done, run_anyway FROM task_edges WHERE child = ?1 ORDER BY parent",
-        )
+        .prepare_cached(&format!(
+            "SELECT e.parent, e.done = 0 AND coalesce(p.state IN {ACTIVE}, 0), e.run_anyway \
+                 FROM task_edges e LEFT JOIN tasks p ON p.id = e.parent \
+                 WHERE e.child = ?1 ORDER BY e.parent"
+        ))
         .map_err(db_err)?;
     let rows = stmt
         .query_map([task.id], |r| {
@@ -231,10 +271,10 @@ pub(crate) fn family(conn: &Connection, task: &mut sked_core::Task) -> Result<()
         })
         .map_err(db_err)?;
     for row in rows {
-        let (parent, done, run_anyway) = row.map_err(db_err)?;
+        let (parent, uncounted, run_anyway) = row.map_err(db_err)?;
         task.on_parent_failure = parent_failure(run_anyway);
         task.depends_on.push(parent);
-        if !done {
+        if uncounted {
             task.waiting_for.push(parent);
         }
     }
@@ -258,10 +298,11 @@ pub(crate) fn waiting_for(
         return Ok(out);
     }
     let mut stmt = conn
-        .prepare_cached(
-            "SELECT child, parent FROM task_edges WHERE child IN rarray(?1) AND done = 0 \
-             ORDER BY child, parent",
-        )
+        .prepare_cached(&format!(
+            "SELECT e.child, e.parent FROM task_edges e JOIN tasks p ON p.id = e.parent \
+             WHERE e.child IN rarray(?1) AND e.done = 0 AND p.state IN {ACTIVE} \
+             ORDER BY e.child, e.parent"
+        ))
         .map_err(db_err)?;
     let rows = stmt
         .query_map([id_list(ids)], |r| {
@@ -275,8 +316,9 @@ pub(crate) fn waiting_for(
     Ok(out)
 }
 
-/// Removes the edges of pruned tasks `ids` (an [`id_list`]'s ids).
-pub(crate) const PRUNE_EDGES: [&str; 2] = [
+/// Removes the edges and counts of deleted tasks `ids` (an [`id_list`]'s ids).
+pub(crate) const PRUNE_EDGES: [&str; 3] = [
     "DELETE FROM task_edges WHERE child IN rarray(?1)",
     "DELETE FROM task_edges WHERE parent IN rarray(?1)",
+    "DELETE FROM task_parents_left WHERE task IN rarray(?1)",
 ];

@@ -369,8 +369,10 @@ pub(crate) fn retry(tx: &Transaction<'_>, p: &TaskRetryParams) -> Result<Task> {
         .map_err(db_err)?
         .query_row(params![p.id, ts(p.now)], task_from_row)
         .map_err(db_err)?;
-    // Unfinished again: its batch waits for it, unless the batch is done.
+    // Unfinished again: its batch waits for it, unless the batch is done; its children have
+    // counted its end already.
     batches::reopened(tx, &[again.id])?;
+    dependents::counted(tx, again.id)?;
     Ok(again)
 }
 
@@ -443,12 +445,13 @@ pub(crate) fn delete(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<()> {
         return Ok(());
     }
     let list = id_list(ids);
-    let [edges_in, edges_out] = dependents::PRUNE_EDGES;
+    let [edges_in, edges_out, waits] = dependents::PRUNE_EDGES;
     for sql in [
         PRUNE_ATTEMPTS,
         PRUNE_TASKS,
         edges_in,
         edges_out,
+        waits,
         "DELETE FROM task_progress WHERE task_id IN rarray(?1)",
     ] {
         tx.prepare_cached(sql)

@@ -470,3 +470,114 @@ pub async fn parents_ending_at_once_release_their_child_once(store: &Shared) {
         );
     }
 }
+
+pub async fn a_parent_run_again_by_hand_counts_once(store: &Shared) {
+    // `c` runs whatever way `a` ends, and waits for `b` too.
+    let a = insert(store, task("a").max_attempts(1), t0()).await.id;
+    let b = insert(store, task("b").run_at(at(1000)), t0()).await.id;
+    let c = insert(
+        store,
+        task("c")
+            .after([a, b])
+            .on_parent_failure(ParentFailure::Run),
+        t0(),
+    )
+    .await
+    .id;
+    let attempt = run(store, a, at(1)).await;
+    finish(store, a, attempt, failed(true), at(2))
+        .await
+        .unwrap();
+    let waits = get(store, c).await;
+    assert_eq!(
+        (waits.state, waits.waiting_for),
+        (TaskState::Waiting, vec![b])
+    );
+    store
+        .task_retry(TaskRetryParams { id: a, now: at(3) })
+        .await
+        .unwrap();
+    assert_eq!(
+        get(store, c).await.waiting_for,
+        vec![b],
+        "the child has counted the end of its parent run again"
+    );
+    succeed(store, a, at(4)).await;
+    let waits = get(store, c).await;
+    assert_eq!(
+        (waits.state, waits.waiting_for),
+        (TaskState::Waiting, vec![b]),
+        "the second end of a parent does not count again"
+    );
+    succeed(store, b, at(1000)).await;
+    assert_eq!(get(store, c).await.state, TaskState::Available);
+}
+
+/// The reference for the count of parents a waiting task keeps: on random graphs whose tasks
+/// end every way (successes, failures with and without attempts left, cancels and retries by
+/// hand), after each step a task waits exactly while a parent of its is left uncounted, as its
+/// edges and its parents' states say (`waiting_for`). Tasks cancelled, by hand or by a failed
+/// parent, and those retried by hand are left out: they no longer wait whatever their parents.
+pub async fn a_task_waits_exactly_while_a_parent_is_uncounted(store: &Shared) {
+    for seed in 1..=3u64 {
+        let mut rng = Rng(seed);
+        let kind = format!("g{seed}");
+        let base = at(seed as i64 * 1_000_000);
+        let mut ids: Vec<TaskId> = Vec::new();
+        for _ in 0..24 {
+            let mut t = task(&kind).max_attempts(1 + rng.below(2) as i32);
+            if !ids.is_empty() {
+                let parents: std::collections::BTreeSet<TaskId> = (0..rng.below(4))
+                    .map(|_| ids[rng.below(ids.len() as u64) as usize])
+                    .collect();
+                t = t.after(parents);
+                if rng.chance(50) {
+                    t = t.on_parent_failure(ParentFailure::Run);
+                }
+            }
+            ids.push(insert(store, t, base).await.id);
+        }
+        let mut by_hand = std::collections::BTreeSet::new();
+        for step in 0..60 {
+            let now = base.checked_add(SignedDuration::from_hours(step)).unwrap();
+            let id = ids[rng.below(ids.len() as u64) as usize];
+            match rng.below(10) {
+                0 if get(store, id).await.state.is_finished() => {
+                    store.task_retry(TaskRetryParams { id, now }).await.unwrap();
+                    by_hand.insert(id);
+                }
+                1 if !get(store, id).await.state.is_finished()
+                    && get(store, id).await.state != TaskState::Running =>
+                {
+                    store
+                        .task_cancel(TaskCancelParams { id, now })
+                        .await
+                        .unwrap();
+                    by_hand.insert(id);
+                }
+                _ => {
+                    for t in claim(store, 3, now).await {
+                        let outcome = match rng.chance(60) {
+                            true => FinishOutcome::Succeeded { result: None },
+                            false => failed(true),
+                        };
+                        finish(store, t.id, t.attempt, outcome, now).await.unwrap();
+                    }
+                }
+            }
+            for id in &ids {
+                let t = get(store, *id).await;
+                if by_hand.contains(id) || t.state == TaskState::Cancelled {
+                    continue;
+                }
+                assert_eq!(
+                    t.state == TaskState::Waiting,
+                    !t.waiting_for.is_empty(),
+                    "seed {seed}, step {step}: task {id} is {:?} waiting for {:?}",
+                    t.state,
+                    t.waiting_for
+                );
+            }
+        }
+    }
+}
