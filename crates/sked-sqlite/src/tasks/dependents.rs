@@ -38,39 +38,60 @@ pub(crate) fn parent_states(
         .collect())
 }
 
-/// Writes the edges of the new task `child` to `parents` (as [`parent_states`] read them) and
-/// what [`dependents::at_enqueue`] made of them.
-pub(crate) fn link(
-    conn: &Connection,
-    child: TaskId,
-    parents: &[(TaskId, Option<TaskState>)],
-    then: ParentFailure,
-    start: &Start,
-    now: Timestamp,
-) -> Result<()> {
-    let mut edge = conn
-        .prepare_cached(
-            "INSERT OR FAIL INTO task_edges (child, parent, done, run_anyway) VALUES (?1, ?2, ?3, ?4)",
-        )
-        .map_err(db_err)?;
-    for (parent, s) in parents {
-        let done = s.is_some_and(TaskState::is_finished);
-        edge.execute(params![child, parent, done, !then.is_cancel()])
-            .map_err(db_err)?;
+static EDGE_INSERTS: std::sync::LazyLock<[String; 4]> = std::sync::LazyLock::new(|| {
+    super::row_inserts("task_edges (child, parent, done, run_anyway)", 4)
+});
+static LEFT_INSERTS: std::sync::LazyLock<[String; 4]> =
+    std::sync::LazyLock::new(|| super::row_inserts("task_parents_left (task, parents_left)", 2));
+
+/// The edges of new tasks to their parents and the counts of the parents they wait for,
+/// written together after the tasks' rows.
+#[derive(Default)]
+pub(crate) struct Links {
+    /// Child, parent, whether the edge is counted already, whether the child runs anyway.
+    edges: Vec<(TaskId, TaskId, bool, bool)>,
+    /// Child, its parents not yet ended.
+    left: Vec<(TaskId, i32)>,
+}
+
+impl Links {
+    /// The edges of the new task `child` to `parents` (as [`parent_states`] read them) and what
+    /// [`dependents::at_enqueue`] made of them. A child made cancelled says why at once.
+    pub(crate) fn add(
+        &mut self,
+        conn: &Connection,
+        child: TaskId,
+        parents: &[(TaskId, Option<TaskState>)],
+        then: ParentFailure,
+        start: &Start,
+        now: Timestamp,
+    ) -> Result<()> {
+        for (parent, s) in parents {
+            let done = s.is_some_and(TaskState::is_finished);
+            self.edges.push((child, *parent, done, !then.is_cancel()));
+        }
+        if start.parents_left > 0 {
+            self.left.push((child, start.parents_left));
+        }
+        if let Some(error) = &start.error {
+            conn.prepare_cached("UPDATE tasks SET last_error = ?2, finished_at = ?3 WHERE id = ?1")
+                .map_err(db_err)?
+                .execute(params![child, error, ts(now)])
+                .map_err(db_err)?;
+        }
+        Ok(())
     }
-    if start.parents_left > 0 {
-        conn.prepare_cached("INSERT INTO task_parents_left (task, parents_left) VALUES (?1, ?2)")
-            .map_err(db_err)?
-            .execute(params![child, start.parents_left])
-            .map_err(db_err)?;
+
+    pub(crate) fn write(&self, conn: &Connection) -> Result<()> {
+        let edges: Vec<[&dyn rusqlite::ToSql; 4]> = (self.edges.iter())
+            .map(|(c, p, d, r)| [c as &dyn rusqlite::ToSql, p, d, r])
+            .collect();
+        super::insert_rows(conn, &EDGE_INSERTS, &edges)?;
+        let left: Vec<[&dyn rusqlite::ToSql; 2]> = (self.left.iter())
+            .map(|(c, n)| [c as &dyn rusqlite::ToSql, n])
+            .collect();
+        super::insert_rows(conn, &LEFT_INSERTS, &left)
     }
-    if let Some(error) = &start.error {
-        conn.prepare_cached("UPDATE tasks SET last_error = ?2, finished_at = ?3 WHERE id = ?1")
-            .map_err(db_err)?
-            .execute(params![child, error, ts(now)])
-            .map_err(db_err)?;
-    }
-    Ok(())
 }
 
 /// What the ends in `ended` (tasks and the state each ended in) do to the tasks waiting for

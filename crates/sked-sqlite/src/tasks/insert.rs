@@ -198,7 +198,9 @@ pub(crate) fn insert_one(tx: &Connection, t: &TaskInsert, now: Timestamp) -> Res
     stmt.raw_execute().map_err(db_err)?;
     let id = tx.last_insert_rowid();
     if let Some((states, start)) = parents {
-        super::dependents::link(tx, id, &states, t.task.on_parent_failure, &start, now)?;
+        let mut links = super::dependents::Links::default();
+        links.add(tx, id, &states, t.task.on_parent_failure, &start, now)?;
+        links.write(tx)?;
     }
     if let Some(until) = rules::unique_until(&t.task, now)? {
         tx.prepare_cached("UPDATE tasks SET unique_until = ?2 WHERE id = ?1")
@@ -338,10 +340,12 @@ pub(crate) fn insert_many(tx: &Connection, p: &TaskInsertParams) -> Result<Vec<T
         }
     }
     write_rows(tx, &mut pending, &mut out)?;
+    let mut links = super::dependents::Links::default();
     for (at, t, parents, start) in &children {
         let then = t.task.on_parent_failure;
-        super::dependents::link(tx, out[*at].id, parents, then, start, p.now)?;
+        links.add(tx, out[*at].id, parents, then, start, p.now)?;
     }
+    links.write(tx)?;
     let joined: Vec<(TaskId, sked_core::BatchId, TaskState)> = (p.tasks.iter().zip(&out))
         .filter(|(_, ins)| !ins.duplicate)
         .filter_map(|(t, ins)| Some((ins.id, t.task.batch?, ins.state)))

@@ -80,6 +80,41 @@ pub(crate) fn parameter_rows(rows: usize, per_row: usize) -> String {
     sql
 }
 
+/// The inserts into `into` (`table (columns)`) of [`STATEMENT_ROWS`] rows of `per_row` values,
+/// in that order, for [`insert_rows`]: built once each, in a `LazyLock`.
+pub(crate) fn row_inserts(into: &str, per_row: usize) -> [String; 4] {
+    STATEMENT_ROWS.map(|rows| {
+        format!(
+            "INSERT OR FAIL INTO {into} VALUES {}",
+            parameter_rows(rows, per_row)
+        )
+    })
+}
+
+/// Inserts `rows`, each of `N` values, with `inserts` (made by [`row_inserts`]): in multi-row
+/// statements, so that what a statement costs beyond its rows is paid once for many.
+pub(crate) fn insert_rows<const N: usize>(
+    conn: &Connection,
+    inserts: &[String; 4],
+    rows: &[[&dyn rusqlite::ToSql; N]],
+) -> Result<()> {
+    let mut rest = rows;
+    for (sql, size) in inserts.iter().zip(STATEMENT_ROWS) {
+        while rest.len() >= size {
+            let (now, later) = rest.split_at(size);
+            let mut stmt = conn.prepare_cached(sql).map_err(db_err)?;
+            for (i, row) in now.iter().enumerate() {
+                for (j, v) in row.iter().enumerate() {
+                    stmt.raw_bind_parameter(i * N + j + 1, v).map_err(db_err)?;
+                }
+            }
+            stmt.raw_execute().map_err(db_err)?;
+            rest = later;
+        }
+    }
+    Ok(())
+}
+
 /// A task row by id.
 static GET_ROW: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"));

@@ -14,6 +14,9 @@ pub(crate) fn tasks_of(param: &str) -> String {
     format!("(SELECT task FROM workflow_tasks WHERE workflow = {param})")
 }
 
+static MEMBER_INSERTS: std::sync::LazyLock<[String; 4]> =
+    std::sync::LazyLock::new(|| super::row_inserts("workflow_tasks (task, workflow, name)", 3));
+
 /// Inserts the workflow's row, its tasks (a run of tasks that wait for none of each other goes
 /// in as one insert, [`rules::workflows::runs`]) and which task is which. Takes the tasks:
 /// a workflow's inserts are moved into the store's, not copied.
@@ -45,12 +48,10 @@ pub(crate) fn create(tx: &Transaction<'_>, p: WorkflowCreateParams) -> Result<Wo
         let params = TaskInsertParams { tasks, now: p.now };
         ids.extend(super::insert_many(tx, &params)?.iter().map(|t| t.id));
     }
-    let mut member = tx
-        .prepare_cached("INSERT INTO workflow_tasks (task, workflow, name) VALUES (?1, ?2, ?3)")
-        .map_err(db_err)?;
-    for (task, name) in ids.iter().zip(&names) {
-        member.execute(params![task, id, name]).map_err(db_err)?;
-    }
+    let members: Vec<[&dyn rusqlite::ToSql; 3]> = (ids.iter().zip(&names))
+        .map(|(task, name)| [task as &dyn rusqlite::ToSql, &id, name])
+        .collect();
+    super::insert_rows(tx, &MEMBER_INSERTS, &members)?;
     Ok(WorkflowCreated { id, tasks: ids })
 }
 
