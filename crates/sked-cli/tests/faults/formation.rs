@@ -368,5 +368,19 @@ impl Drop for Formation {
                 let _ = Command::new("kill").args(["-9", &pid]).status();
             }
         }
+        // A PostgreSQL child that outlives its killed postmaster (the monitor's health check
+        // worker does, checking nodes that are gone every second): every process still
+        // working in one of the formation's data directories.
+        let root = self.dir.path().display().to_string();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let pid = entry.file_name().to_string_lossy().to_string();
+            if !pid.chars().all(|c| c.is_ascii_digit()) {
+                continue;
+            }
+            let cwd = std::fs::read_link(entry.path().join("cwd")).unwrap_or_default();
+            if cwd.display().to_string().starts_with(&root) {
+                let _ = Command::new("kill").args(["-9", &pid]).status();
+            }
+        }
     }
 }
