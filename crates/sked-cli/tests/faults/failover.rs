@@ -222,9 +222,10 @@ fn timeline(events: &[Event]) -> String {
         .map(|(_, at)| *at)
         .collect();
     lines.push(format!("unfinished tasks acknowledged at {}", span(&lost)));
-    let twice: Vec<&Vec<i64>> = accepted.values().filter(|v| v.len() > 1).collect();
-    let first: Vec<i64> = twice.iter().map(|v| v[0]).collect();
-    let second: Vec<i64> = twice.iter().map(|v| v[1]).collect();
+    let twice: Vec<(&(i64, i32), &Vec<i64>)> =
+        accepted.iter().filter(|(_, v)| v.len() > 1).collect();
+    let first: Vec<i64> = twice.iter().map(|(_, v)| v[0]).collect();
+    let second: Vec<i64> = twice.iter().map(|(_, v)| v[1]).collect();
     lines.push(format!(
         "completions accepted twice: first at {}",
         span(&first)
@@ -233,5 +234,39 @@ fn timeline(events: &[Event]) -> String {
         "completions accepted twice: again at {}",
         span(&second)
     ));
+    // The first few of them in full: when they were enqueued, and who claimed and completed
+    // them, through which server, when.
+    for ((id, _), _) in twice.iter().take(5) {
+        for e in events {
+            let line = match e {
+                Event::Enqueued { id: i, at_ns } if i == id => format!("enqueued at {}", s(*at_ns)),
+                Event::Claimed {
+                    id: i,
+                    attempt,
+                    worker,
+                    server,
+                    at_ns,
+                    ..
+                } if i == id => format!(
+                    "attempt {attempt} claimed by {worker} from {server} at {}",
+                    s(*at_ns)
+                ),
+                Event::Completed {
+                    id: i,
+                    attempt,
+                    worker,
+                    server,
+                    accepted,
+                    at_ns,
+                    ..
+                } if i == id => format!(
+                    "attempt {attempt} completed by {worker} at {server} at {} (accepted: {accepted})",
+                    s(*at_ns)
+                ),
+                _ => continue,
+            };
+            lines.push(format!("  task {id}: {line}"));
+        }
+    }
     lines.join("\n")
 }

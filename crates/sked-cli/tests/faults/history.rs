@@ -65,6 +65,9 @@ pub enum Event {
         id: i64,
         attempt: i32,
         worker: String,
+        /// The server that answered.
+        #[serde(default)]
+        server: String,
         run_at_ns: i64,
         started_at_ns: i64,
         schedule: Option<String>,
@@ -77,6 +80,9 @@ pub enum Event {
         id: i64,
         attempt: i32,
         worker: String,
+        /// The server that answered.
+        #[serde(default)]
+        server: String,
         accepted: bool,
         sent_ns: i64,
         at_ns: i64,
@@ -512,6 +518,7 @@ mod tests {
             id,
             attempt,
             worker: "w".into(),
+            server: String::new(),
             run_at_ns: 0,
             started_at_ns: at_ns,
             schedule: None,
@@ -527,6 +534,7 @@ mod tests {
             id: 1,
             attempt: 3,
             worker: "w".into(),
+            server: String::new(),
             run_at_ns,
             started_at_ns,
             schedule: None,
@@ -541,6 +549,7 @@ mod tests {
             id,
             attempt,
             worker: "w".into(),
+            server: String::new(),
             accepted,
             sent_ns,
             at_ns: sent_ns + 1,
@@ -624,6 +633,7 @@ mod tests {
             id,
             attempt: 1,
             worker: "w".into(),
+            server: String::new(),
             run_at_ns: 0,
             started_at_ns: started_s * SECOND,
             schedule: None,
