@@ -29,10 +29,13 @@ pub(crate) const UNIQUE_KEY_WINDOW: &str = "SELECT id, state FROM tasks \
 pub(crate) const ANY_WAITING: &str = "SELECT 1 FROM tasks WHERE state = 'waiting' LIMIT 1";
 
 /// The edges of the ended parents `?1` (an id list) that their ends count (see
-/// [`crate::tasks::dependents`]), with what a failed parent does to the child: from the
-/// parents' index alone.
-pub(crate) const CHILD_EDGES: &str = "SELECT child, parent, run_anyway FROM task_edges \
-    WHERE parent IN rarray(?1) AND done = 0";
+/// [`crate::tasks::dependents`]), from the parents' index alone, each with what a failed parent
+/// does to the child and the child as the count needs it: its state, run time and parents not
+/// yet counted.
+pub(crate) const CHILD_EDGES: &str = "SELECT e.child, e.parent, e.run_anyway, t.state, t.run_at, \
+    coalesce(w.parents_left, 0) FROM task_edges e JOIN tasks t ON t.id = e.child \
+    LEFT JOIN task_parents_left w ON w.task = e.child \
+    WHERE e.parent IN rarray(?1) AND e.done = 0";
 
 /// A schedule's (`?1`) unfinished tasks.
 pub(crate) static SCHEDULE_ACTIVE: LazyLock<String> = LazyLock::new(|| {

@@ -114,29 +114,30 @@ pub(crate) fn release(
         ended.clear();
     }
     let mut released: Option<Timestamp> = None;
+    // One child's parents among the ends, reused from child to child.
+    let mut parents: Vec<(TaskId, TaskState)> = Vec::new();
     while !ended.is_empty() {
-        let (ends, run_anyway) = child_edges(conn, &ended)?;
-        ended.clear();
-        let children = read_children(conn, &ends, &run_anyway)?;
+        let edges = child_edges(conn, &ended)?;
+        let states: std::collections::HashMap<TaskId, TaskState> = ended.drain(..).collect();
         // Released children by the state they take, each set with one statement.
         let mut release_to: std::collections::BTreeMap<&'static str, Vec<TaskId>> =
             Default::default();
-        for (child, parents) in &ends {
-            let Some(c) = children.get(child) else {
-                continue;
-            };
-            match dependents::after_parents(c, parents, now) {
+        for group in edges.chunk_by(|a, b| a.child.id == b.child.id) {
+            let c = &group[0].child;
+            parents.clear();
+            parents.extend(group.iter().map(|e| (e.parent, states[&e.parent])));
+            match dependents::after_parents(c, &parents, now) {
                 ChildChange::Leave => {}
                 ChildChange::Wait { parents_left } => {
                     conn.prepare_cached(
                         "UPDATE task_parents_left SET parents_left = ?2 WHERE task = ?1",
                     )
                     .map_err(db_err)?
-                    .execute(params![child, parents_left])
+                    .execute(params![c.id, parents_left])
                     .map_err(db_err)?;
                 }
                 ChildChange::Release { state } => {
-                    release_to.entry(state.as_str()).or_default().push(*child);
+                    release_to.entry(state.as_str()).or_default().push(c.id);
                     released = Some(released.map_or(c.run_at, |r| r.min(c.run_at)));
                 }
                 ChildChange::Cancel { error } => {
@@ -145,10 +146,10 @@ pub(crate) fn release(
                          WHERE id = ?1 AND state = 'waiting'",
                     )
                     .map_err(db_err)?
-                    .execute(params![child, ts(now), error])
+                    .execute(params![c.id, ts(now), error])
                     .map_err(db_err)?;
-                    ended.push((*child, TaskState::Cancelled));
-                    all.push((*child, TaskState::Cancelled));
+                    ended.push((c.id, TaskState::Cancelled));
+                    all.push((c.id, TaskState::Cancelled));
                 }
             }
         }
@@ -186,80 +187,40 @@ fn any_waiting(conn: &Connection) -> Result<bool> {
         .map_err(db_err)
 }
 
-/// The children whose edges the ends in `ended` count, in id order, each with the ends of its
-/// parents among them; and the children that run whatever way a parent ends.
-#[allow(clippy::type_complexity)]
-fn child_edges(
-    conn: &Connection,
-    ended: &[(TaskId, TaskState)],
-) -> Result<(
-    Vec<(TaskId, Vec<(TaskId, TaskState)>)>,
-    std::collections::HashSet<TaskId>,
-)> {
-    let states: std::collections::HashMap<TaskId, TaskState> = ended.iter().copied().collect();
+/// An edge an end counts, with its child as the count needs it.
+struct Edge {
+    parent: TaskId,
+    /// The child's row and its parents not yet counted before these ends; what a failed
+    /// parent does to it (every edge of a child says the same: `run_anyway`).
+    child: dependents::Child,
+}
+
+/// The edges the ends in `ended` count, in child order (a child's edges together), read with
+/// their children in one statement.
+fn child_edges(conn: &Connection, ended: &[(TaskId, TaskState)]) -> Result<Vec<Edge>> {
     let ids: Vec<TaskId> = ended.iter().map(|(id, _)| *id).collect();
     let mut stmt = conn
         .prepare_cached(crate::partial_indexes::CHILD_EDGES)
         .map_err(db_err)?;
     let rows = stmt
         .query_map([id_list(&ids)], |r| {
-            Ok((
-                r.get::<_, TaskId>(0)?,
-                r.get::<_, TaskId>(1)?,
-                r.get::<_, bool>(2)?,
-            ))
-        })
-        .map_err(db_err)?;
-    let mut by_child: std::collections::BTreeMap<TaskId, Vec<(TaskId, TaskState)>> =
-        Default::default();
-    let mut run_anyway = std::collections::HashSet::new();
-    for row in rows {
-        let (child, parent, anyway) = row.map_err(db_err)?;
-        by_child
-            .entry(child)
-            .or_default()
-            .push((parent, states[&parent]));
-        if anyway {
-            run_anyway.insert(child);
-        }
-    }
-    Ok((by_child.into_iter().collect(), run_anyway))
-}
-
-/// The children `ends` reaches, as the release needs them: state and run time from their
-/// rows, their parents not yet counted (before these ends) from `task_parents_left`, and what a
-/// failed parent does to them (every edge of a child says the same: `run_anyway`). One
-/// statement for them all.
-fn read_children(
-    conn: &Connection,
-    ends: &[(TaskId, Vec<(TaskId, TaskState)>)],
-    run_anyway: &std::collections::HashSet<TaskId>,
-) -> Result<std::collections::HashMap<TaskId, dependents::Child>> {
-    let ids: Vec<TaskId> = ends.iter().map(|(c, _)| *c).collect();
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT t.id, t.state, t.run_at, coalesce(w.parents_left, 0) \
-             FROM tasks t LEFT JOIN task_parents_left w ON w.task = t.id WHERE t.id IN rarray(?1)",
-        )
-        .map_err(db_err)?;
-    let rows = stmt
-        .query_map([id_list(&ids)], |r| {
-            let id: TaskId = r.get(0)?;
-            Ok(dependents::Child {
-                id,
-                state: state(text(r, 1)?)?,
-                parents_left: r.get(3)?,
-                on_parent_failure: parent_failure(run_anyway.contains(&id)),
-                run_at: crate::codec::from_ts(r.get(2)?),
+            Ok(Edge {
+                parent: r.get(1)?,
+                child: dependents::Child {
+                    id: r.get(0)?,
+                    state: state(text(r, 3)?)?,
+                    parents_left: r.get(5)?,
+                    on_parent_failure: parent_failure(r.get(2)?),
+                    run_at: crate::codec::from_ts(r.get(4)?),
+                },
             })
         })
         .map_err(db_err)?;
-    let mut out = std::collections::HashMap::with_capacity(ids.len());
-    for row in rows {
-        let child = row.map_err(db_err)?;
-        out.insert(child.id, child);
-    }
-    Ok(out)
+    let mut edges = rows
+        .collect::<rusqlite::Result<Vec<Edge>>>()
+        .map_err(db_err)?;
+    edges.sort_by_key(|e| e.child.id);
+    Ok(edges)
 }
 
 /// Marks the edges of `parent`, which has ended and is about to run again by hand, counted:

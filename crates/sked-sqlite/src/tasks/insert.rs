@@ -1,5 +1,6 @@
 //! Inserting tasks.
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use jiff::Timestamp;
@@ -312,9 +313,19 @@ pub(crate) fn insert_claimed(
 /// written after the rows. One with a key is looked up and inserted alone, after the rows
 /// before it, so that a key given twice in one call finds its first task.
 pub(crate) fn insert_many(tx: &Connection, p: &TaskInsertParams) -> Result<Vec<TaskInserted>> {
+    insert_many_after(tx, p, &HashMap::new())
+}
+
+/// [`insert_many`] for tasks whose parents include tasks this transaction made, `made` with
+/// the states they were made in: those are not read again.
+pub(crate) fn insert_many_after(
+    tx: &Connection,
+    p: &TaskInsertParams,
+    made: &HashMap<TaskId, TaskState>,
+) -> Result<Vec<TaskInserted>> {
     let mut out = Vec::with_capacity(p.tasks.len());
     let mut pending: Vec<Row<'_>> = Vec::with_capacity(ROWS_PER_STATEMENT.min(p.tasks.len()));
-    let states = parents_of_unkeyed(tx, &p.tasks)?;
+    let states = parents_of_unkeyed(tx, &p.tasks, made)?;
     // The tasks with parents among the rows: where their answer goes, and how they start.
     let mut children: Vec<(usize, &TaskInsert, ParentStates, Start)> = Vec::new();
     for t in &p.tasks {
@@ -326,7 +337,7 @@ pub(crate) fn insert_many(tx: &Connection, p: &TaskInsertParams) -> Result<Vec<T
         let mut row = Row::new(t, p.now)?;
         if !t.task.depends_on.is_empty() {
             let parents: ParentStates = (t.task.depends_on.iter())
-                .map(|id| (*id, states.get(id).copied()))
+                .map(|id| (*id, states.get(id).or_else(|| made.get(id)).copied()))
                 .collect();
             let run_at = t.task.run_at.unwrap_or(p.now);
             let start =
@@ -355,14 +366,16 @@ pub(crate) fn insert_many(tx: &Connection, p: &TaskInsertParams) -> Result<Vec<T
 }
 
 /// The states of the parents of the tasks without a unique key among `tasks` (a task with a
-/// key reads its own, after the key's check), in one read.
+/// key reads its own, after the key's check) but those in `made`, in one read.
 fn parents_of_unkeyed(
     tx: &Connection,
     tasks: &[TaskInsert],
-) -> Result<std::collections::HashMap<TaskId, TaskState>> {
+    made: &HashMap<TaskId, TaskState>,
+) -> Result<HashMap<TaskId, TaskState>> {
     let mut all: Vec<TaskId> = (tasks.iter())
         .filter(|t| t.task.unique_key.is_none())
         .flat_map(|t| t.task.depends_on.iter().copied())
+        .filter(|id| !made.contains_key(id))
         .collect();
     if all.is_empty() {
         return Ok(Default::default());

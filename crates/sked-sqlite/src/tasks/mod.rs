@@ -35,7 +35,7 @@ pub(crate) mod workflows;
 
 pub(crate) use claim::claim;
 pub(crate) use finish_lean::{changed_since_read, finish_many_lean, read_before, reads_before};
-pub(crate) use insert::{insert_claimed, insert_many};
+pub(crate) use insert::{insert_claimed, insert_many, insert_many_after};
 #[cfg(test)]
 pub(crate) use multi_row::READ_LATER_FROM;
 

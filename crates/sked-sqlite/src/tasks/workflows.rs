@@ -38,6 +38,8 @@ pub(crate) fn create(tx: &Transaction<'_>, p: WorkflowCreateParams) -> Result<Wo
     let runs = rules::workflows::runs(&p.tasks)?;
     let mut ids: Vec<TaskId> = Vec::with_capacity(p.tasks.len());
     let mut names: Vec<String> = Vec::with_capacity(p.tasks.len());
+    // The states the workflow's tasks were made in: its later tasks' parents, not read again.
+    let mut made = HashMap::with_capacity(p.tasks.len());
     let mut given = p.tasks.into_iter();
     for run in runs {
         let mut tasks = Vec::with_capacity(run.len());
@@ -46,7 +48,10 @@ pub(crate) fn create(tx: &Transaction<'_>, p: WorkflowCreateParams) -> Result<Wo
             names.push(t.name);
         }
         let params = TaskInsertParams { tasks, now: p.now };
-        ids.extend(super::insert_many(tx, &params)?.iter().map(|t| t.id));
+        for t in super::insert_many_after(tx, &params, &made)? {
+            ids.push(t.id);
+            made.insert(t.id, t.state);
+        }
     }
     let members: Vec<[&dyn rusqlite::ToSql; 3]> = (ids.iter().zip(&names))
         .map(|(task, name)| [task as &dyn rusqlite::ToSql, &id, name])
