@@ -44,8 +44,9 @@ pub struct NewTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Key>))]
     pub unique_key: Option<String>,
-    /// With `unique_key`: the key stays held this long after this task's enqueue, finished
-    /// or not (a dedup window; without it the key is held while the task is unfinished).
+    /// With `unique_key`: the key is held this long after this task's enqueue, finished or
+    /// not, and no longer, though the task has not run (a dedup window; without it the key
+    /// is held while the task is unfinished).
     #[serde(
         default,
         with = "crate::serde_duration::option",

@@ -42,6 +42,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
         27,
         include_str!("../migrations/0027_edges_written_once.sql"),
     ),
+    (
+        28,
+        include_str!("../migrations/0028_unique_windows_alone.sql"),
+    ),
 ];
 
 /// A fingerprint of every migration's text: schemas migrated by the same migrations share it.

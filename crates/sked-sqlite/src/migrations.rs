@@ -46,6 +46,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../migrations/0024_one_open_edges_index.sql"),
     ),
     (25, include_str!("../migrations/0025_parents_left.sql")),
+    (
+        26,
+        include_str!("../migrations/0026_unique_windows_alone.sql"),
+    ),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

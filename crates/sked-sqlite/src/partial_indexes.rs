@@ -16,9 +16,12 @@ pub(crate) static STAGE: LazyLock<String> = LazyLock::new(|| {
 pub(crate) static NEXT_RUN_AT: LazyLock<String> =
     LazyLock::new(|| format!("SELECT min(run_at) FROM tasks WHERE state IN {TIMED}"));
 
-/// The unfinished task that holds a unique key (`?1`).
-pub(crate) static UNIQUE_KEY_HOLDER: LazyLock<String> =
-    LazyLock::new(|| format!("SELECT id, state FROM tasks WHERE unique_key = ?1 AND {ACTIVE_ANY}"));
+/// The unfinished task without a dedup window that holds a unique key (`?1`).
+pub(crate) static UNIQUE_KEY_HOLDER: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT id, state FROM tasks WHERE unique_key = ?1 AND unique_until IS NULL AND {ACTIVE_ANY}"
+    )
+});
 
 /// The latest task whose dedup window holds a unique key (`?1`) after `?2`.
 pub(crate) const UNIQUE_KEY_WINDOW: &str = "SELECT id, state FROM tasks \

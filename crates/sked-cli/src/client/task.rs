@@ -140,7 +140,8 @@ pub(crate) struct TaskAdd {
     /// While an unfinished task holds this key, adding another returns that task's id
     #[arg(long, value_name = "KEY")]
     unique_key: Option<String>,
-    /// With --unique-key: hold the key this long after adding, finished or not (e.g. 10m)
+    /// With --unique-key: hold the key this long after adding, finished or not, and no longer
+    /// (e.g. 10m)
     #[arg(
         long,
         value_name = "DUR",

@@ -1,6 +1,7 @@
-//! Dedup windows and debounce through the CLI and HTTP on SQLite: a key held two seconds
-//! after its enqueue, and five debounced enqueues 200 ms apart that run once, with the last
-//! payload; invalid combinations refused.
+//! Dedup windows and debounce through the CLI and HTTP on SQLite: a key held for its window
+//! after its enqueue, past its task's end and not past the window while the task waits, and
+//! five debounced enqueues 200 ms apart that run once, with the last payload; invalid
+//! combinations refused.
 
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,17 @@ fn add(srv: &Server, extra: &[&str]) -> Value {
     let mut args = vec!["task", "add", "--kind", "shell"];
     args.extend_from_slice(extra);
     srv.json(&args)
+}
+
+/// Sleeps until the window of `ms` of task `id` has closed: it runs from the enqueue as the
+/// server saw it (the task's creation).
+fn sleep_until_closed(srv: &Server, id: &str, ms: i64) {
+    let created = srv.task(id)["created_at"].as_str().unwrap().to_string();
+    let closes =
+        created.parse::<jiff::Timestamp>().unwrap() + jiff::SignedDuration::from_millis(ms + 10);
+    if let Ok(wait) = Duration::try_from(closes - jiff::Timestamp::now()) {
+        std::thread::sleep(wait);
+    }
 }
 
 #[test]
@@ -93,16 +105,45 @@ fn a_dedup_window_returns_the_first_task_until_it_closes() {
         added.elapsed() < Duration::from_secs(4),
         "too slow to test the window"
     );
-    // The window is four seconds from the enqueue as the server saw it (the task's creation).
-    let created = srv.task(&id)["created_at"].as_str().unwrap().to_string();
-    let closes =
-        created.parse::<jiff::Timestamp>().unwrap() + jiff::SignedDuration::from_millis(4_010);
-    if let Ok(wait) = Duration::try_from(closes - jiff::Timestamp::now()) {
-        std::thread::sleep(wait);
-    }
+    sleep_until_closed(&srv, &id, 4_000);
     let later = add(&srv, &window);
     assert_eq!(later["duplicate"], false, "{later}");
     assert_ne!(later["id"], first["id"]);
+}
+
+#[test]
+fn a_dedup_window_frees_the_key_when_it_closes_though_its_task_has_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &[]);
+    // Due in an hour: unfinished for the whole test.
+    let payload = json!({"command": "true"}).to_string();
+    let window = [
+        "--payload",
+        &payload,
+        "--in",
+        "1h",
+        "--unique-key",
+        "k",
+        "--unique-for",
+        "2s",
+    ];
+    let first = add(&srv, &window);
+    assert_eq!(first["duplicate"], false, "{first}");
+    let again = add(&srv, &window);
+    assert_eq!(
+        (again["id"].clone(), again["duplicate"].clone()),
+        (first["id"].clone(), json!(true))
+    );
+    let id = first["id"].to_string();
+    sleep_until_closed(&srv, &id, 2_000);
+    let later = add(&srv, &window);
+    assert_eq!(later["duplicate"], false, "{later}");
+    assert_ne!(later["id"], first["id"]);
+    assert_eq!(
+        srv.task(&id)["state"],
+        "scheduled",
+        "the first task is still to run"
+    );
 }
 
 #[test]

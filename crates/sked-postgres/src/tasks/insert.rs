@@ -274,6 +274,14 @@ async fn insert_unique<C: GenericClient + Sync>(
     let rows = Columns::of(std::iter::once(t), now);
     let key = &t.task.unique_key;
     let until = rules::unique_until(&t.task, now)?;
+    // One insert of a key at a time, until commit (`c` is a transaction): a task with a dedup
+    // window is not in the unique index, so the index alone cannot keep two from being made.
+    c.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('sked_unique_key:' || current_schema() || ':' || $1))",
+        &[key],
+    )
+    .await
+    .map_err(db_err)?;
     // A task whose dedup window is open holds the key, finished or not.
     let window = c
         .query_opt(
@@ -283,6 +291,17 @@ async fn insert_unique<C: GenericClient + Sync>(
         )
         .await
         .map_err(db_err)?;
+    // An unfinished task without a window holds it too; the unique index finds that one for
+    // an insert without a window, which is in the index, but not for one with a window.
+    let holder_sql = format!(
+        "SELECT id, state FROM sked_tasks WHERE unique_key = $1 \
+         AND unique_until IS NULL AND state IN {ACTIVE}"
+    );
+    let window = match (window, until) {
+        (Some(row), _) => Some(row),
+        (None, Some(_)) => c.query_opt(&holder_sql, &[key]).await.map_err(db_err)?,
+        (None, None) => None,
+    };
     if let Some(row) = window {
         return Ok(TaskInserted {
             id: col(&row, 0)?,
@@ -297,7 +316,8 @@ async fn insert_unique<C: GenericClient + Sync>(
              timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, concurrency_key, \
              traceparent, created_at, unique_key, unique_until) \
            VALUES ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $2, $17, $18) \
-           ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN {ACTIVE} DO NOTHING \
+           ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND unique_until IS NULL \
+             AND state IN {ACTIVE} DO NOTHING \
            RETURNING id, run_at, priority, state) \
          SELECT id, {} FROM ins",
         notify_tasks_sql(
@@ -324,7 +344,8 @@ async fn insert_unique<C: GenericClient + Sync>(
                 .query_opt(
                     &format!(
                         "UPDATE sked_tasks SET payload = $2, run_at = $3, state = $4 \
-                         WHERE unique_key = $1 AND state IN {QUEUED} AND attempt = 0 RETURNING id"
+                         WHERE unique_key = $1 AND unique_until IS NULL AND state IN {QUEUED} \
+                           AND attempt = 0 RETURNING id"
                     ),
                     &[key, &rows.payload[0], &rows.run_at[0], &rows.state[0]],
                 )
@@ -339,15 +360,7 @@ async fn insert_unique<C: GenericClient + Sync>(
                 });
             }
         }
-        let holder = c
-            .query_opt(
-                &format!(
-                    "SELECT id, state FROM sked_tasks WHERE unique_key = $1 AND state IN {ACTIVE}"
-                ),
-                &[key],
-            )
-            .await
-            .map_err(db_err)?;
+        let holder = c.query_opt(&holder_sql, &[key]).await.map_err(db_err)?;
         if let Some(row) = holder {
             return Ok(TaskInserted {
                 id: col(&row, 0)?,

@@ -329,6 +329,24 @@ async fn sql_enqueue_commits_with_the_caller_and_stores_what_the_store_stores() 
     let through_store = sked_postgres::enqueue_in(&c, vec![keyed]).await.unwrap();
     assert!(through_store[0].duplicate);
     assert_eq!(through_store[0].id, first);
+    // A window holds the key, and no longer though its task has not run; an unfinished task
+    // without a window holds it against a window too.
+    let windowed = NewTask::new("k")
+        .unique_key("weekly")
+        .unique_for(SignedDuration::from_millis(500))
+        .run_at(jiff::Timestamp::now() + SignedDuration::from_secs(3600));
+    let held = sql_enqueue(&c, &windowed).await.unwrap();
+    assert_eq!(sql_enqueue(&c, &windowed).await.unwrap(), held);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let next = sql_enqueue(&c, &windowed).await.unwrap();
+    assert_ne!(
+        next, held,
+        "a closed window held the key of a task that has not run"
+    );
+    let plain_key = NewTask::new("k").unique_key("weekly");
+    assert_eq!(sql_enqueue(&c, &plain_key).await.unwrap(), next);
+    let against = windowed.clone().unique_key("report-42");
+    assert_eq!(sql_enqueue(&c, &against).await.unwrap(), first);
     let quiet = |n: i64| {
         NewTask::new("k")
             .unique_key("digest")

@@ -61,7 +61,7 @@ use crate::*;
 macro_rules! conformance_tests {
     ($make:expr) => {
         $crate::conformance_tests!(@cases $make;
-            insert_and_get, a_large_batch_answers_in_order, a_trace_context_travels_with_its_task, insert_claimed_leases_unless_held_back, unique_key_returns_the_holder, unique_key_under_concurrency, a_dedup_window_holds_the_key_after_the_task_finished, a_debounced_enqueue_moves_the_waiting_task,
+            insert_and_get, a_large_batch_answers_in_order, a_trace_context_travels_with_its_task, insert_claimed_leases_unless_held_back, unique_key_returns_the_holder, unique_key_under_concurrency, a_dedup_window_holds_the_key_for_the_window_alone, a_dedup_window_under_concurrency, a_debounced_enqueue_moves_the_waiting_task,
             claim_in_priority_order, claim_merges_queues_in_priority_order, future_tasks_wait_until_due, paused_queue_gives_nothing,
             concurrency_limit_caps_running, claim_filters_queues_and_kinds,
             a_per_key_limit_caps_each_key, a_per_key_rate_caps_each_keys_starts, keys_take_turns_across_claims, a_higher_priority_goes_first_across_keys,

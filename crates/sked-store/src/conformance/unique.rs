@@ -1,4 +1,4 @@
-//! Unique keys held past their task's end (dedup windows) and debounced enqueues.
+//! Unique keys held for a window after their enqueue (dedup windows) and debounced enqueues.
 
 use jiff::SignedDuration;
 use sked_core::TaskState;
@@ -6,22 +6,28 @@ use sked_core::TaskState;
 use super::*;
 use crate::*;
 
-pub async fn a_dedup_window_holds_the_key_after_the_task_finished(store: &Shared) {
+/// A task with `digest`'s key `user-7`, held for `window` seconds after its enqueue (`None`:
+/// while it is unfinished).
+fn keyed(window: Option<i64>) -> sked_core::NewTask {
     let mut t = task("digest");
     t.unique_key = Some("user-7".into());
-    t.unique_for = Some(SignedDuration::from_secs(10));
-    let first = insert(store, t.clone(), t0()).await;
+    t.unique_for = window.map(SignedDuration::from_secs);
+    t
+}
+
+/// A task enqueued with a dedup window holds its key for the window, whatever its state:
+/// after its end, and not after the window though it has not run.
+pub async fn a_dedup_window_holds_the_key_for_the_window_alone(store: &Shared) {
+    let first = insert(store, keyed(Some(10)), t0()).await;
     assert!(!first.duplicate);
     let c = claim(store, 1, at(1)).await.remove(0);
     let done = FinishOutcome::Succeeded { result: None };
     finish(store, c.id, c.attempt, done, at(2)).await.unwrap();
     // Finished, and still held for the rest of the window; by a plain enqueue too.
-    let again = insert(store, t.clone(), at(5)).await;
+    let again = insert(store, keyed(Some(10)), at(5)).await;
     assert_eq!((again.id, again.duplicate), (first.id, true));
     assert_eq!(again.state, TaskState::Succeeded);
-    let mut plain = task("digest");
-    plain.unique_key = Some("user-7".into());
-    assert_eq!(insert(store, plain, at(9)).await.id, first.id);
+    assert_eq!(insert(store, keyed(None), at(9)).await.id, first.id);
     // Pruning keeps a task whose window is open.
     let pruned = store
         .task_prune(TaskPruneParams {
@@ -33,9 +39,50 @@ pub async fn a_dedup_window_holds_the_key_after_the_task_finished(store: &Shared
         .unwrap();
     assert_eq!(pruned, 0);
     // The window closes ten seconds after the first enqueue.
-    let later = insert(store, t, at(10)).await;
-    assert!(!later.duplicate);
-    assert_ne!(later.id, first.id);
+    let second = insert(store, keyed(Some(10)), at(10)).await;
+    assert!(!second.duplicate);
+    assert_ne!(second.id, first.id);
+    // Its window closes before it runs: the key is free again, for a window or not.
+    let third = insert(store, keyed(Some(10)), at(20)).await;
+    assert!(
+        !third.duplicate,
+        "a closed window held the key of an unfinished task"
+    );
+    assert_ne!(third.id, second.id);
+    let waiting = store.task_get(second.id).await.unwrap();
+    assert_eq!(waiting.state, TaskState::Available);
+    assert_eq!(insert(store, keyed(None), at(25)).await.id, third.id);
+    let plain = insert(store, keyed(None), at(30)).await;
+    assert!(
+        !plain.duplicate,
+        "two unfinished tasks whose windows closed held the key"
+    );
+    // A task without a window holds the key while unfinished, against a window too.
+    let held = insert(store, keyed(Some(10)), at(45)).await;
+    assert_eq!((held.id, held.duplicate), (plain.id, true));
+}
+
+/// Enqueues of one key at the same moment, with a window and without, make one task; five
+/// keys in turn.
+pub async fn a_dedup_window_under_concurrency(store: &Shared) {
+    for key in 0..5 {
+        let mut handles = Vec::new();
+        for n in 0..16 {
+            let store = store.clone();
+            handles.push(tokio::spawn(async move {
+                let mut t = keyed((n % 2 == 0).then_some(10));
+                t.unique_key = Some(format!("key-{key}"));
+                insert(&store, t, t0()).await.id
+            }));
+        }
+        let mut ids = Vec::new();
+        for h in handles {
+            ids.push(h.await.unwrap());
+        }
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), 1, "enqueues of key-{key} made {ids:?}");
+    }
 }
 
 pub async fn a_debounced_enqueue_moves_the_waiting_task(store: &Shared) {
