@@ -116,6 +116,10 @@ class Scenario(unittest.TestCase):
         self.assertEqual(self.sked.delete_all(state="cancelled", queue="py-rest"), 1)
         with self.assertRaises(NotFound):
             self.sked.get(keyed)
+        gone = self.sked.cancel(self.sked.enqueue("py.rest", None, queue="py-rest")["id"])["id"]
+        self.sked.delete(gone)
+        with self.assertRaises(NotFound):
+            self.sked.get(gone)
         # Schedules: replaced whole, backfilled, their ledger; declared by a group of code.
         put = self.sked.put_schedule("py-put", {"spec": "0 3 * * *", "tz": "UTC", "task": {"kind": "py.later"}})
         self.assertEqual((put["name"], put["spec"]), ("py-put", "0 3 * * *"))

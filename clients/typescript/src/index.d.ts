@@ -124,6 +124,7 @@ export class Client {
   cancelAll(filter: BulkFilter, options?: { dryRun?: boolean; batch?: number }): Promise<number>;
   deleteAll(filter: BulkFilter, options?: { dryRun?: boolean; batch?: number }): Promise<number>;
   cancel(id: number): Promise<Json>;
+  delete(id: number): Promise<void>;
   retry(id: number): Promise<Json>;
   reschedule(id: number, runAt: string): Promise<Json>;
   addSchedule(

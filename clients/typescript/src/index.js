@@ -267,6 +267,10 @@ export class Client {
   cancel(id) {
     return this.call("POST", `/v1/tasks/${Number(id)}/cancel`, {});
   }
+  /** Deletes a task that has ended, with its attempts; a Conflict while it has not. */
+  async delete(id) {
+    await this.call("DELETE", `/v1/tasks/${Number(id)}`);
+  }
   retry(id) {
     return this.call("POST", `/v1/tasks/${Number(id)}/retry`, {});
   }
@@ -350,7 +354,7 @@ export class Client {
   limitQueue(name, limits, { create = false } = {}) {
     return this.call("PUT", `/v1/queues/${q(name)}/limit${creating(create)}`, limits);
   }
-  /** Removes a queue that holds no task; a Conflict while tasks of any state are in it. */
+  /** Removes a queue with no unfinished task, deleting its ended tasks; else a Conflict. */
   async removeQueue(name) {
     await this.call("DELETE", `/v1/queues/${q(name)}`);
   }

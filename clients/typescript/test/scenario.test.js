@@ -64,6 +64,9 @@ test("the rest of the API", async () => {
   assert.equal(await sked.deleteAll({ state: "cancelled", queue: "ts-rest" }, { dryRun: true }), 1);
   assert.equal(await sked.deleteAll({ state: "cancelled", queue: "ts-rest" }), 1);
   await assert.rejects(sked.get(keyed), errors.NotFound);
+  const gone = (await sked.cancel((await sked.enqueue("ts.rest", null, { queue: "ts-rest" })).id)).id;
+  await sked.delete(gone);
+  await assert.rejects(sked.get(gone), errors.NotFound);
   // Schedules: replaced whole, backfilled, their ledger; declared by a group of code.
   const put = await sked.putSchedule("ts-put", { spec: "0 3 * * *", tz: "UTC", task: { kind: "ts.later" } });
   assert.deepEqual([put.name, put.spec], ["ts-put", "0 3 * * *"]);

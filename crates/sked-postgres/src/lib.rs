@@ -430,6 +430,11 @@ impl Store for PgStore {
         Ok(batch)
     }
 
+    async fn task_delete(&self, id: TaskId) -> Result<()> {
+        self.op(async |c, _| tasks::bulk::delete_one(c, id).await)
+            .await
+    }
+
     async fn task_bulk_count(&self, filter: BulkFilter) -> Result<u64> {
         self.op(async |c, _| tasks::bulk::count(c, &filter).await)
             .await

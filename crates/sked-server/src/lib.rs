@@ -71,7 +71,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(tasks::enqueue, tasks::list))
         .routes(routes!(tasks::enqueue_batch))
         .routes(routes!(tasks::bulk))
-        .routes(routes!(tasks::get))
+        .routes(routes!(tasks::get, tasks::delete))
         .routes(routes!(tasks::cancel))
         .routes(routes!(tasks::retry))
         .routes(routes!(tasks::held))

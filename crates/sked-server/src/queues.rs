@@ -174,14 +174,14 @@ pub(crate) async fn limit(
     Ok(Json(q))
 }
 
-/// `DELETE /v1/queues/{name}`: removes a queue's settings when no task is in it.
+/// `DELETE /v1/queues/{name}`: removes a queue that has no unfinished task.
 #[utoipa::path(
     delete,
     path = "/queues/{name}",
     operation_id = "deleteQueue",
-    summary = "Remove a queue that holds no task: its pause and limits go, and it leaves the list",
+    summary = "Remove a queue that has no unfinished task: its ended tasks are deleted, its pause and limits go, and it leaves the list",
     params(("name" = sked_core::openapi::Name, Path)),
-    responses((status = 204, description = "Removed (409 while tasks of any state are in the queue, 404 when no task or setting names it)"))
+    responses((status = 204, description = "Removed (409 while an unfinished task is in the queue, 404 when no task or setting names it)"))
 )]
 pub(crate) async fn delete(
     State(s): State<AppState>,

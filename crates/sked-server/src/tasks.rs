@@ -236,6 +236,23 @@ pub(crate) async fn list(
     .into_response())
 }
 
+/// `DELETE /v1/tasks/{id}`: deletes a task that has ended.
+#[utoipa::path(
+    delete,
+    path = "/tasks/{id}",
+    operation_id = "deleteTask",
+    summary = "Delete a task that has ended (succeeded, dead or cancelled), with its attempts",
+    params(("id" = i64, Path, description = "The task.")),
+    responses((status = 204, description = "Deleted (409 while the task has not ended: cancel it first; 404 when there is no such task)"))
+)]
+pub(crate) async fn delete(
+    State(s): State<AppState>,
+    TaskIdPath(id): TaskIdPath,
+) -> Result<axum::http::StatusCode, ApiError> {
+    s.engine.task_delete(id).await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
+}
+
 #[utoipa::path(
     post,
     path = "/tasks/{id}/cancel",

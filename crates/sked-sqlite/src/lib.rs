@@ -375,6 +375,10 @@ impl Store for SqliteStore {
         self.write(move |tx| tasks::bulk::batch(tx, &params)).await
     }
 
+    async fn task_delete(&self, id: TaskId) -> Result<()> {
+        self.write(move |tx| tasks::delete_one(tx, id)).await
+    }
+
     async fn task_bulk_count(&self, filter: BulkFilter) -> Result<u64> {
         self.read(move |conn| tasks::bulk::count(conn, &filter))
             .await

@@ -172,6 +172,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// cancelled when a cancel was requested). Returns the rescued ids.
     async fn task_rescue(&self, params: TaskRescueParams) -> Result<Vec<TaskId>>;
 
+    /// Deletes one task that has ended (succeeded, dead or cancelled), with its attempts: not
+    /// found when there is no such task, a conflict when it has not ended.
+    async fn task_delete(&self, id: TaskId) -> Result<()>;
+
     /// Deletes finished tasks that finished before the cutoff (and at or after
     /// `params.finished_since`, when given), oldest first within each queue. Returns how many.
     async fn task_prune(&self, params: TaskPruneParams) -> Result<u64>;

@@ -95,6 +95,18 @@ impl Finish {
     }
 }
 
+/// Whether a task in `state` may be deleted: only once it has ended, so that nothing deleted
+/// runs or is waited for by a worker.
+pub fn check_delete(id: TaskId, state: TaskState) -> crate::Result<()> {
+    match state.is_finished() {
+        true => Ok(()),
+        false => Err(crate::StoreError::Conflict(format!(
+            "task {id} is {}: only a task that has ended can be deleted (cancel it first)",
+            state.as_str()
+        ))),
+    }
+}
+
 /// The task an attempt ending names, if that attempt still holds it: a missing task is not
 /// found, one no longer running as that attempt is a stale lease.
 pub fn held(current: Option<&Task>, id: TaskId, attempt: i32) -> crate::Result<&Task> {

@@ -83,6 +83,9 @@ class AsyncClient:
     async def cancel(self, task_id: int) -> Json:
         return await asyncio.to_thread(self.sync.cancel, task_id)
 
+    async def delete(self, task_id: int) -> None:
+        await asyncio.to_thread(self.sync.delete, task_id)
+
     async def retry(self, task_id: int) -> Json:
         return await asyncio.to_thread(self.sync.retry, task_id)
 

@@ -359,6 +359,10 @@ class Client:
     def cancel(self, task_id: int) -> Json:
         return self.call("POST", f"/v1/tasks/{int(task_id)}/cancel", {})
 
+    def delete(self, task_id: int) -> None:
+        """Deletes a task that has ended, with its attempts; a Conflict while it has not."""
+        self.call("DELETE", f"/v1/tasks/{int(task_id)}")
+
     def retry(self, task_id: int) -> Json:
         return self.call("POST", f"/v1/tasks/{int(task_id)}/retry", {})
 
@@ -497,8 +501,8 @@ class Client:
         return self.call("PUT", f"/v1/queues/{self._q(name)}/limit{self._create(create)}", limits)
 
     def remove_queue(self, name: str) -> None:
-        """Removes a queue that holds no task: its pause and limits go, and it leaves the
-        list. Conflict while tasks of any state are in it."""
+        """Removes a queue that has no unfinished task: its ended tasks are deleted, its pause
+        and limits go, and it leaves the list. Conflict while an unfinished task is in it."""
         self.call("DELETE", f"/v1/queues/{self._q(name)}")
 
     # -- what operators look at --------------------------------------------------------------

@@ -1,4 +1,4 @@
-//! `sked task retry|cancel`: one task by id, or every task a filter matches, in bounded
+//! `sked task retry|cancel|rm`: one task by id, or every task a filter matches, in bounded
 //! batches through `POST /v1/tasks/bulk`, with a progress line on a terminal and `--dry-run`
 //! to count first.
 

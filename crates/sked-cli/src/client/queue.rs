@@ -31,8 +31,8 @@ pub(crate) enum QueueCmd {
         #[arg(long)]
         create: bool,
     },
-    /// Remove a queue that holds no task (of any state): its pause and limits go, and it
-    /// leaves `queue ls`.
+    /// Remove a queue that has no unfinished task: its ended tasks are deleted, its pause and
+    /// limits go, and it leaves `queue ls`.
     Rm {
         /// The queue's name
         queue: String,

@@ -58,6 +58,9 @@ pub(crate) enum TaskCmd {
     /// Cancel a task, or every task a filter matches (a running one is told at its next
     /// heartbeat): `sked task cancel ID`, `sked task cancel --queue Q --state available`.
     Cancel(super::bulk::Target),
+    /// Delete a task that has ended, with its attempts, or every ended task a filter matches:
+    /// `sked task rm ID`, `sked task rm --state succeeded --queue Q --before -1d`.
+    Rm(super::bulk::Target),
     /// Run a finished task again, or every task a filter matches: `sked task retry ID`,
     /// `sked task retry --state dead --queue Q`. A task that succeeded runs again only when
     /// confirmed: at a prompt, or with --yes.
@@ -335,6 +338,15 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
                 show(remote, &task, print_state);
             }
             None => super::bulk::run(&client, BulkAction::Cancel, t, remote).await?,
+        },
+        TaskCmd::Rm(t) => match super::bulk::single(&t)? {
+            Some(id) => {
+                client.task_delete(id).await.map_err(failed)?;
+                if !remote.json {
+                    out!("task {id} deleted");
+                }
+            }
+            None => super::bulk::run(&client, BulkAction::Delete, t, remote).await?,
         },
         TaskCmd::Retry { target, yes } => match super::bulk::single(&target)? {
             Some(id) => {

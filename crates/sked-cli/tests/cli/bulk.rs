@@ -225,3 +225,55 @@ fn bulk_operations_refuse_what_does_not_apply() {
     let tasks = srv.json(&["task", "ls"]);
     assert_eq!(tasks["tasks"][0]["state"], "available");
 }
+
+#[test]
+fn a_task_is_deleted_once_it_has_ended_by_id_or_by_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &[]);
+    let done = |kind: &str| -> String {
+        let id = srv.ok(&["task", "add", "--kind", kind]).trim().to_string();
+        srv.ok(&["task", "cancel", &id]);
+        id
+    };
+    let waiting = srv.ok(&["task", "add", "--kind", "later", "--in", "1h"]);
+    let waiting = waiting.trim();
+    // Not ended: refused, over the CLI and HTTP, and kept.
+    let out = srv.sked(&["task", "rm", waiting]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("has ended"), "{err}");
+    let (status, body) = request(&srv, "DELETE", &format!("/v1/tasks/{waiting}"), "");
+    assert_eq!(status, 409, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert!(body["error"]["code"].is_string(), "{body}");
+    assert_eq!(srv.task(waiting)["state"], "scheduled");
+    // Ended: deleted, then gone.
+    let one = done("once");
+    assert_eq!(
+        srv.ok(&["task", "rm", &one]).trim(),
+        format!("task {one} deleted")
+    );
+    let (status, body) = request(&srv, "GET", &format!("/v1/tasks/{one}"), "");
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = request(&srv, "DELETE", &format!("/v1/tasks/{one}"), "");
+    assert_eq!(status, 404, "{body}");
+    let two = done("twice");
+    let (status, body) = request(&srv, "DELETE", &format!("/v1/tasks/{two}"), "");
+    assert_eq!((status, body.as_str()), (204, ""));
+    // By filter: a dry run counts, then they go; the task still to run stays.
+    for _ in 0..3 {
+        done("many");
+    }
+    let filter = ["task", "rm", "--state", "cancelled", "--kind", "many"];
+    let dry = srv.ok(&[&filter[..], &["--dry-run"]].concat());
+    assert_eq!(dry.trim(), "3 tasks match");
+    srv.ok(&filter);
+    let left = srv.json(&["task", "ls"]);
+    let ids: Vec<String> = (left["tasks"].as_array().unwrap().iter())
+        .map(|t| t["id"].to_string())
+        .collect();
+    assert_eq!(ids, vec![waiting.to_string()]);
+    // A filter names ended states only.
+    let out = srv.sked(&["task", "rm", "--state", "scheduled"]);
+    assert_eq!(out.status.code(), Some(2));
+}

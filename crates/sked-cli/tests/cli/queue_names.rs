@@ -1,6 +1,6 @@
 //! A queue name that no task or setting knows is a likely typo: `sked queue pause`, `resume`
 //! and `limit` refuse it (exit 2, with what to do) and create nothing, unless `--create` asks
-//! for it; `sked queue rm` removes a queue that holds no task.
+//! for it; `sked queue rm` removes a queue that has no unfinished task, with its ended tasks.
 
 use crate::common::Server;
 
@@ -43,17 +43,32 @@ fn a_mistyped_queue_is_refused_and_an_empty_one_can_be_removed() {
     );
     assert_eq!(names(), ["mail", "reports"]);
 
-    // Removed when it holds no task; refused (and kept) while it does.
+    // Removed when it holds no task; refused (and kept, its ended tasks too) while it holds
+    // an unfinished one; removed with its ended tasks once none is unfinished.
     assert_eq!(
         srv.ok(&["queue", "rm", "reports"]).trim(),
         "reports removed"
     );
     assert_eq!(names(), ["mail"]);
+    let ended = srv.ok(&["task", "add", "--kind", "k", "--queue", "mail"]);
+    srv.ok(&["task", "cancel", ended.trim()]);
     let out = srv.sked(&["queue", "rm", "mail"]);
     let said = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{said}");
-    assert!(said.contains("has tasks"), "{said}");
+    assert!(said.contains("has 1 unfinished tasks"), "{said}");
     assert_eq!(srv.json(&["queue", "ls"])["queues"][0]["paused"], true);
+    assert_eq!(
+        srv.task(ended.trim())["state"],
+        "cancelled",
+        "an ended task went"
+    );
+    let unfinished = srv.json(&["task", "ls", "--queue", "mail", "--state", "scheduled"]);
+    let id = unfinished["tasks"][0]["id"].to_string();
+    srv.ok(&["task", "cancel", &id]);
+    assert_eq!(srv.ok(&["queue", "rm", "mail"]).trim(), "mail removed");
+    assert!(names().is_empty(), "{:?}", names());
+    let (status, _) = crate::hostile_cli::request(&srv, "GET", &format!("/v1/tasks/{id}"), "");
+    assert_eq!(status, 404, "its ended tasks were deleted");
     let out = srv.sked(&["queue", "rm", "reports"]);
     assert_eq!(
         out.status.code(),

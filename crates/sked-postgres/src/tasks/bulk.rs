@@ -1,15 +1,15 @@
 //! Bulk operations: retry, cancel or delete every task a filter matches, one bounded batch per call,
 //! each batch one transaction of a few set-wise statements.
 
-use deadpool_postgres::Object;
-use sked_core::{Task, TaskState};
+use deadpool_postgres::{Object, Transaction};
+use sked_core::{Task, TaskId, TaskState};
 use sked_store::states::{FINISHED, NOT_STARTED};
 use sked_store::*;
 
 use super::Param;
 use super::claim::positions::Key;
 use super::endings::AttemptRows;
-use crate::codec::{TASK_COLUMNS, col, db_err, tasks_from_rows};
+use crate::codec::{TASK_COLUMNS, col, db_err, state, tasks_from_rows};
 
 /// The filter's conditions on tasks `t`, their parameters pushed after those in `params`
 /// (numbered on from them).
@@ -167,24 +167,8 @@ pub(crate) async fn batch(
                 super::announce_schedules(&*tx, channel).await?;
             }
         }
-        BulkAction::Delete => {
-            // The rows are locked and finished (the filter's states are): they go with their
-            // attempts, as retention removes them.
-            tx.execute(
-                &format!("DELETE FROM sked_tasks t WHERE t.id = ANY($1) AND t.state IN {FINISHED}"),
-                &[&ids],
-            )
-            .await
-            .map_err(db_err)?;
-            for sql in [
-                "DELETE FROM sked_task_attempts WHERE task_id = ANY($1)",
-                "DELETE FROM sked_task_edges WHERE child = ANY($1) OR parent = ANY($1)",
-                "DELETE FROM sked_task_progress WHERE task_id = ANY($1)",
-                &super::workflows::FORGET,
-            ] {
-                tx.execute(sql, &[&ids]).await.map_err(db_err)?;
-            }
-        }
+        // The rows are locked and finished (the filter's states are).
+        BulkAction::Delete => delete(&tx, &ids).await?,
     }
     tx.commit().await.map_err(db_err)?;
     let batch = BulkBatch {
@@ -195,4 +179,40 @@ pub(crate) async fn batch(
             .filter(|_| ids.len() == p.limit as usize),
     };
     Ok((batch, claimable))
+}
+
+/// Deletes the tasks `ids`, locked by the caller and finished, with their attempts, edges,
+/// progress and memberships, as retention removes them.
+pub(crate) async fn delete(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<()> {
+    tx.execute(
+        &format!("DELETE FROM sked_tasks t WHERE t.id = ANY($1) AND t.state IN {FINISHED}"),
+        &[&ids],
+    )
+    .await
+    .map_err(db_err)?;
+    for sql in [
+        "DELETE FROM sked_task_attempts WHERE task_id = ANY($1)",
+        "DELETE FROM sked_task_edges WHERE child = ANY($1) OR parent = ANY($1)",
+        "DELETE FROM sked_task_progress WHERE task_id = ANY($1)",
+        &super::workflows::FORGET,
+    ] {
+        tx.execute(sql, &[&ids]).await.map_err(db_err)?;
+    }
+    Ok(())
+}
+
+/// Deletes task `id` if it has ended ([`rules::check_delete`]), its row locked first.
+pub(crate) async fn delete_one(c: &mut Object, id: TaskId) -> Result<()> {
+    let tx = c.transaction().await.map_err(db_err)?;
+    let row = tx
+        .query_opt(
+            "SELECT state FROM sked_tasks WHERE id = $1 FOR UPDATE",
+            &[&id],
+        )
+        .await
+        .map_err(db_err)?
+        .ok_or_else(|| StoreError::task_not_found(id))?;
+    rules::check_delete(id, state(&col::<String>(&row, 0)?)?)?;
+    delete(&tx, &[id]).await?;
+    tx.commit().await.map_err(db_err)
 }

@@ -475,6 +475,21 @@ pub(super) const PRUNE_TASKS: &str = "DELETE FROM tasks WHERE id IN rarray(?1)";
 /// their place in a workflow (and a workflow left with none). A statement a table for the
 /// whole batch: SQLite's one writer waits for retention, and a statement a task cost twice
 /// the time (a pass of 10,000 held the writer for 60–90 ms).
+/// Deletes task `id` if it has ended ([`rules::check_delete`]).
+pub(crate) fn delete_one(tx: &Transaction<'_>, id: TaskId) -> Result<()> {
+    let found: Option<String> = tx
+        .prepare_cached("SELECT state FROM tasks WHERE id = ?1")
+        .map_err(db_err)?
+        .query_row([id], |r| r.get(0))
+        .optional()
+        .map_err(db_err)?;
+    let Some(s) = found else {
+        return Err(StoreError::task_not_found(id));
+    };
+    rules::check_delete(id, crate::codec::state(&s).map_err(db_err)?)?;
+    delete(tx, &[id])
+}
+
 pub(crate) fn delete(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<()> {
     if ids.is_empty() {
         return Ok(());

@@ -1,5 +1,7 @@
-//! Bulk operations: retry or cancel by filter, batch by batch, and their dry-run count.
+//! Bulk operations: retry or cancel by filter, batch by batch, and their dry-run count; one
+//! task deleted by id.
 
+use jiff::SignedDuration;
 use sked_core::{NewTask, TaskState};
 
 use super::*;
@@ -194,6 +196,36 @@ pub async fn filters_by_key_and_time_and_bulk_delete(store: &Shared) {
             .iter()
             .all(|s| s.is_finished())
     );
+}
+
+/// One task deleted by id: only once it has ended, and then gone with what held to it (its
+/// dedup window's key, its edges).
+pub async fn a_task_is_deleted_by_id_once_it_has_ended(store: &Shared) {
+    let mut t = task("digest");
+    t.unique_key = Some("weekly".into());
+    t.unique_for = Some(SignedDuration::from_secs(3600));
+    let first = insert(store, t.clone(), t0()).await;
+    let child = insert(store, task("after").after([first.id]), t0()).await;
+    let early = store.task_delete(first.id).await.unwrap_err();
+    assert_eq!(early.kind(), ErrorKind::Conflict, "{early}");
+    assert!(early.to_string().contains("available"), "{early}");
+    let c = claim(store, 1, at(1)).await.remove(0);
+    assert_eq!(c.id, first.id);
+    let running = store.task_delete(first.id).await.unwrap_err();
+    assert_eq!(running.kind(), ErrorKind::Conflict, "{running}");
+    let done = FinishOutcome::Succeeded { result: None };
+    finish(store, c.id, c.attempt, done, at(2)).await.unwrap();
+    store.task_delete(first.id).await.unwrap();
+    let gone = store.task_get(first.id).await.unwrap_err();
+    assert_eq!(gone.kind(), ErrorKind::NotFound);
+    let again = store.task_delete(first.id).await.unwrap_err();
+    assert_eq!(again.kind(), ErrorKind::NotFound);
+    // Its window's key is free; its child, released by its success, no longer names it.
+    let next = insert(store, t, at(3)).await;
+    assert!(!next.duplicate, "a deleted task held its key");
+    let child = store.task_get(child.id).await.unwrap();
+    assert_eq!(child.state, TaskState::Available);
+    assert!(child.depends_on.is_empty(), "{:?}", child.depends_on);
 }
 
 /// The ended runs the per-kind figures read: ended tasks (with how long they ran) and failed

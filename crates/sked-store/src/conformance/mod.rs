@@ -72,7 +72,7 @@ macro_rules! conformance_tests {
             snooze_does_not_spend_an_attempt, release_gives_the_task_back_at_once,
             claim_with_min_priority, cancel_before_and_while_running,
             rescue_requeues_expired_and_fences_old_worker, rescue_out_of_attempts_is_dead, a_timed_out_attempt_loses_its_lease,
-            retry_and_reschedule, bulk_retry_and_cancel_by_filter_in_batches, filters_by_key_and_time_and_bulk_delete, run_samples_are_the_runs_that_ended, prune_removes_old_finished_tasks, prune_deletes_up_to_its_limit, prune_since_leaves_what_finished_before, list_filters, list_pages_are_bounded,
+            retry_and_reschedule, bulk_retry_and_cancel_by_filter_in_batches, filters_by_key_and_time_and_bulk_delete, a_task_is_deleted_by_id_once_it_has_ended, run_samples_are_the_runs_that_ended, prune_removes_old_finished_tasks, prune_deletes_up_to_its_limit, prune_since_leaves_what_finished_before, list_filters, list_pages_are_bounded,
             queue_counts, a_mistyped_queue_is_refused_and_a_queue_without_tasks_is_removed, rate_limit_caps_starts_per_window, rate_and_concurrency_limits_hold_together, a_rate_burst_adds_to_one_window_not_to_the_rate, limits_hold_for_claims_at_once, a_short_rated_claim_counts_only_its_starts, leases_renew_and_take_over, schedule_crud_and_pause, schedule_list_pages_by_name_and_bytes,
             schedule_apply_is_exactly_once, schedule_buffer_release_and_replace,
             schedule_policies_are_stored_and_read_back, a_jittered_occurrence_is_due_when_its_plan_says,

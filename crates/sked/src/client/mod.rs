@@ -221,6 +221,16 @@ impl Client {
         }
     }
 
+    /// Deletes a task that has ended, with its attempts. One that has not ended is a
+    /// `Conflict` (cancel it first); one that does not exist, `NotFound`.
+    pub async fn task_delete(&self, id: TaskId) -> Result<()> {
+        match &self.inner {
+            Inner::Embedded(e) => e.task_delete(id).await,
+            #[cfg(feature = "remote")]
+            Inner::Remote(r) => r.delete(&format!("/v1/tasks/{id}")).await,
+        }
+    }
+
     /// Why an available task waits, if it does (see [`Engine::task_held`]).
     pub async fn task_held(&self, id: TaskId) -> Result<Option<sked_store::Held>> {
         match &self.inner {
@@ -350,11 +360,12 @@ impl Client {
         }
     }
 
-    /// Removes a queue that holds no task: its pause and limits go, and it leaves the list.
-    /// Tasks of any state in it are a `Conflict`; a queue no task or setting names, `NotFound`.
+    /// Removes a queue that has no unfinished task: its ended tasks are deleted, its pause and
+    /// limits go, and it leaves the list. An unfinished task in it is a `Conflict`; a queue no
+    /// task or setting names, `NotFound`.
     pub async fn queue_remove(&self, name: &str) -> Result<()> {
         match &self.inner {
-            Inner::Embedded(e) => e.queue_remove(name).await,
+            Inner::Embedded(e) => e.queue_remove(name).await.map(|_| ()),
             #[cfg(feature = "remote")]
             Inner::Remote(r) => {
                 r.delete(&format!("/v1/queues/{}", path_segment(name)))

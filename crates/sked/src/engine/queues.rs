@@ -1,8 +1,12 @@
 //! Queues: counts per state (bounded), pause, resume and concurrency limits.
 
+use sked_core::TaskState;
 use sked_store::keyed::{KeyLimits, KeyUsageParams};
 use sked_store::rules::LIST_LIMIT_MAX;
-use sked_store::{Held, HeldBy, Page, QueueInfo, QueueListParams, QueueUpdateParams};
+use sked_store::{
+    BulkAction, BulkFilter, ErrorKind, Held, HeldBy, Page, QueueInfo, QueueListParams,
+    QueueUpdateParams, StoreError, TaskBulkParams,
+};
 
 use super::{Engine, every_page};
 use crate::error::Result;
@@ -82,10 +86,50 @@ impl Engine {
         }))
     }
 
-    /// Removes a queue's settings when no task is in it (see [`sked_store::Store::queue_remove`]).
-    pub async fn queue_remove(&self, name: &str) -> Result<()> {
+    /// Removes a queue that has no unfinished task: its ended tasks are deleted, in batches
+    /// as a bulk delete deletes them, then its settings go (see
+    /// [`sked_store::Store::queue_remove`]). An unfinished task in it is a `Conflict`, and
+    /// nothing is deleted. Returns how many ended tasks went.
+    pub async fn queue_remove(&self, name: &str) -> Result<u64> {
         sked_core::validate_name("queue", name)?;
-        Ok(self.inner.store.queue_remove(name).await?)
+        let store = &self.inner.store;
+        let of = |finished: bool| BulkFilter {
+            states: (TaskState::ALL.into_iter())
+                .filter(|s| s.is_finished() == finished)
+                .collect(),
+            queue: Some(name.to_string()),
+            ..BulkFilter::default()
+        };
+        let unfinished = store.task_bulk_count(of(false)).await?;
+        if unfinished > 0 {
+            return Err(StoreError::Conflict(format!(
+                "queue {name} has {unfinished} unfinished tasks; it can be removed once they \
+                 have ended (cancel them with `sked task cancel --state … --queue {name}`)"
+            ))
+            .into());
+        }
+        let (mut deleted, mut after) = (0, None);
+        loop {
+            let batch = store
+                .task_bulk(TaskBulkParams {
+                    action: BulkAction::Delete,
+                    filter: of(true),
+                    after,
+                    limit: super::tasks::MAX_BULK_BATCH,
+                    now: self.now(),
+                })
+                .await?;
+            deleted += batch.changed;
+            after = batch.next_after;
+            if after.is_none() {
+                break;
+            }
+        }
+        match store.queue_remove(name).await {
+            // Named by its ended tasks alone, which are gone.
+            Err(e) if e.kind() == ErrorKind::NotFound && deleted > 0 => Ok(deleted),
+            r => r.map(|()| deleted).map_err(Into::into),
+        }
     }
 
     /// Pauses, resumes or limits a queue (created on first use, unless `must_exist`).

@@ -291,6 +291,14 @@ impl Engine {
         Ok(self.inner.store.task_bulk_count(filter).await?)
     }
 
+    /// Deletes a task that has ended, with its attempts (see [`sked_store::Store::task_delete`]).
+    pub async fn task_delete(&self, id: TaskId) -> Result<()> {
+        self.inner.store.task_delete(id).await?;
+        // A wait on it finds it gone at once rather than at its next look.
+        self.inner.task_waits.ended(id);
+        Ok(())
+    }
+
     /// Runs a finished task again, now, with at least one attempt left.
     pub async fn retry(&self, id: TaskId) -> Result<Task> {
         let t = self
