@@ -1,6 +1,7 @@
 //! sked's pure domain: tasks and their transitions, retry policy, schedules (cron, interval,
 //! once) with overlap and catch-up planning, durations and the injected clock. No I/O, no async.
 
+mod backoff;
 mod batch;
 mod builtin;
 mod clock;
@@ -17,6 +18,7 @@ mod task;
 mod trace_context;
 mod workflow;
 
+pub use backoff::{Backoff, MAX_BACKOFF_STEPS};
 pub use batch::{BatchId, NewBatch, callback_payload};
 pub use builtin::{HttpPayload, ShellCommand, ShellPayload, check_builtin_payload};
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -33,10 +35,10 @@ pub use schedule::{
     RunTemplate, ScheduleDef, Spec, TaskTemplate, jitter_offset, parse_zone,
 };
 pub use task::{
-    Attempt, Backoff, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_KEY_CHARS, MAX_PARENTS,
-    MAX_PAYLOAD_BYTES, MAX_PROGRESS_BYTES, NewTask, ParentFailure, Task, TaskId, TaskState,
-    TaskWorkflow, Transition, TransitionError, check_parents, check_payload_size, check_progress,
-    state_after_failure, validate_name,
+    Attempt, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_KEY_CHARS, MAX_PARENTS, MAX_PAYLOAD_BYTES,
+    MAX_PROGRESS_BYTES, NewTask, ParentFailure, Task, TaskId, TaskState, TaskWorkflow, Transition,
+    TransitionError, check_parents, check_payload_size, check_progress, state_after_failure,
+    validate_name,
 };
 
 pub use trace_context::{check_traceparent, format_traceparent, parse_traceparent};

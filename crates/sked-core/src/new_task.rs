@@ -3,6 +3,7 @@
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
+use crate::Backoff;
 use crate::error::SpecError;
 
 /// Limits that apply to new tasks.
@@ -64,8 +65,10 @@ pub struct NewTask {
     )]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Duration>))]
     pub debounce: Option<SignedDuration>,
-    /// Overrides the default retry backoff for this task.
+    /// Overrides the default retry backoff for this task: `exp:10s..6h` (the default's shape),
+    /// `fixed:30s`, `linear:10s..5m` or a list like `10s,1m,10m,1h` ([`Backoff`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Backoff>))]
     pub backoff: Option<Backoff>,
     /// A concurrency key (a tenant, say): a queue's per-key limit caps the running tasks of
     /// each key, and claims take keys in turn.
@@ -132,20 +135,6 @@ impl ParentFailure {
 
 /// The longest unique or concurrency key, in characters.
 pub const MAX_KEY_CHARS: usize = 512;
-
-/// A task's own retry backoff: `base` doubling up to `max` (with the usual jitter).
-/// `base` > 0 and `max` >= `base`, else 422.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct Backoff {
-    #[serde(with = "crate::serde_duration")]
-    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Duration))]
-    pub base: SignedDuration,
-    #[serde(with = "crate::serde_duration")]
-    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Duration))]
-    pub max: SignedDuration,
-}
 
 /// The largest progress a heartbeat may carry, as compact JSON.
 pub const MAX_PROGRESS_BYTES: usize = 4096;
@@ -315,8 +304,13 @@ impl NewTask {
     }
 
     /// Retries wait `base`, doubling up to `max` (with jitter), instead of the default.
-    pub fn backoff(mut self, base: SignedDuration, max: SignedDuration) -> NewTask {
-        self.backoff = Some(Backoff { base, max });
+    pub fn backoff(self, base: SignedDuration, max: SignedDuration) -> NewTask {
+        self.backoff_shape(Backoff::Exponential { base, max })
+    }
+
+    /// Retries wait as `backoff` says instead of the default.
+    pub fn backoff_shape(mut self, backoff: Backoff) -> NewTask {
+        self.backoff = Some(backoff);
         self
     }
 
@@ -375,11 +369,8 @@ impl NewTask {
                 "unique_for and debounce do not go together: a debounced key is held until its task starts",
             ));
         }
-        if let Some(b) = self.backoff {
-            if b.base <= SignedDuration::ZERO || b.max < b.base {
-                return Err(SpecError::new("backoff needs base > 0 and max >= base"));
-            }
-            crate::check_duration("backoff max", b.max)?;
+        if let Some(b) = &self.backoff {
+            b.validate()?;
         }
         check_parents(&self.depends_on)?;
         if !self.depends_on.is_empty() && self.debounce.is_some() {

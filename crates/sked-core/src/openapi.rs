@@ -33,15 +33,77 @@ macro_rules! string_schema {
     };
 }
 
+/// What [`crate::parse_duration`] reads, unanchored, with the blanks around it it trims.
+macro_rules! duration_pattern {
+    () => {
+        r"\s*(?:[Pp][Tt](?=[0-9])(?:[0-9]+(?:[.,][0-9]{1,9})?[Hh])?(?:[0-9]+(?:[.,][0-9]{1,9})?[Mm])?(?:[0-9]+(?:[.,][0-9]{1,9})?[Ss])?|(?:[0-9]+\s*(?:ms|s|secs?|m|mins?|h|hrs?|d|days?)\s*)+)\s*"
+    };
+}
+
 string_schema!(
     /// What [`crate::parse_duration`] reads.
     Duration,
     "a duration like 30s, 5m, 1h30m, 2d or 250ms (or ISO 8601, PT1H30M); at most 3650d, else 422",
-    Some(
-        r"^\s*(?:[Pp][Tt](?=[0-9])(?:[0-9]+(?:[.,][0-9]{1,9})?[Hh])?(?:[0-9]+(?:[.,][0-9]{1,9})?[Mm])?(?:[0-9]+(?:[.,][0-9]{1,9})?[Ss])?|(?:[0-9]+\s*(?:ms|s|secs?|m|mins?|h|hrs?|d|days?)\s*)+)\s*$"
-    ),
+    Some(concat!("^", duration_pattern!(), "$")),
     None
 );
+
+string_schema!(
+    /// What [`crate::Backoff`] parses: a shape and its durations.
+    BackoffSpec,
+    "a retry backoff: exp:BASE..MAX (BASE doubling up to MAX, ±20 %; also BASE..MAX), \
+     fixed:D, linear:STEP..MAX (STEP times the attempt, up to MAX) or a list of 1 to 32 \
+     delays like 10s,1m,10m,1h (the last repeats); every delay above zero, a cap not below \
+     the first delay, else 422",
+    Some(concat!(
+        r"^\s*(?:exp:",
+        duration_pattern!(),
+        r"\.\.",
+        duration_pattern!(),
+        r"|fixed:",
+        duration_pattern!(),
+        r"|linear:",
+        duration_pattern!(),
+        r"\.\.",
+        duration_pattern!(),
+        r"|",
+        duration_pattern!(),
+        r"\.\.",
+        duration_pattern!(),
+        r"|",
+        duration_pattern!(),
+        r"(?:,",
+        duration_pattern!(),
+        r"){0,31})\s*$"
+    )),
+    None
+);
+
+/// The exponential backoff as an object of its base and max (as it was first written).
+#[derive(ToSchema, serde::Deserialize)]
+#[allow(dead_code)] // A schema only.
+#[serde(deny_unknown_fields)]
+pub struct BackoffRange {
+    #[schema(value_type = Duration)]
+    base: String,
+    #[schema(value_type = Duration)]
+    max: String,
+}
+
+/// A task's backoff as the API takes it: a spec ([`BackoffSpec`]), or the exponential shape as
+/// an object ([`BackoffRange`]). Answers give the spec.
+pub struct Backoff;
+
+impl PartialSchema for Backoff {
+    fn schema() -> RefOr<Schema> {
+        utoipa::openapi::schema::OneOfBuilder::new()
+            .item(BackoffSpec::schema())
+            .item(BackoffRange::schema())
+            .into()
+    }
+}
+
+impl ToSchema for Backoff {}
 
 string_schema!(
     /// What [`crate::validate_name`] accepts: a kind, queue, schedule, group or worker name.

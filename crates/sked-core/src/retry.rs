@@ -26,19 +26,6 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// The default policy with a task's own base and max, when it has them.
-    pub fn for_task(backoff: Option<crate::Backoff>) -> RetryPolicy {
-        let default = RetryPolicy::default();
-        match backoff {
-            Some(b) => RetryPolicy {
-                base: b.base,
-                max: b.max,
-                ..default
-            },
-            None => default,
-        }
-    }
-
     /// The delay after failed attempt number `attempt` (1-based). `unit` is a random number in
     /// `[0, 1)`; passing it in keeps this function pure and testable.
     ///

@@ -16,6 +16,7 @@ use std::fmt;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
+use crate::Backoff;
 use crate::error::SpecError;
 pub use crate::new_task::*;
 
@@ -250,6 +251,7 @@ pub struct Task {
     #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Duration>))]
     pub timeout: Option<SignedDuration>,
     pub unique_key: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::BackoffSpec>))]
     pub backoff: Option<Backoff>,
     pub schedule: Option<String>,
     pub nominal_at: Option<Timestamp>,

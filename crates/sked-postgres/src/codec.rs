@@ -1,7 +1,7 @@
 //! Conversions between rows and domain values, and from driver errors to [`StoreError`].
 
 use jiff::SignedDuration;
-use sked_core::{Backoff, Task, TaskState};
+use sked_core::{Task, TaskState};
 use sked_store::StoreError;
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
@@ -69,7 +69,8 @@ pub(crate) fn state(s: &str) -> Result<TaskState, StoreError> {
 pub(crate) const TASK_COLUMNS: &str = "t.id, t.queue, t.kind, t.payload, t.priority, t.state, t.run_at, \
     t.attempt, t.max_attempts, t.timeout_ms, t.unique_key, t.backoff_base_ms, t.backoff_max_ms, \
     t.schedule, t.nominal_at, t.created_at, t.started_at, t.finished_at, t.lease_expires_at, \
-    t.worker, t.cancel_requested, t.last_error, t.result, t.concurrency_key, t.traceparent";
+    t.worker, t.cancel_requested, t.last_error, t.result, t.concurrency_key, t.traceparent, \
+    t.backoff";
 
 /// [`TASK_COLUMNS`] for lists without payloads: payload and result read as null, the error
 /// cut short, so that none of them is read whole (or de-TOASTed).
@@ -77,21 +78,17 @@ pub(crate) const TASK_COLUMNS_LEAN: &str = "t.id, t.queue, t.kind, 'null'::jsonb
     t.priority, t.state, t.run_at, t.attempt, t.max_attempts, t.timeout_ms, t.unique_key, \
     t.backoff_base_ms, t.backoff_max_ms, t.schedule, t.nominal_at, t.created_at, t.started_at, \
     t.finished_at, t.lease_expires_at, t.worker, t.cancel_requested, \
-    left(t.last_error,1024) AS last_error, NULL::jsonb AS result, t.concurrency_key, t.traceparent";
+    left(t.last_error,1024) AS last_error, NULL::jsonb AS result, t.concurrency_key, t.traceparent, \
+    t.backoff";
 
 /// A task from a row selected with [`TASK_COLUMNS`], by column name.
 pub(crate) fn task_from_row(r: &Row) -> Result<Task, StoreError> {
     use sked_store::columns::TaskColumn as C;
-    let backoff = match (
-        col::<Option<i64>>(r, C::BackoffBaseMs.at())?,
-        col::<Option<i64>>(r, C::BackoffMaxMs.at())?,
-    ) {
-        (Some(base), Some(max)) => Some(Backoff {
-            base: SignedDuration::from_millis(base),
-            max: SignedDuration::from_millis(max),
-        }),
-        _ => None,
-    };
+    let backoff = sked_store::columns::backoff::from_columns(
+        col(r, C::BackoffBaseMs.at())?,
+        col(r, C::BackoffMaxMs.at())?,
+        col::<Option<&str>>(r, C::Backoff.at())?,
+    );
     Ok(Task {
         id: col(r, C::Id.at())?,
         queue: col(r, C::Queue.at())?,

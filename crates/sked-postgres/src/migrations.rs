@@ -46,6 +46,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
         28,
         include_str!("../migrations/0028_unique_windows_alone.sql"),
     ),
+    (29, include_str!("../migrations/0029_backoff_shapes.sql")),
 ];
 
 /// A fingerprint of every migration's text: schemas migrated by the same migrations share it.

@@ -2,7 +2,7 @@
 
 use jiff::{SignedDuration, Timestamp};
 use rusqlite::{ErrorCode, Row};
-use sked_core::{Backoff, Task, TaskState};
+use sked_core::{Task, TaskState};
 use sked_store::StoreError;
 
 pub(crate) fn db_err(e: rusqlite::Error) -> StoreError {
@@ -60,14 +60,14 @@ pub(crate) fn json(s: &str) -> serde_json::Value {
 pub(crate) const TASK_COLUMNS: &str = "id, queue, kind, payload, priority, state, run_at, attempt, \
     max_attempts, timeout_ms, unique_key, backoff_base_ms, backoff_max_ms, schedule, nominal_at, \
     created_at, started_at, finished_at, lease_expires_at, worker, cancel_requested, last_error, result, \
-    concurrency_key, traceparent";
+    concurrency_key, traceparent, backoff";
 
 /// [`TASK_COLUMNS`] for lists without payloads: payload and result read as null, the error
 /// cut short, so that none of them is read whole.
 pub(crate) const TASK_COLUMNS_LEAN: &str = "id, queue, kind, 'null' AS payload, priority, state, run_at, \
     attempt, max_attempts, timeout_ms, unique_key, backoff_base_ms, backoff_max_ms, schedule, \
     nominal_at, created_at, started_at, finished_at, lease_expires_at, worker, cancel_requested, \
-    substr(last_error,1,1024) AS last_error, NULL AS result, concurrency_key, traceparent";
+    substr(last_error,1,1024) AS last_error, NULL AS result, concurrency_key, traceparent, backoff";
 
 /// A text column, borrowed from the row (no copy).
 pub(crate) fn text<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<&'r str> {
@@ -80,16 +80,11 @@ pub(crate) fn text<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<&'r str> {
 /// A task from a row selected with [`TASK_COLUMNS`], by column name.
 pub(crate) fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
     use sked_store::columns::TaskColumn as C;
-    let backoff = match (
-        r.get::<_, Option<i64>>(C::BackoffBaseMs.at())?,
-        r.get::<_, Option<i64>>(C::BackoffMaxMs.at())?,
-    ) {
-        (Some(base), Some(max)) => Some(Backoff {
-            base: SignedDuration::from_millis(base),
-            max: SignedDuration::from_millis(max),
-        }),
-        _ => None,
-    };
+    let backoff = sked_store::columns::backoff::from_columns(
+        r.get(C::BackoffBaseMs.at())?,
+        r.get(C::BackoffMaxMs.at())?,
+        r.get_ref(C::Backoff.at())?.as_str_or_null()?,
+    );
     Ok(Task {
         id: r.get(C::Id.at())?,
         queue: r.get(C::Queue.at())?,

@@ -50,6 +50,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         26,
         include_str!("../migrations/0026_unique_windows_alone.sql"),
     ),
+    (27, include_str!("../migrations/0027_backoff_shapes.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

@@ -34,6 +34,8 @@ pub enum TaskColumn {
     Result,
     ConcurrencyKey,
     Traceparent,
+    /// A backoff of another shape than the exponential one, as its spec (see [`backoff`]).
+    Backoff,
 }
 
 impl TaskColumn {
@@ -44,7 +46,7 @@ impl TaskColumn {
 }
 
 /// The column names, in order.
-pub const TASK_COLUMNS: [&str; 25] = [
+pub const TASK_COLUMNS: [&str; 26] = [
     "id",
     "queue",
     "kind",
@@ -70,7 +72,42 @@ pub const TASK_COLUMNS: [&str; 25] = [
     "result",
     "concurrency_key",
     "traceparent",
+    "backoff",
 ];
+
+/// How a task's backoff is stored: the exponential shape in `backoff_base_ms` and
+/// `backoff_max_ms` (as SQL's `sked_enqueue` writes it too), any other as its spec in
+/// `backoff`.
+pub mod backoff {
+    use jiff::SignedDuration;
+    use sked_core::Backoff;
+
+    /// The columns `backoff_base_ms`, `backoff_max_ms` and `backoff` of `b`.
+    pub fn columns(b: Option<&Backoff>) -> (Option<i64>, Option<i64>, Option<String>) {
+        let ms = |d: &SignedDuration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        match b {
+            None => (None, None, None),
+            Some(Backoff::Exponential { base, max }) => (Some(ms(base)), Some(ms(max)), None),
+            Some(other) => (None, None, Some(other.to_string())),
+        }
+    }
+
+    /// The backoff those columns hold. A spec that no longer parses (written by a later
+    /// version, say) reads as none: the task retries with the default.
+    pub fn from_columns(
+        base_ms: Option<i64>,
+        max_ms: Option<i64>,
+        spec: Option<&str>,
+    ) -> Option<Backoff> {
+        if let Some(spec) = spec {
+            return spec.parse().ok();
+        }
+        Some(Backoff::Exponential {
+            base: SignedDuration::from_millis(base_ms?),
+            max: SignedDuration::from_millis(max_ms?),
+        })
+    }
+}
 
 /// Whether a backend's select list (`"id, queue, …"`, optionally qualified like `t.id`, or
 /// `expression AS name`) names the task columns in order.

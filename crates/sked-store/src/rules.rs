@@ -187,7 +187,7 @@ pub fn finish(task: &Task, outcome: &FinishOutcome, now: Timestamp, jitter: f64)
                 state_after_failure(task.attempt, task.max_attempts, *retryable)
             };
             let run_at = if state == TaskState::Retrying {
-                let delay = retry_delay(task.backoff, task.attempt, jitter);
+                let delay = retry_delay(task.backoff.as_ref(), task.attempt, jitter);
                 now.checked_add(delay).unwrap_or(now)
             } else {
                 task.run_at

@@ -495,13 +495,16 @@ pub struct WorkerInfo {
     pub running: u64,
 }
 
-/// The backoff a failed attempt waits, given the task's own policy.
+/// The backoff a failed attempt waits, given the task's own policy (else the default).
 pub fn retry_delay(
-    backoff: Option<sked_core::Backoff>,
+    backoff: Option<&sked_core::Backoff>,
     attempt: i32,
     jitter: f64,
 ) -> SignedDuration {
-    RetryPolicy::for_task(backoff).delay(attempt, jitter)
+    match backoff {
+        Some(b) => b.delay(attempt, jitter),
+        None => RetryPolicy::default().delay(attempt, jitter),
+    }
 }
 
 /// A change announced by the backend, made by this or another process. Exhaustive on purpose:

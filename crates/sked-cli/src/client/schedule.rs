@@ -104,7 +104,7 @@ pub(crate) struct ScheduleAdd {
     #[arg(
         long,
         value_name = "FILE",
-        conflicts_with_all = ["kind", "shell", "payload", "queue", "priority", "max_attempts", "timeout", "key"]
+        conflicts_with_all = ["kind", "shell", "payload", "queue", "priority", "max_attempts", "timeout", "key", "backoff"]
     )]
     workflow: Option<std::path::PathBuf>,
     /// The tasks' input, as JSON
@@ -135,6 +135,10 @@ pub(crate) struct ScheduleAdd {
     /// The runs' concurrency key (see `sked task add --key`)
     #[arg(long, value_name = "KEY")]
     key: Option<String>,
+    /// How long the runs' retries wait (see `sked task add --backoff`: exp:BASE..MAX, fixed:D,
+    /// linear:STEP..MAX or a list like 10s,1m,10m)
+    #[arg(long, value_name = "SHAPE")]
+    backoff: Option<String>,
     /// When an occurrence comes while a run is unfinished: skip it, allow both, allow:N (at
     /// most N at once, the rest skipped), buffer_one until the run ends, or replace (cancel)
     /// the run
@@ -184,6 +188,12 @@ fn task_template(a: &ScheduleAdd) -> CliResult<TaskTemplate> {
     }
     if let Some(k) = &a.key {
         task = task.key(k.clone());
+    }
+    if let Some(b) = &a.backoff {
+        let shape = b
+            .parse()
+            .map_err(|e| CliError::usage(format!("invalid --backoff: {e}")))?;
+        task = task.backoff(shape);
     }
     Ok(task)
 }

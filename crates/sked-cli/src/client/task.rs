@@ -136,9 +136,10 @@ pub(crate) struct TaskAdd {
     /// Execution deadline of one attempt (e.g. 30s).
     #[arg(long, value_name = "DUR")]
     timeout: Option<String>,
-    /// How long retries wait: from BASE after the first failure, doubling (with jitter) up to
-    /// MAX [default: 10s..6h]
-    #[arg(long, value_name = "BASE..MAX")]
+    /// How long retries wait: exp:BASE..MAX (BASE doubling up to MAX, ±20 %), fixed:D,
+    /// linear:STEP..MAX (STEP times the attempt, up to MAX) or a list like 10s,1m,10m,1h (the
+    /// last repeats) [default: exp:10s..6h]
+    #[arg(long, value_name = "SHAPE")]
     backoff: Option<String>,
     /// While an unfinished task holds this key, adding another returns that task's id
     #[arg(long, value_name = "KEY")]
@@ -183,8 +184,10 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
                 .priority(a.priority)
                 .max_attempts(a.max_attempts);
             if let Some(b) = &a.backoff {
-                let (base, max) = parse_backoff(b)?;
-                task = task.backoff(base, max);
+                let shape = b
+                    .parse()
+                    .map_err(|e| CliError::usage(format!("invalid --backoff: {e}")))?;
+                task = task.backoff_shape(shape);
             }
             match (&a.at, &a.in_) {
                 (Some(at), _) => {
@@ -419,22 +422,6 @@ async fn wait_for_end(
 
 /// The longest one request of `task wait` holds.
 pub(super) const WAIT_STEP: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// `--backoff BASE..MAX` (also `exp:BASE..MAX`, the one shape there is): the first retry's
-/// delay and the longest.
-fn parse_backoff(v: &str) -> CliResult<(jiff::SignedDuration, jiff::SignedDuration)> {
-    let shape = v.strip_prefix("exp:").unwrap_or(v);
-    let Some((base, max)) = shape.split_once("..") else {
-        return Err(CliError::usage(format!(
-            "invalid --backoff {v:?}: expected BASE..MAX, like 10s..6h (retries wait BASE, \
-             doubling up to MAX)"
-        )));
-    };
-    Ok((
-        flag_duration("--backoff", base)?,
-        flag_duration("--backoff", max)?,
-    ))
-}
 
 /// Asks, on a terminal, whether a task that succeeded should run again; elsewhere refuses,
 /// naming `--yes`. A success run twice by accident is work done twice.

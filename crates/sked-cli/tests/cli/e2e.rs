@@ -5,6 +5,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::common::{SKED, Server, stamp, wait_for};
+use crate::hostile_cli::request;
 
 #[test]
 fn shell_task_two_seconds_ahead_runs_exactly_once() {
@@ -510,34 +511,66 @@ fn is_human_time(t: &str) -> bool {
         || (t.len() == 25 && (b[19] == b'+' || b[19] == b'-') && b[22] == b':'))
 }
 
-/// `sked task add --backoff BASE..MAX` sets how long the task's retries wait; a malformed or
-/// impossible one is refused before anything is made.
+/// `sked task add --backoff SHAPE` sets how long the task's retries wait, in each shape, and
+/// the task's JSON gives it back as its spec; the API takes the spec or the exponential shape's
+/// object; a malformed or impossible one is refused before anything is made.
 #[test]
 fn task_add_takes_a_backoff() {
     let dir = tempfile::tempdir().unwrap();
     let srv = Server::start(dir.path(), &[]);
-    let id = srv.ok(&["task", "add", "--kind", "k", "--backoff", "2s..1m"]);
-    let task = srv.task(id.trim());
-    assert_eq!(
-        task["backoff"],
-        serde_json::json!({"base": "2s", "max": "1m"}),
-        "{task}"
-    );
-    let id = srv.ok(&["task", "add", "--kind", "k", "--backoff", "exp:500ms..10s"]);
-    assert_eq!(srv.task(id.trim())["backoff"]["base"], "500ms");
+    for (given, stored) in [
+        ("2s..1m", "exp:2s..1m"),
+        ("exp:500ms..10s", "exp:500ms..10s"),
+        ("fixed:30s", "fixed:30s"),
+        ("linear:10s..5m", "linear:10s..5m"),
+        ("10s,1m,10m,1h", "10s,1m,10m,1h"),
+    ] {
+        let id = srv.ok(&["task", "add", "--kind", "k", "--backoff", given]);
+        let task = srv.task(id.trim());
+        assert_eq!(task["backoff"], stored, "{task}");
+    }
+    let body = serde_json::json!({"kind": "k", "backoff": {"base": "1s", "max": "1m"}});
+    let (status, answer) = request(&srv, "POST", "/v1/tasks", &body.to_string());
+    assert_eq!(status, 201, "{answer}");
+    let id = serde_json::from_str::<serde_json::Value>(&answer).unwrap()["id"].to_string();
+    assert_eq!(srv.task(&id)["backoff"], "exp:1s..1m");
     for (bad, said) in [
-        ("10s", "expected BASE..MAX"),
+        ("10s..", "invalid duration"),
         ("1m..10s", "max >= base"),
         ("0s..10s", "base > 0"),
         ("soon..later", "invalid --backoff"),
+        ("cubic:1s..2s", "expected exp:BASE..MAX, fixed:D"),
+        ("fixed:0s", "above zero"),
+        ("linear:1m..10s", "not be shorter"),
     ] {
         let out = srv.sked(&["task", "add", "--kind", "k", "--backoff", bad]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
         assert!(err.contains(said), "{bad}: {err}");
     }
+    let body = serde_json::json!({"kind": "k", "backoff": "linear:1s"});
+    let (status, answer) = request(&srv, "POST", "/v1/tasks", &body.to_string());
+    assert_eq!(status, 422, "{answer}");
     assert_eq!(
         srv.json(&["task", "ls"])["tasks"].as_array().unwrap().len(),
-        2
+        6
     );
+    // A schedule's runs take its backoff.
+    let add = [
+        "schedule",
+        "add",
+        "weekly",
+        "--cron",
+        "0 4 * * 1",
+        "--kind",
+        "k",
+    ];
+    srv.ok(&[&add[..], &["--backoff", "fixed:1m"]].concat());
+    let detail = srv.json(&["schedule", "get", "weekly"]);
+    assert_eq!(detail["task"]["backoff"], "fixed:1m", "{detail}");
+    let triggered = srv.json(&["schedule", "trigger", "weekly"]);
+    let run = srv.task(&triggered["id"].to_string());
+    assert_eq!(run["backoff"], "fixed:1m", "{run}");
+    let out = srv.sked(&[&add[..], &["--backoff", "fixed:never"]].concat());
+    assert_eq!(out.status.code(), Some(2));
 }

@@ -147,6 +147,10 @@ pub struct TaskTemplate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Key>))]
     pub key: Option<String>,
+    /// How long the runs' retries wait (see [`crate::NewTask::backoff`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Backoff>))]
+    pub backoff: Option<crate::Backoff>,
 }
 
 impl TaskTemplate {
@@ -160,6 +164,7 @@ impl TaskTemplate {
             max_attempts: crate::task::default_max_attempts(),
             timeout: None,
             key: None,
+            backoff: None,
         }
     }
 
@@ -199,6 +204,12 @@ impl TaskTemplate {
         self
     }
 
+    /// The runs' retries wait as `backoff` says instead of the default.
+    pub fn backoff(mut self, backoff: crate::Backoff) -> TaskTemplate {
+        self.backoff = Some(backoff);
+        self
+    }
+
     /// The task one occurrence enqueues.
     pub fn to_new_task(&self) -> crate::NewTask {
         crate::NewTask {
@@ -212,7 +223,7 @@ impl TaskTemplate {
             unique_key: None,
             unique_for: None,
             debounce: None,
-            backoff: None,
+            backoff: self.backoff.clone(),
             key: self.key.clone(),
             traceparent: None,
             depends_on: Vec::new(),

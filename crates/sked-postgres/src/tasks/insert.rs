@@ -204,8 +204,8 @@ async fn insert_dependent<C: GenericClient + Sync>(
 /// Announces on `$1` the tasks `$2` names (see [`announcement`]).
 const ANNOUNCE: &str = "SELECT pg_notify($1, $2)";
 
-/// Inserts one task (`$3`–`$16` as for [`Columns::first_row`]), leased to a worker (`$18`,
-/// until `$17`) unless its queue is paused or limited; then it is inserted available (`$7`)
+/// Inserts one task (`$3`–`$17` as for [`Columns::first_row`]), leased to a worker (`$19`,
+/// until `$18`) unless its queue is paused or limited; then it is inserted available (`$7`)
 /// and announced. One statement, returning the row.
 static INSERT_CLAIMED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
@@ -214,14 +214,14 @@ static INSERT_CLAIMED: std::sync::LazyLock<String> = std::sync::LazyLock::new(||
              ins AS ( \
                INSERT INTO sked_tasks AS t (queue, kind, payload, priority, state, run_at, \
                  max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, \
-                 concurrency_key, traceparent, created_at, attempt, started_at, lease_expires_at, \
-                 worker) \
+                 concurrency_key, traceparent, backoff, created_at, attempt, started_at, \
+                 lease_expires_at, worker) \
                SELECT $3::text, $4::text, $5::jsonb, $6::int, \
                  CASE WHEN ok THEN 'running' ELSE $7::text END, $8::timestamptz, $9::int, \
                  $10::bigint, $11::bigint, $12::bigint, $13::text, $14::timestamptz, $15::text, \
-                 $16::text, $2::timestamptz, CASE WHEN ok THEN 1 ELSE 0 END, \
-                 CASE WHEN ok THEN $2::timestamptz END, CASE WHEN ok THEN $17::timestamptz END, \
-                 CASE WHEN ok THEN $18::text END \
+                 $16::text, $17::text, $2::timestamptz, CASE WHEN ok THEN 1 ELSE 0 END, \
+                 CASE WHEN ok THEN $2::timestamptz END, CASE WHEN ok THEN $18::timestamptz END, \
+                 CASE WHEN ok THEN $19::text END \
                FROM open RETURNING {TASK_COLUMNS}) \
          SELECT ins.*, CASE WHEN ins.state = 'available' THEN {} END FROM ins",
         notify_tasks_sql("ins.run_at", "ins.priority", "NULL::timestamptz")
@@ -314,8 +314,9 @@ async fn insert_unique<C: GenericClient + Sync>(
         "WITH ins AS ( \
            INSERT INTO sked_tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
              timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, concurrency_key, \
-             traceparent, created_at, unique_key, unique_until) \
-           VALUES ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $2, $17, $18) \
+             traceparent, backoff, created_at, unique_key, unique_until) \
+           VALUES ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $2, $18, \
+             $19) \
            ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND unique_until IS NULL \
              AND state IN {ACTIVE} DO NOTHING \
            RETURNING id, run_at, priority, state) \

@@ -15,7 +15,7 @@ use crate::listen::notify_tasks_sql;
 /// value that every task of a batch shares is sent once (see [`Sent`]): the options are null
 /// for most tasks and stay arrays. `has_children` is set at insert for a workflow's tasks that
 /// others of it wait for (a later task's insert flags its parents otherwise).
-const BULK_COLUMNS: [(&str, &str, bool); 19] = [
+const BULK_COLUMNS: [(&str, &str, bool); 20] = [
     ("queue", "text", true),
     ("kind", "text", true),
     ("payload", "jsonb", false),
@@ -26,6 +26,7 @@ const BULK_COLUMNS: [(&str, &str, bool); 19] = [
     ("timeout_ms", "bigint", false),
     ("backoff_base_ms", "bigint", false),
     ("backoff_max_ms", "bigint", false),
+    ("backoff", "text", false),
     ("schedule", "text", false),
     ("nominal_at", "timestamptz", false),
     ("concurrency_key", "text", false),
@@ -46,7 +47,7 @@ const SENT_ONCE: usize = 6;
 /// trace context; and tasks with parents ([`CHILDREN`]), which also write how they start. The
 /// columns left out are null (or their defaults), and a batch does not send arrays of nulls
 /// for them: bulk enqueues on PostgreSQL were 5–9 % slower with two such arrays.
-pub(super) const SHAPES: [usize; 4] = [7, 12, 14, 19];
+pub(super) const SHAPES: [usize; 4] = [7, 13, 15, 20];
 
 /// The index in [`SHAPES`] of tasks with parents: every column.
 pub(super) const CHILDREN: usize = 3;
@@ -143,6 +144,7 @@ pub(super) struct Columns<'a> {
     pub(super) timeout_ms: Vec<Option<i64>>,
     pub(super) backoff_base_ms: Vec<Option<i64>>,
     pub(super) backoff_max_ms: Vec<Option<i64>>,
+    pub(super) backoff: Vec<Option<String>>,
     pub(super) schedule: Vec<Option<&'a str>>,
     pub(super) nominal_at: Vec<Option<Timestamp>>,
     pub(super) concurrency_key: Vec<Option<&'a str>>,
@@ -176,8 +178,8 @@ impl<'a> Columns<'a> {
         out
     }
 
-    /// The parameters `$1`–`$16` of a one-task insert: the channel, now, then the first
-    /// task's fields in the order of the table's columns.
+    /// The parameters `$1`–`$17` of a one-task insert: the channel, now, then the first
+    /// task's fields in the order of the table's columns, its backoff's spec last.
     pub(super) fn first_row<'p>(&'p self, channel: &'p &str, now: &'p Timestamp) -> Vec<Param<'p>> {
         vec![
             channel,
@@ -196,6 +198,7 @@ impl<'a> Columns<'a> {
             &self.nominal_at[0],
             &self.concurrency_key[0],
             &self.traceparent[0],
+            &self.backoff[0],
         ]
     }
 
@@ -212,8 +215,10 @@ impl<'a> Columns<'a> {
             c.run_at.push(run_at);
             c.max_attempts.push(task.max_attempts);
             c.timeout_ms.push(task.timeout.map(ms));
-            c.backoff_base_ms.push(task.backoff.map(|b| ms(b.base)));
-            c.backoff_max_ms.push(task.backoff.map(|b| ms(b.max)));
+            let (base, max, spec) = sked_store::columns::backoff::columns(task.backoff.as_ref());
+            c.backoff_base_ms.push(base);
+            c.backoff_max_ms.push(max);
+            c.backoff.push(spec);
             c.schedule.push(t.schedule.as_deref());
             c.nominal_at.push(t.nominal_at);
             c.concurrency_key.push(task.key.as_deref());
@@ -269,7 +274,7 @@ impl<'a> BulkParams<'a> {
     /// [`BULK_COLUMNS`], then the values sent once, in that order.
     pub(super) fn params(&'a self, now: &'a Timestamp, columns: usize) -> Vec<Param<'a>> {
         let r = self.rows;
-        let arrays: [Param<'a>; 19] = [
+        let arrays: [Param<'a>; 20] = [
             &self.queue.0,
             &self.kind.0,
             &r.payload,
@@ -280,6 +285,7 @@ impl<'a> BulkParams<'a> {
             &r.timeout_ms,
             &r.backoff_base_ms,
             &r.backoff_max_ms,
+            &r.backoff,
             &r.schedule,
             &r.nominal_at,
             &r.concurrency_key,

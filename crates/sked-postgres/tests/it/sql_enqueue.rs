@@ -38,9 +38,10 @@ async fn sql_enqueue(c: &impl tokio_postgres::GenericClient, t: &NewTask) -> Res
                traceparent => $14, depends_on => $15, on_parent_failure => $16, batch => $17)";
     let parents: Option<&Vec<i64>> = (!t.depends_on.is_empty()).then_some(&t.depends_on);
     let then = t.on_parent_failure.as_str();
+    // SQL takes the exponential shape alone, as its base and max.
     let (base, max) = match t.backoff {
-        Some(b) => (Some(b.base), Some(b.max)),
-        None => (None, None),
+        Some(sked_core::Backoff::Exponential { base, max }) => (Some(base), Some(max)),
+        _ => (None, None),
     };
     let row = c
         .query_one(

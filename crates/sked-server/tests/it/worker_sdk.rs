@@ -209,10 +209,7 @@ async fn a_timed_out_handler_is_stopped_and_retried(mode: Mode) {
     ));
     let mut t = job("slow", json!(null));
     t.timeout = Some(SignedDuration::from_millis(200));
-    t.backoff = Some(sked_core::Backoff {
-        base: SignedDuration::from_millis(10),
-        max: SignedDuration::from_millis(10),
-    });
+    t.backoff = Some(sked_core::Backoff::Fixed(SignedDuration::from_millis(10)));
     let id = e.client.enqueue(t).await.unwrap().id;
     let done = wait_state(&e, id, TaskState::Succeeded).await;
     assert_eq!(done.attempt, 2, "the timed-out attempt was retried");

@@ -17,8 +17,8 @@ use crate::codec::{db_err, ms, ts};
 /// The columns an insert writes, in the order of [`Row::bind`].
 const COLUMNS: &str = "queue, kind, payload, priority, state, run_at, max_attempts, created_at, \
     timeout_ms, unique_key, backoff_base_ms, backoff_max_ms, schedule, nominal_at, concurrency_key, \
-    traceparent";
-const PER_ROW: usize = 16;
+    traceparent, backoff";
+const PER_ROW: usize = 17;
 
 /// The first columns of [`COLUMNS`], all that a task without options (no timeout, key, backoff,
 /// schedule, concurrency key or trace) has to write: the rest default to null. Most enqueues are
@@ -132,6 +132,7 @@ impl<'a> Row<'a> {
     /// plain one) to the parameters after `first` (1-based numbering: `first + 1` on).
     fn bind(&self, stmt: &mut Statement<'_>, first: usize, per_row: usize) -> Result<()> {
         let task = &self.t.task;
+        let (base, max, spec) = sked_store::columns::backoff::columns(task.backoff.as_ref());
         let values: [&dyn ToSql; PER_ROW] = [
             &task.queue,
             &task.kind,
@@ -143,12 +144,13 @@ impl<'a> Row<'a> {
             &self.now,
             &task.timeout.map(ms),
             &task.unique_key,
-            &task.backoff.map(|b| ms(b.base)),
-            &task.backoff.map(|b| ms(b.max)),
+            &base,
+            &max,
             &self.t.schedule,
             &self.t.nominal_at.map(ts),
             &task.key,
             &task.traceparent,
+            &spec,
         ];
         for (i, v) in values.into_iter().take(per_row).enumerate() {
             stmt.raw_bind_parameter(first + i + 1, v).map_err(db_err)?;

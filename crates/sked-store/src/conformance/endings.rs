@@ -288,3 +288,41 @@ pub async fn a_batch_of_successes_alone_answers_briefly(store: &Shared) {
         TaskState::Available
     );
 }
+
+/// A failed attempt waits as its task's backoff says: each shape's delays, in turn, as the
+/// task's run time after each failure (the exponential shape at the middle of its jitter).
+pub async fn each_backoff_shape_sets_the_next_run_time(store: &Shared) {
+    for (spec, delays) in [
+        ("exp:10s..30s", [10, 20, 30, 30]),
+        ("fixed:45s", [45, 45, 45, 45]),
+        ("linear:10s..25s", [10, 20, 25, 25]),
+        ("5s,1m,2m", [5, 60, 120, 120]),
+    ] {
+        let mut t = task("flaky");
+        t.queue = spec.into();
+        t.max_attempts = 5;
+        t.backoff = Some(spec.parse().unwrap());
+        let id = insert(store, t, t0()).await.id;
+        let mut now = t0();
+        for (n, secs) in delays.into_iter().enumerate() {
+            let c = claim_from(store, &[spec], 1, now).await.remove(0);
+            assert_eq!((c.id, c.attempt), (id, n as i32 + 1));
+            let after = finish(store, id, c.attempt, failed(true), now)
+                .await
+                .unwrap();
+            assert_eq!(after.state, TaskState::Retrying, "{spec}");
+            let waited = after.run_at.duration_since(now);
+            assert_eq!(
+                waited,
+                SignedDuration::from_secs(secs),
+                "{spec}: after failure {}",
+                n + 1
+            );
+            now = after.run_at;
+        }
+        assert_eq!(
+            store.task_get(id).await.unwrap().backoff,
+            Some(spec.parse().unwrap())
+        );
+    }
+}

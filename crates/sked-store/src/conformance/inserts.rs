@@ -97,15 +97,21 @@ pub async fn a_large_batch_answers_in_order(store: &Shared) {
             if i == 70 || i == 200 || i == 201 {
                 t.unique_key = Some(format!("large-{}", i.min(200)));
             }
+            if i == 200 {
+                t.backoff = Some("linear:5s..1m".parse().unwrap());
+            }
             // A few tasks with every option among many with none: a store may write tasks
             // without options with fewer columns.
             if (150..153).contains(&i) {
                 t.max_attempts = 4;
                 t.timeout = Some(SignedDuration::from_secs(i.into()));
-                t.backoff = Some(sked_core::Backoff {
-                    base: SignedDuration::from_secs(2),
-                    max: SignedDuration::from_secs(i.into()),
-                });
+                // Each shape of backoff, as its columns hold it.
+                let shapes = [
+                    format!("exp:2s..{i}s"),
+                    format!("fixed:{i}s"),
+                    "1s,1m,1h".into(),
+                ];
+                t.backoff = Some(shapes[(i - 150) as usize].parse().unwrap());
                 t.key = Some(format!("tenant-{i}"));
                 t.traceparent = Some(format!("00-{:032x}-00f067aa0ba902b7-01", i + 1));
             }
@@ -130,8 +136,13 @@ pub async fn a_large_batch_answers_in_order(store: &Shared) {
             (&sent.queue, &sent.kind, &sent.payload)
         );
         assert_eq!(
-            (got.priority, got.max_attempts, got.timeout, got.backoff),
-            (sent.priority, sent.max_attempts, sent.timeout, sent.backoff),
+            (got.priority, got.max_attempts, got.timeout, &got.backoff),
+            (
+                sent.priority,
+                sent.max_attempts,
+                sent.timeout,
+                &sent.backoff
+            ),
             "task {i}"
         );
         assert_eq!((&got.key, &got.traceparent), (&sent.key, &sent.traceparent));
@@ -154,17 +165,14 @@ pub async fn a_large_batch_answers_in_order(store: &Shared) {
     // A batch whose options are a timeout and a backoff alone.
     let mut timed = task("timed");
     timed.timeout = Some(SignedDuration::from_secs(9));
-    timed.backoff = Some(sked_core::Backoff {
-        base: SignedDuration::from_secs(1),
-        max: SignedDuration::from_secs(8),
-    });
+    timed.backoff = Some("linear:1s..8s".parse().unwrap());
     let batch = [task("plain"), timed, task("plain")];
     let answers = insert_batch(store, &batch, now).await;
     for (sent, answer) in batch.iter().zip(&answers) {
         let got = store.task_get(answer.id).await.unwrap();
         assert_eq!(
-            (&got.kind, got.timeout, got.backoff),
-            (&sent.kind, sent.timeout, sent.backoff)
+            (&got.kind, got.timeout, &got.backoff),
+            (&sent.kind, sent.timeout, &sent.backoff)
         );
         assert_eq!((&got.key, &got.traceparent), (&None, &None));
     }

@@ -65,7 +65,7 @@ macro_rules! conformance_tests {
             claim_in_priority_order, claim_merges_queues_in_priority_order, future_tasks_wait_until_due, paused_queue_gives_nothing,
             concurrency_limit_caps_running, claim_filters_queues_and_kinds,
             a_per_key_limit_caps_each_key, a_per_key_rate_caps_each_keys_starts, keys_take_turns_across_claims, a_higher_priority_goes_first_across_keys,
-            heartbeat_extends_and_rejects_stale, complete_records_result_and_attempt, a_batch_of_endings_ends_each_as_alone, a_batch_of_distinct_endings_ends_each_as_alone,
+            heartbeat_extends_and_rejects_stale, complete_records_result_and_attempt, a_batch_of_endings_ends_each_as_alone, each_backoff_shape_sets_the_next_run_time, a_batch_of_distinct_endings_ends_each_as_alone,
             a_batch_of_brief_endings_ends_each_as_alone, a_batch_of_distinct_brief_endings_ends_each_as_alone,
             a_batch_of_successes_alone_answers_briefly,
             fail_retries_with_backoff_until_dead, fatal_failure_is_dead_at_once,
