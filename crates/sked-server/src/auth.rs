@@ -307,6 +307,7 @@ mod tests {
         assert_eq!(scope(Method::GET, "/v1/work"), Scope::Work);
         assert_eq!(scope(Method::POST, "/v1/queues/{name}/pause"), Scope::Admin);
         assert_eq!(scope(Method::DELETE, "/v1/schedules/{name}"), Scope::Admin);
+        assert_eq!(scope(Method::DELETE, "/v1/tasks/{id}"), Scope::Admin);
         // Reads change nothing; every change is admin's but adding tasks and working them.
         for (m, p) in &routes {
             let needs = required(m, p);
