@@ -424,7 +424,8 @@ mod tests {
             "backoff_max_ms"
         );
         assert_eq!(TASK_COLUMNS[TaskColumn::Result.at()], "result");
-        assert_eq!(TaskColumn::Traceparent.at() + 1, TASK_COLUMNS.len());
+        assert_eq!(TASK_COLUMNS[TaskColumn::Traceparent.at()], "traceparent");
+        assert_eq!(TaskColumn::Backoff.at() + 1, TASK_COLUMNS.len());
         assert!(selects_task_columns(&TASK_COLUMNS.join(", ")));
         assert!(!selects_task_columns("id, kind, queue"));
     }
