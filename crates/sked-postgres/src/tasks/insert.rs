@@ -297,12 +297,12 @@ async fn insert_unique<C: GenericClient + Sync>(
         "SELECT id, state FROM sked_tasks WHERE unique_key = $1 \
          AND unique_until IS NULL AND state IN {ACTIVE}"
     );
-    let window = match (window, until) {
+    let held = match (window, until) {
         (Some(row), _) => Some(row),
         (None, Some(_)) => c.query_opt(&holder_sql, &[key]).await.map_err(db_err)?,
         (None, None) => None,
     };
-    if let Some(row) = window {
+    if let Some(row) = held {
         return Ok(TaskInserted {
             id: col(&row, 0)?,
             state: state(col(&row, 1)?)?,
