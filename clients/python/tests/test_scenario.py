@@ -76,6 +76,14 @@ class Scenario(unittest.TestCase):
         self.sked.remove_queue("py-new")
         self.assertNotIn("py-new", [q["name"] for q in self.sked.queues()])
 
+    def test_a_task_not_started_by_its_deadline_expires(self):
+        self.sked.pause_queue("py-late", create=True)
+        added = self.sked.enqueue("py.late", None, queue="py-late", ttl="1s")
+        self.assertIn("expires_at", self.sked.get(added["id"]))
+        self.assertEqual(self.sked.wait(added["id"], timeout=15)["state"], "expired")
+        with self.assertRaises(InvalidInput):
+            self.sked.enqueue("py.late", None, expires_at="2000-01-01T00:00:00Z")
+
     def test_the_asyncio_client_makes_the_same_calls(self):
         async def scenario():
             sked = AsyncClient(os.environ["SKED_URL"], os.environ.get("SKED_TOKEN"))

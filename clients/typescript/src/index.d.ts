@@ -37,6 +37,10 @@ export interface TaskOptions {
   unique_for?: string;
   debounce?: string;
   backoff?: Json;
+  /** Its deadline to start, counted from its run time ("30m"): not started by then, it ends `expired`. */
+  ttl?: string;
+  /** Its deadline to start, RFC 3339: not started by then, it ends `expired` and never runs. */
+  expires_at?: string;
   key?: string;
   /** The W3C trace context the task continues; by default the active OpenTelemetry span's. */
   traceparent?: string;

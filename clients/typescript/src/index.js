@@ -140,10 +140,10 @@ export class Client {
   get(id) {
     return this.call("GET", `/v1/tasks/${Number(id)}`);
   }
-  /** The task once it has ended (succeeded, dead or cancelled), or as it is after `timeoutMs`:
+  /** The task once it has ended (succeeded, dead, cancelled or expired), or as it is after `timeoutMs`:
    * long-polls of at most 30 s each. */
   wait(id, { timeoutMs = 3_600_000 } = {}) {
-    return this.#longPoll(`/v1/tasks/${Number(id)}`, (t) => ["succeeded", "dead", "cancelled"].includes(t.state), timeoutMs);
+    return this.#longPoll(`/v1/tasks/${Number(id)}`, (t) => ["succeeded", "dead", "cancelled", "expired"].includes(t.state), timeoutMs);
   }
   /** `GET path?wait=…` until `done(answer)` or `timeoutMs`: long-polls of at most 30 s each. */
   async #longPoll(path, done, timeoutMs) {

@@ -46,6 +46,14 @@ test("tasks, schedules, queues and errors", async () => {
   assert.ok(!(await sked.queues()).some((queue) => queue.name === "ts-new"));
 });
 
+test("a task not started by its deadline expires", async () => {
+  await sked.pauseQueue("ts-late", { create: true });
+  const added = await sked.enqueue("ts.late", null, { queue: "ts-late", ttl: "1s" });
+  assert.ok((await sked.get(added.id)).expires_at);
+  assert.equal((await sked.wait(added.id, { timeoutMs: 15000 })).state, "expired");
+  await assert.rejects(sked.enqueue("ts.late", null, { expires_at: "2000-01-01T00:00:00Z" }), errors.InvalidInput);
+});
+
 test("the rest of the API", async () => {
   // Every page of a list; why a task waits; bulk changes with a dry run first.
   const ids = [];

@@ -122,13 +122,14 @@ fn frame(o: &Overview) -> String {
     );
     let _ = writeln!(
         f,
-        "last 15 min: succeeded {} [{}]  failed {} [{}]  dead {}  cancelled {}\n",
+        "last 15 min: succeeded {} [{}]  failed {} [{}]  dead {}  cancelled {}  expired {}\n",
         ok.iter().sum::<u64>(),
         spark(&ok),
         failed.iter().sum::<u64>(),
         spark(&failed),
         dead.iter().sum::<u64>(),
         cancelled.iter().sum::<u64>(),
+        buckets.iter().map(|b| b.expired).sum::<u64>(),
     );
     let rows = o
         .queues

@@ -70,6 +70,19 @@ pub struct NewTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Backoff>))]
     pub backoff: Option<Backoff>,
+    /// Its deadline to start: a task that has not started by then ends `expired` and never
+    /// runs. After its run time (see `ttl` for a deadline counted from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
+    /// Its deadline to start, counted from its run time (`run_at`, or its enqueue): `30m`
+    /// makes a task due at 09:00 expire at 09:30 unless it started. Not with `expires_at`.
+    #[serde(
+        default,
+        with = "crate::serde_duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Duration>))]
+    pub ttl: Option<SignedDuration>,
     /// A concurrency key (a tenant, say): a queue's per-key limit caps the running tasks of
     /// each key, and claims take keys in turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -209,6 +222,8 @@ impl NewTask {
             unique_for: None,
             debounce: None,
             backoff: None,
+            expires_at: None,
+            ttl: None,
             key: None,
             traceparent: None,
             depends_on: Vec::new(),
@@ -314,6 +329,40 @@ impl NewTask {
         self
     }
 
+    /// Not started by `at`, it ends `expired` and never runs.
+    pub fn expires_at(mut self, at: Timestamp) -> NewTask {
+        self.expires_at = Some(at);
+        self
+    }
+
+    /// Not started within `ttl` of its run time, it ends `expired` and never runs.
+    pub fn ttl(mut self, ttl: SignedDuration) -> NewTask {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Its deadline to start, enqueued at `now`: `expires_at`, or `ttl` after its run time.
+    /// An error when the deadline is not after its run time and `now`: such a task could
+    /// never run.
+    pub fn deadline(&self, now: Timestamp) -> Result<Option<Timestamp>, SpecError> {
+        let run_at = self.run_at.unwrap_or(now);
+        let deadline = match (self.expires_at, self.ttl) {
+            (Some(at), _) => at,
+            (None, Some(ttl)) => run_at
+                .checked_add(ttl)
+                .map_err(|e| SpecError::new(format!("ttl: {e}")))?,
+            (None, None) => return Ok(None),
+        };
+        let earliest = run_at.max(now);
+        if deadline <= earliest {
+            return Err(SpecError::new(format!(
+                "the task's deadline to start ({deadline}) is not after its run time or now \
+                 ({earliest}): it could never run"
+            )));
+        }
+        Ok(Some(deadline))
+    }
+
     /// Checks everything that can be checked without a store.
     pub fn validate(&self) -> Result<(), SpecError> {
         self.validate_fields()?;
@@ -371,6 +420,17 @@ impl NewTask {
         }
         if let Some(b) = &self.backoff {
             b.validate()?;
+        }
+        if let Some(ttl) = self.ttl {
+            if self.expires_at.is_some() {
+                return Err(SpecError::new(
+                    "give ttl or expires_at, not both: each sets the task's deadline to start",
+                ));
+            }
+            if ttl <= SignedDuration::ZERO {
+                return Err(SpecError::new("ttl must be positive"));
+            }
+            crate::check_duration("ttl", ttl)?;
         }
         check_parents(&self.depends_on)?;
         if !self.depends_on.is_empty() && self.debounce.is_some() {

@@ -8,7 +8,8 @@
 //!   reschedule ─┘                     └──── rescue ────────┘   fail (fatal / out of attempts) ─► dead
 //!  a parent dead or cancelled: waiting ─► cancelled (or it counts as done, if the task says so)
 //!  cancel: waiting/scheduled/available/retrying ─► cancelled; running ─► running + cancel requested ─► cancelled
-//!  retry (manual): succeeded/dead/cancelled ─► available
+//!  not started by its deadline (`expires_at`): waiting/scheduled/available ─► expired
+//!  retry (manual): succeeded/dead/cancelled/expired ─► available
 //! ```
 
 use std::fmt;
@@ -44,10 +45,12 @@ pub enum TaskState {
     Dead,
     /// Cancelled before or while it ran (set by cancel, or by a worker acknowledging it).
     Cancelled,
+    /// Not started by its deadline (`expires_at`): it never ran (set by the leader).
+    Expired,
 }
 
 impl TaskState {
-    pub const ALL: [TaskState; 8] = [
+    pub const ALL: [TaskState; 9] = [
         TaskState::Waiting,
         TaskState::Scheduled,
         TaskState::Available,
@@ -56,6 +59,7 @@ impl TaskState {
         TaskState::Succeeded,
         TaskState::Dead,
         TaskState::Cancelled,
+        TaskState::Expired,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -68,13 +72,14 @@ impl TaskState {
             TaskState::Succeeded => "succeeded",
             TaskState::Dead => "dead",
             TaskState::Cancelled => "cancelled",
+            TaskState::Expired => "expired",
         }
     }
 
     pub fn parse(s: &str) -> Result<TaskState, SpecError> {
         TaskState::ALL.into_iter().find(|st| st.as_str() == s).ok_or_else(|| {
             SpecError::new(format!(
-                "unknown task state {s:?}: expected one of waiting, scheduled, available, running, retrying, succeeded, dead, cancelled"
+                "unknown task state {s:?}: expected one of waiting, scheduled, available, running, retrying, succeeded, dead, cancelled, expired"
             ))
         })
     }
@@ -88,7 +93,7 @@ impl TaskState {
     pub fn is_finished(self) -> bool {
         matches!(
             self,
-            TaskState::Succeeded | TaskState::Dead | TaskState::Cancelled
+            TaskState::Succeeded | TaskState::Dead | TaskState::Cancelled | TaskState::Expired
         )
     }
 }
@@ -128,6 +133,8 @@ pub enum Transition {
     /// A scheduled run waiting to retry ends dead: its schedule's next occurrence was planned
     /// (moved by the scheduler).
     StopRetrying,
+    /// A task that has not started by its deadline ends expired (by the leader).
+    Expire,
 }
 
 impl Transition {
@@ -146,8 +153,9 @@ impl Transition {
             Transition::Cancel | Transition::Reschedule => {
                 &[Waiting, Scheduled, Available, Retrying]
             }
-            Transition::Retry => &[Succeeded, Dead, Cancelled],
+            Transition::Retry => &[Succeeded, Dead, Cancelled, Expired],
             Transition::StopRetrying => &[Retrying],
+            Transition::Expire => &[Waiting, Scheduled, Available],
         }
     }
 
@@ -165,6 +173,7 @@ impl Transition {
             Transition::Retry => "retry",
             Transition::Reschedule => "reschedule",
             Transition::StopRetrying => "stop_retrying",
+            Transition::Expire => "expire",
         }
     }
 
@@ -253,6 +262,10 @@ pub struct Task {
     pub unique_key: Option<String>,
     #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::BackoffSpec>))]
     pub backoff: Option<Backoff>,
+    /// Its deadline to start: not started by then, it ends `expired` and never runs. Once it
+    /// has started, its retries are not held to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
     pub schedule: Option<String>,
     pub nominal_at: Option<Timestamp>,
     pub created_at: Timestamp,
@@ -330,6 +343,7 @@ mod tests {
             Transition::Retry,
             Transition::Reschedule,
             Transition::StopRetrying,
+            Transition::Expire,
         ] {
             for s in TaskState::ALL {
                 assert_eq!(

@@ -70,7 +70,7 @@ pub(crate) const TASK_COLUMNS: &str = "t.id, t.queue, t.kind, t.payload, t.prior
     t.attempt, t.max_attempts, t.timeout_ms, t.unique_key, t.backoff_base_ms, t.backoff_max_ms, \
     t.schedule, t.nominal_at, t.created_at, t.started_at, t.finished_at, t.lease_expires_at, \
     t.worker, t.cancel_requested, t.last_error, t.result, t.concurrency_key, t.traceparent, \
-    t.backoff";
+    t.backoff, t.expires_at";
 
 /// [`TASK_COLUMNS`] for lists without payloads: payload and result read as null, the error
 /// cut short, so that none of them is read whole (or de-TOASTed).
@@ -79,7 +79,7 @@ pub(crate) const TASK_COLUMNS_LEAN: &str = "t.id, t.queue, t.kind, 'null'::jsonb
     t.backoff_base_ms, t.backoff_max_ms, t.schedule, t.nominal_at, t.created_at, t.started_at, \
     t.finished_at, t.lease_expires_at, t.worker, t.cancel_requested, \
     left(t.last_error,1024) AS last_error, NULL::jsonb AS result, t.concurrency_key, t.traceparent, \
-    t.backoff";
+    t.backoff, t.expires_at";
 
 /// A task from a row selected with [`TASK_COLUMNS`], by column name.
 pub(crate) fn task_from_row(r: &Row) -> Result<Task, StoreError> {
@@ -102,6 +102,7 @@ pub(crate) fn task_from_row(r: &Row) -> Result<Task, StoreError> {
         timeout: col::<Option<i64>>(r, C::TimeoutMs.at())?.map(SignedDuration::from_millis),
         unique_key: col(r, C::UniqueKey.at())?,
         backoff,
+        expires_at: col(r, C::ExpiresAt.at())?,
         schedule: col(r, C::Schedule.at())?,
         nominal_at: col(r, C::NominalAt.at())?,
         created_at: col(r, C::CreatedAt.at())?,

@@ -458,6 +458,16 @@ impl Store for PgStore {
         Ok(rescued)
     }
 
+    async fn task_expire(&self, params: TaskExpireParams) -> Result<Vec<TaskId>> {
+        let expired = self
+            .op(async |c, ch| tasks::expire(c, ch, &params).await)
+            .await?;
+        if !expired.is_empty() {
+            self.positions.forget();
+        }
+        Ok(expired)
+    }
+
     async fn task_prune(&self, params: TaskPruneParams) -> Result<u64> {
         self.op(async |c, _| tasks::prune(c, &params).await).await
     }

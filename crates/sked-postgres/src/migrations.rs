@@ -47,6 +47,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
         include_str!("../migrations/0028_unique_windows_alone.sql"),
     ),
     (29, include_str!("../migrations/0029_backoff_shapes.sql")),
+    (30, include_str!("../migrations/0030_expiry.sql")),
 ];
 
 /// A fingerprint of every migration's text: schemas migrated by the same migrations share it.

@@ -61,6 +61,7 @@ pub(crate) async fn run_samples(
                 "succeeded" => RunEnd::Succeeded,
                 "dead" => RunEnd::Dead,
                 "failed" => RunEnd::Failed,
+                "expired" => RunEnd::Expired,
                 _ => RunEnd::Cancelled,
             },
             run_ms: col(r, 2)?,
@@ -94,6 +95,7 @@ pub(crate) async fn activity(c: &mut Object, p: &ActivityParams) -> Result<Vec<A
             "succeeded" => b.succeeded += n,
             "dead" => b.dead += n,
             "cancelled" => b.cancelled += n,
+            "expired" => b.expired += n,
             _ => b.failed += n,
         }
     }

@@ -6,7 +6,7 @@
 
 const REFRESH_MS = 2000;
 const PAYLOAD_PREVIEW = 4000;
-const STATES = ["waiting", "scheduled", "available", "running", "retrying", "succeeded", "dead", "cancelled"];
+const STATES = ["waiting", "scheduled", "available", "running", "retrying", "succeeded", "dead", "cancelled", "expired"];
 
 let token = sessionStorage.getItem("sked-token");
 let live = true;
@@ -239,7 +239,7 @@ function heldText(held) {
 
 function activityChart(buckets) {
   const W = 600, H = 120, pad = 18;
-  const kinds = [["succeeded", "ok"], ["failed", "warn"], ["dead", "bad"], ["cancelled", "muted"]];
+  const kinds = [["succeeded", "ok"], ["failed", "warn"], ["dead", "bad"], ["cancelled", "muted"], ["expired", "muted"]];
   const max = Math.max(1, ...buckets.map((b) => kinds.reduce((n, [k]) => n + b[k], 0)));
   const bw = (W - pad) / buckets.length;
   const chart = svg("svg", { viewBox: `0 0 ${W} ${H + pad}`, class: "chart", role: "img", "aria-label": "Ended tasks per minute" });
@@ -541,7 +541,7 @@ function localInput(iso) {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 
-const FINISHED = ["succeeded", "dead", "cancelled"];
+const FINISHED = ["succeeded", "dead", "cancelled", "expired"];
 const UNFINISHED = ["waiting", "scheduled", "available", "retrying", "running"];
 
 /** The states a bulk action over the page's filter takes: the chosen one if it applies, or
@@ -549,7 +549,7 @@ const UNFINISHED = ["waiting", "scheduled", "available", "retrying", "running"];
 function bulkStates(act, state) {
   const applies = act === "cancel" ? UNFINISHED : FINISHED;
   if (state) return applies.includes(state) ? [state] : null;
-  return act === "retry" ? ["dead", "cancelled"] : applies;
+  return act === "retry" ? ["dead", "cancelled", "expired"] : applies;
 }
 
 /** A bulk action over every task the filter matches: counted first, confirmed, then done a
@@ -629,7 +629,7 @@ function taskActions(t) {
   const out = [];
   const retry = () => post(`/v1/tasks/${t.id}/retry`);
   const done = `#${t.id}: queued to run now`;
-  if (["dead", "cancelled"].includes(t.state)) {
+  if (["dead", "cancelled", "expired"].includes(t.state)) {
     out.push(action("Retry", retry, { name: "retry", done }));
   } else if (["retrying", "scheduled"].includes(t.state)) {
     out.push(action("Run now", retry, { name: "run-now", done }));
@@ -637,7 +637,7 @@ function taskActions(t) {
     // Work done twice by accident is worse than a second click.
     out.push(action("Run again", retry, { name: "run-again", done, confirm: `Task #${t.id} succeeded. Run it again?` }));
   }
-  if (!["dead", "cancelled", "succeeded"].includes(t.state)) {
+  if (!FINISHED.includes(t.state)) {
     out.push(action("Cancel", () => post(`/v1/tasks/${t.id}/cancel`), { name: "cancel", danger: true, confirm: `Cancel task #${t.id}?` }));
   }
   return out;
@@ -725,7 +725,10 @@ function timeline(t) {
     events.push([`attempt ${a.attempt} started on ${a.worker}`, a.started_at]);
     if (a.finished_at) events.push([`attempt ${a.attempt} ${a.outcome}${a.error ? ": " + truncate(a.error, 200) : ""}`, a.finished_at]);
   }
-  if (!t.state.match(/succeeded|dead|cancelled|running/)) events.push([`runs (${t.state})`, t.run_at]);
+  if (!t.state.match(/succeeded|dead|cancelled|expired|running/)) events.push([`runs (${t.state})`, t.run_at]);
+  if (t.expires_at && (t.state === "expired" || t.attempt === 0)) {
+    events.push([t.state === "expired" ? "expired: not started by its deadline" : "must start by then, or it expires", t.expires_at]);
+  }
   events.sort((a, b) => new Date(a[1]) - new Date(b[1]));
   return h("ol", { class: "timeline" }, events.map(([what, ts]) => h("li", {}, when(ts), " ", what)));
 }
@@ -818,7 +821,7 @@ async function workflows(query) {
       h("td", {}, h("a", { href: `#/workflows/${w.id}` }, `#${w.id}`)),
       h("td", {}, w.name || "—"),
       h("td", {}, pill(w.state)),
-      h("td", { class: "num" }, `${STATES.filter((s) => ["succeeded", "dead", "cancelled"].includes(s)).reduce((n, s) => n + (w.counts[s] || 0), 0)}/${w.total}`),
+      h("td", { class: "num" }, `${STATES.filter((s) => FINISHED.includes(s)).reduce((n, s) => n + (w.counts[s] || 0), 0)}/${w.total}`),
       h("td", { class: "small" }, countsText(w.counts)),
       h("td", {}, when(w.created_at)),
       h("td", {}, when(w.finished_at)),

@@ -129,7 +129,7 @@ fn window(minutes: Option<u32>, default: u32) -> Result<u32, ApiError> {
     get,
     path = "/activity",
     operation_id = "activity",
-    summary = "Ended work per minute over the last minutes, across all nodes: succeeded, failed (attempts retried), dead, cancelled; every minute present, oldest first",
+    summary = "Ended work per minute over the last minutes, across all nodes: succeeded, failed (attempts retried), dead, cancelled, expired; every minute present, oldest first",
     params(ActivityQuery),
     responses((status = 200, description = "OK", body = sked::api::Activity))
 )]

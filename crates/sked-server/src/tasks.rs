@@ -138,7 +138,7 @@ pub(crate) fn wait_for(s: &AppState, wait: &str) -> ApiResult<std::time::Duratio
 pub(crate) struct ListQuery {
     /// Comma-separated states.
     #[param(
-        pattern = r"^(?:(?:waiting|scheduled|available|running|retrying|succeeded|dead|cancelled)?,)*(?:waiting|scheduled|available|running|retrying|succeeded|dead|cancelled)?$"
+        pattern = r"^(?:(?:waiting|scheduled|available|running|retrying|succeeded|dead|cancelled|expired)?,)*(?:waiting|scheduled|available|running|retrying|succeeded|dead|cancelled|expired)?$"
     )]
     state: Option<String>,
     queue: Option<String>,
@@ -241,7 +241,7 @@ pub(crate) async fn list(
     delete,
     path = "/tasks/{id}",
     operation_id = "deleteTask",
-    summary = "Delete a task that has ended (succeeded, dead or cancelled), with its attempts",
+    summary = "Delete a task that has ended (succeeded, dead, cancelled or expired), with its attempts",
     params(("id" = i64, Path, description = "The task.")),
     responses((status = 204, description = "Deleted (409 while the task has not ended: cancel it first; 404 when there is no such task)"))
 )]

@@ -60,14 +60,15 @@ pub(crate) fn json(s: &str) -> serde_json::Value {
 pub(crate) const TASK_COLUMNS: &str = "id, queue, kind, payload, priority, state, run_at, attempt, \
     max_attempts, timeout_ms, unique_key, backoff_base_ms, backoff_max_ms, schedule, nominal_at, \
     created_at, started_at, finished_at, lease_expires_at, worker, cancel_requested, last_error, result, \
-    concurrency_key, traceparent, backoff";
+    concurrency_key, traceparent, backoff, expires_at";
 
 /// [`TASK_COLUMNS`] for lists without payloads: payload and result read as null, the error
 /// cut short, so that none of them is read whole.
 pub(crate) const TASK_COLUMNS_LEAN: &str = "id, queue, kind, 'null' AS payload, priority, state, run_at, \
     attempt, max_attempts, timeout_ms, unique_key, backoff_base_ms, backoff_max_ms, schedule, \
     nominal_at, created_at, started_at, finished_at, lease_expires_at, worker, cancel_requested, \
-    substr(last_error,1,1024) AS last_error, NULL AS result, concurrency_key, traceparent, backoff";
+    substr(last_error,1,1024) AS last_error, NULL AS result, concurrency_key, traceparent, backoff, \
+    expires_at";
 
 /// A text column, borrowed from the row (no copy).
 pub(crate) fn text<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<&'r str> {
@@ -100,6 +101,7 @@ pub(crate) fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
             .map(SignedDuration::from_millis),
         unique_key: r.get(C::UniqueKey.at())?,
         backoff,
+        expires_at: opt_ts(r.get(C::ExpiresAt.at())?),
         schedule: r.get(C::Schedule.at())?,
         nominal_at: opt_ts(r.get(C::NominalAt.at())?),
         created_at: from_ts(r.get(C::CreatedAt.at())?),

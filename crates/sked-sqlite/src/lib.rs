@@ -392,6 +392,10 @@ impl Store for SqliteStore {
         self.write(move |tx| tasks::rescue(tx, &params)).await
     }
 
+    async fn task_expire(&self, params: TaskExpireParams) -> Result<Vec<TaskId>> {
+        self.write(move |tx| tasks::expire(tx, &params)).await
+    }
+
     async fn task_prune(&self, params: TaskPruneParams) -> Result<u64> {
         self.write(move |tx| tasks::prune(tx, &params)).await
     }

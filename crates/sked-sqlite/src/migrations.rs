@@ -51,6 +51,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../migrations/0026_unique_windows_alone.sql"),
     ),
     (27, include_str!("../migrations/0027_backoff_shapes.sql")),
+    (28, include_str!("../migrations/0028_expiry.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

@@ -41,6 +41,7 @@ pub(crate) fn activity(conn: &Connection, p: &ActivityParams) -> Result<Vec<Acti
         match st.as_str() {
             "succeeded" => b.succeeded += n,
             "dead" => b.dead += n,
+            "expired" => b.expired += n,
             _ => b.cancelled += n,
         }
     }
@@ -161,6 +162,7 @@ pub(crate) fn run_samples(
         let end_as = match state.as_str() {
             "succeeded" => RunEnd::Succeeded,
             "dead" => RunEnd::Dead,
+            "expired" => RunEnd::Expired,
             _ => RunEnd::Cancelled,
         };
         out.push(RunSample {

@@ -5,7 +5,7 @@
 use std::sync::LazyLock;
 
 use sked_store::counts;
-use sked_store::states::{ACTIVE_ANY, FINISHED, FINISHED_ANY, Spelling, TIMED};
+use sked_store::states::{ACTIVE_ANY, EXPIRABLE_ANY, FINISHED, FINISHED_ANY, Spelling, TIMED};
 
 /// Waiting tasks that are due become available (`?1`: now).
 pub(crate) static STAGE: LazyLock<String> = LazyLock::new(|| {
@@ -43,6 +43,15 @@ pub(crate) const CHILD_EDGES: &str = "SELECT e.child, e.parent, e.run_anyway, t.
 /// A schedule's (`?1`) unfinished tasks.
 pub(crate) static SCHEDULE_ACTIVE: LazyLock<String> = LazyLock::new(|| {
     format!("SELECT id FROM tasks WHERE schedule = ?1 AND {ACTIVE_ANY} ORDER BY id")
+});
+
+/// The tasks past their deadline (`?1`: now) that have not started, soonest first, at most
+/// `?2`: read from the index of tasks that can expire.
+pub(crate) static EXPIRING: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT id FROM tasks WHERE expires_at IS NOT NULL AND attempt = 0 AND {EXPIRABLE_ANY} \
+         AND expires_at <= ?1 ORDER BY expires_at LIMIT ?2"
+    )
 });
 
 /// The distinct queues of the tasks that match `cond` (see [`counts::queue_walk`]), as the
@@ -220,7 +229,11 @@ mod tests {
         let keyed_heads = keyed_heads(" AND kind IN (?5)");
         let unkeyed_heads = unkeyed_heads(" AND kind IN (?5)");
         let keyed_level = keyed_level(" AND kind IN (?3)");
-        let cases: [(&str, &[&str]); 19] = [
+        let cases: [(&str, &[&str]); 20] = [
+            (
+                &EXPIRING,
+                &["tasks_expiring (expires_at>? AND expires_at<?)"],
+            ),
             (ANY_WAITING, &["tasks_waiting_for_parents"]),
             (CHILD_EDGES, &["COVERING INDEX task_edges_parent"]),
             (&AVAILABLE_QUEUES, &["COVERING INDEX tasks_available_queue"]),

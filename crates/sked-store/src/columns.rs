@@ -36,6 +36,8 @@ pub enum TaskColumn {
     Traceparent,
     /// A backoff of another shape than the exponential one, as its spec (see [`backoff`]).
     Backoff,
+    /// Its deadline to start.
+    ExpiresAt,
 }
 
 impl TaskColumn {
@@ -46,7 +48,7 @@ impl TaskColumn {
 }
 
 /// The column names, in order.
-pub const TASK_COLUMNS: [&str; 26] = [
+pub const TASK_COLUMNS: [&str; 27] = [
     "id",
     "queue",
     "kind",
@@ -73,6 +75,7 @@ pub const TASK_COLUMNS: [&str; 26] = [
     "concurrency_key",
     "traceparent",
     "backoff",
+    "expires_at",
 ];
 
 /// How a task's backoff is stored: the exponential shape in `backoff_base_ms` and
@@ -425,7 +428,7 @@ mod tests {
         );
         assert_eq!(TASK_COLUMNS[TaskColumn::Result.at()], "result");
         assert_eq!(TASK_COLUMNS[TaskColumn::Traceparent.at()], "traceparent");
-        assert_eq!(TaskColumn::Backoff.at() + 1, TASK_COLUMNS.len());
+        assert_eq!(TaskColumn::ExpiresAt.at() + 1, TASK_COLUMNS.len());
         assert!(selects_task_columns(&TASK_COLUMNS.join(", ")));
         assert!(!selects_task_columns("id, kind, queue"));
     }

@@ -19,7 +19,9 @@ fn index_predicate(state: TaskState, spelling: Spelling) -> String {
         TaskState::Scheduled | TaskState::Retrying => format!("state IN {TIMED}"),
         TaskState::Available => "state = 'available'".into(),
         TaskState::Running => "state = 'running'".into(),
-        TaskState::Succeeded | TaskState::Dead | TaskState::Cancelled => spelling.finished(),
+        TaskState::Succeeded | TaskState::Dead | TaskState::Cancelled | TaskState::Expired => {
+            spelling.finished()
+        }
     }
 }
 

@@ -24,6 +24,8 @@ pub enum RunEnd {
     /// Failed for good.
     Dead,
     Cancelled,
+    /// Not started by its deadline.
+    Expired,
 }
 
 /// One ended run: its task's kind, how it ended, and how long it ran (`None` when it never
@@ -46,6 +48,9 @@ pub struct KindStats {
     pub failed: u64,
     /// Tasks cancelled (not counted as runs).
     pub cancelled: u64,
+    /// Tasks that expired before they started (not counted as runs).
+    #[serde(default)]
+    pub expired: u64,
     /// Runs per minute over the window.
     pub runs_per_minute: f64,
     /// `failed` / `runs` (0 when there was no run).
@@ -72,6 +77,7 @@ pub fn kind_stats(samples: &[RunSample], minutes: u32) -> Vec<KindStats> {
         runs: u64,
         failed: u64,
         cancelled: u64,
+        expired: u64,
         times: Vec<i64>,
     }
     let mut by_kind: BTreeMap<&str, Tally> = BTreeMap::new();
@@ -79,6 +85,7 @@ pub fn kind_stats(samples: &[RunSample], minutes: u32) -> Vec<KindStats> {
         let t = by_kind.entry(&s.kind).or_default();
         match s.end {
             RunEnd::Cancelled => t.cancelled += 1,
+            RunEnd::Expired => t.expired += 1,
             end => {
                 t.runs += 1;
                 if end != RunEnd::Succeeded {
@@ -97,6 +104,7 @@ pub fn kind_stats(samples: &[RunSample], minutes: u32) -> Vec<KindStats> {
                 runs: t.runs,
                 failed: t.failed,
                 cancelled: t.cancelled,
+                expired: t.expired,
                 runs_per_minute: t.runs as f64 / f64::from(minutes.max(1)),
                 failure_rate: if t.runs == 0 {
                     0.0
@@ -131,6 +139,7 @@ mod tests {
         samples.push(run("email", RunEnd::Dead, Some(2000)));
         samples.push(run("email", RunEnd::Cancelled, None));
         samples.push(run("report", RunEnd::Cancelled, None));
+        samples.push(run("report", RunEnd::Expired, None));
         let stats = kind_stats(&samples, 10);
         assert_eq!(stats.len(), 2);
         let email = &stats[0];
@@ -140,7 +149,7 @@ mod tests {
         // 102 timed runs: the 51st and the 97th by nearest rank.
         assert_eq!((email.p50_ms, email.p95_ms), (Some(51), Some(97)));
         let report = &stats[1];
-        assert_eq!((report.runs, report.cancelled), (0, 1));
+        assert_eq!((report.runs, report.cancelled, report.expired), (0, 1, 1));
         assert_eq!((report.failure_rate, report.p50_ms), (0.0, None));
     }
 

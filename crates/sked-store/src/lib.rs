@@ -12,6 +12,7 @@ pub mod columns;
 pub mod conformance;
 pub mod counts;
 mod error;
+pub mod expiry;
 pub mod keyed;
 pub mod kinds;
 pub mod page;
@@ -171,6 +172,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Re-queues running tasks whose lease expired (or marks them dead when out of attempts,
     /// cancelled when a cancel was requested). Returns the rescued ids.
     async fn task_rescue(&self, params: TaskRescueParams) -> Result<Vec<TaskId>>;
+
+    /// Ends `expired` the tasks that have not started by their deadline (`expires_at` at or
+    /// before `now`, attempt 0, not running), at most `limit`, soonest deadline first, doing
+    /// to the tasks waiting for them and to their batches what any end does. Returns their
+    /// ids. Claims never take such a task, whether or not this has run.
+    async fn task_expire(&self, params: TaskExpireParams) -> Result<Vec<TaskId>>;
 
     /// Deletes one task that has ended (succeeded, dead or cancelled), with its attempts: not
     /// found when there is no such task, a conflict when it has not ended.

@@ -24,6 +24,21 @@ pub fn state_after_reschedule(state: TaskState, run_at: Timestamp, now: Timestam
     }
 }
 
+/// Checks that `task` may be moved to `run_at`: a task that has not started must still be
+/// able to start by its deadline.
+pub fn check_reschedule(task: &Task, run_at: Timestamp) -> crate::Result<()> {
+    sked_core::Transition::Reschedule.check(task.state)?;
+    match task.expires_at {
+        Some(deadline) if task.attempt == 0 && run_at >= deadline => {
+            Err(crate::StoreError::Invalid(format!(
+                "task {} must start by its deadline {deadline}: a run time of {run_at} would never run",
+                task.id
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Until when a new task's dedup window holds its unique key (`None`: only while unfinished).
 pub fn unique_until(task: &sked_core::NewTask, now: Timestamp) -> crate::Result<Option<Timestamp>> {
     task.unique_for
@@ -32,6 +47,18 @@ pub fn unique_until(task: &sked_core::NewTask, now: Timestamp) -> crate::Result<
                 .map_err(|e| crate::StoreError::Invalid(format!("unique_for: {e}")))
         })
         .transpose()
+}
+
+/// A new task's deadline to start ([`sked_core::NewTask::deadline`]). A schedule's run may be
+/// made after its deadline (an occurrence caught up late): it is inserted, and expires.
+pub fn expires_at(t: &crate::TaskInsert, now: Timestamp) -> crate::Result<Option<Timestamp>> {
+    match (&t.schedule, t.task.expires_at) {
+        (Some(_), Some(at)) => Ok(Some(at)),
+        _ => t
+            .task
+            .deadline(now)
+            .map_err(|e| crate::StoreError::Invalid(e.message().to_string())),
+    }
 }
 
 /// A task may be inserted already leased only when it is due at once and has no unique key

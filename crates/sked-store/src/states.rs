@@ -7,7 +7,7 @@ use sked_core::TaskState;
 /// Tasks that have not finished: they hold their unique key.
 pub const ACTIVE: &str = "('waiting', 'scheduled', 'available', 'running', 'retrying')";
 /// Tasks that ended for good.
-pub const FINISHED: &str = "('succeeded', 'dead', 'cancelled')";
+pub const FINISHED: &str = "('succeeded', 'dead', 'cancelled', 'expired')";
 /// Tasks waiting for their run time (not for their parents: that is `waiting`).
 pub const TIMED: &str = "('scheduled', 'retrying')";
 /// Tasks that have not started: they can be cancelled or moved without a worker.
@@ -20,13 +20,19 @@ pub const QUEUED: &str = "('scheduled', 'available')";
 /// waiting for a task of the run (a workflow's).
 pub const MADE_AHEAD: &str = "('waiting', 'scheduled')";
 
+/// Tasks that expire when their deadline passes before they start (with attempt 0).
+pub const EXPIRABLE: &str = "('waiting', 'scheduled', 'available')";
+
 /// [`ACTIVE`] as a disjunction, for SQLite's partial indexes (see [`any_of`]).
 pub const ACTIVE_ANY: &str = "(state = 'waiting' OR state = 'scheduled' OR state = 'available' \
      OR state = 'running' OR state = 'retrying')";
 /// [`MADE_AHEAD`] as a disjunction, for SQLite (see [`any_of`]).
 pub const MADE_AHEAD_ANY: &str = "(state = 'waiting' OR state = 'scheduled')";
+/// [`EXPIRABLE`] as a disjunction, for SQLite's partial index (see [`any_of`]).
+pub const EXPIRABLE_ANY: &str = "(state = 'waiting' OR state = 'scheduled' OR state = 'available')";
 /// [`FINISHED`] as a disjunction, for SQLite's partial indexes (see [`any_of`]).
-pub const FINISHED_ANY: &str = "(state = 'succeeded' OR state = 'dead' OR state = 'cancelled')";
+pub const FINISHED_ANY: &str =
+    "(state = 'succeeded' OR state = 'dead' OR state = 'cancelled' OR state = 'expired')";
 
 /// A group of states as a disjunction: `(state = 'a' OR state = 'b')`, in [`TaskState::ALL`]'s
 /// order. SQLite evaluates an `IN` list of three or more constants by building a temporary
@@ -99,5 +105,8 @@ mod tests {
         assert_eq!(MADE_AHEAD_ANY, any_of(|s| matches!(s, Waiting | Scheduled)));
         assert_eq!(ACTIVE_ANY, any_of(|s| !s.is_finished()));
         assert_eq!(FINISHED_ANY, any_of(|s| s.is_finished()));
+        let expirable = |s: TaskState| sked_core::Transition::Expire.check(s).is_ok();
+        assert_eq!(EXPIRABLE, sql_list(expirable));
+        assert_eq!(EXPIRABLE_ANY, any_of(expirable));
     }
 }

@@ -225,6 +225,12 @@ pub struct TaskRescueParams {
 }
 
 #[derive(Debug, Clone)]
+pub struct TaskExpireParams {
+    pub now: Timestamp,
+    pub limit: u32,
+}
+
+#[derive(Debug, Clone)]
 pub struct TaskPruneParams {
     /// Tasks that finished before this (and whose dedup window has ended by then) go.
     pub finished_before: Timestamp,
@@ -456,6 +462,9 @@ pub struct ActivityBucket {
     pub failed: u64,
     pub dead: u64,
     pub cancelled: u64,
+    /// Tasks that ended expired: not started by their deadline.
+    #[serde(default)]
+    pub expired: u64,
 }
 
 /// A process's sign of life.

@@ -46,6 +46,7 @@ pub(crate) struct Metrics {
     lateness: HistogramVec,
     run_time: HistogramVec,
     rescued: IntCounter,
+    expired: IntCounter,
     occurrences: IntCounterVec,
     tasks: IntGaugeVec,
     limits: LimitGauges,
@@ -244,6 +245,13 @@ impl Metrics {
         .expect("valid metric");
         r.register(Box::new(rescued.clone()))
             .expect("unique metric");
+        let expired = IntCounter::new(
+            "sked_expired_total",
+            "Tasks not started by their deadline, ended expired",
+        )
+        .expect("valid metric");
+        r.register(Box::new(expired.clone()))
+            .expect("unique metric");
         let tasks = IntGaugeVec::new(
             Opts::new(
                 "sked_tasks",
@@ -300,6 +308,7 @@ impl Metrics {
                 "Run time of attempts that ended (not released ones)",
             ),
             rescued,
+            expired,
             occurrences: counter(
                 &r,
                 "sked_schedule_occurrences_total",
@@ -364,6 +373,10 @@ impl Metrics {
 
     pub(crate) fn rescued(&self, n: usize) {
         self.rescued.inc_by(n as u64);
+    }
+
+    pub(crate) fn expired(&self, n: usize) {
+        self.expired.inc_by(n as u64);
     }
 
     pub(crate) fn occurrence(&self, outcome: &str) {

@@ -21,5 +21,7 @@ impl Metrics {
 
     pub(crate) fn rescued(&self, _n: usize) {}
 
+    pub(crate) fn expired(&self, _n: usize) {}
+
     pub(crate) fn occurrence(&self, _outcome: &str) {}
 }

@@ -20,6 +20,10 @@ def _drop_none(d: Json) -> Json:
     return {k: v for k, v in d.items() if v is not None}
 
 
+# The states a task ends in.
+ENDED = ("succeeded", "dead", "cancelled", "expired")
+
+
 def new_task(
     kind: str,
     payload: Any = None,
@@ -33,6 +37,8 @@ def new_task(
     unique_for: Optional[str] = None,
     debounce: Optional[str] = None,
     backoff: Optional[Json] = None,
+    ttl: Optional[str] = None,
+    expires_at: Optional[str] = None,
     key: Optional[str] = None,
     traceparent: Optional[str] = None,
     depends_on: Optional[List[int]] = None,
@@ -43,7 +49,8 @@ def new_task(
     like `30s` or `5m`. Without `traceparent`, the task continues the caller's current
     OpenTelemetry span, if there is one. With `depends_on` (task ids), it waits until those
     tasks have succeeded; `on_parent_failure` is `cancel` (the default) or `run`. With
-    `batch`, it joins that batch (`open_batch`)."""
+    `batch`, it joins that batch (`open_batch`). With `ttl` (counted from its run time) or
+    `expires_at`, a task not started by then ends `expired` and never runs."""
     return _drop_none(
         {
             "kind": kind,
@@ -57,6 +64,8 @@ def new_task(
             "unique_for": unique_for,
             "debounce": debounce,
             "backoff": backoff,
+            "ttl": ttl,
+            "expires_at": expires_at,
             "key": key,
             "traceparent": traceparent,
             "depends_on": depends_on,
@@ -137,11 +146,9 @@ class Client:
         return self.call("GET", f"/v1/tasks/{int(task_id)}")
 
     def wait(self, task_id: int, timeout: float = 3600) -> Json:
-        """The task once it has ended (succeeded, dead or cancelled), or as it is after
-        `timeout` seconds: long-polls of at most 30 s each."""
-        return self._long_poll(
-            f"/v1/tasks/{int(task_id)}", lambda t: t["state"] in ("succeeded", "dead", "cancelled"), timeout
-        )
+        """The task once it has ended (succeeded, dead, cancelled or expired), or as it is
+        after `timeout` seconds: long-polls of at most 30 s each."""
+        return self._long_poll(f"/v1/tasks/{int(task_id)}", lambda t: t["state"] in ENDED, timeout)
 
     def _long_poll(self, path: str, done: Any, timeout: float) -> Json:
         """`GET path?wait=…` until `done(answer)` or `timeout` seconds: long-polls of at most

@@ -77,7 +77,7 @@ pub(super) fn flag_duration(flag: &str, v: &str) -> CliResult<jiff::SignedDurati
 }
 
 /// Task states, as `--state` accepts them.
-pub(super) const STATES: [&str; 8] = [
+pub(super) const STATES: [&str; 9] = [
     "waiting",
     "scheduled",
     "available",
@@ -86,6 +86,7 @@ pub(super) const STATES: [&str; 8] = [
     "succeeded",
     "dead",
     "cancelled",
+    "expired",
 ];
 
 #[cfg(test)]

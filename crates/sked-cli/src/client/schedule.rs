@@ -104,7 +104,7 @@ pub(crate) struct ScheduleAdd {
     #[arg(
         long,
         value_name = "FILE",
-        conflicts_with_all = ["kind", "shell", "payload", "queue", "priority", "max_attempts", "timeout", "key", "backoff"]
+        conflicts_with_all = ["kind", "shell", "payload", "queue", "priority", "max_attempts", "timeout", "key", "backoff", "run_ttl"]
     )]
     workflow: Option<std::path::PathBuf>,
     /// The tasks' input, as JSON
@@ -139,6 +139,10 @@ pub(crate) struct ScheduleAdd {
     /// linear:STEP..MAX or a list like 10s,1m,10m)
     #[arg(long, value_name = "SHAPE")]
     backoff: Option<String>,
+    /// Each run's deadline to start, counted from its occurrence's time (e.g. 30m): a run not
+    /// started by then ends expired and never runs (a workflow file gives each task a ttl)
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
+    run_ttl: Option<String>,
     /// When an occurrence comes while a run is unfinished: skip it, allow both, allow:N (at
     /// most N at once, the rest skipped), buffer_one until the run ends, or replace (cancel)
     /// the run
@@ -194,6 +198,12 @@ fn task_template(a: &ScheduleAdd) -> CliResult<TaskTemplate> {
             .parse()
             .map_err(|e| CliError::usage(format!("invalid --backoff: {e}")))?;
         task = task.backoff(shape);
+    }
+    if let Some(d) = &a.run_ttl {
+        task = task.ttl(
+            sked_core::parse_duration(d)
+                .map_err(|e| CliError::usage(format!("invalid --run-ttl: {e}")))?,
+        );
     }
     Ok(task)
 }

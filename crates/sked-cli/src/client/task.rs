@@ -80,8 +80,8 @@ pub(crate) enum TaskCmd {
         #[arg(long, default_value_t = 1000)]
         batch: usize,
     },
-    /// Wait until a task has ended: exit 0 when it succeeded, 1 when it ended dead or
-    /// cancelled, 3 when --timeout passed first
+    /// Wait until a task has ended: exit 0 when it succeeded, 1 when it ended dead,
+    /// cancelled or expired, 3 when --timeout passed first
     Wait {
         /// The task's id
         id: String,
@@ -141,6 +141,19 @@ pub(crate) struct TaskAdd {
     /// last repeats) [default: exp:10s..6h]
     #[arg(long, value_name = "SHAPE")]
     backoff: Option<String>,
+    /// Its deadline to start, counted from its run time (e.g. 30m): not started by then, it
+    /// ends expired and never runs
+    #[arg(
+        long,
+        value_name = "DUR",
+        allow_hyphen_values = true,
+        conflicts_with = "expires_at"
+    )]
+    ttl: Option<String>,
+    /// Its deadline to start, as a time (as --at takes it): not started by then, it ends
+    /// expired and never runs
+    #[arg(long, value_name = "TIME")]
+    expires_at: Option<String>,
     /// While an unfinished task holds this key, adding another returns that task's id
     #[arg(long, value_name = "KEY")]
     unique_key: Option<String>,
@@ -202,6 +215,17 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
             if let Some(t) = &a.timeout {
                 task = task.timeout(flag_duration("--timeout", t)?);
             }
+            if let Some(d) = &a.ttl {
+                task = task.ttl(
+                    sked_core::parse_duration(d)
+                        .map_err(|e| CliError::usage(format!("invalid --ttl: {e}")))?,
+                );
+            }
+            if let Some(at) = &a.expires_at {
+                let at = sked_core::parse_time(at, now)
+                    .map_err(|e| CliError::usage(format!("invalid --expires-at: {e}")))?;
+                task = task.expires_at(at);
+            }
             if let Some(k) = &a.unique_key {
                 task = task.unique_key(k.clone());
             }
@@ -227,6 +251,7 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
             }
             task.batch = a.batch;
             task.validate_fields().map_err(CliError::usage)?;
+            task.deadline(now).map_err(CliError::usage)?;
             let inserted = client.enqueue(task).await.map_err(failed)?;
             // A duplicate is no new task: say so, naming the key, so the new payload is not
             // thought queued.
@@ -489,6 +514,7 @@ fn print_task(t: &Task) {
         ("attempt", t.attempt.to_string()),
         ("max_attempts", t.max_attempts.to_string()),
         ("run_at", time(Some(t.run_at))),
+        ("expires_at", time(t.expires_at)),
         ("created_at", time(Some(t.created_at))),
         ("started_at", time(t.started_at)),
         ("finished_at", time(t.finished_at)),

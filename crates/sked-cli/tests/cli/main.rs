@@ -18,6 +18,7 @@ mod dedup;
 mod dependencies;
 mod e2e;
 mod executors_cli;
+mod expiry;
 mod held_tasks;
 mod help_and_errors;
 mod hostile_cli;

@@ -110,6 +110,9 @@ pub enum Event {
         /// When it ended, by the database's clock.
         #[serde(default)]
         finished_ns: Option<i64>,
+        /// Its deadline to start, if it has one.
+        #[serde(default)]
+        expires_ns: Option<i64>,
     },
     /// A task that must not start before each of `parents` has succeeded.
     Waits { child: i64, parents: Vec<i64> },
@@ -177,6 +180,8 @@ pub struct Report {
     pub enqueue_failed: usize,
     pub claimed: usize,
     pub accepted: usize,
+    /// Tasks that ended expired: not started by their deadline.
+    pub expired: usize,
     pub rejected: usize,
     pub occurrences: usize,
     /// How late the tasks of [`Event::Periodic`] schedules became claimable after their
@@ -223,7 +228,7 @@ impl Report {
             .map(|(k, v)| format!("{k}={}", v.len()))
             .collect();
         format!(
-            "history: {} operations (enqueued {}, unacknowledged {}, answered 503 {}, claimed {}, completions accepted {} rejected {}, occurrences {}, made late p99 {} ms max {} ms); faults {} [{}]; anomalies {} [{}]",
+            "history: {} operations (enqueued {}, unacknowledged {}, answered 503 {}, claimed {}, completions accepted {} rejected {}, expired {}, occurrences {}, made late p99 {} ms max {} ms); faults {} [{}]; anomalies {} [{}]",
             self.operations,
             self.enqueued,
             self.enqueue_failed,
@@ -231,6 +236,7 @@ impl Report {
             self.claimed,
             self.accepted,
             self.rejected,
+            self.expired,
             self.occurrences,
             self.made_late_p99_ns / 1_000_000,
             self.made_late_max_ns / 1_000_000,
@@ -277,6 +283,8 @@ pub fn check(events: &[Event]) -> Report {
     let mut periodic = Vec::new();
     // Each task's claims: when it started (the database's clock) and when the answer came.
     let mut starts: BTreeMap<i64, Vec<(i64, i64)>> = BTreeMap::new();
+    // Each task's first start (attempt 1): when it started and when its claim was sent.
+    let mut first_starts: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
     let mut waits = Vec::new();
     for e in events {
         match e {
@@ -308,6 +316,9 @@ pub fn check(events: &[Event]) -> Report {
                     .entry(*id)
                     .or_default()
                     .push((*started_at_ns, *at_ns));
+                if *attempt == 1 {
+                    first_starts.insert(*id, (*started_at_ns, *sent_ns));
+                }
                 if *at_ns < run_at_ns - CLOCK_TOLERANCE_NS {
                     r.anomaly(
                         "early_start",
@@ -388,8 +399,50 @@ pub fn check(events: &[Event]) -> Report {
             }
         }
     }
+    // A task with a deadline starts before it, or never (and then it has expired).
+    for e in finals.values() {
+        let Event::Final {
+            id,
+            state,
+            expires_ns,
+            ..
+        } = e
+        else {
+            continue;
+        };
+        match (expires_ns, first_starts.get(id)) {
+            (Some(deadline), Some(&(started_ns, sent_ns))) => {
+                if started_ns >= *deadline || sent_ns >= deadline + CLOCK_TOLERANCE_NS {
+                    r.anomaly(
+                        "started_after_deadline",
+                        format!(
+                            "task {id} started {} µs after its deadline, claimed by a request \
+                             sent {} µs after it",
+                            (started_ns - deadline) / 1000,
+                            (sent_ns - deadline) / 1000
+                        ),
+                    );
+                }
+                if state == "expired" {
+                    r.anomaly(
+                        "expired_after_a_start",
+                        format!("task {id} started, then expired"),
+                    );
+                }
+            }
+            (None, _) if state == "expired" => {
+                r.anomaly("expired_without_a_deadline", format!("task {id}"));
+            }
+            _ => {}
+        }
+    }
     for id in &acknowledged {
         match finals.get(id) {
+            Some(Event::Final {
+                state,
+                expires_ns: Some(_),
+                ..
+            }) if state == "expired" => r.expired += 1,
             Some(Event::Final { state, .. }) => match state.as_str() {
                 "succeeded" if !claims.contains_key(id) => {
                     r.anomaly("never_ran", format!("task {id} succeeded unclaimed"));
@@ -564,6 +617,7 @@ mod tests {
             nominal_ns: None,
             made_ns: None,
             finished_ns: None,
+            expires_ns: None,
         }
     }
 
@@ -575,6 +629,7 @@ mod tests {
             nominal_ns: Some(second * SECOND),
             made_ns: None,
             finished_ns: None,
+            expires_ns: None,
         }
     }
 
@@ -589,6 +644,7 @@ mod tests {
             nominal_ns: Some(at_s * SECOND),
             made_ns: Some(made_s * SECOND),
             finished_ns: None,
+            expires_ns: None,
         };
         let mut events = vec![Event::Periodic {
             prefix: "p".into(),
@@ -619,6 +675,55 @@ mod tests {
     /// A child claimed after its parent succeeded is clean; claimed before the parent's
     /// completion was sent, or started before the parent ended, or run while a parent failed,
     /// it is an anomaly.
+    /// A task with a deadline starts before it or expires unstarted: a first start at or after
+    /// it, or an expired task that started, is an anomaly; a retry after it is not.
+    #[test]
+    fn a_start_after_the_deadline_is_found() {
+        let fin = |id: i64, state: &str, deadline_s: Option<i64>| Event::Final {
+            id,
+            state: state.into(),
+            schedule: None,
+            nominal_ns: None,
+            made_ns: None,
+            finished_ns: None,
+            expires_ns: deadline_s.map(|s| s * SECOND),
+        };
+        let start = |id: i64, attempt: i32, s: i64| Event::Claimed {
+            id,
+            attempt,
+            worker: "w".into(),
+            server: String::new(),
+            run_at_ns: 0,
+            started_at_ns: s * SECOND,
+            schedule: None,
+            nominal_ns: None,
+            sent_ns: s * SECOND - 1,
+            at_ns: s * SECOND + 1,
+        };
+        let clean = vec![
+            Event::Enqueued { id: 1, at_ns: 0 },
+            Event::Enqueued { id: 2, at_ns: 0 },
+            start(1, 1, 4),
+            completed(1, 1, false, 5 * SECOND),
+            start(1, 2, 9),
+            completed(1, 2, true, 10 * SECOND),
+            fin(1, "succeeded", Some(5)),
+            fin(2, "expired", Some(5)),
+        ];
+        let r = check(&clean);
+        assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+        assert_eq!(r.expired, 1);
+        let mut late = clean.clone();
+        late[2] = start(1, 1, 5);
+        assert_eq!(check(&late).count("started_after_deadline"), 1);
+        let mut ran = clean.clone();
+        ran.push(start(2, 1, 3));
+        assert_eq!(check(&ran).count("expired_after_a_start"), 1);
+        let mut without = clean;
+        without[7] = fin(2, "expired", None);
+        assert_eq!(check(&without).count("expired_without_a_deadline"), 1);
+    }
+
     #[test]
     fn a_child_that_starts_before_its_parent_succeeded_is_found() {
         let ended = |id: i64, state: &str, at_s: i64| Event::Final {
@@ -628,6 +733,7 @@ mod tests {
             nominal_ns: None,
             made_ns: None,
             finished_ns: Some(at_s * SECOND),
+            expires_ns: None,
         };
         let start = |id: i64, started_s: i64, answered_s: i64| Event::Claimed {
             id,

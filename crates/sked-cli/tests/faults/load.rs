@@ -311,6 +311,7 @@ pub fn record_finals(url: &str, rec: &Recorder) -> usize {
                 nominal_ns: ns(&t["nominal_at"]),
                 made_ns: ns(&t["created_at"]).max(ns(&t["run_at"])),
                 finished_ns: ns(&t["finished_at"]),
+                expires_ns: ns(&t["expires_at"]),
             });
         }
         match page["next_before"].as_i64() {
@@ -321,7 +322,7 @@ pub fn record_finals(url: &str, rec: &Recorder) -> usize {
 }
 
 /// Unfinished `hist` tasks, by the queue counts.
-fn unfinished(url: &str) -> Option<i64> {
+pub fn unfinished(url: &str) -> Option<i64> {
     let (status, queues) = http(
         url,
         "GET",
@@ -389,6 +390,13 @@ pub fn node(dir: &Path, db: &str, env: &[(&str, &str)], i: usize) -> Server {
         env,
         &format!("server{i}.log"),
     )
+}
+
+/// `n` nodes on `db` ([`node`]), with their URLs.
+pub fn nodes(dir: &Path, db: &str, n: usize) -> (Vec<Server>, Vec<String>) {
+    let servers: Vec<Server> = (0..n).map(|i| node(dir, db, &[], i)).collect();
+    let urls = servers.iter().map(|s| s.url.clone()).collect();
+    (servers, urls)
 }
 
 /// Where a scenario keeps its history: `dir/history/`, with the test's own events in

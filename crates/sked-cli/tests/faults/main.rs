@@ -6,7 +6,8 @@
 //!   pg_auto_failover ([`formation`]);
 //! - [`partition`]: the leading node cut off from PostgreSQL by a fault proxy ([`proxy`]),
 //!   its connections hanging rather than failing;
-//! - [`workflow_kill`]: a workflow 1 → 100 → 1 run while nodes and workers are killed.
+//! - [`workflow_kill`]: a workflow 1 → 100 → 1 run while nodes and workers are killed;
+//! - [`deadline_race`]: 1,000 tasks whose deadlines to start race their claims on three nodes.
 //!
 //! They need `SKED_TEST_DATABASE_URL` or pg_auto_failover (skipped without them, except under
 //! CI), and run one at a time: they load the machine and measure recovery times.
@@ -18,6 +19,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod deadline_race;
 mod failover;
 mod formation;
 mod history;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{Server, wait_for};
+use crate::common::wait_for;
 use crate::history::{self, Event, now_ns};
 use crate::load::{self, http};
 use sked_postgres::testing::{TestSchema, database_url};
@@ -34,10 +34,7 @@ fn schedules_at_scale_survive_a_kill_loop_of_nodes() {
     let schema = TestSchema::new(&url);
     let dir = tempfile::tempdir().unwrap();
     let (_, _, rec) = load::history_in(dir.path());
-    let mut nodes: Vec<Server> = (0..3)
-        .map(|i| load::node(dir.path(), &schema.url(), &[], i))
-        .collect();
-    let urls: Vec<String> = nodes.iter().map(|s| s.url.clone()).collect();
+    let (mut nodes, urls) = load::nodes(dir.path(), &schema.url(), 3);
     let schedules: Vec<Value> = (0..SCHEDULES)
         .map(|i| {
             json!({"name": format!("s{i}"), "spec": "*/10 * * * * *", "overlap": "allow",

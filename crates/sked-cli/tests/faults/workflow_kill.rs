@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::Server;
 use crate::history::{self, Event, now_ns};
 use crate::load::{self, Worker, http};
 use sked_postgres::testing::{TestSchema, database_url};
@@ -24,10 +23,7 @@ fn a_workflow_fans_out_and_in_across_kill_9_of_nodes_and_workers() {
     let schema = TestSchema::new(&url);
     let dir = tempfile::tempdir().unwrap();
     let (hist, _, rec) = load::history_in(dir.path());
-    let mut servers: Vec<Server> = (0..3)
-        .map(|i| load::node(dir.path(), &schema.url(), &[], i))
-        .collect();
-    let urls: Vec<String> = servers.iter().map(|s| s.url.clone()).collect();
+    let (mut servers, urls) = load::nodes(dir.path(), &schema.url(), 3);
     let mut workers: Vec<Worker> = (0..4)
         .map(|i| Worker::start(&format!("worker{i}"), "hist_steady", &urls, &hist))
         .collect();

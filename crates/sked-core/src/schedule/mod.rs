@@ -151,6 +151,15 @@ pub struct TaskTemplate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Backoff>))]
     pub backoff: Option<crate::Backoff>,
+    /// Each run's deadline to start, counted from its run time (see [`crate::NewTask::ttl`]):
+    /// a run not started by then ends `expired`.
+    #[serde(
+        default,
+        with = "crate::serde_duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Duration>))]
+    pub ttl: Option<SignedDuration>,
 }
 
 impl TaskTemplate {
@@ -165,6 +174,7 @@ impl TaskTemplate {
             timeout: None,
             key: None,
             backoff: None,
+            ttl: None,
         }
     }
 
@@ -210,6 +220,12 @@ impl TaskTemplate {
         self
     }
 
+    /// Each run not started within `ttl` of its run time ends `expired`.
+    pub fn ttl(mut self, ttl: SignedDuration) -> TaskTemplate {
+        self.ttl = Some(ttl);
+        self
+    }
+
     /// The task one occurrence enqueues.
     pub fn to_new_task(&self) -> crate::NewTask {
         crate::NewTask {
@@ -224,6 +240,8 @@ impl TaskTemplate {
             unique_for: None,
             debounce: None,
             backoff: self.backoff.clone(),
+            expires_at: None,
+            ttl: self.ttl,
             key: self.key.clone(),
             traceparent: None,
             depends_on: Vec::new(),

@@ -117,7 +117,7 @@ pub(crate) async fn batch(
             tx.execute(
                 &format!(
                     "UPDATE sked_tasks t SET state = 'available', run_at = $2, finished_at = NULL, \
-                       cancel_requested = false, lease_expires_at = NULL, \
+                       cancel_requested = false, lease_expires_at = NULL, expires_at = NULL, \
                        max_attempts = greatest(t.max_attempts, t.attempt + 1) \
                      WHERE t.id = ANY($1) AND {}",
                     super::by_key(&format!("t.state IN {FINISHED}"))

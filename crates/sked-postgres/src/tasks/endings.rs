@@ -290,6 +290,56 @@ async fn finish_locked(
     Ok(out)
 }
 
+/// Whether any task matches `cond` at `now` (`$1`): one statement, without a transaction.
+async fn any_task(c: &Object, cond: &str, now: &Timestamp) -> Result<bool> {
+    let any = c
+        .prepare_cached(&format!(
+            "SELECT EXISTS (SELECT 1 FROM sked_tasks WHERE {cond})"
+        ))
+        .await
+        .map_err(db_err)?;
+    col(&c.query_one(&any, &[now]).await.map_err(db_err)?, 0)
+}
+
+/// Ends `expired` the tasks past their deadline that have not started (see
+/// [`Store::task_expire`]), skipping rows another transaction holds: a claim that has one
+/// locked checked its deadline against its own time.
+pub(crate) async fn expire(
+    c: &mut Object,
+    channel: &str,
+    p: &TaskExpireParams,
+) -> Result<Vec<TaskId>> {
+    use sked_store::states::EXPIRABLE;
+    let expiring = format!("expires_at IS NOT NULL AND attempt = 0 AND state IN {EXPIRABLE}");
+    // Most of the time nothing is due: find that out in one statement, without a transaction.
+    let due = format!("{expiring} AND expires_at <= $1");
+    if !any_task(c, &due, &p.now).await? {
+        return Ok(Vec::new());
+    }
+    let tx = c.transaction().await.map_err(db_err)?;
+    let limit = i64::from(p.limit);
+    let stmt = tx
+        .prepare_cached(&format!(
+            "UPDATE sked_tasks t SET state = 'expired', finished_at = $2, last_error = $3 \
+             WHERE t.id IN (SELECT id FROM sked_tasks WHERE {expiring} AND expires_at <= $2 \
+               ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
+             RETURNING t.id"
+        ))
+        .await
+        .map_err(db_err)?;
+    let rows = tx
+        .query(&stmt, &[&limit, &p.now, &sked_store::expiry::REASON])
+        .await
+        .map_err(db_err)?;
+    let expired: Vec<TaskId> = rows.iter().map(|r| col(r, 0)).collect::<Result<_>>()?;
+    let ended = expired
+        .iter()
+        .map(|&id| (id, sked_core::TaskState::Expired));
+    super::dependents::release(&tx, channel, ended, p.now).await?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(expired)
+}
+
 pub(crate) async fn rescue(
     c: &mut Object,
     channel: &str,
@@ -297,13 +347,8 @@ pub(crate) async fn rescue(
 ) -> Result<Vec<TaskId>> {
     // Most of the time nothing has expired: find that out in one statement, without a
     // transaction.
-    let any = c
-        .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM sked_tasks WHERE state = 'running' AND lease_expires_at < $1)",
-        )
-        .await
-        .map_err(db_err)?;
-    if !col::<bool>(&c.query_one(&any, &[&p.now]).await.map_err(db_err)?, 0)? {
+    let expired = "state = 'running' AND lease_expires_at < $1";
+    if !any_task(c, expired, &p.now).await? {
         return Ok(Vec::new());
     }
     let tx = c.transaction().await.map_err(db_err)?;

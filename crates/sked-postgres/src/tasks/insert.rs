@@ -34,7 +34,7 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
     let mut out: Vec<Option<TaskInserted>> = vec![None; tasks.len()];
     let plain: Vec<usize> = (0..tasks.len()).filter(|&i| is_plain(&tasks[i])).collect();
     if !plain.is_empty() {
-        let rows = Columns::of(plain.iter().map(|&i| &tasks[i]), now);
+        let rows = Columns::of(plain.iter().map(|&i| &tasks[i]), now)?;
         let shape = shape(plain.iter().map(|&i| &tasks[i]));
         let sent = BulkParams::of(&rows);
         let mut params: Vec<Param<'_>> = vec![&channel];
@@ -120,7 +120,7 @@ async fn insert_children<'a, C: GenericClient + Sync>(
         let start = rules::dependents::at_enqueue(&parents, t.task.on_parent_failure, run_at, now)?;
         links.push((parents, t.task.on_parent_failure, start));
     }
-    let mut rows = Columns::of(tasks.map(|(t, _)| t), now);
+    let mut rows = Columns::of(tasks.map(|(t, _)| t), now)?;
     for (k, (_, then, start)) in links.iter().enumerate() {
         rows.state[k] = start.state.as_str();
         rows.parents_left[k] = start.parents_left;
@@ -204,8 +204,8 @@ async fn insert_dependent<C: GenericClient + Sync>(
 /// Announces on `$1` the tasks `$2` names (see [`announcement`]).
 const ANNOUNCE: &str = "SELECT pg_notify($1, $2)";
 
-/// Inserts one task (`$3`–`$17` as for [`Columns::first_row`]), leased to a worker (`$19`,
-/// until `$18`) unless its queue is paused or limited; then it is inserted available (`$7`)
+/// Inserts one task (`$3`–`$18` as for [`Columns::first_row`]), leased to a worker (`$20`,
+/// until `$19`) unless its queue is paused or limited; then it is inserted available (`$7`)
 /// and announced. One statement, returning the row.
 static INSERT_CLAIMED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
@@ -214,14 +214,14 @@ static INSERT_CLAIMED: std::sync::LazyLock<String> = std::sync::LazyLock::new(||
              ins AS ( \
                INSERT INTO sked_tasks AS t (queue, kind, payload, priority, state, run_at, \
                  max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, \
-                 concurrency_key, traceparent, backoff, created_at, attempt, started_at, \
-                 lease_expires_at, worker) \
+                 concurrency_key, traceparent, backoff, expires_at, created_at, attempt, \
+                 started_at, lease_expires_at, worker) \
                SELECT $3::text, $4::text, $5::jsonb, $6::int, \
                  CASE WHEN ok THEN 'running' ELSE $7::text END, $8::timestamptz, $9::int, \
                  $10::bigint, $11::bigint, $12::bigint, $13::text, $14::timestamptz, $15::text, \
-                 $16::text, $17::text, $2::timestamptz, CASE WHEN ok THEN 1 ELSE 0 END, \
-                 CASE WHEN ok THEN $2::timestamptz END, CASE WHEN ok THEN $18::timestamptz END, \
-                 CASE WHEN ok THEN $19::text END \
+                 $16::text, $17::text, $18::timestamptz, $2::timestamptz, \
+                 CASE WHEN ok THEN 1 ELSE 0 END, CASE WHEN ok THEN $2::timestamptz END, \
+                 CASE WHEN ok THEN $19::timestamptz END, CASE WHEN ok THEN $20::text END \
                FROM open RETURNING {TASK_COLUMNS}) \
          SELECT ins.*, CASE WHEN ins.state = 'available' THEN {} END FROM ins",
         notify_tasks_sql("ins.run_at", "ins.priority", "NULL::timestamptz")
@@ -245,7 +245,7 @@ pub(crate) async fn insert_claimed(
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let expires = rules::lease_end(p.now, p.task.task.timeout, p.timeout_grace, wanted);
-    let rows = Columns::of(std::iter::once(&p.task), p.now);
+    let rows = Columns::of(std::iter::once(&p.task), p.now)?;
     let mut params = rows.first_row(&channel, &p.now);
     params.extend([&expires as Param<'_>, &p.worker]);
     let stmt = c.prepare_cached(&INSERT_CLAIMED).await.map_err(db_err)?;
@@ -271,7 +271,7 @@ async fn insert_unique<C: GenericClient + Sync>(
     t: &TaskInsert,
     now: Timestamp,
 ) -> Result<TaskInserted> {
-    let rows = Columns::of(std::iter::once(t), now);
+    let rows = Columns::of(std::iter::once(t), now)?;
     let key = &t.task.unique_key;
     let until = rules::unique_until(&t.task, now)?;
     // One insert of a key at a time, until commit (`c` is a transaction): a task with a dedup
@@ -314,9 +314,9 @@ async fn insert_unique<C: GenericClient + Sync>(
         "WITH ins AS ( \
            INSERT INTO sked_tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
              timeout_ms, backoff_base_ms, backoff_max_ms, schedule, nominal_at, concurrency_key, \
-             traceparent, backoff, created_at, unique_key, unique_until) \
-           VALUES ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $2, $18, \
-             $19) \
+             traceparent, backoff, expires_at, created_at, unique_key, unique_until) \
+           VALUES ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $2, \
+             $19, $20) \
            ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND unique_until IS NULL \
              AND state IN {ACTIVE} DO NOTHING \
            RETURNING id, run_at, priority, state) \
@@ -344,11 +344,18 @@ async fn insert_unique<C: GenericClient + Sync>(
             let moved = c
                 .query_opt(
                     &format!(
-                        "UPDATE sked_tasks SET payload = $2, run_at = $3, state = $4 \
+                        "UPDATE sked_tasks SET payload = $2, run_at = $3, state = $4, \
+                           expires_at = $5 \
                          WHERE unique_key = $1 AND unique_until IS NULL AND state IN {QUEUED} \
                            AND attempt = 0 RETURNING id"
                     ),
-                    &[key, &rows.payload[0], &rows.run_at[0], &rows.state[0]],
+                    &[
+                        key,
+                        &rows.payload[0],
+                        &rows.run_at[0],
+                        &rows.state[0],
+                        &rows.expires_at[0],
+                    ],
                 )
                 .await
                 .map_err(db_err)?;
@@ -412,7 +419,7 @@ async fn insert_then_announce(
     now: Timestamp,
 ) -> Result<Vec<TaskInserted>> {
     validate(tasks)?;
-    let rows = Columns::of(tasks.iter(), now);
+    let rows = Columns::of(tasks.iter(), now)?;
     let shape = shape(tasks);
     // Both prepared before either is sent: a statement still to prepare would go out after
     // the announcement.

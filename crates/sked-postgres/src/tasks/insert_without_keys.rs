@@ -15,7 +15,7 @@ use crate::listen::notify_tasks_sql;
 /// value that every task of a batch shares is sent once (see [`Sent`]): the options are null
 /// for most tasks and stay arrays. `has_children` is set at insert for a workflow's tasks that
 /// others of it wait for (a later task's insert flags its parents otherwise).
-const BULK_COLUMNS: [(&str, &str, bool); 20] = [
+const BULK_COLUMNS: [(&str, &str, bool); 21] = [
     ("queue", "text", true),
     ("kind", "text", true),
     ("payload", "jsonb", false),
@@ -27,6 +27,7 @@ const BULK_COLUMNS: [(&str, &str, bool); 20] = [
     ("backoff_base_ms", "bigint", false),
     ("backoff_max_ms", "bigint", false),
     ("backoff", "text", false),
+    ("expires_at", "timestamptz", false),
     ("schedule", "text", false),
     ("nominal_at", "timestamptz", false),
     ("concurrency_key", "text", false),
@@ -43,11 +44,11 @@ const BULK_COLUMNS: [(&str, &str, bool); 20] = [
 const SENT_ONCE: usize = 6;
 
 /// How many of [`BULK_COLUMNS`] a batch writes, by its [`shape`]: tasks
-/// without options, tasks with a timeout, backoff or schedule, tasks with a concurrency key or
+/// without options, tasks with a timeout, backoff, deadline or schedule, tasks with a concurrency key or
 /// trace context; and tasks with parents ([`CHILDREN`]), which also write how they start. The
 /// columns left out are null (or their defaults), and a batch does not send arrays of nulls
 /// for them: bulk enqueues on PostgreSQL were 5–9 % slower with two such arrays.
-pub(super) const SHAPES: [usize; 4] = [7, 13, 15, 20];
+pub(super) const SHAPES: [usize; 4] = [7, 14, 16, 21];
 
 /// The index in [`SHAPES`] of tasks with parents: every column.
 pub(super) const CHILDREN: usize = 3;
@@ -62,6 +63,8 @@ pub(super) fn shape<'a>(tasks: impl IntoIterator<Item = &'a TaskInsert>) -> usiz
         }
         if task.timeout.is_some()
             || task.backoff.is_some()
+            || task.expires_at.is_some()
+            || task.ttl.is_some()
             || t.schedule.is_some()
             || t.nominal_at.is_some()
         {
@@ -145,6 +148,7 @@ pub(super) struct Columns<'a> {
     pub(super) backoff_base_ms: Vec<Option<i64>>,
     pub(super) backoff_max_ms: Vec<Option<i64>>,
     pub(super) backoff: Vec<Option<String>>,
+    pub(super) expires_at: Vec<Option<Timestamp>>,
     pub(super) schedule: Vec<Option<&'a str>>,
     pub(super) nominal_at: Vec<Option<Timestamp>>,
     pub(super) concurrency_key: Vec<Option<&'a str>>,
@@ -178,8 +182,9 @@ impl<'a> Columns<'a> {
         out
     }
 
-    /// The parameters `$1`–`$17` of a one-task insert: the channel, now, then the first
-    /// task's fields in the order of the table's columns, its backoff's spec last.
+    /// The parameters `$1`–`$18` of a one-task insert: the channel, now, then the first
+    /// task's fields in the order of the table's columns, its backoff's spec and its deadline
+    /// last.
     pub(super) fn first_row<'p>(&'p self, channel: &'p &str, now: &'p Timestamp) -> Vec<Param<'p>> {
         vec![
             channel,
@@ -199,10 +204,14 @@ impl<'a> Columns<'a> {
             &self.concurrency_key[0],
             &self.traceparent[0],
             &self.backoff[0],
+            &self.expires_at[0],
         ]
     }
 
-    pub(super) fn of(tasks: impl Iterator<Item = &'a TaskInsert>, now: Timestamp) -> Columns<'a> {
+    pub(super) fn of(
+        tasks: impl Iterator<Item = &'a TaskInsert>,
+        now: Timestamp,
+    ) -> Result<Columns<'a>> {
         let mut c = Columns::default();
         for t in tasks {
             let task = &t.task;
@@ -219,6 +228,7 @@ impl<'a> Columns<'a> {
             c.backoff_base_ms.push(base);
             c.backoff_max_ms.push(max);
             c.backoff.push(spec);
+            c.expires_at.push(rules::expires_at(t, now)?);
             c.schedule.push(t.schedule.as_deref());
             c.nominal_at.push(t.nominal_at);
             c.concurrency_key.push(task.key.as_deref());
@@ -229,7 +239,7 @@ impl<'a> Columns<'a> {
             c.finished_at.push(None);
             c.has_children.push(false);
         }
-        c
+        Ok(c)
     }
 }
 
@@ -274,7 +284,7 @@ impl<'a> BulkParams<'a> {
     /// [`BULK_COLUMNS`], then the values sent once, in that order.
     pub(super) fn params(&'a self, now: &'a Timestamp, columns: usize) -> Vec<Param<'a>> {
         let r = self.rows;
-        let arrays: [Param<'a>; 20] = [
+        let arrays: [Param<'a>; 21] = [
             &self.queue.0,
             &self.kind.0,
             &r.payload,
@@ -286,6 +296,7 @@ impl<'a> BulkParams<'a> {
             &r.backoff_base_ms,
             &r.backoff_max_ms,
             &r.backoff,
+            &r.expires_at,
             &r.schedule,
             &r.nominal_at,
             &r.concurrency_key,

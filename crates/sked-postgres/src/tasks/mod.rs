@@ -18,7 +18,7 @@ pub(crate) mod workflows;
 
 pub(crate) use claim::{Claims, claim, heartbeat};
 pub(crate) use endings::{
-    Successes, announce_room, announce_schedules, announce_tasks, finish_many, rescue,
+    Successes, announce_room, announce_schedules, announce_tasks, expire, finish_many, rescue,
 };
 pub(crate) use insert::{insert_claimed, insert_many, insert_tasks};
 
@@ -258,7 +258,7 @@ pub(crate) async fn retry(c: &mut Object, channel: &str, p: &TaskRetryParams) ->
         .query_one(
             &format!(
                 "UPDATE sked_tasks t SET state = 'available', run_at = $2, finished_at = NULL, \
-                   cancel_requested = false, lease_expires_at = NULL, \
+                   cancel_requested = false, lease_expires_at = NULL, expires_at = NULL, \
                    max_attempts = greatest(t.max_attempts, t.attempt + 1) \
                  WHERE t.id = $1 RETURNING {TASK_COLUMNS}"
             ),
@@ -282,7 +282,7 @@ pub(crate) async fn reschedule(
 ) -> Result<Task> {
     let tx = c.transaction().await.map_err(db_err)?;
     let task = row_for_update(&tx, p.id).await?;
-    Transition::Reschedule.check(task.state)?;
+    rules::check_reschedule(&task, p.run_at)?;
     let state = rules::state_after_reschedule(task.state, p.run_at, p.now);
     let row = tx
         .query_one(

@@ -279,7 +279,10 @@ async fn after_a_rescue_the_old_attempt_is_rejected(mode: Mode) {
     let id = e.client.enqueue(job("k", json!(null))).await.unwrap().id;
     wait_state(&e, id, TaskState::Running).await;
     clock.advance(SignedDuration::from_secs(31));
-    assert_eq!(Rescuer::default().pass(&e.engine).await.unwrap(), vec![id]);
+    assert_eq!(
+        Rescuer::default().pass(&e.engine).await.unwrap().rescued,
+        vec![id]
+    );
     // Attempt 2 goes to worker B.
     let b = e
         .engine
@@ -347,7 +350,7 @@ async fn a_lost_lease_stops_the_handler(mode: Mode) {
     let mut rescued = false;
     for _ in 0..20 {
         clock.advance(SignedDuration::from_secs(5));
-        if Rescuer::default().pass(&e.engine).await.unwrap() == vec![id] {
+        if Rescuer::default().pass(&e.engine).await.unwrap().rescued == vec![id] {
             rescued = true;
             break;
         }

@@ -17,8 +17,8 @@ use crate::codec::{db_err, ms, ts};
 /// The columns an insert writes, in the order of [`Row::bind`].
 const COLUMNS: &str = "queue, kind, payload, priority, state, run_at, max_attempts, created_at, \
     timeout_ms, unique_key, backoff_base_ms, backoff_max_ms, schedule, nominal_at, concurrency_key, \
-    traceparent, backoff";
-const PER_ROW: usize = 17;
+    traceparent, backoff, expires_at";
+const PER_ROW: usize = 18;
 
 /// The first columns of [`COLUMNS`], all that a task without options (no timeout, key, backoff,
 /// schedule, concurrency key or trace) has to write: the rest default to null. Most enqueues are
@@ -84,6 +84,7 @@ struct Row<'a> {
     run_at: i64,
     payload: String,
     now: i64,
+    expires_at: Option<i64>,
 }
 
 impl<'a> Row<'a> {
@@ -100,6 +101,7 @@ impl<'a> Row<'a> {
             run_at: ts(run_at),
             payload,
             now: ts(now),
+            expires_at: rules::expires_at(t, now)?.map(ts),
         })
     }
 
@@ -113,6 +115,7 @@ impl<'a> Row<'a> {
             && self.t.nominal_at.is_none()
             && task.key.is_none()
             && task.traceparent.is_none()
+            && self.expires_at.is_none()
     }
 
     /// Whether this row and `other` have the same values in the columns plain rows may share
@@ -151,6 +154,7 @@ impl<'a> Row<'a> {
             &task.key,
             &task.traceparent,
             &spec,
+            &self.expires_at,
         ];
         for (i, v) in values.into_iter().take(per_row).enumerate() {
             stmt.raw_bind_parameter(first + i + 1, v).map_err(db_err)?;
@@ -249,7 +253,7 @@ fn key_holder(
         if row.t.task.debounce.is_some() {
             let moved = tx
                 .prepare_cached(&format!(
-                    "UPDATE tasks SET payload = ?2, run_at = ?3, state = ?4 \
+                    "UPDATE tasks SET payload = ?2, run_at = ?3, state = ?4, expires_at = ?5 \
                      WHERE id = ?1 AND state IN {QUEUED} AND attempt = 0"
                 ))
                 .map_err(db_err)?
@@ -257,7 +261,8 @@ fn key_holder(
                     id,
                     row.payload,
                     row.run_at,
-                    row.state.as_str()
+                    row.state.as_str(),
+                    row.expires_at
                 ])
                 .map_err(db_err)?;
             if moved == 1 {

@@ -20,7 +20,7 @@ use crate::codec::{
 };
 use sked_store::rules;
 
-use sked_store::states::{FINISHED_ANY, NOT_STARTED};
+use sked_store::states::{EXPIRABLE_ANY, FINISHED_ANY, NOT_STARTED};
 
 use crate::partial_indexes;
 
@@ -398,7 +398,8 @@ pub(crate) fn retry(tx: &Transaction<'_>, p: &TaskRetryParams) -> Result<Task> {
     let again = tx
         .prepare_cached(&format!(
             "UPDATE tasks SET state = 'available', run_at = ?2, finished_at = NULL, cancel_requested = 0, \
-             lease_expires_at = NULL, max_attempts = max(max_attempts, attempt + 1) \
+             lease_expires_at = NULL, expires_at = NULL, \
+             max_attempts = max(max_attempts, attempt + 1) \
              WHERE id = ?1 AND {FINISHED_ANY} RETURNING {TASK_COLUMNS}"
         ))
         .map_err(db_err)?
@@ -413,7 +414,7 @@ pub(crate) fn retry(tx: &Transaction<'_>, p: &TaskRetryParams) -> Result<Task> {
 
 pub(crate) fn reschedule(tx: &Transaction<'_>, p: &TaskRescheduleParams) -> Result<Task> {
     let task = get_row(tx, p.id)?;
-    Transition::Reschedule.check(task.state)?;
+    rules::check_reschedule(&task, p.run_at)?;
     let state = rules::state_after_reschedule(task.state, p.run_at, p.now);
     tx.prepare_cached(&format!(
         "UPDATE tasks SET state = ?2, run_at = ?3 WHERE id = ?1 \
@@ -464,6 +465,52 @@ pub(crate) fn rescue(tx: &Transaction<'_>, p: &TaskRescueParams) -> Result<Vec<T
         }
     }
     Ok(rescued)
+}
+
+/// Ends `expired` the tasks past their deadline that have not started (see
+/// [`Store::task_expire`]).
+pub(crate) fn expire(tx: &Transaction<'_>, p: &TaskExpireParams) -> Result<Vec<TaskId>> {
+    let due: Vec<TaskId> = {
+        let mut stmt = tx
+            .prepare_cached(&partial_indexes::EXPIRING)
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map(params![ts(p.now), p.limit], |r| r.get(0))
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+    };
+    if due.is_empty() {
+        return Ok(due);
+    }
+    let expired: Vec<TaskId> = {
+        let mut stmt = tx
+            .prepare_cached(&format!(
+                "UPDATE tasks SET state = 'expired', finished_at = ?2, last_error = ?3 \
+                 WHERE id IN rarray(?1) AND attempt = 0 AND {EXPIRABLE_ANY} RETURNING id"
+            ))
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map(
+                params![id_list(&due), ts(p.now), sked_store::expiry::REASON],
+                |r| r.get(0),
+            )
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+    };
+    dependents::release(
+        tx,
+        expired.iter().map(|&id| (id, TaskState::Expired)),
+        p.now,
+    )?;
+    Ok(expired)
+}
+
+/// Ends `expired` every task past its deadline at `now` that has not started, a batch at a
+/// time: before a claim, so that no claim takes one.
+pub(crate) fn expire_all(tx: &Transaction<'_>, now: Timestamp) -> Result<()> {
+    const BATCH: u32 = 1000;
+    while expire(tx, &TaskExpireParams { now, limit: BATCH })?.len() == BATCH as usize {}
+    Ok(())
 }
 
 /// The attempts of the tasks of `?1` (an [`id_list`]), which retention removes.

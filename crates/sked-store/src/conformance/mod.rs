@@ -6,7 +6,7 @@
 //! (cancel, rescue, retry, reschedule, prune, list), `queues` (counts, limits, leases),
 //! `schedules` (declaring, applying plans), `schedule_policies` (jitter, pausing after dead
 //! runs, backfills), `ahead` (passes that plan schedules ahead of their time), `dependents`
-//! (tasks that wait for tasks), `workflows`, `scheduled_workflows`, `batches`, `observe` (activity,
+//! (tasks that wait for tasks), `expiry` (deadlines to start), `workflows`, `scheduled_workflows`, `batches`, `observe` (activity,
 //! workers), `reference` (every claim against a stateless reference) and `claimers` (several
 //! stores claiming at once, which a backend runs from a test of its own); here the macro and
 //! the helpers they share.
@@ -17,6 +17,7 @@ mod bulk;
 mod claimers;
 mod dependents;
 mod endings;
+mod expiry;
 mod inserts;
 mod keys;
 mod observe;
@@ -36,6 +37,7 @@ pub use bulk::*;
 pub use claimers::*;
 pub use dependents::*;
 pub use endings::*;
+pub use expiry::*;
 pub use inserts::*;
 pub use keys::*;
 pub use observe::*;
@@ -92,7 +94,9 @@ macro_rules! conformance_tests {
             a_batch_enqueues_its_callbacks_once_when_closed_and_ended, a_failed_task_skips_on_success_and_an_empty_batch_ends_at_close,
             a_batch_grows_from_its_own_tasks_and_ends_after_the_last, batch_tasks_ending_at_once_enqueue_the_callback_once,
             a_scheduled_workflow_runs_whole_and_counts_as_one_run, a_workflow_run_made_ahead_is_withdrawn_whole, a_workflow_schedule_is_triggered_and_backfilled_whole,
-            a_workflow_run_with_a_dead_task_is_a_dead_run);
+            a_workflow_run_with_a_dead_task_is_a_dead_run,
+            a_task_not_started_by_its_deadline_expires_and_never_runs, a_deadline_is_for_the_first_start,
+            a_deadline_that_could_never_be_met_is_refused);
     };
     (@cases $make:expr; $($case:ident),+) => {
         $(

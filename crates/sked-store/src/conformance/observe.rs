@@ -71,6 +71,7 @@ pub async fn activity_counts_ended_work_per_bucket(store: &Shared) {
         failed,
         dead,
         cancelled,
+        expired: 0,
     };
     assert_eq!(
         buckets,

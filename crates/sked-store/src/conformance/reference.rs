@@ -38,6 +38,7 @@ fn reference(
             TaskState::Scheduled | TaskState::Retrying => t.run_at <= p.now,
             _ => false,
         })
+        .filter(|t| crate::expiry::may_start(t, p.now))
         .filter(|t| p.queues.is_empty() || p.queues.contains(&t.queue))
         .filter(|t| p.kinds.is_empty() || p.kinds.contains(&t.kind))
         .filter(|t| p.min_priority.is_none_or(|min| t.priority >= min))
@@ -120,10 +121,17 @@ async fn run_sequence(store: &Shared, seed: u64, settings: &mut BTreeMap<String,
             let tasks: Vec<NewTask> = (0..n)
                 .map(|_| {
                     let offset = rng.below(60) as i64 - 30;
-                    task(KINDS[rng.below(3) as usize])
+                    let t = task(KINDS[rng.below(3) as usize])
                         .queue(names[rng.below(4) as usize].clone())
                         .priority(rng.below(4) as i32 - 1)
-                        .run_at(now.checked_add(SignedDuration::from_secs(offset)).unwrap())
+                        .run_at(now.checked_add(SignedDuration::from_secs(offset)).unwrap());
+                    // Some must start within a deadline, which passes as time moves on.
+                    match rng.chance(25) {
+                        true => t.ttl(SignedDuration::from_secs(
+                            (-offset).max(0) + 1 + rng.below(30) as i64,
+                        )),
+                        false => t,
+                    }
                 })
                 .collect();
             let ids = insert_batch(store, &tasks, now).await;
@@ -186,6 +194,11 @@ async fn run_sequence(store: &Shared, seed: u64, settings: &mut BTreeMap<String,
             now = now
                 .checked_add(SignedDuration::from_millis(rng.below(20_000) as i64))
                 .unwrap();
+            if rng.chance(30) {
+                let p = TaskExpireParams { now, limit: 1000 };
+                let expired = store.task_expire(p).await.unwrap();
+                trace(&context, || format!("expire at {now}: {expired:?}"));
+            }
         } else {
             let name = names[rng.below(4) as usize].clone();
             let s = settings.entry(name.clone()).or_default();

@@ -35,14 +35,20 @@ pub enum ChildChange {
 pub fn parent_failed(parent: TaskId, state: TaskState) -> String {
     match state {
         TaskState::Cancelled => format!("parent {parent} was cancelled"),
+        TaskState::Expired => format!("parent {parent} expired before it started"),
         _ => format!("parent {parent} ended {state}"),
     }
 }
 
-/// A failed end (dead or cancelled) among `ends`, the first by parent id.
+/// A failed end (dead, cancelled or expired) among `ends`, the first by parent id.
 fn first_failure(ends: &[(TaskId, TaskState)]) -> Option<(TaskId, TaskState)> {
     ends.iter()
-        .filter(|(_, s)| matches!(s, TaskState::Dead | TaskState::Cancelled))
+        .filter(|(_, s)| {
+            matches!(
+                s,
+                TaskState::Dead | TaskState::Cancelled | TaskState::Expired
+            )
+        })
         .min_by_key(|(id, _)| *id)
         .copied()
 }

@@ -347,7 +347,19 @@ pub fn run_insert(
         }
     };
     Ok(match template {
-        RunTemplate::Task(t) => RunInsert::Task(Box::new(tag(t.to_new_task()))),
+        RunTemplate::Task(t) => {
+            // A run's deadline counts from its occurrence's time, so a run made late (caught
+            // up, or buffered behind another) is held to it too.
+            let mut task = t.to_new_task();
+            if let Some(ttl) = task.ttl.take() {
+                task.expires_at = Some(
+                    nominal_at
+                        .checked_add(ttl)
+                        .map_err(|e| crate::StoreError::Invalid(format!("ttl: {e}")))?,
+                );
+            }
+            RunInsert::Task(Box::new(tag(task)))
+        }
         RunTemplate::Workflow(w) => {
             let order = super::workflows::InsertOrder::of(w)?;
             let tasks = (order.order.iter()).map(|&i| tag(w.tasks[i].task.clone()));

@@ -110,9 +110,9 @@ pub enum WorkflowState {
     Active,
     /// Every task succeeded.
     Succeeded,
-    /// Every task ended and one died.
+    /// Every task ended and one died or expired (it never ran).
     Failed,
-    /// Every task ended, none died, one was cancelled.
+    /// Every task ended, none died or expired, one was cancelled.
     Cancelled,
 }
 
@@ -122,7 +122,7 @@ impl WorkflowState {
         let has = |s: TaskState| counts.get(&s).is_some_and(|n| *n > 0);
         if counts.iter().any(|(s, n)| *n > 0 && !s.is_finished()) {
             WorkflowState::Active
-        } else if has(TaskState::Dead) {
+        } else if has(TaskState::Dead) || has(TaskState::Expired) {
             WorkflowState::Failed
         } else if has(TaskState::Cancelled) {
             WorkflowState::Cancelled
@@ -221,4 +221,23 @@ pub struct WorkflowTasksParams {
     /// Only tasks with a larger id (for paging): in the order they were made.
     pub after_id: Option<TaskId>,
     pub limit: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_workflow_is_as_its_worst_ended_task() {
+        let of = |counts: &[(TaskState, u64)]| WorkflowState::of(&counts.iter().copied().collect());
+        use TaskState::*;
+        assert_eq!(of(&[(Succeeded, 2), (Running, 1)]), WorkflowState::Active);
+        assert_eq!(of(&[(Succeeded, 3)]), WorkflowState::Succeeded);
+        assert_eq!(
+            of(&[(Succeeded, 1), (Cancelled, 1)]),
+            WorkflowState::Cancelled
+        );
+        assert_eq!(of(&[(Cancelled, 1), (Expired, 1)]), WorkflowState::Failed);
+        assert_eq!(of(&[(Cancelled, 1), (Dead, 1)]), WorkflowState::Failed);
+    }
 }

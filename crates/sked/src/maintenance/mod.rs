@@ -150,7 +150,7 @@ async fn lead(engine: Engine, config: MaintenanceConfig, mut shutdown: watch::Re
                 if Instant::now() >= next_rescue {
                     let started = Instant::now();
                     let wait = match rescuer.pass(&engine).await {
-                        Ok(ids) => rescuer.wait_after(ids.len(), started.elapsed()),
+                        Ok(pass) => rescuer.wait_after(pass.most(), started.elapsed()),
                         Err(e) => {
                             tracing::warn!(error = %e, "rescue failed");
                             to_std(rescuer.config().interval)

@@ -1,12 +1,13 @@
 //! The rescuer: gives back running tasks whose lease expired (their worker died or lost
 //! touch), so they run again; out of attempts they are dead, with a cancel requested they are
-//! cancelled. The old worker's attempt number is fenced off.
+//! cancelled. The old worker's attempt number is fenced off. Each pass also ends `expired` the
+//! tasks not started by their deadline (claims never take them meanwhile).
 
 use std::time::Duration;
 
 use jiff::SignedDuration;
 use sked_core::TaskId;
-use sked_store::TaskRescueParams;
+use sked_store::{TaskExpireParams, TaskRescueParams};
 
 use crate::{Engine, Result};
 
@@ -81,23 +82,46 @@ impl Rescuer {
         interval.max(took.saturating_mul(PASS_SHARE))
     }
 
-    /// Re-queues tasks whose lease expired by the engine's `now`; returns their ids.
-    /// Leader-only in normal operation.
-    pub async fn pass(&self, engine: &Engine) -> Result<Vec<TaskId>> {
-        let ids = engine
-            .store()
-            .task_rescue(TaskRescueParams {
-                now: engine.now(),
-                limit: self.config.batch,
-            })
+    /// Re-queues tasks whose lease expired by the engine's `now`, and ends `expired` those
+    /// not started by their deadline; says which. Leader-only in normal operation.
+    pub async fn pass(&self, engine: &Engine) -> Result<Pass> {
+        let now = engine.now();
+        let limit = self.config.batch;
+        let rescued = (engine.store())
+            .task_rescue(TaskRescueParams { now, limit })
             .await?;
-        if !ids.is_empty() {
-            engine.metrics().rescued(ids.len());
-            tracing::info!(count = ids.len(), "rescued tasks with expired leases");
+        if !rescued.is_empty() {
+            engine.metrics().rescued(rescued.len());
+            tracing::info!(count = rescued.len(), "rescued tasks with expired leases");
+        }
+        let expired = (engine.store())
+            .task_expire(TaskExpireParams { now, limit })
+            .await?;
+        if !expired.is_empty() {
+            engine.metrics().expired(expired.len());
+            tracing::info!(count = expired.len(), "tasks expired before they started");
+        }
+        if !rescued.is_empty() || !expired.is_empty() {
             engine.wake_workers();
             engine.schedules_changed().notify_waiters();
         }
-        Ok(ids)
+        Ok(Pass { rescued, expired })
+    }
+}
+
+/// What a rescuer's pass changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pass {
+    /// Running tasks whose lease expired, given back (or ended).
+    pub rescued: Vec<TaskId>,
+    /// Tasks not started by their deadline, ended `expired`.
+    pub expired: Vec<TaskId>,
+}
+
+impl Pass {
+    /// The most tasks either part changed: a full batch means more may be due at once.
+    pub fn most(&self) -> usize {
+        self.rescued.len().max(self.expired.len())
     }
 }
 
@@ -152,13 +176,16 @@ mod tests {
             ..RescuerConfig::default()
         });
         env.advance_secs(29);
-        assert!(rescuer.pass(&node).await.unwrap().is_empty(), "leases hold");
+        assert!(
+            rescuer.pass(&node).await.unwrap().rescued.is_empty(),
+            "leases hold"
+        );
         env.advance_secs(2);
         let first = rescuer.pass(&node).await.unwrap();
-        assert_eq!(first.len(), 2, "one batch");
+        assert_eq!(first.rescued.len(), 2, "one batch");
         let second = rescuer.pass(&node).await.unwrap();
-        assert_eq!(second.len(), 1);
-        assert!(rescuer.pass(&node).await.unwrap().is_empty());
+        assert_eq!(second.rescued.len(), 1);
+        assert!(rescuer.pass(&node).await.unwrap().rescued.is_empty());
         for t in tasks {
             let now = node.task(t.id).await.unwrap();
             assert_eq!(now.state, sked_core::TaskState::Available);

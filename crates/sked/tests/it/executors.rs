@@ -25,6 +25,7 @@ fn task(kind: &str, payload: Value) -> Task {
         timeout: None,
         unique_key: None,
         backoff: None,
+        expires_at: None,
         schedule: None,
         nominal_at: None,
         created_at: jiff::Timestamp::UNIX_EPOCH,

@@ -17,10 +17,14 @@ use super::positions::Key;
 use crate::codec::{col, db_err};
 use crate::tasks::Param;
 
-/// The claim's filters (kinds, lowest priority) as SQL, their parameters pushed after those in
+/// The claim's filters (no task past its deadline, kinds, lowest priority) as SQL, their parameters pushed after those in
 /// `params` (numbered on from them).
 fn filters<'a>(p: &'a TaskClaimParams, params: &mut Vec<Param<'a>>) -> String {
-    let mut sql = String::new();
+    params.push(&p.now);
+    let mut sql = format!(
+        " AND {}",
+        sked_store::expiry::startable(&format!("${}::timestamptz", params.len()))
+    );
     if !p.kinds.is_empty() {
         params.push(&p.kinds);
         sql.push_str(&format!(" AND kind = ANY(${})", params.len()));

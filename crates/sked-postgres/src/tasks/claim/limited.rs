@@ -285,7 +285,7 @@ impl Walk {
                 }
                 _ => "",
             };
-            let filter = candidates_filter(&one, &p.kinds, &p.min_priority, &mut params);
+            let filter = candidates_filter(&p.now, &one, &p.kinds, &p.min_priority, &mut params);
             let rows = tx
                 .query(
                     &format!(
@@ -321,7 +321,7 @@ impl Walk {
             params.extend([&key.priority as Param<'_>, &key.run_at, &key.id]);
         }
         let one = vec![self.queue.clone()];
-        let filter = candidates_filter(&one, &p.kinds, &p.min_priority, &mut params);
+        let filter = candidates_filter(&p.now, &one, &p.kinds, &p.min_priority, &mut params);
         let sql = claim_sql(&filter, self.start.after.is_some(), false);
         let stmt = tx.prepare_cached(&sql).await.map_err(db_err)?;
         let rows = tx.query(&stmt, &params).await.map_err(db_err)?;

@@ -91,7 +91,7 @@ async fn claim_from_position(
     if let Some(key) = &after {
         params.extend([&key.priority as Param<'_>, &key.run_at, &key.id]);
     }
-    let filter = candidates_filter(&p.queues, &p.kinds, &p.min_priority, &mut params);
+    let filter = candidates_filter(&p.now, &p.queues, &p.kinds, &p.min_priority, &mut params);
     let sql = claim_sql(&filter, after.is_some(), true);
     let stage = c.prepare_cached(&STAGE).await.map_err(db_err)?;
     let settings = c.prepare_cached(&QUEUE_SETTINGS).await.map_err(db_err)?;

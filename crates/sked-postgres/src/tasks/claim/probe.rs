@@ -34,7 +34,7 @@ pub(super) async fn probe(
             .map_err(|e| StoreError::Unavailable(e.to_string()))?;
         began = Instant::now();
         let mut params: Vec<Param<'_>> = Vec::new();
-        let filter = candidates_filter(&p.queues, &p.kinds, &None, &mut params);
+        let filter = candidates_filter(&p.now, &p.queues, &p.kinds, &None, &mut params);
         let open = match open {
             true => format!(" AND {}", OPEN.as_str()),
             false => String::new(),

@@ -130,14 +130,20 @@ pub(crate) fn grace_ms(grace: jiff::SignedDuration) -> i64 {
     i64::try_from(grace.as_millis().clamp(0, most)).unwrap_or(0)
 }
 
-/// The `WHERE` of a claim's candidate scan, with its parameters appended to `params`.
+/// The `WHERE` of a claim's candidate scan at `now`, with its parameters appended to
+/// `params`: available tasks that may start then (none past its deadline).
 pub(super) fn candidates_filter<'a>(
+    now: &'a jiff::Timestamp,
     queues: &'a Vec<String>,
     kinds: &'a Vec<String>,
     min_priority: &'a Option<i32>,
     params: &mut Vec<Param<'a>>,
 ) -> String {
-    let mut sql = String::from("state = 'available'");
+    params.push(now);
+    let mut sql = format!(
+        "state = 'available' AND {}",
+        sked_store::expiry::startable(&format!("${}", params.len()))
+    );
     if !queues.is_empty() {
         params.push(queues);
         sql.push_str(&format!(" AND queue = ANY(${})", params.len()));

@@ -165,10 +165,15 @@ pub(crate) fn starts(
 /// Leases the first available tasks for `p`, in claim order (a large claim's are read once
 /// this transaction is committed: [`Leased`]); also says when a rate limit that held tasks
 /// back lets one start again.
+///
+/// Tasks past their deadline end `expired` first, in the same transaction: the claim's walks
+/// read the claim indexes alone and need not look at each task's deadline. A claim finds
+/// none in one probe of the index of tasks that can expire.
 pub(crate) fn claim(
     tx: &Transaction<'_>,
     p: &TaskClaimParams,
 ) -> Result<(Leased, Option<Timestamp>)> {
+    super::expire_all(tx, p.now)?;
     stage(tx, p.now)?;
     if p.max == 0 {
         return Ok((Leased::Read(Vec::new()), None));
