@@ -73,6 +73,8 @@ class Scenario(unittest.TestCase):
         self.assertEqual(limited["concurrency_limit"], 3)
         self.assertTrue(self.sked.pause_queue("py-new")["paused"])
         self.assertFalse(self.sked.resume_queue("py-new")["paused"])
+        kept = self.sked.set_queue_retention("py-new", succeeded="1h", dead="30d")
+        self.assertEqual(kept["retention"], {"succeeded": "1h", "dead": "30d"})
         self.sked.remove_queue("py-new")
         self.assertNotIn("py-new", [q["name"] for q in self.sked.queues()])
 

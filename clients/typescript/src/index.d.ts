@@ -163,6 +163,7 @@ export class Client {
   pauseQueue(name: string, options?: { create?: boolean }): Promise<Json>;
   resumeQueue(name: string, options?: { create?: boolean }): Promise<Json>;
   limitQueue(name: string, limits: Json, options?: { create?: boolean }): Promise<Json>;
+  setQueueRetention(name: string, retention: Json, options?: { create?: boolean }): Promise<Json>;
   removeQueue(name: string): Promise<void>;
   queue(name: string): Promise<Json>;
   workers(options?: { limit?: number }): Promise<Json[]>;

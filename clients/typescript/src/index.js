@@ -354,6 +354,10 @@ export class Client {
   limitQueue(name, limits, { create = false } = {}) {
     return this.call("PUT", `/v1/queues/${q(name)}/limit${creating(create)}`, limits);
   }
+  /** How long a queue keeps its ended tasks, by state ({succeeded: "1h", dead: "30d"}; null: the server's --retention). */
+  setQueueRetention(name, retention, { create = false } = {}) {
+    return this.call("PUT", `/v1/queues/${q(name)}/retention${creating(create)}`, retention);
+  }
   /** Removes a queue with no unfinished task, deleting its ended tasks; else a Conflict. */
   async removeQueue(name) {
     await this.call("DELETE", `/v1/queues/${q(name)}`);

@@ -42,6 +42,7 @@ test("tasks, schedules, queues and errors", async () => {
   assert.equal((await sked.limitQueue("ts-new", { concurrency: 3 }, { create: true })).concurrency_limit, 3);
   assert.equal((await sked.pauseQueue("ts-new")).paused, true);
   assert.equal((await sked.resumeQueue("ts-new")).paused, false);
+  assert.deepEqual((await sked.setQueueRetention("ts-new", { succeeded: "1h", dead: "30d" })).retention, { succeeded: "1h", dead: "30d" });
   await sked.removeQueue("ts-new");
   assert.ok(!(await sked.queues()).some((queue) => queue.name === "ts-new"));
 });

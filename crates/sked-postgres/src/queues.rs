@@ -60,17 +60,7 @@ pub(crate) async fn list(c: &mut Object, p: &QueueListParams) -> Result<Page<Que
             col(&r, counts::SETTINGS_AT)?,
             col(&r, counts::SETTINGS_AT + 1)?,
         );
-        q.rate = sked_store::rate::from_columns(sked_store::rate::Columns {
-            limit: col(&r, counts::SETTINGS_AT + 2)?,
-            period_ms: col(&r, counts::SETTINGS_AT + 3)?,
-            burst: col(&r, counts::SETTINGS_AT + 4)?,
-        });
-        q.per_key = col::<Option<i32>>(&r, counts::SETTINGS_AT + 6)?.map(|n| n.max(0) as u32);
-        q.per_key_rate = sked_store::rate::from_columns(sked_store::rate::Columns {
-            limit: col(&r, counts::SETTINGS_AT + 7)?,
-            period_ms: col(&r, counts::SETTINGS_AT + 8)?,
-            burst: None,
-        });
+        settings_from(&mut q, &r, counts::SETTINGS_AT + 2)?;
         q.set_counts(counts_of(&r)?, p.count_limit);
         if let Some(bucket) = col::<Option<Timestamp>>(&r, counts::SETTINGS_AT + 5)? {
             buckets.insert(q.name.clone(), bucket);
@@ -142,9 +132,8 @@ pub(crate) async fn update(
     if p.must_exist && presence(&*tx, &p.name).await? == (false, false) {
         return Err(StoreError::queue_not_found(&p.name));
     }
-    let row = tx
-        .query_one(
-            "INSERT INTO sked_queues AS q \
+    tx.execute(
+        "INSERT INTO sked_queues AS q \
                (name, paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
                 per_key_limit, per_key_rate_limit, per_key_rate_period_ms, updated_at) \
              VALUES ($1, coalesce($2, false), $4, $6, $7, $8, $10, $12, $13, now()) \
@@ -158,25 +147,35 @@ pub(crate) async fn update(
                per_key_limit = CASE WHEN $9 THEN $10 ELSE q.per_key_limit END, \
                per_key_rate_limit = CASE WHEN $11 THEN $12 ELSE q.per_key_rate_limit END, \
                per_key_rate_period_ms = CASE WHEN $11 THEN $13 ELSE q.per_key_rate_period_ms END, \
-               updated_at = now() \
-             RETURNING paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
-               rate_bucket_at, per_key_limit, per_key_rate_limit, per_key_rate_period_ms",
-            &[
-                &p.name,
-                &p.paused,
-                &limit.is_some(),
-                &limit.flatten(),
-                &p.rate.is_some(),
-                &rate.limit,
-                &rate.period_ms,
-                &rate.burst,
-                &per_key.is_some(),
-                &per_key.flatten(),
-                &p.per_key_rate.is_some(),
-                &key_rate.limit,
-                &key_rate.period_ms,
-            ],
+               updated_at = now()",
+        &[
+            &p.name,
+            &p.paused,
+            &limit.is_some(),
+            &limit.flatten(),
+            &p.rate.is_some(),
+            &rate.limit,
+            &rate.period_ms,
+            &rate.burst,
+            &per_key.is_some(),
+            &per_key.flatten(),
+            &p.per_key_rate.is_some(),
+            &key_rate.limit,
+            &key_rate.period_ms,
+        ],
+    )
+    .await
+    .map_err(db_err)?;
+    for (column, ms) in sked_store::retention::column_changes(&p.retention)? {
+        tx.execute(
+            &format!("UPDATE sked_queues SET {column} = $2, updated_at = now() WHERE name = $1"),
+            &[&p.name, &ms],
         )
+        .await
+        .map_err(db_err)?;
+    }
+    let row = tx
+        .query_one(SETTINGS.as_str(), &[&p.name])
         .await
         .map_err(db_err)?;
     if p.per_key_rate == Some(None) {
@@ -333,12 +332,7 @@ pub(crate) async fn get(c: &mut Object, name: &str, now: Timestamp) -> Result<Qu
         return Err(StoreError::queue_not_found(name));
     }
     let row = c
-        .query_opt(
-            "SELECT paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
-               rate_bucket_at, per_key_limit, per_key_rate_limit, per_key_rate_period_ms \
-             FROM sked_queues WHERE name = $1",
-            &[&name],
-        )
+        .query_opt(SETTINGS.as_str(), &[&name])
         .await
         .map_err(db_err)?;
     let counts = one_queue_counts(&***c, name).await?;
@@ -356,9 +350,26 @@ pub(crate) async fn get(c: &mut Object, name: &str, now: Timestamp) -> Result<Qu
     Ok(info)
 }
 
-/// The rate and per-key settings of a queue row whose rate columns start at `at` (rate limit,
-/// period, burst, bucket, per-key limit, per-key rate limit and period).
+/// A queue's settings, as [`settings_from`] reads them from the third column on.
+static SETTINGS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
+           rate_bucket_at, per_key_limit, per_key_rate_limit, per_key_rate_period_ms, {} \
+         FROM sked_queues WHERE name = $1",
+        sked_store::retention::COLUMNS.join(", ")
+    )
+});
+
+/// The rate, per-key and retention settings of a queue row whose rate columns start at `at`
+/// (rate limit, period, burst, bucket, per-key limit, per-key rate limit and period, then the
+/// retentions).
 fn settings_from(info: &mut QueueInfo, row: &tokio_postgres::Row, at: usize) -> Result<()> {
+    info.retention = sked_store::retention::QueueRetention::from_columns([
+        col(row, at + 7)?,
+        col(row, at + 8)?,
+        col(row, at + 9)?,
+        col(row, at + 10)?,
+    ]);
     info.rate = sked_store::rate::from_columns(sked_store::rate::Columns {
         limit: col(row, at)?,
         period_ms: col(row, at + 1)?,

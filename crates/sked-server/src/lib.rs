@@ -107,6 +107,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(queues::pause))
         .routes(routes!(queues::resume))
         .routes(routes!(queues::limit))
+        .routes(routes!(queues::retention))
         .routes(routes!(schedules::cron_next))
         .routes(routes!(observe::workers))
         .routes(routes!(observe::beat))

@@ -174,6 +174,38 @@ pub(crate) async fn limit(
     Ok(Json(q))
 }
 
+#[utoipa::path(
+    put,
+    path = "/queues/{name}/retention",
+    operation_id = "setQueueRetention",
+    summary = "Set how long the queue keeps its ended tasks, by state (null: the server's --retention)",
+    params(("name" = sked_core::openapi::Name, Path), CreateQuery),
+    request_body = sked::api::QueueRetentionChange,
+    responses((status = 200, description = "OK (404 when no task or setting names the queue and `create` is not given)", body = sked_store::QueueInfo))
+)]
+pub(crate) async fn retention(
+    State(s): State<AppState>,
+    NamePath(name): NamePath,
+    ApiQuery(c): ApiQuery<CreateQuery>,
+    ApiJson(body): ApiJson<serde_json::Map<String, serde_json::Value>>,
+) -> ApiResult {
+    // An object only: serde would also read the fields from an array, in order.
+    let r: sked::api::QueueRetentionChange =
+        serde_json::from_value(serde_json::Value::Object(body))
+            .map_err(|e| ApiError::invalid(e.to_string()))?;
+    let retention = r.changes().map_err(ApiError::invalid)?;
+    let q = s
+        .engine
+        .queue_update(QueueUpdateParams {
+            name,
+            retention,
+            must_exist: !c.create.unwrap_or(false),
+            ..Default::default()
+        })
+        .await?;
+    Ok(Json(q))
+}
+
 /// `DELETE /v1/queues/{name}`: removes a queue that has no unfinished task.
 #[utoipa::path(
     delete,

@@ -52,6 +52,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     ),
     (27, include_str!("../migrations/0027_backoff_shapes.sql")),
     (28, include_str!("../migrations/0028_expiry.sql")),
+    (29, include_str!("../migrations/0029_queue_retention.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

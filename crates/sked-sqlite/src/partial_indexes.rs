@@ -4,6 +4,7 @@
 
 use std::sync::LazyLock;
 
+use sked_core::TaskState;
 use sked_store::counts;
 use sked_store::states::{ACTIVE_ANY, EXPIRABLE_ANY, FINISHED, FINISHED_ANY, Spelling, TIMED};
 
@@ -138,26 +139,38 @@ pub(crate) fn keyed_level(filter: &str) -> String {
     )
 }
 
-/// Finished tasks that retention removes: finished before `?1`, at most `?2`, found queue by
-/// queue and state by state; `since` (empty, or ` AND …` on `finished_at`) bounds the walk and
-/// the reads alike.
+/// Finished tasks that retention removes, at most `?2`, found queue by queue and state by
+/// state: finished before `?1`, or in a queue with a retention of its own for the state,
+/// longer than it before `?3` (now); and out of their dedup window by then. `since` (empty, or
+/// ` AND …` on `finished_at`) bounds the walk and the reads alike.
 fn prunable(since: &str) -> String {
+    let states: Vec<String> = TaskState::ALL
+        .into_iter()
+        .filter(|s| s.is_finished())
+        .map(|s| format!("SELECT '{}'", s.as_str()))
+        .collect();
     format!(
-        "WITH RECURSIVE {} SELECT t.id FROM g CROSS JOIN tasks t \
-         WHERE g.name IS NOT NULL AND t.queue = g.name AND t.state IN {FINISHED} \
-         AND {FINISHED_ANY}{since} AND t.finished_at < ?1 \
-         AND (t.unique_until IS NULL OR t.unique_until < ?1) LIMIT ?2",
-        walk(&format!("{FINISHED_ANY}{since}"))
+        "WITH RECURSIVE {}, s(ended) AS ({}), \
+         c(queue, ended, before) AS (SELECT g.name, s.ended, coalesce( \
+           (SELECT ?3 - {} * 1000 FROM queues q WHERE q.name = g.name), ?1) \
+           FROM g CROSS JOIN s WHERE g.name IS NOT NULL) \
+         SELECT t.id FROM c CROSS JOIN tasks t \
+         WHERE t.queue = c.queue AND t.state = c.ended AND t.state IN {FINISHED} \
+         AND {FINISHED_ANY}{since} AND t.finished_at < c.before \
+         AND (t.unique_until IS NULL OR t.unique_until < c.before) LIMIT ?2",
+        walk(&format!("{FINISHED_ANY}{since}")),
+        states.join(" UNION ALL "),
+        sked_store::retention::ms_sql("q", "s.ended")
     )
 }
 
 /// [`prunable`] over every finished task.
 pub(crate) static PRUNABLE: LazyLock<String> = LazyLock::new(|| prunable(""));
 
-/// [`PRUNABLE`] over the tasks that finished at or after `?3`, in the walk from queue to queue
+/// [`PRUNABLE`] over the tasks that finished at or after `?4`, in the walk from queue to queue
 /// too.
 pub(crate) static PRUNABLE_SINCE: LazyLock<String> =
-    LazyLock::new(|| prunable(" AND finished_at >= ?3"));
+    LazyLock::new(|| prunable(" AND finished_at >= ?4"));
 
 /// Ended tasks per time bucket and state since `?1`, buckets `?2` µs wide.
 pub(crate) static ACTIVITY: LazyLock<String> = LazyLock::new(|| {

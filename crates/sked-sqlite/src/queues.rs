@@ -66,6 +66,7 @@ pub(crate) fn list(conn: &Connection, p: &QueueListParams) -> Result<Page<QueueI
                     period_ms: r.get(counts::SETTINGS_AT + 8)?,
                     burst: None,
                 });
+                q.retention = retention_from(r, counts::SETTINGS_AT + 9)?;
                 q.set_counts(n, p.count_limit);
                 Ok((
                     q,
@@ -133,6 +134,13 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
         tx.execute(
             "UPDATE queues SET per_key_limit = ?2, updated_at = ?3 WHERE name = ?1",
             params![p.name, per_key, now],
+        )
+        .map_err(db_err)?;
+    }
+    for (column, ms) in sked_store::retention::column_changes(&p.retention)? {
+        tx.execute(
+            &format!("UPDATE queues SET {column} = ?2, updated_at = ?3 WHERE name = ?1"),
+            params![p.name, ms, now],
         )
         .map_err(db_err)?;
     }
@@ -232,12 +240,28 @@ pub(crate) fn get(conn: &Connection, name: &str, now: Timestamp) -> Result<Queue
     info(conn, name, Some(now))
 }
 
+/// The retentions of a queue row, from column `at` on.
+fn retention_from(
+    r: &rusqlite::Row<'_>,
+    at: usize,
+) -> rusqlite::Result<sked_store::retention::QueueRetention> {
+    Ok(sked_store::retention::QueueRetention::from_columns([
+        r.get(at)?,
+        r.get(at + 1)?,
+        r.get(at + 2)?,
+        r.get(at + 3)?,
+    ]))
+}
+
 pub(crate) fn info(conn: &Connection, name: &str, now: Option<Timestamp>) -> Result<QueueInfo> {
-    let (paused, concurrency_limit, rate, per_key) = conn
+    let (paused, concurrency_limit, rate, per_key, retention) = conn
         .query_row(
-            "SELECT paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
-             rate_bucket_at, per_key_limit, per_key_rate_limit, per_key_rate_period_ms \
-             FROM queues WHERE name = ?1",
+            &format!(
+                "SELECT paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
+                 rate_bucket_at, per_key_limit, per_key_rate_limit, per_key_rate_period_ms, {} \
+                 FROM queues WHERE name = ?1",
+                sked_store::retention::COLUMNS.join(", ")
+            ),
             [name],
             |r| {
                 let rate = sked_store::rate::from_columns(sked_store::rate::Columns {
@@ -255,16 +279,18 @@ pub(crate) fn info(conn: &Connection, name: &str, now: Option<Timestamp>) -> Res
                     r.get(1)?,
                     (rate, r.get::<_, Option<i64>>(5)?),
                     (r.get(6)?, per_key_rate),
+                    retention_from(r, 9)?,
                 ))
             },
         )
         .optional()
         .map_err(db_err)?
-        .unwrap_or((false, None, (None, None), (None, None)));
+        .unwrap_or((false, None, (None, None), (None, None), Default::default()));
     let (rate, bucket) = rate;
     let mut info = QueueInfo::new(name.to_string(), paused, concurrency_limit);
     info.rate = rate;
     (info.per_key, info.per_key_rate) = per_key;
+    info.retention = retention;
     let (_, n) = conn
         .prepare_cached(&crate::partial_indexes::QUEUE_COUNTS)
         .map_err(db_err)?

@@ -117,7 +117,8 @@ pub struct PagePlaceholders<'a> {
 
 /// `SELECT queue, n_scheduled, …, n_cancelled, paused, concurrency_limit, rate_limit,
 /// rate_period_ms, rate_burst, rate_bucket_at, per_key_limit, per_key_rate_limit,
-/// per_key_rate_period_ms`: a page of queues by
+/// per_key_rate_period_ms, retention_…_ms` (one per ended state, [`crate::retention::COLUMNS`]):
+/// a page of queues by
 /// name after `after`, those with tasks and those with settings in `queues`, at most `rows`.
 ///
 /// Each state's partial index is walked from `after` for at most `rows` distinct queues (one
@@ -162,11 +163,14 @@ pub fn queue_page_sql(
         "WITH RECURSIVE {}, names(name) AS ({}) \
          SELECT q.name, {counts}, coalesce(k.paused, false), k.concurrency_limit, \
            k.rate_limit, k.rate_period_ms, k.rate_burst, k.rate_bucket_at, k.per_key_limit, \
-           k.per_key_rate_limit, k.per_key_rate_period_ms \
+           k.per_key_rate_limit, k.per_key_rate_period_ms, {} \
          FROM (SELECT name FROM names WHERE name IS NOT NULL ORDER BY name LIMIT {rows}) q \
          LEFT JOIN {queues} k ON k.name = q.name ORDER BY q.name",
         walks.join(", "),
-        names.join(" UNION ")
+        names.join(" UNION "),
+        crate::retention::COLUMNS
+            .map(|c| format!("k.{c}"))
+            .join(", ")
     )
 }
 

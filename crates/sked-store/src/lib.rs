@@ -17,6 +17,7 @@ pub mod keyed;
 pub mod kinds;
 pub mod page;
 pub mod rate;
+pub mod retention;
 pub mod rules;
 pub mod states;
 mod types;

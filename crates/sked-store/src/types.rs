@@ -232,8 +232,11 @@ pub struct TaskExpireParams {
 
 #[derive(Debug, Clone)]
 pub struct TaskPruneParams {
-    /// Tasks that finished before this (and whose dedup window has ended by then) go.
+    /// Tasks that finished before this (and whose dedup window has ended by then) go, but
+    /// in a queue with a retention of its own for their state: those go once they finished
+    /// longer than it before `now`.
     pub finished_before: Timestamp,
+    pub now: Timestamp,
     /// At most this many tasks are deleted.
     pub limit: u32,
     /// `None`: every finished task is looked at. `Some`: only those that finished at or after
@@ -276,6 +279,12 @@ pub struct QueueInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Rate>))]
     pub per_key_rate: Option<sked_core::RateLimit>,
+    /// How long its ended tasks are kept, by state, where not the server's retention.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::retention::QueueRetention::is_default"
+    )]
+    pub retention: crate::retention::QueueRetention,
     /// In lists: why the queue's available tasks wait now, when they do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<Held>,
@@ -306,6 +315,7 @@ impl QueueInfo {
             rate_window: None,
             per_key: None,
             per_key_rate: None,
+            retention: Default::default(),
             held: None,
             counts: BTreeMap::new(),
             counts_at_least: BTreeSet::new(),
@@ -420,6 +430,8 @@ pub struct QueueUpdateParams {
     pub per_key: Option<Option<u32>>,
     /// `Some(None)` removes the per-key rate limit (which takes no burst).
     pub per_key_rate: Option<Option<sked_core::RateLimit>>,
+    /// Retentions to set, each for an ended state (`None`: back to the server's).
+    pub retention: Vec<(TaskState, Option<SignedDuration>)>,
     /// The instant the answer's [`QueueInfo::held`] and [`QueueInfo::rate_window`] are taken
     /// at, as in lists; `None` leaves them out.
     pub now: Option<Timestamp>,

@@ -507,6 +507,11 @@ class Client:
         `burst`, `per_key`, `per_key_rate`; None removes one. `create` as in pause_queue."""
         return self.call("PUT", f"/v1/queues/{self._q(name)}/limit{self._create(create)}", limits)
 
+    def set_queue_retention(self, name: str, create: bool = False, **retention: Any) -> Json:
+        """Sets how long a queue keeps its ended tasks, by state: `succeeded`, `dead`,
+        `cancelled`, `expired` (like `"1d"`; None: the server's `--retention`)."""
+        return self.call("PUT", f"/v1/queues/{self._q(name)}/retention{self._create(create)}", retention)
+
     def remove_queue(self, name: str) -> None:
         """Removes a queue that has no unfinished task: its ended tasks are deleted, its pause
         and limits go, and it leaves the list. Conflict while an unfinished task is in it."""

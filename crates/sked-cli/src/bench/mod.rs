@@ -52,7 +52,7 @@ use serde_json::json;
 use sked::store::bench::CeilingWorkload;
 use sked::store::{FinishOutcome, TaskFinishParams, TaskInsert, TaskInsertParams};
 use sked::{MaintenanceConfig, Node, Store};
-use sked_core::NewTask;
+use sked_core::{NewTask, TaskState};
 
 use crate::{CliError, CliResult};
 
@@ -159,6 +159,15 @@ pub(crate) struct BenchArgs {
     /// How long finished tasks are kept (soak).
     #[arg(long, default_value = "1m")]
     retention: String,
+    /// The share of tasks that fail for good and end dead, in percent (soak).
+    #[arg(long, default_value_t = 0, value_name = "PCT")]
+    dead_share: u32,
+    /// The soak queue's own retention of succeeded tasks (soak), instead of --retention.
+    #[arg(long, value_name = "DUR")]
+    retention_succeeded: Option<String>,
+    /// The soak queue's own retention of dead tasks (soak), instead of --retention.
+    #[arg(long, value_name = "DUR")]
+    retention_dead: Option<String>,
     /// The schedules' spec (schedules): a cron expression or `every DUR`.
     #[arg(long, default_value = "*/10 * * * * *")]
     spec: String,
@@ -171,11 +180,12 @@ pub(crate) struct BenchArgs {
     nodes: usize,
 }
 
-/// Maintenance as a node runs it, with the soak's retention, pruned twice per retention (at
-/// least every minute, at most every second) so that the tables stay bounded by it.
-fn soak_maintenance(retention: SignedDuration) -> MaintenanceConfig {
+/// Maintenance as a node runs it, with the soak's retention, pruned twice per `shortest`
+/// retention it keeps (at least every minute, at most every second) so that the tables stay
+/// bounded by it.
+fn soak_maintenance(retention: SignedDuration, shortest: SignedDuration) -> MaintenanceConfig {
     let mut config = MaintenanceConfig::default().retention(retention);
-    let half = Duration::try_from(retention / 2).unwrap_or(Duration::ZERO);
+    let half = Duration::try_from(shortest / 2).unwrap_or(Duration::ZERO);
     config.pruner.interval = half.clamp(Duration::from_secs(1), Duration::from_secs(60));
     config
 }
@@ -246,11 +256,30 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
             if a.rate == 0 {
                 return Err(CliError::usage("--rate must be at least 1"));
             }
+            if a.dead_share > 100 {
+                return Err(CliError::usage("--dead-share is a percentage, at most 100"));
+            }
+            let keep = |flag: &str, v: &Option<String>| -> CliResult<Option<SignedDuration>> {
+                v.as_deref()
+                    .map(|d| {
+                        positive_duration(flag, d)
+                            .map(|d| SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX))
+                    })
+                    .transpose()
+            };
             Some(SoakPlan {
                 rate: a.rate,
                 duration,
                 interval,
                 window: SoakPlan::window_for(duration),
+                dead_share: a.dead_share,
+                retention: [
+                    (
+                        TaskState::Succeeded,
+                        keep("retention-succeeded", &a.retention_succeeded)?,
+                    ),
+                    (TaskState::Dead, keep("retention-dead", &a.retention_dead)?),
+                ],
             })
         }
         _ => None,
@@ -297,10 +326,34 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
         return Ok(());
     }
     // The engine alone, but for the soak: a node as it runs, pruning after a short retention.
-    let node = match soak_plan {
-        Some(_) => Node::builder()
-            .store(store.clone())
-            .maintenance(soak_maintenance(retention)),
+    let node = match &soak_plan {
+        Some(plan) => {
+            // The queue's own retentions, and passes often enough for the shortest.
+            let changes: Vec<_> = plan
+                .retention
+                .iter()
+                .filter(|(_, k)| k.is_some())
+                .copied()
+                .collect();
+            let shortest = changes
+                .iter()
+                .filter_map(|(_, k)| *k)
+                .chain([retention])
+                .min();
+            if !changes.is_empty() {
+                store
+                    .queue_update(sked::store::QueueUpdateParams {
+                        name: noop(0).queue,
+                        retention: changes,
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(CliError::runtime)?;
+            }
+            Node::builder()
+                .store(store.clone())
+                .maintenance(soak_maintenance(retention, shortest.unwrap_or(retention)))
+        }
         None => Node::builder().store(store.clone()).without_maintenance(),
     }
     .start()

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use sked::Engine;
 use sked::store::bench::Bench;
 use sked::worker::{HandlerResult, TaskContext, Worker};
+use sked::{Engine, TaskState};
 
 use crate::{CliError, CliResult};
 
@@ -25,6 +25,21 @@ pub(super) struct SoakPlan {
     pub(super) interval: Duration,
     /// The first and last windows compared in the summary.
     pub(super) window: Duration,
+    /// The share of tasks that end dead, in percent.
+    pub(super) dead_share: u32,
+    /// The soak queue's own retention of succeeded and dead tasks, where it has one.
+    pub(super) retention: [(TaskState, Option<jiff::SignedDuration>); 2],
+}
+
+impl SoakPlan {
+    /// Tasks a second that end in `state`.
+    fn rate_of(&self, state: TaskState) -> f64 {
+        let dead = f64::from(self.rate) * f64::from(self.dead_share) / 100.0;
+        match state {
+            TaskState::Dead => dead,
+            _ => f64::from(self.rate) - dead,
+        }
+    }
 }
 
 impl SoakPlan {
@@ -96,26 +111,39 @@ pub(super) async fn soak(
     let samples = Arc::new(Mutex::new(Samples::default()));
     let done = Arc::new(AtomicU64::new(0));
     let (s, d) = (samples.clone(), done.clone());
+    let dead_share = u64::from(plan.dead_share);
     let (first_end, last_start) = (plan.window, plan.duration.saturating_sub(plan.window));
     let worker = Worker::new(sked::Client::embedded(engine.clone()))
         .id("soak-worker")
         .concurrency(64)
-        .handle("noop", move |ctx: TaskContext, _: serde_json::Value| {
-            let ms = jiff::Timestamp::now()
-                .duration_since(ctx.task().created_at)
-                .as_secs_f64()
-                * 1000.0;
-            let at = started.elapsed();
-            let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
-            s.interval.record(ms);
-            if at < first_end {
-                s.first.record(ms);
-            } else if at >= last_start {
-                s.last.record(ms);
-            }
-            d.fetch_add(1, Ordering::Relaxed);
-            async { HandlerResult::Ok(()) }
-        });
+        .handle(
+            "noop",
+            move |ctx: TaskContext, payload: serde_json::Value| {
+                let ms = jiff::Timestamp::now()
+                    .duration_since(ctx.task().created_at)
+                    .as_secs_f64()
+                    * 1000.0;
+                let at = started.elapsed();
+                let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+                s.interval.record(ms);
+                if at < first_end {
+                    s.first.record(ms);
+                } else if at >= last_start {
+                    s.last.record(ms);
+                }
+                d.fetch_add(1, Ordering::Relaxed);
+                // Every hundred tasks, the first `dead_share` fail for good.
+                let dies = payload["i"].as_u64().is_some_and(|i| i % 100 < dead_share);
+                async move {
+                    match dies {
+                        true => HandlerResult::Err(sked::worker::TaskError::fatal(
+                            "the soak's dead share",
+                        )),
+                        false => HandlerResult::Ok(()),
+                    }
+                }
+            },
+        );
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(worker.run(async move {
         let _ = stop_rx.await;
@@ -146,6 +174,8 @@ pub(super) async fn soak(
     let mut lines = Vec::new();
     let mut rss_after_first = None;
     let (mut max_tasks, mut max_bytes, mut last_done) = (0u64, 0u64, 0u64);
+    // The most tasks kept at once of each ended state, counted at each line.
+    let mut kept_max = [0u64; 2];
     let mut next = plan.interval;
     while next <= plan.duration {
         tokio::time::sleep_until(tokio::time::Instant::from_std(started + next)).await;
@@ -167,6 +197,11 @@ pub(super) async fn soak(
             let pct = percentiles(&ms);
             line["p50_ms"] = json!(pct.0);
             line["p99_ms"] = json!(pct.1);
+        }
+        let counts = ended_counts(engine).await?;
+        for (i, (state, _)) in plan.retention.iter().enumerate() {
+            line[state.as_str()] = json!(counts[i]);
+            kept_max[i] = kept_max[i].max(counts[i]);
         }
         out!("{line}");
         lines.push(line);
@@ -205,7 +240,35 @@ pub(super) async fn soak(
         "p99_growth": round(last / first.max(1e-9) - 1.0),
         "rss_mb_after_first": rss_after_first.map(round), "rss_mb_last": rss_last.map(round),
         "tasks_max": max_tasks, "bytes_max": max_bytes,
+        "kept": kept_summary(plan, kept_max),
     }))
+}
+
+/// The soak queue's succeeded and dead tasks kept now, each counted in full.
+async fn ended_counts(engine: &Engine) -> CliResult<[u64; 2]> {
+    let queues = engine.queues(10_000_000).await.map_err(CliError::runtime)?;
+    let queue = super::noop(0).queue;
+    let counts = queues.iter().find(|q| q.name == queue).map(|q| &q.counts);
+    let n = |s: TaskState| counts.and_then(|c| c.get(&s)).copied().unwrap_or(0);
+    Ok([n(TaskState::Succeeded), n(TaskState::Dead)])
+}
+
+/// For each ended state, the most tasks kept at once and how many seconds of that state's
+/// tasks that was, beside the retention that bounds it.
+fn kept_summary(plan: &SoakPlan, kept_max: [u64; 2]) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    for (i, (state, keep)) in plan.retention.iter().enumerate() {
+        let per_s = plan.rate_of(*state);
+        out.insert(
+            state.as_str().into(),
+            json!({
+                "max": kept_max[i],
+                "max_s": (per_s > 0.0).then(|| round(kept_max[i] as f64 / per_s)),
+                "retention_s": keep.map(|k| k.as_secs()),
+            }),
+        );
+    }
+    serde_json::Value::Object(out)
 }
 
 /// p50 and p99 of `ms`, rounded (0 for none).

@@ -1,4 +1,5 @@
-//! `sked queue …`: list queues, pause and resume them, set their concurrency and rate limits.
+//! `sked queue …`: list queues, pause and resume them, set their concurrency and rate limits
+//! and how long they keep ended tasks.
 
 use clap::Subcommand;
 use sked::api::QueueList;
@@ -65,6 +66,27 @@ pub(crate) enum QueueCmd {
         per_key_rate: Option<String>,
         /// Set the queue up if no task or setting names it yet (to limit it before its first
         /// task); without it such a name is refused as a likely typo
+        #[arg(long)]
+        create: bool,
+    },
+    /// How long the queue keeps its ended tasks, by the state they ended in (`none`: the
+    /// server's --retention; states not named stay as they are).
+    Retention {
+        /// The queue's name
+        queue: String,
+        /// Keep succeeded tasks this long after they ended (e.g. 1h), or none
+        #[arg(long, value_name = "DUR|none", allow_hyphen_values = true)]
+        succeeded: Option<String>,
+        /// Keep dead tasks this long (e.g. 30d), or none
+        #[arg(long, value_name = "DUR|none", allow_hyphen_values = true)]
+        dead: Option<String>,
+        /// Keep cancelled tasks this long, or none
+        #[arg(long, value_name = "DUR|none", allow_hyphen_values = true)]
+        cancelled: Option<String>,
+        /// Keep expired tasks this long, or none
+        #[arg(long, value_name = "DUR|none", allow_hyphen_values = true)]
+        expired: Option<String>,
+        /// Set the queue up if no task or setting names it yet
         #[arg(long)]
         create: bool,
     },
@@ -154,24 +176,11 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
                             row
                         })
                         .collect();
-                    table(
-                        &[
-                            "QUEUE",
-                            "PAUSED",
-                            "LIMIT",
-                            "RATE",
-                            "PER KEY",
-                            "HELD BY",
-                            "SCHEDULED",
-                            "AVAILABLE",
-                            "RUNNING",
-                            "RETRYING",
-                            "SUCCEEDED",
-                            "DEAD",
-                            "CANCELLED",
-                        ],
-                        rows,
-                    );
+                    let states = TaskState::ALL.map(|s| s.as_str().to_uppercase());
+                    let mut headers =
+                        vec!["QUEUE", "PAUSED", "LIMIT", "RATE", "PER KEY", "HELD BY"];
+                    headers.extend(states.iter().map(String::as_str));
+                    table(&headers, rows);
                 },
             );
             return Ok(());
@@ -207,6 +216,27 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
                 .await
                 .map_err(|e| unknown(e, &queue))
         }
+        QueueCmd::Retention {
+            queue,
+            succeeded,
+            dead,
+            cancelled,
+            expired,
+            create,
+        } => {
+            let given = |v: Option<String>| v.map(|d| (d != "none").then_some(d));
+            let change = sked::api::QueueRetentionChange {
+                succeeded: given(succeeded),
+                dead: given(dead),
+                cancelled: given(cancelled),
+                expired: given(expired),
+            };
+            change.changes().map_err(CliError::usage)?;
+            client
+                .queue_retention(&queue, change, if_missing(create))
+                .await
+                .map_err(|e| unknown(e, &queue))
+        }
     }?;
     show(remote, &q, |q: &QueueInfo| {
         let paused = if q.paused { "paused" } else { "running" };
@@ -218,6 +248,20 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
             opt(q.per_key.as_ref()),
             opt(q.per_key_rate.as_ref())
         );
+        let kept: Vec<String> = (TaskState::ALL.into_iter())
+            .filter_map(|s| {
+                Some(format!(
+                    "{s} {}",
+                    sked_core::format_duration(q.retention.of(s)?)
+                ))
+            })
+            .collect();
+        if !kept.is_empty() {
+            out!(
+                "keeps ended tasks: {} (others: the server's retention)",
+                kept.join(", ")
+            );
+        }
     });
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! A queue name that no task or setting knows is a likely typo: `sked queue pause`, `resume`
 //! and `limit` refuse it (exit 2, with what to do) and create nothing, unless `--create` asks
-//! for it; `sked queue rm` removes a queue that has no unfinished task, with its ended tasks.
+//! for it; `sked queue rm` removes a queue that has no unfinished task, with its ended tasks;
+//! `sked queue retention` sets how long a queue keeps its ended tasks, state by state.
 
 use crate::common::Server;
 
@@ -75,5 +76,65 @@ fn a_mistyped_queue_is_refused_and_an_empty_one_can_be_removed() {
         Some(2),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `sked queue retention` sets how long a queue keeps its ended tasks, state by state, shows
+/// it, puts a state back to the server's with `none`, and refuses bad input changing nothing.
+#[test]
+fn a_queue_keeps_ended_tasks_as_its_retention_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &[]);
+    let set = ["queue", "retention", "mail"];
+    let out = srv.sked(&[&set[..], &["--succeeded", "1h"]].concat());
+    assert_eq!(out.status.code(), Some(2), "an unknown queue is refused");
+    let q = srv.json(
+        &[
+            &set[..],
+            &["--succeeded", "1h", "--dead", "30d", "--create"],
+        ]
+        .concat(),
+    );
+    assert_eq!(
+        q["retention"],
+        serde_json::json!({"succeeded": "1h", "dead": "30d"}),
+        "{q}"
+    );
+    let shown = srv.ok(&[&set[..], &["--expired", "1d"]].concat());
+    assert!(
+        shown.contains("succeeded 1h, dead 30d, expired 1d"),
+        "{shown}"
+    );
+    let q = srv.json(&[&set[..], &["--succeeded", "none"]].concat());
+    assert_eq!(
+        q["retention"],
+        serde_json::json!({"dead": "30d", "expired": "1d"}),
+        "{q}"
+    );
+    for (bad, said) in [
+        (vec!["--dead", "0s"], "must be positive"),
+        (vec!["--dead", "-1d"], "invalid duration"),
+        (vec!["--dead", "soon"], "invalid duration"),
+        (vec![], "name a state"),
+    ] {
+        let out = srv.sked(&[&set[..], &bad].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {err}");
+        assert!(err.contains(said), "{bad:?}: {err}");
+    }
+    let (status, answer) = crate::hostile_cli::request(
+        &srv,
+        "PUT",
+        "/v1/queues/mail/retention",
+        r#"{"running": "1h"}"#,
+    );
+    assert_eq!(status, 422, "{answer}");
+    let listed = srv.json(&["queue", "ls"]);
+    let mail = (listed["queues"].as_array().unwrap().iter())
+        .find(|q| q["name"] == "mail")
+        .unwrap();
+    assert_eq!(
+        mail["retention"],
+        serde_json::json!({"dead": "30d", "expired": "1d"})
     );
 }

@@ -317,6 +317,10 @@ pub(crate) fn finished_by_queue(columns: &str, cond: &str) -> String {
     )
 }
 
+/// `c.before`, for a `cond` of [`finished_in`]: when retention removes a queue's tasks of a
+/// state, `$3` (now) less the queue's retention for the state, or `$1` where it has none.
+const CUTOFF: &str = "c.before";
+
 /// [`finished_by_queue`] of the tasks that finished at or after `since` (a placeholder), in
 /// the walk from queue to queue as in each queue's read (`rest` follows that condition: more
 /// of them with `AND`, or an `ORDER BY`, `LIMIT` or `OFFSET`). Each read starts at the bound,
@@ -342,9 +346,21 @@ fn finished_in(g: &str, columns: &str, cond: &str) -> String {
         .filter(|s| s.is_finished())
         .map(|s| format!("('{}')", s.as_str()))
         .collect();
+    // A cutoff per queue and state, when the condition names one: a column of the outer
+    // rows, which the read of the index can take as its bound.
+    let cutoff = match cond.contains(CUTOFF) {
+        true => format!(
+            "CROSS JOIN LATERAL (SELECT coalesce((SELECT $3::timestamptz - {} * \
+               interval '1 millisecond' FROM sked_queues q WHERE q.name = g.name), \
+               $1::timestamptz) AS before) c ",
+            sked_store::retention::ms_sql("q", "s.state")
+        ),
+        false => String::new(),
+    };
     // `state IN` lets PostgreSQL prove the index's predicate, which `= s.state` alone does not.
     format!(
-        "{g}, f AS (SELECT x.* FROM g CROSS JOIN (VALUES {}) AS s(state) CROSS JOIN LATERAL ( \
+        "{g}, f AS (SELECT x.* FROM g CROSS JOIN (VALUES {}) AS s(state) {cutoff}\
+           CROSS JOIN LATERAL ( \
            SELECT {columns} FROM sked_tasks t \
            WHERE t.queue = g.name AND t.state IN {FINISHED} AND t.state = s.state AND {cond}) x \
          WHERE g.name IS NOT NULL)",
@@ -377,10 +393,11 @@ fn prune_sql(finished: &str) -> String {
     )
 }
 
-/// What retention removes of a queue's finished tasks of one state: finished before `$1` (and
-/// out of their dedup window), oldest first, at most `$2`.
-const PRUNABLE: &str = "t.finished_at < $1 AND (t.unique_until IS NULL OR t.unique_until < $1) \
-    ORDER BY t.finished_at LIMIT $2";
+/// What retention removes of a queue's finished tasks of one state: finished before its
+/// cutoff ([`CUTOFF`]: `$1`, or `$3` less the queue's retention for the state) and out of
+/// their dedup window by then, oldest first, at most `$2`.
+const PRUNABLE: &str = "t.finished_at < c.before \
+    AND (t.unique_until IS NULL OR t.unique_until < c.before) ORDER BY t.finished_at LIMIT $2";
 
 /// Finished tasks that retention removes, with their attempts: found queue by queue and state
 /// by state, oldest first in each. In batches: each delete is short, and vacuum reclaims the
@@ -388,11 +405,11 @@ const PRUNABLE: &str = "t.finished_at < $1 AND (t.unique_until IS NULL OR t.uniq
 pub(crate) static PRUNE: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| prune_sql(&finished_by_queue("t.ctid", PRUNABLE)));
 
-/// [`PRUNE`] over the tasks that finished at or after `$3` ([`finished_since_by_queue`]).
+/// [`PRUNE`] over the tasks that finished at or after `$4` ([`finished_since_by_queue`]).
 pub(crate) static PRUNE_SINCE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     prune_sql(&finished_since_by_queue(
         "t.ctid",
-        "$3",
+        "$4",
         &format!("AND {PRUNABLE}"),
     ))
 });
@@ -402,6 +419,7 @@ pub(crate) async fn prune(c: &mut Object, p: &TaskPruneParams) -> Result<u64> {
     let tx = c.transaction().await.map_err(db_err)?;
     let params: [Param<'_>; 2] = [&p.finished_before, &limit];
     let mut task_params = params.to_vec();
+    task_params.push(&p.now);
     let sql: &str = match &p.finished_since {
         None => &PRUNE,
         Some(since) => {

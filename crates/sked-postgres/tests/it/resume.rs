@@ -445,6 +445,7 @@ async fn with_a_snapshot_held_a_bounded_prune_does_not_read_what_was_deleted_bef
     let since = now - SignedDuration::from_mins(100);
     let bounded = TaskPruneParams {
         finished_before: now - SignedDuration::from_mins(85),
+        now,
         limit: 10_000,
         finished_since: Some(since),
     };
@@ -464,6 +465,7 @@ async fn with_a_snapshot_held_a_bounded_prune_does_not_read_what_was_deleted_bef
     // The same deletion by a full pass reads the entries of the tasks deleted before.
     let full = TaskPruneParams {
         finished_before: hour_ago,
+        now: hour_ago,
         limit: 10_000,
         finished_since: None,
     };

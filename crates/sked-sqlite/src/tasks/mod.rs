@@ -562,7 +562,7 @@ pub(crate) fn delete(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<()> {
 
 pub(crate) fn prune(tx: &Transaction<'_>, p: &TaskPruneParams) -> Result<u64> {
     let cutoff = ts(p.finished_before);
-    let mut args = vec![cutoff, i64::from(p.limit)];
+    let mut args = vec![cutoff, i64::from(p.limit), ts(p.now)];
     let sql: &str = match p.finished_since {
         None => &partial_indexes::PRUNABLE,
         Some(since) => {

@@ -95,7 +95,7 @@ macro_rules! conformance_tests {
             a_batch_grows_from_its_own_tasks_and_ends_after_the_last, batch_tasks_ending_at_once_enqueue_the_callback_once,
             a_scheduled_workflow_runs_whole_and_counts_as_one_run, a_workflow_run_made_ahead_is_withdrawn_whole, a_workflow_schedule_is_triggered_and_backfilled_whole,
             a_workflow_run_with_a_dead_task_is_a_dead_run,
-            a_task_not_started_by_its_deadline_expires_and_never_runs, a_deadline_is_for_the_first_start,
+            a_task_not_started_by_its_deadline_expires_and_never_runs, a_deadline_is_for_the_first_start, a_queue_keeps_each_ended_state_as_its_retention_says,
             a_deadline_that_could_never_be_met_is_refused);
     };
     (@cases $make:expr; $($case:ident),+) => {

@@ -1,6 +1,8 @@
 //! What operators and maintenance do to tasks: cancel, rescue, retry, reschedule, prune, list.
 
 use jiff::SignedDuration;
+use std::collections::BTreeMap;
+
 use serde_json::json;
 use sked_core::{NewTask, TaskState};
 
@@ -204,6 +206,7 @@ pub async fn prune_removes_old_finished_tasks(store: &Shared) {
     let n = store
         .task_prune(TaskPruneParams {
             finished_before: at(1),
+            now: at(1),
             limit: 1000,
             finished_since: None,
         })
@@ -242,6 +245,7 @@ pub async fn prune_deletes_up_to_its_limit(store: &Shared) {
     let prune = async |limit| {
         let p = TaskPruneParams {
             finished_before: at(1),
+            now: at(1),
             limit,
             finished_since: None,
         };
@@ -270,6 +274,7 @@ pub async fn prune_since_leaves_what_finished_before(store: &Shared) {
     let prune = async |since: Option<i64>| {
         let p = TaskPruneParams {
             finished_before: at(30),
+            now: at(30),
             limit: 100,
             finished_since: since.map(at),
         };
@@ -511,4 +516,87 @@ pub async fn a_timed_out_attempt_loses_its_lease(store: &Shared) {
         heartbeat(at(9)).await.unwrap_err(),
         StoreError::StaleLease { .. }
     ));
+}
+
+/// A queue keeps its ended tasks of a state as long as its own retention for that state says,
+/// whether shorter or longer than the server's; its other states, and other queues, keep the
+/// server's. A retention goes back to the server's when set to none; one for a state that is
+/// not an ended one, or not positive, is refused.
+pub async fn a_queue_keeps_each_ended_state_as_its_retention_says(store: &Shared) {
+    let set = async |queue: &str, changes: Vec<(TaskState, Option<SignedDuration>)>| {
+        store
+            .queue_update(QueueUpdateParams {
+                name: queue.into(),
+                retention: changes,
+                ..Default::default()
+            })
+            .await
+    };
+    let secs = SignedDuration::from_secs;
+    let short = set("short", vec![(TaskState::Succeeded, Some(secs(10)))]).await;
+    assert_eq!(short.unwrap().retention.succeeded, Some(secs(10)));
+    set("long", vec![(TaskState::Dead, Some(secs(1000)))])
+        .await
+        .unwrap();
+    // In each queue a task that succeeded and one that died, at 1 s.
+    let mut ended = BTreeMap::new();
+    for queue in ["short", "long", "plain"] {
+        for outcome in [FinishOutcome::Succeeded { result: None }, failed(false)] {
+            let id = insert(store, task("k").queue(queue), t0()).await.id;
+            let c = claim_from(store, &[queue], 1, t0()).await.remove(0);
+            let t = finish(store, c.id, c.attempt, outcome, at(1))
+                .await
+                .unwrap();
+            ended.insert((queue, t.state), id);
+        }
+    }
+    // The server keeps ended tasks 100 s.
+    let prune = async |now: i64| {
+        let p = TaskPruneParams {
+            finished_before: at(now - 100),
+            now: at(now),
+            limit: 1000,
+            finished_since: None,
+        };
+        store.task_prune(p).await.unwrap()
+    };
+    let left = async || {
+        let mut left = Vec::new();
+        for (&(queue, state), &id) in &ended {
+            if store.task_get(id).await.is_ok() {
+                left.push(format!("{queue} {state}"));
+            }
+        }
+        left
+    };
+    assert_eq!(prune(20).await, 1);
+    assert_eq!(
+        left().await,
+        [
+            "long succeeded",
+            "long dead",
+            "plain succeeded",
+            "plain dead",
+            "short dead"
+        ]
+    );
+    assert_eq!(prune(200).await, 4);
+    assert_eq!(left().await, ["long dead"]);
+    assert_eq!(prune(1200).await, 1);
+    // Back to the server's; refused: not an ended state, not positive.
+    let back = set("long", vec![(TaskState::Dead, None)]).await.unwrap();
+    assert!(back.retention.is_default());
+    for bad in [
+        vec![(TaskState::Running, Some(secs(10)))],
+        vec![(TaskState::Dead, Some(secs(0)))],
+    ] {
+        let r = set("short", bad).await;
+        assert!(matches!(r, Err(StoreError::Invalid(_))), "{r:?}");
+    }
+    let q = store.queue_get("short", at(1200)).await.unwrap();
+    assert_eq!(
+        q.retention.succeeded,
+        Some(secs(10)),
+        "a refused change changed it"
+    );
 }

@@ -209,6 +209,7 @@ async fn run_sequence(store: &Shared, seed: u64, settings: &mut BTreeMap<String,
                 rate: None,
                 per_key: None,
                 per_key_rate: None,
+                retention: Vec::new(),
                 now: None,
                 must_exist: false,
             };

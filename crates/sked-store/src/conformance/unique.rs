@@ -32,6 +32,7 @@ pub async fn a_dedup_window_holds_the_key_for_the_window_alone(store: &Shared) {
     let pruned = store
         .task_prune(TaskPruneParams {
             finished_before: at(9),
+            now: at(9),
             limit: 100,
             finished_since: None,
         })

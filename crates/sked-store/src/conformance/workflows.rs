@@ -294,6 +294,7 @@ pub async fn a_workflow_fails_is_cancelled_and_goes_with_its_tasks(store: &Share
     let pruned = store
         .task_prune(TaskPruneParams {
             finished_before: at(10),
+            now: at(10),
             limit: 1000,
             finished_since: None,
         })

@@ -9,9 +9,9 @@ mod schedules;
 pub mod worker;
 mod workflows;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
-use sked_core::{NewTask, ScheduleDef, Task, TaskId};
+use sked_core::{NewTask, ScheduleDef, Task, TaskId, TaskState};
 use sked_store::{ActivityBucket, Occurrence, QueueInfo, Schedule, TaskInserted, WorkerInfo};
 
 pub use batches::BatchList;
@@ -379,6 +379,78 @@ impl QueueLimit {
                     .to_string(),
             ),
         }
+    }
+}
+
+/// `PUT /v1/queues/{name}/retention`: how long the queue keeps its ended tasks, by the state
+/// they ended in. Each state given is set (`null`: back to the server's `--retention`), each
+/// left out stays as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct QueueRetentionChange {
+    /// Succeeded tasks are kept this long after they ended (like `1d`).
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Duration>))]
+    pub succeeded: Option<Option<String>>,
+    /// Dead tasks, likewise.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Duration>))]
+    pub dead: Option<Option<String>>,
+    /// Cancelled tasks, likewise.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Duration>))]
+    pub cancelled: Option<Option<String>>,
+    /// Expired tasks, likewise.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Duration>))]
+    pub expired: Option<Option<String>>,
+}
+
+impl QueueRetentionChange {
+    /// The retentions to set, checked: each state with its duration (`None`: the server's).
+    pub fn changes(&self) -> Result<Vec<(TaskState, Option<SignedDuration>)>, String> {
+        let given = [
+            (TaskState::Succeeded, &self.succeeded),
+            (TaskState::Dead, &self.dead),
+            (TaskState::Cancelled, &self.cancelled),
+            (TaskState::Expired, &self.expired),
+        ];
+        let mut out = Vec::new();
+        for (state, keep) in given {
+            let Some(keep) = keep else { continue };
+            let keep = keep
+                .as_deref()
+                .map(sked_core::parse_duration)
+                .transpose()
+                .map_err(|e| format!("{state}: {e}"))?;
+            sked_store::retention::QueueRetention::check(state, keep).map_err(|e| e.to_string())?;
+            out.push((state, keep));
+        }
+        if out.is_empty() {
+            return Err(
+                "name a state whose retention to set: succeeded, dead, cancelled or \
+                 expired (like \"1d\"; null: the server's --retention)"
+                    .into(),
+            );
+        }
+        Ok(out)
     }
 }
 

@@ -360,6 +360,32 @@ impl Client {
         }
     }
 
+    /// Sets how long the queue keeps its ended tasks for the states `retention` names (a `null`
+    /// inside: the server's retention).
+    pub async fn queue_retention(
+        &self,
+        name: &str,
+        retention: api::QueueRetentionChange,
+        missing: IfMissing,
+    ) -> Result<QueueInfo> {
+        match &self.inner {
+            Inner::Embedded(_) => {
+                let changes = retention.changes().map_err(crate::Error::Invalid)?;
+                self.queue_update(name, "retention", missing, |p| p.retention = changes)
+                    .await
+            }
+            #[cfg(feature = "remote")]
+            Inner::Remote(r) => {
+                let path = format!(
+                    "/v1/queues/{}/retention{}",
+                    path_segment(name),
+                    missing.query()
+                );
+                r.put(&path, &retention).await
+            }
+        }
+    }
+
     /// Removes a queue that has no unfinished task: its ended tasks are deleted, its pause and
     /// limits go, and it leaves the list. An unfinished task in it is a `Conflict`; a queue no
     /// task or setting names, `NotFound`.

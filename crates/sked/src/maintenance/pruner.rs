@@ -115,6 +115,7 @@ impl Pruner {
             .store()
             .task_prune(TaskPruneParams {
                 finished_before: cutoff,
+                now,
                 limit: self.config.batch,
                 finished_since,
             })
