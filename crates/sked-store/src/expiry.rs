@@ -2,7 +2,7 @@
 //! task past its deadline, and such a task ends `expired` (see [`crate::Store::task_expire`]).
 
 use jiff::Timestamp;
-use sked_core::{Task, TaskState};
+use sked_core::Task;
 
 /// The condition "the task may start at `now`" (an SQL expression for the time): it has no
 /// deadline, started before (its retries are not held to it), or its deadline is later.
@@ -13,15 +13,6 @@ pub fn startable(now: &str) -> String {
 /// Whether `task` may start at `now`, as [`startable`] says.
 pub fn may_start(task: &Task, now: Timestamp) -> bool {
     task.expires_at.is_none_or(|at| at > now) || task.attempt > 0
-}
-
-/// Whether `task` is past its deadline at `now` and has not started: it ends `expired`.
-pub fn is_due(task: &Task, now: Timestamp) -> bool {
-    !may_start(task, now)
-        && matches!(
-            task.state,
-            TaskState::Waiting | TaskState::Scheduled | TaskState::Available
-        )
 }
 
 /// The error an expired task keeps as its `last_error`: why it never ran.
