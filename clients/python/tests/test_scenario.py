@@ -14,6 +14,7 @@ from sked_client import (
     AsyncWorker,
     Cancelled,
     Client,
+    Conflict,
     Fatal,
     InvalidInput,
     NotFound,
@@ -53,6 +54,23 @@ class Scenario(unittest.TestCase):
         self.sked.remove_schedule("py-hourly")
         with self.assertRaises(NotFound):
             self.sked.schedule("py-hourly")
+        # A calendar of dates to skip, bounds, and a calendar kept while a schedule skips it.
+        cal = self.sked.put_calendar("py-holidays", ["2099-12-25", "2099-01-01"], tz="UTC")
+        self.assertEqual(cal["dates"], ["2099-01-01", "2099-12-25"])
+        bounded = self.sked.add_schedule(
+            "py-bounded", "every 1h", "py.later", skip_calendars=["py-holidays"], max_runs=3,
+            end_at="2099-06-01T00:00:00Z",
+        )
+        self.assertEqual((bounded["max_runs"], bounded["runs"], bounded["skip_calendars"]), (3, 0, ["py-holidays"]))
+        with self.assertRaises(Conflict):
+            self.sked.remove_calendar("py-holidays")
+        with self.assertRaises(InvalidInput):
+            self.sked.add_schedule("py-bad", "every 1h", "py.later", skip_calendars=["py-none"])
+        self.sked.remove_schedule("py-bounded")
+        self.assertIn("py-holidays", [c["name"] for c in self.sked.calendars()])
+        self.sked.remove_calendar("py-holidays")
+        with self.assertRaises(NotFound):
+            self.sked.calendar("py-holidays")
         many = [{"name": f"py-{i}", "spec": "every 1h", "task": {"kind": "py.later"}} for i in range(3)]
         self.assertEqual(self.sked.apply_schedules(many, group="py")["created"], ["py-0", "py-1", "py-2"])
         dry = self.sked.apply_schedules(many[:1], group="py", prune=True, dry_run=True)

@@ -155,6 +155,11 @@ export class Client {
   resumeSchedule(name: string): Promise<Json>;
   triggerSchedule(name: string): Promise<Json>;
   removeSchedule(name: string): Promise<void>;
+  /** A calendar: dates on which the schedules that skip it (`skip_calendars`) do not fire. */
+  putCalendar(name: string, dates: string[], options?: { tz?: string }): Promise<Json>;
+  calendar(name: string): Promise<Json>;
+  calendars(): Promise<Json[]>;
+  removeCalendar(name: string): Promise<void>;
   putSchedule(name: string, definition: Json): Promise<Json>;
   backfillSchedule(name: string, start: string, end: string): Promise<Json>;
   occurrences(name: string, options?: { limit?: number }): Promise<Json[]>;

@@ -321,6 +321,20 @@ export class Client {
   async removeSchedule(name) {
     await this.call("DELETE", `/v1/schedules/${q(name)}`);
   }
+  /** Creates or replaces a calendar: dates ("2026-12-25") on which the schedules that skip it do not fire. */
+  putCalendar(name, dates, { tz } = {}) {
+    return this.call("PUT", `/v1/calendars/${q(name)}`, tz === undefined ? { dates } : { dates, tz });
+  }
+  calendar(name) {
+    return this.call("GET", `/v1/calendars/${q(name)}`);
+  }
+  async calendars() {
+    return (await this.call("GET", "/v1/calendars")).calendars;
+  }
+  /** Removes a calendar no schedule skips; else a Conflict naming them. */
+  async removeCalendar(name) {
+    await this.call("DELETE", `/v1/calendars/${q(name)}`);
+  }
   /** Creates or replaces the schedule `name` (the API's schedule object: spec, task or workflow, tz, policies). */
   putSchedule(name, definition) {
     return this.call("PUT", `/v1/schedules/${q(name)}`, definition);

@@ -26,6 +26,17 @@ test("tasks, schedules, queues and errors", async () => {
   assert.equal((await sked.resumeSchedule("ts-hourly")).paused, false);
   await sked.removeSchedule("ts-hourly");
   await assert.rejects(sked.schedule("ts-hourly"), errors.NotFound);
+  // A calendar of dates to skip, bounds, and a calendar kept while a schedule skips it.
+  const cal = await sked.putCalendar("ts-holidays", ["2099-12-25", "2099-01-01"], { tz: "UTC" });
+  assert.deepEqual(cal.dates, ["2099-01-01", "2099-12-25"]);
+  const bounded = await sked.addSchedule("ts-bounded", "every 1h", { kind: "ts.later" }, { skip_calendars: ["ts-holidays"], max_runs: 3, end_at: "2099-06-01T00:00:00Z" });
+  assert.deepEqual([bounded.max_runs, bounded.runs, bounded.skip_calendars], [3, 0, ["ts-holidays"]]);
+  await assert.rejects(sked.removeCalendar("ts-holidays"), errors.Conflict);
+  await assert.rejects(sked.addSchedule("ts-bad", "every 1h", { kind: "ts.later" }, { skip_calendars: ["ts-none"] }), errors.InvalidInput);
+  await sked.removeSchedule("ts-bounded");
+  assert.ok((await sked.calendars()).some((c) => c.name === "ts-holidays"));
+  await sked.removeCalendar("ts-holidays");
+  await assert.rejects(sked.calendar("ts-holidays"), errors.NotFound);
   const set = [0, 1, 2].map((i) => ({ name: `ts-${i}`, spec: "every 1h", task: { kind: "ts.later" } }));
   assert.deepEqual((await sked.applySchedules(set, { group: "ts" })).created, ["ts-0", "ts-1", "ts-2"]);
   assert.deepEqual((await sked.applySchedules(set.slice(0, 1), { group: "ts", prune: true, dryRun: true })).removed, ["ts-1", "ts-2"]);

@@ -140,6 +140,9 @@ enum Command {
     /// Manage recurring schedules.
     #[command(subcommand)]
     Schedule(client::ScheduleCmd),
+    /// Dates on which the schedules that skip a calendar do not fire.
+    #[command(subcommand)]
+    Calendar(client::CalendarCmd),
     /// Pause, resume and limit queues.
     #[command(subcommand)]
     Queue(client::QueueCmd),
@@ -240,6 +243,7 @@ fn main() -> ExitCode {
                     Command::Batch(c) => client::batch(c, &global.remote()).await,
                     Command::Schedule(c) => client::schedule(c, &global.remote()).await,
                     Command::Queue(c) => client::queue(c, &global.remote()).await,
+                    Command::Calendar(c) => client::calendar(c, &global.remote()).await,
                     #[cfg(feature = "bench")]
                     Command::Bench(a) => bench::run(a).await,
                     Command::Top(a) => top::top(a, &global.remote()).await,

@@ -31,8 +31,9 @@ pub use schedule::plan::{
     PlannedOccurrence, plan_ahead, runs_of,
 };
 pub use schedule::{
-    CatchupPolicy, CronExpr, DEFAULT_CATCHUP_WINDOW, DstPolicy, IntervalFrom, OverlapPolicy,
-    RunTemplate, ScheduleDef, Spec, TaskTemplate, jitter_offset, parse_zone,
+    Bounds, Calendar, CalendarDef, CatchupPolicy, CronExpr, DEFAULT_CATCHUP_WINDOW, DstPolicy,
+    IntervalFrom, MAX_CALENDAR_DATES, MAX_RUNS, MAX_SKIP_CALENDARS, OverlapPolicy, RunTemplate,
+    ScheduleDef, Spec, TaskTemplate, check_skip_calendars, jitter_offset, parse_dates, parse_zone,
 };
 pub use task::{
     Attempt, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, MAX_KEY_CHARS, MAX_PARENTS, MAX_PAYLOAD_BYTES,

@@ -45,6 +45,9 @@ fn ahead_at(
         from: IntervalFrom::Fixed,
         jitter: None,
         last_run: LastRun::default(),
+        bounds: sked_core::Bounds::default(),
+        runs_left: None,
+        calendars: &[],
     };
     set(&mut input);
     let a = plan_ahead(&input, t(now), t(now + ahead));
@@ -224,4 +227,102 @@ fn without_look_ahead_the_plan_is_the_plain_one() {
         // `ahead_at` checks the plans agree when the horizon is 0.
         ahead_at(spec, next, active, now, 0, |i| i.overlap = overlap);
     }
+}
+
+#[test]
+fn max_runs_ends_the_schedule_after_its_last_run() {
+    // Two runs left, three due: two run, the third is not an occurrence of it any more, and
+    // nothing comes after.
+    let a = ahead_at("every 10s", 10, &[], 30, 60, |i| {
+        i.overlap = OverlapPolicy::Allow;
+        i.catchup = CatchupPolicy::All;
+        i.runs_left = Some(2);
+    });
+    assert_eq!(lines(&a), [(10, Enqueued, None), (20, Enqueued, None)]);
+    assert_eq!(a.plan.runs, 2);
+    assert_eq!((a.plan.next_fire_at, a.look_at), (None, None));
+    // One left: the run made ahead is the last.
+    let a = ahead_at("every 10s", 10, &[], 5, 60, |i| i.runs_left = Some(1));
+    assert_eq!(lines(&a), [(10, Enqueued, Some(10))]);
+    assert_eq!(
+        (a.plan.runs, a.plan.next_fire_at, a.look_at),
+        (1, None, None)
+    );
+    // None left: nothing, not even a missed line.
+    let a = ahead_at("every 10s", 10, &[], 5000, 60, |i| i.runs_left = Some(0));
+    assert_eq!(lines(&a), []);
+    assert_eq!(
+        (a.plan.runs, a.plan.next_fire_at, a.look_at),
+        (0, None, None)
+    );
+    // Skipped occurrences are not runs: with a run unfinished, the schedule goes on.
+    let a = ahead_at("every 10s", 10, &[7], 10, 0, |i| i.runs_left = Some(1));
+    assert_eq!(lines(&a), [(10, Skipped, None)]);
+    assert_eq!((a.plan.runs, a.plan.next_fire_at), (0, Some(t(20))));
+}
+
+#[test]
+fn a_run_replaced_in_the_same_plan_is_not_counted() {
+    // Three due under `replace`: the last replaces the two before it, one run made.
+    let a = ahead_at("every 10s", 10, &[], 30, 0, |i| {
+        i.overlap = OverlapPolicy::Replace;
+        i.catchup = CatchupPolicy::All;
+        i.runs_left = Some(2);
+    });
+    assert_eq!(
+        lines(&a),
+        [
+            (10, Skipped, None),
+            (20, Skipped, None),
+            (30, Enqueued, None)
+        ]
+    );
+    assert_eq!((a.plan.runs, a.plan.next_fire_at), (1, Some(t(40))));
+}
+
+#[test]
+fn bounds_keep_occurrences_between_start_and_end() {
+    let bounds = |start: Option<i64>, end: Option<i64>| sked_core::Bounds {
+        start_at: start.map(t),
+        end_at: end.map(t),
+    };
+    // The stored first occurrence is before the start: the first is the start's.
+    let a = ahead_at("every 10s", 10, &[], 5, 100, |i| {
+        i.bounds = bounds(Some(35), None)
+    });
+    assert_eq!(lines(&a), [(35, Enqueued, Some(35))]);
+    assert_eq!(a.plan.next_fire_at, Some(t(45)));
+    // The last occurrence at the end itself runs; none after it.
+    let a = ahead_at("every 10s", 40, &[], 41, 100, |i| {
+        i.overlap = OverlapPolicy::Allow;
+        i.bounds = bounds(None, Some(50))
+    });
+    assert_eq!(lines(&a), [(40, Enqueued, None), (50, Enqueued, Some(50))]);
+    assert_eq!((a.plan.next_fire_at, a.look_at), (None, None));
+    // Past the end when planned: nothing at all.
+    let a = ahead_at("every 10s", 60, &[], 100, 100, |i| {
+        i.bounds = bounds(None, Some(50))
+    });
+    assert_eq!(lines(&a), []);
+    assert_eq!((a.plan.next_fire_at, a.look_at), (None, None));
+}
+
+#[test]
+fn an_interval_from_the_last_run_stops_at_the_end() {
+    let end = sked_core::Bounds {
+        start_at: None,
+        end_at: Some(t(25)),
+    };
+    // The run counted from ends at 20: the next would be at 30, after the end.
+    let a = ahead_at("every 10s", 20, &[], 22, 0, |i| {
+        i.from = IntervalFrom::LastFinish;
+        i.last_run = LastRun {
+            started_at: Some(t(18)),
+            finished_at: Some(t(20)),
+            running: false,
+        };
+        i.bounds = end;
+    });
+    assert_eq!(lines(&a), []);
+    assert_eq!((a.plan.next_fire_at, a.look_at), (None, None));
 }

@@ -44,6 +44,9 @@ fn plan_at(
         from: IntervalFrom::Fixed,
         jitter: None,
         last_run: LastRun::default(),
+        bounds: sked_core::Bounds::default(),
+        runs_left: None,
+        calendars: &[],
     };
     set(&mut input);
     plan(&input, t(now))

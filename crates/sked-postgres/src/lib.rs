@@ -554,6 +554,26 @@ impl Store for PgStore {
             .await
     }
 
+    async fn calendar_put(&self, params: CalendarPutParams) -> Result<CalendarInfo> {
+        self.op(async |c, _| schedules::calendars::put(c, &params).await)
+            .await
+    }
+
+    async fn calendar_get(&self, name: &str) -> Result<CalendarInfo> {
+        self.op(async |c, _| schedules::calendars::get(&***c, name).await)
+            .await
+    }
+
+    async fn calendar_list(&self) -> Result<Vec<CalendarInfo>> {
+        self.op(async |c, _| schedules::calendars::list(c).await)
+            .await
+    }
+
+    async fn calendar_delete(&self, name: &str) -> Result<bool> {
+        self.op(async |c, _| schedules::calendars::delete(c, name).await)
+            .await
+    }
+
     async fn schedule_set_paused(&self, params: SchedulePauseParams) -> Result<Schedule> {
         self.op(async |c, ch| schedules::set_paused(c, ch, &params).await)
             .await

@@ -49,6 +49,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (29, include_str!("../migrations/0029_backoff_shapes.sql")),
     (30, include_str!("../migrations/0030_expiry.sql")),
     (31, include_str!("../migrations/0031_queue_retention.sql")),
+    (
+        32,
+        include_str!("../migrations/0032_schedule_bounds_and_calendars.sql"),
+    ),
 ];
 
 /// A fingerprint of every migration's text: schemas migrated by the same migrations share it.

@@ -4,6 +4,7 @@
 
 mod auth;
 mod batches;
+mod calendars;
 mod connections;
 mod cross_site;
 mod dashboard;
@@ -109,6 +110,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(queues::limit))
         .routes(routes!(queues::retention))
         .routes(routes!(schedules::cron_next))
+        .routes(routes!(calendars::list))
+        .routes(routes!(calendars::get, calendars::put, calendars::delete))
         .routes(routes!(observe::workers))
         .routes(routes!(observe::beat))
         .routes(routes!(observe::cluster))

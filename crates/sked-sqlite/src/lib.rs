@@ -480,6 +480,27 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn calendar_put(&self, params: CalendarPutParams) -> Result<CalendarInfo> {
+        self.write(move |tx| schedules::calendars::put(tx, &params))
+            .await
+    }
+
+    async fn calendar_get(&self, name: &str) -> Result<CalendarInfo> {
+        let name = name.to_string();
+        self.read(move |conn| schedules::calendars::get(conn, &name))
+            .await
+    }
+
+    async fn calendar_list(&self) -> Result<Vec<CalendarInfo>> {
+        self.read(schedules::calendars::list).await
+    }
+
+    async fn calendar_delete(&self, name: &str) -> Result<bool> {
+        let name = name.to_string();
+        self.write(move |tx| schedules::calendars::delete(tx, &name))
+            .await
+    }
+
     async fn schedule_set_paused(&self, params: SchedulePauseParams) -> Result<Schedule> {
         self.write(move |tx| schedules::set_paused(tx, &params))
             .await

@@ -53,6 +53,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (27, include_str!("../migrations/0027_backoff_shapes.sql")),
     (28, include_str!("../migrations/0028_expiry.sql")),
     (29, include_str!("../migrations/0029_queue_retention.sql")),
+    (
+        30,
+        include_str!("../migrations/0030_schedule_bounds_and_calendars.sql"),
+    ),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

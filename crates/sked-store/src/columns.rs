@@ -185,6 +185,17 @@ pub enum ScheduleColumn {
     RetryingRun,
     /// Whether a failed run keeps retrying past the next occurrence.
     KeepRetrying,
+    /// No occurrence before this.
+    StartAt,
+    /// No occurrence after this.
+    EndAt,
+    /// The most runs it makes at its occurrences.
+    MaxRuns,
+    /// The runs it has made at its occurrences.
+    Runs,
+    /// The calendars it skips, as a JSON array (read with
+    /// [`crate::rules::skip_calendars_of_column`]).
+    SkipCalendars,
 }
 
 impl ScheduleColumn {
@@ -194,7 +205,7 @@ impl ScheduleColumn {
     }
 
     /// The position of the first column a backend appends after these.
-    pub const APPENDED: usize = ScheduleColumn::KeepRetrying as usize + 1;
+    pub const APPENDED: usize = ScheduleColumn::SkipCalendars as usize + 1;
 }
 
 /// The select list of a schedule row, the schedules table aliased `s`, its task figures
@@ -283,7 +294,8 @@ fn select_list(tasks_table: &str, figures: Figures) -> String {
          s.anchor_at, {next_fire}, s.buffered_at, s.created_at, s.updated_at, \
          {started}, {}, {running}, {}, \
          s.declared_by, s.interval_from, s.jitter_ms, s.dst, s.pause_after_failures, s.paused_reason, \
-         s.next_fire_at, {retrying}, s.keep_retrying",
+         s.next_fire_at, {retrying}, s.keep_retrying, s.start_at, s.end_at, s.max_runs, s.runs, \
+         s.skip_calendars",
         latest_finished("finished_at", "CAST(NULL AS timestamptz)"),
         latest_finished(&run_outcome(tasks_table, "t"), "CAST(NULL AS text)"),
     )

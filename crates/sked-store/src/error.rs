@@ -78,6 +78,13 @@ impl StoreError {
         }
     }
 
+    pub fn calendar_not_found(name: &str) -> StoreError {
+        StoreError::NotFound {
+            what: "calendar",
+            id: name.to_string(),
+        }
+    }
+
     pub fn schedule_not_found(name: &str) -> StoreError {
         StoreError::NotFound {
             what: "schedule",

@@ -262,6 +262,21 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// has not come at `now`, which are withdrawn. `false` if there was none.
     async fn schedule_delete(&self, name: &str, now: jiff::Timestamp) -> Result<bool>;
 
+    /// Creates or replaces a calendar, checked ([`sked_core::CalendarDef::validate`]: its
+    /// dates sorted, each once). The schedules that skip it read its dates when they are next
+    /// planned: an occurrence planned already (made ahead, at most the look-ahead before its
+    /// time) keeps its outcome.
+    async fn calendar_put(&self, params: CalendarPutParams) -> Result<CalendarInfo>;
+
+    async fn calendar_get(&self, name: &str) -> Result<CalendarInfo>;
+
+    /// Every calendar, by name.
+    async fn calendar_list(&self) -> Result<Vec<CalendarInfo>>;
+
+    /// Deletes a calendar; `false` if there was none. One that a schedule skips is a
+    /// `Conflict` naming the schedules, and stays.
+    async fn calendar_delete(&self, name: &str) -> Result<bool>;
+
     /// Pauses or resumes; on resume the next fire time is the one given.
     async fn schedule_set_paused(&self, params: SchedulePauseParams) -> Result<Schedule>;
 

@@ -330,9 +330,11 @@ pub fn list_limit(asked: Option<u32>) -> u32 {
 }
 
 pub mod batches;
+mod calendars;
 pub mod dependents;
 mod materialise;
 mod schedules;
 pub mod workflows;
+pub use calendars::*;
 pub use materialise::*;
 pub use schedules::*;

@@ -62,14 +62,14 @@ pub use maintenance::MaintenanceConfig;
 pub use node::{Node, NodeBuilder};
 pub use sked_core as core;
 pub use sked_core::{
-    Backoff, CatchupPolicy, Clock, DstPolicy, IntervalFrom, ManualClock, NewTask, NewWorkflow,
-    OverlapPolicy, ParentFailure, RateLimit, ScheduleDef, SystemClock, Task, TaskId, TaskState,
-    TaskTemplate, WorkflowId, WorkflowTask,
+    Backoff, CalendarDef, CatchupPolicy, Clock, DstPolicy, IntervalFrom, ManualClock, NewTask,
+    NewWorkflow, OverlapPolicy, ParentFailure, RateLimit, ScheduleDef, SystemClock, Task, TaskId,
+    TaskState, TaskTemplate, WorkflowId, WorkflowTask,
 };
 pub use sked_store::{self as store, Store};
 pub use sked_store::{
-    BackfillReport, BatchInfo, BatchState, FinishOutcome, Occurrence, QueueInfo, Schedule,
-    TaskEnded, TaskInserted, WorkflowInfo, WorkflowNode, WorkflowState,
+    BackfillReport, BatchInfo, BatchState, CalendarInfo, FinishOutcome, Occurrence, QueueInfo,
+    Schedule, TaskEnded, TaskInserted, WorkflowInfo, WorkflowNode, WorkflowState,
 };
 
 #[cfg(feature = "bench")]

@@ -134,6 +134,18 @@ class AsyncClient:
     async def remove_schedule(self, name: str) -> None:
         return await asyncio.to_thread(self.sync.remove_schedule, name)
 
+    async def put_calendar(self, name: str, dates: Iterable[str], tz: Optional[str] = None) -> Json:
+        return await asyncio.to_thread(self.sync.put_calendar, name, list(dates), tz)
+
+    async def calendar(self, name: str) -> Json:
+        return await asyncio.to_thread(self.sync.calendar, name)
+
+    async def calendars(self) -> List[Json]:
+        return await asyncio.to_thread(self.sync.calendars)
+
+    async def remove_calendar(self, name: str) -> None:
+        return await asyncio.to_thread(self.sync.remove_calendar, name)
+
     async def queues(self) -> List[Json]:
         return await asyncio.to_thread(self.sync.queues)
 

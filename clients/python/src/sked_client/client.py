@@ -459,6 +459,26 @@ class Client:
     def remove_schedule(self, name: str) -> None:
         self.call("DELETE", f"/v1/schedules/{self._q(name)}")
 
+    # -- calendars -------------------------------------------------------------------------
+
+    def put_calendar(self, name: str, dates: Iterable[str], tz: Optional[str] = None) -> Json:
+        """Creates or replaces a calendar: dates ("2026-12-25") on which the schedules that skip
+        it (`skip_calendars`) do not fire, in `tz` or each schedule's own zone."""
+        body: Json = {"dates": list(dates)}
+        if tz is not None:
+            body["tz"] = tz
+        return self.call("PUT", f"/v1/calendars/{self._q(name)}", body)
+
+    def calendar(self, name: str) -> Json:
+        return self.call("GET", f"/v1/calendars/{self._q(name)}")
+
+    def calendars(self) -> List[Json]:
+        return self.call("GET", "/v1/calendars")["calendars"]
+
+    def remove_calendar(self, name: str) -> None:
+        """Removes a calendar no schedule skips; else a Conflict naming them."""
+        self.call("DELETE", f"/v1/calendars/{self._q(name)}")
+
     # -- queues ----------------------------------------------------------------------------
 
     def queues(self) -> List[Json]:

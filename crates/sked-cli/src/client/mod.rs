@@ -8,12 +8,14 @@
 mod apply;
 mod batch;
 mod bulk;
+mod calendar;
 mod queue;
 mod schedule;
 mod task;
 mod workflow;
 
 pub(crate) use batch::{BatchCmd, batch};
+pub(crate) use calendar::{CalendarCmd, calendar};
 pub(crate) use queue::{QueueCmd, queue};
 pub(crate) use schedule::{ScheduleCmd, schedule};
 pub(crate) use task::{TaskCmd, task};

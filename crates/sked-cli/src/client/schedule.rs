@@ -174,6 +174,20 @@ pub(crate) struct ScheduleAdd {
     /// How far back missed occurrences are caught up
     #[arg(long, default_value = "1h", value_name = "DUR")]
     catchup_window: String,
+    /// No occurrence before this time (RFC 3339, or relative: +2h); an interval counts from it
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    start_at: Option<String>,
+    /// No occurrence after this time (RFC 3339, or relative: +30d): the schedule ends there
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    end_at: Option<String>,
+    /// End the schedule once it has made this many runs at its occurrences (runs triggered by
+    /// hand or backfilled are not counted)
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    max_runs: Option<i64>,
+    /// Do not fire on the dates of this calendar (`sked calendar add`); repeat for more: each
+    /// occurrence on one is recorded as excluded, naming it
+    #[arg(long, value_name = "NAME")]
+    skip_calendar: Vec<String>,
 }
 
 /// The task each occurrence enqueues, from the flags.
@@ -206,6 +220,11 @@ fn task_template(a: &ScheduleAdd) -> CliResult<TaskTemplate> {
         );
     }
     Ok(task)
+}
+
+/// A time flag's value: RFC 3339, or relative to `now`.
+fn flag_time(flag: &str, v: &str, now: jiff::Timestamp) -> CliResult<jiff::Timestamp> {
+    sked_core::parse_time(v, now).map_err(|e| CliError::usage(format!("invalid {flag}: {e}")))
 }
 
 /// A policy flag's value, read as the API reads it.
@@ -254,6 +273,22 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
             if a.keep_retrying {
                 def = def.keep_retrying();
             }
+            let now = jiff::Timestamp::now();
+            if let Some(t) = &a.start_at {
+                def = def.start_at(flag_time("--start-at", t, now)?);
+            }
+            if let Some(t) = &a.end_at {
+                def = def.end_at(flag_time("--end-at", t, now)?);
+            }
+            if let Some(n) = a.max_runs {
+                let n = u64::try_from(n).map_err(|_| {
+                    CliError::usage(format!("invalid --max-runs {n}: it must be at least 1"))
+                })?;
+                def = def.max_runs(n);
+            }
+            for c in &a.skip_calendar {
+                def = def.skip_calendar(c.clone());
+            }
             // Check locally first, so bad input is reported even without a server.
             def.validate().map_err(CliError::usage)?;
             let s = connect(remote)?.schedule_put(def).await.map_err(failed)?;
@@ -288,7 +323,12 @@ pub(crate) async fn schedule(cmd: ScheduleCmd, remote: &Remote) -> CliResult {
                     .map_err(failed)?;
             // The limits its runs meet in their queue (text only: `--json` is the schedule).
             let queue = match (remote.json, &schedule.task) {
-                (false, Some(task)) => Some(client.queue(&task.queue).await.map_err(failed)?),
+                // A queue nothing has been enqueued to yet has no limits to show.
+                (false, Some(task)) => match client.queue(&task.queue).await {
+                    Ok(q) => Some(q),
+                    Err(e) if e.kind() == sked::store::ErrorKind::NotFound => None,
+                    Err(e) => return Err(failed(e)),
+                },
                 _ => None,
             };
             let detail = ScheduleDetail {
@@ -388,10 +428,10 @@ fn print_list(list: &ScheduleList) {
                 s.name.clone(),
                 s.spec.clone(),
                 s.tz.clone(),
-                if s.paused {
-                    "paused".into()
-                } else {
-                    time_in(s.next_fire_at, &s.tz)
+                match (s.paused, &s.ended) {
+                    (true, _) => "paused".into(),
+                    (false, Some(_)) => "ended".into(),
+                    (false, None) => time_in(s.next_fire_at, &s.tz),
                 },
                 time_in(s.last_started_at, &s.tz),
                 time_in(s.last_finished_at, &s.tz),
@@ -441,6 +481,23 @@ fn print_schedule(d: &ScheduleDetail, queue: Option<&sked::QueueInfo>) {
         ("dst", s.dst.as_str().to_string()),
         ("pause_after_failures", opt(s.pause_after_failures.as_ref())),
         ("keep_retrying", s.keep_retrying.to_string()),
+        ("start_at", time_in(s.start_at, &s.tz)),
+        ("end_at", time_in(s.end_at, &s.tz)),
+        (
+            "runs",
+            match s.max_runs {
+                Some(max) => format!("{} of max_runs {max}", s.runs),
+                None => s.runs.to_string(),
+            },
+        ),
+        ("ended", s.ended.clone().unwrap_or_else(|| "-".into())),
+        (
+            "skip_calendars",
+            match s.skip_calendars.as_slice() {
+                [] => "-".into(),
+                names => names.join(", "),
+            },
+        ),
         (
             "paused",
             match &s.paused_reason {

@@ -33,6 +33,7 @@ mod python_worker;
 mod queue_names;
 mod rate_limits;
 mod schedule_apply;
+mod schedule_bounds;
 mod schedule_policies;
 mod scheduled_workflows;
 mod shell;

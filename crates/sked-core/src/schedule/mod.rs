@@ -1,6 +1,8 @@
 //! Schedules: what fires (cron, interval, once), in which zone, what it enqueues, and what to
 //! do when runs overlap or were missed.
 
+mod bounds;
+mod calendar;
 pub mod cron;
 mod describe;
 pub mod plan;
@@ -15,6 +17,11 @@ use serde::{Deserialize, Serialize};
 use crate::error::SpecError;
 use crate::workflow::NewWorkflow;
 use crate::{format_duration, parse_duration};
+pub use bounds::Bounds;
+pub use calendar::{
+    Calendar, CalendarDef, MAX_CALENDAR_DATES, MAX_SKIP_CALENDARS, check_skip_calendars,
+    parse_dates,
+};
 pub use cron::CronExpr;
 pub use describe::describe;
 pub use policy::{
@@ -360,6 +367,21 @@ pub struct ScheduleDef {
     /// the overlap policy (by default its retries end there: see the schedules decision).
     #[serde(default, skip_serializing_if = "is_default")]
     pub keep_retrying: bool,
+    /// No occurrence before this time; an interval counts from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<Timestamp>,
+    /// No occurrence after this time: the schedule ends there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_at: Option<Timestamp>,
+    /// The schedule ends once it has made this many runs at its occurrences (runs triggered by
+    /// hand or backfilled are not counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
+    pub max_runs: Option<u64>,
+    /// Calendars whose dates it does not fire on: each such occurrence is recorded in the
+    /// ledger as excluded, naming the calendar. Each must exist.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skip_calendars: Vec<String>,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -408,6 +430,10 @@ impl ScheduleDef {
             dst: DstPolicy::default(),
             pause_after_failures: None,
             keep_retrying: false,
+            start_at: None,
+            end_at: None,
+            max_runs: None,
+            skip_calendars: Vec::new(),
         }
     }
 
@@ -496,6 +522,38 @@ impl ScheduleDef {
         self
     }
 
+    /// No occurrence before `start_at`; an interval counts from it.
+    pub fn start_at(mut self, start_at: Timestamp) -> ScheduleDef {
+        self.start_at = Some(start_at);
+        self
+    }
+
+    /// No occurrence after `end_at`.
+    pub fn end_at(mut self, end_at: Timestamp) -> ScheduleDef {
+        self.end_at = Some(end_at);
+        self
+    }
+
+    /// Ends once it has made `n` runs at its occurrences.
+    pub fn max_runs(mut self, n: u64) -> ScheduleDef {
+        self.max_runs = Some(n);
+        self
+    }
+
+    /// Does not fire on the dates of calendar `name`.
+    pub fn skip_calendar(mut self, name: impl Into<String>) -> ScheduleDef {
+        self.skip_calendars.push(name.into());
+        self
+    }
+
+    /// When it may fire.
+    pub fn bounds(&self) -> Bounds {
+        Bounds {
+            start_at: self.start_at,
+            end_at: self.end_at,
+        }
+    }
+
     /// Created paused: nothing fires until it is resumed.
     pub fn paused(mut self) -> ScheduleDef {
         self.paused = true;
@@ -534,9 +592,28 @@ impl ScheduleDef {
                 "pause_after_failures must be from 1 to {MAX_PAUSE_AFTER_FAILURES}, not {n}"
             )));
         }
+        if let (Some(start), Some(end)) = (self.start_at, self.end_at)
+            && end <= start
+        {
+            return Err(SpecError::new(format!(
+                "end_at ({end}) must be after start_at ({start})"
+            )));
+        }
+        check_skip_calendars(&self.skip_calendars)?;
+        if let Some(n) = self.max_runs
+            && !(1..=MAX_RUNS).contains(&n)
+        {
+            return Err(SpecError::new(format!(
+                "max_runs must be from 1 to {MAX_RUNS}, not {n}"
+            )));
+        }
         Ok((spec.with_dst(self.dst), tz))
     }
 }
+
+/// The most runs a schedule can be limited to: what both backends store as a signed 64-bit
+/// count.
+pub const MAX_RUNS: u64 = i64::MAX as u64;
 
 #[cfg(test)]
 mod tests {

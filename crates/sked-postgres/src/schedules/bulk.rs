@@ -97,8 +97,15 @@ async fn write_in(
         if changed.is_empty() {
             continue;
         }
+        let mut named: Vec<String> = (changed.iter())
+            .flat_map(|d| d.def.skip_calendars.iter().cloned())
+            .collect();
+        named.sort_unstable();
+        named.dedup();
+        let calendars = super::calendars::existing(&**tx, &named).await?;
         let mut cols = UpsertColumns::default();
         for d in changed {
+            rules::check_calendars_exist(&d.def, &calendars)?;
             let r = rules::rewritten(existing.get(&d.def.name), d, group, p.now);
             cols.push(&d.def, r)?;
         }
@@ -185,6 +192,10 @@ struct UpsertColumns {
     pause_after_failures: Vec<Option<i32>>,
     keep_retrying: Vec<bool>,
     look_at: Vec<Option<Timestamp>>,
+    start_at: Vec<Option<Timestamp>>,
+    end_at: Vec<Option<Timestamp>>,
+    max_runs: Vec<Option<i64>>,
+    skip_calendars: Vec<Option<String>>,
 }
 
 impl UpsertColumns {
@@ -206,6 +217,10 @@ impl UpsertColumns {
         self.pause_after_failures.push(policy.pause_after_failures);
         self.keep_retrying.push(policy.keep_retrying);
         self.look_at.push(r.look_at);
+        self.start_at.push(policy.start_at);
+        self.end_at.push(policy.end_at);
+        self.max_runs.push(policy.max_runs);
+        (self.skip_calendars).push(rules::skip_calendars_column(&def.skip_calendars));
         Ok(())
     }
 
@@ -213,7 +228,7 @@ impl UpsertColumns {
         &'a self,
         now: &'a Timestamp,
         group: &'a Option<&'a str>,
-    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 18] {
+    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 22] {
         [
             &self.name,
             &self.spec,
@@ -233,22 +248,29 @@ impl UpsertColumns {
             now,
             group,
             &self.keep_retrying,
+            &self.start_at,
+            &self.end_at,
+            &self.max_runs,
+            &self.skip_calendars,
         ]
     }
 }
 
 /// The bulk write of [`UpsertColumns`] (`$16`: now, `$17`: the group, if any, which a
-/// schedule written without one keeps; `$18` comes after them as it was added later).
+/// schedule written without one keeps; `$18` on come after them as they were added later).
 const UPSERT_MANY: &str = "INSERT INTO sked_schedules AS s (name, spec, tz, task, overlap, catchup, \
        catchup_window_ms, paused, anchor_at, next_fire_at, created_at, updated_at, \
-       interval_from, jitter_ms, dst, pause_after_failures, look_at, declared_by, keep_retrying) \
+       interval_from, jitter_ms, dst, pause_after_failures, look_at, declared_by, keep_retrying, \
+       start_at, end_at, max_runs, skip_calendars) \
      SELECT u.name, u.spec, u.tz, u.task, u.overlap, u.catchup, u.cw, u.paused, u.anchor, u.next, \
-       $16, $16, u.interval_from, u.jitter_ms, u.dst, u.paf, u.look, $17::text, u.keep \
+       $16, $16, u.interval_from, u.jitter_ms, u.dst, u.paf, u.look, $17::text, u.keep, \
+       u.start_at, u.end_at, u.max_runs, u.skip_calendars \
      FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], \
        $7::bigint[], $8::bool[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::bigint[], \
-       $13::text[], $14::int[], $15::timestamptz[], $18::bool[]) \
+       $13::text[], $14::int[], $15::timestamptz[], $18::bool[], $19::timestamptz[], \
+       $20::timestamptz[], $21::bigint[], $22::text[]) \
        AS u(name, spec, tz, task, overlap, catchup, cw, paused, anchor, next, interval_from, \
-         jitter_ms, dst, paf, look, keep) \
+         jitter_ms, dst, paf, look, keep, start_at, end_at, max_runs, skip_calendars) \
      ON CONFLICT (name) DO UPDATE SET \
        next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
        look_at = excluded.look_at, awaits_run = false, \
@@ -256,7 +278,9 @@ const UPSERT_MANY: &str = "INSERT INTO sked_schedules AS s (name, spec, tz, task
        catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
        interval_from = excluded.interval_from, jitter_ms = excluded.jitter_ms, \
        dst = excluded.dst, pause_after_failures = excluded.pause_after_failures, \
-       keep_retrying = excluded.keep_retrying, \
+       keep_retrying = excluded.keep_retrying, start_at = excluded.start_at, \
+       end_at = excluded.end_at, max_runs = excluded.max_runs, \
+       skip_calendars = excluded.skip_calendars, \
        paused_reason = CASE WHEN excluded.paused THEN s.paused_reason END, \
        resumed_at = CASE WHEN s.paused AND NOT excluded.paused \
          THEN excluded.updated_at ELSE s.resumed_at END, \

@@ -11,6 +11,7 @@ use crate::codec::{col, db_err, state};
 use crate::tasks::announce_schedules;
 
 mod bulk;
+pub(crate) mod calendars;
 pub(crate) mod plans;
 pub(crate) use bulk::{upsert, write_many};
 
@@ -32,7 +33,7 @@ pub(crate) fn from_row(r: &tokio_postgres::Row) -> Result<Schedule> {
     )
     .map_err(bad)?;
     let (task, workflow) = rules::template_of_column(col(r, C::Task.at())?).map_err(bad)?;
-    Ok(Schedule {
+    let mut s = Schedule {
         from,
         jitter,
         dst,
@@ -63,7 +64,19 @@ pub(crate) fn from_row(r: &tokio_postgres::Row) -> Result<Schedule> {
         unplanned_from: col(r, C::UnplannedFrom.at())?,
         retrying: columns::retrying_run(col::<Option<&str>>(r, C::RetryingRun.at())?)
             .map_err(bad)?,
-    })
+        start_at: col(r, C::StartAt.at())?,
+        end_at: col(r, C::EndAt.at())?,
+        max_runs: col::<Option<i64>>(r, C::MaxRuns.at())?.map(|n| n.max(1) as u64),
+        runs: col::<i64>(r, C::Runs.at())?.max(0) as u64,
+        skip_calendars: rules::skip_calendars_of_column(col::<Option<&str>>(
+            r,
+            C::SkipCalendars.at(),
+        )?)
+        .map_err(bad)?,
+        ended: None,
+    };
+    s.ended = rules::ended(&s);
+    Ok(s)
 }
 
 pub(crate) async fn get<C: GenericClient + Sync>(c: &C, name: &str) -> Result<Schedule> {

@@ -48,11 +48,16 @@ pub(crate) async fn materialise(
     let names: Vec<&str> = due.iter().map(|(s, _)| s.name.as_str()).collect();
     let active = active_tasks(&*tx, &names).await?;
     let none = Vec::new();
+    let calendars = match rules::Calendars::names(due.iter().map(|(s, _)| s)) {
+        names if names.is_empty() => rules::Calendars::default(),
+        names => super::calendars::read(&*tx, &names).await?,
+    };
     let batch = rules::plan_batch(
         due.iter().map(|(s, dead_runs)| {
             let runs = active.get(s.name.as_str()).unwrap_or(&none);
             (s, runs.as_slice(), *dead_runs)
         }),
+        &calendars,
         p,
     );
     for (name, reason, _) in &batch.pauses {
@@ -273,20 +278,26 @@ pub(crate) async fn write_plans(
         let buffered: Vec<Option<Timestamp>> = writes.iter().map(|w| w.plan.buffered).collect();
         let look: Vec<Option<Timestamp>> = writes.iter().map(|w| w.look_at).collect();
         let awaits: Vec<bool> = writes.iter().map(|w| w.awaits_run).collect();
+        let made: Vec<i64> = (writes.iter())
+            .map(|w| w.plan.runs.min(sked_core::MAX_RUNS) as i64)
+            .collect();
         let stmt = tx
             .prepare_cached(
                 "UPDATE sked_schedules s SET next_fire_at = u.next, buffered_at = u.buffered, \
                    look_at = CASE WHEN s.paused THEN NULL ELSE u.look END, awaits_run = u.awaits, \
-                   updated_at = $6 \
+                   updated_at = $6, runs = s.runs + u.made \
                  FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[], \
-                   $5::bool[]) AS u(name, next, buffered, look, awaits) \
+                   $5::bool[], $7::bigint[]) AS u(name, next, buffered, look, awaits, made) \
                  WHERE s.name = u.name",
             )
             .await
             .map_err(db_err)?;
-        tx.execute(&stmt, &[&names, &next, &buffered, &look, &awaits, &now])
-            .await
-            .map_err(db_err)?;
+        tx.execute(
+            &stmt,
+            &[&names, &next, &buffered, &look, &awaits, &now, &made],
+        )
+        .await
+        .map_err(db_err)?;
     }
     let outcomes = lines
         .iter()

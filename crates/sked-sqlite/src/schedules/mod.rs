@@ -7,6 +7,7 @@ use sked_store::*;
 
 use crate::codec::{db_err, from_ts, ms, opt_ts, state, ts};
 
+pub(crate) mod calendars;
 pub(crate) mod plans;
 
 /// The schedule select list, in [`columns::ScheduleColumn`]'s order.
@@ -29,7 +30,7 @@ pub(crate) fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Schedule> {
     let stored: serde_json::Value =
         serde_json::from_str(&r.get::<_, String>(C::Task.at())?).map_err(invalid_column)?;
     let (task, workflow) = rules::template_of_column(stored).map_err(invalid_column)?;
-    Ok(Schedule {
+    let mut s = Schedule {
         from,
         jitter,
         dst,
@@ -69,7 +70,21 @@ pub(crate) fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Schedule> {
             r.get::<_, Option<String>>(C::RetryingRun.at())?.as_deref(),
         )
         .map_err(invalid_column)?,
-    })
+        start_at: opt_ts(r.get(C::StartAt.at())?),
+        end_at: opt_ts(r.get(C::EndAt.at())?),
+        max_runs: r
+            .get::<_, Option<i64>>(C::MaxRuns.at())?
+            .map(|n| n.max(1) as u64),
+        runs: r.get::<_, i64>(C::Runs.at())?.max(0) as u64,
+        skip_calendars: rules::skip_calendars_of_column(
+            r.get::<_, Option<String>>(C::SkipCalendars.at())?
+                .as_deref(),
+        )
+        .map_err(invalid_column)?,
+        ended: None,
+    };
+    s.ended = rules::ended(&s);
+    Ok(s)
 }
 
 pub(crate) fn get(conn: &Connection, name: &str) -> Result<Schedule> {
@@ -205,6 +220,7 @@ fn write(
     now: Timestamp,
 ) -> Result<()> {
     let def = &d.def;
+    rules::check_calendars_exist(def, &calendars::existing(tx, &def.skip_calendars)?)?;
     let task = rules::template_column(def)?.to_string();
     plans::withdraw_ahead(tx, &def.name, now)?;
     let r = rules::rewritten(stored(tx, &def.name)?.as_ref(), d, group, now);
@@ -212,8 +228,10 @@ fn write(
     tx.prepare_cached(
         "INSERT INTO schedules (name, spec, tz, task, overlap, catchup, catchup_window_ms, paused, \
            anchor_at, next_fire_at, created_at, updated_at, \
-           interval_from, jitter_ms, dst, pause_after_failures, look_at, declared_by, keep_retrying) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?11, ?10, ?9, ?9, ?12, ?13, ?14, ?15, ?16, ?17, ?18) \
+           interval_from, jitter_ms, dst, pause_after_failures, look_at, declared_by, keep_retrying, \
+           start_at, end_at, max_runs, skip_calendars) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?11, ?10, ?9, ?9, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
+           ?19, ?20, ?21, ?22) \
          ON CONFLICT (name) DO UPDATE SET \
            next_fire_at = excluded.next_fire_at, anchor_at = excluded.anchor_at, \
            look_at = excluded.look_at, awaits_run = 0, \
@@ -221,7 +239,9 @@ fn write(
            catchup = excluded.catchup, catchup_window_ms = excluded.catchup_window_ms, \
            interval_from = excluded.interval_from, jitter_ms = excluded.jitter_ms, \
            dst = excluded.dst, pause_after_failures = excluded.pause_after_failures, \
-           keep_retrying = excluded.keep_retrying, \
+           keep_retrying = excluded.keep_retrying, start_at = excluded.start_at, \
+           end_at = excluded.end_at, max_runs = excluded.max_runs, \
+           skip_calendars = excluded.skip_calendars, \
            paused_reason = CASE WHEN excluded.paused THEN schedules.paused_reason END, \
            resumed_at = CASE WHEN schedules.paused AND NOT excluded.paused \
              THEN excluded.updated_at ELSE schedules.resumed_at END, \
@@ -248,6 +268,10 @@ fn write(
         r.look_at.map(ts),
         group,
         policy.keep_retrying,
+        policy.start_at.map(ts),
+        policy.end_at.map(ts),
+        policy.max_runs,
+        rules::skip_calendars_column(&def.skip_calendars),
     ])
     .map_err(db_err)?;
     Ok(())

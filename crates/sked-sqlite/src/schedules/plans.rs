@@ -48,10 +48,15 @@ pub(crate) fn materialise(
         .iter()
         .map(|(s, _)| active_runs(tx, &s.name))
         .collect::<Result<_>>()?;
+    let calendars = match rules::Calendars::names(due.iter().map(|(s, _)| s)) {
+        names if names.is_empty() => rules::Calendars::default(),
+        names => super::calendars::read(tx, &names)?,
+    };
     let batch = rules::plan_batch(
         due.iter()
             .zip(&active)
             .map(|((s, dead_runs), runs)| (s, runs.as_slice(), *dead_runs)),
+        &calendars,
         p,
     );
     for (name, reason, _) in &batch.pauses {
@@ -206,7 +211,8 @@ pub(crate) fn write_plans(
     for w in writes {
         tx.prepare_cached(
             "UPDATE schedules SET next_fire_at = ?2, buffered_at = ?3, \
-               look_at = CASE WHEN paused THEN NULL ELSE ?4 END, awaits_run = ?5, updated_at = ?6 \
+               look_at = CASE WHEN paused THEN NULL ELSE ?4 END, awaits_run = ?5, updated_at = ?6, \
+               runs = runs + ?7 \
              WHERE name = ?1",
         )
         .map_err(db_err)?
@@ -216,7 +222,8 @@ pub(crate) fn write_plans(
             w.plan.buffered.map(ts),
             w.look_at.map(ts),
             w.awaits_run,
-            ts(now)
+            ts(now),
+            w.plan.runs.min(sked_core::MAX_RUNS) as i64,
         ])
         .map_err(db_err)?;
     }

@@ -531,3 +531,234 @@ pub async fn schedules_are_listed_and_counted_by_prefix_paused_and_failing(store
         3
     );
 }
+
+/// The schedule's ledger, oldest first, as (nominal second, outcome).
+async fn ledger(store: &Shared, name: &str) -> Vec<(i64, OccurrenceOutcome)> {
+    let mut lines: Vec<(i64, OccurrenceOutcome)> = (store
+        .occurrence_list(OccurrenceListParams {
+            schedule: name.into(),
+            limit: 100,
+        })
+        .await
+        .unwrap()
+        .into_iter())
+    .map(|o| (o.nominal_at.duration_since(t0()).as_secs(), o.outcome))
+    .collect();
+    lines.sort_unstable_by_key(|l| l.0);
+    lines
+}
+
+pub async fn a_schedule_ends_after_its_most_runs_and_at_its_end(store: &Shared) {
+    use OccurrenceOutcome::Enqueued;
+    let most = def("m", "every 10s")
+        .overlap(OverlapPolicy::Allow)
+        .max_runs(2);
+    put(store, most.clone()).await;
+    let s = store.schedule_get("m").await.unwrap();
+    assert_eq!((s.max_runs, s.runs, s.ended.as_deref()), (Some(2), 0, None));
+    store
+        .schedule_materialise(pass(at(5), 30, &[]))
+        .await
+        .unwrap();
+    assert_eq!(store.schedule_get("m").await.unwrap().runs, 1);
+    // Its second run is its last: nothing comes after it, and it says why.
+    store
+        .schedule_materialise(pass(at(15), 30, &[]))
+        .await
+        .unwrap();
+    let s = store.schedule_get("m").await.unwrap();
+    assert_eq!((s.runs, s.unplanned_from), (2, None));
+    assert_eq!(s.next_fire_at, Some(at(10)), "its runs, not started yet");
+    assert_eq!(
+        s.ended.as_deref(),
+        Some("no more occurrences: it made its max_runs, 2 runs")
+    );
+    assert_eq!(store.schedule_next_look_at().await.unwrap(), None);
+    let r = store
+        .schedule_materialise(pass(at(100), 30, &[]))
+        .await
+        .unwrap();
+    assert_eq!((r.planned, r.enqueued.len()), (0, 0));
+    assert_eq!(ledger(store, "m").await, [(10, Enqueued), (20, Enqueued)]);
+    // A run by hand is not one of its occurrences': not counted.
+    let plan = sked_core::Plan {
+        occurrences: vec![sked_core::PlannedOccurrence::new(
+            at(101),
+            Enqueued,
+            Some("triggered by hand".into()),
+        )],
+        ..sked_core::Plan::default()
+    };
+    store
+        .schedule_apply(ScheduleApplyParams {
+            name: "m".into(),
+            expected_next_fire_at: None,
+            plan,
+            template: s.template().unwrap(),
+            now: at(101),
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.schedule_get("m").await.unwrap().runs, 2);
+    // Written again as it was, it stays ended; with one more run allowed, it makes it.
+    put(store, most.clone()).await;
+    let s = store.schedule_get("m").await.unwrap();
+    assert_eq!((s.unplanned_from, s.ended.is_some()), (None, true));
+    store
+        .schedule_upsert(ScheduleUpsertParams {
+            def: most.clone().max_runs(3),
+            next_fire_at: Some(at(110)),
+            now: at(102),
+        })
+        .await
+        .unwrap();
+    let s = store.schedule_get("m").await.unwrap();
+    assert_eq!((s.runs, s.max_runs, s.ended.as_deref()), (2, Some(3), None));
+    store
+        .schedule_materialise(pass(at(105), 30, &[]))
+        .await
+        .unwrap();
+    let s = store.schedule_get("m").await.unwrap();
+    assert_eq!((s.runs, s.unplanned_from), (3, None));
+    assert!(s.ended.is_some());
+    assert_eq!(
+        ledger(store, "m").await,
+        [
+            (10, Enqueued),
+            (20, Enqueued),
+            (101, Enqueued),
+            (110, Enqueued)
+        ]
+    );
+
+    // Bounded by time: 10 and 20 run, 30 is after its end.
+    let bounded = def("e", "every 10s")
+        .overlap(OverlapPolicy::Allow)
+        .start_at(at(0))
+        .end_at(at(25));
+    put(store, bounded.clone()).await;
+    for now in [5, 15, 25, 35] {
+        store
+            .schedule_materialise(pass(at(now), 30, &[]))
+            .await
+            .unwrap();
+    }
+    let s = store.schedule_get("e").await.unwrap();
+    assert_eq!((s.start_at, s.end_at), (Some(at(0)), Some(at(25))));
+    assert_eq!((s.runs, s.unplanned_from, s.max_runs), (2, None, None));
+    assert_eq!(
+        s.ended,
+        Some(format!("no more occurrences: its end_at is {}", at(25)))
+    );
+    assert_eq!(ledger(store, "e").await, [(10, Enqueued), (20, Enqueued)]);
+    // The same definition again changes nothing.
+    let report = store
+        .schedule_write_many(ScheduleWriteParams {
+            schedules: vec![DeclaredSchedule {
+                def: bounded,
+                next_fire_at: Some(at(40)),
+            }],
+            group: None,
+            prune: false,
+            dry_run: false,
+            now: at(40),
+        })
+        .await
+        .unwrap();
+    assert_eq!(report.unchanged, ["e"]);
+}
+
+pub async fn a_calendar_excludes_its_dates_and_stays_while_skipped(store: &Shared) {
+    use OccurrenceOutcome::{Enqueued, Excluded};
+    let dates = |s: &str| sked_core::parse_dates(s).unwrap();
+    let put_calendar =
+        |def: sked_core::CalendarDef| store.calendar_put(CalendarPutParams { def, now: t0() });
+    // A schedule cannot skip a calendar that does not exist.
+    let daily = def("d", "0 9 * * *")
+        .overlap(OverlapPolicy::Allow)
+        .skip_calendar("holidays");
+    let e = store
+        .schedule_upsert(ScheduleUpsertParams {
+            def: daily.clone(),
+            next_fire_at: Some(at(9 * 3600)),
+            now: t0(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    assert!(e.to_string().contains("holidays"), "{e}");
+    assert_eq!(
+        store.schedule_get("d").await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    // Sorted, each once; replaced whole.
+    let c = put_calendar(sked_core::CalendarDef::new(
+        "holidays",
+        dates("2026-01-03,2026-01-02,2026-01-02"),
+    ))
+    .await
+    .unwrap();
+    assert_eq!(c.dates, dates("2026-01-02,2026-01-03"));
+    let bad = put_calendar(sked_core::CalendarDef::new("holidays", []))
+        .await
+        .unwrap_err();
+    assert_eq!(bad.kind(), ErrorKind::Invalid);
+    assert_eq!(store.calendar_get("holidays").await.unwrap().dates.len(), 2);
+    store
+        .schedule_upsert(ScheduleUpsertParams {
+            def: daily,
+            next_fire_at: Some(at(9 * 3600)),
+            now: t0(),
+        })
+        .await
+        .unwrap();
+    // Four days of 09:00: the 2nd and 3rd are excluded and say by what; excluded ones are
+    // not runs.
+    for day in 0..4 {
+        store
+            .schedule_materialise(pass(at(day * 86_400 + 9 * 3600 + 1), 0, &[]))
+            .await
+            .unwrap();
+    }
+    let lines = store
+        .occurrence_list(OccurrenceListParams {
+            schedule: "d".into(),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    let mut seen: Vec<(i64, OccurrenceOutcome, Option<String>)> = (lines.into_iter())
+        .map(|o| {
+            let day = o.nominal_at.duration_since(t0()).as_secs() / 86_400;
+            (day, o.outcome, o.detail)
+        })
+        .collect();
+    seen.sort_unstable_by_key(|l| l.0);
+    let by = Some("excluded by calendar holidays".to_string());
+    assert_eq!(
+        seen,
+        [
+            (0, Enqueued, None),
+            (1, Excluded, by.clone()),
+            (2, Excluded, by),
+            (3, Enqueued, None)
+        ]
+    );
+    assert_eq!(store.schedule_get("d").await.unwrap().runs, 2);
+    assert_eq!(
+        store.schedule_get("d").await.unwrap().skip_calendars,
+        ["holidays"]
+    );
+    // Kept while a schedule skips it; gone once none does.
+    let e = store.calendar_delete("holidays").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict);
+    assert!(e.to_string().contains("schedule d"), "{e}");
+    assert_eq!(store.calendar_list().await.unwrap().len(), 1);
+    assert!(store.schedule_delete("d", at(5 * 86_400)).await.unwrap());
+    assert!(store.calendar_delete("holidays").await.unwrap());
+    assert!(!store.calendar_delete("holidays").await.unwrap());
+    assert_eq!(
+        store.calendar_get("holidays").await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+}

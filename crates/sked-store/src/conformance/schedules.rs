@@ -500,6 +500,7 @@ pub async fn schedule_buffer_release_and_replace(store: &Shared) {
             buffered: None,
             next_fire_at: Some(at(180)),
             cancel: vec![first],
+            runs: 1,
         },
         at(130),
     )

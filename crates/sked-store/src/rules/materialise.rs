@@ -148,6 +148,7 @@ pub fn plan_due(
     s: &Schedule,
     active: &[ActiveTask],
     dead_runs: u32,
+    calendars: &Calendars,
     p: &ScheduleMaterialiseParams,
 ) -> Decision {
     if s.pause_after_failures.is_some_and(|n| dead_runs >= n) {
@@ -164,6 +165,11 @@ pub fn plan_due(
         Ok(template) => template,
         Err(e) => return Decision::Invalid(e.to_string()),
     };
+    let calendars = match calendars.of(s) {
+        Ok(calendars) => calendars,
+        Err(e) => return Decision::Invalid(e),
+    };
+    let calendars = calendars.as_slice();
     let horizon = p.horizon.clamp(SignedDuration::ZERO, HORIZON_MAX);
     let until = p.now.checked_add(horizon).unwrap_or(p.now);
     let next_planned = s.unplanned_from.is_some_and(|t| t <= until);
@@ -194,6 +200,9 @@ pub fn plan_due(
             finished_at: s.last_finished_at,
             running: s.running,
         },
+        bounds: s.bounds(),
+        runs_left: s.runs_left(),
+        calendars,
     };
     let mut ahead = sked_core::plan_ahead(&input, p.now, until);
     if let (Some(first), false) = (ahead.plan.occurrences.first_mut(), give_up.is_empty()) {
@@ -218,6 +227,40 @@ pub fn plan_due(
     Decision::Plan(Box::new(write))
 }
 
+/// The calendars the schedules of a pass skip, by name.
+#[derive(Debug, Clone, Default)]
+pub struct Calendars(std::collections::HashMap<String, sked_core::Calendar>);
+
+impl Calendars {
+    /// The calendars read, from their stored definitions.
+    pub fn new(defs: Vec<sked_core::CalendarDef>) -> crate::Result<Calendars> {
+        let mut map = std::collections::HashMap::with_capacity(defs.len());
+        for d in defs {
+            let c = sked_core::Calendar::of(&d)
+                .map_err(|e| crate::StoreError::Backend(format!("bad calendar row: {e}")))?;
+            map.insert(d.name, c);
+        }
+        Ok(Calendars(map))
+    }
+
+    /// The calendars `s` skips; an error naming one that does not exist.
+    pub fn of(&self, s: &Schedule) -> Result<Vec<&sked_core::Calendar>, String> {
+        (s.skip_calendars.iter())
+            .map(|n| (self.0.get(n)).ok_or_else(|| format!("unknown calendar {n:?}")))
+            .collect()
+    }
+
+    /// The names the schedules skip, each once: what a pass reads.
+    pub fn names<'a>(schedules: impl IntoIterator<Item = &'a Schedule>) -> Vec<String> {
+        let mut names: Vec<String> = (schedules.into_iter())
+            .flat_map(|s| s.skip_calendars.iter().cloned())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+}
+
 /// What a pass does with the schedules it took: the plans to write, the schedules to pause
 /// and those that cannot be evaluated.
 #[derive(Debug, Clone, Default)]
@@ -234,9 +277,10 @@ pub struct Batch {
 }
 
 /// Plans each of the schedules a pass took (each with its unfinished tasks, oldest first, and
-/// its dead runs in a row), in order, until the plans hold `p.max_enqueued` tasks.
+/// its dead runs in a row; `calendars`: those they skip), in order, until the plans hold `p.max_enqueued` tasks.
 pub fn plan_batch<'a>(
     due: impl IntoIterator<Item = (&'a Schedule, &'a [ActiveTask], u32)>,
+    calendars: &Calendars,
     p: &ScheduleMaterialiseParams,
 ) -> Batch {
     let mut batch = Batch::default();
@@ -247,7 +291,7 @@ pub fn plan_batch<'a>(
             break;
         }
         batch.planned += 1;
-        match plan_due(s, active, dead_runs, p) {
+        match plan_due(s, active, dead_runs, calendars, p) {
             Decision::Plan(w) => {
                 enqueued += w
                     .plan
@@ -426,6 +470,7 @@ mod tests {
                 cancel: vec![],
                 buffered: None,
                 next_fire_at: Some(t(7200)),
+                runs: 0,
             },
             template: RunTemplate::Task(sked_core::TaskTemplate::new("k")),
             now: t(0),
@@ -469,10 +514,10 @@ mod tests {
             runs_ended: vec![],
         };
         assert!(matches!(
-            plan_due(&s, &[], 2, &p),
+            plan_due(&s, &[], 2, &Calendars::default(), &p),
             Decision::Pause { dead_runs: 2, .. }
         ));
-        let Decision::Plan(w) = plan_due(&s, &[], 1, &p) else {
+        let Decision::Plan(w) = plan_due(&s, &[], 1, &Calendars::default(), &p) else {
             panic!("planned")
         };
         // 100 s is made ahead; 110 s is planned once 100 s is due, half-way to 110 s.

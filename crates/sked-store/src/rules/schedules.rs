@@ -36,6 +36,10 @@ pub fn sync_action(
         && s.dst == def.dst
         && s.pause_after_failures == def.pause_after_failures
         && s.keep_retrying == def.keep_retrying
+        && s.start_at == def.start_at
+        && s.end_at == def.end_at
+        && s.max_runs == def.max_runs
+        && s.skip_calendars == def.skip_calendars
         && match group {
             Some(g) => s.declared_by.as_deref() == Some(g),
             None => s.paused == def.paused,
@@ -145,9 +149,9 @@ pub enum Rewrite {
 
 /// The next fire time and the anchor a schedule gets when written over `existing`: the stored
 /// next fire time survives a write that does not change when the schedule fires (same spec and
-/// zone, and for a run-time write the same paused flag), and intervals keep counting from the
-/// old anchor while the spec is the same. `next_fire_at` and `now` are those of a new
-/// schedule.
+/// zone, bounds and most runs, and for a run-time write the same paused flag), and intervals
+/// keep counting from the old anchor while the spec is the same. A schedule that has made its
+/// most runs fires no more. `next_fire_at` and `now` are those of a new schedule.
 pub fn rewritten_times(
     existing: Option<&crate::Schedule>,
     def: &sked_core::ScheduleDef,
@@ -162,8 +166,13 @@ pub fn rewritten_times(
         && old.tz == def.tz
         && old.dst == def.dst
         && old.from == def.from
+        && old.start_at == def.start_at
+        && old.end_at == def.end_at
+        && old.max_runs == def.max_runs
         && (how == Rewrite::Declared || old.paused == def.paused);
-    let next = if same_times {
+    let next = if def.max_runs.is_some_and(|max| old.runs >= max) {
+        None
+    } else if same_times {
         old.unplanned_from
     } else {
         next_fire_at
@@ -174,6 +183,21 @@ pub fn rewritten_times(
         now
     };
     (next, anchor)
+}
+
+/// Why schedule `s` fires no more, if it has ended: it has made its `max_runs`, or, not
+/// paused, it has no occurrence to plan before its `end_at`.
+pub fn ended(s: &crate::Schedule) -> Option<String> {
+    match (s.max_runs, s.end_at) {
+        (Some(max), _) if s.runs >= max => Some(format!(
+            "no more occurrences: it made its max_runs, {max} run{}",
+            if max == 1 { "" } else { "s" }
+        )),
+        (_, Some(end)) if !s.paused && s.unplanned_from.is_none() => {
+            Some(format!("no more occurrences: its end_at is {end}"))
+        }
+        _ => None,
+    }
 }
 
 /// Applying a plan is a compare-and-set: the schedule (`current`: its stored next fire time,
@@ -211,6 +235,10 @@ pub struct PolicyColumns {
     pub dst: &'static str,
     pub pause_after_failures: Option<i32>,
     pub keep_retrying: bool,
+    pub start_at: Option<Timestamp>,
+    pub end_at: Option<Timestamp>,
+    /// Validated: at most [`sked_core::MAX_RUNS`].
+    pub max_runs: Option<i64>,
 }
 
 impl PolicyColumns {
@@ -222,6 +250,9 @@ impl PolicyColumns {
             // Validated: at most MAX_PAUSE_AFTER_FAILURES.
             pause_after_failures: def.pause_after_failures.map(|n| n as i32),
             keep_retrying: def.keep_retrying,
+            start_at: def.start_at,
+            end_at: def.end_at,
+            max_runs: def.max_runs.map(|n| n.min(sked_core::MAX_RUNS) as i64),
         }
     }
 }
@@ -378,6 +409,12 @@ pub(crate) mod tests {
             keep_retrying: false,
             unplanned_from: Some(t(100)),
             declared_by: None,
+            start_at: def.start_at,
+            end_at: def.end_at,
+            max_runs: def.max_runs,
+            runs: 0,
+            skip_calendars: def.skip_calendars.clone(),
+            ended: None,
         }
     }
 

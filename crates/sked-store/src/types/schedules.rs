@@ -146,6 +146,26 @@ pub struct Schedule {
     /// a schedule made at run time through the API or CLI.
     #[serde(default)]
     pub declared_by: Option<String>,
+    /// No occurrence before this; an interval counts from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<Timestamp>,
+    /// No occurrence after this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_at: Option<Timestamp>,
+    /// It ends once it has made this many runs at its occurrences.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runs: Option<u64>,
+    /// The runs it has made at its occurrences (runs triggered by hand or backfilled are not
+    /// counted).
+    #[serde(default)]
+    pub runs: u64,
+    /// Calendars whose dates it does not fire on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skip_calendars: Vec<String>,
+    /// Why it fires no more, when it has ended: it made its `max_runs`, or no occurrence is
+    /// left by its `end_at` (see [`crate::rules::ended`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
 }
 
 /// A schedule's run waiting to retry: its task, the attempts it made and may make.
@@ -188,6 +208,19 @@ impl Schedule {
     ) -> std::result::Result<(sked_core::Spec, jiff::tz::TimeZone), sked_core::SpecError> {
         let spec = sked_core::Spec::parse(&self.spec)?.with_dst(self.dst);
         Ok((spec, sked_core::parse_zone(&self.tz)?))
+    }
+
+    /// When it may fire.
+    pub fn bounds(&self) -> sked_core::Bounds {
+        sked_core::Bounds {
+            start_at: self.start_at,
+            end_at: self.end_at,
+        }
+    }
+
+    /// How many more runs it may make at its occurrences; `None`: no limit.
+    pub fn runs_left(&self) -> Option<u64> {
+        self.max_runs.map(|m| m.saturating_sub(self.runs))
     }
 }
 
@@ -325,4 +358,37 @@ pub struct Occurrence {
     pub task_state: Option<TaskState>,
     pub detail: Option<String>,
     pub recorded_at: Timestamp,
+}
+
+/// A calendar as stored: its dates, their zone, and when it was written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CalendarInfo {
+    pub name: String,
+    /// Its dates, sorted, each once.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub dates: Vec<jiff::civil::Date>,
+    /// The zone its dates are in; without one, each schedule's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tz: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl CalendarInfo {
+    /// Its definition.
+    pub fn def(&self) -> sked_core::CalendarDef {
+        sked_core::CalendarDef {
+            name: self.name.clone(),
+            dates: self.dates.clone(),
+            tz: self.tz.clone(),
+        }
+    }
+}
+
+/// A calendar to create or replace.
+#[derive(Debug, Clone)]
+pub struct CalendarPutParams {
+    pub def: sked_core::CalendarDef,
+    pub now: Timestamp,
 }

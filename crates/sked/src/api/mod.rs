@@ -90,6 +90,39 @@ impl From<Schedule> for ScheduleView {
     }
 }
 
+/// `GET /v1/calendars`: every calendar, by name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CalendarList {
+    /// The calendars, by name.
+    pub calendars: Vec<sked_store::CalendarInfo>,
+}
+
+/// `PUT /v1/calendars/{name}`: a calendar's dates, and the zone they are in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CalendarDates {
+    /// Dates (`2026-12-25`) on which no occurrence of a schedule that skips the calendar
+    /// fires; 1 to 10,000 of them.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub dates: Vec<jiff::civil::Date>,
+    /// An IANA time zone the dates are in; by default, each schedule's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tz: Option<String>,
+}
+
+impl CalendarDates {
+    /// The calendar named `name` of these dates.
+    pub fn named(self, name: &str) -> sked_core::CalendarDef {
+        sked_core::CalendarDef {
+            name: name.to_string(),
+            dates: self.dates,
+            tz: self.tz,
+        }
+    }
+}
+
 /// `GET /v1/schedules`: a page of schedules by name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

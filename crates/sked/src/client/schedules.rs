@@ -117,6 +117,58 @@ impl Client {
         }
     }
 
+    /// Creates or replaces calendar `name`: dates on which the schedules that skip it do not
+    /// fire (in `tz`, or each schedule's zone).
+    pub async fn calendar_put(
+        &self,
+        name: &str,
+        dates: api::CalendarDates,
+    ) -> Result<sked_store::CalendarInfo> {
+        match &self.inner {
+            Inner::Embedded(e) => e.calendar_put(dates.named(name)).await,
+            #[cfg(feature = "remote")]
+            Inner::Remote(r) => {
+                let path = format!("/v1/calendars/{}", path_segment(name));
+                r.put(&path, &dates).await
+            }
+        }
+    }
+
+    /// One calendar.
+    pub async fn calendar(&self, name: &str) -> Result<sked_store::CalendarInfo> {
+        match &self.inner {
+            Inner::Embedded(e) => e.calendar(name).await,
+            #[cfg(feature = "remote")]
+            Inner::Remote(r) => {
+                let path = format!("/v1/calendars/{}", path_segment(name));
+                r.get(&path, &[]).await
+            }
+        }
+    }
+
+    /// Every calendar, by name.
+    pub async fn calendars(&self) -> Result<api::CalendarList> {
+        match &self.inner {
+            Inner::Embedded(e) => Ok(api::CalendarList {
+                calendars: e.calendars().await?,
+            }),
+            #[cfg(feature = "remote")]
+            Inner::Remote(r) => r.get("/v1/calendars", &[]).await,
+        }
+    }
+
+    /// Deletes a calendar no schedule skips.
+    pub async fn calendar_delete(&self, name: &str) -> Result<()> {
+        match &self.inner {
+            Inner::Embedded(e) => e.calendar_delete(name).await,
+            #[cfg(feature = "remote")]
+            Inner::Remote(r) => {
+                r.delete(&format!("/v1/calendars/{}", path_segment(name)))
+                    .await
+            }
+        }
+    }
+
     /// Deletes a schedule; its tasks stay.
     pub async fn schedule_delete(&self, name: &str) -> Result<()> {
         match &self.inner {

@@ -6,9 +6,10 @@ use jiff::{SignedDuration, Timestamp};
 use sked_core::{IntervalFrom, ScheduleDef, TaskId};
 use sked_store::rules::LIST_LIMIT_MAX;
 use sked_store::{
-    BackfillReport, DeclaredSchedule, Occurrence, OccurrenceListParams, Page, Schedule,
-    ScheduleApplyParams, ScheduleBackfillParams, ScheduleListParams, SchedulePauseParams,
-    ScheduleSyncReport, ScheduleUpsertParams, ScheduleWriteParams, StoreError,
+    BackfillReport, CalendarInfo, CalendarPutParams, DeclaredSchedule, Occurrence,
+    OccurrenceListParams, Page, Schedule, ScheduleApplyParams, ScheduleBackfillParams,
+    ScheduleListParams, SchedulePauseParams, ScheduleSyncReport, ScheduleUpsertParams,
+    ScheduleWriteParams, StoreError,
 };
 
 use super::{Engine, every_page};
@@ -34,11 +35,11 @@ impl Engine {
     pub async fn schedule_put(&self, def: ScheduleDef) -> Result<Schedule> {
         let (spec, tz) = def.validate()?;
         let now = self.now();
-        // A new or changed schedule fires from now on; intervals count from now.
-        let next_fire_at = if def.paused {
-            None
-        } else {
-            spec.next_after(now, &tz, now)
+        // A new or changed schedule fires from now on; intervals count from now (or from its
+        // start).
+        let next_fire_at = match def.paused {
+            true => None,
+            false => def.bounds().next_after(&spec, now, &tz, now),
         };
         let s = self
             .inner
@@ -86,10 +87,11 @@ impl Engine {
             .into_iter()
             .map(|def| {
                 let (spec, tz) = def.validate()?;
-                // A new or changed schedule fires from now on; intervals count from now.
+                // A new or changed schedule fires from now on; intervals count from now (or
+                // from its start).
                 let next_fire_at = match def.paused {
                     true => None,
-                    false => spec.next_after(now, &tz, now),
+                    false => def.bounds().next_after(&spec, now, &tz, now),
                 };
                 Ok(DeclaredSchedule { def, next_fire_at })
             })
@@ -178,6 +180,36 @@ impl Engine {
         }
     }
 
+    /// Creates or replaces a calendar: dates on which the schedules that skip it do not
+    /// fire, from their next plan on.
+    pub async fn calendar_put(&self, def: sked_core::CalendarDef) -> Result<CalendarInfo> {
+        let def = def.validate()?;
+        let now = self.now();
+        let c = (self.inner.store)
+            .calendar_put(CalendarPutParams { def, now })
+            .await?;
+        Ok(c)
+    }
+
+    /// One calendar.
+    pub async fn calendar(&self, name: &str) -> Result<CalendarInfo> {
+        Ok(self.inner.store.calendar_get(name).await?)
+    }
+
+    /// Every calendar, by name.
+    pub async fn calendars(&self) -> Result<Vec<CalendarInfo>> {
+        Ok(self.inner.store.calendar_list().await?)
+    }
+
+    /// Deletes a calendar no schedule skips (one that a schedule skips is a conflict).
+    pub async fn calendar_delete(&self, name: &str) -> Result<()> {
+        if self.inner.store.calendar_delete(name).await? {
+            Ok(())
+        } else {
+            Err(StoreError::calendar_not_found(name).into())
+        }
+    }
+
     /// Pauses a schedule: no occurrence fires until it is resumed.
     pub async fn schedule_pause(&self, name: &str) -> Result<Schedule> {
         self.set_paused(name, true).await
@@ -193,10 +225,12 @@ impl Engine {
         let next_fire_at = if paused {
             None
         } else {
-            // Resuming does not catch up the paused time: the next occurrence from now.
+            // Resuming does not catch up the paused time: the next occurrence from now, if it
+            // has runs left.
             let s = self.inner.store.schedule_get(name).await?;
             let (spec, tz) = s.timing()?;
-            spec.next_after(now, &tz, s.anchor_at)
+            (s.bounds().next_after(&spec, now, &tz, s.anchor_at))
+                .filter(|_| s.runs_left() != Some(0))
         };
         let s = self
             .inner
@@ -227,6 +261,8 @@ impl Engine {
             cancel: vec![],
             buffered: s.buffered_at,
             next_fire_at: s.unplanned_from,
+            // A run by hand is not one of its occurrences': max_runs does not count it.
+            runs: 0,
         };
         let runs = self
             .inner
@@ -281,7 +317,7 @@ impl Engine {
         let mut after = from
             .checked_sub(SignedDuration::from_nanos(1))
             .unwrap_or(from);
-        while let Some(t) = spec.next_after(after, &tz, s.anchor_at) {
+        while let Some(t) = s.bounds().next_after(&spec, after, &tz, s.anchor_at) {
             if t > to {
                 break;
             }

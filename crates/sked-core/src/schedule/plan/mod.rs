@@ -6,7 +6,7 @@ use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use super::{CatchupPolicy, IntervalFrom, OverlapPolicy, Spec};
+use super::{Bounds, CatchupPolicy, IntervalFrom, OverlapPolicy, Spec};
 use crate::task::TaskId;
 use placer::Placer;
 
@@ -27,6 +27,8 @@ pub enum OccurrenceOutcome {
     Buffered,
     /// Not run: it fell due while no scheduler ran and the catch-up policy left it out.
     Missed,
+    /// Not run: it falls on a date of a calendar the schedule skips.
+    Excluded,
 }
 
 impl OccurrenceOutcome {
@@ -36,13 +38,20 @@ impl OccurrenceOutcome {
             OccurrenceOutcome::Skipped => "skipped",
             OccurrenceOutcome::Buffered => "buffered",
             OccurrenceOutcome::Missed => "missed",
+            OccurrenceOutcome::Excluded => "excluded",
         }
     }
 
     pub fn parse(s: &str) -> Option<OccurrenceOutcome> {
-        [Self::Enqueued, Self::Skipped, Self::Buffered, Self::Missed]
-            .into_iter()
-            .find(|o| o.as_str() == s)
+        [
+            Self::Enqueued,
+            Self::Skipped,
+            Self::Buffered,
+            Self::Missed,
+            Self::Excluded,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == s)
     }
 }
 
@@ -142,6 +151,13 @@ pub struct PlanInput<'a> {
     pub jitter: Option<SignedDuration>,
     /// The previous run (read for intervals counted from it).
     pub last_run: LastRun,
+    /// When the schedule may fire: no occurrence outside these is planned or recorded.
+    pub bounds: Bounds,
+    /// How many more runs it may make at its occurrences (`max_runs` less the runs made);
+    /// `None`: no limit. At 0 it has ended: nothing more is planned.
+    pub runs_left: Option<u64>,
+    /// Calendars whose dates it does not fire on.
+    pub calendars: &'a [&'a crate::Calendar],
 }
 
 /// The default [`PlanInput::catchup_limit`].
@@ -158,6 +174,9 @@ pub struct Plan {
     pub buffered: Option<Timestamp>,
     /// The first occurrence still to come.
     pub next_fire_at: Option<Timestamp>,
+    /// The runs this plan makes at the schedule's occurrences, which `max_runs` counts (a run
+    /// a later occurrence replaced in the same plan is not one).
+    pub runs: u64,
 }
 
 impl Plan {
@@ -245,6 +264,9 @@ pub fn plan(input: &PlanInput<'_>, now: Timestamp) -> Plan {
 pub fn plan_ahead(input: &PlanInput<'_>, now: Timestamp, until: Timestamp) -> Ahead {
     let until = until.max(now);
     let mut placer = Placer::new(input);
+    if placer.ended() {
+        return placer.finish_ahead(now, until, None);
+    }
     placer.release_buffered();
     if let (Spec::Every(d), IntervalFrom::LastStart | IntervalFrom::LastFinish) =
         (input.spec, input.from)
@@ -254,9 +276,12 @@ pub fn plan_ahead(input: &PlanInput<'_>, now: Timestamp, until: Timestamp) -> Ah
     let mut plan = std::mem::take(&mut placer.plan);
     let window_start = now.checked_sub(input.catchup_window).unwrap_or(now);
     let late_before = now.checked_sub(input.misfire_grace).unwrap_or(now);
-    let next = |t: Timestamp| input.spec.next_after(t, input.tz, input.anchor);
+    let next = |t: Timestamp| (input.bounds).next_after(input.spec, t, input.tz, input.anchor);
 
-    let Some(mut n) = input.next_fire_at else {
+    let first = input
+        .next_fire_at
+        .and_then(|n| (input.bounds).first_from(n, input.spec, input.tz, input.anchor));
+    let Some(mut n) = first else {
         placer.plan = plan;
         return placer.finish_ahead(now, until, None);
     };
@@ -381,6 +406,9 @@ pub fn plan_ahead(input: &PlanInput<'_>, now: Timestamp, until: Timestamp) -> Ah
 
     placer.plan = plan;
     for (t, run) in due.into_iter().zip(run) {
+        if placer.ended() {
+            break;
+        }
         if run {
             placer.place(t);
         } else {
@@ -392,7 +420,11 @@ pub fn plan_ahead(input: &PlanInput<'_>, now: Timestamp, until: Timestamp) -> Ah
         }
     }
     // The next occurrence, if it comes within the look-ahead and can be decided now.
-    if let Some(t) = placer.plan.next_fire_at.filter(|t| *t <= until) {
+    if let Some(t) = placer
+        .plan
+        .next_fire_at
+        .filter(|t| *t <= until && !placer.ended())
+    {
         if placer.place_ahead(t) {
             placer.made_ahead = Some(t);
             placer.plan.next_fire_at = next(t);

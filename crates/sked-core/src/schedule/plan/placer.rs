@@ -16,6 +16,8 @@ pub(super) struct Placer<'i, 'a> {
     pub(super) stopped_at: Option<Timestamp>,
     /// The occurrence to come made ahead.
     pub(super) made_ahead: Option<Timestamp>,
+    /// Runs it may still make (see [`PlanInput::runs_left`]).
+    runs_left: Option<u64>,
 }
 
 impl<'i, 'a> Placer<'i, 'a> {
@@ -29,7 +31,19 @@ impl<'i, 'a> Placer<'i, 'a> {
             active: super::runs_of(input.active_tasks),
             stopped_at: None,
             made_ahead: None,
+            runs_left: input.runs_left,
         }
+    }
+
+    /// Whether the schedule has made its most runs: nothing more is planned.
+    pub(super) fn ended(&self) -> bool {
+        self.runs_left == Some(0)
+    }
+
+    /// Counts a run made at an occurrence.
+    fn made_run(&mut self) {
+        self.plan.runs += 1;
+        self.runs_left = self.runs_left.map(|n| n.saturating_sub(1));
     }
 
     /// A buffered occurrence runs as soon as nothing else is active.
@@ -44,11 +58,30 @@ impl<'i, 'a> Placer<'i, 'a> {
             ));
             self.plan.buffered = None;
             self.active = 1;
+            self.made_run();
         }
     }
 
-    /// An occurrence due to run: enqueued, or what the overlap policy makes of it.
+    /// Records `t` as excluded if it falls on a date of a calendar the schedule skips.
+    fn excluded(&mut self, t: Timestamp) -> bool {
+        let input = self.input;
+        let Some(c) = (input.calendars.iter()).find(|c| c.excludes(t, input.tz)) else {
+            return false;
+        };
+        self.plan.occurrences.push(PlannedOccurrence::new(
+            t,
+            OccurrenceOutcome::Excluded,
+            Some(format!("excluded by calendar {}", c.name)),
+        ));
+        true
+    }
+
+    /// An occurrence due to run: excluded by a calendar, enqueued, or what the overlap policy
+    /// makes of it.
     pub(super) fn place(&mut self, t: Timestamp) {
+        if self.excluded(t) {
+            return;
+        }
         let input = self.input;
         let plan = &mut self.plan;
         let (outcome, detail) = if self.active == 0 {
@@ -91,11 +124,14 @@ impl<'i, 'a> Placer<'i, 'a> {
                 ),
                 OverlapPolicy::Replace => {
                     plan.cancel.extend(input.active_tasks.iter().map(|t| t.id));
-                    // Tasks this plan enqueued earlier are replaced by this one instead.
+                    // Tasks this plan enqueued earlier are replaced by this one instead: they
+                    // are not runs.
                     for o in plan.occurrences.iter_mut() {
                         if o.outcome == OccurrenceOutcome::Enqueued {
                             o.outcome = OccurrenceOutcome::Skipped;
                             o.detail = Some("skipped: replaced by a later occurrence".into());
+                            plan.runs -= 1;
+                            self.runs_left = self.runs_left.map(|n| n + 1);
                         }
                     }
                     (
@@ -117,13 +153,20 @@ impl<'i, 'a> Placer<'i, 'a> {
             detail,
             run_at,
         });
+        if outcome == OccurrenceOutcome::Enqueued {
+            self.made_run();
+        }
     }
 
-    /// An occurrence to come, made ahead if its outcome cannot change before its time: it runs
+    /// An occurrence to come, made ahead if its outcome cannot change before its time (one a
+    /// calendar excludes is recorded as such at once): it runs
     /// unless runs are unfinished then, and runs only end (or are made by this planner) until
     /// then. With unfinished runs under an overlap policy that bounds them, the outcome
     /// depends on whether they end in time: `false`, nothing placed.
     pub(super) fn place_ahead(&mut self, t: Timestamp) -> bool {
+        if self.excluded(t) {
+            return true;
+        }
         let room = match self.input.overlap {
             _ if self.active == 0 => true,
             OverlapPolicy::Allow => true,
@@ -134,6 +177,7 @@ impl<'i, 'a> Placer<'i, 'a> {
             return false;
         }
         self.active += 1;
+        self.made_run();
         let offset = self.input.jitter.map_or(SignedDuration::ZERO, |j| {
             jitter_offset(self.input.name, t, j)
         });
@@ -158,7 +202,7 @@ impl<'i, 'a> Placer<'i, 'a> {
         until: Timestamp,
     ) -> Ahead {
         let input = self.input;
-        let Some(stored) = input.next_fire_at else {
+        let Some(stored) = input.next_fire_at.filter(|t| !input.bounds.ended_by(*t)) else {
             return self.finish_ahead(now, until, None);
         };
         let after = |t: Timestamp| t.checked_add(every).ok();
@@ -178,6 +222,9 @@ impl<'i, 'a> Placer<'i, 'a> {
             return self.finish_ahead(now, until, Some(look));
         }
         let due = last.and_then(after).map_or(stored, |t| t.max(stored));
+        if input.bounds.ended_by(due) {
+            return self.finish_ahead(now, until, Some(None));
+        }
         if due > until {
             self.plan.next_fire_at = Some(due);
             return self.finish_ahead(now, until, None);
@@ -203,7 +250,7 @@ impl<'i, 'a> Placer<'i, 'a> {
                 self.place(due);
             }
         }
-        let next = after(due.max(now));
+        let next = after(due.max(now)).filter(|t| !input.bounds.ended_by(*t));
         self.plan.next_fire_at = next;
         // The next occurrence counts from a run not started or ended yet: the stored time is
         // the earliest it can be due, and when to look again (sooner if that run ends here).
@@ -222,6 +269,16 @@ impl<'i, 'a> Placer<'i, 'a> {
     ) -> Ahead {
         self.plan.cancel.sort_unstable();
         self.plan.cancel.dedup();
+        let look = match self.ended() {
+            // Its last run made: no occurrence is to come, nor one held back.
+            true => {
+                self.plan.next_fire_at = None;
+                self.plan.buffered = None;
+                self.stopped_at = None;
+                Some(None)
+            }
+            false => look,
+        };
         let horizon = until.duration_since(now);
         let look_at = match (look, self.stopped_at) {
             (Some(look), _) => look,
