@@ -93,6 +93,10 @@ class Scenario(unittest.TestCase):
         self.assertFalse(self.sked.resume_queue("py-new")["paused"])
         kept = self.sked.set_queue_retention("py-new", succeeded="1h", dead="30d")
         self.assertEqual(kept["retention"], {"succeeded": "1h", "dead": "30d"})
+        self.assertEqual(self.sked.set_queue_backoff("py-new", "fixed:30s")["backoff"], "fixed:30s")
+        self.assertNotIn("backoff", self.sked.set_queue_backoff("py-new", None))
+        with self.assertRaises(InvalidInput):
+            self.sked.set_queue_backoff("py-new", "fixed:0s")
         self.sked.remove_queue("py-new")
         self.assertNotIn("py-new", [q["name"] for q in self.sked.queues()])
 

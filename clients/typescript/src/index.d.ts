@@ -168,6 +168,7 @@ export class Client {
   pauseQueue(name: string, options?: { create?: boolean }): Promise<Json>;
   resumeQueue(name: string, options?: { create?: boolean }): Promise<Json>;
   limitQueue(name: string, limits: Json, options?: { create?: boolean }): Promise<Json>;
+  setQueueBackoff(name: string, backoff: string | null, options?: { create?: boolean }): Promise<Json>;
   setQueueRetention(name: string, retention: Json, options?: { create?: boolean }): Promise<Json>;
   removeQueue(name: string): Promise<void>;
   queue(name: string): Promise<Json>;

@@ -369,6 +369,10 @@ export class Client {
     return this.call("PUT", `/v1/queues/${q(name)}/limit${creating(create)}`, limits);
   }
   /** How long a queue keeps its ended tasks, by state ({succeeded: "1h", dead: "30d"}; null: the server's --retention). */
+  /** How long the retries of the queue's tasks without a backoff of their own wait ("fixed:30s"; null: the default). */
+  setQueueBackoff(name, backoff, { create = false } = {}) {
+    return this.call("PUT", `/v1/queues/${q(name)}/backoff${creating(create)}`, { backoff });
+  }
   setQueueRetention(name, retention, { create = false } = {}) {
     return this.call("PUT", `/v1/queues/${q(name)}/retention${creating(create)}`, retention);
   }

@@ -54,6 +54,9 @@ test("tasks, schedules, queues and errors", async () => {
   assert.equal((await sked.pauseQueue("ts-new")).paused, true);
   assert.equal((await sked.resumeQueue("ts-new")).paused, false);
   assert.deepEqual((await sked.setQueueRetention("ts-new", { succeeded: "1h", dead: "30d" })).retention, { succeeded: "1h", dead: "30d" });
+  assert.equal((await sked.setQueueBackoff("ts-new", "fixed:30s")).backoff, "fixed:30s");
+  assert.equal((await sked.setQueueBackoff("ts-new", null)).backoff, undefined);
+  await assert.rejects(sked.setQueueBackoff("ts-new", "fixed:0s"), errors.InvalidInput);
   await sked.removeQueue("ts-new");
   assert.ok(!(await sked.queues()).some((queue) => queue.name === "ts-new"));
 });

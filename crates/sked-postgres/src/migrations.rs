@@ -53,6 +53,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
         32,
         include_str!("../migrations/0032_schedule_bounds_and_calendars.sql"),
     ),
+    (
+        33,
+        include_str!("../migrations/0033_sql_enqueue_deadline.sql"),
+    ),
+    (34, include_str!("../migrations/0034_queue_backoff.sql")),
 ];
 
 /// A fingerprint of every migration's text: schemas migrated by the same migrations share it.

@@ -166,6 +166,14 @@ pub(crate) async fn update(
     )
     .await
     .map_err(db_err)?;
+    if let Some(b) = &p.backoff {
+        tx.execute(
+            "UPDATE sked_queues SET backoff = $2, updated_at = now() WHERE name = $1",
+            &[&p.name, &b.as_ref().map(|b| b.to_string())],
+        )
+        .await
+        .map_err(db_err)?;
+    }
     for (column, ms) in sked_store::retention::column_changes(&p.retention)? {
         tx.execute(
             &format!("UPDATE sked_queues SET {column} = $2, updated_at = now() WHERE name = $1"),
@@ -354,16 +362,17 @@ pub(crate) async fn get(c: &mut Object, name: &str, now: Timestamp) -> Result<Qu
 static SETTINGS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "SELECT paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
-           rate_bucket_at, per_key_limit, per_key_rate_limit, per_key_rate_period_ms, {} \
-         FROM sked_queues WHERE name = $1",
+           rate_bucket_at, per_key_limit, per_key_rate_limit, per_key_rate_period_ms, {}, \
+           backoff FROM sked_queues WHERE name = $1",
         sked_store::retention::COLUMNS.join(", ")
     )
 });
 
 /// The rate, per-key and retention settings of a queue row whose rate columns start at `at`
 /// (rate limit, period, burst, bucket, per-key limit, per-key rate limit and period, then the
-/// retentions).
+/// retentions, then the backoff).
 fn settings_from(info: &mut QueueInfo, row: &tokio_postgres::Row, at: usize) -> Result<()> {
+    info.backoff = rules::queue_backoff_of_column(col(row, at + 11)?)?;
     info.retention = sked_store::retention::QueueRetention::from_columns([
         col(row, at + 7)?,
         col(row, at + 8)?,

@@ -109,6 +109,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(queues::resume))
         .routes(routes!(queues::limit))
         .routes(routes!(queues::retention))
+        .routes(routes!(queues::backoff))
         .routes(routes!(schedules::cron_next))
         .routes(routes!(calendars::list))
         .routes(routes!(calendars::get, calendars::put, calendars::delete))

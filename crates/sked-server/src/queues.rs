@@ -206,6 +206,36 @@ pub(crate) async fn retention(
     Ok(Json(q))
 }
 
+#[utoipa::path(
+    put,
+    path = "/queues/{name}/backoff",
+    operation_id = "setQueueBackoff",
+    summary = "Set how long the retries of the queue's tasks without a backoff of their own wait (null: the default)",
+    params(("name" = sked_core::openapi::Name, Path), CreateQuery),
+    request_body = sked::api::QueueBackoffChange,
+    responses((status = 200, description = "OK (404 when no task or setting names the queue and `create` is not given)", body = sked_store::QueueInfo))
+)]
+pub(crate) async fn backoff(
+    State(s): State<AppState>,
+    NamePath(name): NamePath,
+    ApiQuery(c): ApiQuery<CreateQuery>,
+    ApiJson(body): ApiJson<sked::api::QueueBackoffChange>,
+) -> ApiResult {
+    if let Some(b) = &body.backoff {
+        b.validate().map_err(|e| ApiError::invalid(e.to_string()))?;
+    }
+    let q = s
+        .engine
+        .queue_update(QueueUpdateParams {
+            name,
+            backoff: Some(body.backoff),
+            must_exist: !c.create.unwrap_or(false),
+            ..Default::default()
+        })
+        .await?;
+    Ok(Json(q))
+}
+
 /// `DELETE /v1/queues/{name}`: removes a queue that has no unfinished task.
 #[utoipa::path(
     delete,

@@ -57,6 +57,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         30,
         include_str!("../migrations/0030_schedule_bounds_and_calendars.sql"),
     ),
+    (31, include_str!("../migrations/0031_queue_backoff.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

@@ -67,6 +67,7 @@ pub(crate) fn list(conn: &Connection, p: &QueueListParams) -> Result<Page<QueueI
                     burst: None,
                 });
                 q.retention = retention_from(r, counts::SETTINGS_AT + 9)?;
+                q.backoff = backoff_from(r, counts::SETTINGS_AT + 13)?;
                 q.set_counts(n, p.count_limit);
                 Ok((
                     q,
@@ -134,6 +135,13 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
         tx.execute(
             "UPDATE queues SET per_key_limit = ?2, updated_at = ?3 WHERE name = ?1",
             params![p.name, per_key, now],
+        )
+        .map_err(db_err)?;
+    }
+    if let Some(b) = &p.backoff {
+        tx.execute(
+            "UPDATE queues SET backoff = ?2, updated_at = ?3 WHERE name = ?1",
+            params![p.name, b.as_ref().map(|b| b.to_string()), now],
         )
         .map_err(db_err)?;
     }
@@ -241,6 +249,12 @@ pub(crate) fn get(conn: &Connection, name: &str, now: Timestamp) -> Result<Queue
 }
 
 /// The retentions of a queue row, from column `at` on.
+fn backoff_from(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Option<sked_core::Backoff>> {
+    sked_store::rules::queue_backoff_of_column(r.get::<_, Option<String>>(at)?.as_deref()).map_err(
+        |e| rusqlite::Error::InvalidColumnType(at, e.to_string(), rusqlite::types::Type::Text),
+    )
+}
+
 fn retention_from(
     r: &rusqlite::Row<'_>,
     at: usize,
@@ -258,8 +272,8 @@ pub(crate) fn info(conn: &Connection, name: &str, now: Option<Timestamp>) -> Res
         .query_row(
             &format!(
                 "SELECT paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
-                 rate_bucket_at, per_key_limit, per_key_rate_limit, per_key_rate_period_ms, {} \
-                 FROM queues WHERE name = ?1",
+                 rate_bucket_at, per_key_limit, per_key_rate_limit, per_key_rate_period_ms, {}, \
+                 backoff FROM queues WHERE name = ?1",
                 sked_store::retention::COLUMNS.join(", ")
             ),
             [name],
@@ -279,18 +293,24 @@ pub(crate) fn info(conn: &Connection, name: &str, now: Option<Timestamp>) -> Res
                     r.get(1)?,
                     (rate, r.get::<_, Option<i64>>(5)?),
                     (r.get(6)?, per_key_rate),
-                    retention_from(r, 9)?,
+                    (retention_from(r, 9)?, backoff_from(r, 13)?),
                 ))
             },
         )
         .optional()
         .map_err(db_err)?
-        .unwrap_or((false, None, (None, None), (None, None), Default::default()));
+        .unwrap_or((
+            false,
+            None,
+            (None, None),
+            (None, None),
+            (Default::default(), None),
+        ));
     let (rate, bucket) = rate;
     let mut info = QueueInfo::new(name.to_string(), paused, concurrency_limit);
     info.rate = rate;
     (info.per_key, info.per_key_rate) = per_key;
-    info.retention = retention;
+    (info.retention, info.backoff) = retention;
     let (_, n) = conn
         .prepare_cached(&crate::partial_indexes::QUEUE_COUNTS)
         .map_err(db_err)?

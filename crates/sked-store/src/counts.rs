@@ -117,7 +117,8 @@ pub struct PagePlaceholders<'a> {
 
 /// `SELECT queue, n_scheduled, …, n_cancelled, paused, concurrency_limit, rate_limit,
 /// rate_period_ms, rate_burst, rate_bucket_at, per_key_limit, per_key_rate_limit,
-/// per_key_rate_period_ms, retention_…_ms` (one per ended state, [`crate::retention::COLUMNS`]):
+/// per_key_rate_period_ms, retention_…_ms` (one per ended state, [`crate::retention::COLUMNS`]),
+/// `backoff`:
 /// a page of queues by
 /// name after `after`, those with tasks and those with settings in `queues`, at most `rows`.
 ///
@@ -163,7 +164,7 @@ pub fn queue_page_sql(
         "WITH RECURSIVE {}, names(name) AS ({}) \
          SELECT q.name, {counts}, coalesce(k.paused, false), k.concurrency_limit, \
            k.rate_limit, k.rate_period_ms, k.rate_burst, k.rate_bucket_at, k.per_key_limit, \
-           k.per_key_rate_limit, k.per_key_rate_period_ms, {} \
+           k.per_key_rate_limit, k.per_key_rate_period_ms, {}, k.backoff \
          FROM (SELECT name FROM names WHERE name IS NOT NULL ORDER BY name LIMIT {rows}) q \
          LEFT JOIN {queues} k ON k.name = q.name ORDER BY q.name",
         walks.join(", "),

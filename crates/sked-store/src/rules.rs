@@ -196,8 +196,38 @@ pub fn heartbeat(
     }
 }
 
-/// Ends the running attempt of `task` with `outcome` at `now`.
-pub fn finish(task: &Task, outcome: &FinishOutcome, now: Timestamp, jitter: f64) -> Finish {
+/// The queues whose default backoff the endings need: those of the tasks without a backoff
+/// of their own whose attempt failed. Each once; none for successes (they read nothing more).
+pub fn queues_for_backoff<'a>(
+    endings: impl IntoIterator<Item = (&'a Task, &'a FinishOutcome)>,
+) -> Vec<String> {
+    let mut queues: Vec<String> = (endings.into_iter())
+        .filter(|(t, o)| t.backoff.is_none() && matches!(o, FinishOutcome::Failed { .. }))
+        .map(|(t, _)| t.queue.clone())
+        .collect();
+    queues.sort_unstable();
+    queues.dedup();
+    queues
+}
+
+/// A queue's `backoff` column read back: its spec, or none.
+pub fn queue_backoff_of_column(v: Option<&str>) -> crate::Result<Option<sked_core::Backoff>> {
+    v.map(|spec| {
+        spec.parse()
+            .map_err(|e| crate::StoreError::Backend(format!("bad queue backoff {spec:?}: {e}")))
+    })
+    .transpose()
+}
+
+/// Ends the running attempt of `task` with `outcome` at `now`. A failed attempt that retries
+/// waits as the task's backoff says, else as its queue's (`queue_backoff`), else the default.
+pub fn finish(
+    task: &Task,
+    outcome: &FinishOutcome,
+    now: Timestamp,
+    jitter: f64,
+    queue_backoff: Option<&sked_core::Backoff>,
+) -> Finish {
     match outcome {
         FinishOutcome::Succeeded { result } => Finish {
             state: TaskState::Succeeded,
@@ -214,7 +244,8 @@ pub fn finish(task: &Task, outcome: &FinishOutcome, now: Timestamp, jitter: f64)
                 state_after_failure(task.attempt, task.max_attempts, *retryable)
             };
             let run_at = if state == TaskState::Retrying {
-                let delay = retry_delay(task.backoff.as_ref(), task.attempt, jitter);
+                let backoff = task.backoff.as_ref().or(queue_backoff);
+                let delay = retry_delay(backoff, task.attempt, jitter);
                 now.checked_add(delay).unwrap_or(now)
             } else {
                 task.run_at

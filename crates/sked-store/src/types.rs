@@ -285,6 +285,11 @@ pub struct QueueInfo {
         skip_serializing_if = "crate::retention::QueueRetention::is_default"
     )]
     pub retention: crate::retention::QueueRetention,
+    /// How long the retries of its tasks without a backoff of their own wait (see
+    /// [`sked_core::Backoff`]); without one, the default exponential backoff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Backoff>))]
+    pub backoff: Option<sked_core::Backoff>,
     /// In lists: why the queue's available tasks wait now, when they do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<Held>,
@@ -316,6 +321,7 @@ impl QueueInfo {
             per_key: None,
             per_key_rate: None,
             retention: Default::default(),
+            backoff: None,
             held: None,
             counts: BTreeMap::new(),
             counts_at_least: BTreeSet::new(),
@@ -432,6 +438,8 @@ pub struct QueueUpdateParams {
     pub per_key_rate: Option<Option<sked_core::RateLimit>>,
     /// Retentions to set, each for an ended state (`None`: back to the server's).
     pub retention: Vec<(TaskState, Option<SignedDuration>)>,
+    /// The backoff of its tasks without one of their own (`Some(None)`: back to the default).
+    pub backoff: Option<Option<sked_core::Backoff>>,
     /// The instant the answer's [`QueueInfo::held`] and [`QueueInfo::rate_window`] are taken
     /// at, as in lists; `None` leaves them out.
     pub now: Option<Timestamp>,

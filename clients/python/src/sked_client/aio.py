@@ -158,6 +158,9 @@ class AsyncClient:
     async def limit_queue(self, name: str, create: bool = False, **limits: Any) -> Json:
         return await asyncio.to_thread(self.sync.limit_queue, name, create, **limits)
 
+    async def set_queue_backoff(self, name: str, backoff: Optional[str], create: bool = False) -> Json:
+        return await asyncio.to_thread(self.sync.set_queue_backoff, name, backoff, create)
+
     async def set_queue_retention(self, name: str, create: bool = False, **retention: Any) -> Json:
         return await asyncio.to_thread(self.sync.set_queue_retention, name, create, **retention)
 

@@ -527,6 +527,11 @@ class Client:
         `burst`, `per_key`, `per_key_rate`; None removes one. `create` as in pause_queue."""
         return self.call("PUT", f"/v1/queues/{self._q(name)}/limit{self._create(create)}", limits)
 
+    def set_queue_backoff(self, name: str, backoff: Optional[str], create: bool = False) -> Json:
+        """Sets how long the retries of a queue's tasks without a backoff of their own wait:
+        `exp:10s..6h`, `fixed:30s`, `linear:10s..5m` or `10s,1m,10m` (None: the default)."""
+        return self.call("PUT", f"/v1/queues/{self._q(name)}/backoff{self._create(create)}", {"backoff": backoff})
+
     def set_queue_retention(self, name: str, create: bool = False, **retention: Any) -> Json:
         """Sets how long a queue keeps its ended tasks, by state: `succeeded`, `dead`,
         `cancelled`, `expired` (like `"1d"`; None: the server's `--retention`)."""

@@ -69,6 +69,18 @@ pub(crate) enum QueueCmd {
         #[arg(long)]
         create: bool,
     },
+    /// How long the retries of the queue's tasks without a backoff of their own wait (`none`:
+    /// the default, exp:10s..6h).
+    Backoff {
+        /// The queue's name
+        queue: String,
+        /// exp:BASE..MAX, fixed:D, linear:STEP..MAX, a list like 10s,1m,10m, or none
+        #[arg(value_name = "SHAPE|none")]
+        backoff: String,
+        /// Set the queue up if no task or setting names it yet
+        #[arg(long)]
+        create: bool,
+    },
     /// How long the queue keeps its ended tasks, by the state they ended in (`none`: the
     /// server's --retention; states not named stay as they are).
     Retention {
@@ -216,6 +228,23 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
                 .await
                 .map_err(|e| unknown(e, &queue))
         }
+        QueueCmd::Backoff {
+            queue,
+            backoff,
+            create,
+        } => {
+            let backoff = match backoff.as_str() {
+                "none" => None,
+                spec => Some(
+                    spec.parse::<sked_core::Backoff>()
+                        .map_err(|e| CliError::usage(format!("invalid backoff: {e}")))?,
+                ),
+            };
+            client
+                .queue_backoff(&queue, backoff, if_missing(create))
+                .await
+                .map_err(|e| unknown(e, &queue))
+        }
         QueueCmd::Retention {
             queue,
             succeeded,
@@ -261,6 +290,9 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
                 "keeps ended tasks: {} (others: the server's retention)",
                 kept.join(", ")
             );
+        }
+        if let Some(b) = &q.backoff {
+            out!("retries of tasks without a backoff of their own wait: {b}");
         }
     });
     Ok(())

@@ -1,7 +1,8 @@
 //! A queue name that no task or setting knows is a likely typo: `sked queue pause`, `resume`
 //! and `limit` refuse it (exit 2, with what to do) and create nothing, unless `--create` asks
 //! for it; `sked queue rm` removes a queue that has no unfinished task, with its ended tasks;
-//! `sked queue retention` sets how long a queue keeps its ended tasks, state by state.
+//! `sked queue retention` sets how long a queue keeps its ended tasks, state by state;
+//! `sked queue backoff` how long the retries of its tasks wait.
 
 use crate::common::Server;
 
@@ -137,4 +138,60 @@ fn a_queue_keeps_ended_tasks_as_its_retention_says() {
         mail["retention"],
         serde_json::json!({"dead": "30d", "expired": "1d"})
     );
+}
+
+#[test]
+fn a_queue_backoff_times_the_retries_of_its_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &["--exec", "shell"]);
+    let out = srv.sked(&["queue", "backoff", "flaky", "fixed:1s"]);
+    assert_eq!(out.status.code(), Some(2), "an unknown queue is refused");
+    let q = srv.json(&["queue", "backoff", "flaky", "fixed:1s", "--create"]);
+    assert_eq!(q["backoff"], "fixed:1s", "{q}");
+    let shown = srv.ok(&["queue", "backoff", "flaky", "fixed:1s"]);
+    assert!(shown.contains("wait: fixed:1s"), "{shown}");
+    for (bad, said) in [
+        ("fixed:0s", "invalid backoff"),
+        ("sometimes", "invalid backoff"),
+    ] {
+        let out = srv.sked(&["queue", "backoff", "flaky", bad]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains(said), "{bad}: {err}");
+    }
+    let (status, body) = crate::hostile_cli::request(
+        &srv,
+        "PUT",
+        "/v1/queues/flaky/backoff",
+        r#"{"backoff": "fixed:0s"}"#,
+    );
+    assert_eq!(status, 422, "{body}");
+    // Three attempts a second apart: dead within seconds, where the default backoff would
+    // wait at least 24 s (8 s, then 16 s, at the jitter's low end).
+    let started = std::time::Instant::now();
+    let added = srv.json(&[
+        "task",
+        "add",
+        "--queue",
+        "flaky",
+        "--kind",
+        "shell",
+        "--payload",
+        r#"{"command": "exit 1"}"#,
+        "--max-attempts",
+        "3",
+    ]);
+    let id = added["id"].to_string();
+    let id = id.as_str();
+    let out = srv.sked(&["task", "wait", id, "--timeout", "20s"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    let t = srv.json(&["task", "get", id]);
+    assert_eq!(
+        (t["state"].as_str(), t["attempt"].as_i64()),
+        (Some("dead"), Some(3)),
+        "{t}"
+    );
+    let q = srv.json(&["queue", "backoff", "flaky", "none"]);
+    assert!(q.get("backoff").is_none(), "{q}");
 }

@@ -261,6 +261,11 @@ async fn finish_locked(
     let mut changes = RowChanges::default();
     let mut attempts = AttemptRows::default();
     let mut out = Vec::with_capacity(ps.len());
+    let queues = rules::queues_for_backoff(
+        ps.iter()
+            .filter_map(|p| current.get(&p.id).map(|t| (t, &p.outcome))),
+    );
+    let backoffs = queue_backoffs(&*tx, &queues).await?;
     for p in ps {
         let task = match rules::held(current.get(&p.id), p.id, p.attempt) {
             Ok(task) => task,
@@ -269,7 +274,7 @@ async fn finish_locked(
                 continue;
             }
         };
-        let change = rules::finish(task, &p.outcome, p.now, p.jitter);
+        let change = rules::finish(task, &p.outcome, p.now, p.jitter, backoffs.get(&task.queue));
         let after = change.apply(task, p.now);
         if !change.state.is_finished() {
             attempts.push(task, change.outcome, change.error.as_deref(), p.now);
@@ -685,4 +690,28 @@ static SUCCEED_BRIEF: std::sync::LazyLock<[String; 2]> = std::sync::LazyLock::ne
 #[cfg(feature = "testing")]
 pub(crate) fn success_sql(n: usize) -> String {
     succeed_sql("t.id", n <= BY_KEY_MAX)
+}
+
+/// The default backoffs of these queues, those that have one.
+async fn queue_backoffs<C: tokio_postgres::GenericClient + Sync>(
+    c: &C,
+    queues: &[String],
+) -> Result<HashMap<String, sked_core::Backoff>> {
+    let mut found = HashMap::new();
+    if queues.is_empty() {
+        return Ok(found);
+    }
+    let rows = c
+        .query(
+            "SELECT name, backoff FROM sked_queues WHERE name = ANY($1) AND backoff IS NOT NULL",
+            &[&queues],
+        )
+        .await
+        .map_err(db_err)?;
+    for r in &rows {
+        if let Some(b) = rules::queue_backoff_of_column(col(r, 1)?)? {
+            found.insert(col(r, 0)?, b);
+        }
+    }
+    Ok(found)
 }

@@ -35,7 +35,8 @@ async fn sql_enqueue(c: &impl tokio_postgres::GenericClient, t: &NewTask) -> Res
                unique_key => $8, unique_for => $9::text::interval, \
                debounce => $10::text::interval, key => $11, \
                backoff_base => $12::text::interval, backoff_max => $13::text::interval, \
-               traceparent => $14, depends_on => $15, on_parent_failure => $16, batch => $17)";
+               traceparent => $14, depends_on => $15, on_parent_failure => $16, batch => $17, \
+               expires_at => $18, ttl => $19::text::interval)";
     let parents: Option<&Vec<i64>> = (!t.depends_on.is_empty()).then_some(&t.depends_on);
     let then = t.on_parent_failure.as_str();
     // SQL takes the exponential shape alone, as its base and max.
@@ -64,6 +65,8 @@ async fn sql_enqueue(c: &impl tokio_postgres::GenericClient, t: &NewTask) -> Res
                 &parents,
                 &then,
                 &t.batch,
+                &t.expires_at,
+                &interval(t.ttl),
             ],
         )
         .await;
@@ -141,6 +144,13 @@ async fn sql_enqueue_refuses_what_the_api_refuses() {
         k().after([-3]),
         k().after([7, 8, 7]),
         k().unique_key("d").debounce(secs(1)).after([1]),
+        k().ttl(secs(30)),
+        k().ttl(SignedDuration::ZERO),
+        k().ttl(secs(-30)),
+        k().ttl(secs(3651 * 86_400)),
+        k().ttl(secs(30))
+            .expires_at(jiff::Timestamp::now() + secs(3600)),
+        k().expires_at(jiff::Timestamp::now() + secs(3600)),
     ];
     for t in &cases {
         let reference = t.validate();
@@ -158,6 +168,22 @@ async fn sql_enqueue_refuses_what_the_api_refuses() {
             ),
             _ => panic!("the API and SQL disagree on {t:?}: {reference:?} against {sql:?}"),
         }
+    }
+
+    // A deadline that could never be met: refused, as the store refuses it (the times are
+    // written in each one's format).
+    let now = jiff::Timestamp::now();
+    for t in [
+        k().expires_at(now - secs(60)),
+        k().run_at(now + secs(3600)).expires_at(now + secs(60)),
+    ] {
+        assert!(t.deadline(now).is_err());
+        let said = sql_enqueue(&c, &t).await.unwrap_err();
+        assert!(
+            said.starts_with("sked: the task's deadline to start (")
+                && said.ends_with("): it could never run"),
+            "{said}"
+        );
     }
 
     // A payload over the limit: both refuse (they count its bytes differently).
@@ -305,7 +331,8 @@ async fn sql_enqueue_commits_with_the_caller_and_stores_what_the_store_stores() 
         .key("tenant-7")
         .backoff(SignedDuration::from_secs(2), SignedDuration::from_secs(60))
         .traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
-        .run_at(jiff::Timestamp::now() + SignedDuration::from_secs(3600));
+        .run_at(jiff::Timestamp::now() + SignedDuration::from_secs(3600))
+        .ttl(SignedDuration::from_secs(1800));
     let by_sql = sql_enqueue(&c, &full).await.unwrap();
     let by_rust = sked_postgres::enqueue_in(&c, vec![full]).await.unwrap()[0].id;
     let row = |id: i64| {
@@ -322,6 +349,29 @@ async fn sql_enqueue_commits_with_the_caller_and_stores_what_the_store_stores() 
         }
     };
     assert_eq!(row(by_sql).await, row(by_rust).await);
+    // The JSON form takes a deadline too: a TTL counted from now, and a time.
+    let ids: Vec<i64> = (c
+        .query(
+            "SELECT sked_enqueue_many( \
+           '[{\"kind\": \"k\", \"ttl\": \"30m\"}, \
+             {\"kind\": \"k\", \"run_at\": \"2099-01-01T00:00:00Z\", \
+              \"expires_at\": \"2099-01-01T01:00:00Z\"}]')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter())
+    .map(|r| r.get(0))
+    .collect();
+    let rows = c
+        .query(
+            "SELECT (expires_at - run_at)::text FROM sked_tasks WHERE id = ANY($1) ORDER BY id",
+            &[&ids],
+        )
+        .await
+        .unwrap();
+    let minutes: Vec<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
+    assert_eq!(minutes, ["00:30:00", "01:00:00"]);
 
     // Unique keys: the holder's id; debounce: the waiting task takes the payload.
     let keyed = NewTask::new("k").unique_key("report-42");

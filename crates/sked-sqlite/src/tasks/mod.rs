@@ -315,6 +315,12 @@ pub(crate) fn finish_many(
     let mut endings: Vec<multi_row::Ending> = Vec::with_capacity(ps.len());
     // An id given twice finds its first ending: each ending's task goes back to `rows`.
     let repeats = names_an_id_twice(ps);
+    let backoffs = queue_backoffs(
+        tx,
+        &rules::queues_for_backoff(
+            (ps.iter()).filter_map(|p| rows.get(p.id).map(|t| (t, &p.outcome))),
+        ),
+    )?;
     for p in ps {
         let current = rows.take(p.id);
         if let Err(e) = rules::held(current.as_ref(), p.id, p.attempt) {
@@ -328,7 +334,13 @@ pub(crate) fn finish_many(
             out.push(Err(StoreError::task_not_found(p.id)));
             continue;
         };
-        let change = rules::finish(&task, &p.outcome, p.now, p.jitter);
+        let change = rules::finish(
+            &task,
+            &p.outcome,
+            p.now,
+            p.jitter,
+            backoffs.get(&task.queue),
+        );
         if !change.state.is_finished() {
             record_attempt(tx, &task, change.outcome, change.error.as_deref(), p.now)?;
         }
@@ -596,4 +608,25 @@ pub(crate) fn next_run_at(conn: &Connection) -> Result<Option<Timestamp>> {
         .query_row([], |r| r.get(0))
         .map_err(db_err)?;
     Ok(us.map(from_ts))
+}
+
+/// The default backoffs of these queues, those that have one.
+fn queue_backoffs(
+    conn: &Connection,
+    queues: &[String],
+) -> Result<std::collections::HashMap<String, sked_core::Backoff>> {
+    let mut found = std::collections::HashMap::new();
+    for q in queues {
+        let spec: Option<String> = conn
+            .prepare_cached("SELECT backoff FROM queues WHERE name = ?1")
+            .map_err(db_err)?
+            .query_row([q], |r| r.get(0))
+            .optional()
+            .map_err(db_err)?
+            .flatten();
+        if let Some(b) = sked_store::rules::queue_backoff_of_column(spec.as_deref())? {
+            found.insert(q.clone(), b);
+        }
+    }
+    Ok(found)
 }

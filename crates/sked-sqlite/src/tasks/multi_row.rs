@@ -74,6 +74,12 @@ impl Rows {
         self.0[i].1.take()
     }
 
+    /// The row of `id`, if it was read and is not taken.
+    pub(crate) fn get(&self, id: TaskId) -> Option<&Task> {
+        let i = self.0.binary_search_by_key(&id, |(k, _)| *k).ok()?;
+        self.0[i].1.as_ref()
+    }
+
     /// Puts a row read before back (a task of another id is ignored).
     pub(crate) fn put(&mut self, task: Task) {
         if let Ok(i) = self.0.binary_search_by_key(&task.id, |(k, _)| *k) {

@@ -128,6 +128,7 @@ pub async fn concurrent_claims_keep_the_contract(run: ClaimersRun, secs: u64) {
                 per_key: per_key.map(Some),
                 per_key_rate: None,
                 retention: Vec::new(),
+                backoff: None,
                 now: None,
                 must_exist: false,
             })

@@ -210,6 +210,7 @@ async fn run_sequence(store: &Shared, seed: u64, settings: &mut BTreeMap<String,
                 per_key: None,
                 per_key_rate: None,
                 retention: Vec::new(),
+                backoff: None,
                 now: None,
                 must_exist: false,
             };

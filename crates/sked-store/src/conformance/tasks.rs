@@ -402,3 +402,47 @@ pub async fn a_heartbeat_keeps_the_progress_of_the_attempt_that_holds_the_task(s
         "an ended task shows what its last attempt reported"
     );
 }
+
+pub async fn a_queue_backoff_times_the_retries_of_tasks_without_their_own(store: &Shared) {
+    let secs = SignedDuration::from_secs;
+    let set = |backoff: Option<sked_core::Backoff>| {
+        store.queue_update(QueueUpdateParams {
+            name: "slow".into(),
+            backoff: Some(backoff),
+            ..Default::default()
+        })
+    };
+    let q = set(Some(sked_core::Backoff::Fixed(secs(30))))
+        .await
+        .unwrap();
+    assert_eq!(q.backoff, Some(sked_core::Backoff::Fixed(secs(30))));
+    let own = sked_core::Backoff::Fixed(secs(5));
+    let tasks = [
+        task("k").queue("slow"),
+        task("k").queue("slow").backoff_shape(own.clone()),
+        task("k"),
+    ];
+    let ids: Vec<i64> = (insert_batch(store, &tasks, t0()).await.iter())
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(claim(store, 3, t0()).await.len(), 3);
+    let mut waits = Vec::new();
+    for id in &ids {
+        let f = finish(store, *id, 1, failed(true), t0()).await.unwrap();
+        assert_eq!(f.state, TaskState::Retrying);
+        waits.push(f.run_at.duration_since(t0()).as_secs());
+    }
+    // The queue's, the task's own, and the default's first delay (10 s at jitter 0.5).
+    assert_eq!(waits, [30, 5, 10]);
+    // Back to the default.
+    assert_eq!(set(None).await.unwrap().backoff, None);
+    assert_eq!(store.queue_get("slow", t0()).await.unwrap().backoff, None);
+    let again = finish(store, ids[0], 1, failed(true), t0()).await;
+    assert!(again.is_err(), "the attempt ended already");
+    let c = claim(store, 3, at(30)).await;
+    assert!(c.iter().any(|t| t.id == ids[0]));
+    let f = finish(store, ids[0], 2, failed(true), at(30))
+        .await
+        .unwrap();
+    assert_eq!(f.run_at.duration_since(at(30)).as_secs(), 20);
+}

@@ -415,6 +415,17 @@ impl QueueLimit {
     }
 }
 
+/// `PUT /v1/queues/{name}/backoff`: how long the retries of the queue's tasks without a
+/// backoff of their own wait (`null`: the default exponential backoff).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct QueueBackoffChange {
+    /// `exp:BASE..MAX`, `fixed:D`, `linear:STEP..MAX` or a list of delays (`10s,1m,10m`).
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Backoff>))]
+    pub backoff: Option<sked_core::Backoff>,
+}
+
 /// `PUT /v1/queues/{name}/retention`: how long the queue keeps its ended tasks, by the state
 /// they ended in. Each state given is set (`null`: back to the server's `--retention`), each
 /// left out stays as it is.

@@ -360,6 +360,35 @@ impl Client {
         }
     }
 
+    /// Sets how long the retries of the queue's tasks without a backoff of their own wait
+    /// (`None`: the default exponential backoff).
+    pub async fn queue_backoff(
+        &self,
+        name: &str,
+        backoff: Option<sked_core::Backoff>,
+        missing: IfMissing,
+    ) -> Result<QueueInfo> {
+        match &self.inner {
+            Inner::Embedded(_) => {
+                if let Some(b) = &backoff {
+                    b.validate()
+                        .map_err(|e| crate::Error::Invalid(e.to_string()))?;
+                }
+                self.queue_update(name, "backoff", missing, |p| p.backoff = Some(backoff))
+                    .await
+            }
+            #[cfg(feature = "remote")]
+            Inner::Remote(r) => {
+                let path = format!(
+                    "/v1/queues/{}/backoff{}",
+                    path_segment(name),
+                    missing.query()
+                );
+                r.put(&path, &api::QueueBackoffChange { backoff }).await
+            }
+        }
+    }
+
     /// Sets how long the queue keeps its ended tasks for the states `retention` names (a `null`
     /// inside: the server's retention).
     pub async fn queue_retention(

@@ -1,0 +1,3 @@
+-- A queue's default backoff, as its spec (`fixed:30s`): the retries of its tasks without a
+-- backoff of their own wait as it says.
+ALTER TABLE queues ADD COLUMN backoff TEXT;
