@@ -145,6 +145,21 @@ mod tests {
     }
 
     #[test]
+    fn a_dst_day_is_a_date_like_any_other() {
+        // 2026-03-29: Berlin's clocks go from 02:00 to 03:00. A 02:30 job runs at 03:00 that
+        // day (Debian's rule), still on the 29th, so a calendar of the 29th skips it.
+        let berlin = TimeZone::get("Europe/Berlin").unwrap();
+        let cron = crate::CronExpr::parse("30 2 * * *").unwrap();
+        let after: Timestamp = "2026-03-28T12:00:00Z".parse().unwrap();
+        let fire = cron.next_after(after, &berlin).unwrap();
+        assert_eq!(fire, "2026-03-29T01:00:00Z".parse::<Timestamp>().unwrap());
+        let def = CalendarDef::new("h", parse_dates("2026-03-29").unwrap());
+        let c = Calendar::of(&def.validate().unwrap()).unwrap();
+        assert!(c.excludes(fire, &berlin));
+        assert!(!c.excludes(cron.next_after(fire, &berlin).unwrap(), &berlin));
+    }
+
+    #[test]
     fn bad_calendars_are_refused() {
         assert!(parse_dates("2026-13-01").is_err());
         assert!(
