@@ -159,10 +159,10 @@ fn frame(o: &Overview) -> String {
             vec![
                 s.name.clone(),
                 s.spec.clone(),
-                if s.paused {
-                    "paused".into()
-                } else {
-                    time_in(s.next_fire_at, &s.tz)
+                match (s.paused, &s.ended) {
+                    (true, _) => "paused".into(),
+                    (false, Some(_)) => "ended".into(),
+                    (false, None) => time_in(s.next_fire_at, &s.tz),
                 },
                 outcome,
             ]

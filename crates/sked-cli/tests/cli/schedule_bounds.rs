@@ -70,6 +70,12 @@ fn max_runs_ends_the_schedule_after_its_runs_and_says_so() {
     assert!(line.contains("ended"), "{listed}");
     let shown = srv.ok(&["schedule", "get", "thrice"]);
     assert!(shown.contains("3 of max_runs 3"), "{shown}");
+    let top = srv.ok(&["top", "--once"]);
+    assert!(
+        top.lines()
+            .any(|l| l.contains("thrice") && l.contains("ended")),
+        "{top}"
+    );
     // A run by hand is not counted, and does not revive it.
     srv.ok(&["schedule", "trigger", "thrice"]);
     assert_eq!(srv.json(&["schedule", "get", "thrice"])["runs"], json!(3));
