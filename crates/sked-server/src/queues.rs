@@ -221,9 +221,6 @@ pub(crate) async fn backoff(
     ApiQuery(c): ApiQuery<CreateQuery>,
     ApiJson(body): ApiJson<sked::api::QueueBackoffChange>,
 ) -> ApiResult {
-    if let Some(b) = &body.backoff {
-        b.validate().map_err(|e| ApiError::invalid(e.to_string()))?;
-    }
     let q = s
         .engine
         .queue_update(QueueUpdateParams {

@@ -32,7 +32,7 @@ impl Bounds {
         };
         let anchor = self.start_at.unwrap_or(anchor);
         spec.next_after(after, tz, anchor)
-            .filter(|t| self.end_at.is_none_or(|end| *t <= end))
+            .filter(|t| !self.ended_by(*t))
     }
 
     /// `t` if it is within the bounds; the first occurrence from `start_at` if `t` is before
@@ -46,7 +46,7 @@ impl Bounds {
     ) -> Option<Timestamp> {
         match self.start_at {
             Some(s) if t < s => self.next_after(spec, t, tz, anchor),
-            _ => Some(t).filter(|t| self.end_at.is_none_or(|end| *t <= end)),
+            _ => Some(t).filter(|t| !self.ended_by(*t)),
         }
     }
 

@@ -370,10 +370,6 @@ impl Client {
     ) -> Result<QueueInfo> {
         match &self.inner {
             Inner::Embedded(_) => {
-                if let Some(b) = &backoff {
-                    b.validate()
-                        .map_err(|e| crate::Error::Invalid(e.to_string()))?;
-                }
                 self.queue_update(name, "backoff", missing, |p| p.backoff = Some(backoff))
                     .await
             }

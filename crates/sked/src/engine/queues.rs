@@ -135,6 +135,9 @@ impl Engine {
     /// Pauses, resumes or limits a queue (created on first use, unless `must_exist`).
     pub async fn queue_update(&self, mut params: QueueUpdateParams) -> Result<QueueInfo> {
         sked_core::validate_name("queue", &params.name)?;
+        if let Some(Some(b)) = &params.backoff {
+            b.validate()?;
+        }
         params.now = Some(self.now());
         let q = self.inner.store.queue_update(params).await?;
         self.wake_workers();

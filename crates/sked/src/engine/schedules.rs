@@ -183,7 +183,6 @@ impl Engine {
     /// Creates or replaces a calendar: dates on which the schedules that skip it do not
     /// fire, from their next plan on.
     pub async fn calendar_put(&self, def: sked_core::CalendarDef) -> Result<CalendarInfo> {
-        let def = def.validate()?;
         let now = self.now();
         let c = (self.inner.store)
             .calendar_put(CalendarPutParams { def, now })
