@@ -130,6 +130,30 @@ fn dashboard_in_chromium_shows_schedules_and_retries_a_failed_task() {
         "5/s",
         "--create",
     ]);
+    // A queue in strict order per key: a dead task stops its key; the next one waits for it.
+    server.ok(&[
+        "queue",
+        "limit",
+        "ordered",
+        "--per-key",
+        "1",
+        "--order",
+        "strict",
+        "--create",
+    ]);
+    let stops = add(
+        "shell",
+        &serde_json::json!({ "command": "exit 1" }).to_string(),
+        &["--queue", "ordered", "--key", "k1", "--max-attempts", "1"],
+    );
+    wait_for("the ordered task to die", Duration::from_secs(20), || {
+        server.task(&stops)["state"] == "dead"
+    });
+    let behind = add(
+        "shell",
+        &serde_json::json!({ "command": "true" }).to_string(),
+        &["--queue", "ordered", "--key", "k1"],
+    );
     let paced = serde_json::json!({ "command": "true" }).to_string();
     let first = add("shell", &paced, &["--queue", "paced"]);
     let waiting = add("shell", &paced, &["--queue", "paced"]);
@@ -186,6 +210,7 @@ fn dashboard_in_chromium_shows_schedules_and_retries_a_failed_task() {
         .arg(&workflow)
         .arg(&batch)
         .arg(&member)
+        .args([&stops, &behind])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

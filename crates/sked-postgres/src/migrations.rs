@@ -58,6 +58,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
         include_str!("../migrations/0033_sql_enqueue_deadline.sql"),
     ),
     (34, include_str!("../migrations/0034_queue_backoff.sql")),
+    (35, include_str!("../migrations/0035_strict_key_order.sql")),
 ];
 
 /// A fingerprint of every migration's text: schemas migrated by the same migrations share it.

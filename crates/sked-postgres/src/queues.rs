@@ -71,6 +71,7 @@ pub(crate) async fn list(c: &mut Object, p: &QueueListParams) -> Result<Page<Que
     }
     let mut page = page.finish();
     set_held(&***c, &mut page.items, &buckets, p.now).await?;
+    set_keys_stopped(&***c, &mut page.items).await?;
     Ok(page)
 }
 
@@ -166,6 +167,15 @@ pub(crate) async fn update(
     )
     .await
     .map_err(db_err)?;
+    if let Some(order) = p.key_order {
+        let column = (order == KeyOrder::Strict).then_some(order.as_str());
+        tx.execute(
+            "UPDATE sked_queues SET key_order = $2, updated_at = now() WHERE name = $1",
+            &[&p.name, &column],
+        )
+        .await
+        .map_err(db_err)?;
+    }
     if let Some(b) = &p.backoff {
         tx.execute(
             "UPDATE sked_queues SET backoff = $2, updated_at = now() WHERE name = $1",
@@ -201,6 +211,11 @@ pub(crate) async fn update(
             .map_err(db_err)?;
     }
     let counts = one_queue_counts(&*tx, &p.name).await?;
+    let mut info = queue_info(p.name.clone(), col(&row, 0)?, col(&row, 1)?);
+    settings_from(&mut info, &row, 2)?;
+    info.set_counts(counts, QUEUE_COUNT_LIMIT);
+    sked_store::keyed::check_order(info.per_key, info.key_order)?;
+    set_keys_stopped(&*tx, std::slice::from_mut(&mut info)).await?;
     // A resumed or widened queue may have claimable tasks.
     announce_tasks(&*tx, channel, None, None).await?;
     tx.commit().await.map_err(db_err)?;
@@ -209,9 +224,6 @@ pub(crate) async fn update(
     if let Err(e) = c.batch_execute("ANALYZE sked_queues").await {
         tracing::warn!(error = %e, "cannot analyze sked_queues; claims may plan badly");
     }
-    let mut info = queue_info(p.name.clone(), col(&row, 0)?, col(&row, 1)?);
-    settings_from(&mut info, &row, 2)?;
-    info.set_counts(counts, QUEUE_COUNT_LIMIT);
     if let Some(now) = p.now {
         let mut buckets = HashMap::new();
         if let Some(bucket) = col::<Option<Timestamp>>(&row, 5)? {
@@ -220,6 +232,25 @@ pub(crate) async fn update(
         set_held(&***c, std::slice::from_mut(&mut info), &buckets, now).await?;
     }
     Ok(info)
+}
+
+/// In the queues with strict order per key, counts the keys a dead task stops.
+async fn set_keys_stopped(
+    c: &impl tokio_postgres::GenericClient,
+    queues: &mut [QueueInfo],
+) -> Result<()> {
+    for q in queues
+        .iter_mut()
+        .filter(|q| q.key_order == KeyOrder::Strict)
+    {
+        let sql = counts::keys_stopped_sql("sked_tasks", "$1", "$2", Spelling::InList);
+        let row = c
+            .query_one(&sql, &[&q.name, &(QUEUE_COUNT_LIMIT as i64)])
+            .await
+            .map_err(db_err)?;
+        q.keys_stopped = Some(col::<i64>(&row, 0)?.max(0) as u64);
+    }
+    Ok(())
 }
 
 /// Whether the queue has a row of settings, and whether any task is in it.
@@ -355,6 +386,7 @@ pub(crate) async fn get(c: &mut Object, name: &str, now: Timestamp) -> Result<Qu
     }
     info.set_counts(counts, QUEUE_COUNT_LIMIT);
     set_held(&***c, std::slice::from_mut(&mut info), &buckets, now).await?;
+    set_keys_stopped(&***c, std::slice::from_mut(&mut info)).await?;
     Ok(info)
 }
 
@@ -363,16 +395,20 @@ static SETTINGS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "SELECT paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
            rate_bucket_at, per_key_limit, per_key_rate_limit, per_key_rate_period_ms, {}, \
-           backoff FROM sked_queues WHERE name = $1",
+           backoff, key_order FROM sked_queues WHERE name = $1",
         sked_store::retention::COLUMNS.join(", ")
     )
 });
 
 /// The rate, per-key and retention settings of a queue row whose rate columns start at `at`
 /// (rate limit, period, burst, bucket, per-key limit, per-key rate limit and period, then the
-/// retentions, then the backoff).
+/// retentions, then the backoff and the key order).
 fn settings_from(info: &mut QueueInfo, row: &tokio_postgres::Row, at: usize) -> Result<()> {
     info.backoff = rules::queue_backoff_of_column(col(row, at + 11)?)?;
+    info.key_order = match col::<Option<String>>(row, at + 12)? {
+        None => KeyOrder::Priority,
+        Some(s) => s.parse().map_err(StoreError::Backend)?,
+    };
     info.retention = sked_store::retention::QueueRetention::from_columns([
         col(row, at + 7)?,
         col(row, at + 8)?,
@@ -417,9 +453,34 @@ pub(crate) async fn key_usage(
         .iter()
         .map(|r| Ok((col(r, 0)?, col::<i32>(r, 1)?.max(0) as u32)))
         .collect::<Result<_>>()?;
+    let first = match p.strict {
+        false => None,
+        true => {
+            let row = c
+                .query_opt(
+                    &format!(
+                        "SELECT id, state FROM sked_tasks WHERE concurrency_key IS NOT NULL \
+                         AND state IN {} AND queue = $1 AND concurrency_key = $2 \
+                         ORDER BY id LIMIT 1",
+                        sked_store::states::KEY_HOLDING
+                    ),
+                    &[&p.queue, &p.key],
+                )
+                .await
+                .map_err(db_err)?;
+            match row {
+                Some(r) => Some(Behind {
+                    id: col(&r, 0)?,
+                    state: crate::codec::state(&col::<String>(&r, 1)?)?,
+                }),
+                None => None,
+            }
+        }
+    };
     Ok(sked_store::keyed::KeyUsage {
         running: col(&running, 0)?,
         starts,
+        first,
     })
 }
 

@@ -220,7 +220,7 @@ function queueRow(q) {
     // The rate limit with the starts its window holds now, and what holds the queue back.
     h("td", { class: "num", "data-rate": q.rate || "" }, q.rate ? `${q.rate_window ?? 0} of ${q.rate}` : "—"),
     // Per concurrency key: tasks running at once, and starts per window.
-    h("td", { class: "num", "data-per-key": q.per_key ?? "" }, [q.per_key, q.per_key_rate].filter((x) => x !== undefined && x !== null).join(", ") || "—"),
+    h("td", { class: "num", "data-per-key": q.per_key ?? "" }, perKeyText(q)),
     h("td", { "data-held": q.held ? q.held.by : "" }, q.held ? heldText(q.held) : "—"),
     h(
       "td",
@@ -230,6 +230,13 @@ function queueRow(q) {
         : action("Pause", () => post(`/v1/queues/${enc(q.name)}/pause`), { name: "pause-queue", confirm: `Pause queue ${q.name}? Workers stop claiming from it.` }),
     ),
   );
+}
+
+/** Per concurrency key: tasks running at once, starts per window, strict order and the keys a dead task stops. */
+function perKeyText(q) {
+  const limits = [q.per_key, q.per_key_rate].filter((x) => x !== undefined && x !== null).join(", ") || "—";
+  if (q.key_order !== "strict") return limits;
+  return q.keys_stopped ? `${limits} strict (${q.keys_stopped} stopped)` : `${limits} strict`;
 }
 
 function heldText(held) {
@@ -737,8 +744,13 @@ function timeline(t) {
   return h("ol", { class: "timeline" }, events.map(([what, ts]) => h("li", {}, when(ts), " ", what)));
 }
 
-/** Why an available task waits, in words. */
+/** Why an available task waits, in words (with a link to the task it waits for). */
 function taskHeldText(t, held) {
+  if (held.by === "key_order" && held.behind) {
+    const b = held.behind;
+    const why = b.state === "dead" ? "dead: retry or delete it to go on" : b.state;
+    return [`key ${t.key} starts its tasks in order: it waits for `, h("a", { href: `#/tasks/${b.id}` }, `#${b.id}`), ` (${why})`];
+  }
   const until = held.until ? ` until ${humanIn(held.until)}` : "";
   const by = {
     paused: "its queue is paused",

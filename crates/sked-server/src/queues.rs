@@ -154,7 +154,7 @@ pub(crate) async fn limit(
         .map_err(|e| ApiError::invalid(e.to_string()))?;
     if l.is_empty() {
         return Err(ApiError::invalid(
-            "name a limit to set: concurrency (tasks running at once), rate (like \"10/s\") per_key (tasks of one key running at once) or per_key_rate (like \"5/s\"); null removes one",
+            "name a limit to set: concurrency (tasks running at once), rate (like \"10/s\"), per_key (tasks of one key running at once), per_key_rate (like \"5/s\") or key_order (\"strict\" or \"priority\"); null removes one",
         ));
     }
     let rate = l.rate_with_burst().map_err(ApiError::invalid)?;
@@ -167,6 +167,7 @@ pub(crate) async fn limit(
             rate,
             per_key: l.per_key,
             per_key_rate,
+            key_order: l.key_order,
             must_exist: !c.create.unwrap_or(false),
             ..Default::default()
         })

@@ -58,6 +58,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../migrations/0030_schedule_bounds_and_calendars.sql"),
     ),
     (31, include_str!("../migrations/0031_queue_backoff.sql")),
+    (32, include_str!("../migrations/0032_strict_key_order.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

@@ -6,7 +6,9 @@ use std::sync::LazyLock;
 
 use sked_core::TaskState;
 use sked_store::counts;
-use sked_store::states::{ACTIVE_ANY, EXPIRABLE_ANY, FINISHED, FINISHED_ANY, Spelling, TIMED};
+use sked_store::states::{
+    ACTIVE_ANY, EXPIRABLE_ANY, FINISHED, FINISHED_ANY, KEY_HOLDING_ANY, Spelling, TIMED,
+};
 
 /// Waiting tasks that are due become available (`?1`: now).
 pub(crate) static STAGE: LazyLock<String> = LazyLock::new(|| {
@@ -118,6 +120,27 @@ pub(crate) fn keyed_heads(filter: &str) -> String {
     )
 }
 
+/// A queue's (`?1`) key's (`?2`) first task by id among those that hold the key's later tasks
+/// back in strict order: the one task of the key that may start. Its id and state.
+pub(crate) static KEY_FIRST: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT id, state FROM tasks WHERE concurrency_key IS NOT NULL AND {KEY_HOLDING_ANY} \
+         AND queue = ?1 AND concurrency_key = ?2 ORDER BY id LIMIT 1"
+    )
+});
+
+/// In strict order, a queue's (`?1`) key's (`?3`) first task (as [`KEY_FIRST`]) if it is
+/// available at priority `?2` and passes `filter` (numbered from `?5`); `?4` bounds the
+/// answer as in [`keyed_heads`].
+pub(crate) fn strict_head(filter: &str) -> String {
+    format!(
+        "SELECT run_at, id FROM (SELECT run_at, id, state, priority, kind FROM tasks \
+           WHERE concurrency_key IS NOT NULL AND {KEY_HOLDING_ANY} \
+             AND queue = ?1 AND concurrency_key = ?3 ORDER BY id LIMIT 1) \
+         WHERE state = 'available' AND priority = ?2{filter} LIMIT ?4"
+    )
+}
+
 /// The first available tasks without a key of a queue (`?1`) at one priority (`?2`), at most
 /// `?4`, among the first `?3` of that priority in claim order (keyed ones included: tasks
 /// without a key have no index of their own). `filter` numbers its parameters from `?5`.
@@ -212,6 +235,18 @@ pub(crate) static ENDED_RUNS: LazyLock<String> = LazyLock::new(|| {
 pub(crate) static QUEUE_COUNTS: LazyLock<String> =
     LazyLock::new(|| counts::queue_counts_sql("tasks", "?2", "?1", Spelling::AnyOf));
 
+/// How many keys of the queue `?1` a dead task stops, among its first `?2` dead tasks. Named:
+/// the index of the tasks that hold their keys has the dead ones too, among every unfinished
+/// task of the queue, and SQLite would otherwise walk it.
+pub(crate) static KEYS_STOPPED: LazyLock<String> = LazyLock::new(|| {
+    counts::keys_stopped_sql(
+        "tasks INDEXED BY tasks_finished",
+        "?1",
+        "?2",
+        Spelling::AnyOf,
+    )
+});
+
 /// Whether any task of any state is in the queue `?1`.
 pub(crate) static QUEUE_HAS_TASKS: LazyLock<String> =
     LazyLock::new(|| counts::queue_has_tasks_sql("tasks", "?1", Spelling::AnyOf));
@@ -242,7 +277,11 @@ mod tests {
         let keyed_heads = keyed_heads(" AND kind IN (?5)");
         let unkeyed_heads = unkeyed_heads(" AND kind IN (?5)");
         let keyed_level = keyed_level(" AND kind IN (?3)");
-        let cases: [(&str, &[&str]); 20] = [
+        let strict_head = strict_head(" AND kind IN (?5)");
+        let cases: [(&str, &[&str]); 23] = [
+            (&KEY_FIRST, &["tasks_key_holding"]),
+            (&KEYS_STOPPED, &["tasks_finished"]),
+            (&strict_head, &["tasks_key_holding"]),
             (
                 &EXPIRING,
                 &["tasks_expiring (expires_at>? AND expires_at<?)"],
@@ -299,6 +338,8 @@ mod tests {
             &keyed_heads,
             &unkeyed_heads,
             &keyed_level,
+            &KEY_FIRST,
+            &strict_head,
         ] {
             let keys_plan = plan(&conn, sql);
             assert!(

@@ -68,6 +68,7 @@ pub(crate) fn list(conn: &Connection, p: &QueueListParams) -> Result<Page<QueueI
                 });
                 q.retention = retention_from(r, counts::SETTINGS_AT + 9)?;
                 q.backoff = backoff_from(r, counts::SETTINGS_AT + 13)?;
+                q.key_order = key_order_from(r, counts::SETTINGS_AT + 14)?;
                 q.set_counts(n, p.count_limit);
                 Ok((
                     q,
@@ -85,6 +86,7 @@ pub(crate) fn list(conn: &Connection, p: &QueueListParams) -> Result<Page<QueueI
             None => Vec::new(),
         };
         q.set_held(&starts, bucket, p.now);
+        set_keys_stopped(conn, &mut q)?;
         if !page.push(q) {
             break;
         }
@@ -138,6 +140,14 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
         )
         .map_err(db_err)?;
     }
+    if let Some(order) = p.key_order {
+        let column = (order == KeyOrder::Strict).then_some(order.as_str());
+        tx.execute(
+            "UPDATE queues SET key_order = ?2, updated_at = ?3 WHERE name = ?1",
+            params![p.name, column, now],
+        )
+        .map_err(db_err)?;
+    }
     if let Some(b) = &p.backoff {
         tx.execute(
             "UPDATE queues SET backoff = ?2, updated_at = ?3 WHERE name = ?1",
@@ -179,7 +189,32 @@ pub(crate) fn update(tx: &Transaction<'_>, p: &QueueUpdateParams) -> Result<Queu
                 .map_err(db_err)?;
         }
     }
-    info(tx, &p.name, p.now)
+    let info = info(tx, &p.name, p.now)?;
+    sked_store::keyed::check_order(info.per_key, info.key_order)?;
+    Ok(info)
+}
+
+/// A queue row's key order, from column `at` (`NULL`: by priority).
+fn key_order_from(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<KeyOrder> {
+    match r.get::<_, Option<String>>(at)? {
+        None => Ok(KeyOrder::Priority),
+        Some(s) => s.parse().map_err(|e: String| {
+            rusqlite::Error::InvalidColumnType(at, e, rusqlite::types::Type::Text)
+        }),
+    }
+}
+
+/// In a queue with strict order per key, counts the keys a dead task stops.
+fn set_keys_stopped(conn: &Connection, q: &mut QueueInfo) -> Result<()> {
+    if q.key_order == KeyOrder::Strict {
+        let n: i64 = conn
+            .prepare_cached(&crate::partial_indexes::KEYS_STOPPED)
+            .map_err(db_err)?
+            .query_row(params![q.name, QUEUE_COUNT_LIMIT as i64], |r| r.get(0))
+            .map_err(db_err)?;
+        q.keys_stopped = Some(n.max(0) as u64);
+    }
+    Ok(())
 }
 
 fn lease_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Lease> {
@@ -273,7 +308,7 @@ pub(crate) fn info(conn: &Connection, name: &str, now: Option<Timestamp>) -> Res
             &format!(
                 "SELECT paused, concurrency_limit, rate_limit, rate_period_ms, rate_burst, \
                  rate_bucket_at, per_key_limit, per_key_rate_limit, per_key_rate_period_ms, {}, \
-                 backoff FROM queues WHERE name = ?1",
+                 backoff, key_order FROM queues WHERE name = ?1",
                 sked_store::retention::COLUMNS.join(", ")
             ),
             [name],
@@ -292,7 +327,7 @@ pub(crate) fn info(conn: &Connection, name: &str, now: Option<Timestamp>) -> Res
                     r.get(0)?,
                     r.get(1)?,
                     (rate, r.get::<_, Option<i64>>(5)?),
-                    (r.get(6)?, per_key_rate),
+                    (r.get(6)?, per_key_rate, key_order_from(r, 14)?),
                     (retention_from(r, 9)?, backoff_from(r, 13)?),
                 ))
             },
@@ -303,13 +338,13 @@ pub(crate) fn info(conn: &Connection, name: &str, now: Option<Timestamp>) -> Res
             false,
             None,
             (None, None),
-            (None, None),
+            (None, None, KeyOrder::Priority),
             (Default::default(), None),
         ));
     let (rate, bucket) = rate;
     let mut info = QueueInfo::new(name.to_string(), paused, concurrency_limit);
     info.rate = rate;
-    (info.per_key, info.per_key_rate) = per_key;
+    (info.per_key, info.per_key_rate, info.key_order) = per_key;
     (info.retention, info.backoff) = retention;
     let (_, n) = conn
         .prepare_cached(&crate::partial_indexes::QUEUE_COUNTS)
@@ -320,6 +355,7 @@ pub(crate) fn info(conn: &Connection, name: &str, now: Option<Timestamp>) -> Res
         )
         .map_err(db_err)?;
     info.set_counts(n, QUEUE_COUNT_LIMIT);
+    set_keys_stopped(conn, &mut info)?;
     if let Some(now) = now {
         let starts = match &info.rate {
             Some(rate) => crate::tasks::claim::starts(conn, &info.name, rate, now)?,
@@ -354,5 +390,23 @@ pub(crate) fn key_usage(
         })
         .map_err(db_err)?;
     let starts = rows.collect::<rusqlite::Result<_>>().map_err(db_err)?;
-    Ok(sked_store::keyed::KeyUsage { running, starts })
+    let first = match p.strict {
+        false => None,
+        true => conn
+            .prepare_cached(&crate::partial_indexes::KEY_FIRST)
+            .map_err(db_err)?
+            .query_row(params![p.queue, p.key], |r| {
+                Ok(sked_store::Behind {
+                    id: r.get(0)?,
+                    state: crate::codec::state(&r.get::<_, String>(1)?)?,
+                })
+            })
+            .optional()
+            .map_err(db_err)?,
+    };
+    Ok(sked_store::keyed::KeyUsage {
+        running,
+        starts,
+        first,
+    })
 }

@@ -203,6 +203,7 @@ mod tests {
                     queue: "default".into(),
                     key: "a".into(),
                     since: now,
+                    strict: true,
                 })
                 .await
                 .unwrap();

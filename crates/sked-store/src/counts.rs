@@ -104,6 +104,18 @@ pub fn queue_has_tasks_sql(table: &str, queue: &str, spelling: Spelling) -> Stri
     format!("SELECT {}", probes.join(" OR "))
 }
 
+/// `SELECT count(DISTINCT concurrency_key) …`: how many keys of the queue `queue` (a
+/// placeholder) a dead task stops in strict order, counted among the queue's first `limit` (a
+/// placeholder) dead tasks, read through the finished tasks' index.
+pub fn keys_stopped_sql(table: &str, queue: &str, limit: &str, spelling: Spelling) -> String {
+    let finished = index_predicate(TaskState::Dead, spelling);
+    format!(
+        "SELECT count(DISTINCT concurrency_key) FROM (SELECT concurrency_key FROM {table} \
+         WHERE queue = {queue} AND state = 'dead' AND {finished} \
+           AND concurrency_key IS NOT NULL LIMIT {limit}) d"
+    )
+}
+
 /// The placeholders of [`queue_page_sql`].
 #[derive(Debug, Clone, Copy)]
 pub struct PagePlaceholders<'a> {
@@ -118,7 +130,7 @@ pub struct PagePlaceholders<'a> {
 /// `SELECT queue, n_scheduled, …, n_cancelled, paused, concurrency_limit, rate_limit,
 /// rate_period_ms, rate_burst, rate_bucket_at, per_key_limit, per_key_rate_limit,
 /// per_key_rate_period_ms, retention_…_ms` (one per ended state, [`crate::retention::COLUMNS`]),
-/// `backoff`:
+/// `backoff`, `key_order`:
 /// a page of queues by
 /// name after `after`, those with tasks and those with settings in `queues`, at most `rows`.
 ///
@@ -164,7 +176,7 @@ pub fn queue_page_sql(
         "WITH RECURSIVE {}, names(name) AS ({}) \
          SELECT q.name, {counts}, coalesce(k.paused, false), k.concurrency_limit, \
            k.rate_limit, k.rate_period_ms, k.rate_burst, k.rate_bucket_at, k.per_key_limit, \
-           k.per_key_rate_limit, k.per_key_rate_period_ms, {}, k.backoff \
+           k.per_key_rate_limit, k.per_key_rate_period_ms, {}, k.backoff, k.key_order \
          FROM (SELECT name FROM names WHERE name IS NOT NULL ORDER BY name LIMIT {rows}) q \
          LEFT JOIN {queues} k ON k.name = q.name ORDER BY q.name",
         walks.join(", "),

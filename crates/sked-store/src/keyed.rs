@@ -24,6 +24,9 @@ pub struct KeyLimits {
     pub running: Option<u32>,
     /// Starts of one key in any window of the period.
     pub rate: Option<sked_core::RateLimit>,
+    /// A key's tasks start one after another in the order they were enqueued
+    /// ([`crate::KeyOrder::Strict`]; with `running` 1).
+    pub strict: bool,
 }
 
 impl KeyLimits {
@@ -89,6 +92,8 @@ pub struct KeyUsageParams {
     pub key: String,
     /// Count the key's starts after this instant (the start of its rate's window).
     pub since: Timestamp,
+    /// Also read the key's first task that holds the others back ([`KeyUsage::first`]).
+    pub strict: bool,
 }
 
 /// What [`KeyUsageParams`] asks for.
@@ -98,6 +103,25 @@ pub struct KeyUsage {
     pub running: i64,
     /// Its starts since then, as logged per claim.
     pub starts: Vec<(Timestamp, u32)>,
+    /// When asked ([`KeyUsageParams::strict`]): its first task by id among the unfinished and
+    /// dead ones ([`crate::states::KEY_HOLDING`]), the one task of the key that may start.
+    pub first: Option<crate::Behind>,
+}
+
+/// Strict order per key needs a per-key limit of 1: a key's next task starts once the one
+/// before it has ended well, so no two of a key's tasks run at once.
+pub fn check_order(per_key: Option<u32>, order: crate::KeyOrder) -> crate::Result<()> {
+    if order == crate::KeyOrder::Strict && per_key != Some(1) {
+        let now = match per_key {
+            Some(n) => format!("it is {n}"),
+            None => "it has none".to_string(),
+        };
+        return Err(crate::StoreError::Invalid(format!(
+            "strict order per key needs a per-key limit of 1 ({now}): set --per-key 1 with \
+             --order strict, or --order priority first"
+        )));
+    }
+    Ok(())
 }
 
 /// How many of a priority's first tasks a claim of a keyed queue looks through for tasks

@@ -290,6 +290,14 @@ pub struct QueueInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Backoff>))]
     pub backoff: Option<sked_core::Backoff>,
+    /// The order in which the tasks of one key start (see [`KeyOrder`]).
+    #[serde(default, skip_serializing_if = "KeyOrder::is_default")]
+    pub key_order: KeyOrder,
+    /// In a queue with [`KeyOrder::Strict`]: how many keys a dead task stops (their next
+    /// tasks wait until it is retried or deleted), counted among the queue's first
+    /// [`QUEUE_COUNT_LIMIT`] dead tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys_stopped: Option<u64>,
     /// In lists: why the queue's available tasks wait now, when they do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<Held>,
@@ -322,6 +330,8 @@ impl QueueInfo {
             per_key_rate: None,
             retention: Default::default(),
             backoff: None,
+            key_order: KeyOrder::default(),
+            keys_stopped: None,
             held: None,
             counts: BTreeMap::new(),
             counts_at_least: BTreeSet::new(),
@@ -353,6 +363,64 @@ pub struct Held {
     /// When a task may start again, when that is known (a rate window that frees).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<Timestamp>,
+    /// (A task in a queue with strict order per key) the earlier task of its key it waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behind: Option<Behind>,
+}
+
+/// The earlier task of its key a task waits for, in a queue with [`KeyOrder::Strict`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Behind {
+    pub id: TaskId,
+    /// Its state: unfinished, or dead (a dead task stops its key until it is retried or
+    /// deleted).
+    pub state: TaskState,
+}
+
+/// The order in which the tasks of one concurrency key start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum KeyOrder {
+    /// As every queue's tasks start: by priority, then run time. A task waiting to retry does
+    /// not hold its key's later tasks back.
+    #[default]
+    Priority,
+    /// In the order they were enqueued, each once every earlier task of its key has ended
+    /// well: a key's task waits while an earlier one is unfinished (waiting to retry
+    /// included), and a dead one stops the key until it is retried or deleted. Needs a
+    /// per-key limit of 1.
+    Strict,
+}
+
+impl KeyOrder {
+    /// Its name, as the API and the database spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyOrder::Priority => "priority",
+            KeyOrder::Strict => "strict",
+        }
+    }
+
+    pub fn is_default(&self) -> bool {
+        *self == KeyOrder::Priority
+    }
+}
+
+impl std::str::FromStr for KeyOrder {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        match s {
+            "priority" => Ok(KeyOrder::Priority),
+            "strict" => Ok(KeyOrder::Strict),
+            _ => Err(format!(
+                "unknown key order {s:?}: expected strict (a key's tasks one after another, \
+                 in the order they were enqueued) or priority"
+            )),
+        }
+    }
 }
 
 /// The limit that holds a queue's tasks back.
@@ -370,6 +438,9 @@ pub enum HeldBy {
     PerKey,
     /// (A task's key) its key's rate window is full.
     PerKeyRate,
+    /// (A task's key, in a queue with strict order per key) an earlier task of its key has
+    /// not ended well: see [`Held::behind`].
+    KeyOrder,
 }
 
 impl HeldBy {
@@ -381,6 +452,7 @@ impl HeldBy {
             HeldBy::Rate => "rate",
             HeldBy::PerKey => "per_key",
             HeldBy::PerKeyRate => "per_key_rate",
+            HeldBy::KeyOrder => "key_order",
         }
     }
 }
@@ -406,6 +478,7 @@ impl QueueInfo {
             Some(Held {
                 by: HeldBy::Paused,
                 until: None,
+                behind: None,
             })
         } else if self
             .concurrency_limit
@@ -414,11 +487,13 @@ impl QueueInfo {
             Some(Held {
                 by: HeldBy::Concurrency,
                 until: None,
+                behind: None,
             })
         } else {
             room.filter(|r| r.allowed == 0).map(|r| Held {
                 by: HeldBy::Rate,
                 until: r.frees_at,
+                behind: None,
             })
         };
     }
@@ -440,6 +515,9 @@ pub struct QueueUpdateParams {
     pub retention: Vec<(TaskState, Option<SignedDuration>)>,
     /// The backoff of its tasks without one of their own (`Some(None)`: back to the default).
     pub backoff: Option<Option<sked_core::Backoff>>,
+    /// The order of a key's tasks (strict needs a per-key limit of 1, as set after this
+    /// update).
+    pub key_order: Option<KeyOrder>,
     /// The instant the answer's [`QueueInfo::held`] and [`QueueInfo::rate_window`] are taken
     /// at, as in lists; `None` leaves them out.
     pub now: Option<Timestamp>,

@@ -67,6 +67,7 @@ struct LimitGauges {
     per_key: IntGaugeVec,
     per_key_rate: IntGaugeVec,
     per_key_period: prometheus::GaugeVec,
+    keys_stopped: IntGaugeVec,
 }
 
 impl LimitGauges {
@@ -107,6 +108,12 @@ impl LimitGauges {
                 &["queue"],
             ),
             per_key_period,
+            keys_stopped: int(
+                "sked_queue_keys_stopped",
+                "In a queue with strict order per key, the keys whose next tasks wait for a \
+                 dead task to be retried or deleted",
+                &["queue"],
+            ),
             concurrency: int(
                 "sked_queue_concurrency_limit",
                 "Most tasks of a queue running at once, where limited",
@@ -140,6 +147,7 @@ impl LimitGauges {
             &self.held,
             &self.per_key,
             &self.per_key_rate,
+            &self.keys_stopped,
         ] {
             g.reset();
         }
@@ -173,6 +181,11 @@ impl LimitGauges {
                 self.per_key_period
                     .with_label_values(&[name])
                     .set(rate.period.as_secs_f64());
+            }
+            if let Some(n) = q.keys_stopped {
+                self.keys_stopped
+                    .with_label_values(&[name])
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
             }
             if let Some(held) = q.held {
                 self.held

@@ -4,6 +4,7 @@
 use clap::Subcommand;
 use sked::api::QueueList;
 use sked::client::IfMissing;
+use sked::store::KeyOrder;
 use sked::{QueueInfo, TaskState};
 
 use crate::output::{opt, queue_count, table};
@@ -15,6 +16,11 @@ use super::{connect, failed, show};
 pub(crate) enum QueueCmd {
     /// Queues with task counts per state.
     Ls,
+    /// One queue: its settings, its counts per state and why its tasks wait.
+    Get {
+        /// The queue's name
+        queue: String,
+    },
     /// Pause a queue: its tasks wait, running ones finish.
     Pause {
         /// The queue's name
@@ -64,6 +70,11 @@ pub(crate) enum QueueCmd {
         /// Most tasks of one key started in any window of the period: 5/s, 100/h, or none
         #[arg(long, value_name = "N/PERIOD|none")]
         per_key_rate: Option<String>,
+        /// The order of one key's tasks: strict (one after another in the order they were
+        /// enqueued, each once the one before it ended well; a dead one stops the key until it
+        /// is retried or deleted; needs --per-key 1), or priority (the default)
+        #[arg(long, value_name = "strict|priority")]
+        order: Option<String>,
         /// Set the queue up if no task or setting names it yet (to limit it before its first
         /// task); without it such a name is refused as a likely typo
         #[arg(long)]
@@ -112,6 +123,7 @@ fn limits(
     burst: Option<u32>,
     per_key: Option<String>,
     per_key_rate: Option<String>,
+    order: Option<String>,
 ) -> Result<sked::api::QueueLimit, CliError> {
     let count = |what: &str, v: Option<String>| match v {
         None => Ok(None),
@@ -134,19 +146,24 @@ fn limits(
     };
     let rate = rate_of("--rate", rate)?;
     let per_key_rate = rate_of("--per-key-rate", per_key_rate)?;
+    let key_order = order
+        .map(|o| o.parse::<KeyOrder>())
+        .transpose()
+        .map_err(|e| CliError::usage(format!("--order: {e}")))?;
     let mut limits = sked::api::QueueLimit {
         concurrency,
         rate,
         burst,
         per_key,
         per_key_rate,
+        key_order,
     };
     limits
         .per_key_rate()
         .map_err(|e| CliError::usage(format!("--per-key-rate: {e}")))?;
     if limits.is_empty() {
         return Err(CliError::usage(
-            "name a limit: sked queue limit QUEUE N, --concurrency N|none, --rate N/PERIOD|none, --per-key N|none or --per-key-rate N/PERIOD|none",
+            "name a limit: sked queue limit QUEUE N, --concurrency N|none, --rate N/PERIOD|none, --per-key N|none, --per-key-rate N/PERIOD|none or --order strict|priority",
         ));
     }
     // One rate, the burst in it, as the server reads it.
@@ -197,6 +214,7 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
             );
             return Ok(());
         }
+        QueueCmd::Get { queue } => client.queue(&queue).await.map_err(|e| unknown(e, &queue)),
         QueueCmd::Pause { queue, create } => client
             .queue_pause(&queue, if_missing(create))
             .await
@@ -220,9 +238,18 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
             burst,
             per_key,
             per_key_rate,
+            order,
             create,
         } => {
-            let limits = limits(limit, concurrency, rate, burst, per_key, per_key_rate)?;
+            let limits = limits(
+                limit,
+                concurrency,
+                rate,
+                burst,
+                per_key,
+                per_key_rate,
+                order,
+            )?;
             client
                 .queue_limits(&queue, limits, if_missing(create))
                 .await
@@ -277,6 +304,16 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
             opt(q.per_key.as_ref()),
             opt(q.per_key_rate.as_ref())
         );
+        let counts: Vec<String> = (TaskState::ALL.into_iter())
+            .filter(|s| q.counts.contains_key(s))
+            .map(|s| format!("{s} {}", queue_count(q, s)))
+            .collect();
+        if !counts.is_empty() {
+            out!("tasks: {}", counts.join(", "));
+        }
+        if let Some(h) = q.held {
+            out!("its available tasks wait: {}", held_text(h));
+        }
         let kept: Vec<String> = (TaskState::ALL.into_iter())
             .filter_map(|s| {
                 Some(format!(
@@ -293,6 +330,13 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
         }
         if let Some(b) = &q.backoff {
             out!("retries of tasks without a backoff of their own wait: {b}");
+        }
+        if q.key_order == KeyOrder::Strict {
+            out!(
+                "strict order per key: a key's tasks start one after another, in the order \
+                 they were enqueued; {} stopped by a dead task",
+                keys(q.keys_stopped.unwrap_or(0))
+            );
         }
     });
     Ok(())
@@ -330,20 +374,35 @@ pub(crate) fn held(q: &QueueInfo) -> String {
     q.held.map_or_else(|| "-".into(), held_text)
 }
 
-/// What holds tasks back, and until when if known: `rate until 12:00:01`.
+/// What holds tasks back, and until when if known: `rate until 12:00:01`, `key_order: waits
+/// for task 12 (dead)`.
 pub(crate) fn held_text(h: sked::store::Held) -> String {
-    match h.until {
-        Some(at) => format!("{} until {}", h.by.as_str(), crate::output::time(Some(at))),
-        None => h.by.as_str().into(),
+    match (h.until, h.behind) {
+        (_, Some(b)) => format!("{}: waits for task {} ({})", h.by.as_str(), b.id, b.state),
+        (Some(at), None) => format!("{} until {}", h.by.as_str(), crate::output::time(Some(at))),
+        (None, None) => h.by.as_str().into(),
     }
 }
 
-/// The per-key limits: `2`, `5/s`, `2, 5/s`, or `-`.
+/// `1 key`, `3 keys`.
+fn keys(n: u64) -> String {
+    match n {
+        1 => "1 key".into(),
+        n => format!("{n} keys"),
+    }
+}
+
+/// The per-key limits: `2`, `5/s`, `2, 5/s`, `1 strict (2 stopped)`, or `-`.
 fn per_key(q: &QueueInfo) -> String {
-    match (q.per_key, q.per_key_rate) {
+    let limits = match (q.per_key, q.per_key_rate) {
         (Some(n), Some(r)) => format!("{n}, {r}"),
         (Some(n), None) => n.to_string(),
         (None, Some(r)) => r.to_string(),
         (None, None) => "-".into(),
+    };
+    match (q.key_order, q.keys_stopped) {
+        (KeyOrder::Strict, Some(n)) if n > 0 => format!("{limits} strict ({n} stopped)"),
+        (KeyOrder::Strict, _) => format!("{limits} strict"),
+        (KeyOrder::Priority, _) => limits,
     }
 }

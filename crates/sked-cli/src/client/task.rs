@@ -274,7 +274,7 @@ pub(crate) async fn task(cmd: TaskCmd, remote: &Remote) -> CliResult {
                     .await
                     .map_err(failed)?
                     .map(|h| match h.by {
-                        HeldBy::PerKey | HeldBy::PerKeyRate => format!(
+                        HeldBy::PerKey | HeldBy::PerKeyRate | HeldBy::KeyOrder => format!(
                             "key {} of queue {}: {}",
                             task.key.as_deref().unwrap_or("-"),
                             task.queue,

@@ -7,7 +7,7 @@
 
 import { chromium } from "playwright-core";
 
-const [url, failedId, xssId, bigId, shots, waitingId, workflowId, batchId, memberId] = process.argv.slice(2);
+const [url, failedId, xssId, bigId, shots, waitingId, workflowId, batchId, memberId, stopsId, behindId] = process.argv.slice(2);
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 
 const garbled = [];
@@ -81,6 +81,12 @@ try {
   check(paced.includes("1 of 1/h") && paced.includes("at its rate limit until"), `the paced queue shows its rate and why it waits: ${paced}`);
   const tenants = (await page.locator('tr[data-queue="tenants"]').textContent()) || "";
   check(tenants.includes("2, 5/s"), `the tenants queue shows its per-key limits: ${tenants}`);
+  const ordered = (await page.locator('tr[data-queue="ordered"]').textContent()) || "";
+  check(ordered.includes("1 strict (1 stopped)"), `the ordered queue shows its strict order and the key a dead task stops: ${ordered}`);
+  await show(page, `/tasks/${behindId}`);
+  const behind = (await page.locator("#held").textContent()) || "";
+  check(behind.includes(`waits for #${stopsId} (dead`), `a task behind a dead one says which: ${behind}`);
+  check(await page.locator(`#held a[href="#/tasks/${stopsId}"]`).count() === 1, "and links to it");
   await show(page, `/tasks/${waitingId}`);
   const held = (await page.locator("#held").textContent()) || "";
   check(held.includes("its queue is at its rate limit until") && !held.includes("[object"), `a waiting task's page says why it waits: ${held}`);

@@ -23,6 +23,7 @@ mod held_tasks;
 mod help_and_errors;
 mod hostile_cli;
 mod hostile_lists;
+mod key_order;
 mod keys;
 mod metrics;
 mod module_cycles;

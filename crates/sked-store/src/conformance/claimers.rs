@@ -129,6 +129,7 @@ pub async fn concurrent_claims_keep_the_contract(run: ClaimersRun, secs: u64) {
                 per_key_rate: None,
                 retention: Vec::new(),
                 backoff: None,
+                key_order: None,
                 now: None,
                 must_exist: false,
             })

@@ -6,14 +6,7 @@ use sked_core::NewTask;
 use super::*;
 
 async fn per_key(store: &Shared, queue: &str, n: Option<u32>) -> QueueInfo {
-    store
-        .queue_update(QueueUpdateParams {
-            name: queue.into(),
-            per_key: Some(n),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
+    per_key_change(store, queue, n).await.unwrap()
 }
 
 fn keyed(queue: &str, key: Option<&str>, n: usize) -> Vec<NewTask> {
@@ -76,6 +69,7 @@ pub async fn a_per_key_limit_caps_each_key(store: &Shared) {
             queue: "t".into(),
             key: "a".into(),
             since: t0(),
+            strict: false,
         })
         .await
         .unwrap();
@@ -199,6 +193,7 @@ pub async fn a_per_key_rate_caps_each_keys_starts(store: &Shared) {
             queue: "t".into(),
             key: "b".into(),
             since: ms(-1),
+            strict: false,
         })
         .await
         .unwrap();
@@ -223,4 +218,163 @@ pub async fn a_per_key_rate_caps_each_keys_starts(store: &Shared) {
         .await
         .unwrap();
     assert_eq!(claim(store, 10, ms(1_600)).await.len(), 2);
+}
+
+/// Sets `queue`'s per-key limit and key order.
+async fn order(
+    store: &Shared,
+    queue: &str,
+    per_key: Option<u32>,
+    key_order: KeyOrder,
+) -> Result<QueueInfo> {
+    store
+        .queue_update(QueueUpdateParams {
+            name: queue.into(),
+            per_key: Some(per_key),
+            key_order: Some(key_order),
+            ..Default::default()
+        })
+        .await
+}
+
+/// The ids claimed from `queue`, in order.
+async fn claim_ids(store: &Shared, queue: &str, now: Timestamp) -> Vec<sked_core::TaskId> {
+    let mut ids: Vec<_> = claim_from(store, &[queue], 10, now)
+        .await
+        .iter()
+        .map(|t| t.id)
+        .collect();
+    ids.sort();
+    ids
+}
+
+async fn first_of(store: &Shared, queue: &str, key: &str) -> Option<Behind> {
+    store
+        .queue_key_usage(keyed::KeyUsageParams {
+            queue: queue.into(),
+            key: key.into(),
+            since: t0(),
+            strict: true,
+        })
+        .await
+        .unwrap()
+        .first
+}
+
+pub async fn strict_order_starts_a_keys_tasks_one_after_another(store: &Shared) {
+    use sked_core::TaskState::*;
+    // Strict order needs a per-key limit of 1; a refusal changes nothing.
+    let e = order(store, "s2", Some(2), KeyOrder::Strict)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    assert!(e.to_string().contains("per-key limit of 1"), "{e}");
+    assert_eq!(
+        store.queue_get("s2", t0()).await.unwrap_err().kind(),
+        ErrorKind::NotFound,
+        "nothing was created"
+    );
+    let q = order(store, "s", Some(1), KeyOrder::Strict).await.unwrap();
+    assert_eq!((q.per_key, q.key_order), (Some(1), KeyOrder::Strict));
+    let e = per_key_change(store, "s", Some(2)).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    let q = store.queue_get("s", t0()).await.unwrap();
+    assert_eq!((q.per_key, q.key_order), (Some(1), KeyOrder::Strict));
+    assert_eq!(q.keys_stopped, Some(0));
+
+    // A's tasks, one of them of a higher priority, which does not put it first; B's one.
+    let ins = insert_batch(
+        store,
+        &[
+            task("k").queue("s").key("a"),
+            task("k").queue("s").key("a"),
+            task("k").queue("s").key("b"),
+            task("k").queue("s").key("a").priority(5),
+        ],
+        t0(),
+    )
+    .await;
+    let [a1, a2, b1, a3] = [ins[0].id, ins[1].id, ins[2].id, ins[3].id];
+    assert_eq!(claim_ids(store, "s", at(1)).await, [a1, b1]);
+    // A's first fails and waits to retry: A's next tasks wait too; B's does not.
+    let retrying = finish(store, a1, 1, failed(true), at(2)).await.unwrap();
+    assert_eq!(retrying.state, Retrying);
+    assert!(claim_ids(store, "s", at(2)).await.is_empty());
+    assert_eq!(
+        first_of(store, "s", "a").await,
+        Some(Behind {
+            id: a1,
+            state: Retrying
+        })
+    );
+    finish(
+        store,
+        b1,
+        1,
+        FinishOutcome::Succeeded { result: None },
+        at(3),
+    )
+    .await
+    .unwrap();
+    let b2 = insert(store, task("k").queue("s").key("b"), at(3)).await.id;
+    assert_eq!(claim_ids(store, "s", at(3)).await, [b2], "B is not delayed");
+    // Its retry is due: it runs again, fails for good, and stops A.
+    let due = retrying.run_at;
+    assert_eq!(claim_ids(store, "s", due).await, [a1]);
+    let dead = finish(store, a1, 2, failed(false), due).await.unwrap();
+    assert_eq!(dead.state, Dead);
+    let later = due.checked_add(SignedDuration::from_hours(1)).unwrap();
+    assert!(claim_ids(store, "s", later).await.is_empty());
+    assert_eq!(
+        first_of(store, "s", "a").await,
+        Some(Behind {
+            id: a1,
+            state: Dead
+        })
+    );
+    assert_eq!(
+        store.queue_get("s", later).await.unwrap().keys_stopped,
+        Some(1)
+    );
+    // Retried, it runs first; A's others follow in the order they were enqueued.
+    store
+        .task_retry(TaskRetryParams { id: a1, now: later })
+        .await
+        .unwrap();
+    assert_eq!(claim_ids(store, "s", later).await, [a1]);
+    finish(
+        store,
+        a1,
+        3,
+        FinishOutcome::Succeeded { result: None },
+        later,
+    )
+    .await
+    .unwrap();
+    assert_eq!(claim_ids(store, "s", later).await, [a2]);
+    // A dead task deleted lets the next one go.
+    finish(store, a2, 1, failed(false), later).await.unwrap();
+    assert!(claim_ids(store, "s", later).await.is_empty());
+    store.task_delete(a2).await.unwrap();
+    assert_eq!(claim_ids(store, "s", later).await, [a3]);
+
+    // Back to the order by priority: a task waiting to retry no longer holds its key.
+    finish(store, a3, 1, failed(true), later).await.unwrap();
+    let a4 = insert(store, task("k").queue("s").key("a"), later).await.id;
+    assert!(claim_ids(store, "s", later).await.is_empty());
+    let q = order(store, "s", Some(1), KeyOrder::Priority)
+        .await
+        .unwrap();
+    assert_eq!(q.key_order, KeyOrder::Priority);
+    assert_eq!(claim_ids(store, "s", later).await, [a4]);
+}
+
+async fn per_key_change(store: &Shared, queue: &str, n: Option<u32>) -> Result<QueueInfo> {
+    store
+        .queue_update(QueueUpdateParams {
+            name: queue.into(),
+            per_key: Some(n),
+            ..Default::default()
+        })
+        .await
 }

@@ -98,7 +98,8 @@ macro_rules! conformance_tests {
             a_task_not_started_by_its_deadline_expires_and_never_runs, a_deadline_is_for_the_first_start, a_queue_keeps_each_ended_state_as_its_retention_says,
             a_deadline_that_could_never_be_met_is_refused, a_schedule_ends_after_its_most_runs_and_at_its_end,
             a_calendar_excludes_its_dates_and_stays_while_skipped,
-            a_queue_backoff_times_the_retries_of_tasks_without_their_own);
+            a_queue_backoff_times_the_retries_of_tasks_without_their_own,
+            strict_order_starts_a_keys_tasks_one_after_another);
     };
     (@cases $make:expr; $($case:ident),+) => {
         $(

@@ -260,6 +260,7 @@ pub async fn rate_limit_caps_starts_per_window(store: &Shared) {
     let held = Held {
         by: HeldBy::Rate,
         until: Some(at(10)),
+        behind: None,
     };
     assert_eq!(rated.held, Some(held));
     // A change's answer says so too, taken at the instant given.

@@ -12,16 +12,28 @@ use super::*;
 
 const QUEUES: [&str; 4] = ["q0", "q1", "q2", "q3"];
 const KINDS: [&str; 3] = ["k0", "k1", "k2"];
+const KEYS: [&str; 3] = ["a", "b", "c"];
 
 /// A queue's settings as the sequence set them.
 #[derive(Debug, Clone, Copy, Default)]
 struct Settings {
     paused: bool,
     limit: Option<u32>,
+    /// Strict order per key (with a per-key limit of 1); the sequences never give such a queue
+    /// a concurrency limit too.
+    strict: bool,
+}
+
+/// Whether `t` holds the later tasks of its key back in strict order at `now`: unfinished or
+/// dead, and not past a deadline it can no longer start by (such a task expires instead).
+fn holds_its_key(t: &Task, now: jiff::Timestamp) -> bool {
+    (!t.state.is_finished() || t.state == TaskState::Dead) && crate::expiry::may_start(t, now)
 }
 
 /// What the reference says of a claim: the tasks it may take, in claim order, each queue's
-/// eligible tasks already cut to the room its concurrency limit leaves.
+/// eligible tasks already cut to the room its concurrency limit leaves. In a queue with strict
+/// order per key, a keyed task is eligible only as its key's first task (by id) that holds the
+/// others back, while none of its key runs.
 fn reference(
     tasks: &[Task],
     settings: &BTreeMap<&str, Settings>,
@@ -43,6 +55,21 @@ fn reference(
         .filter(|t| p.kinds.is_empty() || p.kinds.contains(&t.kind))
         .filter(|t| p.min_priority.is_none_or(|min| t.priority >= min))
         .filter(|t| !settings.get(t.queue.as_str()).is_some_and(|s| s.paused))
+        .filter(|t| {
+            let strict = settings.get(t.queue.as_str()).is_some_and(|s| s.strict);
+            let Some(key) = t.key.as_ref().filter(|_| strict) else {
+                return true;
+            };
+            let of_key =
+                || (tasks.iter()).filter(|o| o.queue == t.queue && o.key.as_ref() == Some(key));
+            // One of a key's tasks runs at a time (a later one may run that started before the
+            // queue's order became strict).
+            let first = of_key()
+                .filter(|o| holds_its_key(o, p.now))
+                .map(|o| o.id)
+                .min();
+            first == Some(t.id) && !of_key().any(|o| o.state == TaskState::Running)
+        })
         .collect();
     eligible.sort_by_key(|t| (std::cmp::Reverse(t.priority), t.run_at, t.id));
     let mut taken: BTreeMap<&str, u32> = BTreeMap::new();
@@ -121,10 +148,13 @@ async fn run_sequence(store: &Shared, seed: u64, settings: &mut BTreeMap<String,
             let tasks: Vec<NewTask> = (0..n)
                 .map(|_| {
                     let offset = rng.below(60) as i64 - 30;
-                    let t = task(KINDS[rng.below(3) as usize])
+                    let mut t = task(KINDS[rng.below(3) as usize])
                         .queue(names[rng.below(4) as usize].clone())
                         .priority(rng.below(4) as i32 - 1)
                         .run_at(now.checked_add(SignedDuration::from_secs(offset)).unwrap());
+                    if rng.chance(60) {
+                        t.key = Some(KEYS[rng.below(3) as usize].to_string());
+                    }
                     // Some must start within a deadline, which passes as time moves on.
                     match rng.chance(25) {
                         true => t.ttl(SignedDuration::from_secs(
@@ -211,15 +241,36 @@ async fn run_sequence(store: &Shared, seed: u64, settings: &mut BTreeMap<String,
                 per_key_rate: None,
                 retention: Vec::new(),
                 backoff: None,
+                key_order: None,
                 now: None,
                 must_exist: false,
             };
-            if rng.chance(50) {
-                s.paused = !s.paused;
-                update.paused = Some(s.paused);
-            } else {
-                s.limit = rng.chance(60).then(|| 1 + rng.below(3) as u32);
-                update.concurrency_limit = Some(s.limit);
+            match rng.below(3) {
+                0 => {
+                    s.paused = !s.paused;
+                    update.paused = Some(s.paused);
+                }
+                1 => {
+                    s.limit = rng.chance(60).then(|| 1 + rng.below(3) as u32);
+                    update.concurrency_limit = Some(s.limit);
+                    if s.limit.is_some() && s.strict {
+                        s.strict = false;
+                        update.per_key = Some(None);
+                        update.key_order = Some(KeyOrder::Priority);
+                    }
+                }
+                _ => {
+                    s.strict = !s.strict;
+                    update.per_key = Some(s.strict.then_some(1));
+                    update.key_order = Some(match s.strict {
+                        true => KeyOrder::Strict,
+                        false => KeyOrder::Priority,
+                    });
+                    if s.strict {
+                        s.limit = None;
+                        update.concurrency_limit = Some(None);
+                    }
+                }
             }
             trace(&context, || format!("queue {update:?}"));
             store.queue_update(update).await.unwrap();
@@ -280,14 +331,15 @@ fn check_claim(
         p.kinds,
         p.min_priority
     );
-    // Within a queue, the first in claim order.
+    // Within a queue, the first in claim order (keys take turns in a strict queue).
     let queue_of: BTreeMap<TaskId, &str> =
         before.iter().map(|t| (t.id, t.queue.as_str())).collect();
     let mut per_queue: BTreeMap<&str, Vec<TaskId>> = BTreeMap::new();
     for id in allowed {
         per_queue.entry(queue_of[id]).or_default().push(*id);
     }
-    for (queue, ids) in &per_queue {
+    let strict = |q: &str| settings.get(q).is_some_and(|s| s.strict);
+    for (queue, ids) in per_queue.iter().filter(|(q, _)| !strict(q)) {
         let n = ids.iter().filter(|id| taken.contains(id)).count();
         assert!(
             ids[..n].iter().all(|id| taken.contains(id)),
@@ -297,7 +349,7 @@ fn check_claim(
     // With no limited queue in play, exactly the first `max` in claim order.
     let limited = per_queue
         .keys()
-        .any(|q| settings.get(q).is_some_and(|s| s.limit.is_some()));
+        .any(|q| strict(q) || settings.get(q).is_some_and(|s| s.limit.is_some()));
     if !limited {
         let first: BTreeSet<TaskId> = allowed[..wanted].iter().copied().collect();
         assert_eq!(
@@ -343,6 +395,7 @@ mod tests {
             Settings {
                 paused: true,
                 limit: None,
+                strict: false,
             },
         );
         settings.insert(
@@ -350,6 +403,7 @@ mod tests {
             Settings {
                 paused: false,
                 limit: Some(2),
+                strict: false,
             },
         );
         let p = TaskClaimParams {

@@ -369,6 +369,11 @@ pub struct QueueLimit {
     )]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Rate>))]
     pub per_key_rate: Option<Option<sked_core::RateLimit>>,
+    /// The order in which one key's tasks start: `strict` (one after another in the order they
+    /// were enqueued, each once the one before it ended well; needs `per_key` 1) or
+    /// `priority` (by priority, then run time: the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_order: Option<sked_store::KeyOrder>,
 }
 
 impl QueueLimit {
@@ -391,6 +396,7 @@ impl QueueLimit {
             && self.burst.is_none()
             && self.per_key.is_none()
             && self.per_key_rate.is_none()
+            && self.key_order.is_none()
     }
 
     /// The rate limit to set, with the burst in it: `None` leaves the rate as it is,

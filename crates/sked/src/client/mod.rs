@@ -349,6 +349,7 @@ impl Client {
                     p.rate = rate;
                     p.per_key = limits.per_key;
                     p.per_key_rate = key_rate;
+                    p.key_order = limits.key_order;
                 })
                 .await
             }

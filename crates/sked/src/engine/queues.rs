@@ -4,7 +4,7 @@ use sked_core::TaskState;
 use sked_store::keyed::{KeyLimits, KeyUsageParams};
 use sked_store::rules::LIST_LIMIT_MAX;
 use sked_store::{
-    BulkAction, BulkFilter, ErrorKind, Held, HeldBy, Page, QueueInfo, QueueListParams,
+    BulkAction, BulkFilter, ErrorKind, Held, HeldBy, KeyOrder, Page, QueueInfo, QueueListParams,
     QueueUpdateParams, StoreError, TaskBulkParams,
 };
 
@@ -40,9 +40,10 @@ impl Engine {
         Ok(self.inner.store.queue_get(name, self.now()).await?)
     }
 
-    /// Why a task that could start waits, if it does: its queue is paused or at a limit, or
-    /// its key is at the queue's per-key limit or rate. `None` for a task that is not
-    /// available, or that the next claim may take.
+    /// Why a task that could start waits, if it does: its queue is paused or at a limit, its
+    /// key is at the queue's per-key limit or rate, or (in strict order) an earlier task of
+    /// its key has not ended well. `None` for a task that is not available, or that the next
+    /// claim may take.
     pub async fn task_held(&self, id: sked_core::TaskId) -> Result<Option<Held>> {
         let task = self.task(id).await?;
         if task.state != sked_core::TaskState::Available {
@@ -56,6 +57,7 @@ impl Engine {
         let limits = KeyLimits {
             running: queue.per_key,
             rate: queue.per_key_rate,
+            strict: queue.key_order == KeyOrder::Strict,
         };
         let Some(key) = task.key.filter(|_| limits.any()) else {
             return Ok(None);
@@ -68,8 +70,16 @@ impl Engine {
                 queue: task.queue.clone(),
                 key,
                 since,
+                strict: limits.strict,
             })
             .await?;
+        if let Some(first) = usage.first.filter(|f| f.id != task.id) {
+            return Ok(Some(Held {
+                by: HeldBy::KeyOrder,
+                until: None,
+                behind: Some(first),
+            }));
+        }
         if limits
             .running
             .is_some_and(|n| usage.running >= i64::from(n))
@@ -77,12 +87,14 @@ impl Engine {
             return Ok(Some(Held {
                 by: HeldBy::PerKey,
                 until: None,
+                behind: None,
             }));
         }
         let (room, frees) = limits.room(usage.running, &usage.starts, now);
         Ok((room <= 0).then_some(Held {
             by: HeldBy::PerKeyRate,
             until: frees,
+            behind: None,
         }))
     }
 

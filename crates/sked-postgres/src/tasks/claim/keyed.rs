@@ -11,6 +11,7 @@ use sked_core::TaskId;
 use sked_store::keyed::{
     KEYS_PER_CLAIM, KeyHeads, KeyLimits, Tally, UNKEYED_LOOK, in_turn, round_robin,
 };
+use sked_store::states::KEY_HOLDING;
 use sked_store::*;
 
 use super::positions::Key;
@@ -88,7 +89,7 @@ pub(super) async fn candidates(
             key: None,
             tasks: unkeyed_heads(tx, queue, level, take, p).await?,
         }];
-        heads.extend(keyed_heads(tx, queue, level, &rooms, p).await?);
+        heads.extend(keyed_heads(tx, queue, level, &rooms, limits.strict, p).await?);
         let want = (take - out.len() as i64) as usize;
         let (ids, last) = round_robin(&heads, want);
         for h in &heads {
@@ -246,12 +247,15 @@ async fn keys_after(
     rows.iter().map(|r| col(r, 0)).collect()
 }
 
-/// The first available tasks of each key at `level`, at most its room, in one statement.
+/// The first available tasks of each key at `level`, at most its room, in one statement. In
+/// `strict` order a key's one task that may start, if it is available at `level` and the
+/// claim may take it: its first task by id among those that hold the others back.
 async fn keyed_heads(
     tx: &Transaction<'_>,
     queue: &str,
     level: i32,
     rooms: &[(String, i64)],
+    strict: bool,
     p: &TaskClaimParams,
 ) -> Result<Vec<KeyHeads>> {
     if rooms.is_empty() {
@@ -261,21 +265,29 @@ async fn keyed_heads(
     let room: Vec<i64> = rooms.iter().map(|(_, r)| *r).collect();
     let mut params: Vec<Param<'_>> = vec![&queue, &level, &keys, &room];
     let filter = filters(p, &mut params);
-    let rows = tx
-        .query(
-            &format!(
-                "SELECT u.ord, t.run_at, t.id \
-                 FROM unnest($3::text[], $4::bigint[]) WITH ORDINALITY AS u(key, room, ord) \
-                 CROSS JOIN LATERAL (SELECT run_at, id FROM sked_tasks \
-                   WHERE state = 'available' AND concurrency_key IS NOT NULL AND queue = $1 \
-                     AND priority = $2 AND concurrency_key = u.key{filter} \
-                   ORDER BY run_at, id LIMIT u.room) t \
-                 ORDER BY u.ord, t.run_at, t.id"
-            ),
-            &params,
-        )
-        .await
-        .map_err(db_err)?;
+    // A task past a deadline it can no longer start by holds nothing back: it expires.
+    let holding = sked_store::expiry::startable("$5::timestamptz");
+    let sql = match strict {
+        false => format!(
+            "SELECT u.ord, t.run_at, t.id \
+             FROM unnest($3::text[], $4::bigint[]) WITH ORDINALITY AS u(key, room, ord) \
+             CROSS JOIN LATERAL (SELECT run_at, id FROM sked_tasks \
+               WHERE state = 'available' AND concurrency_key IS NOT NULL AND queue = $1 \
+                 AND priority = $2 AND concurrency_key = u.key{filter} \
+               ORDER BY run_at, id LIMIT u.room) t \
+             ORDER BY u.ord, t.run_at, t.id"
+        ),
+        true => format!(
+            "SELECT u.ord, t.run_at, t.id \
+             FROM unnest($3::text[], $4::bigint[]) WITH ORDINALITY AS u(key, room, ord) \
+             CROSS JOIN LATERAL (SELECT run_at, id, state, priority, kind, attempt, expires_at \
+               FROM sked_tasks WHERE concurrency_key IS NOT NULL AND state IN {KEY_HOLDING} \
+                 AND queue = $1 AND concurrency_key = u.key AND {holding} \
+               ORDER BY id LIMIT 1) t \
+             WHERE t.state = 'available' AND t.priority = $2{filter} ORDER BY u.ord"
+        ),
+    };
+    let rows = tx.query(&sql, &params).await.map_err(db_err)?;
     let mut heads: Vec<KeyHeads> = rooms
         .iter()
         .map(|(k, _)| KeyHeads {

@@ -48,6 +48,7 @@ pub(super) async fn claim_limited(
                 period_ms: col(row, 12)?,
                 burst: None,
             }),
+            strict: col::<Option<String>>(row, 13)?.as_deref() == Some("strict"),
         };
         if per_key.any() {
             keyed_queues.insert(name.clone(), (per_key, col(row, 10)?));
@@ -214,7 +215,7 @@ async fn read_locked(
         (SELECT count(*) FROM sked_tasks t WHERE t.state = 'running' AND t.queue = q.name), \
         q.rate_limit, q.rate_period_ms, coalesce(w.at, '{}'), coalesce(w.n, '{}'), \
         q.rate_burst, q.rate_bucket_at, q.per_key_limit, q.key_cursor, \
-        q.per_key_rate_limit, q.per_key_rate_period_ms";
+        q.per_key_rate_limit, q.per_key_rate_period_ms, q.key_order";
     lock_and_read(tx, limited, LIMITED, columns, now).await
 }
 

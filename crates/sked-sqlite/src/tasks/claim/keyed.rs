@@ -93,7 +93,10 @@ pub(super) fn claim_keys(
             if room <= 0 {
                 continue;
             }
-            let tasks = heads_of(tx, queue, level, Some(&key), room.min(take), p)?;
+            let tasks = match limits.strict {
+                true => strict_head(tx, queue, level, &key, p)?,
+                false => heads_of(tx, queue, level, Some(&key), room.min(take), p)?,
+            };
             heads.push(KeyHeads {
                 key: Some(key),
                 tasks,
@@ -238,6 +241,35 @@ fn keys_at(
         keys.extend(from_start.into_iter().filter(|k| k.as_str() <= c));
     }
     Ok(in_turn(keys, cursor))
+}
+
+/// In strict order, `key`'s one task that may start, if it is available at `level` and the
+/// claim may take it: its first task by id among those that hold the others back.
+fn strict_head(
+    tx: &Transaction<'_>,
+    queue: &str,
+    level: i64,
+    key: &str,
+    p: &TaskClaimParams,
+) -> Result<Vec<(jiff::Timestamp, TaskId)>> {
+    let (filter, values) = filters(p, 5);
+    let args = [
+        Value::Text(queue.into()),
+        Value::Integer(level),
+        Value::Text(key.into()),
+        Value::Integer(1),
+    ]
+    .into_iter()
+    .chain(values);
+    let mut stmt = tx
+        .prepare_cached(&partial_indexes::strict_head(&filter))
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map(params_from_iter(args), |r| {
+            Ok((from_ts(r.get(0)?), r.get(1)?))
+        })
+        .map_err(db_err)?;
+    rows.map(|r| r.map_err(db_err)).collect()
 }
 
 /// The first available tasks of `key` (`None`: without a key) at `level`, at most `most`.

@@ -49,7 +49,7 @@ impl Limits {
                 "SELECT q.name, q.paused, q.concurrency_limit, \
                  (SELECT count(*) FROM tasks t WHERE t.state = 'running' AND t.queue = q.name), \
                  q.rate_limit, q.rate_period_ms, q.rate_burst, q.rate_bucket_at, q.per_key_limit, \
-                 q.per_key_rate_limit, q.per_key_rate_period_ms \
+                 q.per_key_rate_limit, q.per_key_rate_period_ms, q.key_order \
                  FROM queues q WHERE q.paused = 1 OR q.concurrency_limit IS NOT NULL \
                    OR q.rate_limit IS NOT NULL OR q.per_key_limit IS NOT NULL \
                    OR q.per_key_rate_limit IS NOT NULL",
@@ -75,6 +75,7 @@ impl Limits {
                             period_ms: r.get(10)?,
                             burst: None,
                         }),
+                        strict: r.get::<_, Option<String>>(11)?.as_deref() == Some("strict"),
                     },
                 ))
             })
