@@ -35,7 +35,7 @@ pub struct ClaimersRun {
     pub lose_announcements: Option<LoseAnnouncements>,
 }
 
-const QUEUES: [&str; 4] = ["c-open", "c-busy", "c-limited", "c-keyed"];
+const QUEUES: [&str; 5] = ["c-open", "c-busy", "c-limited", "c-keyed", "c-strict"];
 const LIMIT: u32 = 2;
 /// Low-priority tasks due from the start, more than the claimers take in the first seconds.
 const BACKLOG: usize = 1000;
@@ -57,6 +57,10 @@ struct Seen {
     late_retries: Vec<(TaskId, i32, Timestamp, Timestamp)>,
     /// Every claim, in the order they answered.
     claims: Vec<ClaimRecord>,
+    /// Per task: when the claim that first took it answered.
+    first_answered: HashMap<TaskId, Timestamp>,
+    /// Per task that succeeded: when its success was sent.
+    success_sent: HashMap<TaskId, Timestamp>,
 }
 
 /// One claim: when it started and answered, what it asked for and what it took.
@@ -115,9 +119,10 @@ fn lock(seen: &Mutex<Seen>) -> std::sync::MutexGuard<'_, Seen> {
 pub async fn concurrent_claims_keep_the_contract(run: ClaimersRun, secs: u64) {
     let stores = run.stores;
     let first = stores[0].clone();
-    for (queue, limit, per_key) in [
-        ("c-limited", Some(LIMIT), None),
-        ("c-keyed", None, Some(PER_KEY)),
+    for (queue, limit, per_key, key_order) in [
+        ("c-limited", Some(LIMIT), None, None),
+        ("c-keyed", None, Some(PER_KEY), None),
+        ("c-strict", None, Some(1), Some(KeyOrder::Strict)),
     ] {
         first
             .queue_update(QueueUpdateParams {
@@ -129,7 +134,7 @@ pub async fn concurrent_claims_keep_the_contract(run: ClaimersRun, secs: u64) {
                 per_key_rate: None,
                 retention: Vec::new(),
                 backoff: None,
-                key_order: None,
+                key_order,
                 now: None,
                 must_exist: false,
             })
@@ -197,8 +202,12 @@ pub async fn concurrent_claims_keep_the_contract(run: ClaimersRun, secs: u64) {
                             .unwrap(),
                     );
                 t = retried_soon(t);
-                if queue == "c-keyed" {
+                if queue == "c-keyed" || queue == "c-strict" {
                     t = t.key(KEYS[rng.below(KEYS.len() as u64) as usize]);
+                }
+                // A dead task would stop its key for good: these retry until they succeed.
+                if queue == "c-strict" {
+                    t = t.max_attempts(25);
                 }
                 t
             })
@@ -245,6 +254,26 @@ pub async fn concurrent_claims_keep_the_contract(run: ClaimersRun, secs: u64) {
 
     let seen = lock(&seen);
     assert!(seen.claims.len() > 100, "only {} claims", seen.claims.len());
+    // In strict order, each task of a key was first taken after the one before it succeeded.
+    let mut by_key: BTreeMap<String, Vec<TaskId>> = BTreeMap::new();
+    for (id, (t, _)) in due.lock().unwrap().iter() {
+        if let (true, Some(key)) = (t.queue == "c-strict", &t.key) {
+            by_key.entry(key.clone()).or_default().push(*id);
+        }
+    }
+    for (key, ids) in &by_key {
+        for pair in ids.windows(2) {
+            let (before, after) = (pair[0], pair[1]);
+            let succeeded = seen.success_sent[&before];
+            let taken = seen.first_answered[&after];
+            assert!(
+                taken > succeeded,
+                "key {key} of c-strict: task {after} was taken at {taken}, before task {before} \
+                 succeeded (sent at {succeeded})"
+            );
+        }
+    }
+    let strict: usize = by_key.values().map(Vec::len).sum();
     let (mut late, mut passed) = (Vec::new(), Vec::new());
     let mut slowest = SignedDuration::ZERO;
     for (id, (t, at)) in due.lock().unwrap().iter() {
@@ -287,7 +316,8 @@ pub async fn concurrent_claims_keep_the_contract(run: ClaimersRun, secs: u64) {
         ids.len()
     );
     eprintln!(
-        "{} tasks, {} claims in {:.1?}; the longest wait of an open queue's task: {slowest:?}",
+        "{} tasks ({strict} in strict order), {} claims in {:.1?}; the longest wait of an open \
+         queue's task: {slowest:?}",
         ids.len(),
         seen.claims.len(),
         started.elapsed()
@@ -393,6 +423,7 @@ async fn claim_and_end(
             s.held
                 .insert(t.id, (t.attempt, t.queue.clone(), t.key.clone()));
             s.first_claimed.entry(t.id).or_insert(now);
+            s.first_answered.entry(t.id).or_insert(answered);
             let open = t.queue == "c-open" || t.queue == "c-busy";
             let bound = t.run_at.checked_add(WAKE_UP_BOUND).unwrap();
             if open && t.attempt > 1 && now > bound {
@@ -409,6 +440,11 @@ async fn claim_and_end(
                 s.held_with("c-keyed", key) <= PER_KEY,
                 "{} tasks of key {key} held, the per-key limit is {PER_KEY}",
                 s.held_with("c-keyed", key)
+            );
+            assert!(
+                s.held_with("c-strict", key) <= 1,
+                "{} tasks of key {key} of c-strict held at once",
+                s.held_with("c-strict", key)
             );
         }
     }
@@ -433,8 +469,12 @@ async fn claim_and_end(
     // commits would break the limit in the store too.
     {
         let mut s = lock(seen);
-        for t in &claimed {
+        let sent = Timestamp::now();
+        for (t, e) in claimed.iter().zip(&endings) {
             s.held.remove(&t.id);
+            if matches!(e.outcome, FinishOutcome::Succeeded { .. }) {
+                s.success_sent.insert(t.id, sent);
+            }
         }
     }
     for r in store.task_finish_many_lean(endings).await.unwrap() {
