@@ -41,7 +41,7 @@ use latency::{latency, lateness};
 use node::{counts, idle};
 use schedules::{SchedulesPlan, schedules};
 use soak::{SoakPlan, soak};
-use throughput::{drain, enqueue, worker, workflow};
+use throughput::{Spread, drain, enqueue, worker, workflow};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -135,6 +135,13 @@ pub(crate) struct BenchArgs {
     /// queue, as workers without `--queues` do.
     #[arg(long, default_value_t = 1)]
     queues: usize,
+    /// Concurrency keys the drained tasks are spread over, in turn (drain): task i has key
+    /// `k{i % N}`; 0 for none.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    keys: usize,
+    /// A per-key limit on the drained queue (drain, with --keys): claims take keys in turn.
+    #[arg(long, value_name = "N")]
+    per_key: Option<u32>,
     /// Readers polling the queues' counts and the newest tasks meanwhile, as clients and
     /// dashboards do (drain).
     #[arg(long, default_value_t = 0)]
@@ -231,6 +238,15 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     if a.queues > 1 && !matches!(a.workload, Workload::Drain) {
         return Err(CliError::usage("--queues applies to drain"));
     }
+    if (a.keys > 0 || a.per_key.is_some()) && !matches!(a.workload, Workload::Drain) {
+        return Err(CliError::usage("--keys and --per-key apply to drain"));
+    }
+    if a.per_key.is_some() && (a.keys == 0 || a.queues > 1) {
+        return Err(CliError::usage(
+            "--per-key limits the keys of the one drained queue: it needs --keys and does not \
+             go with --queues",
+        ));
+    }
     if a.observers > 0 && !matches!(a.workload, Workload::Drain) {
         return Err(CliError::usage("--observers applies to drain"));
     }
@@ -312,6 +328,16 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
             .await
             .map_err(CliError::runtime)?;
     }
+    if let Some(n) = a.per_key {
+        store
+            .queue_update(sked::store::QueueUpdateParams {
+                name: noop(0).queue,
+                per_key: Some(Some(n)),
+                ..Default::default()
+            })
+            .await
+            .map_err(CliError::runtime)?;
+    }
     // Measure from a steady state: no deferred work left from the set-up.
     let bench = scratch.bench.as_ref();
     bench.settle().await.map_err(CliError::runtime)?;
@@ -370,7 +396,13 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     };
     let mut line = match a.workload {
         Workload::Enqueue => enqueue(&store, a.n, batch, a.parallel).await?,
-        Workload::Drain => drain(&store, bench, a.n, workers, a.queues, a.observers, every).await?,
+        Workload::Drain => {
+            let spread = Spread {
+                queues: a.queues,
+                keys: a.keys,
+            };
+            drain(&store, bench, a.n, workers, spread, a.observers, every).await?
+        }
         Workload::Workflow => workflow(&store, &engine, bench, a.n, workers).await?,
         Workload::Ceiling => ceiling(bench, a.n, batch, a.parallel).await?,
         Workload::Latency => latency(&engine, a.n).await?,
@@ -424,6 +456,9 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     }
     if let Some(rate) = queue_rate {
         line["queue_rate"] = json!(rate.to_string());
+    }
+    if let Some(n) = a.per_key {
+        line["per_key"] = json!(n);
     }
     out!("{line}");
     // Close every connection before the scratch schema is dropped.

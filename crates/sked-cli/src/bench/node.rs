@@ -20,7 +20,8 @@ pub(super) async fn counts(
     engine: &Engine,
     n: usize,
 ) -> CliResult<serde_json::Value> {
-    drain(store, bench, n, 4, 1, 0, Duration::ZERO).await?;
+    let spread = super::Spread { queues: 1, keys: 0 };
+    drain(store, bench, n, 4, spread, 0, Duration::ZERO).await?;
     bench.settle().await.map_err(CliError::runtime)?;
     let mut line = json!({"workload": "counts"});
     line["after_drain"] = read_counts(engine, n).await?;

@@ -46,21 +46,33 @@ pub(super) async fn enqueue(
     }))
 }
 
+/// How the drained tasks are spread: over queues (task i in `q{i % queues}` when there are
+/// several; else the default queue) and over concurrency keys (task i with key `k{i % keys}`;
+/// none when `keys` is 0).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Spread {
+    pub queues: usize,
+    pub keys: usize,
+}
+
 pub(super) async fn drain(
     store: &Arc<dyn Store>,
     bench: &dyn Bench,
     n: usize,
     workers: usize,
-    queues: usize,
+    spread: Spread,
     observers: usize,
     every: Duration,
 ) -> CliResult<serde_json::Value> {
+    let Spread { queues, keys } = spread;
     let setup = progress(n, "insert");
-    // Over several queues, task i goes to `q{i % queues}`; otherwise to the default queue.
     let task = |i: usize| {
         let mut t = noop(i);
         if queues > 1 {
             t.queue = format!("q{}", i % queues);
+        }
+        if keys > 0 {
+            t.key = Some(format!("k{}", i % keys));
         }
         t
     };
@@ -75,8 +87,11 @@ pub(super) async fn drain(
     let started = Instant::now();
     let watching = Observers::start(store, observers, every);
     let mut handles = Vec::new();
+    // Every worker's endings: with keys, a claim may find nothing while other workers hold
+    // every key that has tasks left, and its worker claims again until all have ended.
+    let ended = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for w in 0..workers {
-        let (store, bar) = (store.clone(), bar.clone());
+        let (store, bar, ended) = (store.clone(), bar.clone(), ended.clone());
         handles.push(tokio::spawn(async move {
             let mut done = 0usize;
             // The queues this worker's claims took tasks from, when there are several.
@@ -85,6 +100,10 @@ pub(super) async fn drain(
                 let now = jiff::Timestamp::now();
                 let claimed = store.task_claim(bench_claim(w, now)).await?;
                 if claimed.is_empty() {
+                    if keys > 0 && ended.load(std::sync::atomic::Ordering::Relaxed) < n {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        continue;
+                    }
                     return Ok::<_, sked::store::StoreError>((done, seen));
                 }
                 if queues > 1 {
@@ -102,6 +121,7 @@ pub(super) async fn drain(
                     r?;
                     done += 1;
                 }
+                ended.fetch_add(claimed.len(), std::sync::atomic::Ordering::Relaxed);
                 bar.inc(claimed.len() as u64);
             }
         }));
@@ -123,7 +143,7 @@ pub(super) async fn drain(
             "drained {total} tasks, expected {n}"
         )));
     }
-    let mut line = json!({"workload": "drain", "workers": workers, "queues": queues,
+    let mut line = json!({"workload": "drain", "workers": workers, "queues": queues, "keys": keys,
         "per_s": round(n as f64 / secs), "secs": round(secs)});
     if queues > 1 {
         line["claimed_from_queues"] = json!(claimed_from.len());
