@@ -142,6 +142,10 @@ pub(crate) struct BenchArgs {
     /// A per-key limit on the drained queue (drain, with --keys): claims take keys in turn.
     #[arg(long, value_name = "N")]
     per_key: Option<u32>,
+    /// The order of a key's tasks on the drained queue (drain, with --per-key 1): strict starts
+    /// them one after another in the order they were enqueued.
+    #[arg(long, value_name = "strict|priority")]
+    order: Option<String>,
     /// Readers polling the queues' counts and the newest tasks meanwhile, as clients and
     /// dashboards do (drain).
     #[arg(long, default_value_t = 0)]
@@ -241,6 +245,15 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     if (a.keys > 0 || a.per_key.is_some()) && !matches!(a.workload, Workload::Drain) {
         return Err(CliError::usage("--keys and --per-key apply to drain"));
     }
+    let key_order = a
+        .order
+        .as_deref()
+        .map(str::parse::<sked::store::KeyOrder>)
+        .transpose()
+        .map_err(|e| CliError::usage(format!("--order: {e}")))?;
+    if key_order.is_some() && a.per_key.is_none() {
+        return Err(CliError::usage("--order needs --per-key (1 for strict)"));
+    }
     if a.per_key.is_some() && (a.keys == 0 || a.queues > 1) {
         return Err(CliError::usage(
             "--per-key limits the keys of the one drained queue: it needs --keys and does not \
@@ -333,10 +346,11 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
             .queue_update(sked::store::QueueUpdateParams {
                 name: noop(0).queue,
                 per_key: Some(Some(n)),
+                key_order,
                 ..Default::default()
             })
             .await
-            .map_err(CliError::runtime)?;
+            .map_err(CliError::usage)?;
     }
     // Measure from a steady state: no deferred work left from the set-up.
     let bench = scratch.bench.as_ref();
@@ -459,6 +473,9 @@ pub(crate) async fn run(a: BenchArgs) -> CliResult {
     }
     if let Some(n) = a.per_key {
         line["per_key"] = json!(n);
+    }
+    if let Some(order) = key_order {
+        line["key_order"] = json!(order.as_str());
     }
     out!("{line}");
     // Close every connection before the scratch schema is dropped.
