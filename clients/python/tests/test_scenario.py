@@ -89,6 +89,11 @@ class Scenario(unittest.TestCase):
             self.sked.pause_queue("py-new")
         limited = self.sked.limit_queue("py-new", create=True, concurrency=3)
         self.assertEqual(limited["concurrency_limit"], 3)
+        ordered = self.sked.limit_queue("py-new", per_key=1, key_order="strict")
+        self.assertEqual((ordered["per_key"], ordered["key_order"]), (1, "strict"))
+        with self.assertRaises(InvalidInput):
+            self.sked.limit_queue("py-new", per_key=2)
+        self.assertNotIn("key_order", self.sked.limit_queue("py-new", key_order="priority"))
         self.assertTrue(self.sked.pause_queue("py-new")["paused"])
         self.assertFalse(self.sked.resume_queue("py-new")["paused"])
         kept = self.sked.set_queue_retention("py-new", succeeded="1h", dead="30d")

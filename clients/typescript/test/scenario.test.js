@@ -51,6 +51,10 @@ test("tasks, schedules, queues and errors", async () => {
   assert.equal((await sked.applySchedules([], { group: "ts-bulk", prune: true })).removed.length, 1050);
   await assert.rejects(sked.pauseQueue("ts-new"), errors.NotFound);
   assert.equal((await sked.limitQueue("ts-new", { concurrency: 3 }, { create: true })).concurrency_limit, 3);
+  const ordered = await sked.limitQueue("ts-new", { per_key: 1, key_order: "strict" });
+  assert.deepEqual([ordered.per_key, ordered.key_order], [1, "strict"]);
+  await assert.rejects(sked.limitQueue("ts-new", { per_key: 2 }), errors.InvalidInput);
+  assert.equal((await sked.limitQueue("ts-new", { key_order: "priority" })).key_order, undefined);
   assert.equal((await sked.pauseQueue("ts-new")).paused, true);
   assert.equal((await sked.resumeQueue("ts-new")).paused, false);
   assert.deepEqual((await sked.setQueueRetention("ts-new", { succeeded: "1h", dead: "30d" })).retention, { succeeded: "1h", dead: "30d" });

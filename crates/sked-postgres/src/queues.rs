@@ -456,25 +456,12 @@ pub(crate) async fn key_usage(
     let first = match p.strict {
         false => None,
         true => {
-            let row = c
-                .query_opt(
-                    &format!(
-                        "SELECT id, state FROM sked_tasks WHERE concurrency_key IS NOT NULL \
-                         AND state IN {} AND queue = $1 AND concurrency_key = $2 \
-                         ORDER BY id LIMIT 1",
-                        sked_store::states::KEY_HOLDING
-                    ),
-                    &[&p.queue, &p.key],
-                )
-                .await
-                .map_err(db_err)?;
-            match row {
-                Some(r) => Some(Behind {
-                    id: col(&r, 0)?,
-                    state: crate::codec::state(&col::<String>(&r, 1)?)?,
-                }),
-                None => None,
-            }
+            let key = [p.key.clone()];
+            let holders = crate::tasks::claim::key_holders(&***c, &p.queue, &key).await?;
+            holders.into_values().next().map(|h| Behind {
+                id: h.id,
+                state: h.state,
+            })
         }
     };
     Ok(sked_store::keyed::KeyUsage {

@@ -749,7 +749,7 @@ function taskHeldText(t, held) {
   if (held.by === "key_order" && held.behind) {
     const b = held.behind;
     const why = b.state === "dead" ? "dead: retry or delete it to go on" : b.state;
-    return [`key ${t.key} starts its tasks in order: it waits for `, h("a", { href: `#/tasks/${b.id}` }, `#${b.id}`), ` (${why})`];
+    return [`key ${t.key} runs its tasks in strict order: it waits for `, h("a", { href: `#/tasks/${b.id}` }, `#${b.id}`), ` (${why})`];
   }
   const until = held.until ? ` until ${humanIn(held.until)}` : "";
   const by = {

@@ -6,9 +6,8 @@ use std::sync::LazyLock;
 
 use sked_core::TaskState;
 use sked_store::counts;
-use sked_store::states::{
-    ACTIVE_ANY, EXPIRABLE_ANY, FINISHED, FINISHED_ANY, KEY_HOLDING_ANY, Spelling, TIMED,
-};
+use sked_store::keyed::holds_its_key;
+use sked_store::states::{ACTIVE_ANY, EXPIRABLE_ANY, FINISHED, FINISHED_ANY, Spelling, TIMED};
 
 /// Waiting tasks that are due become available (`?1`: now).
 pub(crate) static STAGE: LazyLock<String> = LazyLock::new(|| {
@@ -120,26 +119,15 @@ pub(crate) fn keyed_heads(filter: &str) -> String {
     )
 }
 
-/// A queue's (`?1`) key's (`?2`) first task by id among those that hold the key's later tasks
-/// back in strict order: the one task of the key that may start. Its id and state.
-pub(crate) static KEY_FIRST: LazyLock<String> = LazyLock::new(|| {
+/// The task that holds a queue's (`?1`) key (`?2`) in strict order, if one does (see
+/// [`sked_store::keyed::KeyHolder`]): its id, state, priority, kind and run time.
+pub(crate) static KEY_HOLDER: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT id, state FROM tasks WHERE concurrency_key IS NOT NULL AND {KEY_HOLDING_ANY} \
-         AND queue = ?1 AND concurrency_key = ?2 ORDER BY id LIMIT 1"
+        "SELECT id, state, priority, kind, run_at FROM tasks WHERE {} \
+         AND queue = ?1 AND concurrency_key = ?2 ORDER BY id LIMIT 1",
+        holds_its_key(Spelling::AnyOf)
     )
 });
-
-/// In strict order, a queue's (`?1`) key's (`?3`) first task (as [`KEY_FIRST`]) if it is
-/// available at priority `?2` and passes `filter` (numbered from `?5`); `?4` bounds the
-/// answer as in [`keyed_heads`].
-pub(crate) fn strict_head(filter: &str) -> String {
-    format!(
-        "SELECT run_at, id FROM (SELECT run_at, id, state, priority, kind FROM tasks \
-           WHERE concurrency_key IS NOT NULL AND {KEY_HOLDING_ANY} \
-             AND queue = ?1 AND concurrency_key = ?3 ORDER BY id LIMIT 1) \
-         WHERE state = 'available' AND priority = ?2{filter} LIMIT ?4"
-    )
-}
 
 /// The first available tasks without a key of a queue (`?1`) at one priority (`?2`), at most
 /// `?4`, among the first `?3` of that priority in claim order (keyed ones included: tasks
@@ -235,17 +223,9 @@ pub(crate) static ENDED_RUNS: LazyLock<String> = LazyLock::new(|| {
 pub(crate) static QUEUE_COUNTS: LazyLock<String> =
     LazyLock::new(|| counts::queue_counts_sql("tasks", "?2", "?1", Spelling::AnyOf));
 
-/// How many keys of the queue `?1` a dead task stops, among its first `?2` dead tasks. Named:
-/// the index of the tasks that hold their keys has the dead ones too, among every unfinished
-/// task of the queue, and SQLite would otherwise walk it.
-pub(crate) static KEYS_STOPPED: LazyLock<String> = LazyLock::new(|| {
-    counts::keys_stopped_sql(
-        "tasks INDEXED BY tasks_finished",
-        "?1",
-        "?2",
-        Spelling::AnyOf,
-    )
-});
+/// How many keys of the queue `?1` a dead task stops, among its first `?2` dead tasks.
+pub(crate) static KEYS_STOPPED: LazyLock<String> =
+    LazyLock::new(|| counts::keys_stopped_sql("tasks", "?1", "?2", Spelling::AnyOf));
 
 /// Whether any task of any state is in the queue `?1`.
 pub(crate) static QUEUE_HAS_TASKS: LazyLock<String> =
@@ -277,11 +257,9 @@ mod tests {
         let keyed_heads = keyed_heads(" AND kind IN (?5)");
         let unkeyed_heads = unkeyed_heads(" AND kind IN (?5)");
         let keyed_level = keyed_level(" AND kind IN (?3)");
-        let strict_head = strict_head(" AND kind IN (?5)");
-        let cases: [(&str, &[&str]); 23] = [
-            (&KEY_FIRST, &["tasks_key_holding"]),
+        let cases: [(&str, &[&str]); 22] = [
+            (&KEY_HOLDER, &["tasks_key_holding"]),
             (&KEYS_STOPPED, &["tasks_finished"]),
-            (&strict_head, &["tasks_key_holding"]),
             (
                 &EXPIRING,
                 &["tasks_expiring (expires_at>? AND expires_at<?)"],
@@ -338,8 +316,7 @@ mod tests {
             &keyed_heads,
             &unkeyed_heads,
             &keyed_level,
-            &KEY_FIRST,
-            &strict_head,
+            &KEY_HOLDER,
         ] {
             let keys_plan = plan(&conn, sql);
             assert!(

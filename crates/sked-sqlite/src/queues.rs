@@ -392,17 +392,10 @@ pub(crate) fn key_usage(
     let starts = rows.collect::<rusqlite::Result<_>>().map_err(db_err)?;
     let first = match p.strict {
         false => None,
-        true => conn
-            .prepare_cached(&crate::partial_indexes::KEY_FIRST)
-            .map_err(db_err)?
-            .query_row(params![p.queue, p.key], |r| {
-                Ok(sked_store::Behind {
-                    id: r.get(0)?,
-                    state: crate::codec::state(&r.get::<_, String>(1)?)?,
-                })
-            })
-            .optional()
-            .map_err(db_err)?,
+        true => crate::tasks::claim::key_holder(conn, &p.queue, &p.key)?.map(|h| Behind {
+            id: h.id,
+            state: h.state,
+        }),
     };
     Ok(sked_store::keyed::KeyUsage {
         running,

@@ -24,8 +24,8 @@ pub struct KeyLimits {
     pub running: Option<u32>,
     /// Starts of one key in any window of the period.
     pub rate: Option<sked_core::RateLimit>,
-    /// A key's tasks start one after another in the order they were enqueued
-    /// ([`crate::KeyOrder::Strict`]; with `running` 1).
+    /// A key's tasks start one after another, a task that started keeping the key until it
+    /// ends well ([`crate::KeyOrder::Strict`]; with `running` 1).
     pub strict: bool,
 }
 
@@ -103,9 +103,43 @@ pub struct KeyUsage {
     pub running: i64,
     /// Its starts since then, as logged per claim.
     pub starts: Vec<(Timestamp, u32)>,
-    /// When asked ([`KeyUsageParams::strict`]): its first task by id among the unfinished and
-    /// dead ones ([`crate::states::KEY_HOLDING`]), the one task of the key that may start.
+    /// When asked ([`KeyUsageParams::strict`]): the task that holds the key in strict order,
+    /// if one does (see [`KeyHolder`]), the one task of the key that may start.
     pub first: Option<crate::Behind>,
+}
+
+/// The task that holds a key in strict order: the key's first task by id that has started
+/// and not ended well, and is not running (waiting to retry or due again, or dead). While one
+/// does, it is the only task of its key that may start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyHolder {
+    pub id: TaskId,
+    pub state: sked_core::TaskState,
+    pub priority: i32,
+    pub kind: String,
+    pub run_at: Timestamp,
+}
+
+impl KeyHolder {
+    /// Whether a claim at priority `level` with the filters of `p` takes it: it is available
+    /// (its deadline, if any, was for its first start).
+    pub fn claimable(&self, level: i64, p: &crate::TaskClaimParams) -> bool {
+        self.state == sked_core::TaskState::Available
+            && i64::from(self.priority) == level
+            && (p.kinds.is_empty() || p.kinds.contains(&self.kind))
+            && p.min_priority.is_none_or(|m| self.priority >= m)
+    }
+}
+
+/// The condition on a task row "it holds its key in strict order" ([`KeyHolder`]), as the
+/// predicate of the index that finds such tasks spells it: tasks that never started, or that
+/// succeeded, are not in it, so work that does not fail costs it nothing.
+pub fn holds_its_key(spelling: crate::states::Spelling) -> String {
+    let states = match spelling {
+        crate::states::Spelling::InList => format!("state IN {}", crate::states::KEY_HOLDING),
+        crate::states::Spelling::AnyOf => crate::states::KEY_HOLDING_ANY.to_string(),
+    };
+    format!("concurrency_key IS NOT NULL AND attempt > 0 AND {states}")
 }
 
 /// Strict order per key needs a per-key limit of 1: a key's next task starts once the one

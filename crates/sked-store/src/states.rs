@@ -23,13 +23,15 @@ pub const MADE_AHEAD: &str = "('waiting', 'scheduled')";
 /// Tasks that expire when their deadline passes before they start (with attempt 0).
 pub const EXPIRABLE: &str = "('waiting', 'scheduled', 'available')";
 
-/// Tasks that hold the later tasks of their key back in a queue with strict order per key:
-/// the unfinished ones, and the dead (until retried or deleted).
-pub const KEY_HOLDING: &str =
-    "('waiting', 'scheduled', 'available', 'running', 'retrying', 'dead')";
+/// Tasks that, once started (`attempt > 0`), hold their key in a queue with strict order per
+/// key until they end well: waiting to retry (or due again), or dead until retried or deleted.
+/// Running ones hold their key by the per-key limit of 1 that strict order needs, and are
+/// left out; so are tasks that never started, so that work that does not fail never enters
+/// the index that finds these.
+pub const KEY_HOLDING: &str = "('scheduled', 'available', 'retrying', 'dead')";
 /// [`KEY_HOLDING`] as a disjunction, for SQLite's partial index (see [`any_of`]).
-pub const KEY_HOLDING_ANY: &str = "(state = 'waiting' OR state = 'scheduled' \
-     OR state = 'available' OR state = 'running' OR state = 'retrying' OR state = 'dead')";
+pub const KEY_HOLDING_ANY: &str =
+    "(state = 'scheduled' OR state = 'available' OR state = 'retrying' OR state = 'dead')";
 
 /// [`ACTIVE`] as a disjunction, for SQLite's partial indexes (see [`any_of`]).
 pub const ACTIVE_ANY: &str = "(state = 'waiting' OR state = 'scheduled' OR state = 'available' \
@@ -116,7 +118,7 @@ mod tests {
         let expirable = |s: TaskState| sked_core::Transition::Expire.check(s).is_ok();
         assert_eq!(EXPIRABLE, sql_list(expirable));
         assert_eq!(EXPIRABLE_ANY, any_of(expirable));
-        let holding = |s: TaskState| !s.is_finished() || s == Dead;
+        let holding = |s: TaskState| matches!(s, Scheduled | Available | Retrying | Dead);
         assert_eq!(KEY_HOLDING, sql_list(holding));
         assert_eq!(KEY_HOLDING_ANY, any_of(holding));
     }

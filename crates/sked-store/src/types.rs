@@ -384,12 +384,12 @@ pub struct Behind {
 #[serde(rename_all = "snake_case")]
 pub enum KeyOrder {
     /// As every queue's tasks start: by priority, then run time. A task waiting to retry does
-    /// not hold its key's later tasks back.
+    /// not hold its key's next tasks back.
     #[default]
     Priority,
-    /// In the order they were enqueued, each once every earlier task of its key has ended
-    /// well: a key's task waits while an earlier one is unfinished (waiting to retry
-    /// included), and a dead one stops the key until it is retried or deleted. Needs a
+    /// One at a time, in claim order (priority, run time, then enqueue order), and a task that
+    /// started keeps its key until it ends well: while it waits to retry no other task of its
+    /// key starts, and a dead one stops the key until it is retried or deleted. Needs a
     /// per-key limit of 1.
     Strict,
 }
@@ -416,8 +416,8 @@ impl std::str::FromStr for KeyOrder {
             "priority" => Ok(KeyOrder::Priority),
             "strict" => Ok(KeyOrder::Strict),
             _ => Err(format!(
-                "unknown key order {s:?}: expected strict (a key's tasks one after another, \
-                 in the order they were enqueued) or priority"
+                "unknown key order {s:?}: expected strict (a task that started keeps its key \
+                 until it ends well) or priority"
             )),
         }
     }

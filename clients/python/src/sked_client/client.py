@@ -524,8 +524,8 @@ class Client:
 
     def limit_queue(self, name: str, create: bool = False, **limits: Any) -> Json:
         """Sets a queue's limits as the API names them: `concurrency`, `rate` (`10/s`),
-        `burst`, `per_key`, `per_key_rate`, `key_order` (`"strict"`: a key's tasks one after
-        another in the order they were enqueued, with `per_key=1`; or `"priority"`); None
+        `burst`, `per_key`, `per_key_rate`, `key_order` (`"strict"`: a task that started keeps
+        its key until it ends well, with `per_key=1`; or `"priority"`); None
         removes one. `create` as in pause_queue."""
         return self.call("PUT", f"/v1/queues/{self._q(name)}/limit{self._create(create)}", limits)
 

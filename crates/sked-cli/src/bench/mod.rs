@@ -142,8 +142,8 @@ pub(crate) struct BenchArgs {
     /// A per-key limit on the drained queue (drain, with --keys): claims take keys in turn.
     #[arg(long, value_name = "N")]
     per_key: Option<u32>,
-    /// The order of a key's tasks on the drained queue (drain, with --per-key 1): strict starts
-    /// them one after another in the order they were enqueued.
+    /// The order of a key's tasks on the drained queue (drain, with --per-key 1): strict keeps
+    /// a key for a task that started until it ends well.
     #[arg(long, value_name = "strict|priority")]
     order: Option<String>,
     /// Readers polling the queues' counts and the newest tasks meanwhile, as clients and

@@ -70,9 +70,10 @@ pub(crate) enum QueueCmd {
         /// Most tasks of one key started in any window of the period: 5/s, 100/h, or none
         #[arg(long, value_name = "N/PERIOD|none")]
         per_key_rate: Option<String>,
-        /// The order of one key's tasks: strict (one after another in the order they were
-        /// enqueued, each once the one before it ended well; a dead one stops the key until it
-        /// is retried or deleted; needs --per-key 1), or priority (the default)
+        /// The order of one key's tasks: strict (one at a time, and a task that started keeps
+        /// its key until it ends well: its retries come before the key's next task, and a dead
+        /// one stops the key until it is retried or deleted; needs --per-key 1), or priority
+        /// (the default: a task waiting to retry lets the key's next one start)
         #[arg(long, value_name = "strict|priority")]
         order: Option<String>,
         /// Set the queue up if no task or setting names it yet (to limit it before its first
@@ -333,8 +334,8 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
         }
         if q.key_order == KeyOrder::Strict {
             out!(
-                "strict order per key: a key's tasks start one after another, in the order \
-                 they were enqueued; {} stopped by a dead task",
+                "strict order per key: a task that started keeps its key until it ends \
+                 well; {} stopped by a dead task",
                 keys(q.keys_stopped.unwrap_or(0))
             );
         }

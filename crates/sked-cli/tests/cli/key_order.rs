@@ -1,7 +1,7 @@
-//! Strict order per key through the real binary on SQLite: `--per-key 1 --order strict` starts
-//! a key's tasks one after another in the order they were enqueued, each once the one before
-//! it ended well; a task waiting to retry holds its key's later tasks back, a dead one stops
-//! the key until it is deleted, and another key is not delayed. Bad settings are refused.
+//! Strict order per key through the real binary on SQLite: with `--per-key 1 --order strict` a
+//! key runs one task at a time and a task that started keeps its key until it ends well: one
+//! waiting to retry holds its key's next tasks back, a dead one stops the key until it is
+//! deleted, and another key is not delayed. Bad settings are refused.
 
 use std::time::Duration;
 

@@ -254,22 +254,24 @@ pub async fn concurrent_claims_keep_the_contract(run: ClaimersRun, secs: u64) {
 
     let seen = lock(&seen);
     assert!(seen.claims.len() > 100, "only {} claims", seen.claims.len());
-    // In strict order, each task of a key was first taken after the one before it succeeded.
+    // In strict order a task that started holds its key until it succeeds: each task of a key
+    // was first taken after the one taken before it succeeded.
     let mut by_key: BTreeMap<String, Vec<TaskId>> = BTreeMap::new();
     for (id, (t, _)) in due.lock().unwrap().iter() {
         if let (true, Some(key)) = (t.queue == "c-strict", &t.key) {
             by_key.entry(key.clone()).or_default().push(*id);
         }
     }
-    for (key, ids) in &by_key {
+    for (key, ids) in by_key.iter_mut() {
+        ids.sort_by_key(|id| seen.first_answered[id]);
         for pair in ids.windows(2) {
             let (before, after) = (pair[0], pair[1]);
             let succeeded = seen.success_sent[&before];
             let taken = seen.first_answered[&after];
             assert!(
                 taken > succeeded,
-                "key {key} of c-strict: task {after} was taken at {taken}, before task {before} \
-                 succeeded (sent at {succeeded})"
+                "key {key} of c-strict: task {after} was taken at {taken}, before task {before}, \
+                 taken earlier, succeeded (sent at {succeeded})"
             );
         }
     }

@@ -282,23 +282,26 @@ pub async fn strict_order_starts_a_keys_tasks_one_after_another(store: &Shared) 
     assert_eq!((q.per_key, q.key_order), (Some(1), KeyOrder::Strict));
     assert_eq!(q.keys_stopped, Some(0));
 
-    // A's tasks, one of them of a higher priority, which does not put it first; B's one.
+    // A runs one task at a time, in claim order; B is another key.
     let ins = insert_batch(
         store,
         &[
             task("k").queue("s").key("a"),
             task("k").queue("s").key("a"),
             task("k").queue("s").key("b"),
-            task("k").queue("s").key("a").priority(5),
         ],
         t0(),
     )
     .await;
-    let [a1, a2, b1, a3] = [ins[0].id, ins[1].id, ins[2].id, ins[3].id];
+    let [a1, a2, b1] = [ins[0].id, ins[1].id, ins[2].id];
     assert_eq!(claim_ids(store, "s", at(1)).await, [a1, b1]);
-    // A's first fails and waits to retry: A's next tasks wait too; B's does not.
+    // A's first fails and waits to retry: it keeps A, even against a task of a higher
+    // priority enqueued meanwhile; B goes on.
     let retrying = finish(store, a1, 1, failed(true), at(2)).await.unwrap();
     assert_eq!(retrying.state, Retrying);
+    let a3 = insert(store, task("k").queue("s").key("a").priority(5), at(2))
+        .await
+        .id;
     assert!(claim_ids(store, "s", at(2)).await.is_empty());
     assert_eq!(
         first_of(store, "s", "a").await,
@@ -336,37 +339,38 @@ pub async fn strict_order_starts_a_keys_tasks_one_after_another(store: &Shared) 
         store.queue_get("s", later).await.unwrap().keys_stopped,
         Some(1)
     );
-    // Retried, it runs first; A's others follow in the order they were enqueued.
+    // Retried, it runs first; then the tasks that never started, in claim order.
     store
         .task_retry(TaskRetryParams { id: a1, now: later })
         .await
         .unwrap();
     assert_eq!(claim_ids(store, "s", later).await, [a1]);
-    finish(
-        store,
-        a1,
-        3,
-        FinishOutcome::Succeeded { result: None },
-        later,
-    )
-    .await
-    .unwrap();
+    let ok = || FinishOutcome::Succeeded { result: None };
+    finish(store, a1, 3, ok(), later).await.unwrap();
+    assert_eq!(first_of(store, "s", "a").await, None);
+    assert_eq!(
+        claim_ids(store, "s", later).await,
+        [a3],
+        "the higher priority"
+    );
+    finish(store, a3, 1, ok(), later).await.unwrap();
     assert_eq!(claim_ids(store, "s", later).await, [a2]);
     // A dead task deleted lets the next one go.
     finish(store, a2, 1, failed(false), later).await.unwrap();
+    let a4 = insert(store, task("k").queue("s").key("a"), later).await.id;
     assert!(claim_ids(store, "s", later).await.is_empty());
     store.task_delete(a2).await.unwrap();
-    assert_eq!(claim_ids(store, "s", later).await, [a3]);
+    assert_eq!(claim_ids(store, "s", later).await, [a4]);
 
     // Back to the order by priority: a task waiting to retry no longer holds its key.
-    finish(store, a3, 1, failed(true), later).await.unwrap();
-    let a4 = insert(store, task("k").queue("s").key("a"), later).await.id;
+    finish(store, a4, 1, failed(true), later).await.unwrap();
+    let a5 = insert(store, task("k").queue("s").key("a"), later).await.id;
     assert!(claim_ids(store, "s", later).await.is_empty());
     let q = order(store, "s", Some(1), KeyOrder::Priority)
         .await
         .unwrap();
     assert_eq!(q.key_order, KeyOrder::Priority);
-    assert_eq!(claim_ids(store, "s", later).await, [a4]);
+    assert_eq!(claim_ids(store, "s", later).await, [a5]);
 }
 
 async fn per_key_change(store: &Shared, queue: &str, n: Option<u32>) -> Result<QueueInfo> {

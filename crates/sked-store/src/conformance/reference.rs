@@ -24,16 +24,18 @@ struct Settings {
     strict: bool,
 }
 
-/// Whether `t` holds the later tasks of its key back in strict order at `now`: unfinished or
-/// dead, and not past a deadline it can no longer start by (such a task expires instead).
-fn holds_its_key(t: &Task, now: jiff::Timestamp) -> bool {
-    (!t.state.is_finished() || t.state == TaskState::Dead) && crate::expiry::may_start(t, now)
+/// Whether `t` holds its key in strict order: it started and has not ended well, and is not
+/// running (a running task holds its key by the per-key limit of 1).
+fn holds_its_key(t: &Task) -> bool {
+    use TaskState::*;
+    t.attempt > 0 && matches!(t.state, Scheduled | Available | Retrying | Dead)
 }
 
 /// What the reference says of a claim: the tasks it may take, in claim order, each queue's
 /// eligible tasks already cut to the room its concurrency limit leaves. In a queue with strict
-/// order per key, a keyed task is eligible only as its key's first task (by id) that holds the
-/// others back, while none of its key runs.
+/// order per key a key runs one task at a time: while none of its key runs, the task that
+/// holds the key (the first by id that started and has not ended well) if one does, else the
+/// key's first in claim order.
 fn reference(
     tasks: &[Task],
     settings: &BTreeMap<&str, Settings>,
@@ -62,16 +64,20 @@ fn reference(
             };
             let of_key =
                 || (tasks.iter()).filter(|o| o.queue == t.queue && o.key.as_ref() == Some(key));
-            // One of a key's tasks runs at a time (a later one may run that started before the
-            // queue's order became strict).
-            let first = of_key()
-                .filter(|o| holds_its_key(o, p.now))
-                .map(|o| o.id)
-                .min();
-            first == Some(t.id) && !of_key().any(|o| o.state == TaskState::Running)
+            let holder = of_key().filter(|o| holds_its_key(o)).map(|o| o.id).min();
+            holder.is_none_or(|h| h == t.id) && !of_key().any(|o| o.state == TaskState::Running)
         })
         .collect();
     eligible.sort_by_key(|t| (std::cmp::Reverse(t.priority), t.run_at, t.id));
+    // A strict queue's key starts one task per claim: its first in claim order.
+    let mut keys_taken: BTreeSet<(&str, &str)> = BTreeSet::new();
+    eligible.retain(|t| {
+        let strict = settings.get(t.queue.as_str()).is_some_and(|s| s.strict);
+        match t.key.as_deref().filter(|_| strict) {
+            Some(key) => keys_taken.insert((t.queue.as_str(), key)),
+            None => true,
+        }
+    });
     let mut taken: BTreeMap<&str, u32> = BTreeMap::new();
     eligible
         .into_iter()

@@ -369,9 +369,10 @@ pub struct QueueLimit {
     )]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<sked_core::openapi::Rate>))]
     pub per_key_rate: Option<Option<sked_core::RateLimit>>,
-    /// The order in which one key's tasks start: `strict` (one after another in the order they
-    /// were enqueued, each once the one before it ended well; needs `per_key` 1) or
-    /// `priority` (by priority, then run time: the default).
+    /// The order in which one key's tasks start: `strict` (one at a time, and a task that
+    /// started keeps its key until it ends well: its retries come before the key's next task,
+    /// and a dead one stops the key until retried or deleted; needs `per_key` 1) or `priority`
+    /// (the default: a task waiting to retry lets the key's next one start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_order: Option<sked_store::KeyOrder>,
 }

@@ -9,9 +9,10 @@ use jiff::Timestamp;
 use sked_core::RateLimit;
 use sked_core::TaskId;
 use sked_store::keyed::{
-    KEYS_PER_CLAIM, KeyHeads, KeyLimits, Tally, UNKEYED_LOOK, in_turn, round_robin,
+    KEYS_PER_CLAIM, KeyHeads, KeyHolder, KeyLimits, Tally, UNKEYED_LOOK, holds_its_key, in_turn,
+    round_robin,
 };
-use sked_store::states::KEY_HOLDING;
+use sked_store::states::Spelling;
 use sked_store::*;
 
 use super::positions::Key;
@@ -89,7 +90,20 @@ pub(super) async fn candidates(
             key: None,
             tasks: unkeyed_heads(tx, queue, level, take, p).await?,
         }];
-        heads.extend(keyed_heads(tx, queue, level, &rooms, limits.strict, p).await?);
+        if limits.strict {
+            // A task that holds its key is the key's only one that may start.
+            let keys: Vec<String> = rooms.iter().map(|(k, _)| k.clone()).collect();
+            let holders = key_holders(&**tx, queue, &keys).await?;
+            rooms.retain(|(k, _)| !holders.contains_key(k));
+            heads.extend(holders.into_iter().map(|(key, h)| KeyHeads {
+                key: Some(key),
+                tasks: match h.claimable(i64::from(level), p) {
+                    true => vec![(h.run_at, h.id)],
+                    false => Vec::new(),
+                },
+            }));
+        }
+        heads.extend(keyed_heads(tx, queue, level, &rooms, p).await?);
         let want = (take - out.len() as i64) as usize;
         let (ids, last) = round_robin(&heads, want);
         for h in &heads {
@@ -247,15 +261,12 @@ async fn keys_after(
     rows.iter().map(|r| col(r, 0)).collect()
 }
 
-/// The first available tasks of each key at `level`, at most its room, in one statement. In
-/// `strict` order a key's one task that may start, if it is available at `level` and the
-/// claim may take it: its first task by id among those that hold the others back.
+/// The first available tasks of each key at `level`, at most its room, in one statement.
 async fn keyed_heads(
     tx: &Transaction<'_>,
     queue: &str,
     level: i32,
     rooms: &[(String, i64)],
-    strict: bool,
     p: &TaskClaimParams,
 ) -> Result<Vec<KeyHeads>> {
     if rooms.is_empty() {
@@ -265,29 +276,21 @@ async fn keyed_heads(
     let room: Vec<i64> = rooms.iter().map(|(_, r)| *r).collect();
     let mut params: Vec<Param<'_>> = vec![&queue, &level, &keys, &room];
     let filter = filters(p, &mut params);
-    // A task past a deadline it can no longer start by holds nothing back: it expires.
-    let holding = sked_store::expiry::startable("$5::timestamptz");
-    let sql = match strict {
-        false => format!(
-            "SELECT u.ord, t.run_at, t.id \
-             FROM unnest($3::text[], $4::bigint[]) WITH ORDINALITY AS u(key, room, ord) \
-             CROSS JOIN LATERAL (SELECT run_at, id FROM sked_tasks \
-               WHERE state = 'available' AND concurrency_key IS NOT NULL AND queue = $1 \
-                 AND priority = $2 AND concurrency_key = u.key{filter} \
-               ORDER BY run_at, id LIMIT u.room) t \
-             ORDER BY u.ord, t.run_at, t.id"
-        ),
-        true => format!(
-            "SELECT u.ord, t.run_at, t.id \
-             FROM unnest($3::text[], $4::bigint[]) WITH ORDINALITY AS u(key, room, ord) \
-             CROSS JOIN LATERAL (SELECT run_at, id, state, priority, kind, attempt, expires_at \
-               FROM sked_tasks WHERE concurrency_key IS NOT NULL AND state IN {KEY_HOLDING} \
-                 AND queue = $1 AND concurrency_key = u.key AND {holding} \
-               ORDER BY id LIMIT 1) t \
-             WHERE t.state = 'available' AND t.priority = $2{filter} ORDER BY u.ord"
-        ),
-    };
-    let rows = tx.query(&sql, &params).await.map_err(db_err)?;
+    let rows = tx
+        .query(
+            &format!(
+                "SELECT u.ord, t.run_at, t.id \
+                 FROM unnest($3::text[], $4::bigint[]) WITH ORDINALITY AS u(key, room, ord) \
+                 CROSS JOIN LATERAL (SELECT run_at, id FROM sked_tasks \
+                   WHERE state = 'available' AND concurrency_key IS NOT NULL AND queue = $1 \
+                     AND priority = $2 AND concurrency_key = u.key{filter} \
+                   ORDER BY run_at, id LIMIT u.room) t \
+                 ORDER BY u.ord, t.run_at, t.id"
+            ),
+            &params,
+        )
+        .await
+        .map_err(db_err)?;
     let mut heads: Vec<KeyHeads> = rooms
         .iter()
         .map(|(k, _)| KeyHeads {
@@ -327,4 +330,44 @@ async fn unkeyed_heads(
         .await
         .map_err(db_err)?;
     rows.iter().map(|r| Ok((col(r, 0)?, col(r, 1)?))).collect()
+}
+
+/// The tasks that hold `keys` of `queue` in strict order, by key, in one statement.
+pub(crate) async fn key_holders(
+    c: &impl tokio_postgres::GenericClient,
+    queue: &str,
+    keys: &[String],
+) -> Result<HashMap<String, KeyHolder>> {
+    if keys.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows = c
+        .query(
+            &format!(
+                "SELECT u.key, h.id, h.state, h.priority, h.kind, h.run_at \
+                 FROM unnest($2::text[]) AS u(key) \
+                 CROSS JOIN LATERAL (SELECT id, state, priority, kind, run_at FROM sked_tasks \
+                   WHERE {} AND queue = $1 AND concurrency_key = u.key \
+                   ORDER BY id LIMIT 1) h",
+                holds_its_key(Spelling::InList)
+            ),
+            &[&queue, &keys],
+        )
+        .await
+        .map_err(db_err)?;
+    let mut holders = HashMap::new();
+    for r in &rows {
+        let state: String = col(r, 2)?;
+        holders.insert(
+            col(r, 0)?,
+            KeyHolder {
+                id: col(r, 1)?,
+                state: crate::codec::state(&state)?,
+                priority: col(r, 3)?,
+                kind: col(r, 4)?,
+                run_at: col(r, 5)?,
+            },
+        );
+    }
+    Ok(holders)
 }

@@ -18,6 +18,8 @@ use sql::{
 };
 
 mod keyed;
+
+pub(crate) use keyed::key_holders;
 mod limited;
 mod next_due;
 pub(crate) mod positions;

@@ -5,11 +5,12 @@ use std::cmp::Reverse;
 use std::collections::HashMap;
 
 use jiff::Timestamp;
+use rusqlite::OptionalExtension;
 use rusqlite::{Transaction, params, params_from_iter, types::Value};
 use sked_core::RateLimit;
 use sked_core::TaskId;
 use sked_store::keyed::{
-    KEYS_PER_CLAIM, KeyHeads, KeyLimits, Tally, UNKEYED_LOOK, in_turn, round_robin,
+    KEYS_PER_CLAIM, KeyHeads, KeyHolder, KeyLimits, Tally, UNKEYED_LOOK, in_turn, round_robin,
 };
 use sked_store::*;
 
@@ -93,9 +94,15 @@ pub(super) fn claim_keys(
             if room <= 0 {
                 continue;
             }
-            let tasks = match limits.strict {
-                true => strict_head(tx, queue, level, &key, p)?,
-                false => heads_of(tx, queue, level, Some(&key), room.min(take), p)?,
+            // In strict order, a task that holds its key is the key's only one that may start.
+            let holder = match limits.strict {
+                true => key_holder(tx, queue, &key)?,
+                false => None,
+            };
+            let tasks = match holder {
+                Some(h) if h.claimable(level, p) => vec![(h.run_at, h.id)],
+                Some(_) => Vec::new(),
+                None => heads_of(tx, queue, level, Some(&key), room.min(take), p)?,
             };
             heads.push(KeyHeads {
                 key: Some(key),
@@ -243,33 +250,25 @@ fn keys_at(
     Ok(in_turn(keys, cursor))
 }
 
-/// In strict order, `key`'s one task that may start, if it is available at `level` and the
-/// claim may take it: its first task by id among those that hold the others back.
-fn strict_head(
-    tx: &Transaction<'_>,
+/// The task that holds `key` of `queue` in strict order, if one does.
+pub(crate) fn key_holder(
+    conn: &rusqlite::Connection,
     queue: &str,
-    level: i64,
     key: &str,
-    p: &TaskClaimParams,
-) -> Result<Vec<(jiff::Timestamp, TaskId)>> {
-    let (filter, values) = filters(p, 5);
-    let args = [
-        Value::Text(queue.into()),
-        Value::Integer(level),
-        Value::Text(key.into()),
-        Value::Integer(1),
-    ]
-    .into_iter()
-    .chain(values);
-    let mut stmt = tx
-        .prepare_cached(&partial_indexes::strict_head(&filter))
-        .map_err(db_err)?;
-    let rows = stmt
-        .query_map(params_from_iter(args), |r| {
-            Ok((from_ts(r.get(0)?), r.get(1)?))
+) -> Result<Option<KeyHolder>> {
+    conn.prepare_cached(&partial_indexes::KEY_HOLDER)
+        .map_err(db_err)?
+        .query_row(params![queue, key], |r| {
+            Ok(KeyHolder {
+                id: r.get(0)?,
+                state: crate::codec::state(&r.get::<_, String>(1)?)?,
+                priority: r.get(2)?,
+                kind: r.get(3)?,
+                run_at: from_ts(r.get(4)?),
+            })
         })
-        .map_err(db_err)?;
-    rows.map(|r| r.map_err(db_err)).collect()
+        .optional()
+        .map_err(db_err)
 }
 
 /// The first available tasks of `key` (`None`: without a key) at `level`, at most `most`.

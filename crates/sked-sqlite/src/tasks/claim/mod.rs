@@ -17,6 +17,8 @@ use crate::partial_indexes;
 
 mod keyed;
 
+pub(crate) use keyed::key_holder;
+
 /// Moves due scheduled/retrying tasks to available.
 fn stage(tx: &Transaction<'_>, now: Timestamp) -> Result<usize> {
     tx.prepare_cached(&partial_indexes::STAGE)
