@@ -453,7 +453,7 @@ pub(crate) async fn key_usage(
         .iter()
         .map(|r| Ok((col(r, 0)?, col::<i32>(r, 1)?.max(0) as u32)))
         .collect::<Result<_>>()?;
-    let first = match p.strict {
+    let holder = match p.strict {
         false => None,
         true => {
             let key = [p.key.clone()];
@@ -467,7 +467,7 @@ pub(crate) async fn key_usage(
     Ok(sked_store::keyed::KeyUsage {
         running: col(&running, 0)?,
         starts,
-        first,
+        holder,
     })
 }
 

@@ -390,7 +390,7 @@ pub(crate) fn key_usage(
         })
         .map_err(db_err)?;
     let starts = rows.collect::<rusqlite::Result<_>>().map_err(db_err)?;
-    let first = match p.strict {
+    let holder = match p.strict {
         false => None,
         true => crate::tasks::claim::key_holder(conn, &p.queue, &p.key)?.map(|h| Behind {
             id: h.id,
@@ -400,6 +400,6 @@ pub(crate) fn key_usage(
     Ok(sked_store::keyed::KeyUsage {
         running,
         starts,
-        first,
+        holder,
     })
 }

@@ -92,7 +92,7 @@ pub struct KeyUsageParams {
     pub key: String,
     /// Count the key's starts after this instant (the start of its rate's window).
     pub since: Timestamp,
-    /// Also read the key's first task that holds the others back ([`KeyUsage::first`]).
+    /// Also read the task that holds the key in strict order ([`KeyUsage::holder`]).
     pub strict: bool,
 }
 
@@ -105,7 +105,7 @@ pub struct KeyUsage {
     pub starts: Vec<(Timestamp, u32)>,
     /// When asked ([`KeyUsageParams::strict`]): the task that holds the key in strict order,
     /// if one does (see [`KeyHolder`]), the one task of the key that may start.
-    pub first: Option<crate::Behind>,
+    pub holder: Option<crate::Behind>,
 }
 
 /// The task that holds a key in strict order: the key's first task by id that has started

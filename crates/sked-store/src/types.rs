@@ -363,12 +363,14 @@ pub struct Held {
     /// When a task may start again, when that is known (a rate window that frees).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<Timestamp>,
-    /// (A task in a queue with strict order per key) the earlier task of its key it waits for.
+    /// (A task in a queue with strict order per key) the task that holds its key, which it
+    /// waits for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub behind: Option<Behind>,
 }
 
-/// The earlier task of its key a task waits for, in a queue with [`KeyOrder::Strict`].
+/// The task that holds a key in a queue with [`KeyOrder::Strict`], which the key's other tasks
+/// wait for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Behind {
@@ -438,7 +440,7 @@ pub enum HeldBy {
     PerKey,
     /// (A task's key) its key's rate window is full.
     PerKeyRate,
-    /// (A task's key, in a queue with strict order per key) an earlier task of its key has
+    /// (A task's key, in a queue with strict order per key) a task of its key that started has
     /// not ended well: see [`Held::behind`].
     KeyOrder,
 }

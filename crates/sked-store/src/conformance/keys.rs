@@ -258,7 +258,7 @@ async fn first_of(store: &Shared, queue: &str, key: &str) -> Option<Behind> {
         })
         .await
         .unwrap()
-        .first
+        .holder
 }
 
 pub async fn strict_order_starts_a_keys_tasks_one_after_another(store: &Shared) {

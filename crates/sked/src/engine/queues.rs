@@ -41,8 +41,8 @@ impl Engine {
     }
 
     /// Why a task that could start waits, if it does: its queue is paused or at a limit, its
-    /// key is at the queue's per-key limit or rate, or (in strict order) an earlier task of
-    /// its key has not ended well. `None` for a task that is not available, or that the next
+    /// key is at the queue's per-key limit or rate, or (in strict order) a task of its key that
+    /// started has not ended well. `None` for a task that is not available, or that the next
     /// claim may take.
     pub async fn task_held(&self, id: sked_core::TaskId) -> Result<Option<Held>> {
         let task = self.task(id).await?;
@@ -73,11 +73,11 @@ impl Engine {
                 strict: limits.strict,
             })
             .await?;
-        if let Some(first) = usage.first.filter(|f| f.id != task.id) {
+        if let Some(holder) = usage.holder.filter(|h| h.id != task.id) {
             return Ok(Some(Held {
                 by: HeldBy::KeyOrder,
                 until: None,
-                behind: Some(first),
+                behind: Some(holder),
             }));
         }
         if limits
