@@ -298,7 +298,7 @@ pub(crate) async fn queue(cmd: QueueCmd, remote: &Remote) -> CliResult {
     show(remote, &q, |q: &QueueInfo| {
         let paused = if q.paused { "paused" } else { "running" };
         out!(
-            "{} {paused}, limit {}, rate {}, per key {} at {}",
+            "{} {paused}, limit {}, rate {}, per key {}, per-key rate {}",
             q.name,
             opt(q.concurrency_limit.as_ref()),
             opt(q.rate.as_ref()),
