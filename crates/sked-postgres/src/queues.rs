@@ -458,10 +458,7 @@ pub(crate) async fn key_usage(
         true => {
             let key = [p.key.clone()];
             let holders = crate::tasks::claim::key_holders(&***c, &p.queue, &key).await?;
-            holders.into_values().next().map(|h| Behind {
-                id: h.id,
-                state: h.state,
-            })
+            holders.into_values().next().map(|h| h.behind())
         }
     };
     Ok(sked_store::keyed::KeyUsage {

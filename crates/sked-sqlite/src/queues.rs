@@ -392,10 +392,7 @@ pub(crate) fn key_usage(
     let starts = rows.collect::<rusqlite::Result<_>>().map_err(db_err)?;
     let holder = match p.strict {
         false => None,
-        true => crate::tasks::claim::key_holder(conn, &p.queue, &p.key)?.map(|h| Behind {
-            id: h.id,
-            state: h.state,
-        }),
+        true => crate::tasks::claim::key_holder(conn, &p.queue, &p.key)?.map(|h| h.behind()),
     };
     Ok(sked_store::keyed::KeyUsage {
         running,

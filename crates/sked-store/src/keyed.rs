@@ -129,6 +129,14 @@ impl KeyHolder {
             && (p.kinds.is_empty() || p.kinds.contains(&self.kind))
             && p.min_priority.is_none_or(|m| self.priority >= m)
     }
+
+    /// It, as a held task names the task it waits for.
+    pub fn behind(&self) -> crate::Behind {
+        crate::Behind {
+            id: self.id,
+            state: self.state,
+        }
+    }
 }
 
 /// The condition on a task row "it holds its key in strict order" ([`KeyHolder`]), as the
