@@ -641,6 +641,11 @@ const BY_KEY_MAX: usize = 100;
 /// 0.8 ms a statement in two runs under the same load). For a large batch under a held
 /// snapshot the plain read grows too (261 ms a batch after half an hour), so the store
 /// measures which is cheaper ([`super::faster_statement`]).
+///
+/// By key, the ids are also given to the table (`t.id = ANY($1)`): a table too small for the
+/// planner to look its rows up one by one (a workflow's 10,000 tasks in a new schema) is
+/// then read with that filter before the join, not joined whole (the successes of a
+/// 1 → 10,000 → 1 workflow's middle tasks: 301–308 ms of server time, from 329–383 ms).
 fn succeed_sql(returning: &str, by_key: bool) -> String {
     succeed_sql_of(returning, by_key, "NOT t.has_children")
 }
@@ -653,12 +658,13 @@ static SUCCEED_PARENTS: std::sync::LazyLock<String> =
 /// [`succeed_sql`] over the tasks `which` says (`NOT t.has_children` or `t.has_children`).
 fn succeed_sql_of(returning: &str, by_key: bool, which: &str) -> String {
     // The array of states and its column, and what the row's state is compared with.
-    let (states, column, running) = match by_key {
-        false => ("", "", "'running'"),
+    let (states, column, running, keys) = match by_key {
+        false => ("", "", "'running'", ""),
         true => (
             ", array_fill('running'::text, ARRAY[cardinality($1::bigint[])])",
             ", state",
             "u.state",
+            " AND t.id = ANY($1::bigint[])",
         ),
     };
     format!(
@@ -666,7 +672,7 @@ fn succeed_sql_of(returning: &str, by_key: bool, which: &str) -> String {
            lease_expires_at = NULL \
          FROM unnest($1::bigint[], $2::int[], $3::timestamptz[], $4::jsonb[]{states}) \
            AS u(id, attempt, now, result{column}) \
-         WHERE t.id = u.id AND t.state = {running} AND t.attempt = u.attempt \
+         WHERE t.id = u.id{keys} AND t.state = {running} AND t.attempt = u.attempt \
            AND {which} \
          RETURNING {returning}"
     )
