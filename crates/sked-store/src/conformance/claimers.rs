@@ -52,8 +52,8 @@ struct Seen {
     attempts: HashSet<(TaskId, i32)>,
     /// Per task: when the claim that first took it started.
     first_claimed: HashMap<TaskId, Timestamp>,
-    /// Later attempts of the open queues' tasks claimed longer than the bound after they were
-    /// due again: (task, attempt, due, claim started).
+    /// Later attempts of the open queues' tasks above the backlog's priority claimed longer
+    /// than the bound after they were due again: (task, attempt, due, claim started).
     late_retries: Vec<(TaskId, i32, Timestamp, Timestamp)>,
     /// Every claim, in the order they answered.
     claims: Vec<ClaimRecord>,
@@ -428,7 +428,9 @@ async fn claim_and_end(
             s.first_answered.entry(t.id).or_insert(answered);
             let open = t.queue == "c-open" || t.queue == "c-busy";
             let bound = t.run_at.checked_add(WAKE_UP_BOUND).unwrap();
-            if open && t.attempt > 1 && now > bound {
+            // A retry of the backlog's priority comes after the backlog tasks due before it,
+            // however long they take: only those above it must be taken within the bound.
+            if open && t.attempt > 1 && t.priority >= 0 && now > bound {
                 s.late_retries.push((t.id, t.attempt, t.run_at, now));
             }
         }
