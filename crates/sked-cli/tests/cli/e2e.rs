@@ -362,7 +362,10 @@ fn every_commands_json_is_the_wire_type() {
     let imported: ImportReport = typed(&srv, &["task", "import", file.to_str().unwrap(), "--json"]);
     assert_eq!((imported.imported, imported.duplicates), (2, 0));
 
-    // Schedules.
+    // Schedules. The schedule fires twelve hours from now: within the planning horizon
+    // the scheduler would look at it at once and write its row between two reads.
+    let hour = (jiff::Zoned::now().in_tz("UTC").unwrap().hour() + 12) % 24;
+    let cron = format!("0 {hour} * * *");
     let made: ScheduleView = typed(
         &srv,
         &[
@@ -370,7 +373,7 @@ fn every_commands_json_is_the_wire_type() {
             "add",
             "nightly",
             "--cron",
-            "0 3 * * *",
+            &cron,
             "--kind",
             "k",
             "--payload",
