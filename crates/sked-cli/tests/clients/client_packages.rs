@@ -150,3 +150,38 @@ pub(crate) fn quick_start_ran(server: &Server) {
     let schedule = server.json(&["schedule", "get", "nightly-report"]);
     assert_eq!(schedule["tz"], "Europe/Berlin", "{schedule}");
 }
+
+/// A fresh virtualenv in `dir` with `packages` installed (paths or names from PyPI); its
+/// directory.
+pub(crate) fn venv_with(dir: &Path, packages: &[&Path]) -> PathBuf {
+    let venv = dir.join("venv");
+    succeeded(
+        &Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .output()
+            .unwrap(),
+    );
+    if packages.is_empty() {
+        return venv;
+    }
+    let pip = Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .args(packages)
+        .output()
+        .unwrap();
+    succeeded(&pip);
+    venv
+}
+
+/// An empty ES-module project `name` in `dir`, to install packages into.
+pub(crate) fn node_project(dir: &Path, name: &str) -> PathBuf {
+    let project = dir.join(name);
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(
+        project.join("package.json"),
+        format!(r#"{{"name": "{name}", "type": "module"}}"#),
+    )
+    .unwrap();
+    project
+}

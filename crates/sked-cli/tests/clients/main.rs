@@ -12,5 +12,4 @@ mod client_packages;
 mod otel;
 mod python_client;
 mod readme_quick_start;
-mod sql_enqueue;
 mod typescript_client;

@@ -96,7 +96,7 @@ fn the_python_client_continues_the_trace_through_sked_and_its_worker() {
     let dir = tempfile::tempdir().unwrap();
     let server = receiver.server(dir.path(), &[]);
     let copy = copy_of(&package("python"), dir.path());
-    let venv = super::python_client::venv_with(
+    let venv = crate::client_packages::venv_with(
         dir.path(),
         &[
             copy.as_path(),
@@ -157,7 +157,7 @@ fn the_typescript_client_continues_the_trace_through_sked_and_its_worker() {
     let receiver = Receiver::start();
     let dir = tempfile::tempdir().unwrap();
     let server = receiver.server(dir.path(), &[]);
-    let project = super::typescript_client::node_project(dir.path(), "app");
+    let project = crate::client_packages::node_project(dir.path(), "app");
     let copy = copy_of(&package("typescript"), dir.path());
     // Copied in as a registry install would be (not linked), so that the client finds the
     // project's OpenTelemetry API.

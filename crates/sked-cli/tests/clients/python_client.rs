@@ -2,36 +2,13 @@
 //! into a fresh virtualenv: its README's quick start and its own tests
 //! (`clients/python/tests`) run with the installed package.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::client_packages::{
     checkout_copy, left_clean, package, quick_start, quick_start_ran, sh_block, succeeded,
+    venv_with,
 };
 use crate::common::Server;
-
-/// A fresh virtualenv in `dir` with `packages` installed (paths or names from PyPI); its
-/// directory.
-pub(crate) fn venv_with(dir: &Path, packages: &[&Path]) -> PathBuf {
-    let venv = dir.join("venv");
-    succeeded(
-        &Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .output()
-            .unwrap(),
-    );
-    if packages.is_empty() {
-        return venv;
-    }
-    let pip = Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check"])
-        .args(packages)
-        .output()
-        .unwrap();
-    succeeded(&pip);
-    venv
-}
 
 /// The README's install line, as written, from a project beside a checkout into the project's
 /// fresh virtualenv (the checkout left as it was); then, with the installed package

@@ -4,7 +4,7 @@
 use std::process::Command;
 
 use crate::client_packages::{
-    checkout_copy, left_clean, quick_start, quick_start_ran, sh_block, succeeded,
+    checkout_copy, left_clean, node_project, quick_start, quick_start_ran, sh_block, succeeded,
 };
 use crate::common::Server;
 
@@ -21,18 +21,6 @@ pub(crate) fn node() -> bool {
         eprintln!("skipping: no node");
     }
     ok
-}
-
-/// An empty ES-module project `name` in `dir`, to install packages into.
-pub(crate) fn node_project(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
-    let project = dir.join(name);
-    std::fs::create_dir(&project).unwrap();
-    std::fs::write(
-        project.join("package.json"),
-        format!(r#"{{"name": "{name}", "type": "module"}}"#),
-    )
-    .unwrap();
-    project
 }
 
 #[test]

@@ -3,7 +3,15 @@
 //! registries, against a `sked server` on PostgreSQL. The README's two examples run as
 //! written; then each program rolls a task back (none is made), passes a bad argument (a
 //! PostgreSQL error names it, nothing is made), and commits 200 tasks one at a time, each run
-//! by the idle server within 50 ms at the 99th percentile.
+//! by the idle server within 50 ms at the 99th percentile. A binary of its own, so that the
+//! other slow tests' installs and builds do not run beside that bound.
+
+#[path = "common/mod.rs"]
+mod common;
+
+#[path = "clients/client_packages.rs"]
+#[allow(dead_code)]
+mod client_packages;
 
 use std::path::Path;
 use std::process::Command;
@@ -167,7 +175,7 @@ fn python_and_node_enqueue_in_their_own_transactions() {
     let server = Server::start_on(dir.path(), &url, &["--exec", "shell"], &[], "server.log");
     psql(&url, "CREATE TABLE orders (id bigint PRIMARY KEY)");
 
-    let venv = super::python_client::venv_with(dir.path(), &[Path::new(PSYCOPG)]);
+    let venv = crate::client_packages::venv_with(dir.path(), &[Path::new(PSYCOPG)]);
     let python = |script: &str| {
         let out = Command::new(venv.join("bin/python"))
             .args(["-c", script])
@@ -179,7 +187,7 @@ fn python_and_node_enqueue_in_their_own_transactions() {
     };
     python(&readme_example("python"));
 
-    let project = super::typescript_client::node_project(dir.path(), "app");
+    let project = crate::client_packages::node_project(dir.path(), "app");
     let npm = Command::new("npm")
         .args(["install", "--no-audit", "--no-fund", NODE_POSTGRES])
         .current_dir(&project)
