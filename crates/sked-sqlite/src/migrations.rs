@@ -59,6 +59,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     ),
     (31, include_str!("../migrations/0031_queue_backoff.sql")),
     (32, include_str!("../migrations/0032_strict_key_order.sql")),
+    (33, include_str!("../migrations/0033_waits.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {
@@ -128,11 +129,9 @@ mod tests {
         .unwrap();
         run(&mut conn).unwrap();
         let left: i64 = conn
-            .query_row(
-                "SELECT parents_left FROM task_parents_left WHERE task = 3",
-                [],
-                |r| r.get(0),
-            )
+            .query_row("SELECT parents_left FROM waits WHERE id = 3", [], |r| {
+                r.get(0)
+            })
             .unwrap();
         assert_eq!(left, 1);
         drop(conn);

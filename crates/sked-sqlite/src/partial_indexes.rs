@@ -33,14 +33,18 @@ pub(crate) const UNIQUE_KEY_WINDOW: &str = "SELECT id, state FROM tasks \
 /// end has a child to count down.
 pub(crate) const ANY_WAITING: &str = "SELECT 1 FROM tasks WHERE state = 'waiting' LIMIT 1";
 
-/// The edges of the ended parents `?1` (an id list) that their ends count (see
-/// [`crate::tasks::dependents`]), from the parents' index alone, each with what a failed parent
-/// does to the child and the child as the count needs it: its state, run time and parents not
-/// yet counted.
-pub(crate) const CHILD_EDGES: &str = "SELECT e.child, e.parent, e.run_anyway, t.state, t.run_at, \
-    coalesce(w.parents_left, 0) FROM task_edges e JOIN tasks t ON t.id = e.child \
-    LEFT JOIN task_parents_left w ON w.task = e.child \
-    WHERE e.parent IN rarray(?1) AND e.done = 0";
+/// The waits the ends of tasks `?1` (an id list) count (see [`crate::tasks::dependents`]):
+/// those that wait for an ended task and have not counted it, and those that wait for the
+/// whole of an ended task's wait and have not counted it; each with the ended task, the wait's
+/// parents not yet counted and what a failed parent does to its tasks.
+pub(crate) const WAITS_REACHED: &str = "SELECT r.wait, r.parent, w.parents_left, w.run_anyway \
+    FROM (SELECT p.wait AS wait, p.parent AS parent FROM wait_parents p \
+          WHERE p.parent IN rarray(?1) AND p.done = 0 \
+          UNION ALL \
+          SELECT s.wait, t.id FROM tasks t JOIN wait_stages s ON s.stage = t.wait \
+          WHERE t.id IN rarray(?1) AND NOT EXISTS \
+            (SELECT 1 FROM wait_counted c WHERE c.task = t.id AND c.wait = s.wait)) r \
+    JOIN waits w ON w.id = r.wait";
 
 /// A schedule's (`?1`) unfinished tasks.
 pub(crate) static SCHEDULE_ACTIVE: LazyLock<String> = LazyLock::new(|| {
@@ -265,7 +269,14 @@ mod tests {
                 &["tasks_expiring (expires_at>? AND expires_at<?)"],
             ),
             (ANY_WAITING, &["tasks_waiting_for_parents"]),
-            (CHILD_EDGES, &["COVERING INDEX task_edges_parent"]),
+            (
+                WAITS_REACHED,
+                &[
+                    "SEARCH p USING PRIMARY KEY (parent=?)",
+                    "SEARCH s USING PRIMARY KEY (stage=?)",
+                    "SEARCH c USING PRIMARY KEY (task=? AND wait=?)",
+                ],
+            ),
             (&AVAILABLE_QUEUES, &["COVERING INDEX tasks_available_queue"]),
             (&keyed_keys, &["tasks_available_key"]),
             (&keyed_heads, &["tasks_available_key"]),

@@ -179,7 +179,14 @@ async fn claimed(store: &crate::SqliteStore, n: usize, now: jiff::Timestamp) -> 
     let past = now - jiff::SignedDuration::from_secs(1);
     let params = TaskInsertParams { tasks, now: past };
     store.task_insert_many(params).await.unwrap();
-    let claim = TaskClaimParams {
+    let tasks = store.task_claim(claim_of(n, now)).await.unwrap();
+    assert_eq!(tasks.len(), n);
+    tasks
+}
+
+/// A claim of up to `n` tasks of any queue by worker `w`.
+fn claim_of(n: usize, now: jiff::Timestamp) -> TaskClaimParams {
+    TaskClaimParams {
         min_priority: None,
         queues: vec![],
         kinds: vec![],
@@ -188,10 +195,7 @@ async fn claimed(store: &crate::SqliteStore, n: usize, now: jiff::Timestamp) -> 
         lease_ttl: jiff::SignedDuration::from_secs(60),
         timeout_grace: jiff::SignedDuration::from_secs(1),
         now,
-    };
-    let tasks = store.task_claim(claim).await.unwrap();
-    assert_eq!(tasks.len(), n);
-    tasks
+    }
 }
 
 /// The endings of `tasks`: successes, every seventh with a result, every eleventh a failure
@@ -375,4 +379,80 @@ async fn concurrent_claims_keep_the_contract() {
         lose_announcements: None,
     };
     sked_store::conformance::concurrent_claims_keep_the_contract(run, 6).await;
+}
+
+/// A 1 → 1,000 → 1 workflow keeps its graph in two waits and two edges: the stage's tasks
+/// share one wait, and the fan-in waits for that whole wait through one edge. A retry by hand
+/// of a stage's task after the fan-in counted it is kept as one pair.
+#[tokio::test]
+async fn a_stage_and_its_fan_in_are_two_waits_and_two_edges() {
+    use sked_store::{TaskRetryParams, WorkflowCreateParams, WorkflowTaskInsert};
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::SqliteStore::open(dir.path().join("sked.db")).unwrap();
+    let now = jiff::Timestamp::now();
+    let node = |name: String, after: Vec<usize>| WorkflowTaskInsert {
+        name,
+        after,
+        insert: NewTask::new("k").into(),
+    };
+    let mut tasks = vec![node("root".into(), vec![])];
+    tasks.extend((1..=1000).map(|i| node(format!("m{i}"), vec![0])));
+    tasks.push(node("fan-in".into(), (1..=1000).collect()));
+    store
+        .workflow_create(WorkflowCreateParams {
+            name: None,
+            tasks,
+            schedule: None,
+            nominal_at: None,
+            now,
+        })
+        .await
+        .unwrap();
+    let rows = |sql: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .run(move |conn| {
+                    conn.query_row(sql, [], |r| r.get::<_, i64>(0))
+                        .map_err(crate::codec::db_err)
+                })
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(rows("SELECT count(*) FROM waits").await, 2);
+    assert_eq!(rows("SELECT count(*) FROM wait_parents").await, 1);
+    assert_eq!(rows("SELECT count(*) FROM wait_stages").await, 1);
+    assert_eq!(rows("SELECT count(DISTINCT wait) FROM tasks").await, 2);
+    // The root and the stage run; the fan-in is released once the last of them succeeds.
+    let mut ended: Vec<i64> = Vec::new();
+    while ended.len() < 1001 {
+        let batch = store.task_claim(claim_of(100, now)).await.unwrap();
+        assert!(
+            !batch.is_empty(),
+            "nothing to claim after {} ends",
+            ended.len()
+        );
+        let successes = (batch.iter())
+            .map(|t| TaskFinishParams {
+                id: t.id,
+                attempt: t.attempt,
+                outcome: FinishOutcome::Succeeded { result: None },
+                now,
+                jitter: 0.5,
+            })
+            .collect();
+        store.task_finish_many(successes).await.unwrap();
+        ended.extend(batch.iter().map(|t| t.id));
+    }
+    let fan_in = ended.iter().max().unwrap() + 1;
+    assert_eq!(
+        store.task_get(fan_in).await.unwrap().state,
+        TaskState::Available
+    );
+    store
+        .task_retry(TaskRetryParams { id: ended[1], now })
+        .await
+        .unwrap();
+    assert_eq!(rows("SELECT count(*) FROM wait_counted").await, 1);
 }

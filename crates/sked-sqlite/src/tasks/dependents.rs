@@ -1,16 +1,21 @@
-//! Tasks that wait for tasks: a new task's edges to its parents, and what a parent's end does
-//! to the tasks waiting for it, in the ending's transaction (the rules:
-//! `sked_store::rules::dependents`). A waiting task's parents not yet counted are a number in
-//! `task_parents_left`, which each end counts down: the edges are written once, when the child is
-//! made. An edge's `done` says its parent's end was counted before the parent's present life
-//! (the parent had ended when the child was made, or ended and was retried by hand), so an end
-//! counts only the edges without it. One writer orders every insert and ending, so an ending
-//! asks once whether any task waits at all and, most often, does nothing more.
+//! Tasks that wait for tasks, in waits: the tasks made with the same parents share one count
+//! of parents not yet counted and one failure rule (docs/decisions/0022-tasks-with-the-same-parents-wait-together.md).
+//! A wait waits for tasks one by one (`wait_parents`) or for every task of another wait
+//! (`wait_stages`: the fan-in after a stage); its edges are written once, when it is made, and
+//! an end counts each wait it reaches down, releases or cancels its waiting tasks with one
+//! statement, in the ending's transaction (the rules: `sked_store::rules::dependents`). An
+//! edge's `done`, or a (task, wait) pair in `wait_counted` for a task of a stage, says the
+//! parent's end was counted before its present life (it had ended when the wait was made, or
+//! ended and was retried by hand), so an end counts each wait once. One writer orders every
+//! insert and ending, so an ending asks once whether any task waits at all and, most often,
+//! does nothing more.
+
+use std::collections::HashMap;
 
 use jiff::Timestamp;
 use rusqlite::{Connection, OptionalExtension, params};
 use sked_core::{ParentFailure, TaskId, TaskState};
-use sked_store::rules::dependents::{self, ChildChange, Start};
+use sked_store::rules::dependents::{self, Start, WaitChange};
 use sked_store::states::ACTIVE;
 use sked_store::*;
 
@@ -21,7 +26,7 @@ pub(crate) fn parent_states(
     conn: &Connection,
     parents: &[TaskId],
 ) -> Result<Vec<(TaskId, Option<TaskState>)>> {
-    let mut found = std::collections::HashMap::with_capacity(parents.len());
+    let mut found = HashMap::with_capacity(parents.len());
     let mut stmt = conn
         .prepare_cached("SELECT id, state FROM tasks WHERE id IN rarray(?1)")
         .map_err(db_err)?;
@@ -38,66 +43,137 @@ pub(crate) fn parent_states(
         .collect())
 }
 
-static EDGE_INSERTS: std::sync::LazyLock<[String; 4]> = std::sync::LazyLock::new(|| {
-    super::row_inserts("task_edges (child, parent, done, run_anyway)", 4)
-});
-static LEFT_INSERTS: std::sync::LazyLock<[String; 4]> =
-    std::sync::LazyLock::new(|| super::row_inserts("task_parents_left (task, parents_left)", 2));
+/// A wait: tasks that share one count of parents and one failure rule.
+pub(crate) type WaitId = i64;
 
-/// The edges of new tasks to their parents and the counts of the parents they wait for,
-/// written together after the tasks' rows.
+/// What a transaction has made so far: the states of its tasks (later tasks' parents, not read
+/// again), and its waits, for tasks made with the same parents to share one and for a task that
+/// waits for a whole wait's tasks to wait for that wait.
 #[derive(Default)]
-pub(crate) struct Links {
-    /// Child, parent, whether the edge is counted already, whether the child runs anyway.
-    edges: Vec<(TaskId, TaskId, bool, bool)>,
-    /// Child, its parents not yet ended.
-    left: Vec<(TaskId, i32)>,
+pub(crate) struct Made {
+    states: HashMap<TaskId, TaskState>,
+    /// The wait of each task made with one.
+    waits: HashMap<TaskId, WaitId>,
+    /// How many tasks each wait was made with; `None` once one of them started ended (its end
+    /// was counted as it was made, and a wait that waits for the whole stage could not tell).
+    sizes: HashMap<WaitId, Option<usize>>,
+    /// The wait of the tasks of the present insert made with these parents and whether they
+    /// run anyway. Only tasks of one insert share: a later task may wait for the whole of a
+    /// wait made before, which must not grow after.
+    shared: HashMap<(Vec<TaskId>, bool), WaitId>,
+    /// The waits whose tasks start cancelled, and why: written to the tasks once they exist.
+    cancelled: Vec<(WaitId, String)>,
 }
 
-impl Links {
-    /// The edges of the new task `child` to `parents` (as [`parent_states`] read them) and what
-    /// [`dependents::at_enqueue`] made of them. A child made cancelled says why at once.
-    pub(crate) fn add(
+impl Made {
+    /// The state `id` was made in, if this transaction made it.
+    pub(crate) fn state(&self, id: TaskId) -> Option<TaskState> {
+        self.states.get(&id).copied()
+    }
+
+    /// Whether this transaction made `id`.
+    pub(crate) fn contains(&self, id: TaskId) -> bool {
+        self.states.contains_key(&id)
+    }
+
+    /// Starts an insert: its tasks share waits among themselves, not with those before.
+    pub(crate) fn next_insert(&mut self) {
+        self.shared.clear();
+    }
+
+    /// Notes a task made in `state` with `wait`.
+    pub(crate) fn add(&mut self, id: TaskId, state: TaskState, wait: Option<WaitId>) {
+        self.states.insert(id, state);
+        if let Some(w) = wait {
+            self.waits.insert(id, w);
+            let size = self.sizes.entry(w).or_insert(Some(0));
+            *size = size.filter(|_| !state.is_finished()).map(|n| n + 1);
+        }
+    }
+
+    /// The wait of a new task with parents `depends_on` (their states in `parents`, as
+    /// [`parent_states`] reads them) that starts as `start` says: the one of the tasks this
+    /// transaction made with the same parents and rule, or a new one with its edges. Among the
+    /// parents, all the tasks of a wait this transaction made (two or more, none ended) are one
+    /// edge to that wait.
+    pub(crate) fn wait_for(
         &mut self,
         conn: &Connection,
-        child: TaskId,
+        depends_on: &[TaskId],
         parents: &[(TaskId, Option<TaskState>)],
         then: ParentFailure,
         start: &Start,
-        now: Timestamp,
-    ) -> Result<()> {
+    ) -> Result<WaitId> {
+        let key = (depends_on.to_vec(), !then.is_cancel());
+        if let Some(w) = self.shared.get(&key) {
+            return Ok(*w);
+        }
+        conn.prepare_cached("INSERT INTO waits (parents_left, run_anyway) VALUES (?1, ?2)")
+            .map_err(db_err)?
+            .execute(params![start.parents_left, !then.is_cancel()])
+            .map_err(db_err)?;
+        let wait = conn.last_insert_rowid();
+        let stages = self.stages_among(depends_on);
         for (parent, s) in parents {
-            let done = s.is_some_and(TaskState::is_finished);
-            self.edges.push((child, *parent, done, !then.is_cancel()));
+            if self.waits.get(parent).is_some_and(|w| stages.contains(w)) {
+                continue;
+            }
+            conn.prepare_cached(
+                "INSERT INTO wait_parents (parent, wait, done) VALUES (?1, ?2, ?3)",
+            )
+            .map_err(db_err)?
+            .execute(params![parent, wait, s.is_some_and(TaskState::is_finished)])
+            .map_err(db_err)?;
         }
-        if start.parents_left > 0 {
-            self.left.push((child, start.parents_left));
-        }
-        if let Some(error) = &start.error {
-            conn.prepare_cached("UPDATE tasks SET last_error = ?2, finished_at = ?3 WHERE id = ?1")
+        for stage in stages {
+            conn.prepare_cached("INSERT INTO wait_stages (stage, wait) VALUES (?1, ?2)")
                 .map_err(db_err)?
-                .execute(params![child, error, ts(now)])
+                .execute(params![stage, wait])
                 .map_err(db_err)?;
         }
-        Ok(())
+        if let Some(error) = &start.error {
+            self.cancelled.push((wait, error.clone()));
+        }
+        self.shared.insert(key, wait);
+        Ok(wait)
     }
 
-    pub(crate) fn write(&self, conn: &Connection) -> Result<()> {
-        let edges: Vec<[&dyn rusqlite::ToSql; 4]> = (self.edges.iter())
-            .map(|(c, p, d, r)| [c as &dyn rusqlite::ToSql, p, d, r])
+    /// The waits this transaction made all of whose tasks are among `parents`: two or more,
+    /// none ended as it was made.
+    fn stages_among(&self, parents: &[TaskId]) -> Vec<WaitId> {
+        let mut found: HashMap<WaitId, usize> = HashMap::new();
+        for p in parents {
+            if let Some(w) = self.waits.get(p) {
+                *found.entry(*w).or_default() += 1;
+            }
+        }
+        let mut stages: Vec<WaitId> = (found.into_iter())
+            .filter(|(w, n)| *n >= 2 && self.sizes.get(w) == Some(&Some(*n)))
+            .map(|(w, _)| w)
             .collect();
-        super::insert_rows(conn, &EDGE_INSERTS, &edges)?;
-        let left: Vec<[&dyn rusqlite::ToSql; 2]> = (self.left.iter())
-            .map(|(c, n)| [c as &dyn rusqlite::ToSql, n])
-            .collect();
-        super::insert_rows(conn, &LEFT_INSERTS, &left)
+        stages.sort_unstable();
+        stages
+    }
+
+    /// Says why the tasks made cancelled so far were: a parent failed before they were made.
+    pub(crate) fn write_cancelled(&self, conn: &Connection, now: Timestamp) -> Result<()> {
+        for (wait, error) in &self.cancelled {
+            conn.prepare_cached(
+                "UPDATE tasks SET last_error = ?2, finished_at = ?3 \
+                 WHERE wait = ?1 AND state = 'cancelled' AND finished_at IS NULL",
+            )
+            .map_err(db_err)?
+            .execute(params![wait, error, ts(now)])
+            .map_err(db_err)?;
+        }
+        Ok(())
     }
 }
 
 /// What the ends in `ended` (tasks and the state each ended in) do to the tasks waiting for
-/// them, and so on down the graph: each child is counted down, released or cancelled; then
-/// to their batches ([`super::batches::ended`]). Returns the earliest run time of the tasks
-/// released or enqueued, if any was.
+/// them, and so on down the graph: each wait they reach is counted down, released or
+/// cancelled; then to their batches ([`super::batches::ended`]). Returns the earliest run time
+/// of the tasks released, if any was.
 pub(crate) fn release(
     conn: &Connection,
     ended: impl IntoIterator<Item = (TaskId, TaskState)>,
@@ -108,58 +184,59 @@ pub(crate) fn release(
     if ended.is_empty() {
         return Ok(None);
     }
-    // Every end, those cascaded to children included, for the batches they belong to.
+    // Every end, those cascaded to waiting tasks included, for the batches they belong to.
     let mut all = ended.clone();
     if !any_waiting(conn)? {
         ended.clear();
     }
     let mut released: Option<Timestamp> = None;
-    // One child's parents among the ends, reused from child to child.
+    // One wait's parents among the ends, reused from wait to wait.
     let mut parents: Vec<(TaskId, TaskState)> = Vec::new();
     while !ended.is_empty() {
-        let edges = child_edges(conn, &ended)?;
-        let states: std::collections::HashMap<TaskId, TaskState> = ended.drain(..).collect();
-        // Released children by the state they take, each set with one statement.
-        let mut release_to: std::collections::BTreeMap<&'static str, Vec<TaskId>> =
-            Default::default();
-        for group in edges.chunk_by(|a, b| a.child.id == b.child.id) {
-            let c = &group[0].child;
+        let reached = waits_reached(conn, &ended)?;
+        let states: HashMap<TaskId, TaskState> = ended.drain(..).collect();
+        for group in reached.chunk_by(|a, b| a.wait == b.wait) {
+            let w = &group[0];
             parents.clear();
             parents.extend(group.iter().map(|e| (e.parent, states[&e.parent])));
-            match dependents::after_parents(c, &parents, now) {
-                ChildChange::Leave => {}
-                ChildChange::Wait { parents_left } => {
-                    conn.prepare_cached(
-                        "UPDATE task_parents_left SET parents_left = ?2 WHERE task = ?1",
-                    )
-                    .map_err(db_err)?
-                    .execute(params![c.id, parents_left])
-                    .map_err(db_err)?;
+            match dependents::count(w.parents_left, parent_failure(w.run_anyway), &parents) {
+                WaitChange::Wait { parents_left } => {
+                    conn.prepare_cached("UPDATE waits SET parents_left = ?2 WHERE id = ?1")
+                        .map_err(db_err)?
+                        .execute(params![w.wait, parents_left])
+                        .map_err(db_err)?;
                 }
-                ChildChange::Release { state } => {
-                    release_to.entry(state.as_str()).or_default().push(c.id);
-                    released = Some(released.map_or(c.run_at, |r| r.min(c.run_at)));
+                WaitChange::Release => {
+                    conn.prepare_cached("UPDATE waits SET parents_left = 0 WHERE id = ?1")
+                        .map_err(db_err)?
+                        .execute([w.wait])
+                        .map_err(db_err)?;
+                    let mut stmt = conn.prepare_cached(RELEASE).map_err(db_err)?;
+                    let rows = stmt
+                        .query_map(params![w.wait, ts(now)], |r| r.get::<_, i64>(0))
+                        .map_err(db_err)?;
+                    for run_at in rows {
+                        let run_at = crate::codec::from_ts(run_at.map_err(db_err)?);
+                        released = Some(released.map_or(run_at, |r| r.min(run_at)));
+                    }
                 }
-                ChildChange::Cancel { error } => {
-                    conn.prepare_cached(
-                        "UPDATE tasks SET state = 'cancelled', finished_at = ?2, last_error = ?3 \
-                         WHERE id = ?1 AND state = 'waiting'",
-                    )
-                    .map_err(db_err)?
-                    .execute(params![c.id, ts(now), error])
-                    .map_err(db_err)?;
-                    ended.push((c.id, TaskState::Cancelled));
-                    all.push((c.id, TaskState::Cancelled));
+                WaitChange::Cancel { error } => {
+                    let mut stmt = conn
+                        .prepare_cached(
+                            "UPDATE tasks SET state = 'cancelled', finished_at = ?2, \
+                             last_error = ?3 WHERE wait = ?1 AND state = 'waiting' RETURNING id",
+                        )
+                        .map_err(db_err)?;
+                    let rows = stmt
+                        .query_map(params![w.wait, ts(now), error], |r| r.get::<_, TaskId>(0))
+                        .map_err(db_err)?;
+                    for id in rows {
+                        let id = id.map_err(db_err)?;
+                        ended.push((id, TaskState::Cancelled));
+                        all.push((id, TaskState::Cancelled));
+                    }
                 }
             }
-        }
-        for (state, ids) in release_to {
-            conn.prepare_cached(
-                "UPDATE tasks SET state = ?2 WHERE id IN rarray(?1) AND state = 'waiting'",
-            )
-            .map_err(db_err)?
-            .execute(params![id_list(&ids), state])
-            .map_err(db_err)?;
         }
     }
     super::batches::ended(conn, &all, now)?;
@@ -169,7 +246,13 @@ pub(crate) fn release(
     Ok(released)
 }
 
-/// What a failed parent does to a child whose edges say `run_anyway`.
+/// Releases the waiting tasks of wait `?1` at `?2` (now), each as
+/// [`sked_store::rules::state_for_run_at`] says for its run time, returning their run times.
+const RELEASE: &str = "UPDATE tasks \
+    SET state = CASE WHEN run_at <= ?2 THEN 'available' ELSE 'scheduled' END \
+    WHERE wait = ?1 AND state = 'waiting' RETURNING run_at";
+
+/// What a failed parent does to the tasks of a wait that says `run_anyway`.
 fn parent_failure(run_anyway: bool) -> ParentFailure {
     match run_anyway {
         true => ParentFailure::Run,
@@ -187,81 +270,105 @@ fn any_waiting(conn: &Connection) -> Result<bool> {
         .map_err(db_err)
 }
 
-/// An edge an end counts, with its child as the count needs it.
-struct Edge {
+/// A wait an end counts, with the wait as the count needs it.
+struct Reached {
+    wait: WaitId,
     parent: TaskId,
-    /// The child's row and its parents not yet counted before these ends; what a failed
-    /// parent does to it (every edge of a child says the same: `run_anyway`).
-    child: dependents::Child,
+    /// The wait's parents not yet counted before these ends.
+    parents_left: i32,
+    run_anyway: bool,
 }
 
-/// The edges the ends in `ended` count, in child order (a child's edges together), read with
-/// their children in one statement.
-fn child_edges(conn: &Connection, ended: &[(TaskId, TaskState)]) -> Result<Vec<Edge>> {
+/// The waits the ends in `ended` count, in wait order (a wait's ends together), read with
+/// their counts in one statement: those that wait for an ended task, and those that wait for
+/// the whole of an ended task's wait.
+fn waits_reached(conn: &Connection, ended: &[(TaskId, TaskState)]) -> Result<Vec<Reached>> {
     let ids: Vec<TaskId> = ended.iter().map(|(id, _)| *id).collect();
     let mut stmt = conn
-        .prepare_cached(crate::partial_indexes::CHILD_EDGES)
+        .prepare_cached(crate::partial_indexes::WAITS_REACHED)
         .map_err(db_err)?;
     let rows = stmt
         .query_map([id_list(&ids)], |r| {
-            Ok(Edge {
+            Ok(Reached {
+                wait: r.get(0)?,
                 parent: r.get(1)?,
-                child: dependents::Child {
-                    id: r.get(0)?,
-                    state: state(text(r, 3)?)?,
-                    parents_left: r.get(5)?,
-                    on_parent_failure: parent_failure(r.get(2)?),
-                    run_at: crate::codec::from_ts(r.get(4)?),
-                },
+                parents_left: r.get(2)?,
+                run_anyway: r.get(3)?,
             })
         })
         .map_err(db_err)?;
-    let mut edges = rows
-        .collect::<rusqlite::Result<Vec<Edge>>>()
+    let mut reached = rows
+        .collect::<rusqlite::Result<Vec<Reached>>>()
         .map_err(db_err)?;
-    edges.sort_by_key(|e| e.child.id);
-    Ok(edges)
+    reached.sort_by_key(|e| e.wait);
+    Ok(reached)
 }
 
-/// Marks the edges of `parent`, which has ended and is about to run again by hand, counted:
-/// its children heard of its end, and its next end must not count them again.
+/// Marks the ends of `parent`, which has ended and is about to run again by hand, counted: the
+/// waits that waited for it heard of its end, and its next end must not count them again.
 pub(crate) fn counted(conn: &Connection, parent: TaskId) -> Result<()> {
-    conn.prepare_cached("UPDATE task_edges SET done = 1 WHERE parent = ?1 AND done = 0")
+    conn.prepare_cached("UPDATE wait_parents SET done = 1 WHERE parent = ?1 AND done = 0")
         .map_err(db_err)?
         .execute([parent])
         .map_err(db_err)?;
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO wait_counted (task, wait) \
+         SELECT t.id, s.wait FROM tasks t JOIN wait_stages s ON s.stage = t.wait WHERE t.id = ?1",
+    )
+    .map_err(db_err)?
+    .execute([parent])
+    .map_err(db_err)?;
     Ok(())
 }
+
+/// The parents of the tasks of wait `?1`, each with whether the wait still waits for it (not
+/// counted, not ended): those it waits for one by one and the tasks of the waits it waits
+/// for whole.
+const PARENTS: &str = "SELECT p.parent, p.done = 0 AND coalesce(t.state IN ACTIVE, 0) \
+    FROM wait_parents p LEFT JOIN tasks t ON t.id = p.parent WHERE p.wait = ?1 \
+    UNION ALL \
+    SELECT t.id, t.state IN ACTIVE AND NOT EXISTS \
+      (SELECT 1 FROM wait_counted c WHERE c.task = t.id AND c.wait = s.wait) \
+    FROM wait_stages s JOIN tasks t ON t.wait = s.stage WHERE s.wait = ?1 \
+    ORDER BY 1";
 
 /// Fills in `task`'s parents (all, and those it still waits for) and children, each in id
 /// order, and what a failed parent does to it.
 pub(crate) fn family(conn: &Connection, task: &mut sked_core::Task) -> Result<()> {
-    let mut stmt = conn
-        .prepare_cached(&format!(
-            "SELECT e.parent, e.done = 0 AND coalesce(p.state IN {ACTIVE}, 0), e.run_anyway \
-                 FROM task_edges e LEFT JOIN tasks p ON p.id = e.parent \
-                 WHERE e.child = ?1 ORDER BY e.parent"
-        ))
+    let wait: Option<(WaitId, bool)> = conn
+        .prepare_cached(
+            "SELECT w.id, w.run_anyway FROM tasks t JOIN waits w ON w.id = t.wait WHERE t.id = ?1",
+        )
+        .map_err(db_err)?
+        .query_row([task.id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
         .map_err(db_err)?;
-    let rows = stmt
-        .query_map([task.id], |r| {
-            Ok((
-                r.get::<_, TaskId>(0)?,
-                r.get::<_, bool>(1)?,
-                r.get::<_, bool>(2)?,
-            ))
-        })
-        .map_err(db_err)?;
-    for row in rows {
-        let (parent, uncounted, run_anyway) = row.map_err(db_err)?;
+    if let Some((wait, run_anyway)) = wait {
         task.on_parent_failure = parent_failure(run_anyway);
-        task.depends_on.push(parent);
-        if uncounted {
-            task.waiting_for.push(parent);
+        let mut stmt = conn
+            .prepare_cached(&PARENTS.replace("ACTIVE", ACTIVE))
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([wait], |r| {
+                Ok((r.get::<_, TaskId>(0)?, r.get::<_, bool>(1)?))
+            })
+            .map_err(db_err)?;
+        for row in rows {
+            let (parent, uncounted) = row.map_err(db_err)?;
+            task.depends_on.push(parent);
+            if uncounted {
+                task.waiting_for.push(parent);
+            }
         }
     }
     let mut stmt = conn
-        .prepare_cached("SELECT child FROM task_edges WHERE parent = ?1 ORDER BY child")
+        .prepare_cached(
+            "SELECT c.id FROM wait_parents p JOIN tasks c ON c.wait = p.wait WHERE p.parent = ?1 \
+             UNION \
+             SELECT c.id FROM tasks t JOIN wait_stages s ON s.stage = t.wait \
+               JOIN tasks c ON c.wait = s.wait WHERE t.id = ?1 \
+             ORDER BY 1",
+        )
         .map_err(db_err)?;
     let rows = stmt.query_map([task.id], |r| r.get(0)).map_err(db_err)?;
     for row in rows {
@@ -274,16 +381,22 @@ pub(crate) fn family(conn: &Connection, task: &mut sked_core::Task) -> Result<()
 pub(crate) fn waiting_for(
     conn: &Connection,
     ids: &[TaskId],
-) -> Result<std::collections::HashMap<TaskId, Vec<TaskId>>> {
-    let mut out: std::collections::HashMap<TaskId, Vec<TaskId>> = Default::default();
+) -> Result<HashMap<TaskId, Vec<TaskId>>> {
+    let mut out: HashMap<TaskId, Vec<TaskId>> = Default::default();
     if ids.is_empty() {
         return Ok(out);
     }
     let mut stmt = conn
         .prepare_cached(&format!(
-            "SELECT e.child, e.parent FROM task_edges e JOIN tasks p ON p.id = e.parent \
-             WHERE e.child IN rarray(?1) AND e.done = 0 AND p.state IN {ACTIVE} \
-             ORDER BY e.child, e.parent"
+            "SELECT t.id, p.parent FROM tasks t JOIN wait_parents p ON p.wait = t.wait \
+               JOIN tasks q ON q.id = p.parent \
+             WHERE t.id IN rarray(?1) AND p.done = 0 AND q.state IN {ACTIVE} \
+             UNION ALL \
+             SELECT t.id, q.id FROM tasks t JOIN wait_stages s ON s.wait = t.wait \
+               JOIN tasks q ON q.wait = s.stage \
+             WHERE t.id IN rarray(?1) AND q.state IN {ACTIVE} AND NOT EXISTS \
+               (SELECT 1 FROM wait_counted c WHERE c.task = q.id AND c.wait = s.wait) \
+             ORDER BY 1, 2"
         ))
         .map_err(db_err)?;
     let rows = stmt
@@ -298,9 +411,65 @@ pub(crate) fn waiting_for(
     Ok(out)
 }
 
-/// Removes the edges and counts of deleted tasks `ids` (an [`id_list`]'s ids).
-pub(crate) const PRUNE_EDGES: [&str; 3] = [
-    "DELETE FROM task_edges WHERE child IN rarray(?1)",
-    "DELETE FROM task_edges WHERE parent IN rarray(?1)",
-    "DELETE FROM task_parents_left WHERE task IN rarray(?1)",
-];
+/// Removes what deleted tasks `list` (an [`id_list`]'s ids, read before their rows go) leave
+/// of the graph: their ends counted, the edges from them, and each wait left with no task.
+pub(crate) fn prune(
+    conn: &Connection,
+    list: &rusqlite::vtab::array::Array,
+    waits: &[WaitId],
+) -> Result<()> {
+    for sql in [
+        "DELETE FROM wait_parents WHERE parent IN rarray(?1)",
+        "DELETE FROM wait_counted WHERE task IN rarray(?1)",
+    ] {
+        conn.prepare_cached(sql)
+            .map_err(db_err)?
+            .execute([list])
+            .map_err(db_err)?;
+    }
+    if waits.is_empty() {
+        return Ok(());
+    }
+    let gone: Vec<WaitId> = {
+        let mut stmt = conn
+            .prepare_cached(
+                "DELETE FROM waits WHERE id IN rarray(?1) \
+                 AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.wait = waits.id) RETURNING id",
+            )
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([id_list(waits)], |r| r.get(0))
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+    };
+    if gone.is_empty() {
+        return Ok(());
+    }
+    let gone = id_list(&gone);
+    for sql in [
+        "DELETE FROM wait_parents WHERE wait IN rarray(?1)",
+        "DELETE FROM wait_stages WHERE wait IN rarray(?1)",
+        "DELETE FROM wait_stages WHERE stage IN rarray(?1)",
+        "DELETE FROM wait_counted WHERE wait IN rarray(?1)",
+    ] {
+        conn.prepare_cached(sql)
+            .map_err(db_err)?
+            .execute([&gone])
+            .map_err(db_err)?;
+    }
+    Ok(())
+}
+
+/// The waits of the tasks `list` (an [`id_list`]'s ids), before the tasks are deleted.
+pub(crate) fn waits_of(
+    conn: &Connection,
+    list: &rusqlite::vtab::array::Array,
+) -> Result<Vec<WaitId>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT DISTINCT wait FROM tasks WHERE id IN rarray(?1) AND wait IS NOT NULL",
+        )
+        .map_err(db_err)?;
+    let rows = stmt.query_map([list], |r| r.get(0)).map_err(db_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(db_err)
+}

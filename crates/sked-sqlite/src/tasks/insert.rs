@@ -7,7 +7,9 @@ use jiff::Timestamp;
 use rusqlite::{Connection, OptionalExtension, Statement, ToSql};
 use sked_core::{SpecError, Task, TaskId, TaskState};
 use sked_store::rules;
-use sked_store::rules::dependents::{ParentStates, Start};
+use sked_store::rules::dependents::ParentStates;
+
+use super::dependents::{Made, WaitId};
 use sked_store::states::QUEUED;
 use sked_store::*;
 
@@ -16,9 +18,9 @@ use crate::codec::{db_err, ms, ts};
 
 /// The columns an insert writes, in the order of [`Row::bind`].
 const COLUMNS: &str = "queue, kind, payload, priority, state, run_at, max_attempts, created_at, \
-    timeout_ms, unique_key, backoff_base_ms, backoff_max_ms, schedule, nominal_at, concurrency_key, \
+    wait, timeout_ms, unique_key, backoff_base_ms, backoff_max_ms, schedule, nominal_at, concurrency_key, \
     traceparent, backoff, expires_at";
-const PER_ROW: usize = 18;
+const PER_ROW: usize = 19;
 
 /// The first columns of [`COLUMNS`], all that a task without options (no timeout, key, backoff,
 /// schedule, concurrency key or trace) has to write: the rest default to null. Most enqueues are
@@ -38,13 +40,14 @@ fn insert_sql(rows: usize, per_row: usize) -> String {
 }
 
 /// How many values plain rows may share, bound once: every column a plain row writes but the
-/// payload, in the order of [`COLUMNS`] (see [`Row::bind_shared`]).
-const SHARED: usize = PLAIN_PER_ROW - 1;
+/// payload, and its wait, in the order of [`COLUMNS`] (see [`Row::bind_shared`]). The tasks of
+/// a workflow's stage share their wait as they share their kind.
+const SHARED: usize = PLAIN_PER_ROW;
 
 /// `INSERT INTO tasks (…) VALUES (…), …` with `rows` plain rows that share every value but the
-/// payload: those are `?1`–`?7`, in the order of [`COLUMNS`], the payloads `?8` on.
+/// payload: those are `?1`–`?8`, in the order of [`COLUMNS`], the payloads `?9` on.
 fn shared_insert_sql(rows: usize) -> String {
-    let columns: Vec<&str> = COLUMNS.split(", ").take(PLAIN_PER_ROW).collect();
+    let columns: Vec<&str> = COLUMNS.split(", ").take(PLAIN_PER_ROW + 1).collect();
     let values: Vec<String> = (0..rows)
         .map(|r| {
             let mut shared = 0;
@@ -85,6 +88,8 @@ struct Row<'a> {
     payload: String,
     now: i64,
     expires_at: Option<i64>,
+    /// The wait of a task with parents.
+    wait: Option<i64>,
 }
 
 impl<'a> Row<'a> {
@@ -102,10 +107,12 @@ impl<'a> Row<'a> {
             payload,
             now: ts(now),
             expires_at: rules::expires_at(t, now)?.map(ts),
+            wait: None,
         })
     }
 
-    /// Whether the task sets none of the columns after the first [`PLAIN_PER_ROW`].
+    /// Whether the task sets none of the columns after the first [`PLAIN_PER_ROW`] but its
+    /// wait.
     fn is_plain(&self) -> bool {
         let task = &self.t.task;
         task.timeout.is_none()
@@ -129,6 +136,7 @@ impl<'a> Row<'a> {
             && self.run_at == other.run_at
             && a.max_attempts == b.max_attempts
             && self.now == other.now
+            && self.wait == other.wait
     }
 
     /// Binds the first `per_row` columns of this row ([`PER_ROW`], or [`PLAIN_PER_ROW`] for a
@@ -145,6 +153,7 @@ impl<'a> Row<'a> {
             &self.run_at,
             &task.max_attempts,
             &self.now,
+            &self.wait,
             &task.timeout.map(ms),
             &task.unique_key,
             &base,
@@ -162,7 +171,7 @@ impl<'a> Row<'a> {
         Ok(())
     }
 
-    /// Binds this row's values but the payload to `?1`–`?7`, as [`shared_insert_sql`] names them.
+    /// Binds this row's values but the payload to `?1`–`?8`, as [`shared_insert_sql`] names them.
     fn bind_shared(&self, stmt: &mut Statement<'_>) -> Result<()> {
         let task = &self.t.task;
         let values: [&dyn ToSql; SHARED] = [
@@ -173,6 +182,7 @@ impl<'a> Row<'a> {
             &self.run_at,
             &task.max_attempts,
             &self.now,
+            &self.wait,
         ];
         for (i, v) in values.into_iter().enumerate() {
             stmt.raw_bind_parameter(i + 1, v).map_err(db_err)?;
@@ -200,15 +210,16 @@ pub(crate) fn insert_one(tx: &Connection, t: &TaskInsert, now: Timestamp) -> Res
     {
         return Ok(holder);
     }
+    let mut made = Made::default();
+    if let Some((states, start)) = &parents {
+        let then = t.task.on_parent_failure;
+        row.wait = Some(made.wait_for(tx, &t.task.depends_on, states, then, start)?);
+    }
     let mut stmt = tx.prepare_cached(&INSERTS[3]).map_err(db_err)?;
     row.bind(&mut stmt, 0, PER_ROW)?;
     stmt.raw_execute().map_err(db_err)?;
     let id = tx.last_insert_rowid();
-    if let Some((states, start)) = parents {
-        let mut links = super::dependents::Links::default();
-        links.add(tx, id, &states, t.task.on_parent_failure, &start, now)?;
-        links.write(tx)?;
-    }
+    made.write_cancelled(tx, now)?;
     if let Some(until) = rules::unique_until(&t.task, now)? {
         tx.prepare_cached("UPDATE tasks SET unique_until = ?2 WHERE id = ?1")
             .map_err(db_err)?
@@ -316,54 +327,57 @@ pub(crate) fn insert_claimed(
 
 /// Inserts tasks in order. Tasks without a unique key go in statements of up to
 /// [`ROWS_PER_STATEMENT`] rows, those with parents too: their parents' states are read once
-/// for the whole call (a parent is named by id, so it exists before the call), and their edges
-/// written after the rows. One with a key is looked up and inserted alone, after the rows
-/// before it, so that a key given twice in one call finds its first task.
+/// for the whole call (a parent is named by id, so it exists before the call), and those with
+/// the same parents share a wait. One with a key is looked up and inserted alone, after the
+/// rows before it, so that a key given twice in one call finds its first task.
 pub(crate) fn insert_many(tx: &Connection, p: &TaskInsertParams) -> Result<Vec<TaskInserted>> {
-    insert_many_after(tx, p, &HashMap::new())
+    insert_many_after(tx, p, &mut Made::default())
 }
 
-/// [`insert_many`] for tasks whose parents include tasks this transaction made, `made` with
-/// the states they were made in: those are not read again.
+/// [`insert_many`] for tasks whose parents include tasks this transaction made, as `made`
+/// says: those are not read again, tasks with the same parents as tasks made before share
+/// their wait, and a task that waits for all of a wait's tasks waits for the wait. Notes the
+/// tasks it makes in `made`.
 pub(crate) fn insert_many_after(
     tx: &Connection,
     p: &TaskInsertParams,
-    made: &HashMap<TaskId, TaskState>,
+    made: &mut Made,
 ) -> Result<Vec<TaskInserted>> {
+    made.next_insert();
     let mut out = Vec::with_capacity(p.tasks.len());
     let mut pending: Vec<Row<'_>> = Vec::with_capacity(ROWS_PER_STATEMENT.min(p.tasks.len()));
     let states = parents_of_unkeyed(tx, &p.tasks, made)?;
-    // The tasks with parents among the rows: where their answer goes, and how they start.
-    let mut children: Vec<(usize, &TaskInsert, ParentStates, Start)> = Vec::new();
+    // The wait of each task, by its place among the answers.
+    let mut waits: Vec<Option<WaitId>> = Vec::with_capacity(p.tasks.len());
     for t in &p.tasks {
         if t.task.unique_key.is_some() {
             write_rows(tx, &mut pending, &mut out)?;
             out.push(insert_one(tx, t, p.now)?);
+            waits.push(None);
             continue;
         }
         let mut row = Row::new(t, p.now)?;
         if !t.task.depends_on.is_empty() {
             let parents: ParentStates = (t.task.depends_on.iter())
-                .map(|id| (*id, states.get(id).or_else(|| made.get(id)).copied()))
+                .map(|id| (*id, states.get(id).copied().or_else(|| made.state(*id))))
                 .collect();
             let run_at = t.task.run_at.unwrap_or(p.now);
-            let start =
-                rules::dependents::at_enqueue(&parents, t.task.on_parent_failure, run_at, p.now)?;
+            let then = t.task.on_parent_failure;
+            let start = rules::dependents::at_enqueue(&parents, then, run_at, p.now)?;
             row.state = start.state;
-            children.push((out.len() + pending.len(), t, parents, start));
+            row.wait = Some(made.wait_for(tx, &t.task.depends_on, &parents, then, &start)?);
         }
+        waits.push(row.wait);
         pending.push(row);
         if pending.len() == ROWS_PER_STATEMENT {
             write_rows(tx, &mut pending, &mut out)?;
         }
     }
     write_rows(tx, &mut pending, &mut out)?;
-    let mut links = super::dependents::Links::default();
-    for (at, t, parents, start) in &children {
-        let then = t.task.on_parent_failure;
-        links.add(tx, out[*at].id, parents, then, start, p.now)?;
+    for (ins, wait) in out.iter().zip(&waits) {
+        made.add(ins.id, ins.state, *wait);
     }
-    links.write(tx)?;
+    made.write_cancelled(tx, p.now)?;
     let joined: Vec<(TaskId, sked_core::BatchId, TaskState)> = (p.tasks.iter().zip(&out))
         .filter(|(_, ins)| !ins.duplicate)
         .filter_map(|(t, ins)| Some((ins.id, t.task.batch?, ins.state)))
@@ -377,12 +391,12 @@ pub(crate) fn insert_many_after(
 fn parents_of_unkeyed(
     tx: &Connection,
     tasks: &[TaskInsert],
-    made: &HashMap<TaskId, TaskState>,
+    made: &Made,
 ) -> Result<HashMap<TaskId, TaskState>> {
     let mut all: Vec<TaskId> = (tasks.iter())
         .filter(|t| t.task.unique_key.is_none())
         .flat_map(|t| t.task.depends_on.iter().copied())
-        .filter(|id| !made.contains_key(id))
+        .filter(|id| !made.contains(*id))
         .collect();
     if all.is_empty() {
         return Ok(Default::default());
@@ -410,7 +424,7 @@ fn write_rows(tx: &Connection, rows: &mut Vec<Row<'_>>, out: &mut Vec<TaskInsert
 
 /// Writes `rows` with the statement for as many rows (the `nth` of [`STATEMENT_ROWS`]): the
 /// shared one when every row is plain and shares its values with the first, the plain one when
-/// every row is plain. Their ids are consecutive: the table's ids come from
+/// every row is plain and waits for no parent. Their ids are consecutive: the table's ids come from
 /// `AUTOINCREMENT`, one more than the largest so far for each row in turn, and this
 /// transaction is the only writer.
 fn write_statement(
@@ -429,7 +443,7 @@ fn write_statement(
         }
         return execute(tx, &mut stmt, rows, out);
     }
-    let (sql, per_row) = match plain {
+    let (sql, per_row) = match plain && rows.iter().all(|r| r.wait.is_none()) {
         true => (&PLAIN_INSERTS[nth], PLAIN_PER_ROW),
         false => (&INSERTS[nth], PER_ROW),
     };
@@ -473,7 +487,8 @@ mod tests {
         assert_eq!(
             shared_insert_sql(2),
             "INSERT OR FAIL INTO tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
-             created_at) VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7), (?1, ?2, ?9, ?3, ?4, ?5, ?6, ?7)"
+             created_at, wait) VALUES (?1, ?2, ?9, ?3, ?4, ?5, ?6, ?7, ?8), \
+             (?1, ?2, ?10, ?3, ?4, ?5, ?6, ?7, ?8)"
         );
     }
 }

@@ -554,13 +554,10 @@ pub(crate) fn delete(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<()> {
         return Ok(());
     }
     let list = id_list(ids);
-    let [edges_in, edges_out, waits] = dependents::PRUNE_EDGES;
+    let waits = dependents::waits_of(tx, &list)?;
     for sql in [
         PRUNE_ATTEMPTS,
         PRUNE_TASKS,
-        edges_in,
-        edges_out,
-        waits,
         "DELETE FROM task_progress WHERE task_id IN rarray(?1)",
     ] {
         tx.prepare_cached(sql)
@@ -568,6 +565,7 @@ pub(crate) fn delete(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<()> {
             .execute([&list])
             .map_err(db_err)?;
     }
+    dependents::prune(tx, &list, &waits)?;
     workflows::forget(tx, &list)?;
     batches::forget(tx, &list)
 }

@@ -38,8 +38,8 @@ pub(crate) fn create(tx: &Transaction<'_>, p: WorkflowCreateParams) -> Result<Wo
     let runs = rules::workflows::runs(&p.tasks)?;
     let mut ids: Vec<TaskId> = Vec::with_capacity(p.tasks.len());
     let mut names: Vec<String> = Vec::with_capacity(p.tasks.len());
-    // The states the workflow's tasks were made in: its later tasks' parents, not read again.
-    let mut made = HashMap::with_capacity(p.tasks.len());
+    // The workflow's tasks so far: its later tasks' parents, not read again, and their waits.
+    let mut made = super::dependents::Made::default();
     let mut given = p.tasks.into_iter();
     for run in runs {
         let mut tasks = Vec::with_capacity(run.len());
@@ -48,9 +48,8 @@ pub(crate) fn create(tx: &Transaction<'_>, p: WorkflowCreateParams) -> Result<Wo
             names.push(t.name);
         }
         let params = TaskInsertParams { tasks, now: p.now };
-        for t in super::insert_many_after(tx, &params, &made)? {
+        for t in super::insert_many_after(tx, &params, &mut made)? {
             ids.push(t.id);
-            made.insert(t.id, t.state);
         }
     }
     let members: Vec<[&dyn rusqlite::ToSql; 3]> = (ids.iter().zip(&names))
@@ -187,13 +186,18 @@ pub(crate) fn tasks(conn: &Connection, p: &WorkflowTasksParams) -> Result<Page<W
     let mut after: HashMap<TaskId, Vec<String>> = HashMap::new();
     let mut stmt = conn
         .prepare_cached(
-            "SELECT e.child, p.name FROM task_edges e JOIN workflow_tasks p ON p.task = e.parent \
-             WHERE e.child IN rarray(?1) ORDER BY e.child, e.parent",
+            "SELECT t.id, m.task, m.name FROM tasks t JOIN wait_parents p ON p.wait = t.wait \
+               JOIN workflow_tasks m ON m.task = p.parent WHERE t.id IN rarray(?1) \
+             UNION ALL \
+             SELECT t.id, m.task, m.name FROM tasks t JOIN wait_stages s ON s.wait = t.wait \
+               JOIN tasks q ON q.wait = s.stage JOIN workflow_tasks m ON m.task = q.id \
+             WHERE t.id IN rarray(?1) \
+             ORDER BY 1, 2",
         )
         .map_err(db_err)?;
     let rows = stmt
         .query_map([id_list(&ids)], |r| {
-            Ok((r.get::<_, TaskId>(0)?, r.get::<_, String>(1)?))
+            Ok((r.get::<_, TaskId>(0)?, r.get::<_, String>(2)?))
         })
         .map_err(db_err)?;
     for row in rows {

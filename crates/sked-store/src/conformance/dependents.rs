@@ -513,6 +513,43 @@ pub async fn a_parent_run_again_by_hand_counts_once(store: &Shared) {
     assert_eq!(get(store, c).await.state, TaskState::Available);
 }
 
+/// One random step among `ids`: a finished task retried by hand, a task not started cancelled
+/// by hand (both noted in `by_hand`), or else up to `claims.0` tasks claimed and ended, each a
+/// success with a chance of `claims.1` percent and a retryable failure otherwise.
+async fn random_step(
+    store: &Shared,
+    rng: &mut Rng,
+    ids: &[TaskId],
+    by_hand: &mut std::collections::BTreeSet<TaskId>,
+    claims: (u32, u64),
+    now: Timestamp,
+) {
+    let id = ids[rng.below(ids.len() as u64) as usize];
+    let state = get(store, id).await.state;
+    match rng.below(10) {
+        0 if state.is_finished() => {
+            store.task_retry(TaskRetryParams { id, now }).await.unwrap();
+            by_hand.insert(id);
+        }
+        1 if !state.is_finished() && state != TaskState::Running => {
+            store
+                .task_cancel(TaskCancelParams { id, now })
+                .await
+                .unwrap();
+            by_hand.insert(id);
+        }
+        _ => {
+            for t in claim(store, claims.0, now).await {
+                let outcome = match rng.chance(claims.1) {
+                    true => FinishOutcome::Succeeded { result: None },
+                    false => failed(true),
+                };
+                finish(store, t.id, t.attempt, outcome, now).await.unwrap();
+            }
+        }
+    }
+}
+
 /// The reference for the count of parents a waiting task keeps: on random graphs whose tasks
 /// end every way (successes, failures with and without attempts left, cancels and retries by
 /// hand), after each step a task waits exactly while a parent of its is left uncounted, as its
@@ -540,31 +577,7 @@ pub async fn a_task_waits_exactly_while_a_parent_is_uncounted(store: &Shared) {
         let mut by_hand = std::collections::BTreeSet::new();
         for step in 0..60 {
             let now = base.checked_add(SignedDuration::from_hours(step)).unwrap();
-            let id = ids[rng.below(ids.len() as u64) as usize];
-            match rng.below(10) {
-                0 if get(store, id).await.state.is_finished() => {
-                    store.task_retry(TaskRetryParams { id, now }).await.unwrap();
-                    by_hand.insert(id);
-                }
-                1 if !get(store, id).await.state.is_finished()
-                    && get(store, id).await.state != TaskState::Running =>
-                {
-                    store
-                        .task_cancel(TaskCancelParams { id, now })
-                        .await
-                        .unwrap();
-                    by_hand.insert(id);
-                }
-                _ => {
-                    for t in claim(store, 3, now).await {
-                        let outcome = match rng.chance(60) {
-                            true => FinishOutcome::Succeeded { result: None },
-                            false => failed(true),
-                        };
-                        finish(store, t.id, t.attempt, outcome, now).await.unwrap();
-                    }
-                }
-            }
+            random_step(store, &mut rng, &ids, &mut by_hand, (3, 60), now).await;
             for id in &ids {
                 let t = get(store, *id).await;
                 if by_hand.contains(id) || t.state == TaskState::Cancelled {
@@ -577,6 +590,147 @@ pub async fn a_task_waits_exactly_while_a_parent_is_uncounted(store: &Shared) {
                     t.state,
                     t.waiting_for
                 );
+            }
+        }
+    }
+}
+
+/// A random workflow of stages (tasks made together with the same parents), tasks that wait
+/// for whole stages (alone or with another parent, or for two stages) and tasks with parents
+/// picked at random. The reference is the graph as given: after each step of ends every way
+/// (successes, failures with and without attempts left, cancels and retries by hand), each
+/// task's parents, children and names in the workflow's graph are those given; and a task
+/// not cancelled and not touched by hand waits exactly for its parents that have never ended,
+/// whatever tasks share its count.
+pub async fn stages_wait_as_their_tasks_would_alone(store: &Shared) {
+    for seed in 1..=4u64 {
+        let mut rng = Rng(seed * 7919);
+        let kind = format!("s{seed}");
+        let base = at(seed as i64 * 1_000_000);
+        // Each task: the indices of its parents; and the stages made so far.
+        let mut after: Vec<Vec<usize>> = vec![Vec::new()];
+        let mut stages: Vec<Vec<usize>> = Vec::new();
+        let mut rules: Vec<ParentFailure> = vec![ParentFailure::Cancel];
+        while after.len() < 40 {
+            let n = after.len();
+            let pick = |rng: &mut Rng| rng.below(n as u64) as usize;
+            let stage_of = |rng: &mut Rng, stages: &Vec<Vec<usize>>| {
+                stages[rng.below(stages.len() as u64) as usize].clone()
+            };
+            let (size, parents) = match rng.below(5) {
+                0 | 1 => {
+                    let parents = match stages.is_empty() || rng.chance(50) {
+                        true => vec![pick(&mut rng)],
+                        false => stage_of(&mut rng, &stages),
+                    };
+                    (2 + rng.below(4) as usize, parents)
+                }
+                2 if !stages.is_empty() => {
+                    let mut parents = stage_of(&mut rng, &stages);
+                    if rng.chance(40) {
+                        parents.push(pick(&mut rng));
+                    }
+                    if rng.chance(30) {
+                        parents.extend(stage_of(&mut rng, &stages));
+                    }
+                    (1, parents)
+                }
+                _ => (1, (0..1 + rng.below(3)).map(|_| pick(&mut rng)).collect()),
+            };
+            let mut parents = parents;
+            parents.sort_unstable();
+            parents.dedup();
+            let rule = match rng.chance(50) {
+                true => ParentFailure::Run,
+                false => ParentFailure::Cancel,
+            };
+            if size > 1 {
+                stages.push((n..n + size).collect());
+            }
+            for _ in 0..size {
+                after.push(parents.clone());
+                rules.push(rule);
+            }
+        }
+        let made = store
+            .workflow_create(WorkflowCreateParams {
+                name: Some(kind.clone()),
+                tasks: (after.iter().zip(&rules).enumerate())
+                    .map(|(i, (a, rule))| WorkflowTaskInsert {
+                        name: format!("n{i}"),
+                        after: a.clone(),
+                        insert: task(&kind)
+                            .max_attempts(1 + rng.below(2) as i32)
+                            .on_parent_failure(*rule)
+                            .into(),
+                    })
+                    .collect(),
+                schedule: None,
+                nominal_at: None,
+                now: base,
+            })
+            .await
+            .unwrap();
+        let ids = made.tasks.clone();
+        let parents_of =
+            |i: usize| -> Vec<TaskId> { after[i].iter().map(|p| ids[*p]).collect::<Vec<_>>() };
+        let mut children: Vec<Vec<TaskId>> = vec![Vec::new(); ids.len()];
+        for (i, a) in after.iter().enumerate() {
+            for p in a {
+                children[*p].push(ids[i]);
+            }
+        }
+        let mut ended_once = std::collections::BTreeSet::new();
+        let mut by_hand = std::collections::BTreeSet::new();
+        for step in 0..80 {
+            let now = base.checked_add(SignedDuration::from_hours(step)).unwrap();
+            random_step(store, &mut rng, &ids, &mut by_hand, (4, 65), now).await;
+            let tasks: Vec<Task> = {
+                let mut tasks = Vec::with_capacity(ids.len());
+                for id in &ids {
+                    tasks.push(get(store, *id).await);
+                }
+                tasks
+            };
+            for t in &tasks {
+                if t.state.is_finished() {
+                    ended_once.insert(t.id);
+                }
+            }
+            for (i, t) in tasks.iter().enumerate() {
+                let at = format!("seed {seed}, step {step}, task n{i} ({})", t.id);
+                assert_eq!(t.depends_on, parents_of(i), "{at}: parents");
+                assert_eq!(t.dependents, children[i], "{at}: children");
+                assert_eq!(t.on_parent_failure, rules[i], "{at}: rule");
+                if by_hand.contains(&t.id) || t.state == TaskState::Cancelled {
+                    continue;
+                }
+                let left: Vec<TaskId> = (parents_of(i).into_iter())
+                    .filter(|p| !ended_once.contains(p))
+                    .collect();
+                assert_eq!(
+                    t.state == TaskState::Waiting,
+                    !left.is_empty(),
+                    "{at} is {:?} with parents never ended {left:?}",
+                    t.state
+                );
+                if t.state == TaskState::Waiting {
+                    assert_eq!(t.waiting_for, left, "{at}: waiting for");
+                }
+            }
+            if step % 20 == 0 {
+                let graph = store
+                    .workflow_tasks(WorkflowTasksParams {
+                        id: made.id,
+                        after_id: None,
+                        limit: 1000,
+                    })
+                    .await
+                    .unwrap();
+                for (i, node) in graph.items.iter().enumerate() {
+                    let names: Vec<String> = after[i].iter().map(|p| format!("n{p}")).collect();
+                    assert_eq!(node.after, names, "seed {seed}: n{i}'s names in the graph");
+                }
             }
         }
     }

@@ -88,6 +88,7 @@ macro_rules! conformance_tests {
             every_way_a_parent_ends_reaches_its_children, a_new_task_starts_from_its_parents_states,
             parents_ending_at_once_release_their_child_once,
             a_parent_run_again_by_hand_counts_once, a_task_waits_exactly_while_a_parent_is_uncounted,
+            stages_wait_as_their_tasks_would_alone,
             a_heartbeat_keeps_the_progress_of_the_attempt_that_holds_the_task,
             a_workflow_is_made_whole_and_runs_in_its_order, a_workflow_with_a_missing_parent_makes_nothing,
             a_workflow_fails_is_cancelled_and_goes_with_its_tasks,

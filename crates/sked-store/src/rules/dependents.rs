@@ -53,25 +53,53 @@ fn first_failure(ends: &[(TaskId, TaskState)]) -> Option<(TaskId, TaskState)> {
         .copied()
 }
 
-/// What `ends` (parents of `child` and the state each ended in, each counted once) do to it.
+/// What the ends of some of their parents do to the tasks of a wait: the tasks that share
+/// one count of parents and one failure rule (docs/decisions/0022-tasks-with-the-same-parents-wait-together.md).
+#[derive(Debug, Clone, PartialEq)]
+pub enum WaitChange {
+    /// They wait for the parents left.
+    Wait { parents_left: i32 },
+    /// Every parent is counted: each of them is due (`available`) or waits for its run time
+    /// (`scheduled`), as [`state_for_run_at`] says for its own run time.
+    Release,
+    /// A parent failed and the tasks were to be cancelled then; `error` says which parent.
+    Cancel { error: String },
+}
+
+/// What `ends` (parents and the state each ended in, each counted once) do to tasks that wait
+/// for `parents_left` parents not yet counted, with `on_parent_failure`.
+pub fn count(
+    parents_left: i32,
+    on_parent_failure: ParentFailure,
+    ends: &[(TaskId, TaskState)],
+) -> WaitChange {
+    if on_parent_failure == ParentFailure::Cancel
+        && let Some((parent, state)) = first_failure(ends)
+    {
+        return WaitChange::Cancel {
+            error: parent_failed(parent, state),
+        };
+    }
+    let left = parents_left - ends.len() as i32;
+    if left > 0 {
+        WaitChange::Wait { parents_left: left }
+    } else {
+        WaitChange::Release
+    }
+}
+
+/// What `ends` (parents of `child` and the state each ended in, each counted once) do to it:
+/// [`count`] for a task that waits alone.
 pub fn after_parents(child: &Child, ends: &[(TaskId, TaskState)], now: Timestamp) -> ChildChange {
     if child.state != TaskState::Waiting {
         return ChildChange::Leave;
     }
-    if child.on_parent_failure == ParentFailure::Cancel
-        && let Some((parent, state)) = first_failure(ends)
-    {
-        return ChildChange::Cancel {
-            error: parent_failed(parent, state),
-        };
-    }
-    let left = child.parents_left - ends.len() as i32;
-    if left > 0 {
-        ChildChange::Wait { parents_left: left }
-    } else {
-        ChildChange::Release {
+    match count(child.parents_left, child.on_parent_failure, ends) {
+        WaitChange::Wait { parents_left } => ChildChange::Wait { parents_left },
+        WaitChange::Release => ChildChange::Release {
             state: state_for_run_at(child.run_at, now),
-        }
+        },
+        WaitChange::Cancel { error } => ChildChange::Cancel { error },
     }
 }
 
