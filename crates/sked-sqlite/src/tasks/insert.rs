@@ -40,23 +40,26 @@ fn insert_sql(rows: usize, per_row: usize) -> String {
 }
 
 /// How many values plain rows may share, bound once: every column a plain row writes but the
-/// payload, and its wait, in the order of [`COLUMNS`] (see [`Row::bind_shared`]). The tasks of
-/// a workflow's stage share their wait as they share their kind.
-const SHARED: usize = PLAIN_PER_ROW;
+/// payload, in the order of [`COLUMNS`] (see [`Row::bind_shared`]), and their wait when they
+/// have one: the tasks of a workflow's stage share their wait as they share their kind.
+const SHARED: usize = PLAIN_PER_ROW - 1;
 
 /// `INSERT INTO tasks (…) VALUES (…), …` with `rows` plain rows that share every value but the
-/// payload: those are `?1`–`?8`, in the order of [`COLUMNS`], the payloads `?9` on.
-fn shared_insert_sql(rows: usize) -> String {
-    let columns: Vec<&str> = COLUMNS.split(", ").take(PLAIN_PER_ROW + 1).collect();
+/// payload: those are `?1`–`?7`, in the order of [`COLUMNS`] (and the wait `?8` when
+/// `with_wait`), the payloads after them. Rows without a wait do not name the column: an
+/// enqueue of plain tasks binds nothing more than before tasks had waits.
+fn shared_insert_sql(rows: usize, with_wait: bool) -> String {
+    let shared = SHARED + usize::from(with_wait);
+    let columns: Vec<&str> = COLUMNS.split(", ").take(shared + 1).collect();
     let values: Vec<String> = (0..rows)
         .map(|r| {
-            let mut shared = 0;
+            let mut nth = 0;
             let row: Vec<String> = (columns.iter())
                 .map(|&c| match c {
-                    "payload" => format!("?{}", SHARED + 1 + r),
+                    "payload" => format!("?{}", shared + 1 + r),
                     _ => {
-                        shared += 1;
-                        format!("?{shared}")
+                        nth += 1;
+                        format!("?{nth}")
                     }
                 })
                 .collect();
@@ -78,7 +81,9 @@ static INSERTS: LazyLock<[String; 4]> =
 static PLAIN_INSERTS: LazyLock<[String; 4]> =
     LazyLock::new(|| STATEMENT_ROWS.map(|rows| insert_sql(rows, PLAIN_PER_ROW)));
 static SHARED_INSERTS: LazyLock<[String; 4]> =
-    LazyLock::new(|| STATEMENT_ROWS.map(shared_insert_sql));
+    LazyLock::new(|| STATEMENT_ROWS.map(|rows| shared_insert_sql(rows, false)));
+static SHARED_WAIT_INSERTS: LazyLock<[String; 4]> =
+    LazyLock::new(|| STATEMENT_ROWS.map(|rows| shared_insert_sql(rows, true)));
 
 /// A checked task, ready to be bound to an insert's parameters.
 struct Row<'a> {
@@ -171,10 +176,11 @@ impl<'a> Row<'a> {
         Ok(())
     }
 
-    /// Binds this row's values but the payload to `?1`–`?8`, as [`shared_insert_sql`] names them.
-    fn bind_shared(&self, stmt: &mut Statement<'_>) -> Result<()> {
+    /// Binds this row's values but the payload to `?1`–`?7` (and its wait, if it has one, to
+    /// `?8`), as [`shared_insert_sql`] names them; returns how many it bound.
+    fn bind_shared(&self, stmt: &mut Statement<'_>) -> Result<usize> {
         let task = &self.t.task;
-        let values: [&dyn ToSql; SHARED] = [
+        let values: [&dyn ToSql; SHARED + 1] = [
             &task.queue,
             &task.kind,
             &task.priority,
@@ -184,10 +190,11 @@ impl<'a> Row<'a> {
             &self.now,
             &self.wait,
         ];
-        for (i, v) in values.into_iter().enumerate() {
+        let shared = SHARED + usize::from(self.wait.is_some());
+        for (i, v) in values.into_iter().take(shared).enumerate() {
             stmt.raw_bind_parameter(i + 1, v).map_err(db_err)?;
         }
-        Ok(())
+        Ok(shared)
     }
 }
 
@@ -435,10 +442,14 @@ fn write_statement(
 ) -> Result<()> {
     let plain = rows.iter().all(Row::is_plain);
     if plain && rows.iter().all(|r| r.shares_with(&rows[0])) {
-        let mut stmt = tx.prepare_cached(&SHARED_INSERTS[nth]).map_err(db_err)?;
-        rows[0].bind_shared(&mut stmt)?;
+        let sql = match rows[0].wait {
+            None => &SHARED_INSERTS[nth],
+            Some(_) => &SHARED_WAIT_INSERTS[nth],
+        };
+        let mut stmt = tx.prepare_cached(sql).map_err(db_err)?;
+        let shared = rows[0].bind_shared(&mut stmt)?;
         for (i, row) in rows.iter().enumerate() {
-            stmt.raw_bind_parameter(SHARED + 1 + i, &row.payload)
+            stmt.raw_bind_parameter(shared + 1 + i, &row.payload)
                 .map_err(db_err)?;
         }
         return execute(tx, &mut stmt, rows, out);
@@ -485,7 +496,12 @@ mod tests {
     #[test]
     fn shared_rows_name_the_shared_values_once_and_a_payload_each() {
         assert_eq!(
-            shared_insert_sql(2),
+            shared_insert_sql(2, false),
+            "INSERT OR FAIL INTO tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
+             created_at) VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7), (?1, ?2, ?9, ?3, ?4, ?5, ?6, ?7)"
+        );
+        assert_eq!(
+            shared_insert_sql(2, true),
             "INSERT OR FAIL INTO tasks (queue, kind, payload, priority, state, run_at, max_attempts, \
              created_at, wait) VALUES (?1, ?2, ?9, ?3, ?4, ?5, ?6, ?7, ?8), \
              (?1, ?2, ?10, ?3, ?4, ?5, ?6, ?7, ?8)"
