@@ -59,6 +59,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     ),
     (34, include_str!("../migrations/0034_queue_backoff.sql")),
     (35, include_str!("../migrations/0035_strict_key_order.sql")),
+    (36, include_str!("../migrations/0036_waits.sql")),
 ];
 
 /// A fingerprint of every migration's text: schemas migrated by the same migrations share it.

@@ -334,7 +334,7 @@ pub(crate) async fn withdraw_ahead_many<C: GenericClient + Sync>(
             &format!(
                 "DELETE FROM sked_tasks WHERE schedule = ANY($1) AND state IN {MADE_AHEAD} \
                  AND attempt = 0 AND nominal_at > $2 AND state IN {ACTIVE} \
-                 RETURNING schedule, nominal_at, id"
+                 RETURNING schedule, nominal_at, id, wait"
             ),
             &[&names, &now],
         )
@@ -346,19 +346,20 @@ pub(crate) async fn withdraw_ahead_many<C: GenericClient + Sync>(
     let mut schedules: Vec<String> = Vec::with_capacity(rows.len());
     let mut nominals: Vec<Timestamp> = Vec::with_capacity(rows.len());
     let mut ids: Vec<TaskId> = Vec::with_capacity(rows.len());
+    let mut waits: Vec<Option<i64>> = Vec::with_capacity(rows.len());
     for r in &rows {
         schedules.push(col(r, 0)?);
         nominals.push(col(r, 1)?);
         ids.push(col(r, 2)?);
+        waits.push(col(r, 3)?);
     }
-    // A workflow's edges and membership go with its tasks.
-    for sql in [
-        "DELETE FROM sked_task_edges WHERE child = ANY($1)",
-        "DELETE FROM sked_task_edges WHERE parent = ANY($1)",
-        tasks::workflows::FORGET.as_str(),
-    ] {
-        c.execute(sql, &[&ids]).await.map_err(db_err)?;
-    }
+    // A workflow's waits, edges and membership go with its tasks.
+    c.execute(tasks::dependents::FORGET.as_str(), &[&ids, &waits])
+        .await
+        .map_err(db_err)?;
+    c.execute(tasks::workflows::FORGET.as_str(), &[&ids])
+        .await
+        .map_err(db_err)?;
     c.execute(
         "DELETE FROM sked_occurrences o USING unnest($1::text[], $2::timestamptz[]) AS u(schedule, nominal_at) \
          WHERE o.schedule = u.schedule AND o.nominal_at = u.nominal_at",

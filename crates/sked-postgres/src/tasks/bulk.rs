@@ -184,15 +184,22 @@ pub(crate) async fn batch(
 /// Deletes the tasks `ids`, locked by the caller and finished, with their attempts, edges,
 /// progress and memberships, as retention removes them.
 pub(crate) async fn delete(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<()> {
-    tx.execute(
-        &format!("DELETE FROM sked_tasks t WHERE t.id = ANY($1) AND t.state IN {FINISHED}"),
-        &[&ids],
-    )
-    .await
-    .map_err(db_err)?;
+    let rows = tx
+        .query(
+            &format!(
+                "DELETE FROM sked_tasks t WHERE t.id = ANY($1) AND t.state IN {FINISHED} \
+                 RETURNING t.wait"
+            ),
+            &[&ids],
+        )
+        .await
+        .map_err(db_err)?;
+    let waits: Vec<Option<i64>> = rows.iter().map(|r| col(r, 0)).collect::<Result<_>>()?;
+    tx.execute(super::dependents::FORGET.as_str(), &[&ids, &waits])
+        .await
+        .map_err(db_err)?;
     for sql in [
         "DELETE FROM sked_task_attempts WHERE task_id = ANY($1)",
-        "DELETE FROM sked_task_edges WHERE child = ANY($1) OR parent = ANY($1)",
         "DELETE FROM sked_task_progress WHERE task_id = ANY($1)",
         &super::workflows::FORGET,
     ] {

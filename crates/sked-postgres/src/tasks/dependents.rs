@@ -1,29 +1,36 @@
-//! Tasks that wait for tasks: a new task's edges to its parents, and what a parent's end does
-//! to the tasks waiting for it, in the ending's transaction (the rules:
-//! `sked_store::rules::dependents`).
+//! Tasks that wait for tasks, in waits: the tasks made with the same parents share one count
+//! of parents not yet counted, one failure rule and the parents' edges
+//! (docs/decisions/0022-tasks-with-the-same-parents-wait-together.md). A wait waits for tasks
+//! one by one (`sked_wait_parents`) or for every task of another wait (`sked_wait_stages`: the
+//! fan-in after a stage); what a parent's end does to the waits it reaches is decided in the
+//! ending's transaction (the rules: `sked_store::rules::dependents`).
 //!
-//! The insert of a child sets `has_children` on its parents, so it takes their row locks (in
-//! id order) and reads their states under them: an ending that races it either committed
-//! first (the insert sees the end) or waits for the insert's commit (and then sees the flag,
-//! and the edges with its next statement). A release locks the children in id order before it
-//! counts them down, so two last parents ending at once cannot both miss that they were last.
+//! The insert of a task with parents sets `has_children` on its parents, so it takes their
+//! row locks (in id order) and reads their states under them: an ending that races it either
+//! committed first (the insert sees the end) or waits for the insert's commit (and then sees
+//! the flag, and the edges with its next statement). A release locks the waits it reaches in
+//! id order before it counts them down, so two last parents ending at once cannot both miss
+//! that they were last.
 //!
-//! An end reads its edges and counts the children down (`parents_left`); it does not write
-//! the edges. An edge's `done` says its parent's end was counted before the parent's present
-//! life (the parent had ended when the child was made, or ended and was retried by hand), so
-//! an end counts only the edges without it.
+//! An end reads its edges and counts the waits down; it does not write the edges. An edge's
+//! `done`, or a (task, wait) pair in `sked_wait_counted` for a task of a stage, says the
+//! parent's end was counted before its present life (it had ended when the wait was made, or
+//! ended and was retried by hand), so an end counts each wait once.
 
 use std::collections::{BTreeMap, HashMap};
 
 use deadpool_postgres::Transaction;
 use jiff::Timestamp;
 use sked_core::{ParentFailure, Task, TaskId, TaskState};
-use sked_store::rules::dependents::{self, ChildChange, ParentStates, Start};
+use sked_store::rules::dependents::{self, Start, WaitChange};
 use sked_store::states::ACTIVE;
 use sked_store::*;
 use tokio_postgres::GenericClient;
 
 use crate::codec::{col, db_err, state};
+
+/// A wait: tasks that share one count of parents and one failure rule.
+pub(crate) type WaitId = i64;
 
 /// Sets `has_children` on `parents`, under their row locks taken in id order, and returns
 /// their states in the order given (`None`: no such task).
@@ -50,61 +57,222 @@ pub(crate) async fn lock_parents<C: GenericClient + Sync>(
         .collect())
 }
 
-/// Writes the edges of the new tasks `children` to their parents (as [`lock_parents`] read
-/// them), one statement however many.
-pub(crate) async fn write_edges<C: GenericClient + Sync>(
-    c: &C,
-    children: &[TaskId],
-    links: &[(ParentStates, ParentFailure, Start)],
-) -> Result<()> {
-    let (mut child, mut parent, mut done) = (Vec::new(), Vec::new(), Vec::new());
-    for (&id, (parents, ..)) in children.iter().zip(links) {
-        for (p, s) in parents {
-            child.push(id);
-            parent.push(*p);
-            done.push(s.is_some_and(TaskState::is_finished));
-        }
-    }
-    c.execute(
-        "INSERT INTO sked_task_edges (child, parent, done) \
-         SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bool[])",
-        &[&child, &parent, &done],
-    )
-    .await
-    .map_err(db_err)?;
-    Ok(())
+/// What a transaction has made so far: the states of its tasks (later tasks' parents, not read
+/// or locked again), and its waits, so that a task that waits for all the tasks of a wait this
+/// transaction made waits for the wait.
+#[derive(Default)]
+pub(crate) struct Made {
+    states: HashMap<TaskId, TaskState>,
+    /// The wait of each task made with one.
+    waits: HashMap<TaskId, WaitId>,
+    /// How many tasks each wait was made with; `None` once one of them started ended.
+    sizes: HashMap<WaitId, Option<usize>>,
 }
 
-/// [`write_edges`] for a task inserted on its own (with a unique key), and what
-/// [`dependents::at_enqueue`] made of its parents written to its row.
+impl Made {
+    /// The tasks made, with the states they were made in.
+    pub(crate) fn states(&self) -> &HashMap<TaskId, TaskState> {
+        &self.states
+    }
+
+    /// Notes a task made in `state` with `wait`.
+    fn add(&mut self, id: TaskId, state: TaskState, wait: Option<WaitId>) {
+        self.states.insert(id, state);
+        if let Some(w) = wait {
+            self.waits.insert(id, w);
+            let size = self.sizes.entry(w).or_insert(Some(0));
+            *size = size.filter(|_| !state.is_finished()).map(|n| n + 1);
+        }
+    }
+
+    /// The waits this transaction made all of whose tasks are among `parents`: two or more,
+    /// none ended as it was made.
+    fn stages_among(&self, parents: &[(TaskId, Option<TaskState>)]) -> Vec<WaitId> {
+        let mut found: HashMap<WaitId, usize> = HashMap::new();
+        for (p, _) in parents {
+            if let Some(w) = self.waits.get(p) {
+                *found.entry(*w).or_default() += 1;
+            }
+        }
+        let mut stages: Vec<WaitId> = (found.into_iter())
+            .filter(|(w, n)| *n >= 2 && self.sizes.get(w) == Some(&Some(*n)))
+            .map(|(w, _)| w)
+            .collect();
+        stages.sort_unstable();
+        stages
+    }
+}
+
+/// The waits of the tasks of one insert: tasks with the same parents and failure rule share
+/// one. Their ids are taken before the tasks' rows are written (each row names its wait), and
+/// the waits with their edges after, with one statement.
+#[derive(Default)]
+pub(crate) struct NewWaits {
+    by_parents: HashMap<(Vec<TaskId>, bool), usize>,
+    /// Each wait's parents not yet ended and whether its tasks run anyway.
+    left: Vec<i32>,
+    run_anyway: Vec<bool>,
+    /// Its parents (with whether each had ended) and the waits whose tasks it waits for.
+    parents: Vec<Vec<(TaskId, bool)>>,
+    stages: Vec<Vec<WaitId>>,
+    /// Each task's wait, by place (an index into the lists above; none without parents).
+    of_task: Vec<Option<usize>>,
+}
+
+impl NewWaits {
+    /// Notes the next task, whose parents (with their states) `parents` are, starting as
+    /// `start` says: in the wait of an earlier task of the insert with the same parents and
+    /// rule, or a new one; none when it has no parents.
+    pub(crate) fn add(
+        &mut self,
+        made: &Made,
+        parents: &[(TaskId, Option<TaskState>)],
+        then: ParentFailure,
+        start: &Start,
+    ) {
+        if parents.is_empty() {
+            self.of_task.push(None);
+            return;
+        }
+        let key = (parents.iter().map(|(p, _)| *p).collect(), !then.is_cancel());
+        let n = self.left.len();
+        let w = *self.by_parents.entry(key).or_insert(n);
+        if w == n {
+            let stages = made.stages_among(parents);
+            let loose = (parents.iter())
+                .filter(|(p, _)| !made.waits.get(p).is_some_and(|w| stages.contains(w)))
+                .map(|(p, s)| (*p, s.is_some_and(TaskState::is_finished)))
+                .collect();
+            self.left.push(start.parents_left);
+            self.run_anyway.push(!then.is_cancel());
+            self.parents.push(loose);
+            self.stages.push(stages);
+        }
+        self.of_task.push(Some(w));
+    }
+
+    /// Takes the waits' ids from their sequence; returns each task's wait id, by place.
+    pub(crate) async fn number<C: GenericClient + Sync>(
+        &self,
+        c: &C,
+    ) -> Result<Vec<Option<WaitId>>> {
+        let n = self.left.len() as i64;
+        if n == 0 {
+            return Ok(vec![None; self.of_task.len()]);
+        }
+        let rows = c
+            .query(
+                "SELECT nextval('sked_waits_id_seq') FROM generate_series(1, $1::bigint)",
+                &[&n],
+            )
+            .await
+            .map_err(db_err)?;
+        let ids: Vec<WaitId> = rows.iter().map(|r| col(r, 0)).collect::<Result<_>>()?;
+        Ok(self.of_task.iter().map(|w| w.map(|w| ids[w])).collect())
+    }
+
+    /// Writes the waits of the tasks `tasks` (made in the states `states`), whose wait ids
+    /// [`NewWaits::number`] gave as `waits`, with their edges, and notes the tasks in `made`.
+    pub(crate) async fn write<C: GenericClient + Sync>(
+        &self,
+        c: &C,
+        made: &mut Made,
+        tasks: &[(TaskId, TaskState)],
+        waits: &[Option<WaitId>],
+    ) -> Result<()> {
+        for ((id, s), w) in tasks.iter().zip(waits) {
+            made.add(*id, *s, *w);
+        }
+        if self.left.is_empty() {
+            return Ok(());
+        }
+        let mut ids: Vec<WaitId> = vec![0; self.left.len()];
+        let (mut task_ids, mut task_waits) = (Vec::new(), Vec::new());
+        for ((&w, &id), (task, _)) in self.of_task.iter().zip(waits).zip(tasks) {
+            if let (Some(w), Some(id)) = (w, id) {
+                ids[w] = id;
+                task_ids.push(*task);
+                task_waits.push(id);
+            }
+        }
+        let (mut parent, mut parent_wait, mut done) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut stage, mut stage_wait) = (Vec::new(), Vec::new());
+        for (w, id) in ids.iter().enumerate() {
+            for (p, d) in &self.parents[w] {
+                parent.push(*p);
+                parent_wait.push(*id);
+                done.push(*d);
+            }
+            for s in &self.stages[w] {
+                stage.push(*s);
+                stage_wait.push(*id);
+            }
+        }
+        c.execute(
+            "WITH w AS (INSERT INTO sked_waits (id, parents_left, run_anyway, tasks) \
+               SELECT w.id, w.left_, w.run_anyway, m.tasks \
+               FROM unnest($1::bigint[], $2::int[], $3::bool[]) AS w(id, left_, run_anyway) \
+               JOIN (SELECT wait, array_agg(task ORDER BY task) AS tasks \
+                     FROM unnest($4::bigint[], $5::bigint[]) AS u(task, wait) GROUP BY wait) m \
+                 ON m.wait = w.id), \
+             p AS (INSERT INTO sked_wait_parents (parent, wait, done) \
+               SELECT * FROM unnest($6::bigint[], $7::bigint[], $8::bool[])) \
+             INSERT INTO sked_wait_stages (stage, wait) \
+               SELECT * FROM unnest($9::bigint[], $10::bigint[])",
+            &[
+                &ids,
+                &self.left,
+                &self.run_anyway,
+                &task_ids,
+                &task_waits,
+                &parent,
+                &parent_wait,
+                &done,
+                &stage,
+                &stage_wait,
+            ],
+        )
+        .await
+        .map_err(db_err)?;
+        Ok(())
+    }
+}
+
+/// A task inserted on its own (with a unique key) in a wait of its own: its wait and edges,
+/// and what [`dependents::at_enqueue`] made of its parents written to its row.
 pub(crate) async fn link<C: GenericClient + Sync>(
     c: &C,
-    child: TaskId,
-    link: (ParentStates, ParentFailure, Start),
+    task: TaskId,
+    parents: &[(TaskId, Option<TaskState>)],
+    then: ParentFailure,
+    start: &Start,
     now: Timestamp,
 ) -> Result<()> {
-    let (parents, then, start) = link;
+    let mut waits = NewWaits::default();
+    waits.add(&Made::default(), parents, then, start);
+    let wait = waits.number(c).await?;
     let finished = start.state.is_finished().then_some(now);
-    let on_failure = (!then.is_cancel()).then_some(then.as_str());
     c.execute(
-        "UPDATE sked_tasks SET state = $2, parents_left = $3, on_parent_failure = $4, \
-           last_error = $5, finished_at = $6 WHERE id = $1",
+        "UPDATE sked_tasks SET state = $2, wait = $3, last_error = $4, finished_at = $5 \
+         WHERE id = $1",
         &[
-            &child,
+            &task,
             &start.state.as_str(),
-            &start.parents_left,
-            &on_failure,
+            &wait[0],
             &start.error,
             &finished,
         ],
     )
     .await
     .map_err(db_err)?;
-    write_edges(c, &[child], &[(parents, then, start)]).await
+    waits
+        .write(c, &mut Made::default(), &[(task, start.state)], &wait)
+        .await
 }
 
 /// What the ends in `ended` (tasks and the state each ended in; others are skipped) do to the
-/// tasks waiting for them, and so on down the graph. Released tasks are announced on `channel`.
+/// tasks waiting for them, and so on down the graph: each wait they reach, locked in id order,
+/// is counted down, released or cancelled. Released tasks are announced on `channel`.
 pub(crate) async fn release(
     tx: &Transaction<'_>,
     channel: &str,
@@ -113,7 +281,7 @@ pub(crate) async fn release(
 ) -> Result<()> {
     let mut ended: Vec<(TaskId, TaskState)> =
         ended.into_iter().filter(|(_, s)| s.is_finished()).collect();
-    // Every end, those cascaded to children included, for the batches they belong to.
+    // Every end, those cascaded to waiting tasks included, for the batches they belong to.
     let mut all = ended.clone();
     let mut released: Option<Timestamp> = None;
     let mut due = false;
@@ -121,85 +289,82 @@ pub(crate) async fn release(
         let states: HashMap<TaskId, TaskState> = ended.iter().copied().collect();
         let ids: Vec<TaskId> = ended.iter().map(|(id, _)| *id).collect();
         ended.clear();
-        let edges = tx
-            .query(
-                "SELECT child, parent FROM sked_task_edges WHERE parent = ANY($1) AND NOT done",
-                &[&ids],
-            )
-            .await
-            .map_err(db_err)?;
-        let mut by_child: BTreeMap<TaskId, Vec<(TaskId, TaskState)>> = BTreeMap::new();
-        for r in &edges {
+        let reached = tx.query(WAITS_REACHED, &[&ids]).await.map_err(db_err)?;
+        let mut by_wait: BTreeMap<WaitId, Vec<(TaskId, TaskState)>> = BTreeMap::new();
+        for r in &reached {
             let parent: TaskId = col(r, 1)?;
-            by_child
+            by_wait
                 .entry(col(r, 0)?)
                 .or_default()
                 .push((parent, states[&parent]));
         }
-        if by_child.is_empty() {
+        if by_wait.is_empty() {
             break;
         }
-        let children: Vec<TaskId> = by_child.keys().copied().collect();
+        let waits: Vec<WaitId> = by_wait.keys().copied().collect();
         let rows = tx
             .query(
-                "SELECT id, state, parents_left, on_parent_failure, run_at FROM sked_tasks \
+                "SELECT id, parents_left, run_anyway FROM sked_waits \
                  WHERE id = ANY($1) ORDER BY id FOR UPDATE",
-                &[&children],
+                &[&waits],
             )
             .await
             .map_err(db_err)?;
-        let mut change = Changes::default();
+        let (mut counted, mut left) = (Vec::new(), Vec::new());
+        let mut release = Vec::new();
+        let (mut cancel, mut error) = (Vec::new(), Vec::new());
         for r in &rows {
-            let then: Option<String> = col(r, 3)?;
-            let child = dependents::Child {
-                id: col(r, 0)?,
-                state: state(&col::<String>(r, 1)?)?,
-                parents_left: col(r, 2)?,
-                on_parent_failure: match then.as_deref() {
-                    Some("run") => ParentFailure::Run,
-                    _ => ParentFailure::Cancel,
-                },
-                run_at: col(r, 4)?,
+            let wait: WaitId = col(r, 0)?;
+            let then = match col::<bool>(r, 2)? {
+                true => ParentFailure::Run,
+                false => ParentFailure::Cancel,
             };
-            let (state, left, error) =
-                match dependents::after_parents(&child, &by_child[&child.id], now) {
-                    ChildChange::Leave => continue,
-                    ChildChange::Wait { parents_left } => (TaskState::Waiting, parents_left, None),
-                    ChildChange::Release { state } => {
-                        released = Some(released.map_or(child.run_at, |r| r.min(child.run_at)));
-                        due |= state == TaskState::Available;
-                        (state, 0, None)
-                    }
-                    ChildChange::Cancel { error } => {
-                        ended.push((child.id, TaskState::Cancelled));
-                        all.push((child.id, TaskState::Cancelled));
-                        (TaskState::Cancelled, child.parents_left, Some(error))
-                    }
-                };
-            change.id.push(child.id);
-            change.state.push(state.as_str().to_string());
-            change.left.push(left);
-            change.finished_at.push(state.is_finished().then_some(now));
-            change.error.push(error);
+            match dependents::count(col(r, 1)?, then, &by_wait[&wait]) {
+                WaitChange::Wait { parents_left } => {
+                    counted.push(wait);
+                    left.push(parents_left);
+                }
+                WaitChange::Release => {
+                    counted.push(wait);
+                    left.push(0);
+                    release.push(wait);
+                }
+                WaitChange::Cancel { error: e } => {
+                    cancel.push(wait);
+                    error.push(e);
+                }
+            }
         }
-        if !change.id.is_empty() {
-            tx.execute(
-                "UPDATE sked_tasks t SET state = u.state, parents_left = u.left_, \
-                   finished_at = coalesce(u.finished_at, t.finished_at), \
-                   last_error = coalesce(u.error, t.last_error) \
-                 FROM unnest($1::bigint[], $2::text[], $3::int[], $4::timestamptz[], $5::text[]) \
-                   AS u(id, state, left_, finished_at, error) \
-                 WHERE t.id = u.id AND t.state = 'waiting'",
-                &[
-                    &change.id,
-                    &change.state,
-                    &change.left,
-                    &change.finished_at,
-                    &change.error,
-                ],
+        let rows = tx
+            .query(
+                "WITH counts AS (UPDATE sked_waits w SET parents_left = u.left_ \
+                   FROM unnest($1::bigint[], $2::int[]) AS u(id, left_) WHERE w.id = u.id), \
+                 released AS (UPDATE sked_tasks t \
+                   SET state = CASE WHEN t.run_at <= $4 THEN 'available' ELSE 'scheduled' END \
+                   WHERE t.wait = ANY($3) AND t.state = 'waiting' RETURNING t.run_at), \
+                 cancelled AS (UPDATE sked_tasks t SET state = 'cancelled', finished_at = $4, \
+                   last_error = u.error \
+                   FROM unnest($5::bigint[], $6::text[]) AS u(wait, error) \
+                   WHERE t.wait = u.wait AND t.state = 'waiting' RETURNING t.id) \
+                 SELECT NULL::bigint, min(run_at), bool_or(run_at <= $4) FROM released \
+                 UNION ALL SELECT id, NULL, NULL FROM cancelled",
+                &[&counted, &left, &release, &now, &cancel, &error],
             )
             .await
             .map_err(db_err)?;
+        for r in &rows {
+            match col::<Option<TaskId>>(r, 0)? {
+                Some(id) => {
+                    ended.push((id, TaskState::Cancelled));
+                    all.push((id, TaskState::Cancelled));
+                }
+                None => {
+                    if let Some(at) = col::<Option<Timestamp>>(r, 1)? {
+                        released = Some(released.map_or(at, |r| r.min(at)));
+                        due |= col::<Option<bool>>(r, 2)?.unwrap_or(false);
+                    }
+                }
+            }
         }
     }
     if let Some(run_at) = released {
@@ -222,11 +387,24 @@ pub(crate) async fn release(
     super::batches::ended(&**tx, channel, &all, now).await
 }
 
-/// Marks the edges of `parent`, which has ended and is about to run again by hand, counted:
-/// its children heard of its end, and its next end must not count them again.
+/// The waits the ends of tasks `$1` count: those that wait for an ended task and have not
+/// counted it, and those that wait for the whole of an ended task's wait and have not counted
+/// it; each with the ended task.
+const WAITS_REACHED: &str = "SELECT p.wait, p.parent FROM sked_wait_parents p \
+    WHERE p.parent = ANY($1) AND NOT p.done \
+    UNION ALL \
+    SELECT s.wait, t.id FROM sked_tasks t JOIN sked_wait_stages s ON s.stage = t.wait \
+    WHERE t.id = ANY($1) AND NOT EXISTS \
+      (SELECT 1 FROM sked_wait_counted c WHERE c.task = t.id AND c.wait = s.wait)";
+
+/// Marks the ends of `parent`, which has ended and is about to run again by hand, counted: the
+/// waits that waited for it heard of its end, and its next end must not count them again.
 pub(crate) async fn counted<C: GenericClient + Sync>(c: &C, parent: TaskId) -> Result<()> {
     c.execute(
-        "UPDATE sked_task_edges SET done = true WHERE parent = $1 AND NOT done",
+        "WITH d AS (UPDATE sked_wait_parents SET done = true WHERE parent = $1 AND NOT done) \
+         INSERT INTO sked_wait_counted (task, wait) \
+         SELECT t.id, s.wait FROM sked_tasks t JOIN sked_wait_stages s ON s.stage = t.wait \
+         WHERE t.id = $1 ON CONFLICT DO NOTHING",
         &[&parent],
     )
     .await
@@ -234,42 +412,50 @@ pub(crate) async fn counted<C: GenericClient + Sync>(c: &C, parent: TaskId) -> R
     Ok(())
 }
 
-/// The changes to waiting children, as parallel arrays.
-#[derive(Default)]
-struct Changes {
-    id: Vec<TaskId>,
-    state: Vec<String>,
-    left: Vec<i32>,
-    finished_at: Vec<Option<Timestamp>>,
-    error: Vec<Option<String>>,
-}
-
 /// Fills in `task`'s parents (all, and those it still waits for) and children, each in id
-/// order, and what a failed parent does to it.
+/// order, and what a failed parent does to it: through its wait's edges (its parents one by
+/// one, and the tasks of the waits it waits for whole), and the waits that wait for it.
 pub(crate) async fn family<C: GenericClient + Sync>(c: &C, task: &mut Task) -> Result<()> {
     let rows = c
         .query(
-            &format!("SELECT (SELECT on_parent_failure FROM sked_tasks WHERE id = $1), NULL::bigint, NULL::bool \
-             UNION ALL (SELECT NULL, e.parent, NOT e.done AND coalesce(p.state IN {ACTIVE}, false) \
-               FROM sked_task_edges e LEFT JOIN sked_tasks p ON p.id = e.parent \
-               WHERE e.child = $1 ORDER BY e.parent) \
-             UNION ALL (SELECT 'child', child, NULL FROM sked_task_edges WHERE parent = $1 ORDER BY child)"),
+            &format!(
+                "WITH me AS (SELECT t.id, t.wait, w.run_anyway FROM sked_tasks t \
+                   LEFT JOIN sked_waits w ON w.id = t.wait WHERE t.id = $1) \
+                 SELECT 'rule', NULL::bigint, (SELECT run_anyway FROM me) \
+                 UNION ALL \
+                 SELECT 'parent', p.parent, NOT p.done AND coalesce(q.state IN {ACTIVE}, false) \
+                   FROM sked_wait_parents p LEFT JOIN sked_tasks q ON q.id = p.parent \
+                   WHERE p.wait = (SELECT wait FROM me) \
+                 UNION ALL \
+                 SELECT 'parent', q.id, q.state IN {ACTIVE} AND NOT EXISTS \
+                     (SELECT 1 FROM sked_wait_counted k WHERE k.task = q.id AND k.wait = s.wait) \
+                   FROM sked_wait_stages s JOIN sked_waits m ON m.id = s.stage \
+                   JOIN sked_tasks q ON q.id = ANY(m.tasks) \
+                   WHERE s.wait = (SELECT wait FROM me) \
+                 UNION ALL \
+                 SELECT 'child', x.id, NULL FROM ( \
+                   SELECT w.tasks FROM sked_wait_parents p JOIN sked_waits w ON w.id = p.wait \
+                     WHERE p.parent = $1 \
+                   UNION ALL \
+                   SELECT w.tasks FROM sked_wait_stages s JOIN sked_waits w ON w.id = s.wait \
+                     WHERE s.stage = (SELECT wait FROM me)) c \
+                   JOIN sked_tasks x ON x.id = ANY(c.tasks)"
+            ),
             &[&task.id],
         )
         .await
         .map_err(db_err)?;
-    for (i, r) in rows.iter().enumerate() {
-        let tag: Option<String> = col(r, 0)?;
-        if i == 0 {
-            if tag.as_deref() == Some("run") {
-                task.on_parent_failure = ParentFailure::Run;
+    for r in &rows {
+        let tag: &str = r.get(0);
+        match tag {
+            "rule" => {
+                if col::<Option<bool>>(r, 2)? == Some(true) {
+                    task.on_parent_failure = ParentFailure::Run;
+                }
             }
-            continue;
-        }
-        let id: TaskId = col(r, 1)?;
-        match tag.as_deref() {
-            Some("child") => task.dependents.push(id),
+            "child" => task.dependents.push(col(r, 1)?),
             _ => {
+                let id: TaskId = col(r, 1)?;
                 task.depends_on.push(id);
                 if col::<bool>(r, 2)? {
                     task.waiting_for.push(id);
@@ -284,6 +470,7 @@ pub(crate) async fn family<C: GenericClient + Sync>(c: &C, task: &mut Task) -> R
         &mut task.dependents,
     ] {
         ids.sort_unstable();
+        ids.dedup();
     }
     Ok(())
 }
@@ -303,9 +490,17 @@ pub(crate) async fn fill_waiting_for<C: GenericClient + Sync>(
     let rows = c
         .query(
             &format!(
-                "SELECT e.child, e.parent FROM sked_task_edges e JOIN sked_tasks p ON p.id = e.parent \
-                 WHERE e.child = ANY($1) AND NOT e.done AND p.state IN {ACTIVE} \
-                 ORDER BY e.child, e.parent"
+                "SELECT t.id, p.parent FROM sked_tasks t \
+                   JOIN sked_wait_parents p ON p.wait = t.wait \
+                   JOIN sked_tasks q ON q.id = p.parent \
+                 WHERE t.id = ANY($1) AND NOT p.done AND q.state IN {ACTIVE} \
+                 UNION ALL \
+                 SELECT t.id, q.id FROM sked_tasks t \
+                   JOIN sked_wait_stages s ON s.wait = t.wait \
+                   JOIN sked_waits m ON m.id = s.stage JOIN sked_tasks q ON q.id = ANY(m.tasks) \
+                 WHERE t.id = ANY($1) AND q.state IN {ACTIVE} AND NOT EXISTS \
+                   (SELECT 1 FROM sked_wait_counted k WHERE k.task = q.id AND k.wait = s.wait) \
+                 ORDER BY 1, 2"
             ),
             &[&waiting],
         )
@@ -322,3 +517,30 @@ pub(crate) async fn fill_waiting_for<C: GenericClient + Sync>(
     }
     Ok(())
 }
+
+/// The data-modifying parts of a statement that removes what the tasks `ids` (an SQL list of
+/// ids: tasks being deleted in the same statement, or to be deleted after it) with the waits
+/// `waits` (an SQL list) leave of the graph: their ends counted, the edges from them, and each
+/// of their waits left with no other task, with its edges.
+pub(crate) fn forget_sql(ids: &str, waits: &str) -> String {
+    format!(
+        "waits_gone AS (DELETE FROM sked_waits w WHERE w.id IN ({waits}) AND NOT EXISTS \
+           (SELECT 1 FROM sked_tasks x WHERE x.id = ANY(w.tasks) AND x.id NOT IN ({ids})) \
+           RETURNING w.id), \
+         wait_parents_gone AS (DELETE FROM sked_wait_parents WHERE parent IN ({ids}) \
+           OR wait IN (SELECT id FROM waits_gone)), \
+         wait_stages_gone AS (DELETE FROM sked_wait_stages \
+           WHERE wait IN (SELECT id FROM waits_gone) OR stage IN (SELECT id FROM waits_gone)), \
+         wait_counted_gone AS (DELETE FROM sked_wait_counted WHERE task IN ({ids}) \
+           OR wait IN (SELECT id FROM waits_gone))"
+    )
+}
+
+/// Removes what the deleted tasks `$1` with the waits `$2` leave of the graph
+/// ([`forget_sql`]).
+pub(crate) static FORGET: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH {} SELECT 1",
+        forget_sql("SELECT unnest($1::bigint[])", "SELECT unnest($2::bigint[])")
+    )
+});

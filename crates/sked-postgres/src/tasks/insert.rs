@@ -11,6 +11,7 @@ use sked_store::*;
 use tokio_postgres::GenericClient;
 
 use super::Param;
+use super::dependents::{Made, NewWaits};
 use super::insert_without_keys::{
     BulkParams, CHILDREN, Columns, INSERTS, QUIET_INSERTS, SHAPES, answers, shape,
 };
@@ -53,7 +54,8 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
         .collect();
     if !children.is_empty() {
         let tasks = children.iter().map(|&i| (&tasks[i], &[][..]));
-        let inserted = insert_children(c, channel, tasks, &HashMap::new(), &[], now).await?;
+        let made = &mut Made::default();
+        let inserted = insert_children(c, channel, tasks, made, &[], now).await?;
         for (k, answer) in inserted.into_iter().enumerate() {
             out[children[k]] = Some(answer);
         }
@@ -86,20 +88,22 @@ fn is_plain(t: &TaskInsert) -> bool {
 /// Inserts tasks with parents and without unique keys, together: every parent of any of them
 /// locked and flagged at once (in id order), each task's start from its parents'
 /// ([`rules::dependents::at_enqueue`]: its state, parents left, error) written with its row in
-/// one statement, then their edges. Each task comes with parents of its own besides its
-/// `depends_on` (a workflow's, by id). Parents in `fresh` (with their states) were inserted in
-/// this transaction, which alone sees them: they are neither locked nor flagged, and
-/// `has_children` (by task, or empty for none) flags the tasks that are such parents.
+/// one statement, then their waits (tasks with the same parents share one) with their edges.
+/// Each task comes with parents of its own besides its `depends_on` (a workflow's, by id).
+/// Parents in `made` were inserted in this transaction, which alone sees them: they are
+/// neither locked nor flagged, and `has_children` (by task, or empty for none) flags the tasks
+/// that are such parents. Notes the tasks it makes in `made`.
 async fn insert_children<'a, C: GenericClient + Sync>(
     c: &C,
     channel: &str,
     tasks: impl Iterator<Item = (&'a TaskInsert, &'a [TaskId])> + Clone,
-    fresh: &HashMap<TaskId, TaskState>,
+    made: &mut Made,
     has_children: &[bool],
     now: Timestamp,
 ) -> Result<Vec<TaskInserted>> {
     let parents_of =
         |(t, more): (&'a TaskInsert, &'a [TaskId])| t.task.depends_on.iter().chain(more).copied();
+    let fresh = made.states();
     let mut all: Vec<TaskId> = (tasks.clone())
         .flat_map(parents_of)
         .filter(|id| !fresh.contains_key(id))
@@ -110,21 +114,24 @@ async fn insert_children<'a, C: GenericClient + Sync>(
         true => HashMap::new(),
         false => (super::dependents::lock_parents(c, &all).await?.into_iter()).collect(),
     };
-    states.extend(fresh.iter().map(|(id, s)| (*id, Some(*s))));
-    let mut links = Vec::new();
+    states.extend(made.states().iter().map(|(id, s)| (*id, Some(*s))));
+    let mut waits = NewWaits::default();
+    let mut starts = Vec::new();
     for (t, more) in tasks.clone() {
         let parents: Vec<(TaskId, Option<TaskState>)> = parents_of((t, more))
             .map(|id| (id, states.get(&id).copied().flatten()))
             .collect();
         let run_at = t.task.run_at.unwrap_or(now);
-        let start = rules::dependents::at_enqueue(&parents, t.task.on_parent_failure, run_at, now)?;
-        links.push((parents, t.task.on_parent_failure, start));
+        let then = t.task.on_parent_failure;
+        let start = rules::dependents::at_enqueue(&parents, then, run_at, now)?;
+        waits.add(made, &parents, then, &start);
+        starts.push(start);
     }
+    let wait_ids = waits.number(c).await?;
     let mut rows = Columns::of(tasks.map(|(t, _)| t), now)?;
-    for (k, (_, then, start)) in links.iter().enumerate() {
+    for (k, start) in starts.iter().enumerate() {
         rows.state[k] = start.state.as_str();
-        rows.parents_left[k] = start.parents_left;
-        rows.on_parent_failure[k] = (!then.is_cancel()).then_some(then.as_str());
+        rows.wait[k] = wait_ids[k];
         rows.last_error[k] = start.error.clone();
         rows.finished_at[k] = start.state.is_finished().then_some(now);
         rows.has_children[k] = has_children.get(k).copied().unwrap_or(false);
@@ -137,23 +144,23 @@ async fn insert_children<'a, C: GenericClient + Sync>(
         .await
         .map_err(db_err)?;
     let inserted = answers(&rows, &ids)?;
-    let children: Vec<TaskId> = inserted.iter().map(|t| t.id).collect();
-    super::dependents::write_edges(c, &children, &links).await?;
+    let ended: Vec<(TaskId, TaskState)> = inserted.iter().map(|t| (t.id, t.state)).collect();
+    waits.write(c, made, &ended, &wait_ids).await?;
     Ok(inserted)
 }
 
 /// Inserts one run of a workflow's tasks (none with a unique key), which wait for none of each
 /// other: as [`insert_tasks`] inserts them, all with the one statement of tasks with parents,
 /// each also waiting for the tasks of the workflow its `after` names (`ids`: the ids of those
-/// made before, by place; the tasks are not copied to add them). Those parents are in `fresh`
-/// with their states, and `has_children` flags the tasks of the run that tasks after them will
-/// wait for (see [`insert_children`]).
+/// made before, by place; the tasks are not copied to add them). Those parents are in `made`,
+/// and `has_children` flags the tasks of the run that tasks after them will wait for (see
+/// [`insert_children`]).
 pub(crate) async fn insert_workflow_run<C: GenericClient + Sync>(
     c: &C,
     channel: &str,
     run: &[WorkflowTaskInsert],
     ids: &[TaskId],
-    fresh: &HashMap<TaskId, TaskState>,
+    made: &mut Made,
     has_children: &[bool],
     now: Timestamp,
 ) -> Result<Vec<TaskInserted>> {
@@ -173,7 +180,7 @@ pub(crate) async fn insert_workflow_run<C: GenericClient + Sync>(
         .map(|t| t.after.iter().map(|&a| ids[a]).collect())
         .collect();
     let tasks = run.iter().zip(&after).map(|(t, a)| (&t.insert, &a[..]));
-    let out = insert_children(c, channel, tasks, fresh, has_children, now).await?;
+    let out = insert_children(c, channel, tasks, made, has_children, now).await?;
     let joined: Vec<(TaskId, sked_core::BatchId, TaskState)> = (run.iter().zip(&out))
         .filter_map(|(t, ins)| Some((ins.id, t.insert.task.batch?, ins.state)))
         .collect();
@@ -182,7 +189,8 @@ pub(crate) async fn insert_workflow_run<C: GenericClient + Sync>(
 }
 
 /// Inserts a task with parents and a unique key: its parents locked and flagged, its state
-/// from theirs, then its edges. A held unique key returns the holder and adds no edge.
+/// from theirs, then its wait and edges. A held unique key returns the holder and adds no
+/// edge.
 async fn insert_dependent<C: GenericClient + Sync>(
     c: &C,
     channel: &str,
@@ -195,8 +203,8 @@ async fn insert_dependent<C: GenericClient + Sync>(
     let mut inserted = insert_unique(c, channel, t, now).await?;
     if !inserted.duplicate {
         inserted.state = start.state;
-        let link = (states, t.task.on_parent_failure, start);
-        super::dependents::link(c, inserted.id, link, now).await?;
+        let then = t.task.on_parent_failure;
+        super::dependents::link(c, inserted.id, &states, then, &start, now).await?;
     }
     Ok(inserted)
 }

@@ -15,7 +15,7 @@ use crate::listen::notify_tasks_sql;
 /// value that every task of a batch shares is sent once (see [`Sent`]): the options are null
 /// for most tasks and stay arrays. `has_children` is set at insert for a workflow's tasks that
 /// others of it wait for (a later task's insert flags its parents otherwise).
-const BULK_COLUMNS: [(&str, &str, bool); 21] = [
+const BULK_COLUMNS: [(&str, &str, bool); 20] = [
     ("queue", "text", true),
     ("kind", "text", true),
     ("payload", "jsonb", false),
@@ -32,8 +32,7 @@ const BULK_COLUMNS: [(&str, &str, bool); 21] = [
     ("nominal_at", "timestamptz", false),
     ("concurrency_key", "text", false),
     ("traceparent", "text", false),
-    ("parents_left", "int", false),
-    ("on_parent_failure", "text", false),
+    ("wait", "bigint", false),
     ("last_error", "text", false),
     ("finished_at", "timestamptz", false),
     ("has_children", "bool", false),
@@ -48,7 +47,7 @@ const SENT_ONCE: usize = 6;
 /// trace context; and tasks with parents ([`CHILDREN`]), which also write how they start. The
 /// columns left out are null (or their defaults), and a batch does not send arrays of nulls
 /// for them: bulk enqueues on PostgreSQL were 5–9 % slower with two such arrays.
-pub(super) const SHAPES: [usize; 4] = [7, 14, 16, 21];
+pub(super) const SHAPES: [usize; 4] = [7, 14, 16, 20];
 
 /// The index in [`SHAPES`] of tasks with parents: every column.
 pub(super) const CHILDREN: usize = 3;
@@ -153,9 +152,9 @@ pub(super) struct Columns<'a> {
     pub(super) nominal_at: Vec<Option<Timestamp>>,
     pub(super) concurrency_key: Vec<Option<&'a str>>,
     pub(super) traceparent: Vec<Option<&'a str>>,
-    /// How a task with parents starts ([`CHILDREN`]'s columns).
-    pub(super) parents_left: Vec<i32>,
-    pub(super) on_parent_failure: Vec<Option<&'static str>>,
+    /// How a task with parents starts ([`CHILDREN`]'s columns): its wait, and its error
+    /// when it starts cancelled.
+    pub(super) wait: Vec<Option<i64>>,
     pub(super) last_error: Vec<Option<String>>,
     pub(super) finished_at: Vec<Option<Timestamp>>,
     pub(super) has_children: Vec<bool>,
@@ -233,8 +232,7 @@ impl<'a> Columns<'a> {
             c.nominal_at.push(t.nominal_at);
             c.concurrency_key.push(task.key.as_deref());
             c.traceparent.push(task.traceparent.as_deref());
-            c.parents_left.push(0);
-            c.on_parent_failure.push(None);
+            c.wait.push(None);
             c.last_error.push(None);
             c.finished_at.push(None);
             c.has_children.push(false);
@@ -284,7 +282,7 @@ impl<'a> BulkParams<'a> {
     /// [`BULK_COLUMNS`], then the values sent once, in that order.
     pub(super) fn params(&'a self, now: &'a Timestamp, columns: usize) -> Vec<Param<'a>> {
         let r = self.rows;
-        let arrays: [Param<'a>; 21] = [
+        let arrays: [Param<'a>; 20] = [
             &self.queue.0,
             &self.kind.0,
             &r.payload,
@@ -301,8 +299,7 @@ impl<'a> BulkParams<'a> {
             &r.nominal_at,
             &r.concurrency_key,
             &r.traceparent,
-            &r.parents_left,
-            &r.on_parent_failure,
+            &r.wait,
             &r.last_error,
             &r.finished_at,
             &r.has_children,

@@ -77,22 +77,19 @@ pub(crate) async fn insert(
         }
     }
     let mut ids: Vec<TaskId> = Vec::with_capacity(p.tasks.len());
-    let mut fresh: HashMap<TaskId, TaskState> = HashMap::with_capacity(p.tasks.len());
+    let mut made = super::dependents::Made::default();
     for run in rules::workflows::runs(&p.tasks)? {
         let inserted = super::insert::insert_workflow_run(
             &**tx,
             channel,
             &p.tasks[run.clone()],
             &ids,
-            &fresh,
+            &mut made,
             &has_children[run],
             p.now,
         )
         .await?;
-        for t in &inserted {
-            ids.push(t.id);
-            fresh.insert(t.id, t.state);
-        }
+        ids.extend(inserted.iter().map(|t| t.id));
     }
     let names: Vec<&str> = p.tasks.iter().map(|t| t.name.as_str()).collect();
     tx.execute(
@@ -229,16 +226,21 @@ pub(crate) async fn tasks(c: &Object, p: &WorkflowTasksParams) -> Result<Page<Wo
     let ids: Vec<TaskId> = nodes.iter().map(|n| n.id).collect();
     let rows = c
         .query(
-            "SELECT e.child, p.name FROM sked_task_edges e \
-             JOIN sked_workflow_tasks p ON p.task = e.parent \
-             WHERE e.child = ANY($1) ORDER BY e.child, e.parent",
+            "SELECT t.id, m.task, m.name FROM sked_tasks t \
+               JOIN sked_wait_parents p ON p.wait = t.wait \
+               JOIN sked_workflow_tasks m ON m.task = p.parent WHERE t.id = ANY($1) \
+             UNION ALL \
+             SELECT t.id, m.task, m.name FROM sked_tasks t \
+               JOIN sked_wait_stages s ON s.wait = t.wait JOIN sked_waits w ON w.id = s.stage \
+               JOIN sked_workflow_tasks m ON m.task = ANY(w.tasks) WHERE t.id = ANY($1) \
+             ORDER BY 1, 2",
             &[&ids],
         )
         .await
         .map_err(db_err)?;
     let mut after: HashMap<TaskId, Vec<String>> = HashMap::new();
     for r in &rows {
-        after.entry(col(r, 0)?).or_default().push(col(r, 1)?);
+        after.entry(col(r, 0)?).or_default().push(col(r, 2)?);
     }
     for n in &mut nodes {
         n.after = after.remove(&n.id).unwrap_or_default();

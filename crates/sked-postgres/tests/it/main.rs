@@ -14,6 +14,7 @@ mod snapshot;
 mod sql_enqueue;
 mod taking_turns;
 mod transactional;
+mod waits;
 
 /// A claim by worker `w` of at most `max` tasks from `queues` (every queue when empty) at
 /// `now`, leased for a minute.

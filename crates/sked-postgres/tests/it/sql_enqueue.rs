@@ -541,10 +541,12 @@ async fn sql_enqueue_starts_a_task_from_its_parents_as_the_store_does() {
         async move {
             let r = c
                 .query_one(
-                    "SELECT to_jsonb(t) - 'id' - 'created_at' - 'finished_at', \
+                    "SELECT to_jsonb(t) - 'id' - 'created_at' - 'finished_at' - 'wait', \
                        t.finished_at IS NOT NULL, \
-                       (SELECT jsonb_agg(jsonb_build_array(e.parent, e.done) ORDER BY e.parent) \
-                          FROM sked_task_edges e WHERE e.child = t.id) \
+                       (SELECT jsonb_build_array(w.parents_left, w.run_anyway, w.tasks = ARRAY[t.id], \
+                          (SELECT jsonb_agg(jsonb_build_array(e.parent, e.done) ORDER BY e.parent) \
+                           FROM sked_wait_parents e WHERE e.wait = w.id)) \
+                        FROM sked_waits w WHERE w.id = t.wait) \
                      FROM sked_tasks t WHERE id = $1",
                     &[&id],
                 )
@@ -656,7 +658,7 @@ async fn sql_enqueue_joins_a_batch_as_the_store_does() {
         async move {
             let r = c
                 .query_one(
-                    "SELECT to_jsonb(t) - 'id' - 'created_at' - 'finished_at' - 'run_at', \
+                    "SELECT to_jsonb(t) - 'id' - 'created_at' - 'finished_at' - 'run_at' - 'wait', \
                        (SELECT to_jsonb(b) - 'task' FROM sked_batch_tasks b WHERE b.task = t.id) \
                      FROM sked_tasks t WHERE id = $1",
                     &[&id],
