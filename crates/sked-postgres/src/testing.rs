@@ -143,6 +143,12 @@ pub fn success_sql(n: usize) -> String {
     crate::tasks::endings::success_sql(n)
 }
 
+/// The statement that counts waits down, releases and cancels their tasks (`$1`–`$6`), for
+/// tests of its plan.
+pub fn release_sql() -> &'static str {
+    crate::tasks::dependents::COUNT_RELEASE_CANCEL
+}
+
 /// A heartbeat's statement (`$1` id, `$2` attempt, `$3` lease end, `$4` grace in ms, `$5`
 /// now), for tests of its plan.
 pub fn heartbeat_sql() -> String {

@@ -337,17 +337,7 @@ pub(crate) async fn release(
         }
         let rows = tx
             .query(
-                "WITH counts AS (UPDATE sked_waits w SET parents_left = u.left_ \
-                   FROM unnest($1::bigint[], $2::int[]) AS u(id, left_) WHERE w.id = u.id), \
-                 released AS (UPDATE sked_tasks t \
-                   SET state = CASE WHEN t.run_at <= $4 THEN 'available' ELSE 'scheduled' END \
-                   WHERE t.wait = ANY($3) AND t.state = 'waiting' RETURNING t.run_at), \
-                 cancelled AS (UPDATE sked_tasks t SET state = 'cancelled', finished_at = $4, \
-                   last_error = u.error \
-                   FROM unnest($5::bigint[], $6::text[]) AS u(wait, error) \
-                   WHERE t.wait = u.wait AND t.state = 'waiting' RETURNING t.id) \
-                 SELECT NULL::bigint, min(run_at), bool_or(run_at <= $4) FROM released \
-                 UNION ALL SELECT id, NULL, NULL FROM cancelled",
+                COUNT_RELEASE_CANCEL,
                 &[&counted, &left, &release, &now, &cancel, &error],
             )
             .await
@@ -386,6 +376,23 @@ pub(crate) async fn release(
     }
     super::batches::ended(&**tx, channel, &all, now).await
 }
+
+/// What the ends do to the waits they reached: `$1` the waits counted with `$2` their
+/// parents now left; `$3` the waits whose waiting tasks are released at `$4` (now), each as
+/// [`sked_store::rules::state_for_run_at`] says for its run time; `$5` the waits whose waiting
+/// tasks are cancelled, each with its error in `$6`. Answers the earliest run time of the
+/// tasks released and whether any is due, then the ids of those cancelled.
+pub(crate) const COUNT_RELEASE_CANCEL: &str = "WITH counts AS (UPDATE sked_waits w SET parents_left = u.left_ \
+      FROM unnest($1::bigint[], $2::int[]) AS u(id, left_) WHERE w.id = u.id), \
+    released AS (UPDATE sked_tasks t \
+      SET state = CASE WHEN t.run_at <= $4 THEN 'available' ELSE 'scheduled' END \
+      WHERE t.wait = ANY($3) AND t.state = 'waiting' RETURNING t.run_at), \
+    cancelled AS (UPDATE sked_tasks t SET state = 'cancelled', finished_at = $4, \
+      last_error = u.error \
+      FROM unnest($5::bigint[], $6::text[]) AS u(wait, error) \
+      WHERE t.wait = u.wait AND t.state = 'waiting' RETURNING t.id) \
+    SELECT NULL::bigint, min(run_at), bool_or(run_at <= $4) FROM released \
+    UNION ALL SELECT id, NULL, NULL FROM cancelled";
 
 /// The waits the ends of tasks `$1` count: those that wait for an ended task and have not
 /// counted it, and those that wait for the whole of an ended task's wait and have not counted

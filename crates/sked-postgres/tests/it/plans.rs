@@ -4,7 +4,7 @@
 
 use sked_postgres::testing::{
     activity_sql, claim_planner_setting, claim_sql, fresh_store, heartbeat_sql, prune_since_sql,
-    prune_sql, success_sql,
+    prune_sql, release_sql, success_sql,
 };
 use sked_store::{QueueUpdateParams, Store, TaskInsert, TaskInsertParams};
 use tokio_postgres::types::ToSql;
@@ -374,4 +374,51 @@ async fn retention_and_activity_read_finished_tasks_queue_by_queue_on_one_index(
     assert_eq!(pruned, expected);
     let left = finished("<").await;
     assert_eq!(left, 0);
+}
+
+/// A release and a cancel find a wait's waiting tasks through the index by wait over waiting
+/// tasks, not by reading the other waiting tasks or the rest of the table; whatever plan
+/// PostgreSQL settles on for the prepared statement.
+#[tokio::test]
+async fn a_release_finds_its_wait_s_tasks_by_the_index_over_waiting_tasks() {
+    let Some((store, schema)) = fresh_store().await else {
+        return;
+    };
+    let now = jiff::Timestamp::now();
+    insert(&store, &["default", "other"], now).await;
+    let parent = store
+        .task_insert_many(TaskInsertParams {
+            tasks: vec![TaskInsert::from(sked_core::NewTask::new("p"))],
+            now,
+        })
+        .await
+        .unwrap()[0]
+        .id;
+    // 2,000 waiting tasks in 200 waits of ten (one insert each).
+    for _ in 0..200 {
+        let children = (0..10)
+            .map(|_| TaskInsert::from(sked_core::NewTask::new("c").after([parent])))
+            .collect();
+        store
+            .task_insert_many(TaskInsertParams {
+                tasks: children,
+                now,
+            })
+            .await
+            .unwrap();
+    }
+    let c = connect(&schema).await;
+    c.batch_execute("ANALYZE").await.unwrap();
+    let plan = generic_plan(
+        &c,
+        release_sql(),
+        "'{1}', '{0}', '{1}', now(), '{2}', '{\"parent 9 ended dead\"}'",
+    )
+    .await;
+    assert_eq!(
+        plan.matches("sked_tasks_waiting_by_wait").count(),
+        2,
+        "the release and the cancel each read the index by wait:\n{plan}"
+    );
+    assert!(!plan.contains("Seq Scan on sked_tasks"), "{plan}");
 }
