@@ -528,6 +528,26 @@ async fn sql_enqueue_starts_a_task_from_its_parents_as_the_store_does() {
         ])
         .await
         .unwrap();
+    // And one that expired before it started.
+    let expired = sked_postgres::enqueue_in(
+        &c,
+        vec![
+            NewTask::new("p4")
+                .run_at(now + SignedDuration::from_secs(5))
+                .expires_at(now + SignedDuration::from_secs(10)),
+        ],
+    )
+    .await
+    .unwrap()[0]
+        .id;
+    let gone = store
+        .task_expire(sked_store::TaskExpireParams {
+            now: now + SignedDuration::from_secs(11),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(gone, vec![expired]);
 
     let later = jiff::Timestamp::now() + SignedDuration::from_secs(3600);
     let child = |parents: Vec<i64>, then: ParentFailure| {
@@ -568,6 +588,9 @@ async fn sql_enqueue_starts_a_task_from_its_parents_as_the_store_does() {
         (vec![running, cancelled, dead], Cancel, "cancelled"),
         (vec![dead, ok], Run, "scheduled"),
         (vec![cancelled, running], Run, "waiting"),
+        (vec![expired], Cancel, "cancelled"),
+        (vec![expired, running], Run, "waiting"),
+        (vec![expired, ok], Run, "scheduled"),
     ] {
         let t = child(parents.clone(), then);
         let by_sql = sql_enqueue(&c, &t).await.unwrap();
