@@ -111,6 +111,23 @@ pub async fn a_child_waits_until_every_parent_succeeded(store: &Shared) {
     assert_eq!(get(store, later).await.state, TaskState::Scheduled);
     assert!(claim(store, 10, at(50)).await.is_empty());
     assert_eq!(claim(store, 10, at(100)).await.len(), 1);
+
+    // Tasks released together each take the state their own run time gives: one due at the
+    // release is available, one due a second later is scheduled.
+    let q = insert(store, task("q"), at(200)).await.id;
+    let made = store
+        .task_insert_many(TaskInsertParams {
+            tasks: vec![
+                task("now").after([q]).run_at(at(300)).into(),
+                task("soon").after([q]).run_at(at(301)).into(),
+            ],
+            now: at(200),
+        })
+        .await
+        .unwrap();
+    succeed(store, q, at(300)).await;
+    assert_eq!(get(store, made[0].id).await.state, TaskState::Available);
+    assert_eq!(get(store, made[1].id).await.state, TaskState::Scheduled);
 }
 
 pub async fn a_failed_parent_cancels_what_waits_for_it_or_lets_it_run(store: &Shared) {

@@ -1,35 +1,12 @@
 //! What a parent's end does to the tasks waiting for it, and how a task with parents starts
-//! its life (docs/decisions/0012-tasks-that-wait-for-tasks.md). Both stores apply these: they
-//! read the rows, call these, and write what they say.
+//! its life (docs/decisions/0012-tasks-that-wait-for-tasks.md,
+//! 0022-tasks-with-the-same-parents-wait-together.md). Both stores apply these: they read the
+//! rows, call these, and write what they say.
 
 use jiff::Timestamp;
 use sked_core::{ParentFailure, TaskId, TaskState};
 
 use super::state_for_run_at;
-
-/// A task waiting for parents, as a release reads it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Child {
-    pub id: TaskId,
-    pub state: TaskState,
-    /// Its parents not yet counted.
-    pub parents_left: i32,
-    pub on_parent_failure: ParentFailure,
-    pub run_at: Timestamp,
-}
-
-/// What the ends of some of its parents do to a child.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ChildChange {
-    /// It waits for the parents left.
-    Wait { parents_left: i32 },
-    /// Every parent is counted: it is due (`available`) or waits for its run time (`scheduled`).
-    Release { state: TaskState },
-    /// A parent failed and the child was to be cancelled then; `error` says which parent.
-    Cancel { error: String },
-    /// It no longer waits (it was cancelled by hand, say): it is left as it is.
-    Leave,
-}
 
 /// Why a child is cancelled when `parent` ended in `state`.
 pub fn parent_failed(parent: TaskId, state: TaskState) -> String {
@@ -85,21 +62,6 @@ pub fn count(
         WaitChange::Wait { parents_left: left }
     } else {
         WaitChange::Release
-    }
-}
-
-/// What `ends` (parents of `child` and the state each ended in, each counted once) do to it:
-/// [`count`] for a task that waits alone.
-pub fn after_parents(child: &Child, ends: &[(TaskId, TaskState)], now: Timestamp) -> ChildChange {
-    if child.state != TaskState::Waiting {
-        return ChildChange::Leave;
-    }
-    match count(child.parents_left, child.on_parent_failure, ends) {
-        WaitChange::Wait { parents_left } => ChildChange::Wait { parents_left },
-        WaitChange::Release => ChildChange::Release {
-            state: state_for_run_at(child.run_at, now),
-        },
-        WaitChange::Cancel { error } => ChildChange::Cancel { error },
     }
 }
 
@@ -166,71 +128,50 @@ mod tests {
         Timestamp::from_second(1_800_000_000 + s).unwrap()
     }
 
-    fn child(left: i32, then: ParentFailure, run_at: Timestamp) -> Child {
-        Child {
-            id: 10,
-            state: Waiting,
-            parents_left: left,
-            on_parent_failure: then,
-            run_at,
-        }
-    }
-
     #[test]
-    fn the_last_parent_to_succeed_releases_the_child() {
-        let c = child(2, ParentFailure::Cancel, t(0));
+    fn the_last_parent_to_succeed_releases_the_wait() {
+        let c = ParentFailure::Cancel;
         assert_eq!(
-            after_parents(&c, &[(1, Succeeded)], t(5)),
-            ChildChange::Wait { parents_left: 1 }
+            count(2, c, &[(1, Succeeded)]),
+            WaitChange::Wait { parents_left: 1 }
         );
         assert_eq!(
-            after_parents(&c, &[(1, Succeeded), (2, Succeeded)], t(5)),
-            ChildChange::Release { state: Available }
-        );
-        let later = child(1, ParentFailure::Cancel, t(60));
-        assert_eq!(
-            after_parents(&later, &[(1, Succeeded)], t(5)),
-            ChildChange::Release { state: Scheduled },
-            "a child due later waits for its time"
+            count(2, c, &[(1, Succeeded), (2, Succeeded)]),
+            WaitChange::Release
         );
     }
 
     #[test]
-    fn a_failed_parent_cancels_the_child_or_counts_as_done() {
-        let c = child(3, ParentFailure::Cancel, t(0));
+    fn a_failed_parent_cancels_the_wait_or_counts_as_done() {
+        let c = ParentFailure::Cancel;
         assert_eq!(
-            after_parents(&c, &[(7, Succeeded), (5, Dead), (4, Cancelled)], t(1)),
-            ChildChange::Cancel {
+            count(3, c, &[(7, Succeeded), (5, Dead), (4, Cancelled)]),
+            WaitChange::Cancel {
                 error: "parent 4 was cancelled".into()
             },
             "the first failed parent by id is named"
         );
         assert_eq!(
-            after_parents(&c, &[(5, Dead)], t(1)),
-            ChildChange::Cancel {
+            count(3, c, &[(5, Dead)]),
+            WaitChange::Cancel {
                 error: "parent 5 ended dead".into()
             }
         );
-        let run = child(2, ParentFailure::Run, t(0));
         assert_eq!(
-            after_parents(&run, &[(5, Dead)], t(1)),
-            ChildChange::Wait { parents_left: 1 }
+            count(3, c, &[(6, Expired)]),
+            WaitChange::Cancel {
+                error: "parent 6 expired before it started".into()
+            }
+        );
+        let run = ParentFailure::Run;
+        assert_eq!(
+            count(2, run, &[(5, Dead)]),
+            WaitChange::Wait { parents_left: 1 }
         );
         assert_eq!(
-            after_parents(&run, &[(5, Dead), (6, Cancelled)], t(1)),
-            ChildChange::Release { state: Available }
+            count(2, run, &[(5, Dead), (6, Cancelled)]),
+            WaitChange::Release
         );
-    }
-
-    #[test]
-    fn a_child_that_no_longer_waits_is_left_alone() {
-        for state in [Cancelled, Available, Running, Succeeded] {
-            let c = Child {
-                state,
-                ..child(1, ParentFailure::Cancel, t(0))
-            };
-            assert_eq!(after_parents(&c, &[(1, Dead)], t(1)), ChildChange::Leave);
-        }
     }
 
     #[test]
