@@ -63,7 +63,16 @@ pub(crate) struct Made {
     shared: HashMap<(Vec<TaskId>, bool), WaitId>,
     /// The waits whose tasks start cancelled, and why: written to the tasks once they exist.
     cancelled: Vec<(WaitId, String)>,
+    /// Edges of new waits not written yet: parent, wait, whether counted already; and stage,
+    /// wait.
+    parent_edges: Vec<(TaskId, WaitId, bool)>,
+    stage_edges: Vec<(WaitId, WaitId)>,
 }
+
+static PARENT_INSERTS: std::sync::LazyLock<[String; 4]> =
+    std::sync::LazyLock::new(|| super::row_inserts("wait_parents (parent, wait, done)", 3));
+static STAGE_INSERTS: std::sync::LazyLock<[String; 4]> =
+    std::sync::LazyLock::new(|| super::row_inserts("wait_stages (stage, wait)", 2));
 
 impl Made {
     /// The state `id` was made in, if this transaction made it.
@@ -93,7 +102,8 @@ impl Made {
 
     /// The wait of a new task with parents `depends_on` (their states in `parents`, as
     /// [`parent_states`] reads them) that starts as `start` says: the one of the tasks this
-    /// transaction made with the same parents and rule, or a new one with its edges. Among the
+    /// transaction made with the same parents and rule, or a new one (its edges are written by
+    /// [`Made::write`]). Among the
     /// parents, all the tasks of a wait this transaction made (two or more, none ended) are one
     /// edge to that wait.
     pub(crate) fn wait_for(
@@ -115,22 +125,13 @@ impl Made {
         let wait = conn.last_insert_rowid();
         let stages = self.stages_among(depends_on);
         for (parent, s) in parents {
-            if self.waits.get(parent).is_some_and(|w| stages.contains(w)) {
-                continue;
+            if !self.waits.get(parent).is_some_and(|w| stages.contains(w)) {
+                let done = s.is_some_and(TaskState::is_finished);
+                self.parent_edges.push((*parent, wait, done));
             }
-            conn.prepare_cached(
-                "INSERT INTO wait_parents (parent, wait, done) VALUES (?1, ?2, ?3)",
-            )
-            .map_err(db_err)?
-            .execute(params![parent, wait, s.is_some_and(TaskState::is_finished)])
-            .map_err(db_err)?;
         }
-        for stage in stages {
-            conn.prepare_cached("INSERT INTO wait_stages (stage, wait) VALUES (?1, ?2)")
-                .map_err(db_err)?
-                .execute(params![stage, wait])
-                .map_err(db_err)?;
-        }
+        self.stage_edges
+            .extend(stages.into_iter().map(|stage| (stage, wait)));
         if let Some(error) = &start.error {
             self.cancelled.push((wait, error.clone()));
         }
@@ -155,8 +156,19 @@ impl Made {
         stages
     }
 
-    /// Says why the tasks made cancelled so far were: a parent failed before they were made.
-    pub(crate) fn write_cancelled(&self, conn: &Connection, now: Timestamp) -> Result<()> {
+    /// Writes the edges of the waits made since the last call, in multi-row statements, and
+    /// says why the tasks made cancelled so far were: a parent failed before they were made.
+    pub(crate) fn write(&mut self, conn: &Connection, now: Timestamp) -> Result<()> {
+        let parents: Vec<[&dyn rusqlite::ToSql; 3]> = (self.parent_edges.iter())
+            .map(|(p, w, d)| [p as &dyn rusqlite::ToSql, w, d])
+            .collect();
+        super::insert_rows(conn, &PARENT_INSERTS, &parents)?;
+        let stages: Vec<[&dyn rusqlite::ToSql; 2]> = (self.stage_edges.iter())
+            .map(|(s, w)| [s as &dyn rusqlite::ToSql, w])
+            .collect();
+        super::insert_rows(conn, &STAGE_INSERTS, &stages)?;
+        self.parent_edges.clear();
+        self.stage_edges.clear();
         for (wait, error) in &self.cancelled {
             conn.prepare_cached(
                 "UPDATE tasks SET last_error = ?2, finished_at = ?3 \
@@ -324,13 +336,17 @@ pub(crate) fn counted(conn: &Connection, parent: TaskId) -> Result<()> {
 /// The parents of the tasks of wait `?1`, each with whether the wait still waits for it (not
 /// counted, not ended): those it waits for one by one and the tasks of the waits it waits
 /// for whole.
-const PARENTS: &str = "SELECT p.parent, p.done = 0 AND coalesce(t.state IN ACTIVE, 0) \
+static PARENTS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT p.parent, p.done = 0 AND coalesce(t.state IN {ACTIVE}, 0) \
     FROM wait_parents p LEFT JOIN tasks t ON t.id = p.parent WHERE p.wait = ?1 \
     UNION ALL \
-    SELECT t.id, t.state IN ACTIVE AND NOT EXISTS \
+    SELECT t.id, t.state IN {ACTIVE} AND NOT EXISTS \
       (SELECT 1 FROM wait_counted c WHERE c.task = t.id AND c.wait = s.wait) \
     FROM wait_stages s JOIN tasks t ON t.wait = s.stage WHERE s.wait = ?1 \
-    ORDER BY 1";
+    ORDER BY 1"
+    )
+});
 
 /// Fills in `task`'s parents (all, and those it still waits for) and children, each in id
 /// order, and what a failed parent does to it.
@@ -345,9 +361,7 @@ pub(crate) fn family(conn: &Connection, task: &mut sked_core::Task) -> Result<()
         .map_err(db_err)?;
     if let Some((wait, run_anyway)) = wait {
         task.on_parent_failure = parent_failure(run_anyway);
-        let mut stmt = conn
-            .prepare_cached(&PARENTS.replace("ACTIVE", ACTIVE))
-            .map_err(db_err)?;
+        let mut stmt = conn.prepare_cached(&PARENTS).map_err(db_err)?;
         let rows = stmt
             .query_map([wait], |r| {
                 Ok((r.get::<_, TaskId>(0)?, r.get::<_, bool>(1)?))

@@ -226,7 +226,7 @@ pub(crate) fn insert_one(tx: &Connection, t: &TaskInsert, now: Timestamp) -> Res
     row.bind(&mut stmt, 0, PER_ROW)?;
     stmt.raw_execute().map_err(db_err)?;
     let id = tx.last_insert_rowid();
-    made.write_cancelled(tx, now)?;
+    made.write(tx, now)?;
     if let Some(until) = rules::unique_until(&t.task, now)? {
         tx.prepare_cached("UPDATE tasks SET unique_until = ?2 WHERE id = ?1")
             .map_err(db_err)?
@@ -384,7 +384,7 @@ pub(crate) fn insert_many_after(
     for (ins, wait) in out.iter().zip(&waits) {
         made.add(ins.id, ins.state, *wait);
     }
-    made.write_cancelled(tx, p.now)?;
+    made.write(tx, p.now)?;
     let joined: Vec<(TaskId, sked_core::BatchId, TaskState)> = (p.tasks.iter().zip(&out))
         .filter(|(_, ins)| !ins.duplicate)
         .filter_map(|(t, ins)| Some((ins.id, t.task.batch?, ins.state)))
