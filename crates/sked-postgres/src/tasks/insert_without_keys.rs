@@ -5,42 +5,43 @@ use jiff::Timestamp;
 use sked_core::{TaskId, TaskState};
 use sked_store::*;
 
+use tokio_postgres::types::ToSql;
+
 use super::Param;
 use crate::codec::{col, ms};
 use crate::listen::notify_tasks_sql;
 
 /// The columns a bulk insert may write, with their types, in the order of its arrays (`$3` on
 /// in the announcing statement): those every task sets, then its options, then the concurrency
-/// key and trace context, then how a task with parents starts. The third field says whether a
-/// value that every task of a batch shares is sent once (see [`Sent`]): the options are null
-/// for most tasks and stay arrays. `has_children` is set at insert for a workflow's tasks that
-/// others of it wait for (a later task's insert flags its parents otherwise).
-const BULK_COLUMNS: [(&str, &str, bool); 20] = [
-    ("queue", "text", true),
-    ("kind", "text", true),
-    ("payload", "jsonb", false),
-    ("priority", "int", true),
-    ("state", "text", true),
-    ("run_at", "timestamptz", true),
-    ("max_attempts", "int", true),
-    ("timeout_ms", "bigint", false),
-    ("backoff_base_ms", "bigint", false),
-    ("backoff_max_ms", "bigint", false),
-    ("backoff", "text", false),
-    ("expires_at", "timestamptz", false),
-    ("schedule", "text", false),
-    ("nominal_at", "timestamptz", false),
-    ("concurrency_key", "text", false),
-    ("traceparent", "text", false),
-    ("wait", "bigint", false),
-    ("last_error", "text", false),
-    ("finished_at", "timestamptz", false),
-    ("has_children", "bool", false),
+/// key and trace context, then how a task with parents starts. A column whose value every task
+/// of a batch shares is sent once (see [`sent`]), the payload excepted: its array gives the
+/// statement its rows. `has_children` is set at insert for a workflow's tasks that others of
+/// it wait for (a later task's insert flags its parents otherwise).
+const BULK_COLUMNS: [(&str, &str); 20] = [
+    ("queue", "text"),
+    ("kind", "text"),
+    ("payload", "jsonb"),
+    ("priority", "int"),
+    ("state", "text"),
+    ("run_at", "timestamptz"),
+    ("max_attempts", "int"),
+    ("timeout_ms", "bigint"),
+    ("backoff_base_ms", "bigint"),
+    ("backoff_max_ms", "bigint"),
+    ("backoff", "text"),
+    ("expires_at", "timestamptz"),
+    ("schedule", "text"),
+    ("nominal_at", "timestamptz"),
+    ("concurrency_key", "text"),
+    ("traceparent", "text"),
+    ("wait", "bigint"),
+    ("last_error", "text"),
+    ("finished_at", "timestamptz"),
+    ("has_children", "bool"),
 ];
 
-/// How many of [`BULK_COLUMNS`] may be sent once: all are among the seven every shape writes,
-/// and [`BulkParams::params`] gives their values in the same order.
-const SENT_ONCE: usize = 6;
+/// The one column of [`BULK_COLUMNS`] always sent as an array of every task's value.
+const PAYLOAD: usize = 2;
 
 /// How many of [`BULK_COLUMNS`] a batch writes, by its [`shape`]: tasks
 /// without options, tasks with a timeout, backoff, deadline or schedule, tasks with a concurrency key or
@@ -87,19 +88,20 @@ fn bulk_insert_sql(columns: usize, announce: bool) -> String {
     let arrays: Vec<String> = written
         .iter()
         .enumerate()
-        .map(|(i, (_, t, _))| format!("{}::{t}[]", p(i + 3)))
+        .map(|(i, (_, t))| format!("{}::{t}[]", p(i + 3)))
         .collect();
     // A column sent once has an empty array, which `unnest` pads with nulls, and its value
     // after the arrays.
     let mut once = 0;
     let values: Vec<String> = written
         .iter()
-        .map(|(name, t, sent_once)| match sent_once {
-            true => {
+        .enumerate()
+        .map(|(i, (name, t))| match i == PAYLOAD {
+            true => format!("u.{name}"),
+            false => {
                 once += 1;
                 format!("coalesce(u.{name}, {}::{t})", p(2 + columns + once))
             }
-            false => format!("u.{name}"),
         })
         .collect();
     let insert = format!(
@@ -241,81 +243,75 @@ impl<'a> Columns<'a> {
     }
 }
 
-/// A column of [`Columns`] as a bulk insert sends it: the value every task shares, once, with
-/// an empty array, or else the array of every task's value. The server decodes an array element
-/// by element: a batch of 1,000 tasks of one queue, kind and priority used to send six arrays of
-/// 1,000 equal values.
-type Sent<'a, T> = (&'a [T], Option<&'a T>);
+/// A column of [`Columns`] as a bulk insert sends it: its array, and its value sent once (null
+/// when the array is sent). The value every task shares goes once, after an empty array: the
+/// server decodes an array element by element, and a batch of 1,000 tasks of one queue, kind
+/// and priority used to send six arrays of 1,000 equal values; a column most tasks leave empty
+/// sends one null.
+type Sent<'a> = (
+    Box<dyn ToSql + Sync + Send + 'a>,
+    Box<dyn ToSql + Sync + Send + 'a>,
+);
 
-fn sent<T: PartialEq>(all: &[T]) -> Sent<'_, T> {
+fn sent<'a, T: ToSql + Sync + PartialEq + 'a>(all: &'a [T]) -> Sent<'a> {
     match all.first() {
-        Some(first) if all.iter().all(|v| v == first) => (&all[..0], Some(first)),
-        _ => (all, None),
+        Some(first) if all.iter().all(|v| v == first) => {
+            (Box::new(&all[..0]), Box::new(Some(first)))
+        }
+        _ => (Box::new(all), Box::new(None::<&T>)),
     }
 }
 
-/// The parameters of a bulk insert, [`SENT_ONCE`] columns [`sent`] as they may be.
+/// The parameters of a bulk insert: each of [`BULK_COLUMNS`] [`sent`] as it may be, the
+/// payload always as an array.
 pub(super) struct BulkParams<'a> {
-    rows: &'a Columns<'a>,
-    queue: Sent<'a, &'a str>,
-    kind: Sent<'a, &'a str>,
-    priority: Sent<'a, i32>,
-    state: Sent<'a, &'static str>,
-    run_at: Sent<'a, Timestamp>,
-    max_attempts: Sent<'a, i32>,
+    columns: [Sent<'a>; 20],
 }
 
 impl<'a> BulkParams<'a> {
-    pub(super) fn of(rows: &'a Columns<'a>) -> BulkParams<'a> {
+    pub(super) fn of(r: &'a Columns<'a>) -> BulkParams<'a> {
         BulkParams {
-            rows,
-            queue: sent(&rows.queue),
-            kind: sent(&rows.kind),
-            priority: sent(&rows.priority),
-            state: sent(&rows.state),
-            run_at: sent(&rows.run_at),
-            max_attempts: sent(&rows.max_attempts),
+            columns: [
+                sent(&r.queue),
+                sent(&r.kind),
+                (
+                    Box::new(&r.payload[..]),
+                    Box::new(None::<&serde_json::Value>),
+                ),
+                sent(&r.priority),
+                sent(&r.state),
+                sent(&r.run_at),
+                sent(&r.max_attempts),
+                sent(&r.timeout_ms),
+                sent(&r.backoff_base_ms),
+                sent(&r.backoff_max_ms),
+                sent(&r.backoff),
+                sent(&r.expires_at),
+                sent(&r.schedule),
+                sent(&r.nominal_at),
+                sent(&r.concurrency_key),
+                sent(&r.traceparent),
+                sent(&r.wait),
+                sent(&r.last_error),
+                sent(&r.finished_at),
+                sent(&r.has_children),
+            ],
         }
     }
 
     /// The parameters after the channel: now, the arrays of the first `columns` of
-    /// [`BULK_COLUMNS`], then the values sent once, in that order.
+    /// [`BULK_COLUMNS`], then the values sent once of those columns but the payload, in that
+    /// order.
     pub(super) fn params(&'a self, now: &'a Timestamp, columns: usize) -> Vec<Param<'a>> {
-        let r = self.rows;
-        let arrays: [Param<'a>; 20] = [
-            &self.queue.0,
-            &self.kind.0,
-            &r.payload,
-            &self.priority.0,
-            &self.state.0,
-            &self.run_at.0,
-            &self.max_attempts.0,
-            &r.timeout_ms,
-            &r.backoff_base_ms,
-            &r.backoff_max_ms,
-            &r.backoff,
-            &r.expires_at,
-            &r.schedule,
-            &r.nominal_at,
-            &r.concurrency_key,
-            &r.traceparent,
-            &r.wait,
-            &r.last_error,
-            &r.finished_at,
-            &r.has_children,
-        ];
-        let once: [Param<'a>; SENT_ONCE] = [
-            &self.queue.1,
-            &self.kind.1,
-            &self.priority.1,
-            &self.state.1,
-            &self.run_at.1,
-            &self.max_attempts.1,
-        ];
-        let mut params: Vec<Param<'a>> = Vec::with_capacity(1 + columns + SENT_ONCE);
+        let written = &self.columns[..columns];
+        let mut params: Vec<Param<'a>> = Vec::with_capacity(2 * columns);
         params.push(now);
-        params.extend_from_slice(&arrays[..columns]);
-        params.extend_from_slice(&once);
+        params.extend(written.iter().map(|(array, _)| &**array as Param<'a>));
+        params.extend(
+            (written.iter().enumerate())
+                .filter(|(i, _)| *i != PAYLOAD)
+                .map(|(_, (_, once))| &**once as Param<'a>),
+        );
         params
     }
 }
@@ -362,18 +358,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_columns_sent_once_are_written_by_every_shape() {
-        let once: Vec<usize> = (0..BULK_COLUMNS.len())
-            .filter(|&i| BULK_COLUMNS[i].2)
-            .collect();
-        assert_eq!(once.len(), SENT_ONCE);
-        assert!(once.iter().all(|&i| i < SHAPES[0]));
-        // Each statement names its values sent once after its arrays, numbered on from them.
+    fn every_column_but_the_payload_has_a_value_sent_once_after_the_arrays() {
+        assert!(SHAPES.iter().all(|&columns| columns > PAYLOAD));
         for (columns, announce) in SHAPES.iter().flat_map(|&c| [(c, true), (c, false)]) {
             let sql = bulk_insert_sql(columns, announce);
-            let last = 2 + columns + SENT_ONCE - usize::from(!announce);
+            let last = 2 + 2 * columns - 1 - usize::from(!announce);
             assert!(sql.contains(&format!("${last}::")), "{sql}");
             assert!(!sql.contains(&format!("${}", last + 1)), "{sql}");
+            assert_eq!(sql.matches("coalesce(u.").count(), columns - 1, "{sql}");
         }
+    }
+
+    #[test]
+    fn a_shared_value_goes_once_and_a_varied_one_as_an_array() {
+        let (payload, a, b) = (
+            serde_json::json!({}),
+            serde_json::json!(1),
+            serde_json::json!(2),
+        );
+        let task = |timeout: Option<i64>| {
+            let mut c = Columns::default();
+            c.payload.push(&payload);
+            c.timeout_ms.push(timeout);
+            c
+        };
+        let mut rows = task(None);
+        rows.payload.push(&a);
+        rows.timeout_ms.push(None);
+        rows.payload.push(&b);
+        rows.timeout_ms.push(Some(5));
+        let sent = BulkParams::of(&rows);
+        let debug = |p: Param<'_>| format!("{p:?}");
+        // The payload: always every task's; the timeouts differ: every task's, none once.
+        assert_eq!(debug(&*sent.columns[PAYLOAD].0), debug(&&rows.payload[..]));
+        assert_eq!(debug(&*sent.columns[7].0), debug(&&rows.timeout_ms[..]));
+        assert_eq!(debug(&*sent.columns[7].1), debug(&None::<&Option<i64>>));
+        let rows = {
+            let mut r = task(None);
+            r.payload.push(&a);
+            r.timeout_ms.push(None);
+            r
+        };
+        let sent = BulkParams::of(&rows);
+        assert_eq!(debug(&*sent.columns[7].0), debug(&&rows.timeout_ms[..0]));
+        assert_eq!(debug(&*sent.columns[7].1), debug(&Some(&None::<i64>)));
     }
 }
