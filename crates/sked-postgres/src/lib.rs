@@ -356,7 +356,11 @@ impl Store for PgStore {
                 .collect());
         };
         let ended = self
-            .op(async |c, ch| successes.write_brief(c, ch, &self.success_plans).await)
+            .op(async |c, ch| {
+                successes
+                    .write::<TaskEnded>(c, ch, &self.success_plans)
+                    .await
+            })
             .await?;
         self.announce_room(ended.iter().flatten().map(|t| &t.queue))
             .await;

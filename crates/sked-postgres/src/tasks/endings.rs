@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use deadpool_postgres::{Object, Transaction};
 use jiff::Timestamp;
-use sked_core::{Task, TaskId, Transition};
+use sked_core::{Task, TaskId, TaskState, Transition};
 use sked_store::*;
 use tokio_postgres::GenericClient;
 
@@ -243,7 +243,7 @@ pub(crate) async fn finish_many(
         return Ok(Vec::new());
     }
     if let Some(successes) = Successes::of(ps) {
-        return successes.write(c, channel, plans).await;
+        return successes.write::<Task>(c, channel, plans).await;
     }
     finish_locked(c, channel, ps).await
 }
@@ -427,46 +427,18 @@ impl Successes {
         Some(out)
     }
 
-    async fn write(
+    /// Writes the successes, answering each as a whole task or as what [`TaskEnded`] says.
+    pub(crate) async fn write<T: Ended>(
         &self,
         c: &mut Object,
         channel: &str,
         plans: &PlanChoice,
-    ) -> Result<Vec<Result<Task>>> {
-        let rows = self.succeed(c, &SUCCEED, plans).await?;
-        let done: HashMap<TaskId, Task> = tasks_from_rows(&rows)?
-            .into_iter()
-            .map(|t| (t.id, t))
-            .collect();
-        let scheduled = done.values().any(|t| t.schedule.is_some());
-        self.answers(c, channel, done, scheduled).await
-    }
-
-    /// [`Successes::write`], returning only what [`TaskEnded`] says of each task.
-    pub(crate) async fn write_brief(
-        &self,
-        c: &mut Object,
-        channel: &str,
-        plans: &PlanChoice,
-    ) -> Result<Vec<Result<TaskEnded>>> {
-        let rows = self.succeed(c, &SUCCEED_BRIEF, plans).await?;
-        let done: HashMap<TaskId, TaskEnded> = rows
-            .iter()
-            .map(|r| {
-                let ended = TaskEnded {
-                    id: col(r, 0)?,
-                    queue: col(r, 1)?,
-                    state: sked_core::TaskState::Succeeded,
-                    attempt: col(r, 2)?,
-                    run_at: col(r, 3)?,
-                    started_at: col(r, 4)?,
-                    finished_at: col(r, 5)?,
-                    schedule: col(r, 6)?,
-                };
-                Ok((ended.id, ended))
-            })
+    ) -> Result<Vec<Result<T>>> {
+        let rows = self.succeed(c, T::succeed(), plans).await?;
+        let done: HashMap<TaskId, T> = (rows.iter())
+            .map(|r| T::of_row(r).map(|t| (t.id(), t)))
             .collect::<Result<_>>()?;
-        let scheduled = done.values().any(|t| t.schedule.is_some());
+        let scheduled = done.values().any(|t| t.scheduled());
         self.answers(c, channel, done, scheduled).await
     }
 
@@ -524,19 +496,22 @@ impl Successes {
     /// The successes at positions `which` of this batch, tasks with children, in a transaction
     /// of their own: the success statement for them alone, then the release of their
     /// children. The tasks it ended.
-    async fn succeed_parents(
+    async fn succeed_parents<T: Ended>(
         &self,
         c: &mut Object,
         channel: &str,
         which: &[usize],
-    ) -> Result<Vec<Task>> {
+    ) -> Result<Vec<T>> {
         let id: Vec<TaskId> = which.iter().map(|&i| self.id[i]).collect();
         let attempt: Vec<i32> = which.iter().map(|&i| self.attempt[i]).collect();
         let now: Vec<Timestamp> = which.iter().map(|&i| self.now[i]).collect();
         let result: Vec<Option<serde_json::Value>> =
             which.iter().map(|&i| self.result[i].clone()).collect();
         let tx = c.transaction().await.map_err(db_err)?;
-        let stmt = tx.prepare_cached(&SUCCEED_PARENTS).await.map_err(db_err)?;
+        let stmt = tx
+            .prepare_cached(T::succeed_parents())
+            .await
+            .map_err(db_err)?;
         // In parts found by key, sent together, as `succeed_in_parts` does and for its reason.
         let parts = (0..id.len()).step_by(BY_KEY_MAX).map(|from| {
             let to = (from + BY_KEY_MAX).min(id.len());
@@ -551,9 +526,9 @@ impl Successes {
             .into_iter()
             .flatten()
             .collect();
-        let ended = tasks_from_rows(&rows)?;
+        let ended: Vec<T> = rows.iter().map(T::of_row).collect::<Result<_>>()?;
         if let Some(at) = now.iter().max() {
-            let ends = ended.iter().map(|t| (t.id, t.state));
+            let ends = ended.iter().map(|t| (t.id(), TaskState::Succeeded));
             super::dependents::release(&tx, channel, ends, *at).await?;
         }
         tx.commit().await.map_err(db_err)?;
@@ -562,7 +537,7 @@ impl Successes {
 
     /// An answer per success, in order, from the tasks it ended (`done`, by id): those it did
     /// not end say why. Announces a change to schedules when a task of one ended.
-    async fn answers<T: From<Task>>(
+    async fn answers<T: Ended>(
         &self,
         c: &mut Object,
         channel: &str,
@@ -587,8 +562,8 @@ impl Successes {
             let which: Vec<usize> = (0..self.id.len())
                 .filter(|&i| set.contains(&self.id[i]))
                 .collect();
-            for task in self.succeed_parents(c, channel, &which).await? {
-                done.insert(task.id, T::from(task));
+            for task in self.succeed_parents::<T>(c, channel, &which).await? {
+                done.insert(task.id(), task);
             }
             let still: Vec<TaskId> = (missed.into_iter())
                 .filter(|id| !done.contains_key(id))
@@ -650,11 +625,6 @@ fn succeed_sql(returning: &str, by_key: bool) -> String {
     succeed_sql_of(returning, by_key, "NOT t.has_children")
 }
 
-/// [`succeed_sql`] for the tasks of the batch that have children (whose release follows in
-/// the same transaction), by key, returning whole tasks.
-static SUCCEED_PARENTS: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| succeed_sql_of(TASK_COLUMNS, true, "t.has_children"));
-
 /// [`succeed_sql`] over the tasks `which` says (`NOT t.has_children` or `t.has_children`).
 fn succeed_sql_of(returning: &str, by_key: bool, which: &str) -> String {
     // The array of states and its column, and what the row's state is compared with.
@@ -678,19 +648,81 @@ fn succeed_sql_of(returning: &str, by_key: bool, which: &str) -> String {
     )
 }
 
-/// [`succeed_sql`] returning whole tasks: for batches larger than [`BY_KEY_MAX`], and up to it.
-static SUCCEED: std::sync::LazyLock<[String; 2]> =
-    std::sync::LazyLock::new(|| [false, true].map(|by_key| succeed_sql(TASK_COLUMNS, by_key)));
+/// What a success answers: a whole task, or what [`TaskEnded`] says of it. Each reads the
+/// columns its statements return.
+pub(crate) trait Ended: Sized + Send {
+    /// The success statements (see [`succeed_sql`]): plain, then by key.
+    fn succeed() -> &'static [String; 2];
+    /// The statement for the tasks that have children (whose release follows in the same
+    /// transaction), by key.
+    fn succeed_parents() -> &'static str;
+    fn of_row(r: &tokio_postgres::Row) -> Result<Self>;
+    fn id(&self) -> TaskId;
+    /// Whether the task was a schedule's.
+    fn scheduled(&self) -> bool;
+}
 
-/// What [`TaskEnded`] needs, in the order [`Successes::write_brief`] reads it.
-static SUCCEED_BRIEF: std::sync::LazyLock<[String; 2]> = std::sync::LazyLock::new(|| {
-    [false, true].map(|by_key| {
-        succeed_sql(
-            "t.id, t.queue, t.attempt, t.run_at, t.started_at, t.finished_at, t.schedule",
-            by_key,
-        )
-    })
+/// The statements returning `returning`: [`Ended::succeed`], then [`Ended::succeed_parents`].
+fn statements(returning: &str) -> ([String; 2], String) {
+    (
+        [false, true].map(|by_key| succeed_sql(returning, by_key)),
+        succeed_sql_of(returning, true, "t.has_children"),
+    )
+}
+
+static WHOLE: std::sync::LazyLock<([String; 2], String)> =
+    std::sync::LazyLock::new(|| statements(TASK_COLUMNS));
+
+impl Ended for Task {
+    fn succeed() -> &'static [String; 2] {
+        &WHOLE.0
+    }
+    fn succeed_parents() -> &'static str {
+        &WHOLE.1
+    }
+    fn of_row(r: &tokio_postgres::Row) -> Result<Self> {
+        task_from_row(r)
+    }
+    fn id(&self) -> TaskId {
+        self.id
+    }
+    fn scheduled(&self) -> bool {
+        self.schedule.is_some()
+    }
+}
+
+/// What [`TaskEnded`] needs, in the order [`TaskEnded::of_row`] reads it: a success of a
+/// workflow's task with children decodes no payload or result.
+static BRIEF: std::sync::LazyLock<([String; 2], String)> = std::sync::LazyLock::new(|| {
+    statements("t.id, t.queue, t.attempt, t.run_at, t.started_at, t.finished_at, t.schedule")
 });
+
+impl Ended for TaskEnded {
+    fn succeed() -> &'static [String; 2] {
+        &BRIEF.0
+    }
+    fn succeed_parents() -> &'static str {
+        &BRIEF.1
+    }
+    fn of_row(r: &tokio_postgres::Row) -> Result<Self> {
+        Ok(TaskEnded {
+            id: col(r, 0)?,
+            queue: col(r, 1)?,
+            state: TaskState::Succeeded,
+            attempt: col(r, 2)?,
+            run_at: col(r, 3)?,
+            started_at: col(r, 4)?,
+            finished_at: col(r, 5)?,
+            schedule: col(r, 6)?,
+        })
+    }
+    fn id(&self) -> TaskId {
+        self.id
+    }
+    fn scheduled(&self) -> bool {
+        self.schedule.is_some()
+    }
+}
 
 /// The success statement for a batch of `n` (see [`succeed_sql`]), returning ids, for tests.
 #[cfg(feature = "testing")]
