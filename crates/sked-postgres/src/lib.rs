@@ -327,17 +327,16 @@ impl Store for PgStore {
     }
 
     async fn task_finish_many(&self, params: Vec<TaskFinishParams>) -> Result<Vec<Result<Task>>> {
-        let ended = self
+        let (ended, released) = self
             .op(async |c, ch| tasks::finish_many(c, ch, &params, &self.success_plans).await)
             .await?;
         self.announce_room(ended.iter().flatten().map(|t| &t.queue))
             .await;
         self.claimable(
-            ended
-                .iter()
-                .flatten()
+            (ended.iter().flatten())
                 .filter(|t| !t.state.is_finished())
-                .map(|t| (t.priority, t.run_at, t.state.is_timed())),
+                .map(|t| (t.priority, t.run_at, t.state.is_timed()))
+                .chain(released),
         );
         Ok(ended)
     }
@@ -355,7 +354,7 @@ impl Store for PgStore {
                 .map(|r| r.map(TaskEnded::from))
                 .collect());
         };
-        let ended = self
+        let (ended, released) = self
             .op(async |c, ch| {
                 successes
                     .write::<TaskEnded>(c, ch, &self.success_plans)
@@ -364,6 +363,7 @@ impl Store for PgStore {
             .await?;
         self.announce_room(ended.iter().flatten().map(|t| &t.queue))
             .await;
+        self.claimable(released);
         Ok(ended)
     }
 
@@ -414,8 +414,11 @@ impl Store for PgStore {
     }
 
     async fn task_cancel(&self, params: TaskCancelParams) -> Result<Task> {
-        self.op(async |c, ch| tasks::cancel(c, ch, &params).await)
-            .await
+        let (task, released) = self
+            .op(async |c, ch| tasks::cancel(c, ch, &params).await)
+            .await?;
+        self.claimable(released);
+        Ok(task)
     }
 
     async fn task_retry(&self, params: TaskRetryParams) -> Result<Task> {

@@ -175,11 +175,17 @@ pub(crate) async fn write_plans(
         .await
         .map_err(db_err)?;
         let dead = give_up.iter().map(|id| (*id, sked_core::TaskState::Dead));
+        // What it releases is announced; the leader's own claims hear it.
         tasks::dependents::release(tx, channel, dead, now).await?;
     }
     for w in writes {
         for id in &w.plan.cancel {
-            rules::replaced(tasks::cancel_in(tx, channel, *id, now).await)?;
+            // What the cancel releases is announced; the leader's own claims hear it.
+            rules::replaced(
+                tasks::cancel_in(tx, channel, *id, now)
+                    .await
+                    .map(|(t, _)| t),
+            )?;
         }
     }
     let lines = rules::ledger_lines(writes);

@@ -77,8 +77,8 @@ pub(crate) async fn count(c: &mut Object, f: &BulkFilter) -> Result<u64> {
     Ok(col::<i64>(&row, 0)?.max(0) as u64)
 }
 
-/// One batch; also the priority and run time of each task it made claimable (for
-/// [`crate::PgStore`]'s claim positions).
+/// One batch; also the priority and run time of each task it made claimable or waiting,
+/// retried or released (for [`crate::PgStore`]'s claim positions).
 pub(crate) async fn batch(
     c: &mut Object,
     channel: &str,
@@ -150,7 +150,7 @@ pub(crate) async fn batch(
             let cancelled = (tasks.iter())
                 .filter(|t| !t.state.is_finished() && t.state != sked_core::TaskState::Running)
                 .map(|t| (t.id, sked_core::TaskState::Cancelled));
-            super::dependents::release(&tx, channel, cancelled, p.now).await?;
+            claimable = super::dependents::release(&tx, channel, cancelled, p.now).await?;
             tx.execute(
                 &format!(
                     "UPDATE sked_tasks t SET cancel_requested = true WHERE t.id = ANY($1) AND {}",

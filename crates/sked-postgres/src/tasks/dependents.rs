@@ -270,21 +270,29 @@ pub(crate) async fn link<C: GenericClient + Sync>(
         .await
 }
 
+/// What a release made claimable or waiting, as the store's claim positions take it: the
+/// highest priority and the earliest run time among the tasks, and whether they wait (see
+/// `PgStore::claimable`). Moved back once the release is committed, a claim that follows at
+/// once sees the tasks without waiting for their announcement.
+pub(crate) type Released = Vec<(i32, Timestamp, bool)>;
+
 /// What the ends in `ended` (tasks and the state each ended in; others are skipped) do to the
 /// tasks waiting for them, and so on down the graph: each wait they reach, locked in id order,
-/// is counted down, released or cancelled. Released tasks are announced on `channel`.
+/// is counted down, released or cancelled. Released tasks are announced on `channel`, and
+/// returned as [`Released`].
 pub(crate) async fn release(
     tx: &Transaction<'_>,
     channel: &str,
     ended: impl IntoIterator<Item = (TaskId, TaskState)>,
     now: Timestamp,
-) -> Result<()> {
+) -> Result<Released> {
     let mut ended: Vec<(TaskId, TaskState)> =
         ended.into_iter().filter(|(_, s)| s.is_finished()).collect();
     // Every end, those cascaded to waiting tasks included, for the batches they belong to.
     let mut all = ended.clone();
     let mut released: Option<Timestamp> = None;
     let mut due = false;
+    let mut out = Released::new();
     while !ended.is_empty() {
         let states: HashMap<TaskId, TaskState> = ended.iter().copied().collect();
         let ids: Vec<TaskId> = ended.iter().map(|(id, _)| *id).collect();
@@ -352,6 +360,10 @@ pub(crate) async fn release(
                     if let Some(at) = col::<Option<Timestamp>>(r, 1)? {
                         released = Some(released.map_or(at, |r| r.min(at)));
                         due |= col::<Option<bool>>(r, 2)?.unwrap_or(false);
+                        let top: i32 = col::<Option<i32>>(r, 3)?.unwrap_or(i32::MAX);
+                        let timed = col::<Option<Timestamp>>(r, 4)?;
+                        out.push((top, at, false));
+                        out.extend(timed.map(|t| (top, t, true)));
                     }
                 }
             }
@@ -374,25 +386,28 @@ pub(crate) async fn release(
         .await
         .map_err(db_err)?;
     }
-    super::batches::ended(&**tx, channel, &all, now).await
+    super::batches::ended(&**tx, channel, &all, now).await?;
+    Ok(out)
 }
 
 /// What the ends do to the waits they reached: `$1` the waits counted with `$2` their
 /// parents now left; `$3` the waits whose waiting tasks are released at `$4` (now), each as
 /// [`sked_store::rules::state_for_run_at`] says for its run time; `$5` the waits whose waiting
 /// tasks are cancelled, each with its error in `$6`. Answers the earliest run time of the
-/// tasks released and whether any is due, then the ids of those cancelled.
+/// tasks released, whether any is due, their highest priority and the earliest run time of
+/// those not due, then the ids of those cancelled.
 pub(crate) const COUNT_RELEASE_CANCEL: &str = "WITH counts AS (UPDATE sked_waits w SET parents_left = u.left_ \
       FROM unnest($1::bigint[], $2::int[]) AS u(id, left_) WHERE w.id = u.id), \
     released AS (UPDATE sked_tasks t \
       SET state = CASE WHEN t.run_at <= $4 THEN 'available' ELSE 'scheduled' END \
-      WHERE t.wait = ANY($3) AND t.state = 'waiting' RETURNING t.run_at), \
+      WHERE t.wait = ANY($3) AND t.state = 'waiting' RETURNING t.run_at, t.priority), \
     cancelled AS (UPDATE sked_tasks t SET state = 'cancelled', finished_at = $4, \
       last_error = u.error \
       FROM unnest($5::bigint[], $6::text[]) AS u(wait, error) \
       WHERE t.wait = u.wait AND t.state = 'waiting' RETURNING t.id) \
-    SELECT NULL::bigint, min(run_at), bool_or(run_at <= $4) FROM released \
-    UNION ALL SELECT id, NULL, NULL FROM cancelled";
+    SELECT NULL::bigint, min(run_at), bool_or(run_at <= $4), max(priority), \
+      min(run_at) FILTER (WHERE run_at > $4) FROM released \
+    UNION ALL SELECT id, NULL, NULL, NULL, NULL FROM cancelled";
 
 /// The waits the ends of tasks `$1` count: those that wait for an ended task and have not
 /// counted it, and those that wait for the whole of an ended task's wait and have not counted

@@ -11,6 +11,7 @@ use sked_store::*;
 use tokio_postgres::GenericClient;
 
 use super::claim::positions::Key;
+use super::dependents::Released;
 use super::faster_statement::PlanChoice;
 use crate::codec::{TASK_COLUMNS, col, db_err, task_from_row, tasks_from_rows};
 
@@ -233,14 +234,15 @@ async fn lock_rows(
     Ok((tasks, parents))
 }
 
+/// Ends attempts; with what the ends released for the tasks waiting for them.
 pub(crate) async fn finish_many(
     c: &mut Object,
     channel: &str,
     ps: &[TaskFinishParams],
     plans: &PlanChoice,
-) -> Result<Vec<Result<Task>>> {
+) -> Result<(Vec<Result<Task>>, Released)> {
     if ps.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Released::new()));
     }
     if let Some(successes) = Successes::of(ps) {
         return successes.write::<Task>(c, channel, plans).await;
@@ -254,7 +256,7 @@ async fn finish_locked(
     c: &mut Object,
     channel: &str,
     ps: &[TaskFinishParams],
-) -> Result<Vec<Result<Task>>> {
+) -> Result<(Vec<Result<Task>>, Released)> {
     let tx = c.transaction().await.map_err(db_err)?;
     let ids: Vec<TaskId> = ps.iter().map(|p| p.id).collect();
     let (mut current, parents) = lock_rows(&tx, &ids).await?;
@@ -285,14 +287,15 @@ async fn finish_locked(
     }
     changes.write(&tx, channel).await?;
     attempts.insert(&tx).await?;
+    let mut released = Released::new();
     if let Some(now) = ps.iter().map(|p| p.now).max() {
         let ended = (out.iter().flatten())
             .filter(|t| parents.contains(&t.id))
             .map(|t| (t.id, t.state));
-        super::dependents::release(&tx, channel, ended, now).await?;
+        released = super::dependents::release(&tx, channel, ended, now).await?;
     }
     tx.commit().await.map_err(db_err)?;
-    Ok(out)
+    Ok((out, released))
 }
 
 /// Whether any task matches `cond` at `now` (`$1`): one statement, without a transaction.
@@ -340,6 +343,7 @@ pub(crate) async fn expire(
     let ended = expired
         .iter()
         .map(|&id| (id, sked_core::TaskState::Expired));
+    // The store moves its claim positions to the front after any expiry.
     super::dependents::release(&tx, channel, ended, p.now).await?;
     tx.commit().await.map_err(db_err)?;
     Ok(expired)
@@ -387,6 +391,7 @@ pub(crate) async fn rescue(
     }
     changes.write(&tx, channel).await?;
     attempts.insert(&tx).await?;
+    // The store moves its claim positions to the front after any rescue.
     super::dependents::release(&tx, channel, ended, p.now).await?;
     tx.commit().await.map_err(db_err)?;
     Ok(expired.iter().map(|t| t.id).collect())
@@ -433,7 +438,7 @@ impl Successes {
         c: &mut Object,
         channel: &str,
         plans: &PlanChoice,
-    ) -> Result<Vec<Result<T>>> {
+    ) -> Result<(Vec<Result<T>>, Released)> {
         let rows = self.succeed(c, T::succeed(), plans).await?;
         let done: HashMap<TaskId, T> = (rows.iter())
             .map(|r| T::of_row(r).map(|t| (t.id(), t)))
@@ -501,7 +506,7 @@ impl Successes {
         c: &mut Object,
         channel: &str,
         which: &[usize],
-    ) -> Result<Vec<T>> {
+    ) -> Result<(Vec<T>, Released)> {
         let id: Vec<TaskId> = which.iter().map(|&i| self.id[i]).collect();
         let attempt: Vec<i32> = which.iter().map(|&i| self.attempt[i]).collect();
         let now: Vec<Timestamp> = which.iter().map(|&i| self.now[i]).collect();
@@ -527,12 +532,13 @@ impl Successes {
             .flatten()
             .collect();
         let ended: Vec<T> = rows.iter().map(T::of_row).collect::<Result<_>>()?;
+        let mut released = Released::new();
         if let Some(at) = now.iter().max() {
             let ends = ended.iter().map(|t| (t.id(), TaskState::Succeeded));
-            super::dependents::release(&tx, channel, ends, *at).await?;
+            released = super::dependents::release(&tx, channel, ends, *at).await?;
         }
         tx.commit().await.map_err(db_err)?;
-        Ok(ended)
+        Ok((ended, released))
     }
 
     /// An answer per success, in order, from the tasks it ended (`done`, by id): those it did
@@ -543,7 +549,7 @@ impl Successes {
         channel: &str,
         mut done: HashMap<TaskId, T>,
         scheduled: bool,
-    ) -> Result<Vec<Result<T>>> {
+    ) -> Result<(Vec<Result<T>>, Released)> {
         if scheduled {
             announce_schedules(&***c, channel).await?;
         }
@@ -557,12 +563,15 @@ impl Successes {
         // Tasks with children, which the statement leaves to a transaction that releases them
         // too; what is still missed after it says why.
         let mut current: HashMap<TaskId, Task> = HashMap::new();
+        let mut released = Released::new();
         if !missed.is_empty() {
             let set: HashSet<TaskId> = missed.iter().copied().collect();
             let which: Vec<usize> = (0..self.id.len())
                 .filter(|&i| set.contains(&self.id[i]))
                 .collect();
-            for task in self.succeed_parents::<T>(c, channel, &which).await? {
+            let ended;
+            (ended, released) = self.succeed_parents::<T>(c, channel, &which).await?;
+            for task in ended {
                 done.insert(task.id(), task);
             }
             let still: Vec<TaskId> = (missed.into_iter())
@@ -581,7 +590,7 @@ impl Successes {
                 }
             }
         }
-        Ok(self
+        let answers = self
             .id
             .iter()
             .zip(&self.attempt)
@@ -594,7 +603,8 @@ impl Successes {
                     },
                 )),
             })
-            .collect())
+            .collect();
+        Ok((answers, released))
     }
 }
 

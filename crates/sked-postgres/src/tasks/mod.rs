@@ -195,24 +195,30 @@ pub(crate) async fn list(c: &mut Object, p: &TaskListParams) -> Result<TaskPage>
     Ok(page)
 }
 
-pub(crate) async fn cancel(c: &mut Object, channel: &str, p: &TaskCancelParams) -> Result<Task> {
+/// Cancels a task; with what waited for it and runs anyway.
+pub(crate) async fn cancel(
+    c: &mut Object,
+    channel: &str,
+    p: &TaskCancelParams,
+) -> Result<(Task, dependents::Released)> {
     let tx = c.transaction().await.map_err(db_err)?;
-    let task = cancel_in(&tx, channel, p.id, p.now).await?;
+    let (task, released) = cancel_in(&tx, channel, p.id, p.now).await?;
     if task.schedule.is_some() {
         announce_schedules(&*tx, channel).await?;
     }
     tx.commit().await.map_err(db_err)?;
-    Ok(task)
+    Ok((task, released))
 }
 
 /// Cancels inside a caller's transaction (also materialisation's `replace`): a task that has
-/// not started is cancelled, a running one is asked to stop. Returns the task as it is now.
+/// not started is cancelled, a running one is asked to stop. Returns the task as it is now,
+/// with what its cancel released.
 pub(crate) async fn cancel_in(
     tx: &Transaction<'_>,
     channel: &str,
     id: TaskId,
     now: Timestamp,
-) -> Result<Task> {
+) -> Result<(Task, dependents::Released)> {
     let task = row_for_update(tx, id).await?;
     let row = if task.state == TaskState::Running {
         tx.query_one(
@@ -235,8 +241,8 @@ pub(crate) async fn cancel_in(
     }
     .map_err(db_err)?;
     let task = task_from_row(&row)?;
-    dependents::release(tx, channel, [(task.id, task.state)], now).await?;
-    Ok(task)
+    let released = dependents::release(tx, channel, [(task.id, task.state)], now).await?;
+    Ok((task, released))
 }
 
 pub(crate) async fn retry(c: &mut Object, channel: &str, p: &TaskRetryParams) -> Result<Task> {

@@ -243,6 +243,43 @@ async fn a_higher_priority_task_is_claimed_next_whoever_inserted_it() {
 }
 
 #[tokio::test]
+async fn a_task_this_store_releases_is_claimed_next() {
+    let Some((store, _schema)) = fresh_store().await else {
+        return;
+    };
+    // Its listener's first connection sends claims to the front: let that happen first.
+    let started = Instant::now();
+    while !store.listening() {
+        assert!(started.elapsed() < Duration::from_secs(10), "not listening");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let now = Timestamp::now();
+    let [parent] = insert(&store, &[0], now).await[..] else {
+        unreachable!()
+    };
+    let mut child = task(0);
+    child.task.depends_on = vec![parent];
+    let child = store
+        .task_insert_many(TaskInsertParams {
+            tasks: vec![child],
+            now,
+        })
+        .await
+        .unwrap()[0]
+        .id;
+    let after = insert(&store, &[0, 0], now).await;
+    let claimed = claim(&store, 2, now).await;
+    assert_eq!(
+        claimed.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![parent, after[0]]
+    );
+    // The child comes before where claims resume; the parent's success releases it, and the
+    // next claim takes it, without waiting for the release's announcement to come back.
+    complete(&store, &claimed[..1], now).await;
+    assert_eq!(claim(&store, 1, now).await[0].id, child);
+}
+
+#[tokio::test]
 async fn a_task_passed_over_while_locked_is_claimed_after_the_next_probe() {
     let Some((store, schema)) = fresh_store().await else {
         return;
