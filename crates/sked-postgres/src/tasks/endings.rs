@@ -432,7 +432,8 @@ impl Successes {
         Some(out)
     }
 
-    /// Writes the successes, answering each as a whole task or as what [`TaskEnded`] says.
+    /// Writes the successes, answering each as a whole task or as what [`TaskEnded`] says;
+    /// with what they released of the tasks waiting for them.
     pub(crate) async fn write<T: Ended>(
         &self,
         c: &mut Object,
@@ -500,7 +501,7 @@ impl Successes {
 
     /// The successes at positions `which` of this batch, tasks with children, in a transaction
     /// of their own: the success statement for them alone, then the release of their
-    /// children. The tasks it ended.
+    /// children. The tasks it ended, and what the release made claimable.
     async fn succeed_parents<T: Ended>(
         &self,
         c: &mut Object,
@@ -542,7 +543,8 @@ impl Successes {
     }
 
     /// An answer per success, in order, from the tasks it ended (`done`, by id): those it did
-    /// not end say why. Announces a change to schedules when a task of one ended.
+    /// not end say why; with what the successes of tasks with children released. Announces a
+    /// change to schedules when a task of one ended.
     async fn answers<T: Ended>(
         &self,
         c: &mut Object,
