@@ -187,13 +187,20 @@ impl NewWaits {
             return Ok(());
         }
         let mut ids: Vec<WaitId> = vec![0; self.left.len()];
-        let (mut task_ids, mut task_waits) = (Vec::new(), Vec::new());
+        let mut of_wait: Vec<Vec<TaskId>> = vec![Vec::new(); self.left.len()];
         for ((&w, &id), (task, _)) in self.of_task.iter().zip(waits).zip(tasks) {
             if let (Some(w), Some(id)) = (w, id) {
                 ids[w] = id;
-                task_ids.push(*task);
-                task_waits.push(id);
+                of_wait[w].push(*task);
             }
+        }
+        // Each wait's tasks, in id order, as a slice `first..=last` (from 1) of one array.
+        let (mut task_ids, mut first, mut last) = (Vec::new(), Vec::new(), Vec::new());
+        for mut mine in of_wait {
+            mine.sort_unstable();
+            first.push(task_ids.len() as i32 + 1);
+            task_ids.extend(mine);
+            last.push(task_ids.len() as i32);
         }
         let (mut parent, mut parent_wait, mut done) = (Vec::new(), Vec::new(), Vec::new());
         let (mut stage, mut stage_wait) = (Vec::new(), Vec::new());
@@ -210,11 +217,9 @@ impl NewWaits {
         }
         c.execute(
             "WITH w AS (INSERT INTO sked_waits (id, parents_left, run_anyway, tasks) \
-               SELECT w.id, w.left_, w.run_anyway, m.tasks \
-               FROM unnest($1::bigint[], $2::int[], $3::bool[]) AS w(id, left_, run_anyway) \
-               JOIN (SELECT wait, array_agg(task ORDER BY task) AS tasks \
-                     FROM unnest($4::bigint[], $5::bigint[]) AS u(task, wait) GROUP BY wait) m \
-                 ON m.wait = w.id), \
+               SELECT w.id, w.left_, w.run_anyway, ($4::bigint[])[w.first:w.last] \
+               FROM unnest($1::bigint[], $2::int[], $3::bool[], $5::int[], $11::int[]) \
+                 AS w(id, left_, run_anyway, first, last)), \
              p AS (INSERT INTO sked_wait_parents (parent, wait, done) \
                SELECT * FROM unnest($6::bigint[], $7::bigint[], $8::bool[])) \
              INSERT INTO sked_wait_stages (stage, wait) \
@@ -224,12 +229,13 @@ impl NewWaits {
                 &self.left,
                 &self.run_anyway,
                 &task_ids,
-                &task_waits,
+                &first,
                 &parent,
                 &parent_wait,
                 &done,
                 &stage,
                 &stage_wait,
+                &last,
             ],
         )
         .await
