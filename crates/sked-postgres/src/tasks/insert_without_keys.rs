@@ -4,7 +4,6 @@
 use jiff::Timestamp;
 use sked_core::{TaskId, TaskState};
 use sked_store::*;
-
 use tokio_postgres::types::ToSql;
 
 use super::Param;
