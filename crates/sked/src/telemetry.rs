@@ -69,14 +69,14 @@ impl Telemetry {
     /// Starts the enqueue spans of `tasks`: one per distinct trace context they continue (a
     /// task that gives none continues the caller's current span, if any). Each task then
     /// carries its enqueue span's context. Off, a task without a context takes the caller's.
-    pub(crate) fn enqueue(&self, tasks: &mut [NewTask]) -> Spans {
+    pub(crate) fn enqueue<'a>(&self, tasks: impl IntoIterator<Item = &'a mut NewTask>) -> Spans {
         let Some(tracer) = &self.tracer else {
             continue_current(tasks);
             return Spans(Vec::new());
         };
         // Per distinct parent: the parent, the enqueue span, the span's own traceparent.
         let mut spans: Vec<(Option<String>, Context, Option<String>)> = Vec::new();
-        for t in tasks.iter_mut() {
+        for t in tasks {
             let i = match spans.iter().position(|(p, ..)| *p == t.traceparent) {
                 Some(i) => i,
                 None => {
@@ -146,12 +146,14 @@ impl Telemetry {
 
 /// Gives the tasks without a trace context the caller's current span's, if there is one (the
 /// remote client's enqueues, and the engine's when it records no spans).
-pub(crate) fn continue_current(tasks: &mut [NewTask]) {
-    if tasks.iter().any(|t| t.traceparent.is_none())
-        && let Some(current) = traceparent_of(&Context::current())
-    {
-        for t in tasks.iter_mut().filter(|t| t.traceparent.is_none()) {
-            t.traceparent = Some(current.clone());
+pub(crate) fn continue_current<'a>(tasks: impl IntoIterator<Item = &'a mut NewTask>) {
+    // The current context is read once, at the first task without one of its own.
+    let mut current: Option<Option<String>> = None;
+    for t in tasks {
+        if t.traceparent.is_none() {
+            t.traceparent = current
+                .get_or_insert_with(|| traceparent_of(&Context::current()))
+                .clone();
         }
     }
 }

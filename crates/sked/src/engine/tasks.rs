@@ -331,7 +331,9 @@ impl Engine {
 }
 
 /// How many of `tasks` go to each queue (a batch is nearly always one queue).
-pub(super) fn enqueued_per_queue(tasks: &[NewTask]) -> Vec<(String, usize)> {
+pub(super) fn enqueued_per_queue<'a>(
+    tasks: impl IntoIterator<Item = &'a NewTask>,
+) -> Vec<(String, usize)> {
     let mut out: Vec<(String, usize)> = Vec::new();
     for t in tasks {
         match out.iter_mut().find(|(q, _)| *q == t.queue) {
