@@ -83,7 +83,7 @@ pub(crate) async fn batch(
     c: &mut Object,
     channel: &str,
     p: &TaskBulkParams,
-) -> Result<(BulkBatch, Vec<(i32, jiff::Timestamp, bool)>)> {
+) -> Result<(BulkBatch, super::dependents::Released)> {
     let tx = c.transaction().await.map_err(db_err)?;
     let states = state_names(&p.filter);
     let after = p.after.unwrap_or(0);

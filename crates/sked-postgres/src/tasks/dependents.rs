@@ -296,8 +296,6 @@ pub(crate) async fn release(
         ended.into_iter().filter(|(_, s)| s.is_finished()).collect();
     // Every end, those cascaded to waiting tasks included, for the batches they belong to.
     let mut all = ended.clone();
-    let mut released: Option<Timestamp> = None;
-    let mut due = false;
     let mut out = Released::new();
     while !ended.is_empty() {
         let states: HashMap<TaskId, TaskState> = ended.iter().copied().collect();
@@ -364,10 +362,8 @@ pub(crate) async fn release(
                 }
                 None => {
                     if let Some(at) = col::<Option<Timestamp>>(r, 1)? {
-                        released = Some(released.map_or(at, |r| r.min(at)));
-                        due |= col::<Option<bool>>(r, 2)?.unwrap_or(false);
-                        let top: i32 = col::<Option<i32>>(r, 3)?.unwrap_or(i32::MAX);
-                        let timed = col::<Option<Timestamp>>(r, 4)?;
+                        let top: i32 = col::<Option<i32>>(r, 2)?.unwrap_or(i32::MAX);
+                        let timed = col::<Option<Timestamp>>(r, 3)?;
                         out.push((top, at, false));
                         out.extend(timed.map(|t| (top, t, true)));
                     }
@@ -375,9 +371,14 @@ pub(crate) async fn release(
             }
         }
     }
-    if let Some(run_at) = released {
-        // Where in claim order they are is not worked out: claims look from the front.
-        let waiting = (!due || run_at > now).then_some(run_at);
+    let first = (out.iter())
+        .filter(|(.., timed)| !timed)
+        .map(|(_, at, _)| *at)
+        .min();
+    if let Some(run_at) = first {
+        // Where in claim order they are is not worked out: claims look from the front. When
+        // none is due yet, the first run time says when to look.
+        let waiting = (run_at > now).then_some(run_at);
         tx.execute(
             &format!(
                 "SELECT {}",
@@ -400,8 +401,8 @@ pub(crate) async fn release(
 /// parents now left; `$3` the waits whose waiting tasks are released at `$4` (now), each as
 /// [`sked_store::rules::state_for_run_at`] says for its run time; `$5` the waits whose waiting
 /// tasks are cancelled, each with its error in `$6`. Answers the earliest run time of the
-/// tasks released, whether any is due, their highest priority and the earliest run time of
-/// those not due, then the ids of those cancelled.
+/// tasks released, their highest priority and the earliest run time of those not due, then
+/// the ids of those cancelled.
 pub(crate) const COUNT_RELEASE_CANCEL: &str = "WITH counts AS (UPDATE sked_waits w SET parents_left = u.left_ \
       FROM unnest($1::bigint[], $2::int[]) AS u(id, left_) WHERE w.id = u.id), \
     released AS (UPDATE sked_tasks t \
@@ -411,9 +412,9 @@ pub(crate) const COUNT_RELEASE_CANCEL: &str = "WITH counts AS (UPDATE sked_waits
       last_error = u.error \
       FROM unnest($5::bigint[], $6::text[]) AS u(wait, error) \
       WHERE t.wait = u.wait AND t.state = 'waiting' RETURNING t.id) \
-    SELECT NULL::bigint, min(run_at), bool_or(run_at <= $4), max(priority), \
+    SELECT NULL::bigint, min(run_at), max(priority), \
       min(run_at) FILTER (WHERE run_at > $4) FROM released \
-    UNION ALL SELECT id, NULL, NULL, NULL, NULL FROM cancelled";
+    UNION ALL SELECT id, NULL, NULL, NULL FROM cancelled";
 
 /// The waits the ends of tasks `$1` count: those that wait for an ended task and have not
 /// counted it, and those that wait for the whole of an ended task's wait and have not counted
