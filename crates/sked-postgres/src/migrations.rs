@@ -60,6 +60,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (34, include_str!("../migrations/0034_queue_backoff.sql")),
     (35, include_str!("../migrations/0035_strict_key_order.sql")),
     (36, include_str!("../migrations/0036_waits.sql")),
+    (
+        37,
+        include_str!("../migrations/0037_workflow_members_in_its_row.sql"),
+    ),
 ];
 
 /// A fingerprint of every migration's text: schemas migrated by the same migrations share it.

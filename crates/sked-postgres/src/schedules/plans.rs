@@ -340,7 +340,7 @@ pub(crate) async fn withdraw_ahead_many<C: GenericClient + Sync>(
             &format!(
                 "DELETE FROM sked_tasks WHERE schedule = ANY($1) AND state IN {MADE_AHEAD} \
                  AND attempt = 0 AND nominal_at > $2 AND state IN {ACTIVE} \
-                 RETURNING schedule, nominal_at, id, wait"
+                 RETURNING schedule, nominal_at, id, wait, workflow"
             ),
             &[&names, &now],
         )
@@ -353,17 +353,19 @@ pub(crate) async fn withdraw_ahead_many<C: GenericClient + Sync>(
     let mut nominals: Vec<Timestamp> = Vec::with_capacity(rows.len());
     let mut ids: Vec<TaskId> = Vec::with_capacity(rows.len());
     let mut waits: Vec<Option<i64>> = Vec::with_capacity(rows.len());
+    let mut workflows: Vec<Option<i64>> = Vec::with_capacity(rows.len());
     for r in &rows {
         schedules.push(col(r, 0)?);
         nominals.push(col(r, 1)?);
         ids.push(col(r, 2)?);
         waits.push(col(r, 3)?);
+        workflows.push(col(r, 4)?);
     }
     // A workflow's waits, edges and membership go with its tasks.
     c.execute(tasks::dependents::FORGET.as_str(), &[&ids, &waits])
         .await
         .map_err(db_err)?;
-    c.execute(tasks::workflows::FORGET.as_str(), &[&ids])
+    c.execute(tasks::workflows::FORGET.as_str(), &[&ids, &workflows])
         .await
         .map_err(db_err)?;
     c.execute(

@@ -188,23 +188,26 @@ pub(crate) async fn delete(tx: &Transaction<'_>, ids: &[TaskId]) -> Result<()> {
         .query(
             &format!(
                 "DELETE FROM sked_tasks t WHERE t.id = ANY($1) AND t.state IN {FINISHED} \
-                 RETURNING t.wait"
+                 RETURNING t.wait, t.workflow"
             ),
             &[&ids],
         )
         .await
         .map_err(db_err)?;
     let waits: Vec<Option<i64>> = rows.iter().map(|r| col(r, 0)).collect::<Result<_>>()?;
+    let workflows: Vec<Option<i64>> = rows.iter().map(|r| col(r, 1)).collect::<Result<_>>()?;
     tx.execute(super::dependents::FORGET.as_str(), &[&ids, &waits])
         .await
         .map_err(db_err)?;
     for sql in [
         "DELETE FROM sked_task_attempts WHERE task_id = ANY($1)",
         "DELETE FROM sked_task_progress WHERE task_id = ANY($1)",
-        &super::workflows::FORGET,
     ] {
         tx.execute(sql, &[&ids]).await.map_err(db_err)?;
     }
+    tx.execute(super::workflows::FORGET.as_str(), &[&ids, &workflows])
+        .await
+        .map_err(db_err)?;
     Ok(())
 }
 

@@ -55,7 +55,7 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
     if !children.is_empty() {
         let tasks = children.iter().map(|&i| (&tasks[i], &[][..]));
         let made = &mut Made::default();
-        let inserted = insert_children(c, channel, tasks, made, &[], now).await?;
+        let inserted = insert_children(c, channel, tasks, made, &Members::default(), now).await?;
         for (k, answer) in inserted.into_iter().enumerate() {
             out[children[k]] = Some(answer);
         }
@@ -79,6 +79,15 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
     Ok(out)
 }
 
+/// What a workflow's tasks write besides their own fields: the workflow they belong to, and
+/// which of them (by place) others of it wait for, so that their rows are flagged as they go
+/// in. Tasks of no workflow: none and none.
+#[derive(Default)]
+pub(crate) struct Members<'a> {
+    pub(crate) workflow: Option<sked_core::WorkflowId>,
+    pub(crate) has_children: &'a [bool],
+}
+
 /// Whether `t` goes in with the one statement for many tasks: it has no unique key and no
 /// parents.
 fn is_plain(t: &TaskInsert) -> bool {
@@ -91,14 +100,14 @@ fn is_plain(t: &TaskInsert) -> bool {
 /// one statement, then their waits (tasks with the same parents share one) with their edges.
 /// Each task comes with parents of its own besides its `depends_on` (a workflow's, by id).
 /// Parents in `made` were inserted in this transaction, which alone sees them: they are
-/// neither locked nor flagged, and `has_children` (by task, or empty for none) flags the tasks
-/// that are such parents. Notes the tasks it makes in `made`.
+/// neither locked nor flagged, and `members` says which tasks are such parents and which
+/// workflow the tasks belong to. Notes the tasks it makes in `made`.
 async fn insert_children<'a, C: GenericClient + Sync>(
     c: &C,
     channel: &str,
     tasks: impl Iterator<Item = (&'a TaskInsert, &'a [TaskId])> + Clone,
     made: &mut Made,
-    has_children: &[bool],
+    members: &Members<'_>,
     now: Timestamp,
 ) -> Result<Vec<TaskInserted>> {
     let parents_of =
@@ -134,7 +143,8 @@ async fn insert_children<'a, C: GenericClient + Sync>(
         rows.wait[k] = wait_ids[k];
         rows.last_error[k] = start.error.clone();
         rows.finished_at[k] = start.state.is_finished().then_some(now);
-        rows.has_children[k] = has_children.get(k).copied().unwrap_or(false);
+        rows.has_children[k] = members.has_children.get(k).copied().unwrap_or(false);
+        rows.workflow[k] = members.workflow;
     }
     let sent = BulkParams::of(&rows);
     let mut params: Vec<Param<'_>> = vec![&channel];
@@ -153,15 +163,15 @@ async fn insert_children<'a, C: GenericClient + Sync>(
 /// other: as [`insert_tasks`] inserts them, all with the one statement of tasks with parents,
 /// each also waiting for the tasks of the workflow its `after` names (`ids`: the ids of those
 /// made before, by place; the tasks are not copied to add them). Those parents are in `made`,
-/// and `has_children` flags the tasks of the run that tasks after them will wait for (see
-/// [`insert_children`]).
+/// and `members` names the workflow and flags the tasks of the run that tasks after them will
+/// wait for (see [`insert_children`]).
 pub(crate) async fn insert_workflow_run<C: GenericClient + Sync>(
     c: &C,
     channel: &str,
     run: &[WorkflowTaskInsert],
     ids: &[TaskId],
     made: &mut Made,
-    has_children: &[bool],
+    members: &Members<'_>,
     now: Timestamp,
 ) -> Result<Vec<TaskInserted>> {
     for t in run {
@@ -180,7 +190,7 @@ pub(crate) async fn insert_workflow_run<C: GenericClient + Sync>(
         .map(|t| t.after.iter().map(|&a| ids[a]).collect())
         .collect();
     let tasks = run.iter().zip(&after).map(|(t, a)| (&t.insert, &a[..]));
-    let out = insert_children(c, channel, tasks, made, has_children, now).await?;
+    let out = insert_children(c, channel, tasks, made, members, now).await?;
     let joined: Vec<(TaskId, sked_core::BatchId, TaskState)> = (run.iter().zip(&out))
         .filter_map(|(t, ins)| Some((ins.id, t.insert.task.batch?, ins.state)))
         .collect();

@@ -15,8 +15,9 @@ use crate::listen::notify_tasks_sql;
 /// key and trace context, then how a task with parents starts. A column whose value every task
 /// of a batch shares is sent once (see [`sent`]), the payload excepted: its array gives the
 /// statement its rows. `has_children` is set at insert for a workflow's tasks that others of
-/// it wait for (a later task's insert flags its parents otherwise).
-const BULK_COLUMNS: [(&str, &str); 20] = [
+/// it wait for (a later task's insert flags its parents otherwise), and `workflow` names the
+/// workflow of its tasks.
+const BULK_COLUMNS: [(&str, &str); 21] = [
     ("queue", "text"),
     ("kind", "text"),
     ("payload", "jsonb"),
@@ -37,6 +38,7 @@ const BULK_COLUMNS: [(&str, &str); 20] = [
     ("last_error", "text"),
     ("finished_at", "timestamptz"),
     ("has_children", "bool"),
+    ("workflow", "bigint"),
 ];
 
 /// The one column of [`BULK_COLUMNS`] always sent as an array of every task's value.
@@ -48,7 +50,7 @@ const PAYLOAD: usize = 2;
 /// columns left out are null (or their defaults) and cost the statement nothing; one a shape
 /// writes costs it a parameter and a `coalesce` per row even when it goes once (see [`sent`]).
 /// Bulk enqueues on PostgreSQL were 5–9 % slower with two arrays of nulls more.
-pub(super) const SHAPES: [usize; 4] = [7, 14, 16, 20];
+pub(super) const SHAPES: [usize; 4] = [7, 14, 16, 21];
 
 /// The index in [`SHAPES`] of tasks with parents: every column.
 pub(super) const CHILDREN: usize = 3;
@@ -160,6 +162,7 @@ pub(super) struct Columns<'a> {
     pub(super) last_error: Vec<Option<String>>,
     pub(super) finished_at: Vec<Option<Timestamp>>,
     pub(super) has_children: Vec<bool>,
+    pub(super) workflow: Vec<Option<i64>>,
 }
 
 impl<'a> Columns<'a> {
@@ -238,6 +241,7 @@ impl<'a> Columns<'a> {
             c.last_error.push(None);
             c.finished_at.push(None);
             c.has_children.push(false);
+            c.workflow.push(None);
         }
         Ok(c)
     }
@@ -265,7 +269,7 @@ fn sent<'a, T: ToSql + Sync + PartialEq + 'a>(all: &'a [T]) -> Sent<'a> {
 /// The parameters of a bulk insert: each of [`BULK_COLUMNS`] [`sent`] as it may be, the
 /// payload always as an array.
 pub(super) struct BulkParams<'a> {
-    columns: [Sent<'a>; 20],
+    columns: [Sent<'a>; 21],
 }
 
 impl<'a> BulkParams<'a> {
@@ -295,6 +299,7 @@ impl<'a> BulkParams<'a> {
                 sent(&r.last_error),
                 sent(&r.finished_at),
                 sent(&r.has_children),
+                sent(&r.workflow),
             ],
         }
     }

@@ -387,13 +387,13 @@ fn prune_sql(finished: &str) -> String {
         "WITH RECURSIVE {finished}, \
            doomed AS (SELECT ctid FROM f LIMIT $2), \
            tasks AS (DELETE FROM sked_tasks WHERE ctid = ANY (ARRAY(SELECT ctid FROM doomed)) \
-             AND state IN {FINISHED} RETURNING id, wait), \
+             AND state IN {FINISHED} RETURNING id, wait, workflow), \
            attempts AS (DELETE FROM sked_task_attempts WHERE task_id IN (SELECT id FROM tasks)), \
            progress AS (DELETE FROM sked_task_progress WHERE task_id IN (SELECT id FROM tasks)), \
            {}, {}, {} \
          SELECT count(*) FROM tasks",
         dependents::forget_sql("SELECT id FROM tasks", "SELECT wait FROM tasks"),
-        workflows::forget_sql("(SELECT id FROM tasks)"),
+        workflows::forget_sql("(SELECT id FROM tasks)", "(SELECT workflow FROM tasks)"),
         batches::forget_sql("(SELECT id FROM tasks)")
     )
 }

@@ -1,5 +1,6 @@
 //! Workflows: their tasks inserted with their edges in one transaction, and read back with
-//! their counts and graph.
+//! their counts and graph. A workflow's row holds its tasks and their names there, in id
+//! order (`tasks`, `names`), and each task names its workflow (`workflow`).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -12,30 +13,30 @@ use crate::codec::{col, db_err, state};
 
 /// The ids of the tasks of the workflow in parameter `param` (`$3`, say), as a subquery.
 pub(crate) fn tasks_of(param: &str) -> String {
-    format!("(SELECT task FROM sked_workflow_tasks WHERE workflow = {param})")
+    format!("(SELECT unnest(tasks) FROM sked_workflows WHERE id = {param})")
 }
 
-/// Two parts of a `WITH`: forget which workflow the tasks `ids` (a subquery, tasks being
-/// deleted in the same statement) belonged to, and delete the workflows left with none. The
-/// statement's snapshot still holds the memberships it deletes, so a workflow is empty when
-/// its only tasks are among `ids`.
-pub(crate) fn forget_sql(ids: &str) -> String {
+/// A part of a `WITH`: delete the workflows `workflows` (a subquery) of the tasks `ids` (a
+/// subquery, tasks being deleted in the same statement) that are left with none. The
+/// statement's snapshot still holds the tasks it deletes, so a workflow is empty when its only
+/// tasks are among `ids`.
+pub(crate) fn forget_sql(ids: &str, workflows: &str) -> String {
     format!(
-        "members AS (DELETE FROM sked_workflow_tasks WHERE task IN {ids} RETURNING workflow), \
-         emptied AS (DELETE FROM sked_workflows wf WHERE wf.id IN (SELECT workflow FROM members) \
-           AND NOT EXISTS (SELECT 1 FROM sked_workflow_tasks w WHERE w.workflow = wf.id \
-             AND w.task NOT IN {ids}))"
+        "emptied AS (DELETE FROM sked_workflows wf WHERE wf.id IN {workflows} \
+           AND NOT EXISTS (SELECT 1 FROM sked_tasks x WHERE x.id = ANY(wf.tasks) \
+             AND x.id NOT IN {ids}))"
     )
 }
 
-/// [`forget_sql`] and the batches' (`batches::forget_sql`) for the tasks of the array `$1`,
-/// as a statement of its own.
+/// As a statement of its own, after the tasks of the array `$1` were deleted: the workflows
+/// `$2` (theirs) left with none of their tasks are deleted, and the batches'
+/// (`batches::forget_sql`) part.
 pub(crate) static FORGET: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    let ids = "(SELECT unnest($1::bigint[]))";
     format!(
-        "WITH {}, {} SELECT 1",
-        forget_sql(ids),
-        super::batches::forget_sql(ids)
+        "WITH emptied AS (DELETE FROM sked_workflows wf WHERE wf.id = ANY($2::bigint[]) \
+           AND NOT EXISTS (SELECT 1 FROM sked_tasks x WHERE x.id = ANY(wf.tasks))), {} \
+         SELECT 1",
+        super::batches::forget_sql("(SELECT unnest($1::bigint[]))")
     )
 });
 
@@ -79,23 +80,27 @@ pub(crate) async fn insert(
     let mut ids: Vec<TaskId> = Vec::with_capacity(p.tasks.len());
     let mut made = super::dependents::Made::default();
     for run in rules::workflows::runs(&p.tasks)? {
+        let members = super::insert::Members {
+            workflow: Some(id),
+            has_children: &has_children[run.clone()],
+        };
         let inserted = super::insert::insert_workflow_run(
             &**tx,
             channel,
-            &p.tasks[run.clone()],
+            &p.tasks[run],
             &ids,
             &mut made,
-            &has_children[run],
+            &members,
             p.now,
         )
         .await?;
         ids.extend(inserted.iter().map(|t| t.id));
     }
+    // In id order: runs are inserted in turn, and each answers its ids ascending.
     let names: Vec<&str> = p.tasks.iter().map(|t| t.name.as_str()).collect();
     tx.execute(
-        "INSERT INTO sked_workflow_tasks (task, workflow, name) \
-         SELECT task, $2, name FROM unnest($1::bigint[], $3::text[]) AS m(task, name)",
-        &[&ids, &id, &names],
+        "UPDATE sked_workflows SET tasks = $2, names = $3 WHERE id = $1",
+        &[&id, &ids, &names],
     )
     .await
     .map_err(db_err)?;
@@ -128,9 +133,9 @@ async fn count<C: GenericClient + Sync>(
     let ids: Vec<WorkflowId> = workflows.iter().map(|w| w.id).collect();
     let rows = c
         .query(
-            "SELECT w.workflow, t.state, count(*), max(t.finished_at) FROM sked_workflow_tasks w \
-             JOIN sked_tasks t ON t.id = w.task WHERE w.workflow = ANY($1) \
-             GROUP BY w.workflow, t.state",
+            "SELECT w.id, t.state, count(*), max(t.finished_at) FROM sked_workflows w \
+             JOIN sked_tasks t ON t.id = ANY(w.tasks) WHERE w.id = ANY($1) \
+             GROUP BY w.id, t.state",
             &[&ids],
         )
         .await
@@ -204,9 +209,10 @@ pub(crate) async fn tasks(c: &Object, p: &WorkflowTasksParams) -> Result<Page<Wo
     let limit = p.limit.clamp(1, rules::STORE_LIST_LIMIT_MAX);
     let rows = c
         .query(
-            "SELECT w.task, w.name, t.kind, t.state FROM sked_workflow_tasks w \
-             JOIN sked_tasks t ON t.id = w.task WHERE w.workflow = $1 AND w.task > $2 \
-             ORDER BY w.task LIMIT $3",
+            "SELECT m.task, m.name, t.kind, t.state \
+             FROM sked_workflows w, unnest(w.tasks, w.names) AS m(task, name) \
+             JOIN sked_tasks t ON t.id = m.task WHERE w.id = $1 AND m.task > $2 \
+             ORDER BY m.task LIMIT $3",
             &[&p.id, &p.after_id.unwrap_or(0), &(i64::from(limit) + 1)],
         )
         .await
@@ -223,18 +229,23 @@ pub(crate) async fn tasks(c: &Object, p: &WorkflowTasksParams) -> Result<Page<Wo
             })
         })
         .collect::<Result<Vec<_>>>()?;
+    // Each node's parents of the workflow, by their names there: those it waits for one by
+    // one, and the tasks of the waits it waits for whole.
     let ids: Vec<TaskId> = nodes.iter().map(|n| n.id).collect();
     let rows = c
         .query(
-            "SELECT t.id, m.task, m.name FROM sked_tasks t \
+            "WITH m AS (SELECT m.task, m.name FROM sked_workflows w, \
+                 unnest(w.tasks, w.names) AS m(task, name) WHERE w.id = $2) \
+             SELECT t.id, m.task, m.name FROM sked_tasks t \
                JOIN sked_wait_parents p ON p.wait = t.wait \
-               JOIN sked_workflow_tasks m ON m.task = p.parent WHERE t.id = ANY($1) \
+               JOIN m ON m.task = p.parent WHERE t.id = ANY($1) \
              UNION ALL \
              SELECT t.id, m.task, m.name FROM sked_tasks t \
                JOIN sked_wait_stages s ON s.wait = t.wait JOIN sked_waits w ON w.id = s.stage \
-               JOIN sked_workflow_tasks m ON m.task = ANY(w.tasks) WHERE t.id = ANY($1) \
+               CROSS JOIN LATERAL unnest(w.tasks) AS st(task) \
+               JOIN m ON m.task = st.task WHERE t.id = ANY($1) \
              ORDER BY 1, 2",
-            &[&ids],
+            &[&ids, &p.id],
         )
         .await
         .map_err(db_err)?;
@@ -255,7 +266,8 @@ pub(crate) async fn of_task<C: GenericClient + Sync>(
 ) -> Result<Option<sked_core::TaskWorkflow>> {
     let row = c
         .query_opt(
-            "SELECT workflow, name FROM sked_workflow_tasks WHERE task = $1",
+            "SELECT w.id, w.names[array_position(w.tasks, t.id)] FROM sked_tasks t \
+             JOIN sked_workflows w ON w.id = t.workflow WHERE t.id = $1",
             &[&task],
         )
         .await

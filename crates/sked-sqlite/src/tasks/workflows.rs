@@ -187,16 +187,18 @@ pub(crate) fn tasks(conn: &Connection, p: &WorkflowTasksParams) -> Result<Page<W
     let mut stmt = conn
         .prepare_cached(
             "SELECT t.id, m.task, m.name FROM tasks t JOIN wait_parents p ON p.wait = t.wait \
-               JOIN workflow_tasks m ON m.task = p.parent WHERE t.id IN rarray(?1) \
+               JOIN workflow_tasks m ON m.task = p.parent AND m.workflow = ?2 \
+             WHERE t.id IN rarray(?1) \
              UNION ALL \
              SELECT t.id, m.task, m.name FROM tasks t JOIN wait_stages s ON s.wait = t.wait \
-               JOIN tasks q ON q.wait = s.stage JOIN workflow_tasks m ON m.task = q.id \
+               JOIN tasks q ON q.wait = s.stage \
+               JOIN workflow_tasks m ON m.task = q.id AND m.workflow = ?2 \
              WHERE t.id IN rarray(?1) \
              ORDER BY 1, 2",
         )
         .map_err(db_err)?;
     let rows = stmt
-        .query_map([id_list(&ids)], |r| {
+        .query_map(params![id_list(&ids), p.id], |r| {
             Ok((r.get::<_, TaskId>(0)?, r.get::<_, String>(2)?))
         })
         .map_err(db_err)?;
