@@ -223,12 +223,16 @@ pub(crate) fn release(
                         .map_err(db_err)?
                         .execute([w.wait])
                         .map_err(db_err)?;
-                    let mut stmt = conn.prepare_cached(RELEASE).map_err(db_err)?;
-                    let rows = stmt
-                        .query_map(params![w.wait, ts(now)], |r| r.get::<_, i64>(0))
+                    let first: Option<i64> = conn
+                        .prepare_cached(FIRST_RELEASED)
+                        .map_err(db_err)?
+                        .query_row([w.wait], |r| r.get(0))
                         .map_err(db_err)?;
-                    for run_at in rows {
-                        let run_at = crate::codec::from_ts(run_at.map_err(db_err)?);
+                    conn.prepare_cached(RELEASE)
+                        .map_err(db_err)?
+                        .execute(params![w.wait, ts(now)])
+                        .map_err(db_err)?;
+                    if let Some(run_at) = first.map(crate::codec::from_ts) {
                         released = Some(released.map_or(run_at, |r| r.min(run_at)));
                     }
                 }
@@ -258,11 +262,17 @@ pub(crate) fn release(
     Ok(released)
 }
 
+/// The earliest run time of the waiting tasks of wait `?1`, read before [`RELEASE`] releases
+/// them: with a `RETURNING` of every run time, a workflow's release of 10,000 tasks took
+/// 21–22 ms, and 17–18 ms this way (six runs each), since SQLite keeps the rows an update
+/// returns until it has ended.
+const FIRST_RELEASED: &str = "SELECT min(run_at) FROM tasks WHERE wait = ?1 AND state = 'waiting'";
+
 /// Releases the waiting tasks of wait `?1` at `?2` (now), each as
-/// [`sked_store::rules::state_for_run_at`] says for its run time, returning their run times.
+/// [`sked_store::rules::state_for_run_at`] says for its run time.
 const RELEASE: &str = "UPDATE tasks \
     SET state = CASE WHEN run_at <= ?2 THEN 'available' ELSE 'scheduled' END \
-    WHERE wait = ?1 AND state = 'waiting' RETURNING run_at";
+    WHERE wait = ?1 AND state = 'waiting'";
 
 /// What a failed parent does to the tasks of a wait that says `run_anyway`.
 fn parent_failure(run_anyway: bool) -> ParentFailure {
