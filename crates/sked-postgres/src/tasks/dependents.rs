@@ -282,26 +282,68 @@ pub(crate) async fn link<C: GenericClient + Sync>(
 /// once sees the tasks without waiting for their announcement.
 pub(crate) type Released = Vec<(i32, Timestamp, bool)>;
 
+/// An end for [`release`] to count: the task, the state it ended in, and its wait when the
+/// caller read it with the end (`Some(None)`: it has none); without it, the release reads it.
+pub(crate) struct End {
+    id: TaskId,
+    state: TaskState,
+    wait: Option<Option<WaitId>>,
+}
+
+impl From<(TaskId, TaskState)> for End {
+    fn from((id, state): (TaskId, TaskState)) -> End {
+        End {
+            id,
+            state,
+            wait: None,
+        }
+    }
+}
+
+impl From<(TaskId, TaskState, Option<WaitId>)> for End {
+    fn from((id, state, wait): (TaskId, TaskState, Option<WaitId>)) -> End {
+        End {
+            id,
+            state,
+            wait: Some(wait),
+        }
+    }
+}
+
 /// What the ends in `ended` (tasks and the state each ended in; others are skipped) do to the
 /// tasks waiting for them, and so on down the graph: each wait they reach, locked in id order,
 /// is counted down, released or cancelled. Released tasks are announced on `channel`, and
 /// returned as [`Released`].
-pub(crate) async fn release(
+pub(crate) async fn release<E: Into<End>>(
     tx: &Transaction<'_>,
     channel: &str,
-    ended: impl IntoIterator<Item = (TaskId, TaskState)>,
+    ended: impl IntoIterator<Item = E>,
     now: Timestamp,
 ) -> Result<Released> {
-    let mut ended: Vec<(TaskId, TaskState)> =
-        ended.into_iter().filter(|(_, s)| s.is_finished()).collect();
+    let mut ended: Vec<End> = (ended.into_iter().map(Into::into))
+        .filter(|e| e.state.is_finished())
+        .collect();
     // Every end, those cascaded to waiting tasks included, for the batches they belong to.
-    let mut all = ended.clone();
+    let mut all: Vec<(TaskId, TaskState)> = ended.iter().map(|e| (e.id, e.state)).collect();
     let mut out = Released::new();
     while !ended.is_empty() {
-        let states: HashMap<TaskId, TaskState> = ended.iter().copied().collect();
-        let ids: Vec<TaskId> = ended.iter().map(|(id, _)| *id).collect();
-        ended.clear();
-        let reached = tx.query(WAITS_REACHED, &[&ids]).await.map_err(db_err)?;
+        let states: HashMap<TaskId, TaskState> = ended.iter().map(|e| (e.id, e.state)).collect();
+        let ids: Vec<TaskId> = ended.iter().map(|e| e.id).collect();
+        let (mut known, mut waits, mut unknown) = (Vec::new(), Vec::new(), Vec::new());
+        for e in ended.drain(..) {
+            match e.wait {
+                Some(Some(w)) => {
+                    known.push(e.id);
+                    waits.push(w);
+                }
+                Some(None) => {}
+                None => unknown.push(e.id),
+            }
+        }
+        let reached = tx
+            .query(WAITS_REACHED, &[&ids, &known, &waits, &unknown])
+            .await
+            .map_err(db_err)?;
         let mut by_wait: BTreeMap<WaitId, Vec<(TaskId, TaskState)>> = BTreeMap::new();
         for r in &reached {
             let parent: TaskId = col(r, 1)?;
@@ -357,7 +399,8 @@ pub(crate) async fn release(
         for r in &rows {
             match col::<Option<TaskId>>(r, 0)? {
                 Some(id) => {
-                    ended.push((id, TaskState::Cancelled));
+                    let wait: Option<WaitId> = col(r, 4)?;
+                    ended.push((id, TaskState::Cancelled, wait).into());
                     all.push((id, TaskState::Cancelled));
                 }
                 None => {
@@ -402,7 +445,7 @@ pub(crate) async fn release(
 /// [`sked_store::rules::state_for_run_at`] says for its run time; `$5` the waits whose waiting
 /// tasks are cancelled, each with its error in `$6`. Answers the earliest run time of the
 /// tasks released, their highest priority and the earliest run time of those not due, then
-/// the ids of those cancelled.
+/// the ids of those cancelled, each with its wait (in the fifth column).
 pub(crate) const COUNT_RELEASE_CANCEL: &str = "WITH counts AS (UPDATE sked_waits w SET parents_left = u.left_ \
       FROM unnest($1::bigint[], $2::int[]) AS u(id, left_) WHERE w.id = u.id), \
     released AS (UPDATE sked_tasks t \
@@ -411,20 +454,25 @@ pub(crate) const COUNT_RELEASE_CANCEL: &str = "WITH counts AS (UPDATE sked_waits
     cancelled AS (UPDATE sked_tasks t SET state = 'cancelled', finished_at = $4, \
       last_error = u.error \
       FROM unnest($5::bigint[], $6::text[]) AS u(wait, error) \
-      WHERE t.wait = u.wait AND t.state = 'waiting' RETURNING t.id) \
+      WHERE t.wait = u.wait AND t.state = 'waiting' RETURNING t.id, t.wait) \
     SELECT NULL::bigint, min(run_at), max(priority), \
-      min(run_at) FILTER (WHERE run_at > $4) FROM released \
-    UNION ALL SELECT id, NULL, NULL, NULL FROM cancelled";
+      min(run_at) FILTER (WHERE run_at > $4), NULL::bigint FROM released \
+    UNION ALL SELECT id, NULL, NULL, NULL, wait FROM cancelled";
 
 /// The waits the ends of tasks `$1` count: those that wait for an ended task and have not
 /// counted it, and those that wait for the whole of an ended task's wait and have not counted
-/// it; each with the ended task.
+/// it; each with the ended task. The ended tasks' waits: `$3` of the tasks `$2`, as their
+/// ends read them, and read here for the tasks `$4` (tasks in neither have none). Reading
+/// them from the rows took most of this statement's time in a workflow's middle tasks' ends.
 const WAITS_REACHED: &str = "SELECT p.wait, p.parent FROM sked_wait_parents p \
     WHERE p.parent = ANY($1) AND NOT p.done \
     UNION ALL \
-    SELECT s.wait, t.id FROM sked_tasks t JOIN sked_wait_stages s ON s.stage = t.wait \
-    WHERE t.id = ANY($1) AND NOT EXISTS \
-      (SELECT 1 FROM sked_wait_counted c WHERE c.task = t.id AND c.wait = s.wait)";
+    SELECT s.wait, e.id FROM ( \
+        SELECT * FROM unnest($2::bigint[], $3::bigint[]) AS u(id, wait) \
+        UNION ALL SELECT t.id, t.wait FROM sked_tasks t WHERE t.id = ANY($4::bigint[])) e \
+      JOIN sked_wait_stages s ON s.stage = e.wait \
+    WHERE NOT EXISTS \
+      (SELECT 1 FROM sked_wait_counted c WHERE c.task = e.id AND c.wait = s.wait)";
 
 /// Marks the ends of `parent`, which has ended and is about to run again by hand, counted: the
 /// waits that waited for it heard of its end, and its next end must not count them again.

@@ -535,7 +535,10 @@ impl Successes {
         let ended: Vec<T> = rows.iter().map(T::of_row).collect::<Result<_>>()?;
         let mut released = Released::new();
         if let Some(at) = now.iter().max() {
-            let ends = ended.iter().map(|t| (t.id(), TaskState::Succeeded));
+            // Each row's wait is its last column.
+            let ends = (ended.iter().zip(&rows))
+                .map(|(t, r)| Ok((t.id(), TaskState::Succeeded, col(r, r.len() - 1)?)))
+                .collect::<Result<Vec<(TaskId, TaskState, Option<i64>)>>>()?;
             released = super::dependents::release(&tx, channel, ends, *at).await?;
         }
         tx.commit().await.map_err(db_err)?;
@@ -674,11 +677,12 @@ pub(crate) trait Ended: Sized + Send {
     fn scheduled(&self) -> bool;
 }
 
-/// The statements returning `returning`: [`Ended::succeed`], then [`Ended::succeed_parents`].
+/// The statements returning `returning`: [`Ended::succeed`], then [`Ended::succeed_parents`],
+/// which also returns each task's wait, last, for the release that follows.
 fn statements(returning: &str) -> ([String; 2], String) {
     (
         [false, true].map(|by_key| succeed_sql(returning, by_key)),
-        succeed_sql_of(returning, true, "t.has_children"),
+        succeed_sql_of(&format!("{returning}, t.wait"), true, "t.has_children"),
     )
 }
 
