@@ -15,6 +15,7 @@ mod sql_enqueue;
 mod taking_turns;
 mod transactional;
 mod waits;
+mod workflows;
 
 /// A claim by worker `w` of at most `max` tasks from `queues` (every queue when empty) at
 /// `now`, leased for a minute.
@@ -42,4 +43,40 @@ fn schema_url(schema: &sked_postgres::testing::TestSchema) -> String {
         "{}{sep}options=-csearch_path%3D{}",
         schema.base_url, schema.name
     )
+}
+
+/// A schema left as a store before migration `version` left it, holding what `rows` (SQL run
+/// in it after those migrations) writes; none without a database.
+async fn schema_before(version: i32, rows: &str) -> Option<sked_postgres::testing::TestSchema> {
+    let url = sked_postgres::testing::database_url()?;
+    let schema = sked_postgres::testing::TestSchema::new(&url);
+    let (c, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut files: Vec<std::path::PathBuf> =
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+    files.sort();
+    let name = &schema.name;
+    let mut sql = format!(
+        "CREATE SCHEMA {name}; SET search_path TO {name}; \
+         CREATE TABLE sked_migrations (version integer PRIMARY KEY, \
+           applied_at timestamptz NOT NULL DEFAULT now());"
+    );
+    for f in &files {
+        let stem = f.file_stem().unwrap().to_str().unwrap();
+        let applied: i32 = stem[..4].parse().unwrap();
+        if applied < version {
+            sql.push_str(&std::fs::read_to_string(f).unwrap());
+            sql.push_str(&format!(
+                ";\nINSERT INTO sked_migrations (version) VALUES ({applied});\n"
+            ));
+        }
+    }
+    sql.push_str(rows);
+    c.batch_execute(&sql).await.unwrap();
+    Some(schema)
 }

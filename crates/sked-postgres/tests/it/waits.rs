@@ -4,7 +4,7 @@
 use jiff::{SignedDuration, Timestamp};
 use sked_core::{NewTask, TaskState};
 use sked_postgres::PgStore;
-use sked_postgres::testing::{TestSchema, database_url, fresh_store};
+use sked_postgres::testing::{TestSchema, fresh_store};
 use sked_store::{
     FinishOutcome, Store, TaskCancelParams, TaskFinishParams, TaskRetryParams,
     WorkflowCreateParams, WorkflowTaskInsert,
@@ -98,38 +98,9 @@ async fn a_stage_and_its_fan_in_are_two_waits_and_two_edges() {
 /// still waits for the running one, and that one's cancel cancels it, saying why.
 #[tokio::test]
 async fn a_waiting_task_keeps_its_count_through_the_migration_to_waits() {
-    let Some(url) = database_url() else { return };
-    let schema = TestSchema::new(&url);
-    let (c, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let mut files: Vec<std::path::PathBuf> =
-        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-    files.sort();
-    let name = &schema.name;
-    let mut sql = format!(
-        "CREATE SCHEMA {name}; SET search_path TO {name}; \
-         CREATE TABLE sked_migrations (version integer PRIMARY KEY, \
-           applied_at timestamptz NOT NULL DEFAULT now());"
-    );
-    for f in &files {
-        let stem = f.file_stem().unwrap().to_str().unwrap();
-        let version: i32 = stem[..4].parse().unwrap();
-        if version < 36 {
-            sql.push_str(&std::fs::read_to_string(f).unwrap());
-            sql.push_str(&format!(
-                ";\nINSERT INTO sked_migrations (version) VALUES ({version});\n"
-            ));
-        }
-    }
     // Task 1 succeeded (its edge counted), 2 is available; 3 waits for both, 4 for 2 and runs
     // anyway.
-    sql.push_str(
-        "INSERT INTO sked_tasks (id, queue, kind, payload, priority, state, run_at, max_attempts, \
+    let rows = "INSERT INTO sked_tasks (id, queue, kind, payload, priority, state, run_at, max_attempts, \
            created_at, parents_left, on_parent_failure, has_children) OVERRIDING SYSTEM VALUE VALUES \
            (1, 'default', 'p', 'null', 0, 'succeeded', now(), 1, now(), 0, NULL, true), \
            (2, 'default', 'p', 'null', 0, 'available', now(), 1, now(), 0, NULL, true), \
@@ -137,9 +108,10 @@ async fn a_waiting_task_keeps_its_count_through_the_migration_to_waits() {
            (4, 'default', 'c', 'null', 0, 'waiting', now(), 1, now(), 1, 'run', false); \
          SELECT setval(pg_get_serial_sequence('sked_tasks', 'id'), 4); \
          INSERT INTO sked_task_edges (child, parent, done) VALUES (3, 1, true), (3, 2, false), \
-           (4, 2, false);",
-    );
-    c.batch_execute(&sql).await.unwrap();
+           (4, 2, false);";
+    let Some(schema) = crate::schema_before(36, rows).await else {
+        return;
+    };
     let store = PgStore::connect(schema.options()).await.unwrap();
     let t = store.task_get(3).await.unwrap();
     assert_eq!((t.depends_on, t.waiting_for), (vec![1, 2], vec![2]));
