@@ -140,21 +140,29 @@ fn a_leader_cut_off_from_postgres_is_replaced_and_rejoins() {
     proxies[leader].cut_after(b"sked_occurrences");
     let armed = Instant::now();
     let leader_url = urls[leader].clone();
-    std::thread::spawn(move || {
+    // The run never commits, so the trigger is answered only when it has failed to fire:
+    // what it said goes with a failure.
+    let trigger = std::thread::spawn(move || {
         let none = serde_json::Value::Null;
-        let _ = http(
+        match http(
             &leader_url,
             "POST",
             "/v1/schedules/tick/trigger",
             &none,
             Duration::from_secs(15),
-        );
+        ) {
+            Ok((status, body)) => format!("{status} {body}"),
+            Err(e) => e.to_string(),
+        }
     });
     while !proxies[leader].is_cut() {
-        assert!(
-            armed.elapsed() < Duration::from_secs(5),
-            "the leader did not fire"
-        );
+        if armed.elapsed() >= Duration::from_secs(5) {
+            let answer = match trigger.is_finished() {
+                true => trigger.join().unwrap(),
+                false => "nothing yet".into(),
+            };
+            panic!("the leader did not fire; its trigger answered: {answer}");
+        }
         std::thread::sleep(Duration::from_millis(1));
     }
     let cut_ns = now_ns();
