@@ -30,6 +30,22 @@ pub struct ApplyOptions {
 pub const MAX_BACKFILL: usize = 10_000;
 use crate::error::{Error, Result};
 
+/// How many times a trigger reads and writes its schedule before a conflict is answered.
+const TRIGGER_TRIES: u32 = 5;
+
+/// `op`'s answer, tried again while it is a conflict, `tries` times in all.
+async fn again_on_conflict<T, F: Future<Output = Result<T>>>(
+    tries: u32,
+    mut op: impl FnMut() -> F,
+) -> Result<T> {
+    let mut tried = 1;
+    loop {
+        match op().await {
+            Err(Error::Store(sked_store::StoreError::Conflict(_))) if tried < tries => tried += 1,
+            answer => return answer,
+        }
+    }
+}
 impl Engine {
     /// Creates or replaces a schedule.
     pub async fn schedule_put(&self, def: ScheduleDef) -> Result<Schedule> {
@@ -247,8 +263,16 @@ impl Engine {
     }
 
     /// Enqueues a run of the schedule now, outside its spec (recorded in its ledger): its task,
-    /// or its workflow. Answers the run's task (a workflow's first).
+    /// or its workflow. Answers the run's task (a workflow's first). A run by hand does not
+    /// wait for the schedule's own firing: when a node plans the schedule between the read and
+    /// the write (a schedule firing every second is planned every second), it is read again.
     pub async fn schedule_trigger(&self, name: &str) -> Result<TaskId> {
+        again_on_conflict(TRIGGER_TRIES, || self.trigger_once(name)).await
+    }
+
+    /// One try of [`Engine::schedule_trigger`]: refused as a conflict, changing nothing, when
+    /// the schedule was planned since it was read.
+    async fn trigger_once(&self, name: &str) -> Result<TaskId> {
         let s = self.inner.store.schedule_get(name).await?;
         let now = self.now();
         let plan = sked_core::Plan {
@@ -360,5 +384,51 @@ impl Engine {
                 limit,
             })
             .await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conflict() -> Error {
+        Error::Store(sked_store::StoreError::Conflict("advanced".into()))
+    }
+
+    #[tokio::test]
+    async fn a_conflict_is_tried_again_up_to_the_tries_given() {
+        let calls = std::cell::Cell::new(0);
+        let answer = again_on_conflict(5, || {
+            calls.set(calls.get() + 1);
+            async {
+                if calls.get() < 3 {
+                    Err(conflict())
+                } else {
+                    Ok(7)
+                }
+            }
+        })
+        .await;
+        assert_eq!((answer.unwrap(), calls.get()), (7, 3));
+        calls.set(0);
+        let answer: Result<i32> = again_on_conflict(5, || {
+            calls.set(calls.get() + 1);
+            async { Err(conflict()) }
+        })
+        .await;
+        assert!(matches!(
+            answer,
+            Err(Error::Store(sked_store::StoreError::Conflict(_)))
+        ));
+        assert_eq!(calls.get(), 5);
+        // Any other error is answered at once.
+        calls.set(0);
+        let answer: Result<i32> = again_on_conflict(5, || {
+            calls.set(calls.get() + 1);
+            async { Err(Error::Invalid("no".into())) }
+        })
+        .await;
+        assert!(matches!(answer, Err(Error::Invalid(_))));
+        assert_eq!(calls.get(), 1);
     }
 }
