@@ -1025,6 +1025,19 @@ function route() {
   return ["overview", overview];
 }
 
+/// What the page's fields hold, to tell whether someone has changed one since it was drawn.
+function fields(app) {
+  return JSON.stringify([...app.querySelectorAll("input, select, textarea")].map((f) => (f.type === "checkbox" || f.type === "radio" ? f.checked : f.tagName === "SELECT" ? [...f.options].map((o) => o.selected) : f.value)));
+}
+
+/// Whether someone is filling in a field of the page: one has the focus, or one holds
+/// something other than what the page was drawn with.
+function editing(app) {
+  const focused = document.activeElement;
+  if (app.contains(focused) && /INPUT|SELECT|TEXTAREA/.test(focused.tagName)) return true;
+  return app.dataset.fields !== undefined && app.dataset.fields !== fields(app);
+}
+
 async function refresh(force = false) {
   if (rendering) {
     // A navigation while a page is being fetched must not be lost: draw again after.
@@ -1032,8 +1045,8 @@ async function refresh(force = false) {
     return;
   }
   const app = document.getElementById("app");
-  // Do not redraw under someone typing in a filter.
-  if (!force && app.contains(document.activeElement) && /INPUT|SELECT|TEXTAREA/.test(document.activeElement.tagName)) return;
+  // Do not redraw under someone filling in a filter.
+  if (!force && editing(app)) return;
   rendering = true;
   const hash = location.hash;
   const [nav, view, isForm] = route();
@@ -1049,7 +1062,8 @@ async function refresh(force = false) {
   try {
     const content = await view(cluster);
     // The address changed while this page was fetched: what was fetched is no longer wanted.
-    if (location.hash === hash) {
+    // Someone may have started filling in a filter meanwhile: keep what they typed.
+    if (location.hash === hash && (force || !editing(app))) {
       const scroll = window.scrollY;
       app.replaceChildren(...[content].flat(3).filter(Boolean));
       window.scrollTo(0, scroll);
@@ -1057,13 +1071,15 @@ async function refresh(force = false) {
       app.dataset.loaded = nav;
       // The exact page shown, for whoever waits on it (the browser test).
       app.dataset.route = hash.replace(/^#/, "") || "/";
-    } else {
+      app.dataset.fields = fields(app);
+    } else if (location.hash !== hash) {
       again = true;
     }
   } catch (e) {
     const msg = e instanceof ApiError ? `${e.message} (${e.code})` : String(e.message || e);
     app.replaceChildren(h("div", { class: "problem" }, h("h1", {}, "Cannot show this page"), h("p", {}, msg)));
     delete app.dataset.route;
+    delete app.dataset.fields;
   } finally {
     rendering = false;
   }
