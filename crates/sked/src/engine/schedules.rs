@@ -46,6 +46,7 @@ async fn again_on_conflict<T, F: Future<Output = Result<T>>>(
         }
     }
 }
+
 impl Engine {
     /// Creates or replaces a schedule.
     pub async fn schedule_put(&self, def: ScheduleDef) -> Result<Schedule> {
