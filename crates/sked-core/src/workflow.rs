@@ -126,6 +126,12 @@ impl NewWorkflow {
     /// other tasks hold). A name given twice, an unknown name in `after` and a cycle are
     /// errors naming them.
     pub fn layers(&self) -> Result<Vec<Vec<usize>>, SpecError> {
+        self.layers_and_parents().map(|(layers, _)| layers)
+    }
+
+    /// [`layers`](Self::layers), and each task's parents in the workflow as indexes into
+    /// `tasks`, in the order its `after` names them.
+    pub fn layers_and_parents(&self) -> Result<(Vec<Vec<usize>>, Vec<Vec<usize>>), SpecError> {
         if let Some(name) = &self.name {
             validate_name("workflow name", name)?;
         }
@@ -201,7 +207,7 @@ impl NewWorkflow {
                 names.join(" → ")
             )));
         }
-        Ok(layers)
+        Ok((layers, parents))
     }
 }
 

@@ -406,7 +406,9 @@ pub fn run_insert(
         }
         RunTemplate::Workflow(w) => {
             let order = super::workflows::InsertOrder::of(w)?;
-            let tasks = (order.order.iter()).map(|&i| tag(w.tasks[i].task.clone()));
+            let tasks: Vec<crate::TaskInsert> = (order.order.iter())
+                .map(|&i| tag(w.tasks[i].task.clone()))
+                .collect();
             RunInsert::Workflow(crate::WorkflowCreateParams {
                 name: w.name.clone(),
                 tasks: order.inserts(w, tasks),

@@ -3,8 +3,6 @@
 
 use std::ops::Range;
 
-use std::collections::HashMap;
-
 use sked_core::{NewWorkflow, TaskId};
 
 use crate::{Result, StoreError, TaskInsert, WorkflowTaskInsert};
@@ -16,47 +14,43 @@ pub struct InsertOrder {
     pub order: Vec<usize>,
     /// Each given task's place in that order.
     pub position: Vec<usize>,
+    /// The places in insert order of the tasks each given task waits for, in the order its
+    /// `after` names them.
+    pub parents: Vec<Vec<usize>>,
 }
 
 impl InsertOrder {
     /// Checks `w` ([`NewWorkflow::layers`]) and orders its tasks layer by layer.
     pub fn of(w: &NewWorkflow) -> Result<InsertOrder> {
-        let layers = w.layers().map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let (layers, mut parents) = w
+            .layers_and_parents()
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
         let order: Vec<usize> = layers.into_iter().flatten().collect();
         let mut position = vec![0; order.len()];
         for (k, &i) in order.iter().enumerate() {
             position[i] = k;
         }
-        Ok(InsertOrder { order, position })
-    }
-
-    /// The places in insert order of the tasks each of `w`'s tasks waits for, in the order
-    /// `w` gives them.
-    pub fn parents(&self, w: &NewWorkflow) -> Vec<Vec<usize>> {
-        let index: HashMap<&str, usize> = (w.tasks.iter().enumerate())
-            .map(|(i, t)| (t.name.as_str(), i))
-            .collect();
-        (w.tasks.iter())
-            .map(|t| {
-                (t.after.iter())
-                    .map(|a| self.position[index[a.as_str()]])
-                    .collect()
-            })
-            .collect()
+        for p in parents.iter_mut().flatten() {
+            *p = position[*p];
+        }
+        Ok(InsertOrder {
+            order,
+            position,
+            parents,
+        })
     }
 
     /// The inserts of `w`'s tasks, given as `tasks` in insert order, each with its name and
     /// its parents in the workflow by place.
     pub fn inserts(
-        &self,
+        mut self,
         w: &NewWorkflow,
         tasks: impl IntoIterator<Item = TaskInsert>,
     ) -> Vec<WorkflowTaskInsert> {
-        let mut parents = self.parents(w);
         (self.order.iter().zip(tasks))
             .map(|(&i, insert)| WorkflowTaskInsert {
                 name: w.tasks[i].name.clone(),
-                after: std::mem::take(&mut parents[i]),
+                after: std::mem::take(&mut self.parents[i]),
                 insert,
             })
             .collect()
@@ -138,7 +132,7 @@ mod tests {
         assert_eq!(order.order, vec![2, 1, 0]);
         assert_eq!(order.position, vec![2, 1, 0]);
         let tasks = order.order.iter().map(|&i| w.tasks[i].task.clone().into());
-        let inserts = order.inserts(&w, tasks);
+        let inserts = order.clone().inserts(&w, tasks);
         let named: Vec<(&str, &str, Vec<usize>)> = (inserts.iter())
             .map(|t| {
                 (

@@ -30,8 +30,7 @@ impl Engine {
     /// unknown name in `after`, a cycle or a task that does not exist in `depends_on` is
     /// `Invalid`, naming it, and nothing is made.
     pub async fn workflow_create(&self, workflow: NewWorkflow) -> Result<WorkflowMade> {
-        let order = InsertOrder::of(&workflow)?;
-        let mut parents = order.parents(&workflow);
+        let mut order = InsertOrder::of(&workflow)?;
         let now = self.now();
         // Each task is moved once, into its place in insert order, not copied: a workflow may
         // have 100,000. The vector is sized first: collected through a filter, it would grow
@@ -44,7 +43,7 @@ impl Engine {
             let t = slots[i].take().expect("each task once in insert order");
             inserts.push(WorkflowTaskInsert {
                 name: t.name,
-                after: std::mem::take(&mut parents[i]),
+                after: std::mem::take(&mut order.parents[i]),
                 insert: t.task.into(),
             });
         }
