@@ -43,7 +43,9 @@ pub use task::{
 };
 
 pub use trace_context::{check_traceparent, format_traceparent, parse_traceparent};
-pub use workflow::{MAX_WORKFLOW_EDGES, MAX_WORKFLOW_TASKS, NewWorkflow, WorkflowId, WorkflowTask};
+pub use workflow::{
+    IndexLists, MAX_WORKFLOW_EDGES, MAX_WORKFLOW_TASKS, NewWorkflow, WorkflowId, WorkflowTask,
+};
 
 // Re-exported so users of sked-core name the same time types.
 pub use jiff;

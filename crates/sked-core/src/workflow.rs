@@ -107,6 +107,9 @@ impl WorkflowTask {
     }
 }
 
+/// Lists of indexes into a workflow's tasks: one per layer, or one per task.
+pub type IndexLists = Vec<Vec<usize>>;
+
 impl NewWorkflow {
     /// A workflow of these tasks, without a label.
     pub fn new(tasks: Vec<WorkflowTask>) -> NewWorkflow {
@@ -131,7 +134,7 @@ impl NewWorkflow {
 
     /// [`layers`](Self::layers), and each task's parents in the workflow as indexes into
     /// `tasks`, in the order its `after` names them.
-    pub fn layers_and_parents(&self) -> Result<(Vec<Vec<usize>>, Vec<Vec<usize>>), SpecError> {
+    pub fn layers_and_parents(&self) -> Result<(IndexLists, IndexLists), SpecError> {
         if let Some(name) = &self.name {
             validate_name("workflow name", name)?;
         }
