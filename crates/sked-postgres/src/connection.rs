@@ -30,7 +30,16 @@ pub struct PgOptions {
     /// as long as the server takes to notice the dead connection: with a network that drops
     /// packets, until the partition heals.
     pub idle_in_transaction_timeout: Duration,
+    /// The fewest tasks of a workflow's stage (tasks made together that wait for the same
+    /// parents and share every column but the payload) kept as one row until the stage is
+    /// released (docs/decisions/0023-tasks-made-when-released.md); `None`: every task is a
+    /// row from the start. [`KEPT_STAGE_MIN`] by default.
+    pub kept_stage_min: Option<usize>,
 }
+
+/// The fewest tasks of a stage kept as one row by default: below a few hundred, the rows a
+/// stage saves are not worth a statement of their own.
+pub const KEPT_STAGE_MIN: usize = 256;
 
 impl PgOptions {
     pub fn new(url: impl Into<String>) -> PgOptions {
@@ -41,6 +50,7 @@ impl PgOptions {
             op_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
             idle_in_transaction_timeout: Duration::from_secs(1),
+            kept_stage_min: Some(KEPT_STAGE_MIN),
         }
     }
 }

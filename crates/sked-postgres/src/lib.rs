@@ -41,7 +41,7 @@ use sked_core::{Task, TaskId};
 use sked_store::*;
 use tokio::sync::broadcast;
 
-pub use connection::PgOptions;
+pub use connection::{KEPT_STAGE_MIN, PgOptions};
 pub use scratch::ScratchSchema;
 pub use transactional::enqueue_in;
 
@@ -66,6 +66,9 @@ pub struct PgStore {
     listener: listen::Listener,
     /// When a rate limit lets held-back tasks start again, as claims found it.
     held: sked_store::rate::HeldUntil,
+    /// The fewest tasks of a workflow's stage kept as one row until released
+    /// ([`PgOptions::kept_stage_min`]).
+    kept_stage_min: Option<usize>,
 }
 
 impl PgStore {
@@ -114,6 +117,7 @@ impl PgStore {
             success_plans: Default::default(),
             listener,
             held: Default::default(),
+            kept_stage_min: opts.kept_stage_min,
         })
     }
 
@@ -284,18 +288,30 @@ impl Store for PgStore {
     }
 
     async fn task_get(&self, id: TaskId) -> Result<Task> {
-        self.op(async |c, _| tasks::get(c, id).await).await
+        self.op(async |c, _| {
+            tasks::kept_stages::make_rows_of(&***c, &[id], true).await?;
+            tasks::get(c, id).await
+        })
+        .await
     }
 
     async fn task_states(
         &self,
         ids: Vec<TaskId>,
     ) -> Result<Vec<(TaskId, Option<sked_core::TaskState>)>> {
-        self.op(async |c, _| tasks::states(c, &ids).await).await
+        self.op(async |c, _| {
+            tasks::kept_stages::make_rows_of(&***c, &ids, false).await?;
+            tasks::states(c, &ids).await
+        })
+        .await
     }
 
     async fn task_list(&self, params: TaskListParams) -> Result<TaskPage> {
-        self.op(async |c, _| tasks::list(c, &params).await).await
+        self.op(async |c, _| {
+            tasks::kept_stages::make_all_rows(&***c).await?;
+            tasks::list(c, &params).await
+        })
+        .await
     }
 
     async fn task_claim(&self, params: TaskClaimParams) -> Result<Vec<Task>> {
@@ -369,7 +385,7 @@ impl Store for PgStore {
 
     async fn workflow_create(&self, params: WorkflowCreateParams) -> Result<WorkflowCreated> {
         let created = self
-            .op(async |c, ch| tasks::workflows::create(c, ch, &params).await)
+            .op(async |c, ch| tasks::workflows::create(c, ch, &params, self.kept_stage_min).await)
             .await?;
         self.claimable(params.tasks.iter().map(|t| {
             let run_at = t.insert.task.run_at.unwrap_or(params.now);
@@ -390,8 +406,11 @@ impl Store for PgStore {
     }
 
     async fn workflow_tasks(&self, params: WorkflowTasksParams) -> Result<Page<WorkflowNode>> {
-        self.op(async |c, _| tasks::workflows::tasks(c, &params).await)
-            .await
+        self.op(async |c, _| {
+            tasks::kept_stages::make_workflow_rows(&***c, params.id).await?;
+            tasks::workflows::tasks(c, &params).await
+        })
+        .await
     }
 
     async fn batch_open(&self, params: BatchOpenParams) -> Result<BatchInfo> {
@@ -415,7 +434,10 @@ impl Store for PgStore {
 
     async fn task_cancel(&self, params: TaskCancelParams) -> Result<Task> {
         let (task, released) = self
-            .op(async |c, ch| tasks::cancel(c, ch, &params).await)
+            .op(async |c, ch| {
+                tasks::kept_stages::make_rows_of(&***c, &[params.id], true).await?;
+                tasks::cancel(c, ch, &params).await
+            })
             .await?;
         self.claimable(released);
         Ok(task)
@@ -423,7 +445,10 @@ impl Store for PgStore {
 
     async fn task_retry(&self, params: TaskRetryParams) -> Result<Task> {
         let task = self
-            .op(async |c, ch| tasks::retry(c, ch, &params).await)
+            .op(async |c, ch| {
+                tasks::kept_stages::make_rows_of(&***c, &[params.id], true).await?;
+                tasks::retry(c, ch, &params).await
+            })
             .await?;
         self.claimable([(task.priority, task.run_at, task.state.is_timed())]);
         Ok(task)
@@ -431,25 +456,37 @@ impl Store for PgStore {
 
     async fn task_bulk(&self, params: TaskBulkParams) -> Result<BulkBatch> {
         let (batch, claimable) = self
-            .op(async |c, ch| tasks::bulk::batch(c, ch, &params).await)
+            .op(async |c, ch| {
+                tasks::kept_stages::make_all_rows(&***c).await?;
+                tasks::bulk::batch(c, ch, &params).await
+            })
             .await?;
         self.claimable(claimable);
         Ok(batch)
     }
 
     async fn task_delete(&self, id: TaskId) -> Result<()> {
-        self.op(async |c, _| tasks::bulk::delete_one(c, id).await)
-            .await
+        self.op(async |c, _| {
+            tasks::kept_stages::make_rows_of(&***c, &[id], true).await?;
+            tasks::bulk::delete_one(c, id).await
+        })
+        .await
     }
 
     async fn task_bulk_count(&self, filter: BulkFilter) -> Result<u64> {
-        self.op(async |c, _| tasks::bulk::count(c, &filter).await)
-            .await
+        self.op(async |c, _| {
+            tasks::kept_stages::make_all_rows(&***c).await?;
+            tasks::bulk::count(c, &filter).await
+        })
+        .await
     }
 
     async fn task_reschedule(&self, params: TaskRescheduleParams) -> Result<Task> {
         let task = self
-            .op(async |c, ch| tasks::reschedule(c, ch, &params).await)
+            .op(async |c, ch| {
+                tasks::kept_stages::make_rows_of(&***c, &[params.id], true).await?;
+                tasks::reschedule(c, ch, &params).await
+            })
             .await?;
         self.claimable([(task.priority, task.run_at, task.state.is_timed())]);
         Ok(task)
@@ -513,7 +550,11 @@ impl Store for PgStore {
     }
 
     async fn queue_remove(&self, name: &str) -> Result<()> {
-        self.op(async |c, _| queues::remove(c, name).await).await
+        self.op(async |c, _| {
+            tasks::kept_stages::make_all_rows(&***c).await?;
+            queues::remove(c, name).await
+        })
+        .await
     }
 
     async fn lease_acquire(&self, params: LeaseAcquireParams) -> Result<Option<Lease>> {

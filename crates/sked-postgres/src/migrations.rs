@@ -64,6 +64,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
         37,
         include_str!("../migrations/0037_workflow_members_in_its_row.sql"),
     ),
+    (38, include_str!("../migrations/0038_kept_stages.sql")),
 ];
 
 /// A fingerprint of every migration's text: schemas migrated by the same migrations share it.

@@ -32,6 +32,7 @@ pub(crate) async fn list(c: &mut Object, p: &QueueListParams) -> Result<Page<Que
     let stmt = c
         .prepare_cached(&counts::queue_page_sql(
             "sked_tasks",
+            Some("sked_stages"),
             "sked_queues",
             Spelling::InList,
             counts::PagePlaceholders {
@@ -260,7 +261,12 @@ async fn presence<C: tokio_postgres::GenericClient + Sync>(
 ) -> Result<(bool, bool)> {
     let probe = format!(
         "SELECT EXISTS (SELECT 1 FROM sked_queues WHERE name = $1), ({})",
-        counts::queue_has_tasks_sql("sked_tasks", "$1::text", Spelling::InList)
+        counts::queue_has_tasks_sql(
+            "sked_tasks",
+            Some("sked_stages"),
+            "$1::text",
+            Spelling::InList
+        )
     );
     let row = c.query_one(&probe, &[&name]).await.map_err(db_err)?;
     Ok((col(&row, 0)?, col(&row, 1)?))
@@ -473,7 +479,13 @@ async fn one_queue_counts<C: tokio_postgres::GenericClient + Sync>(
     c: &C,
     name: &str,
 ) -> Result<[i64; counts::COUNTS]> {
-    let counting = counts::queue_counts_sql("sked_tasks", "$2", "$1::text", Spelling::InList);
+    let counting = counts::queue_counts_sql(
+        "sked_tasks",
+        Some("sked_stages"),
+        "$2",
+        "$1::text",
+        Spelling::InList,
+    );
     let row = c
         .query_one(
             counting.as_str(),

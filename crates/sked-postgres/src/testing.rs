@@ -42,6 +42,20 @@ pub async fn pooled_store() -> Option<(crate::PgStore, PooledSchema)> {
     Some((store, schema))
 }
 
+/// [`pooled_store`], keeping every stage of a workflow that qualifies as one row until it is
+/// released (`PgOptions::kept_stage_min` of 1), however small: the suite run this way checks
+/// that kept stages show through the API as rows do.
+pub async fn pooled_store_keeping_stages() -> Option<(crate::PgStore, PooledSchema)> {
+    let url = database_url()?;
+    let schema = PooledSchema::take(&url).await;
+    let mut options = schema.options();
+    options.kept_stage_min = Some(1);
+    let store = crate::PgStore::connect(options)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"));
+    Some((store, schema))
+}
+
 /// A schema of the test pool, held for one test by a session advisory lock: the pool's schemas
 /// are named after the migrations' fingerprint and a number, and a test takes the first one no
 /// other test (of any process) holds. Dropping it ends the holding session, which frees it.

@@ -202,6 +202,7 @@ pub(crate) static ACTIVITY: LazyLock<String> = LazyLock::new(|| {
 pub(crate) static QUEUE_PAGE: LazyLock<String> = LazyLock::new(|| {
     counts::queue_page_sql(
         "tasks",
+        None,
         "queues",
         Spelling::AnyOf,
         counts::PagePlaceholders {
@@ -225,7 +226,7 @@ pub(crate) static ENDED_RUNS: LazyLock<String> = LazyLock::new(|| {
 
 /// One queue's (`?1`) counts per state, each up to `?2`.
 pub(crate) static QUEUE_COUNTS: LazyLock<String> =
-    LazyLock::new(|| counts::queue_counts_sql("tasks", "?2", "?1", Spelling::AnyOf));
+    LazyLock::new(|| counts::queue_counts_sql("tasks", None, "?2", "?1", Spelling::AnyOf));
 
 /// How many keys of the queue `?1` a dead task stops, among its first `?2` dead tasks.
 pub(crate) static KEYS_STOPPED: LazyLock<String> =
@@ -233,7 +234,7 @@ pub(crate) static KEYS_STOPPED: LazyLock<String> =
 
 /// Whether any task of any state is in the queue `?1`.
 pub(crate) static QUEUE_HAS_TASKS: LazyLock<String> =
-    LazyLock::new(|| counts::queue_has_tasks_sql("tasks", "?1", Spelling::AnyOf));
+    LazyLock::new(|| counts::queue_has_tasks_sql("tasks", None, "?1", Spelling::AnyOf));
 
 #[cfg(test)]
 mod tests {

@@ -65,8 +65,9 @@ pub fn queue_walk(name: &str, table: &str, cond: &str) -> String {
 
 /// The count columns of a row: `(SELECT count(*) …)` per state in [`TaskState::ALL`] order,
 /// each taken with `LIMIT {limit}` (a placeholder: pass the limit plus one) over the tasks of
-/// the queue `q.name`.
-fn count_columns(table: &str, limit: &str, spelling: Spelling) -> String {
+/// the queue `q.name`; the waiting count with the tasks of the queue's kept stages in `kept`
+/// (PostgreSQL's `sked_stages`) added.
+fn count_columns(table: &str, kept: Option<&str>, limit: &str, spelling: Spelling) -> String {
     let counts: Vec<String> = TaskState::ALL
         .iter()
         .map(|&s| {
@@ -77,10 +78,17 @@ fn count_columns(table: &str, limit: &str, spelling: Spelling) -> String {
                 p if p == state => String::new(),
                 p => format!(" AND {p}"),
             };
-            format!(
+            let rows = format!(
                 "(SELECT count(*) FROM (SELECT 1 FROM {table} t WHERE t.queue = q.name \
                  AND {state}{also} LIMIT {limit}) c)"
-            )
+            );
+            match kept.filter(|_| s == TaskState::Waiting) {
+                Some(kept) => format!(
+                    "({rows} + (SELECT coalesce(sum(cardinality(k.ids)), 0) FROM {kept} k \
+                     WHERE k.queue = q.name))"
+                ),
+                None => rows,
+            }
         })
         .collect();
     counts.join(", ")
@@ -89,18 +97,34 @@ fn count_columns(table: &str, limit: &str, spelling: Spelling) -> String {
 /// `SELECT queue, n_scheduled, n_available, …` for the one queue `queue` (a placeholder): the
 /// counts in [`TaskState::ALL`] order, each taken with `LIMIT {limit}` (a placeholder: pass
 /// the limit plus one).
-pub fn queue_counts_sql(table: &str, limit: &str, queue: &str, spelling: Spelling) -> String {
-    let counts = count_columns(table, limit, spelling);
+pub fn queue_counts_sql(
+    table: &str,
+    kept: Option<&str>,
+    limit: &str,
+    queue: &str,
+    spelling: Spelling,
+) -> String {
+    let counts = count_columns(table, kept, limit, spelling);
     format!("SELECT q.name, {counts} FROM (SELECT {queue} AS name) q")
 }
 
 /// `SELECT …`: one boolean, whether any task of any state is in the queue `queue` (a
 /// placeholder), read through the same partial indexes as the counts (one probe each).
-pub fn queue_has_tasks_sql(table: &str, queue: &str, spelling: Spelling) -> String {
-    let probes: Vec<String> = groups(spelling)
+pub fn queue_has_tasks_sql(
+    table: &str,
+    kept: Option<&str>,
+    queue: &str,
+    spelling: Spelling,
+) -> String {
+    let mut probes: Vec<String> = groups(spelling)
         .iter()
         .map(|cond| format!("EXISTS (SELECT 1 FROM {table} WHERE queue = {queue} AND {cond})"))
         .collect();
+    if let Some(kept) = kept {
+        probes.push(format!(
+            "EXISTS (SELECT 1 FROM {kept} WHERE queue = {queue})"
+        ));
+    }
     format!("SELECT {}", probes.join(" OR "))
 }
 
@@ -139,6 +163,7 @@ pub struct PagePlaceholders<'a> {
 /// the counts are taken for the page's queues only.
 pub fn queue_page_sql(
     tasks: &str,
+    kept: Option<&str>,
     queues: &str,
     spelling: Spelling,
     p: PagePlaceholders<'_>,
@@ -171,7 +196,13 @@ pub fn queue_page_sql(
         "SELECT name FROM (SELECT name FROM {queues} WHERE name > {after} \
          ORDER BY name LIMIT {rows}) s"
     ));
-    let counts = count_columns(tasks, count_probe, spelling);
+    if let Some(kept) = kept {
+        names.push(format!(
+            "SELECT name FROM (SELECT DISTINCT queue AS name FROM {kept} WHERE queue > {after} \
+             ORDER BY name LIMIT {rows}) k"
+        ));
+    }
+    let counts = count_columns(tasks, kept, count_probe, spelling);
     format!(
         "WITH RECURSIVE {}, names(name) AS ({}) \
          SELECT q.name, {counts}, coalesce(k.paused, false), k.concurrency_limit, \

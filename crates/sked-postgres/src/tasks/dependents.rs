@@ -26,6 +26,7 @@ use sked_store::rules::dependents::{self, Start, WaitChange};
 use sked_store::states::ACTIVE;
 use sked_store::*;
 use tokio_postgres::GenericClient;
+use tokio_postgres::types::ToSql;
 
 use crate::codec::{col, db_err, state};
 
@@ -33,11 +34,13 @@ use crate::codec::{col, db_err, state};
 pub(crate) type WaitId = i64;
 
 /// Sets `has_children` on `parents`, under their row locks taken in id order, and returns
-/// their states in the order given (`None`: no such task).
+/// their states in the order given (`None`: no such task). A parent in a kept stage is made a
+/// row first.
 pub(crate) async fn lock_parents<C: GenericClient + Sync>(
     c: &C,
     parents: &[TaskId],
 ) -> Result<Vec<(TaskId, Option<TaskState>)>> {
+    super::kept_stages::make_rows_of(c, parents, false).await?;
     let rows = c
         .query(
             "UPDATE sked_tasks t SET has_children = true FROM ( \
@@ -389,14 +392,20 @@ pub(crate) async fn release<E: Into<End>>(
                 }
             }
         }
-        let rows = tx
-            .query(
-                COUNT_RELEASE_CANCEL,
-                &[&counted, &left, &release, &now, &cancel, &error],
-            )
-            .await
-            .map_err(db_err)?;
-        for r in &rows {
+        // Rows, and then the kept stages of the same waits, in one round trip.
+        let params: [&(dyn ToSql + Sync); 6] = [&counted, &left, &release, &now, &cancel, &error];
+        let kept_params: [&(dyn ToSql + Sync); 4] = [&release, &now, &cancel, &error];
+        let (rows, kept) = tokio::try_join!(tx.query(COUNT_RELEASE_CANCEL, &params), async {
+            match release.is_empty() && cancel.is_empty() {
+                true => Ok(Vec::new()),
+                false => {
+                    tx.query(super::kept_stages::RELEASE_KEPT, &kept_params)
+                        .await
+                }
+            }
+        })
+        .map_err(db_err)?;
+        for r in rows.iter().chain(&kept) {
             match col::<Option<TaskId>>(r, 0)? {
                 Some(id) => {
                     let wait: Option<WaitId> = col(r, 4)?;

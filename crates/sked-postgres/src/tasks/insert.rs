@@ -86,6 +86,9 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
 pub(crate) struct Members<'a> {
     pub(crate) workflow: Option<sked_core::WorkflowId>,
     pub(crate) has_children: &'a [bool],
+    /// The fewest tasks of a run kept as one row until released ([`super::kept_stages`]);
+    /// `None`: every task is a row from the start.
+    pub(crate) kept_min: Option<usize>,
 }
 
 /// Whether `t` goes in with the one statement for many tasks: it has no unique key and no
@@ -137,6 +140,7 @@ async fn insert_children<'a, C: GenericClient + Sync>(
         starts.push(start);
     }
     let wait_ids = waits.number(c).await?;
+    let batched = tasks.clone().any(|(t, _)| t.task.batch.is_some());
     let mut rows = Columns::of(tasks.map(|(t, _)| t), now)?;
     for (k, start) in starts.iter().enumerate() {
         rows.state[k] = start.state.as_str();
@@ -146,14 +150,31 @@ async fn insert_children<'a, C: GenericClient + Sync>(
         rows.has_children[k] = members.has_children.get(k).copied().unwrap_or(false);
         rows.workflow[k] = members.workflow;
     }
-    let sent = BulkParams::of(&rows);
-    let mut params: Vec<Param<'_>> = vec![&channel];
-    params.extend(sent.params(&now, SHAPES[CHILDREN]));
-    let ids = c
-        .query(INSERTS[CHILDREN].as_str(), &params)
-        .await
-        .map_err(db_err)?;
-    let inserted = answers(&rows, &ids)?;
+    let kept = (members.kept_min)
+        .filter(|&min| !batched && super::kept_stages::keeps(&rows, &wait_ids, min))
+        .and(wait_ids.first().copied().flatten());
+    let inserted = match kept {
+        Some(wait) => (super::kept_stages::insert(c, &rows, wait, now)
+            .await?
+            .into_iter())
+        .map(|id| TaskInserted {
+            id,
+            state: TaskState::Waiting,
+            duplicate: false,
+            debounced: false,
+        })
+        .collect(),
+        None => {
+            let sent = BulkParams::of(&rows);
+            let mut params: Vec<Param<'_>> = vec![&channel];
+            params.extend(sent.params(&now, SHAPES[CHILDREN]));
+            let ids = c
+                .query(INSERTS[CHILDREN].as_str(), &params)
+                .await
+                .map_err(db_err)?;
+            answers(&rows, &ids)?
+        }
+    };
     let ended: Vec<(TaskId, TaskState)> = inserted.iter().map(|t| (t.id, t.state)).collect();
     waits.write(c, made, &ended, &wait_ids).await?;
     Ok(inserted)

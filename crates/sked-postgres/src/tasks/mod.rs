@@ -14,6 +14,7 @@ pub(crate) mod endings;
 pub(crate) mod faster_statement;
 mod insert;
 mod insert_without_keys;
+pub(crate) mod kept_stages;
 pub(crate) mod workflows;
 
 pub(crate) use claim::{Claims, claim, heartbeat};

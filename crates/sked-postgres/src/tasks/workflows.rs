@@ -19,12 +19,13 @@ pub(crate) fn tasks_of(param: &str) -> String {
 /// A part of a `WITH`: delete the workflows `workflows` (a subquery) of the tasks `ids` (a
 /// subquery, tasks being deleted in the same statement) that are left with none. The
 /// statement's snapshot still holds the tasks it deletes, so a workflow is empty when its only
-/// tasks are among `ids`.
+/// tasks are among `ids` and it has no kept stage.
 pub(crate) fn forget_sql(ids: &str, workflows: &str) -> String {
     format!(
         "emptied AS (DELETE FROM sked_workflows wf WHERE wf.id IN {workflows} \
            AND NOT EXISTS (SELECT 1 FROM sked_tasks x WHERE x.id = ANY(wf.tasks) \
-             AND x.id NOT IN {ids}))"
+             AND x.id NOT IN {ids}) \
+           AND NOT EXISTS (SELECT 1 FROM sked_stages k WHERE k.workflow = wf.id))"
     )
 }
 
@@ -34,7 +35,8 @@ pub(crate) fn forget_sql(ids: &str, workflows: &str) -> String {
 pub(crate) static FORGET: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH emptied AS (DELETE FROM sked_workflows wf WHERE wf.id = ANY($2::bigint[]) \
-           AND NOT EXISTS (SELECT 1 FROM sked_tasks x WHERE x.id = ANY(wf.tasks))), {} \
+           AND NOT EXISTS (SELECT 1 FROM sked_tasks x WHERE x.id = ANY(wf.tasks)) \
+           AND NOT EXISTS (SELECT 1 FROM sked_stages k WHERE k.workflow = wf.id)), {} \
          SELECT 1",
         super::batches::forget_sql("(SELECT unnest($1::bigint[]))")
     )
@@ -46,18 +48,23 @@ pub(crate) async fn create(
     c: &mut Object,
     channel: &str,
     p: &WorkflowCreateParams,
+    kept_min: Option<usize>,
 ) -> Result<WorkflowCreated> {
     let tx = c.transaction().await.map_err(db_err)?;
-    let made = insert(&tx, channel, p).await?;
+    let made = insert(&tx, channel, p, kept_min).await?;
     tx.commit().await.map_err(db_err)?;
     Ok(made)
 }
 
 /// [`create`] inside the caller's transaction.
+///
+/// Runs of at least `kept_min` tasks that qualify are kept as one row until released
+/// ([`super::kept_stages`]).
 pub(crate) async fn insert(
     tx: &Transaction<'_>,
     channel: &str,
     p: &WorkflowCreateParams,
+    kept_min: Option<usize>,
 ) -> Result<WorkflowCreated> {
     let size = p.tasks.len() as i64;
     let row = tx
@@ -83,6 +90,7 @@ pub(crate) async fn insert(
         let members = super::insert::Members {
             workflow: Some(id),
             has_children: &has_children[run.clone()],
+            kept_min,
         };
         let inserted = super::insert::insert_workflow_run(
             &**tx,
@@ -133,9 +141,14 @@ async fn count<C: GenericClient + Sync>(
     let ids: Vec<WorkflowId> = workflows.iter().map(|w| w.id).collect();
     let rows = c
         .query(
-            "SELECT w.id, t.state, count(*), max(t.finished_at) FROM sked_workflows w \
-             JOIN sked_tasks t ON t.id = ANY(w.tasks) WHERE w.id = ANY($1) \
-             GROUP BY w.id, t.state",
+            "SELECT id, state, sum(n)::bigint, max(finished_at) FROM ( \
+               SELECT w.id, t.state, count(*) AS n, max(t.finished_at) AS finished_at \
+               FROM sked_workflows w JOIN sked_tasks t ON t.id = ANY(w.tasks) \
+               WHERE w.id = ANY($1) GROUP BY w.id, t.state \
+               UNION ALL \
+               SELECT k.workflow, 'waiting', sum(cardinality(k.ids)), NULL \
+               FROM sked_stages k WHERE k.workflow = ANY($1) GROUP BY k.workflow) c \
+             GROUP BY id, state",
             &[&ids],
         )
         .await

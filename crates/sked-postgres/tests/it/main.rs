@@ -5,6 +5,7 @@ mod abandoned;
 mod announce;
 mod claimers;
 mod conformance;
+mod kept_stages;
 mod next_due;
 mod plans;
 mod reserved;
@@ -28,6 +29,29 @@ fn claim_params(queues: &[&str], max: u32, now: jiff::Timestamp) -> sked_store::
         worker: "w".into(),
         lease_ttl: jiff::SignedDuration::from_secs(60),
         timeout_grace: sked_store::rules::DEFAULT_TIMEOUT_GRACE,
+        now,
+    }
+}
+
+/// A task of kind `k` named `name`, after the workflow's tasks at places `after`.
+fn node(name: String, after: Vec<usize>) -> sked_store::WorkflowTaskInsert {
+    sked_store::WorkflowTaskInsert {
+        name,
+        after,
+        insert: sked_core::NewTask::new("k").into(),
+    }
+}
+
+/// A workflow of `tasks`, without a name or a schedule, made at `now`.
+fn workflow_of(
+    tasks: Vec<sked_store::WorkflowTaskInsert>,
+    now: jiff::Timestamp,
+) -> sked_store::WorkflowCreateParams {
+    sked_store::WorkflowCreateParams {
+        name: None,
+        tasks,
+        schedule: None,
+        nominal_at: None,
         now,
     }
 }

@@ -1,0 +1,165 @@
+//! A large stage of a workflow kept as one row until it is released
+//! (docs/decisions/0023-tasks-made-when-released.md): a run of tasks that all wait for one
+//! wait and share every column but the payload goes in as a row of `sked_stages`, its ids
+//! taken from the tasks' sequence. `sked_make_stage_rows` (migration 38) makes its tasks' rows:
+//! the release makes them available or scheduled, the wait's cancel makes them cancelled,
+//! and anything else that reads or changes tasks by id or by filter makes them waiting first,
+//! as the rows would have been all along. Counts read a kept stage as its waiting tasks.
+//!
+//! Each statement here calls `sked_make_stage_rows` only when a stage it may make is kept:
+//! PostgreSQL plans a SQL function's body at each call (about a millisecond), and checks a
+//! condition that names none of the function's rows once, before calling it.
+
+use jiff::Timestamp;
+use sked_core::TaskId;
+use sked_store::{Result, StoreError};
+use tokio_postgres::GenericClient;
+
+use super::insert_without_keys::Columns;
+use crate::codec::{col, db_err};
+
+/// Whether the tasks `rows`, whose waits are `waits`, go in as a kept stage: at least `min`
+/// of them, all waiting for the same wait, sharing every column but the payload, and none
+/// with a value that another part of the store finds a task by (a deadline, a schedule, a
+/// concurrency key, a trace).
+pub(super) fn keeps(rows: &Columns<'_>, waits: &[Option<i64>], min: usize) -> bool {
+    fn same<T: PartialEq>(v: &[T]) -> bool {
+        v.windows(2).all(|w| w[0] == w[1])
+    }
+    let none = |v: &[Option<&str>]| v.iter().all(Option::is_none);
+    rows.state.len() >= min.max(1)
+        && rows.state.iter().all(|s| *s == "waiting")
+        && waits.first().is_some_and(Option::is_some)
+        && same(waits)
+        && same(&rows.queue)
+        && same(&rows.kind)
+        && same(&rows.priority)
+        && same(&rows.run_at)
+        && same(&rows.max_attempts)
+        && same(&rows.timeout_ms)
+        && same(&rows.backoff_base_ms)
+        && same(&rows.backoff_max_ms)
+        && same(&rows.backoff)
+        && same(&rows.has_children)
+        && same(&rows.workflow)
+        && rows.expires_at.iter().all(Option::is_none)
+        && rows.nominal_at.iter().all(Option::is_none)
+        && none(&rows.schedule)
+        && none(&rows.concurrency_key)
+        && none(&rows.traceparent)
+        && rows.last_error.iter().all(Option::is_none)
+}
+
+/// Inserts `rows` ([`keeps`] them) as one kept stage; answers its tasks' ids, ascending. The
+/// ids come from the sequence named in the statement: looked up in it, PostgreSQL opens the
+/// sequence for each id.
+pub(super) async fn insert<C: GenericClient + Sync>(
+    c: &C,
+    rows: &Columns<'_>,
+    wait: i64,
+    now: Timestamp,
+) -> Result<Vec<TaskId>> {
+    let n = rows.state.len() as i32;
+    let row = c
+        .query_one(
+            "INSERT INTO sked_stages (wait, workflow, ids, span, payloads, queue, kind, priority, \
+               run_at, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, backoff, \
+               has_children, created_at) \
+             SELECT $1, $2, n.ids, int8range(n.ids[1], n.ids[cardinality(n.ids)] + 1), \
+               $3::jsonb[], $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 \
+             FROM (SELECT array_agg(x ORDER BY x) AS ids FROM \
+                   (SELECT nextval('sked_tasks_id_seq') AS x FROM generate_series(1, $15)) a) n \
+             RETURNING ids",
+            &[
+                &wait,
+                &rows.workflow[0],
+                &rows.payload,
+                &rows.queue[0],
+                &rows.kind[0],
+                &rows.priority[0],
+                &rows.run_at[0],
+                &rows.max_attempts[0],
+                &rows.timeout_ms[0],
+                &rows.backoff_base_ms[0],
+                &rows.backoff_max_ms[0],
+                &rows.backoff[0],
+                &rows.has_children[0],
+                &now,
+                &n,
+            ],
+        )
+        .await
+        .map_err(db_err)?;
+    let ids: Vec<TaskId> = col(&row, 0)?;
+    if ids.len() != rows.state.len() {
+        return Err(StoreError::Backend(format!(
+            "a kept stage of {} tasks took {} ids",
+            rows.state.len(),
+            ids.len()
+        )));
+    }
+    Ok(ids)
+}
+
+/// Makes the rows of the kept stages that hold any of `ids`, waiting; with `family`, also
+/// those of their parents and children (a task read with its family, a change that may reach
+/// them).
+pub(crate) async fn make_rows_of<C: GenericClient + Sync>(
+    c: &C,
+    ids: &[TaskId],
+    family: bool,
+) -> Result<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    c.execute(
+        "SELECT count(*) FROM sked_make_stage_rows($1, $2, NULL, false, NULL, NULL, NULL, NULL) \
+         WHERE EXISTS (SELECT 1 FROM sked_stages)",
+        &[&ids, &family],
+    )
+    .await
+    .map_err(db_err)?;
+    Ok(())
+}
+
+/// Makes the rows of the kept stages of the workflow `w`, waiting.
+pub(crate) async fn make_workflow_rows<C: GenericClient + Sync>(
+    c: &C,
+    w: sked_core::WorkflowId,
+) -> Result<()> {
+    c.execute(
+        "SELECT count(*) FROM \
+         sked_make_stage_rows(NULL, false, ARRAY[$1::bigint], false, NULL, NULL, NULL, NULL) \
+         WHERE EXISTS (SELECT 1 FROM sked_stages WHERE workflow = $1)",
+        &[&w],
+    )
+    .await
+    .map_err(db_err)?;
+    Ok(())
+}
+
+/// Makes the rows of every kept stage, waiting: before a read or a change that finds tasks by
+/// a filter.
+pub(crate) async fn make_all_rows<C: GenericClient + Sync>(c: &C) -> Result<()> {
+    c.execute(
+        "SELECT count(*) FROM \
+         sked_make_stage_rows(NULL, false, NULL, true, NULL, NULL, NULL, NULL) \
+         WHERE EXISTS (SELECT 1 FROM sked_stages)",
+        &[],
+    )
+    .await
+    .map_err(db_err)?;
+    Ok(())
+}
+
+/// What the ends do to the kept stages of the waits they reached, as the release's count
+/// (`COUNT_RELEASE_CANCEL`) does to rows, and answered as it answers: the
+/// stages of the waits `$1` made released at `$2` (now), those of the waits `$3` made
+/// cancelled, each with its error in `$4`.
+pub(crate) const RELEASE_KEPT: &str = "WITH m AS (SELECT * FROM sked_make_stage_rows(\
+      NULL, false, NULL, false, $1::bigint[], $3::bigint[], $4::text[], $2) \
+      WHERE EXISTS (SELECT 1 FROM sked_stages WHERE wait = ANY($1) OR wait = ANY($3))) \
+    SELECT NULL::bigint, min(run_at), max(priority), \
+      min(run_at) FILTER (WHERE state = 'scheduled'), NULL::bigint \
+      FROM m WHERE state <> 'cancelled' HAVING count(*) > 0 \
+    UNION ALL SELECT id, NULL, NULL, NULL, wait FROM m WHERE state = 'cancelled'";
