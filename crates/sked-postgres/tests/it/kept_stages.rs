@@ -8,26 +8,11 @@
 use jiff::{SignedDuration, Timestamp};
 use sked_core::{NewTask, ParentFailure, TaskId, TaskState};
 use sked_postgres::PgStore;
+use sked_store::conformance::Rng;
 use sked_store::{
     FinishOutcome, Store, TaskCancelParams, TaskFinishParams, WorkflowCreateParams,
     WorkflowTaskInsert, WorkflowTasksParams,
 };
-
-/// A small deterministic generator (xorshift), so that a failing seed can be run again.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 /// A random workflow: a root, then stages of 1 to 30 tasks that each wait for one earlier
 /// task or a whole earlier stage, and fan-ins that wait for one or two stages and a task.

@@ -204,8 +204,9 @@ pub(crate) fn failed(retryable: bool) -> FinishOutcome {
     }
 }
 
-/// A small, seeded generator (SplitMix64), so that a failing sequence can be run again.
-pub(crate) struct Rng(pub(crate) u64);
+/// A small, seeded generator (SplitMix64), so that a failing sequence can be run again; for
+/// backends' tests of their own too.
+pub struct Rng(pub u64);
 
 impl Rng {
     pub(crate) fn next(&mut self) -> u64 {
@@ -217,11 +218,11 @@ impl Rng {
     }
 
     /// A number in `0..n`.
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 
-    pub(crate) fn chance(&mut self, percent: u64) -> bool {
+    pub fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
 }
