@@ -398,9 +398,10 @@ pub(crate) async fn rescue(
 }
 
 /// A batch of successes, each task named once: the common case, written with one statement
-/// that checks and changes each row (no locking read first, no transaction around it). What a
-/// success changes is what [`rules::finish`] says for it: the state, the finish time and the
-/// result; the run time, attempts left and last error stay.
+/// that checks and changes each row (no locking read first), in one transaction with the
+/// release of what waits for those of its tasks that have children. What a success changes
+/// is what [`rules::finish`] says for it: the state, the finish time and the result; the run
+/// time, attempts left and last error stay.
 pub(crate) struct Successes {
     id: Vec<TaskId>,
     attempt: Vec<i32>,
@@ -434,26 +435,52 @@ impl Successes {
 
     /// Writes the successes, answering each as a whole task or as what [`TaskEnded`] says;
     /// with what they released of the tasks waiting for them.
+    ///
+    /// The success statement runs over the whole batch, and the release of the children of
+    /// those that have any follows in the same transaction. The batch is not split by
+    /// whether its tasks have children first: that takes a read of every task, and a batch of
+    /// a workflow's middle tasks, all with children, would be found twice.
     pub(crate) async fn write<T: Ended>(
         &self,
         c: &mut Object,
         channel: &str,
         plans: &PlanChoice,
     ) -> Result<(Vec<Result<T>>, Released)> {
-        let rows = self.succeed(c, T::succeed(), plans).await?;
-        let done: HashMap<TaskId, T> = (rows.iter())
-            .map(|r| T::of_row(r).map(|t| (t.id(), t)))
-            .collect::<Result<_>>()?;
+        let tx = c.transaction().await.map_err(db_err)?;
+        let rows = self.succeed(&tx, T::succeed(), plans).await?;
+        let mut done: HashMap<TaskId, T> = HashMap::with_capacity(rows.len());
+        // The tasks with children, with their own waits: the rows' last two columns.
+        let mut parents: Vec<(TaskId, TaskState, Option<i64>)> = Vec::new();
+        for r in &rows {
+            let t = T::of_row(r)?;
+            if col::<bool>(r, r.len() - 2)? {
+                parents.push((t.id(), TaskState::Succeeded, col(r, r.len() - 1)?));
+            }
+            done.insert(t.id(), t);
+        }
+        let mut released = Released::new();
+        if !parents.is_empty() {
+            // Released as of the last of those successes.
+            let ids: HashSet<TaskId> = parents.iter().map(|p| p.0).collect();
+            let at = (self.id.iter().zip(&self.now))
+                .filter(|(id, _)| ids.contains(id))
+                .map(|(_, now)| *now)
+                .max();
+            if let Some(at) = at {
+                released = super::dependents::release(&tx, channel, parents, at).await?;
+            }
+        }
+        tx.commit().await.map_err(db_err)?;
         let scheduled = done.values().any(|t| t.scheduled());
-        self.answers(c, channel, done, scheduled).await
+        Ok((self.answers(c, channel, done, scheduled).await?, released))
     }
 
-    /// Runs the success statements over the batch: by key up to [`BY_KEY_MAX`] tasks, and for
+    /// Runs the success statement over the batch: by key up to [`BY_KEY_MAX`] tasks, and for
     /// more whichever `plans` measured cheaper per row (see [`super::faster_statement`]), plainly
     /// or by key in parts of [`BY_KEY_MAX`]. The rows they changed.
     async fn succeed(
         &self,
-        c: &mut Object,
+        tx: &Transaction<'_>,
         sql: &[String; 2],
         plans: &PlanChoice,
     ) -> Result<Vec<tokio_postgres::Row>> {
@@ -461,12 +488,12 @@ impl Successes {
         let large = n > BY_KEY_MAX;
         // `sql` holds the plain statement, then the one by key: `plans`' first and second.
         let which = if large { plans.pick(Instant::now()) } else { 1 };
-        let stmt = c.prepare_cached(&sql[which]).await.map_err(db_err)?;
+        let stmt = tx.prepare_cached(&sql[which]).await.map_err(db_err)?;
         let started = Instant::now();
         let rows = if large && which == 1 {
-            self.succeed_in_parts(c, &stmt).await?
+            self.succeed_in_parts(tx, &stmt).await?
         } else {
-            c.query(&stmt, &[&self.id, &self.attempt, &self.now, &self.result])
+            tx.query(&stmt, &[&self.id, &self.attempt, &self.now, &self.result])
                 .await
                 .map_err(db_err)?
         };
@@ -476,126 +503,56 @@ impl Successes {
         Ok(rows)
     }
 
-    /// The by-key statement over parts of [`BY_KEY_MAX`] successes, sent together in one
-    /// transaction. One statement over a large batch is planned by its size: a hash join over
-    /// every task (98–250 ms for 1,000 among 200,000), where its parts find their rows by key.
+    /// The by-key statement over parts of [`BY_KEY_MAX`] successes, sent together. One
+    /// statement over a large batch is planned by its size: a hash join over every task
+    /// (98–250 ms for 1,000 among 200,000), where its parts find their rows by key.
     async fn succeed_in_parts(
         &self,
-        c: &mut Object,
+        tx: &Transaction<'_>,
         stmt: &tokio_postgres::Statement,
     ) -> Result<Vec<tokio_postgres::Row>> {
-        let tx = c.transaction().await.map_err(db_err)?;
         let parts = (0..self.id.len()).step_by(BY_KEY_MAX).map(|from| {
             let to = (from + BY_KEY_MAX).min(self.id.len());
             let (id, attempt) = (&self.id[from..to], &self.attempt[from..to]);
             let (now, result) = (&self.now[from..to], &self.result[from..to]);
-            let tx = &tx;
             async move { tx.query(stmt, &[&id, &attempt, &now, &result]).await }
         });
         let rows = futures_util::future::try_join_all(parts)
             .await
             .map_err(db_err)?;
-        tx.commit().await.map_err(db_err)?;
         Ok(rows.into_iter().flatten().collect())
     }
 
-    /// The successes at positions `which` of this batch, tasks with children, in a transaction
-    /// of their own: the success statement for them alone, then the release of their
-    /// children. The tasks it ended, and what the release made claimable.
-    async fn succeed_parents<T: Ended>(
-        &self,
-        c: &mut Object,
-        channel: &str,
-        which: &[usize],
-    ) -> Result<(Vec<T>, Released)> {
-        let id: Vec<TaskId> = which.iter().map(|&i| self.id[i]).collect();
-        let attempt: Vec<i32> = which.iter().map(|&i| self.attempt[i]).collect();
-        let now: Vec<Timestamp> = which.iter().map(|&i| self.now[i]).collect();
-        let result: Vec<Option<serde_json::Value>> =
-            which.iter().map(|&i| self.result[i].clone()).collect();
-        let tx = c.transaction().await.map_err(db_err)?;
-        let stmt = tx
-            .prepare_cached(T::succeed_parents())
-            .await
-            .map_err(db_err)?;
-        // In parts found by key, sent together, as `succeed_in_parts` does and for its reason.
-        let parts = (0..id.len()).step_by(BY_KEY_MAX).map(|from| {
-            let to = (from + BY_KEY_MAX).min(id.len());
-            let (id, attempt) = (&id[from..to], &attempt[from..to]);
-            let (now, result) = (&now[from..to], &result[from..to]);
-            let (tx, stmt) = (&tx, &stmt);
-            async move { tx.query(stmt, &[&id, &attempt, &now, &result]).await }
-        });
-        let rows: Vec<tokio_postgres::Row> = futures_util::future::try_join_all(parts)
-            .await
-            .map_err(db_err)?
-            .into_iter()
-            .flatten()
-            .collect();
-        let ended: Vec<T> = rows.iter().map(T::of_row).collect::<Result<_>>()?;
-        let mut released = Released::new();
-        if let Some(at) = now.iter().max() {
-            // Each row's wait is its last column.
-            let ends = (ended.iter().zip(&rows))
-                .map(|(t, r)| Ok((t.id(), TaskState::Succeeded, col(r, r.len() - 1)?)))
-                .collect::<Result<Vec<(TaskId, TaskState, Option<i64>)>>>()?;
-            released = super::dependents::release(&tx, channel, ends, *at).await?;
-        }
-        tx.commit().await.map_err(db_err)?;
-        Ok((ended, released))
-    }
-
     /// An answer per success, in order, from the tasks it ended (`done`, by id): those it did
-    /// not end say why; with what the successes of tasks with children released. Announces a
-    /// change to schedules when a task of one ended.
+    /// not end say why. Announces a change to schedules when a task of one ended.
     async fn answers<T: Ended>(
         &self,
         c: &mut Object,
         channel: &str,
         mut done: HashMap<TaskId, T>,
         scheduled: bool,
-    ) -> Result<(Vec<Result<T>>, Released)> {
+    ) -> Result<Vec<Result<T>>> {
         if scheduled {
             announce_schedules(&***c, channel).await?;
         }
         // The rows not changed: missing, or no longer running as that attempt.
-        let missed: Vec<TaskId> = self
-            .id
-            .iter()
-            .copied()
+        let missed: Vec<TaskId> = (self.id.iter().copied())
             .filter(|id| !done.contains_key(id))
             .collect();
-        // Tasks with children, which the statement leaves to a transaction that releases them
-        // too; what is still missed after it says why.
         let mut current: HashMap<TaskId, Task> = HashMap::new();
-        let mut released = Released::new();
         if !missed.is_empty() {
-            let set: HashSet<TaskId> = missed.iter().copied().collect();
-            let which: Vec<usize> = (0..self.id.len())
-                .filter(|&i| set.contains(&self.id[i]))
-                .collect();
-            let ended;
-            (ended, released) = self.succeed_parents::<T>(c, channel, &which).await?;
-            for task in ended {
-                done.insert(task.id(), task);
-            }
-            let still: Vec<TaskId> = (missed.into_iter())
-                .filter(|id| !done.contains_key(id))
-                .collect();
-            if !still.is_empty() {
-                let stmt = c
-                    .prepare_cached(&format!(
-                        "SELECT {TASK_COLUMNS} FROM sked_tasks t WHERE t.id = ANY($1)"
-                    ))
-                    .await
-                    .map_err(db_err)?;
-                for r in &c.query(&stmt, &[&still]).await.map_err(db_err)? {
-                    let t = task_from_row(r)?;
-                    current.insert(t.id, t);
-                }
+            let stmt = c
+                .prepare_cached(&format!(
+                    "SELECT {TASK_COLUMNS} FROM sked_tasks t WHERE t.id = ANY($1)"
+                ))
+                .await
+                .map_err(db_err)?;
+            for r in &c.query(&stmt, &[&missed]).await.map_err(db_err)? {
+                let t = task_from_row(r)?;
+                current.insert(t.id, t);
             }
         }
-        let answers = self
+        Ok(self
             .id
             .iter()
             .zip(&self.attempt)
@@ -608,8 +565,7 @@ impl Successes {
                     },
                 )),
             })
-            .collect();
-        Ok((answers, released))
+            .collect())
     }
 }
 
@@ -636,12 +592,10 @@ const BY_KEY_MAX: usize = 100;
 /// planner to look its rows up one by one (a workflow's 10,000 tasks in a new schema) is
 /// then read with that filter before the join, not joined whole (the successes of a
 /// 1 → 10,000 → 1 workflow's middle tasks: 301–308 ms of server time, from 329–383 ms).
+///
+/// Each row answers, after `returning`, whether the task has children and its own wait, for
+/// the release that follows ([`Successes::write`]).
 fn succeed_sql(returning: &str, by_key: bool) -> String {
-    succeed_sql_of(returning, by_key, "NOT t.has_children")
-}
-
-/// [`succeed_sql`] over the tasks `which` says (`NOT t.has_children` or `t.has_children`).
-fn succeed_sql_of(returning: &str, by_key: bool, which: &str) -> String {
     // The array of states and its column, and what the row's state is compared with.
     let (states, column, running, keys) = match by_key {
         false => ("", "", "'running'", ""),
@@ -658,8 +612,7 @@ fn succeed_sql_of(returning: &str, by_key: bool, which: &str) -> String {
          FROM unnest($1::bigint[], $2::int[], $3::timestamptz[], $4::jsonb[]{states}) \
            AS u(id, attempt, now, result{column}) \
          WHERE t.id = u.id{keys} AND t.state = {running} AND t.attempt = u.attempt \
-           AND {which} \
-         RETURNING {returning}"
+         RETURNING {returning}, t.has_children, t.wait"
     )
 }
 
@@ -668,33 +621,23 @@ fn succeed_sql_of(returning: &str, by_key: bool, which: &str) -> String {
 pub(crate) trait Ended: Sized + Send {
     /// The success statements (see [`succeed_sql`]): plain, then by key.
     fn succeed() -> &'static [String; 2];
-    /// The statement for the tasks that have children (whose release follows in the same
-    /// transaction), by key.
-    fn succeed_parents() -> &'static str;
     fn of_row(r: &tokio_postgres::Row) -> Result<Self>;
     fn id(&self) -> TaskId;
     /// Whether the task was a schedule's.
     fn scheduled(&self) -> bool;
 }
 
-/// The statements returning `returning`: [`Ended::succeed`], then [`Ended::succeed_parents`],
-/// which also returns each task's wait, last, for the release that follows.
-fn statements(returning: &str) -> ([String; 2], String) {
-    (
-        [false, true].map(|by_key| succeed_sql(returning, by_key)),
-        succeed_sql_of(&format!("{returning}, t.wait"), true, "t.has_children"),
-    )
+/// The success statements returning `returning` ([`Ended::succeed`]): plain, then by key.
+fn statements(returning: &str) -> [String; 2] {
+    [false, true].map(|by_key| succeed_sql(returning, by_key))
 }
 
-static WHOLE: std::sync::LazyLock<([String; 2], String)> =
+static WHOLE: std::sync::LazyLock<[String; 2]> =
     std::sync::LazyLock::new(|| statements(TASK_COLUMNS));
 
 impl Ended for Task {
     fn succeed() -> &'static [String; 2] {
-        &WHOLE.0
-    }
-    fn succeed_parents() -> &'static str {
-        &WHOLE.1
+        &WHOLE
     }
     fn of_row(r: &tokio_postgres::Row) -> Result<Self> {
         task_from_row(r)
@@ -709,16 +652,13 @@ impl Ended for Task {
 
 /// What [`TaskEnded`] needs, in the order [`TaskEnded::of_row`] reads it: a success of a
 /// workflow's task with children decodes no payload or result.
-static BRIEF: std::sync::LazyLock<([String; 2], String)> = std::sync::LazyLock::new(|| {
+static BRIEF: std::sync::LazyLock<[String; 2]> = std::sync::LazyLock::new(|| {
     statements("t.id, t.queue, t.attempt, t.run_at, t.started_at, t.finished_at, t.schedule")
 });
 
 impl Ended for TaskEnded {
     fn succeed() -> &'static [String; 2] {
-        &BRIEF.0
-    }
-    fn succeed_parents() -> &'static str {
-        &BRIEF.1
+        &BRIEF
     }
     fn of_row(r: &tokio_postgres::Row) -> Result<Self> {
         Ok(TaskEnded {
