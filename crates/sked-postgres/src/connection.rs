@@ -33,13 +33,19 @@ pub struct PgOptions {
     /// The fewest tasks of a workflow's stage (tasks made together that wait for the same
     /// parents and share every column but the payload) kept as one row until the stage is
     /// released (docs/decisions/0023-tasks-made-when-released.md); `None`: every task is a
-    /// row from the start. [`KEPT_STAGE_MIN`] by default.
+    /// row from the start. [`KEPT_STAGE_MIN`] by default. A stage whose payloads take more
+    /// than [`KEPT_PAYLOAD_BYTES`] of JSON together is rows whatever its size.
     pub kept_stage_min: Option<usize>,
 }
 
 /// The fewest tasks of a stage kept as one row by default: below a few hundred, the rows a
 /// stage saves are not worth a statement of their own.
 pub const KEPT_STAGE_MIN: usize = 256;
+
+/// The most bytes of JSON a kept stage's payloads may take together; a larger stage goes in
+/// as rows. The store sends them as one `jsonb` value, which PostgreSQL holds to 256 MiB,
+/// and which may take six times its text (an array of one-digit numbers).
+pub const KEPT_PAYLOAD_BYTES: usize = 32 << 20;
 
 impl PgOptions {
     pub fn new(url: impl Into<String>) -> PgOptions {

@@ -41,7 +41,7 @@ use sked_core::{Task, TaskId};
 use sked_store::*;
 use tokio::sync::broadcast;
 
-pub use connection::{KEPT_STAGE_MIN, PgOptions};
+pub use connection::{KEPT_PAYLOAD_BYTES, KEPT_STAGE_MIN, PgOptions};
 pub use scratch::ScratchSchema;
 pub use transactional::enqueue_in;
 

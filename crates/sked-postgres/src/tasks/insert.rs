@@ -152,9 +152,10 @@ async fn insert_children<'a, C: GenericClient + Sync>(
     }
     let kept = (members.kept_min)
         .filter(|&min| !batched && super::kept_stages::keeps(&rows, &wait_ids, min))
-        .and(wait_ids.first().copied().flatten());
+        .and(wait_ids.first().copied().flatten())
+        .and_then(|wait| Some((wait, super::kept_stages::payloads(&rows)?)));
     let inserted = match kept {
-        Some(wait) => (super::kept_stages::insert(c, &rows, wait, now)
+        Some((wait, payloads)) => (super::kept_stages::insert(c, &rows, &payloads, wait, now)
             .await?
             .into_iter())
         .map(|id| TaskInserted {

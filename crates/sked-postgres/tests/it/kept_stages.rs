@@ -297,3 +297,45 @@ async fn a_kept_task_can_be_named_as_a_parent() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_stage_whose_payloads_are_too_large_for_one_value_is_rows() {
+    let Some(url) = sked_postgres::testing::database_url() else {
+        return;
+    };
+    let schema = sked_postgres::testing::TestSchema::new(&url);
+    // An unoptimized build takes seconds to encode 64 MiB of payloads, in the transaction.
+    let mut options = schema.options();
+    options.idle_in_transaction_timeout = std::time::Duration::from_secs(60);
+    options.op_timeout = std::time::Duration::from_secs(60);
+    let store = PgStore::connect(options).await.unwrap();
+    let (c, conn) = tokio_postgres::connect(&crate::schema_url(&schema), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let now = Timestamp::now();
+    let n = sked_postgres::KEPT_STAGE_MIN;
+    // Each payload within a task's limit, all of them together just past the stage's.
+    let each = sked_postgres::KEPT_PAYLOAD_BYTES / n + 1;
+    for (size, kept) in [(64, 1), (each, 0)] {
+        let mut tasks = vec![crate::node("root".into(), vec![])];
+        tasks.extend((0..n).map(|i| {
+            let mut t = crate::node(format!("m{i}"), vec![0]);
+            t.insert.task.payload = serde_json::json!({ "i": i, "s": "x".repeat(size) });
+            t
+        }));
+        let made = store
+            .workflow_create(crate::workflow_of(tasks, now))
+            .await
+            .unwrap();
+        let count = async |sql: &str| -> i64 { c.query_one(sql, &[]).await.unwrap().get(0) };
+        assert_eq!(
+            count("SELECT count(*) FROM sked_stages").await,
+            kept,
+            "payloads of {size} bytes"
+        );
+        let last = store.task_get(made.tasks[n]).await.unwrap();
+        assert_eq!(last.payload["i"], n - 1);
+        assert_eq!(last.payload["s"].as_str().map(str::len), Some(size));
+    }
+}
