@@ -60,6 +60,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (31, include_str!("../migrations/0031_queue_backoff.sql")),
     (32, include_str!("../migrations/0032_strict_key_order.sql")),
     (33, include_str!("../migrations/0033_waits.sql")),
+    (
+        34,
+        include_str!("../migrations/0034_workflow_members_in_its_row.sql"),
+    ),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {
@@ -98,25 +102,38 @@ pub(crate) fn run(conn: &mut Connection) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// A database at `path` as migrations up to `version` left it.
+    fn database_at(path: &std::path::Path, version: i64) -> Connection {
+        let conn = Connection::open(path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE sked_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+        )
+        .unwrap();
+        for (v, sql) in MIGRATIONS.iter().filter(|m| m.0 <= version) {
+            conn.execute_batch(sql).unwrap();
+            conn.execute(
+                "INSERT INTO sked_migrations (version, applied_at) VALUES (?1, 0)",
+                [v],
+            )
+            .unwrap();
+        }
+        conn
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
     /// A database written before waiting tasks kept their count: the count of each waiting
     /// task is its edges not yet counted, and a parent's end then releases it.
     #[test]
     fn waiting_tasks_keep_their_count_of_parents_left() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("old.db");
-        let mut conn = Connection::open(&path).unwrap();
-        conn.execute_batch(
-            "CREATE TABLE sked_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
-        )
-        .unwrap();
-        for (version, sql) in MIGRATIONS.iter().filter(|m| m.0 <= 24) {
-            conn.execute_batch(sql).unwrap();
-            conn.execute(
-                "INSERT INTO sked_migrations (version, applied_at) VALUES (?1, 0)",
-                [version],
-            )
-            .unwrap();
-        }
+        let mut conn = database_at(&path, 24);
         // Task 1 succeeded (its edge counted), 2 still runs; 3 waits for both.
         conn.execute_batch(
             "INSERT INTO tasks (id, queue, kind, payload, priority, state, run_at, max_attempts, \
@@ -136,11 +153,7 @@ mod tests {
         assert_eq!(left, 1);
         drop(conn);
         let store = crate::SqliteStore::open(&path).unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
+        runtime().block_on(async {
             use sked_store::Store;
             let t = store.task_get(3).await.unwrap();
             assert_eq!(t.waiting_for, vec![2]);
@@ -159,6 +172,80 @@ mod tests {
                     Some("parent 2 was cancelled".into())
                 )
             );
+        });
+    }
+
+    /// A database whose workflows kept their tasks as rows of `workflow_tasks`: each
+    /// workflow's tasks become its range of ids with their names by place, a task deleted
+    /// before leaving a gap, and the workflow reads as it did.
+    #[test]
+    fn workflow_members_become_a_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        let mut conn = database_at(&path, 33);
+        // Workflow 1 made tasks 5 to 7 (6 deleted since), workflow 2 tasks 8 and 9; task 4
+        // is no workflow's.
+        conn.execute_batch(
+            "INSERT INTO tasks (id, queue, kind, payload, priority, state, run_at, max_attempts, \
+               created_at, finished_at) VALUES \
+               (4, 'default', 'k', 'null', 0, 'available', 0, 1, 0, NULL), \
+               (5, 'default', 'k', 'null', 0, 'succeeded', 0, 1, 0, 10), \
+               (7, 'default', 'k', 'null', 0, 'available', 0, 1, 0, NULL), \
+               (8, 'default', 'k', 'null', 0, 'available', 0, 1, 0, NULL), \
+               (9, 'default', 'k', 'null', 0, 'available', 0, 1, 0, NULL); \
+             INSERT INTO workflows (id, name, created_at, size) VALUES (1, 'one', 0, 3), \
+               (2, 'two', 0, 2); \
+             INSERT INTO workflow_tasks (task, workflow, name) VALUES (5, 1, 'a'), (7, 1, 'c'), \
+               (8, 2, 'x'), (9, 2, 'y');",
+        )
+        .unwrap();
+        run(&mut conn).unwrap();
+        let row: (i64, i64, String) = conn
+            .query_row(
+                "SELECT first_task, last_task, names FROM workflows WHERE id = 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!(row, (5, 7, r#"["a",null,"c"]"#.to_string()));
+        drop(conn);
+        let store = crate::SqliteStore::open(&path).unwrap();
+        runtime().block_on(async {
+            use sked_store::Store;
+            let of = |id: i64, name: &str| {
+                Some(sked_core::TaskWorkflow {
+                    id,
+                    name: name.into(),
+                })
+            };
+            assert_eq!(store.task_get(7).await.unwrap().workflow, of(1, "c"));
+            assert_eq!(store.task_get(8).await.unwrap().workflow, of(2, "x"));
+            assert_eq!(store.task_get(4).await.unwrap().workflow, None);
+            let w = store.workflow_get(1).await.unwrap();
+            assert_eq!(w.counts.values().sum::<u64>(), 2);
+            let page = store
+                .workflow_tasks(sked_store::WorkflowTasksParams {
+                    id: 2,
+                    after_id: None,
+                    limit: 10,
+                })
+                .await
+                .unwrap();
+            let names: Vec<&str> = page.items.iter().map(|n| n.name.as_str()).collect();
+            assert_eq!(names, ["x", "y"]);
+            // Deleted, its last task takes the workflow with it, not before.
+            store.task_delete(5).await.unwrap();
+            assert!(store.workflow_get(1).await.is_ok());
+            store
+                .task_cancel(sked_store::TaskCancelParams {
+                    id: 7,
+                    now: jiff::Timestamp::now(),
+                })
+                .await
+                .unwrap();
+            store.task_delete(7).await.unwrap();
+            assert!(store.workflow_get(1).await.is_err());
+            assert!(store.workflow_get(2).await.is_ok());
         });
     }
 }

@@ -9,32 +9,20 @@ use sked_store::*;
 
 use crate::codec::{db_err, from_ts, id_list, opt_ts, state, text, ts};
 
-/// The ids of the tasks of the workflow in parameter `param` (`?3`, say), as a subquery.
+/// The ids of the tasks of the workflow in parameter `param` (`?3`, say), as a subquery that
+/// names the parameter once.
 pub(crate) fn tasks_of(param: &str) -> String {
-    format!("(SELECT task FROM workflow_tasks WHERE workflow = {param})")
+    format!(
+        "(SELECT t.id FROM workflows w JOIN tasks t ON t.id BETWEEN w.first_task AND w.last_task \
+          WHERE w.id = {param})"
+    )
 }
 
-static MEMBER_INSERTS: std::sync::LazyLock<[String; 4]> =
-    std::sync::LazyLock::new(|| super::row_inserts("workflow_tasks (task, workflow, name)", 3));
-
-/// Inserts the workflow's row, its tasks (a run of tasks that wait for none of each other goes
-/// in as one insert, [`rules::workflows::runs`]) and which task is which. Takes the tasks:
-/// a workflow's inserts are moved into the store's, not copied.
+/// Inserts the workflow's tasks (a run of tasks that wait for none of each other goes in as
+/// one insert, [`rules::workflows::runs`]), then its row, which holds its tasks as the range
+/// of their ids and their names in id order. Takes the tasks: a workflow's inserts are moved
+/// into the store's, not copied.
 pub(crate) fn create(tx: &Transaction<'_>, p: WorkflowCreateParams) -> Result<WorkflowCreated> {
-    tx.prepare_cached(
-        "INSERT INTO workflows (name, created_at, size, schedule, nominal_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-    )
-    .map_err(db_err)?
-    .execute(params![
-        p.name,
-        ts(p.now),
-        p.tasks.len() as i64,
-        p.schedule,
-        p.nominal_at.map(ts)
-    ])
-    .map_err(db_err)?;
-    let id = tx.last_insert_rowid();
     let runs = rules::workflows::runs(&p.tasks)?;
     let mut ids: Vec<TaskId> = Vec::with_capacity(p.tasks.len());
     let mut names: Vec<String> = Vec::with_capacity(p.tasks.len());
@@ -52,10 +40,37 @@ pub(crate) fn create(tx: &Transaction<'_>, p: WorkflowCreateParams) -> Result<Wo
             ids.push(t.id);
         }
     }
-    let members: Vec<[&dyn rusqlite::ToSql; 3]> = (ids.iter().zip(&names))
-        .map(|(task, name)| [task as &dyn rusqlite::ToSql, &id, name])
-        .collect();
-    super::insert_rows(tx, &MEMBER_INSERTS, &members)?;
+    // One write makes them, and ids are never reused: they follow one another, and every
+    // task in their range is one of them.
+    let (Some(&first), Some(&last)) = (ids.first(), ids.last()) else {
+        return Err(StoreError::Invalid(
+            "a workflow needs at least one task".into(),
+        ));
+    };
+    if last - first + 1 != ids.len() as i64 {
+        return Err(StoreError::Backend(format!(
+            "a workflow's {} tasks took ids {first} to {last}",
+            ids.len()
+        )));
+    }
+    let names = serde_json::to_string(&names).map_err(|e| StoreError::Backend(e.to_string()))?;
+    tx.prepare_cached(
+        "INSERT INTO workflows (name, created_at, size, schedule, nominal_at, first_task, \
+           last_task, names) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )
+    .map_err(db_err)?
+    .execute(params![
+        p.name,
+        ts(p.now),
+        ids.len() as i64,
+        p.schedule,
+        p.nominal_at.map(ts),
+        first,
+        last,
+        names
+    ])
+    .map_err(db_err)?;
+    let id = tx.last_insert_rowid();
     Ok(WorkflowCreated { id, tasks: ids })
 }
 
@@ -81,8 +96,9 @@ fn info_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<WorkflowInfo> {
 fn count(conn: &Connection, w: WorkflowInfo) -> Result<WorkflowInfo> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT t.state, count(*), max(t.finished_at) FROM workflow_tasks w \
-             JOIN tasks t ON t.id = w.task WHERE w.workflow = ?1 GROUP BY t.state",
+            "SELECT t.state, count(*), max(t.finished_at) FROM workflows w \
+             JOIN tasks t ON t.id BETWEEN w.first_task AND w.last_task WHERE w.id = ?1 \
+             GROUP BY t.state",
         )
         .map_err(db_err)?;
     let rows = stmt
@@ -147,31 +163,48 @@ pub(crate) fn list(conn: &Connection, p: &WorkflowListParams) -> Result<Page<Wor
 }
 
 pub(crate) fn tasks(conn: &Connection, p: &WorkflowTasksParams) -> Result<Page<WorkflowNode>> {
-    let exists = conn
-        .prepare_cached("SELECT 1 FROM workflows WHERE id = ?1")
+    let range = conn
+        .prepare_cached("SELECT first_task, last_task, names FROM workflows WHERE id = ?1")
         .map_err(db_err)?
-        .exists([p.id])
+        .query_row([p.id], |r| {
+            Ok((
+                r.get::<_, Option<i64>>(0)?,
+                r.get::<_, Option<i64>>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })
+        .optional()
         .map_err(db_err)?;
-    if !exists {
+    let Some((first, last, names)) = range else {
         return Err(not_found(p.id));
-    }
+    };
+    let (first, last) = (first.unwrap_or(0), last.unwrap_or(-1));
+    let names: Vec<Option<String>> =
+        serde_json::from_str(&names).map_err(|e| StoreError::Backend(e.to_string()))?;
+    // The name of task `id` of the range.
+    let name = |id: TaskId| -> String {
+        usize::try_from(id - first)
+            .ok()
+            .and_then(|k| names.get(k).cloned().flatten())
+            .unwrap_or_default()
+    };
     let limit = p.limit.clamp(1, rules::STORE_LIST_LIMIT_MAX);
     let mut nodes: Vec<WorkflowNode> = {
         let mut stmt = conn
             .prepare_cached(
-                "SELECT w.task, w.name, t.kind, t.state FROM workflow_tasks w \
-                 JOIN tasks t ON t.id = w.task WHERE w.workflow = ?1 AND w.task > ?2 \
-                 ORDER BY w.task LIMIT ?3",
+                "SELECT id, kind, state FROM tasks WHERE id BETWEEN ?1 AND ?2 AND id > ?3 \
+                 ORDER BY id LIMIT ?4",
             )
             .map_err(db_err)?;
         stmt.query_map(
-            params![p.id, p.after_id.unwrap_or(0), i64::from(limit) + 1],
+            params![first, last, p.after_id.unwrap_or(0), i64::from(limit) + 1],
             |r| {
+                let id: TaskId = r.get(0)?;
                 Ok(WorkflowNode {
-                    id: r.get(0)?,
-                    name: r.get(1)?,
-                    kind: r.get(2)?,
-                    state: state(text(r, 3)?)?,
+                    id,
+                    name: name(id),
+                    kind: r.get(1)?,
+                    state: state(text(r, 2)?)?,
                     after: Vec::new(),
                 })
             },
@@ -184,27 +217,27 @@ pub(crate) fn tasks(conn: &Connection, p: &WorkflowTasksParams) -> Result<Page<W
     nodes.truncate(limit as usize);
     let ids: Vec<TaskId> = nodes.iter().map(|n| n.id).collect();
     let mut after: HashMap<TaskId, Vec<String>> = HashMap::new();
+    // The parents of the workflow's own that are still there, each child's in id order.
     let mut stmt = conn
         .prepare_cached(
-            "SELECT t.id, m.task, m.name FROM tasks t JOIN wait_parents p ON p.wait = t.wait \
-               JOIN workflow_tasks m ON m.task = p.parent AND m.workflow = ?2 \
-             WHERE t.id IN rarray(?1) \
+            "SELECT t.id, q.id FROM tasks t JOIN wait_parents p ON p.wait = t.wait \
+               JOIN tasks q ON q.id = p.parent \
+             WHERE t.id IN rarray(?1) AND q.id BETWEEN ?2 AND ?3 \
              UNION ALL \
-             SELECT t.id, m.task, m.name FROM tasks t JOIN wait_stages s ON s.wait = t.wait \
+             SELECT t.id, q.id FROM tasks t JOIN wait_stages s ON s.wait = t.wait \
                JOIN tasks q ON q.wait = s.stage \
-               JOIN workflow_tasks m ON m.task = q.id AND m.workflow = ?2 \
-             WHERE t.id IN rarray(?1) \
+             WHERE t.id IN rarray(?1) AND q.id BETWEEN ?2 AND ?3 \
              ORDER BY 1, 2",
         )
         .map_err(db_err)?;
     let rows = stmt
-        .query_map(params![id_list(&ids), p.id], |r| {
-            Ok((r.get::<_, TaskId>(0)?, r.get::<_, String>(2)?))
+        .query_map(params![id_list(&ids), first, last], |r| {
+            Ok((r.get::<_, TaskId>(0)?, r.get::<_, TaskId>(1)?))
         })
         .map_err(db_err)?;
     for row in rows {
-        let (child, name) = row.map_err(db_err)?;
-        after.entry(child).or_default().push(name);
+        let (child, parent) = row.map_err(db_err)?;
+        after.entry(child).or_default().push(name(parent));
     }
     for n in &mut nodes {
         n.after = after.remove(&n.id).unwrap_or_default();
@@ -212,26 +245,38 @@ pub(crate) fn tasks(conn: &Connection, p: &WorkflowTasksParams) -> Result<Page<W
     Ok(Page { items: nodes, more })
 }
 
+/// The workflow whose range holds `?1` (a task's id), if any: the one that starts last at or
+/// before it.
+const WORKFLOW_OF: &str = "SELECT id FROM workflows WHERE first_task <= ?1 \
+    ORDER BY first_task DESC LIMIT 1";
+
 /// The workflow `task` belongs to, if any, and its name there.
 pub(crate) fn of_task(conn: &Connection, task: TaskId) -> Result<Option<sked_core::TaskWorkflow>> {
-    conn.prepare_cached("SELECT workflow, name FROM workflow_tasks WHERE task = ?1")
-        .map_err(db_err)?
-        .query_row([task], |r| {
-            Ok(sked_core::TaskWorkflow {
-                id: r.get(0)?,
-                name: r.get(1)?,
-            })
+    conn.prepare_cached(&format!(
+        "SELECT w.id, json_extract(w.names, '$[' || (?1 - w.first_task) || ']') \
+         FROM workflows w WHERE w.id = ({WORKFLOW_OF}) AND ?1 <= w.last_task"
+    ))
+    .map_err(db_err)?
+    .query_row([task], |r| {
+        Ok(sked_core::TaskWorkflow {
+            id: r.get(0)?,
+            name: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
         })
-        .optional()
-        .map_err(db_err)
+    })
+    .optional()
+    .map_err(db_err)
 }
 
-/// Forgets which workflow the tasks of `?1` (an [`id_list`], tasks being deleted) belonged
-/// to, and the workflows left with no task.
+/// Forgets the workflows left with no task once the tasks of `?1` (an [`id_list`]) are
+/// deleted.
 pub(crate) fn forget(tx: &Transaction<'_>, list: &rusqlite::vtab::array::Array) -> Result<()> {
     let workflows: Vec<i64> = {
         let mut stmt = tx
-            .prepare_cached("SELECT DISTINCT workflow FROM workflow_tasks WHERE task IN rarray(?1)")
+            .prepare_cached(&format!(
+                "SELECT DISTINCT w.id FROM rarray(?1) x \
+                 JOIN workflows w ON w.id = ({}) AND x.value <= w.last_task",
+                WORKFLOW_OF.replace("?1", "x.value")
+            ))
             .map_err(db_err)?;
         stmt.query_map([list], |r| r.get(0))
             .map_err(db_err)?
@@ -241,13 +286,10 @@ pub(crate) fn forget(tx: &Transaction<'_>, list: &rusqlite::vtab::array::Array) 
     if workflows.is_empty() {
         return Ok(());
     }
-    tx.prepare_cached("DELETE FROM workflow_tasks WHERE task IN rarray(?1)")
-        .map_err(db_err)?
-        .execute([list])
-        .map_err(db_err)?;
     tx.prepare_cached(
         "DELETE FROM workflows WHERE id IN rarray(?1) \
-         AND NOT EXISTS (SELECT 1 FROM workflow_tasks w WHERE w.workflow = workflows.id)",
+         AND NOT EXISTS (SELECT 1 FROM tasks t \
+                         WHERE t.id BETWEEN workflows.first_task AND workflows.last_task)",
     )
     .map_err(db_err)?
     .execute([id_list(&workflows)])
