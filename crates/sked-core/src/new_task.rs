@@ -366,10 +366,7 @@ impl NewTask {
     /// Checks everything that can be checked without a store.
     pub fn validate(&self) -> Result<(), SpecError> {
         self.validate_fields()?;
-        let size = serde_json::to_vec(&self.payload)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX);
-        check_payload_size(size)
+        check_payload_size(json_len(&self.payload))
     }
 
     /// Checks everything [`validate`](Self::validate) checks but the payload's size, for a
@@ -442,6 +439,25 @@ impl NewTask {
     }
 }
 
+/// How many bytes `v` takes as compact JSON, counted as it is written, not kept.
+fn json_len(v: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, v) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
+}
+
 /// A payload of `size` bytes of JSON is within [`MAX_PAYLOAD_BYTES`].
 pub fn check_payload_size(size: usize) -> Result<(), SpecError> {
     if size > MAX_PAYLOAD_BYTES {
@@ -468,4 +484,31 @@ pub fn validate_name(what: &str, name: &str) -> Result<(), SpecError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payload_is_counted_as_its_json_is_long() {
+        let big = "é".repeat(MAX_PAYLOAD_BYTES / 2);
+        for v in [
+            serde_json::json!(null),
+            serde_json::json!({"i": 1, "text": "naïve \"quoted\"\n", "list": [1.5, -2, true]}),
+            serde_json::json!({"big": big}),
+        ] {
+            assert_eq!(json_len(&v), serde_json::to_vec(&v).unwrap().len());
+        }
+        // Each "é" is two bytes: just past the limit, with the braces and the key.
+        let task = NewTask::new("k").payload(serde_json::json!({"big": big}));
+        let err = task.validate().unwrap_err();
+        assert!(
+            err.message().contains("bytes; the limit is"),
+            "{}",
+            err.message()
+        );
+        let fits = NewTask::new("k").payload(serde_json::json!({"s": "x".repeat(1000)}));
+        fits.validate().unwrap();
+    }
 }
