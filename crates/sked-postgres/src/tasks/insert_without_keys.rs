@@ -166,6 +166,34 @@ pub(super) struct Columns<'a> {
 }
 
 impl<'a> Columns<'a> {
+    /// Columns with room for `n` tasks: a workflow's stage of 10,000 grew each of them about
+    /// fourteen times.
+    fn with_capacity(n: usize) -> Columns<'a> {
+        Columns {
+            queue: Vec::with_capacity(n),
+            kind: Vec::with_capacity(n),
+            payload: Vec::with_capacity(n),
+            priority: Vec::with_capacity(n),
+            state: Vec::with_capacity(n),
+            run_at: Vec::with_capacity(n),
+            max_attempts: Vec::with_capacity(n),
+            timeout_ms: Vec::with_capacity(n),
+            backoff_base_ms: Vec::with_capacity(n),
+            backoff_max_ms: Vec::with_capacity(n),
+            backoff: Vec::with_capacity(n),
+            expires_at: Vec::with_capacity(n),
+            schedule: Vec::with_capacity(n),
+            nominal_at: Vec::with_capacity(n),
+            concurrency_key: Vec::with_capacity(n),
+            traceparent: Vec::with_capacity(n),
+            wait: Vec::with_capacity(n),
+            last_error: Vec::with_capacity(n),
+            finished_at: Vec::with_capacity(n),
+            has_children: Vec::with_capacity(n),
+            workflow: Vec::with_capacity(n),
+        }
+    }
+
     /// The announcement of these tasks, as [`notify_tasks_sql`] spells it: the earliest run
     /// time (microseconds, rounded down: never after the stored one), the highest priority,
     /// and the earliest run time of those that wait, if any.
@@ -216,7 +244,7 @@ impl<'a> Columns<'a> {
         tasks: impl Iterator<Item = &'a TaskInsert>,
         now: Timestamp,
     ) -> Result<Columns<'a>> {
-        let mut c = Columns::default();
+        let mut c = Columns::with_capacity(tasks.size_hint().0);
         for t in tasks {
             let task = &t.task;
             let run_at = task.run_at.unwrap_or(now);
