@@ -36,11 +36,21 @@ pub struct PgOptions {
     /// row from the start. [`KEPT_STAGE_MIN`] by default. A stage whose payloads take more
     /// than [`KEPT_PAYLOAD_BYTES`] of JSON together is rows whatever its size.
     pub kept_stage_min: Option<usize>,
+    /// The most tasks of a kept stage in one part: once the stage is released, claims take
+    /// its tasks part by part, making them rows as their leases, and claims running together
+    /// take different parts (docs/decisions/0026-claims-take-released-stages.md).
+    /// [`KEPT_STAGE_PART`] by default; `None`: a kept stage is one part, and its release
+    /// makes its tasks rows.
+    pub kept_stage_part: Option<usize>,
 }
 
 /// The fewest tasks of a stage kept as one row by default: below a few hundred, the rows a
 /// stage saves are not worth a statement of their own.
 pub const KEPT_STAGE_MIN: usize = 256;
+
+/// The most tasks of a kept stage's part by default: a claim of as many tasks as a worker
+/// usually asks for takes one part.
+pub const KEPT_STAGE_PART: usize = 1000;
 
 /// The most bytes of JSON a kept stage's payloads may take together; a larger stage goes in
 /// as rows. The store sends them as one `jsonb` value, which PostgreSQL holds to 256 MiB,
@@ -57,6 +67,7 @@ impl PgOptions {
             connect_timeout: Duration::from_secs(5),
             idle_in_transaction_timeout: Duration::from_secs(1),
             kept_stage_min: Some(KEPT_STAGE_MIN),
+            kept_stage_part: Some(KEPT_STAGE_PART),
         }
     }
 }

@@ -41,7 +41,7 @@ use sked_core::{Task, TaskId};
 use sked_store::*;
 use tokio::sync::broadcast;
 
-pub use connection::{KEPT_PAYLOAD_BYTES, KEPT_STAGE_MIN, PgOptions};
+pub use connection::{KEPT_PAYLOAD_BYTES, KEPT_STAGE_MIN, KEPT_STAGE_PART, PgOptions};
 pub use scratch::ScratchSchema;
 pub use transactional::enqueue_in;
 
@@ -66,9 +66,9 @@ pub struct PgStore {
     listener: listen::Listener,
     /// When a rate limit lets held-back tasks start again, as claims found it.
     held: sked_store::rate::HeldUntil,
-    /// The fewest tasks of a workflow's stage kept as one row until released
-    /// ([`PgOptions::kept_stage_min`]).
-    kept_stage_min: Option<usize>,
+    /// How a workflow's large stages are kept until released ([`PgOptions::kept_stage_min`],
+    /// [`PgOptions::kept_stage_part`]).
+    keeping: tasks::kept_stages::Keeping,
 }
 
 impl PgStore {
@@ -117,7 +117,10 @@ impl PgStore {
             success_plans: Default::default(),
             listener,
             held: Default::default(),
-            kept_stage_min: opts.kept_stage_min,
+            keeping: tasks::kept_stages::Keeping {
+                min: opts.kept_stage_min,
+                part: opts.kept_stage_part,
+            },
         })
     }
 
@@ -163,6 +166,14 @@ impl PgStore {
         }
         if let Some(at) = waiting {
             self.positions.waiting(at);
+        }
+    }
+
+    /// Waiting tasks this store released (`released`) may lie in released parts of kept
+    /// stages: claims look at parts again, without waiting for the release's announcement.
+    fn released(&self, released: &[(i32, jiff::Timestamp, bool)]) {
+        if !released.is_empty() {
+            self.positions.released();
         }
     }
 
@@ -316,6 +327,7 @@ impl Store for PgStore {
 
     async fn task_claim(&self, params: TaskClaimParams) -> Result<Vec<Task>> {
         let (pool, positions) = (&self.pool, &self.positions);
+        let part = self.keeping.part.unwrap_or(KEPT_STAGE_PART);
         // The turn is taken before a connection, which a claim waiting for it does not hold,
         // and within the operation's time.
         let deadline = tokio::time::Instant::now() + self.op_timeout;
@@ -326,6 +338,7 @@ impl Store for PgStore {
                     pool,
                     channel,
                     positions,
+                    part,
                 };
                 tasks::claim(c, claims, &params).await
             })
@@ -348,6 +361,7 @@ impl Store for PgStore {
             .await?;
         self.announce_room(ended.iter().flatten().map(|t| &t.queue))
             .await;
+        self.released(&released);
         self.claimable(
             (ended.iter().flatten())
                 .filter(|t| !t.state.is_finished())
@@ -379,13 +393,14 @@ impl Store for PgStore {
             .await?;
         self.announce_room(ended.iter().flatten().map(|t| &t.queue))
             .await;
+        self.released(&released);
         self.claimable(released);
         Ok(ended)
     }
 
     async fn workflow_create(&self, params: WorkflowCreateParams) -> Result<WorkflowCreated> {
         let created = self
-            .op(async |c, ch| tasks::workflows::create(c, ch, &params, self.kept_stage_min).await)
+            .op(async |c, ch| tasks::workflows::create(c, ch, &params, self.keeping).await)
             .await?;
         self.claimable(params.tasks.iter().map(|t| {
             let run_at = t.insert.task.run_at.unwrap_or(params.now);
@@ -439,6 +454,7 @@ impl Store for PgStore {
                 tasks::cancel(c, ch, &params).await
             })
             .await?;
+        self.released(&released);
         self.claimable(released);
         Ok(task)
     }
@@ -461,6 +477,7 @@ impl Store for PgStore {
                 tasks::bulk::batch(c, ch, &params).await
             })
             .await?;
+        self.released(&claimable);
         self.claimable(claimable);
         Ok(batch)
     }

@@ -65,6 +65,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
         include_str!("../migrations/0037_workflow_members_in_its_row.sql"),
     ),
     (38, include_str!("../migrations/0038_kept_stages.sql")),
+    (
+        39,
+        include_str!("../migrations/0039_claims_take_stages.sql"),
+    ),
 ];
 
 /// A fingerprint of every migration's text: schemas migrated by the same migrations share it.

@@ -211,6 +211,8 @@ pub(crate) async fn update(
             .await
             .map_err(db_err)?;
     }
+    // A limited queue's tasks are claimed by a walk of its rows.
+    crate::tasks::kept_stages::make_released_rows_if_limited(&*tx, &p.name).await?;
     let counts = one_queue_counts(&*tx, &p.name).await?;
     let mut info = queue_info(p.name.clone(), col(&row, 0)?, col(&row, 1)?);
     settings_from(&mut info, &row, 2)?;

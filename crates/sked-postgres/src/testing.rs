@@ -34,22 +34,29 @@ pub async fn fresh_store() -> Option<(crate::PgStore, TestSchema)> {
 /// (`TRUNCATE … RESTART IDENTITY`) for each test, which keeps the planner's statistics and the
 /// cumulative statistics of earlier tests; tests of plans or of index reads take a fresh one.
 pub async fn pooled_store() -> Option<(crate::PgStore, PooledSchema)> {
-    let url = database_url()?;
-    let schema = PooledSchema::take(&url).await;
-    let store = crate::PgStore::connect(schema.options())
-        .await
-        .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"));
-    Some((store, schema))
+    pooled_store_with(|_| {}).await
 }
 
-/// [`pooled_store`], keeping every stage of a workflow that qualifies as one row until it is
-/// released (`PgOptions::kept_stage_min` of 1), however small: the suite run this way checks
-/// that kept stages show through the API as rows do.
+/// [`pooled_store`], keeping every stage of a workflow that qualifies until it is released
+/// (`PgOptions::kept_stage_min` of 1), however small, in parts of two tasks that claims take
+/// (`PgOptions::kept_stage_part`): the suite run this way checks that kept stages show
+/// through the API as rows do, and that claims take them in claim order.
 pub async fn pooled_store_keeping_stages() -> Option<(crate::PgStore, PooledSchema)> {
+    pooled_store_with(|o| {
+        o.kept_stage_min = Some(1);
+        o.kept_stage_part = Some(2);
+    })
+    .await
+}
+
+/// [`pooled_store`] with its options changed by `change`.
+pub async fn pooled_store_with(
+    change: impl FnOnce(&mut crate::PgOptions),
+) -> Option<(crate::PgStore, PooledSchema)> {
     let url = database_url()?;
     let schema = PooledSchema::take(&url).await;
     let mut options = schema.options();
-    options.kept_stage_min = Some(1);
+    change(&mut options);
     let store = crate::PgStore::connect(options)
         .await
         .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"));
@@ -138,10 +145,16 @@ impl PooledSchema {
 }
 
 /// The statement of a claim over every queue (`$1` now, `$2` the lease's end, `$3` the
-/// worker, `$4` at most how many), for tests of its query plan; with `after`, the claim that
-/// resumes after a claim-order key (`$5` priority, `$6` run time, `$7` id).
+/// worker, `$4` at most how many, `$5` the timeout grace), locking at most two parts of kept
+/// stages, for tests of its query plan; with `after`, the claim that resumes after a
+/// claim-order key (`$6` priority, `$7` run time, `$8` id).
 pub fn claim_sql(after: bool) -> String {
-    crate::tasks::claim::sql::claim_sql("state = 'available'", after, true)
+    let candidates = crate::tasks::claim::sql::Candidates {
+        rows: "state = 'available'".into(),
+        parts: "s.released".into(),
+        parts_placeholder: "2".into(),
+    };
+    crate::tasks::claim::sql::claim_sql(&candidates, after, true, true)
 }
 
 /// The planner setting a claim runs under, and its reset (see `tasks::claim::sql::ORDERED_WALK`),

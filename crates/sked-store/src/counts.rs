@@ -65,8 +65,8 @@ pub fn queue_walk(name: &str, table: &str, cond: &str) -> String {
 
 /// The count columns of a row: `(SELECT count(*) …)` per state in [`TaskState::ALL`] order,
 /// each taken with `LIMIT {limit}` (a placeholder: pass the limit plus one) over the tasks of
-/// the queue `q.name`; the waiting count with the tasks of the queue's kept stages in `kept`
-/// (PostgreSQL's `sked_stages`) added.
+/// the queue `q.name`; with `kept` (PostgreSQL's `sked_stages`), the tasks its parts hold
+/// added, not taken yet: to the waiting count, or the available one once released.
 fn count_columns(table: &str, kept: Option<&str>, limit: &str, spelling: Spelling) -> String {
     let counts: Vec<String> = TaskState::ALL
         .iter()
@@ -82,10 +82,15 @@ fn count_columns(table: &str, kept: Option<&str>, limit: &str, spelling: Spellin
                 "(SELECT count(*) FROM (SELECT 1 FROM {table} t WHERE t.queue = q.name \
                  AND {state}{also} LIMIT {limit}) c)"
             );
-            match kept.filter(|_| s == TaskState::Waiting) {
+            let released = match s {
+                TaskState::Waiting => "NOT k.released",
+                TaskState::Available => "k.released",
+                _ => return rows,
+            };
+            match kept {
                 Some(kept) => format!(
-                    "({rows} + (SELECT coalesce(sum(cardinality(k.ids)), 0) FROM {kept} k \
-                     WHERE k.queue = q.name))"
+                    "({rows} + (SELECT coalesce(sum(k.size - k.taken), 0) \
+                     FROM {kept} k WHERE k.queue = q.name AND {released}))"
                 ),
                 None => rows,
             }

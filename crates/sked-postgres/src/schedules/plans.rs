@@ -138,7 +138,7 @@ pub(crate) async fn insert_runs(
     let mut made: Vec<Option<RunMade>> = vec![None; runs.len()];
     let split = SplitRuns::of(runs);
     for (i, w) in split.workflows {
-        let created = tasks::workflows::insert(tx, channel, &w, None).await?;
+        let created = tasks::workflows::insert(tx, channel, &w, Default::default()).await?;
         made[i] = Some(RunMade::of(RunMade::of_workflow_queues(&w), created));
     }
     let (at, tasks): (Vec<usize>, Vec<TaskInsert>) = split.tasks.into_iter().unzip();

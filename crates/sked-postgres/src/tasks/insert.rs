@@ -86,9 +86,9 @@ pub(crate) async fn insert_tasks<C: GenericClient + Sync>(
 pub(crate) struct Members<'a> {
     pub(crate) workflow: Option<sked_core::WorkflowId>,
     pub(crate) has_children: &'a [bool],
-    /// The fewest tasks of a run kept as one row until released ([`super::kept_stages`]);
-    /// `None`: every task is a row from the start.
-    pub(crate) kept_min: Option<usize>,
+    /// How a run is kept until released ([`super::kept_stages`]); by default every task is a
+    /// row from the start.
+    pub(crate) keeping: super::kept_stages::Keeping,
 }
 
 /// Whether `t` goes in with the one statement for many tasks: it has no unique key and no
@@ -150,21 +150,23 @@ async fn insert_children<'a, C: GenericClient + Sync>(
         rows.has_children[k] = members.has_children.get(k).copied().unwrap_or(false);
         rows.workflow[k] = members.workflow;
     }
-    let kept = (members.kept_min)
+    let kept = (members.keeping.min)
         .filter(|&min| !batched && super::kept_stages::keeps(&rows, &wait_ids, min))
         .and(wait_ids.first().copied().flatten())
         .and_then(|wait| Some((wait, super::kept_stages::payloads(&rows)?)));
     let inserted = match kept {
-        Some((wait, payloads)) => (super::kept_stages::insert(c, &rows, &payloads, wait, now)
-            .await?
-            .into_iter())
-        .map(|id| TaskInserted {
-            id,
-            state: TaskState::Waiting,
-            duplicate: false,
-            debounced: false,
-        })
-        .collect(),
+        Some((wait, payloads)) => {
+            (super::kept_stages::insert(c, &rows, &payloads, wait, members.keeping.part, now)
+                .await?
+                .into_iter())
+            .map(|id| TaskInserted {
+                id,
+                state: TaskState::Waiting,
+                duplicate: false,
+                debounced: false,
+            })
+            .collect()
+        }
         None => {
             let sent = BulkParams::of(&rows);
             let mut params: Vec<Param<'_>> = vec![&channel];

@@ -6,6 +6,11 @@
 //! and anything else that reads or changes tasks by id or by filter makes them waiting first,
 //! as the rows would have been all along. Counts read a kept stage as its waiting tasks.
 //!
+//! A stage goes in as parts of at most [`Keeping::part`] tasks, each a row. Released, a part
+//! is claimable (docs/decisions/0026-claims-take-released-stages.md): claims take its next
+//! tasks in claim order and make them rows as their leases (`super::claim::sql`), and the
+//! part keeps the rest; anything else that touches it makes the rest rows, available.
+//!
 //! Each statement here calls `sked_make_stage_rows` only when a stage it may make is kept:
 //! PostgreSQL plans a SQL function's body at each call (about a millisecond), and checks a
 //! condition that names none of the function's rows once, before calling it.
@@ -17,6 +22,16 @@ use tokio_postgres::GenericClient;
 
 use super::insert_without_keys::Columns;
 use crate::codec::{col, db_err};
+
+/// How a store keeps a workflow's large stages until they are released.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Keeping {
+    /// The fewest tasks of a stage kept; `None`: every task is a row from the start.
+    pub(crate) min: Option<usize>,
+    /// The most tasks of a part that claims take once released; `None`: the stage is one
+    /// part, made rows when released (the reference the parts are checked against).
+    pub(crate) part: Option<usize>,
+}
 
 /// Whether the tasks `rows`, whose waits are `waits`, go in as a kept stage: at least `min`
 /// of them, all waiting for the same wait, sharing every column but the payload, and none
@@ -57,8 +72,9 @@ pub(super) fn payloads(rows: &Columns<'_>) -> Option<String> {
     (text.len() <= crate::KEPT_PAYLOAD_BYTES).then_some(text)
 }
 
-/// Inserts `rows` ([`keeps`] them) as one kept stage, their payloads given as one JSON array
-/// ([`payloads`]); answers its tasks' ids, ascending. The ids come from the sequence named
+/// Inserts `rows` ([`keeps`] them) as one kept stage, in parts of at most `part` tasks (`None`:
+/// one part, not claimable), their payloads given as one JSON array ([`payloads`]); answers its
+/// tasks' ids, ascending. The ids come from the sequence named
 /// in the statement: looked up in it, PostgreSQL opens the sequence for each id. The payloads
 /// are read as one value and taken apart: read as an array of values, each is parsed on its
 /// own (the statement's bind took 23 ms for 10,000 small payloads, 9 as one value).
@@ -67,20 +83,27 @@ pub(super) async fn insert<C: GenericClient + Sync>(
     rows: &Columns<'_>,
     payloads: &str,
     wait: i64,
+    part: Option<usize>,
     now: Timestamp,
 ) -> Result<Vec<TaskId>> {
     let n = rows.state.len() as i32;
-    let row = c
-        .query_one(
+    let claimable = part.is_some();
+    let part = part.map_or(i64::from(n), |p| p.clamp(1, i32::MAX as usize) as i64);
+    let parts = c
+        .query(
             "INSERT INTO sked_stages (wait, workflow, ids, span, payloads, queue, kind, priority, \
                run_at, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, backoff, \
-               has_children, created_at) \
-             SELECT $1, $2, n.ids, int8range(n.ids[1], n.ids[cardinality(n.ids)] + 1), \
-               p.payloads, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 \
-             FROM (SELECT array_agg(x ORDER BY x) AS ids FROM \
-                   (SELECT nextval('sked_tasks_id_seq') AS x FROM generate_series(1, $15)) a) n, \
-                  (SELECT array_agg(e ORDER BY k) AS payloads \
-                   FROM jsonb_array_elements($3::text::jsonb) WITH ORDINALITY AS j(e, k)) p \
+               has_children, created_at, claimable, size) \
+             SELECT $1, $2, array_agg(x.id ORDER BY x.k), int8range(min(x.id), max(x.id) + 1), \
+               array_agg(x.e ORDER BY x.k), $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $16, \
+               count(*) \
+             FROM (SELECT i.k, j.e, i.id \
+                   FROM (SELECT x AS id, row_number() OVER (ORDER BY x) AS k FROM \
+                         (SELECT nextval('sked_tasks_id_seq') AS x \
+                          FROM generate_series(1, $15)) a) i \
+                   JOIN jsonb_array_elements($3::text::jsonb) WITH ORDINALITY AS j(e, k) \
+                     ON j.k = i.k) x \
+             GROUP BY (x.k - 1) / $17 \
              RETURNING ids, cardinality(payloads)",
             &[
                 &wait,
@@ -98,12 +121,20 @@ pub(super) async fn insert<C: GenericClient + Sync>(
                 &rows.has_children[0],
                 &now,
                 &n,
+                &claimable,
+                &part,
             ],
         )
         .await
         .map_err(db_err)?;
-    let ids: Vec<TaskId> = col(&row, 0)?;
-    let kept: i32 = col(&row, 1)?;
+    let mut runs: Vec<Vec<TaskId>> = Vec::with_capacity(parts.len());
+    let mut kept = 0;
+    for row in &parts {
+        runs.push(col(row, 0)?);
+        kept += col::<i32>(row, 1)?;
+    }
+    runs.sort_unstable_by_key(|ids| ids.first().copied());
+    let ids = runs.concat();
     if ids.len() != rows.state.len() || kept != n {
         return Err(StoreError::Backend(format!(
             "a kept stage of {} tasks took {} ids and {kept} payloads",
@@ -159,6 +190,29 @@ pub(crate) async fn make_all_rows<C: GenericClient + Sync>(c: &C) -> Result<()> 
          sked_make_stage_rows(NULL, false, NULL, true, NULL, NULL, NULL, NULL) \
          WHERE EXISTS (SELECT 1 FROM sked_stages)",
         &[],
+    )
+    .await
+    .map_err(db_err)?;
+    Ok(())
+}
+
+/// Makes the rows of the released parts of the queue `queue`, available, when it has a limit:
+/// claims take a limited queue's tasks by a walk of its rows, never from parts.
+pub(crate) async fn make_released_rows_if_limited<C: GenericClient + Sync>(
+    c: &C,
+    queue: &str,
+) -> Result<()> {
+    c.execute(
+        &format!(
+            "SELECT count(*) FROM sked_make_stage_rows( \
+               (SELECT array_agg(i) FROM sked_stages s, unnest(s.ids[s.taken + 1:]) AS i \
+                WHERE s.released AND s.queue = $1), \
+               false, NULL, false, NULL, NULL, NULL, NULL) \
+             WHERE EXISTS (SELECT 1 FROM sked_stages WHERE released AND queue = $1) \
+               AND EXISTS (SELECT 1 FROM sked_queues q WHERE q.name = $1 AND {})",
+            sked_store::keyed::LIMITED
+        ),
+        &[&queue],
     )
     .await
     .map_err(db_err)?;

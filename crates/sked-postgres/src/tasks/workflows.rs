@@ -48,23 +48,23 @@ pub(crate) async fn create(
     c: &mut Object,
     channel: &str,
     p: &WorkflowCreateParams,
-    kept_min: Option<usize>,
+    keeping: super::kept_stages::Keeping,
 ) -> Result<WorkflowCreated> {
     let tx = c.transaction().await.map_err(db_err)?;
-    let made = insert(&tx, channel, p, kept_min).await?;
+    let made = insert(&tx, channel, p, keeping).await?;
     tx.commit().await.map_err(db_err)?;
     Ok(made)
 }
 
 /// [`create`] inside the caller's transaction.
 ///
-/// Runs of at least `kept_min` tasks that qualify are kept as one row until released
+/// Runs of tasks that qualify are kept until released as `keeping` says
 /// ([`super::kept_stages`]).
 pub(crate) async fn insert(
     tx: &Transaction<'_>,
     channel: &str,
     p: &WorkflowCreateParams,
-    kept_min: Option<usize>,
+    keeping: super::kept_stages::Keeping,
 ) -> Result<WorkflowCreated> {
     let size = p.tasks.len() as i64;
     let row = tx
@@ -90,7 +90,7 @@ pub(crate) async fn insert(
         let members = super::insert::Members {
             workflow: Some(id),
             has_children: &has_children[run.clone()],
-            kept_min,
+            keeping,
         };
         let inserted = super::insert::insert_workflow_run(
             &**tx,
@@ -146,8 +146,9 @@ async fn count<C: GenericClient + Sync>(
                FROM sked_workflows w JOIN sked_tasks t ON t.id = ANY(w.tasks) \
                WHERE w.id = ANY($1) GROUP BY w.id, t.state \
                UNION ALL \
-               SELECT k.workflow, 'waiting', sum(cardinality(k.ids)), NULL \
-               FROM sked_stages k WHERE k.workflow = ANY($1) GROUP BY k.workflow) c \
+               SELECT k.workflow, CASE WHEN k.released THEN 'available' ELSE 'waiting' END, \
+                 sum(k.size - k.taken), NULL \
+               FROM sked_stages k WHERE k.workflow = ANY($1) GROUP BY k.workflow, 2) c \
              GROUP BY id, state",
             &[&ids],
         )

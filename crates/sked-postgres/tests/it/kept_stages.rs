@@ -85,15 +85,15 @@ async fn task(store: &PgStore, id: TaskId) -> serde_json::Value {
     serde_json::to_value(store.task_get(id).await.unwrap()).unwrap()
 }
 
-/// How many stages `store` keeps.
-async fn kept(schema: &sked_postgres::testing::PooledSchema) -> i64 {
+/// How many rows of `table` (a table, and a condition if any) the store of `schema` has.
+async fn count(schema: &sked_postgres::testing::PooledSchema, table: &str) -> i64 {
     let (c, conn) = tokio_postgres::connect(&schema.base_url, tokio_postgres::NoTls)
         .await
         .unwrap();
     tokio::spawn(conn);
     let row = c
         .query_one(
-            &format!("SELECT count(*) FROM {}.sked_stages", schema.name),
+            &format!("SELECT count(*) FROM {}.{table}", schema.name),
             &[],
         )
         .await
@@ -103,14 +103,26 @@ async fn kept(schema: &sked_postgres::testing::PooledSchema) -> i64 {
 
 #[tokio::test]
 async fn kept_stages_answer_as_rows_do() {
-    use sked_postgres::testing::{pooled_store, pooled_store_keeping_stages};
+    use sked_postgres::testing::{PooledSchema, pooled_store, pooled_store_with};
     let Some((rows, _rows_schema)) = pooled_store().await else {
         return;
     };
-    let Some((keeping, kept_schema)) = pooled_store_keeping_stages().await else {
-        return;
-    };
-    let mut kept_at_all = false;
+    // Kept, and made rows when released (the reference for parts), or kept in parts of three
+    // that claims take once released, so that claims of up to 40 span several parts.
+    let mut kept: Vec<(&str, PgStore, PooledSchema)> = Vec::new();
+    for (name, part) in [
+        ("made rows when released", None),
+        ("taken by claims", Some(3)),
+    ] {
+        let (store, schema) = pooled_store_with(|o| {
+            o.kept_stage_min = Some(1);
+            o.kept_stage_part = part;
+        })
+        .await
+        .unwrap();
+        kept.push((name, store, schema));
+    }
+    let (mut kept_at_all, mut released_at_all) = (false, false);
     for seed in 1..=3u64 {
         let base: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         let base = base + SignedDuration::from_hours(seed as i64 * 1000);
@@ -119,101 +131,85 @@ async fn kept_stages_answer_as_rows_do() {
             .workflow_create(workflow(&mut Rng(seed * 7919), &kind, base))
             .await
             .unwrap();
-        let made_kept = keeping
-            .workflow_create(workflow(&mut Rng(seed * 7919), &kind, base))
-            .await
-            .unwrap();
-        assert_eq!(made.tasks, made_kept.tasks, "seed {seed}: the same ids");
-        kept_at_all |= kept(&kept_schema).await > 0;
+        for (name, store, schema) in &kept {
+            let made_kept = store
+                .workflow_create(workflow(&mut Rng(seed * 7919), &kind, base))
+                .await
+                .unwrap();
+            assert_eq!(
+                made.tasks, made_kept.tasks,
+                "seed {seed}, {name}: the same ids"
+            );
+            kept_at_all |= count(schema, "sked_stages").await > 0;
+        }
         let ids = made.tasks.clone();
         let mut rng = Rng(seed);
         for step in 0..200 {
             let now = base + SignedDuration::from_secs(step);
-            let at = format!("seed {seed}, step {step}");
             match rng.below(20) {
                 // A cancel of a task that has not ended: kept, it is made a row first.
                 0 => {
                     let id = ids[rng.below(ids.len() as u64) as usize];
-                    let (a, b) = (
-                        rows.task_cancel(TaskCancelParams { id, now }).await,
-                        keeping.task_cancel(TaskCancelParams { id, now }).await,
-                    );
-                    assert_eq!(
-                        a.map(|t| serde_json::to_value(t).unwrap())
-                            .map_err(|e| e.to_string()),
-                        b.map(|t| serde_json::to_value(t).unwrap())
-                            .map_err(|e| e.to_string()),
-                        "{at}: cancel of {id}"
-                    );
+                    let cancel = async |store: &PgStore| {
+                        (store.task_cancel(TaskCancelParams { id, now }).await)
+                            .map(|t| serde_json::to_value(t).unwrap())
+                            .map_err(|e| e.to_string())
+                    };
+                    let expected = cancel(&rows).await;
+                    for (name, store, _) in &kept {
+                        let at = format!("seed {seed}, step {step}, {name}");
+                        assert_eq!(expected, cancel(store).await, "{at}: cancel of {id}");
+                    }
                 }
                 // A task read with its family: its stage, its parents' and its children's are
                 // made rows.
                 1 => {
                     let id = ids[rng.below(ids.len() as u64) as usize];
-                    assert_eq!(
-                        task(&rows, id).await,
-                        task(&keeping, id).await,
-                        "{at}: {id}"
-                    );
+                    let expected = task(&rows, id).await;
+                    for (name, store, _) in &kept {
+                        let at = format!("seed {seed}, step {step}, {name}");
+                        assert_eq!(expected, task(store, id).await, "{at}: {id}");
+                    }
                 }
                 _ => {
                     let max = 1 + rng.below(40) as u32;
-                    let a = rows
-                        .task_claim(crate::claim_params(&[], max, now))
-                        .await
-                        .unwrap();
-                    let b = keeping.task_claim(crate::claim_params(&[], max, now)).await;
-                    let b = b.unwrap();
-                    let claimed: Vec<TaskId> = a.iter().map(|t| t.id).collect();
-                    let claimed_kept: Vec<TaskId> = b.iter().map(|t| t.id).collect();
-                    assert_eq!(claimed, claimed_kept, "{at}: the same tasks claimed");
-                    let ends: Vec<TaskFinishParams> = (a.iter())
-                        .map(|t| TaskFinishParams {
-                            id: t.id,
-                            attempt: t.attempt,
-                            outcome: match rng.below(10) {
-                                0 => FinishOutcome::Failed {
-                                    error: "no".into(),
-                                    retryable: false,
-                                },
-                                1 => FinishOutcome::Failed {
-                                    error: "again".into(),
-                                    retryable: true,
-                                },
-                                _ => FinishOutcome::Succeeded { result: None },
-                            },
-                            now,
-                            jitter: 0.0,
-                        })
-                        .collect();
-                    let a = rows.task_finish_many_lean(ends.clone()).await.unwrap();
-                    let b = keeping.task_finish_many_lean(ends).await.unwrap();
-                    assert_eq!(format!("{a:?}"), format!("{b:?}"), "{at}: the ends");
+                    let outcomes: Vec<u64> = (0..max).map(|_| rng.below(10)).collect();
+                    let expected = claim_and_end(&rows, max, &outcomes, now).await;
+                    for (name, store, schema) in &kept {
+                        let at = format!("seed {seed}, step {step}, {name}");
+                        released_at_all |= count(schema, "sked_stages WHERE released").await > 0;
+                        let (claimed, ends) = claim_and_end(store, max, &outcomes, now).await;
+                        assert_eq!(expected.0, claimed, "{at}: the same tasks claimed");
+                        assert_eq!(expected.1, ends, "{at}: the ends");
+                    }
                 }
             }
-            assert_eq!(
-                counts(&rows, made.id).await,
-                counts(&keeping, made.id).await,
-                "{at}: counts"
-            );
+            let expected = counts(&rows, made.id).await;
+            for (name, store, _) in &kept {
+                let at = format!("seed {seed}, step {step}, {name}");
+                assert_eq!(expected, counts(store, made.id).await, "{at}: counts");
+            }
         }
         for id in &ids {
-            assert_eq!(
-                task(&rows, *id).await,
-                task(&keeping, *id).await,
-                "seed {seed}: {id}"
-            );
+            let expected = task(&rows, *id).await;
+            for (name, store, _) in &kept {
+                assert_eq!(
+                    expected,
+                    task(store, *id).await,
+                    "seed {seed}, {name}: {id}"
+                );
+            }
         }
         let graph = WorkflowTasksParams {
             id: made.id,
             after_id: None,
             limit: 1000,
         };
-        assert_eq!(
-            format!("{:?}", rows.workflow_tasks(graph.clone()).await.unwrap()),
-            format!("{:?}", keeping.workflow_tasks(graph).await.unwrap()),
-            "seed {seed}: the graph"
-        );
+        let expected = format!("{:?}", rows.workflow_tasks(graph.clone()).await.unwrap());
+        for (name, store, _) in &kept {
+            let graph = format!("{:?}", store.workflow_tasks(graph.clone()).await.unwrap());
+            assert_eq!(expected, graph, "seed {seed}, {name}: the graph");
+        }
         let states: Vec<TaskState> = (rows.task_states(ids.clone()).await.unwrap().into_iter())
             .filter_map(|(_, s)| s)
             .collect();
@@ -223,6 +219,46 @@ async fn kept_stages_answer_as_rows_do() {
         );
     }
     assert!(kept_at_all, "no stage was kept: the test checks nothing");
+    assert!(
+        released_at_all,
+        "no claim met a released part: the test checks nothing of the claims that take them"
+    );
+}
+
+/// A claim of at most `max` tasks on `store`, each claimed task then ended by the next of
+/// `outcomes` (0: failed for good; 1: failed, to retry; otherwise succeeded), all at `now`:
+/// the tasks claimed, every field, and the ends' answers.
+async fn claim_and_end(
+    store: &PgStore,
+    max: u32,
+    outcomes: &[u64],
+    now: Timestamp,
+) -> (Vec<serde_json::Value>, String) {
+    let claimed = (store.task_claim(crate::claim_params(&[], max, now)).await).unwrap();
+    let ends: Vec<TaskFinishParams> = (claimed.iter().zip(outcomes))
+        .map(|(t, outcome)| TaskFinishParams {
+            id: t.id,
+            attempt: t.attempt,
+            outcome: match outcome {
+                0 => FinishOutcome::Failed {
+                    error: "no".into(),
+                    retryable: false,
+                },
+                1 => FinishOutcome::Failed {
+                    error: "again".into(),
+                    retryable: true,
+                },
+                _ => FinishOutcome::Succeeded { result: None },
+            },
+            now,
+            jitter: 0.0,
+        })
+        .collect();
+    let ends = store.task_finish_many_lean(ends).await.unwrap();
+    let claimed = (claimed.iter())
+        .map(|t| serde_json::to_value(t).unwrap())
+        .collect();
+    (claimed, format!("{ends:?}"))
 }
 
 /// A task of a kept stage named as a parent, by the store's insert and by `sked_enqueue` in
@@ -338,4 +374,147 @@ async fn a_stage_whose_payloads_are_too_large_for_one_value_is_rows() {
         assert_eq!(last.payload["i"], n - 1);
         assert_eq!(last.payload["s"].as_str().map(str::len), Some(size));
     }
+}
+
+/// A store on a fresh schema keeping stages in parts of `part` tasks, and a connection of the
+/// application's to its schema.
+async fn store_in_parts(
+    part: usize,
+) -> Option<(
+    PgStore,
+    sked_postgres::testing::TestSchema,
+    tokio_postgres::Client,
+)> {
+    let url = sked_postgres::testing::database_url()?;
+    let schema = sked_postgres::testing::TestSchema::new(&url);
+    let mut options = schema.options();
+    options.kept_stage_min = Some(1);
+    options.kept_stage_part = Some(part);
+    let store = PgStore::connect(options).await.unwrap();
+    let (c, conn) = tokio_postgres::connect(&crate::schema_url(&schema), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    Some((store, schema, c))
+}
+
+/// Makes a workflow of a root and `n` tasks after it, claims and ends the root: its stage is
+/// released. Answers the stage's ids.
+async fn released_stage(store: &PgStore, n: usize, now: Timestamp) -> Vec<TaskId> {
+    let mut tasks = vec![crate::node("root".into(), vec![])];
+    tasks.extend((0..n).map(|i| crate::node(format!("m{i}"), vec![0])));
+    let made = store
+        .workflow_create(crate::workflow_of(tasks, now))
+        .await
+        .unwrap();
+    let root = store
+        .task_claim(crate::claim_params(&[], 1, now))
+        .await
+        .unwrap();
+    assert_eq!(
+        root.iter().map(|t| t.id).collect::<Vec<_>>(),
+        [made.tasks[0]]
+    );
+    let ended = store
+        .task_finish_many_lean(vec![TaskFinishParams {
+            id: root[0].id,
+            attempt: 1,
+            outcome: FinishOutcome::Succeeded { result: None },
+            now,
+            jitter: 0.0,
+        }])
+        .await
+        .unwrap();
+    assert!(ended[0].is_ok());
+    made.tasks[1..].to_vec()
+}
+
+/// Claims running together on a released stage in parts take each of its tasks once, in
+/// claim order within each claim, and leave no part behind.
+#[tokio::test]
+async fn claims_running_together_take_each_task_of_a_released_stage_once() {
+    let Some((store, _schema, c)) = store_in_parts(50).await else {
+        return;
+    };
+    let now = Timestamp::now();
+    let stage = released_stage(&store, 1000, now).await;
+    let released: i64 = (c.query_one("SELECT count(*) FROM sked_stages WHERE released", &[]))
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(released, 20, "the stage's parts, released");
+    let store = std::sync::Arc::new(store);
+    let mut workers = Vec::new();
+    for w in 0..4u32 {
+        let store = store.clone();
+        workers.push(tokio::spawn(async move {
+            let mut taken = Vec::new();
+            loop {
+                let claimed = store
+                    .task_claim(crate::claim_params(&[], 30 + w, now))
+                    .await
+                    .unwrap();
+                if claimed.is_empty() {
+                    return taken;
+                }
+                let ids: Vec<TaskId> = claimed.iter().map(|t| t.id).collect();
+                assert!(ids.is_sorted(), "a claim answers in claim order: {ids:?}");
+                assert!(
+                    claimed
+                        .iter()
+                        .all(|t| t.state == TaskState::Running && t.attempt == 1)
+                );
+                taken.extend(ids);
+            }
+        }));
+    }
+    let mut taken = Vec::new();
+    for w in workers {
+        taken.extend(w.await.unwrap());
+    }
+    taken.sort_unstable();
+    assert_eq!(taken, stage, "every task of the stage, once");
+    let count = async |sql: &str| -> i64 { c.query_one(sql, &[]).await.unwrap().get(0) };
+    assert_eq!(count("SELECT count(*) FROM sked_stages").await, 0);
+    assert_eq!(
+        count("SELECT count(*) FROM sked_tasks WHERE state = 'running'").await,
+        1000
+    );
+}
+
+/// A queue given a limit has the released parts of its stages made rows, available: a limited
+/// queue's tasks are claimed by a walk of its rows, which holds to the limit.
+#[tokio::test]
+async fn a_queue_given_a_limit_makes_its_released_parts_rows() {
+    let Some((store, _schema, c)) = store_in_parts(3).await else {
+        return;
+    };
+    let now = Timestamp::now();
+    let stage = released_stage(&store, 10, now).await;
+    let count = async |sql: &str| -> i64 { c.query_one(sql, &[]).await.unwrap().get(0) };
+    assert_eq!(
+        count("SELECT count(*) FROM sked_stages WHERE released").await,
+        4
+    );
+    let q = store.queue_get("default", now).await.unwrap();
+    assert_eq!(q.counts.get(&TaskState::Available), Some(&10));
+    store
+        .queue_update(sked_store::QueueUpdateParams {
+            name: "default".into(),
+            concurrency_limit: Some(Some(4)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(count("SELECT count(*) FROM sked_stages").await, 0);
+    assert_eq!(
+        count("SELECT count(*) FROM sked_tasks WHERE state = 'available'").await,
+        10
+    );
+    let claimed = store
+        .task_claim(crate::claim_params(&[], 10, now))
+        .await
+        .unwrap();
+    let ids: Vec<TaskId> = claimed.iter().map(|t| t.id).collect();
+    assert_eq!(ids, stage[..4], "the first four, as the limit allows");
 }

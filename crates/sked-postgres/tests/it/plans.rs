@@ -84,8 +84,13 @@ async fn a_claim_walks_the_claim_index_whatever_the_queue_statistics() {
     let grace: i64 = 30_000;
     let plan = explain(&c, &claim_sql(false), &[&now, &now, &worker, &max, &grace]).await;
     assert!(
-        plan.contains("Index Scan using sked_tasks_available") && !plan.contains("Sort"),
+        plan.contains("Index Scan using sked_tasks_available") && !plan.contains("Sort Key: c."),
         "a claim does not walk the claim index in order:\n{plan}"
+    );
+    // The merge with the tasks of kept stages' parts sorts, only when it locked a part.
+    assert!(
+        plan.contains("Sort Key: picked.priority DESC") && plan.contains("One-Time Filter"),
+        "a claim's merge with parts is not behind a condition on the parts:\n{plan}"
     );
     // Resuming after a key: that priority from the key on, then the lower ones, both in index
     // order and the first starting at the key rather than filtering up to it.
@@ -129,7 +134,7 @@ async fn a_claim_walks_the_claim_index_before_the_tasks_are_analyzed() {
     let plan = explain(&c, &claim_sql(false), &params).await;
     c.batch_execute(reset).await.unwrap();
     assert!(
-        plan.contains("Index Scan using sked_tasks_available") && !plan.contains("Sort"),
+        plan.contains("Index Scan using sked_tasks_available") && !plan.contains("Sort Key: c."),
         "a claim under its planner setting does not walk the claim index in order:\n{plan}"
     );
     // And the claim takes the first tasks, in order.

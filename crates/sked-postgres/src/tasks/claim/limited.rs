@@ -13,7 +13,7 @@ use sked_store::*;
 use super::Claims;
 use super::positions::{ClaimPositions, Key};
 use super::rated::{Reservation, lock_and_read, window_starts};
-use super::sql::{candidates_filter, claim_sql, grace_ms, lease_end_sql};
+use super::sql::{Candidates, candidates_filter, claim_sql, grace_ms, lease_end_sql};
 use crate::codec::{TASK_COLUMNS, col, db_err, tasks_from_rows};
 use crate::tasks::Param;
 
@@ -92,7 +92,7 @@ pub(super) async fn claim_limited(
         _ => {
             let taken = take(&tx, claims, p, &open, &keyed_queues, max).await?;
             held_until = sked_store::rate::sooner(held_until, taken.1);
-            let lease = lease_end_sql("$2", "$3", "$5");
+            let lease = lease_end_sql("t.timeout_ms", "$2", "$3", "$5");
             let rows = tx
                 .query(
                     &format!(
@@ -322,8 +322,8 @@ impl Walk {
             params.extend([&key.priority as Param<'_>, &key.run_at, &key.id]);
         }
         let one = vec![self.queue.clone()];
-        let filter = candidates_filter(&p.now, &one, &p.kinds, &p.min_priority, &mut params);
-        let sql = claim_sql(&filter, self.start.after.is_some(), false);
+        let candidates = Candidates::of(&p.now, &one, &p.kinds, &p.min_priority, None, &mut params);
+        let sql = claim_sql(&candidates, self.start.after.is_some(), false, false);
         let stmt = tx.prepare_cached(&sql).await.map_err(db_err)?;
         let rows = tx.query(&stmt, &params).await.map_err(db_err)?;
         tasks_from_rows(&rows)

@@ -13,8 +13,8 @@ use next_due::Limited;
 use positions::{ClaimPositions, Key, NextDue, QueueSetting, filter_key};
 use probe::probe;
 use sql::{
-    HEARTBEAT, ORDERED_WALK, ORDERED_WALK_END, QUEUE_SETTINGS, STAGE, STAGE_BATCH,
-    candidates_filter, claim_sql, grace_ms,
+    Candidates, HEARTBEAT, ORDERED_WALK, ORDERED_WALK_END, QUEUE_SETTINGS, STAGE, STAGE_BATCH,
+    claim_sql, grace_ms, parts_to_lock,
 };
 
 mod keyed;
@@ -36,6 +36,9 @@ pub(crate) struct Claims<'a> {
     pub(crate) pool: &'a Pool,
     pub(crate) channel: &'a str,
     pub(crate) positions: &'a Arc<ClaimPositions>,
+    /// The most tasks in a part of a kept stage, as this store makes them: how many parts a
+    /// claim locks (see [`sql::parts_to_lock`]).
+    pub(crate) part: usize,
 }
 
 pub(crate) async fn claim(
@@ -93,8 +96,17 @@ async fn claim_from_position(
     if let Some(key) = &after {
         params.extend([&key.priority as Param<'_>, &key.run_at, &key.id]);
     }
-    let filter = candidates_filter(&p.now, &p.queues, &p.kinds, &p.min_priority, &mut params);
-    let sql = claim_sql(&filter, after.is_some(), true);
+    let parts = parts_to_lock(p.max, claims.part);
+    let with_parts = positions.parts_may_exist();
+    let candidates = Candidates::of(
+        &p.now,
+        &p.queues,
+        &p.kinds,
+        &p.min_priority,
+        with_parts.then_some(&parts),
+        &mut params,
+    );
+    let sql = claim_sql(&candidates, after.is_some(), true, with_parts);
     let stage = c.prepare_cached(&STAGE).await.map_err(db_err)?;
     let settings = c.prepare_cached(&QUEUE_SETTINGS).await.map_err(db_err)?;
     let take = c.prepare_cached(&sql).await.map_err(db_err)?;
@@ -130,6 +142,16 @@ async fn claim_from_position(
         )
         .map_err(db_err)?
     };
+    // The row with no task: whether released parts were there (see `claim_sql`).
+    let (parts, rows): (Vec<_>, Vec<_>) =
+        (rows.into_iter()).partition(|r| matches!(r.try_get::<_, Option<i64>>(0), Ok(None)));
+    let mut parts_left = false;
+    for r in &parts {
+        parts_left |= col::<bool>(r, r.len() - 1)?;
+    }
+    if with_parts && !(at_end || stage_alone) {
+        positions.looked_at_parts(&start, parts_left);
+    }
     let mut claimed = tasks_from_rows(&rows)?;
     // RETURNING has no order of its own.
     claimed.sort_by_key(|t| Key::of(t).order());
@@ -164,7 +186,8 @@ async fn claim_from_position(
     // A short claim over every priority walked to the end of the open queues' claimable
     // tasks: the next ones start after the end, until an announcement or the probe moves them
     // back, instead of walking again past every task of a limited or paused queue.
-    let exhausted = claimed.len() < p.max as usize && p.min_priority.is_none();
+    // Parts held by other claims, or left by this one, are not at the end.
+    let exhausted = claimed.len() < p.max as usize && p.min_priority.is_none() && !parts_left;
     positions.finish(start, claimed.last().map(Key::of), exhausted);
     let left = p.max.saturating_sub(claimed.len() as u32);
     let mut held_until = None;

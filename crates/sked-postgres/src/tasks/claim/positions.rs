@@ -116,6 +116,9 @@ struct Inner {
     next_due: NextDue,
     /// The queue settings a claim needs, and when they were read (`None`: read them).
     settings: Option<(Vec<QueueSetting>, Timestamp)>,
+    /// The last claim that looked found no released part of a kept stage, and nothing was
+    /// released since: claims leave parts out (see [`ClaimPositions::parts_may_exist`]).
+    no_parts: bool,
 }
 
 /// The positions of one store's claims, and what they know between claims.
@@ -239,11 +242,36 @@ impl ClaimPositions {
         inner.next_due.lower(at);
     }
 
-    /// Anything may have changed: claims start at the front, stage, and read the queue
-    /// settings again.
+    /// Whether claims look at released parts of kept stages: unless the last claim that
+    /// looked found none and no task was released since, by this store (see [`Self::released`])
+    /// or, as its announcement says, by any node ([`Self::forget`]). A claim without them is
+    /// the claim of rows alone, which costs a drain less.
+    pub(crate) fn parts_may_exist(&self) -> bool {
+        !self.lock().no_parts
+    }
+
+    /// Records whether a claim that began as `start` and looked at parts found any; dropped
+    /// when anything was released or announced meanwhile.
+    pub(crate) fn looked_at_parts(&self, start: &Start, found: bool) {
+        let mut inner = self.lock();
+        if inner.epoch == start.epoch {
+            inner.no_parts = !found;
+        }
+    }
+
+    /// This store released waiting tasks: some may be in released parts.
+    pub(crate) fn released(&self) {
+        let mut inner = self.lock();
+        inner.epoch += 1;
+        inner.no_parts = false;
+    }
+
+    /// Anything may have changed: claims start at the front, stage, read the queue settings
+    /// again and look at parts.
     pub(crate) fn forget(&self) {
         let mut inner = self.lock();
         inner.epoch += 1;
+        inner.no_parts = false;
         inner.next_due = NextDue::Unknown;
         inner.settings = None;
         for position in inner.positions.values_mut() {
@@ -385,6 +413,37 @@ mod tests {
         );
         positions.forget();
         assert_eq!(positions.start("all", at(0)).after, None);
+    }
+
+    #[test]
+    fn claims_leave_parts_out_only_after_one_found_none_and_nothing_was_released() {
+        let positions = ClaimPositions::default();
+        assert!(positions.parts_may_exist(), "not known at first");
+        let s = positions.start("all", at(0));
+        positions.looked_at_parts(&s, false);
+        assert!(!positions.parts_may_exist());
+        positions.released();
+        assert!(
+            positions.parts_may_exist(),
+            "after this store released tasks"
+        );
+        let s = positions.start("all", at(0));
+        positions.looked_at_parts(&s, true);
+        assert!(positions.parts_may_exist(), "a claim found some");
+        // A claim that began before a release or an announcement does not clear it.
+        for change in [ClaimPositions::released, ClaimPositions::forget] {
+            let s = positions.start("all", at(0));
+            change(&positions);
+            positions.looked_at_parts(&s, false);
+            assert!(positions.parts_may_exist());
+        }
+        let s = positions.start("all", at(0));
+        positions.looked_at_parts(&s, false);
+        positions.forget();
+        assert!(
+            positions.parts_may_exist(),
+            "after an announcement without bounds"
+        );
     }
 
     #[test]

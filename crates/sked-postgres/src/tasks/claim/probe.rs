@@ -8,7 +8,7 @@ use deadpool_postgres::Pool;
 use sked_store::*;
 
 use super::positions::{ClaimPositions, Key};
-use super::sql::{OPEN, candidates_filter};
+use super::sql::{Candidates, OPEN};
 use crate::codec::{col, db_err};
 use crate::tasks::Param;
 
@@ -34,18 +34,26 @@ pub(super) async fn probe(
             .map_err(|e| StoreError::Unavailable(e.to_string()))?;
         began = Instant::now();
         let mut params: Vec<Param<'_>> = Vec::new();
-        let filter = candidates_filter(&p.now, &p.queues, &p.kinds, &None, &mut params);
-        let open = match open {
-            true => format!(" AND {}", OPEN.as_str()),
-            false => String::new(),
+        let candidates = Candidates::of(&p.now, &p.queues, &p.kinds, &None, None, &mut params);
+        let rows = format!(
+            "SELECT priority, run_at, id FROM sked_tasks c WHERE {}",
+            candidates.rows
+        );
+        // Open queues may have released parts of kept stages too: the first task of the first.
+        let sql = match open {
+            true => format!(
+                "SELECT * FROM ( \
+                   ({rows} AND {} ORDER BY priority DESC, run_at, id LIMIT 1) \
+                   UNION ALL (SELECT priority, run_at, ids[taken + 1] FROM sked_stages s \
+                     WHERE {} AND {} ORDER BY priority DESC, run_at, lower(span) LIMIT 1)) f \
+                 ORDER BY 1 DESC, 2, 3 LIMIT 1",
+                OPEN.as_str(),
+                candidates.parts,
+                OPEN.replace("c.queue", "s.queue")
+            ),
+            false => format!("{rows} ORDER BY priority DESC, run_at, id LIMIT 1"),
         };
-        let stmt = c
-            .prepare_cached(&format!(
-                "SELECT priority, run_at, id FROM sked_tasks c WHERE {filter}{open} \
-                 ORDER BY priority DESC, run_at, id LIMIT 1"
-            ))
-            .await
-            .map_err(db_err)?;
+        let stmt = c.prepare_cached(&sql).await.map_err(db_err)?;
         let row = c.query_opt(&stmt, &params).await.map_err(db_err)?;
         row.map(|r| -> Result<Key> {
             Ok(Key {

@@ -82,44 +82,119 @@ pub(super) static QUEUE_SETTINGS: std::sync::LazyLock<String> = std::sync::LazyL
 /// ([`crate::queues::update`]). A scalar subquery per candidate instead of `NOT EXISTS` did not
 /// depend on the statistics, but cost a fifth of the drain's throughput.
 ///
-/// `open`: among the queues that are neither paused nor limited; otherwise every queue of
-/// `filter` (a walk of one limited queue, see [`super::limited`]).
-pub(crate) fn claim_sql(filter: &str, after: bool, open: bool) -> String {
-    let open = match open {
+/// `open`: among the queues that are neither paused nor limited, and with `parts` from released
+/// parts of kept stages too (`candidates`, with `$parts` (a placeholder) how many parts to
+/// lock); otherwise every queue of `filter` (a walk of one limited queue, see
+/// [`super::limited`]: no part of a limited queue is released). Without parts, from the task
+/// table only.
+///
+/// A claim from parts (docs/decisions/0026-claims-take-released-stages.md) locks the first
+/// `$parts` parts in claim order that no other claim holds (from the front: the parts are
+/// few, and a part another claim held may lie before the position), keeps those of them
+/// that hold its first `$4` tasks (as locked: a part's row read again by the statement's
+/// snapshot may be older than the one the lock found), and takes the first `$4` of their tasks and of the rows,
+/// merged in claim order: the rows by an update, the parts' tasks by an insert of their rows,
+/// running, as the leases the update would have written. Each part keeps the tasks left, or
+/// goes, as its locked row counts them: the update and the delete find it by id alone, since
+/// the statement's snapshot may see an older row, which a condition on its columns would
+/// test instead. Without a part, the merge (a sort) does not run.
+///
+/// Its tasks' rows end with a null; one more row, with no task, answers whether any released
+/// part was there when the claim began (taken, held by another claim or left): claims go on
+/// until none is.
+pub(crate) fn claim_sql(candidates: &Candidates, after: bool, open: bool, parts: bool) -> String {
+    let filter = &candidates.rows;
+    let open_rows = match open {
         true => OPEN.as_str(),
         false => "true",
     };
     let picked = match after {
         false => format!(
-            "picked AS (SELECT id FROM sked_tasks c WHERE {filter} AND {open} \
-               ORDER BY priority DESC, run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)"
+            "picked AS (SELECT id, priority, run_at FROM sked_tasks c WHERE {filter} \
+               AND {open_rows} ORDER BY priority DESC, run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)"
         ),
         true => format!(
-            "same AS (SELECT id FROM sked_tasks c WHERE {filter} AND priority = $6 \
-               AND (run_at, id) > ($7, $8) AND {open} \
+            "same AS (SELECT id, priority, run_at FROM sked_tasks c WHERE {filter} \
+               AND priority = $6 AND (run_at, id) > ($7, $8) AND {open_rows} \
                ORDER BY run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED), \
-             lower AS (SELECT id FROM sked_tasks c WHERE {filter} AND priority < $6 AND {open} \
+             lower AS (SELECT id, priority, run_at FROM sked_tasks c WHERE {filter} \
+               AND priority < $6 AND {open_rows} \
                ORDER BY priority DESC, run_at, id LIMIT $4 - (SELECT count(*) FROM same) \
                FOR UPDATE SKIP LOCKED), \
-             picked AS (SELECT id FROM same UNION ALL SELECT id FROM lower)"
+             picked AS (SELECT * FROM same UNION ALL SELECT * FROM lower)"
         ),
     };
-    let lease = lease_end_sql("$1", "$2", "$5");
+    let lease = lease_end_sql("t.timeout_ms", "$1", "$2", "$5");
+    let update = format!(
+        "UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, started_at = $1, \
+           lease_expires_at = {lease}, worker = $3, cancel_requested = false"
+    );
+    if !(open && parts) {
+        return format!(
+            "WITH {picked} {update} FROM picked WHERE t.id = picked.id RETURNING {TASK_COLUMNS}"
+        );
+    }
+    let (parts_filter, parts) = (&candidates.parts, &candidates.parts_placeholder);
+    let open_parts = OPEN.replace("c.queue", "s.queue");
+    let lease_of_part = lease_end_sql("p.timeout_ms", "$1", "$2", "$5");
+    let no_task = vec!["NULL"; TASK_COLUMNS.split(',').count()].join(", ");
     format!(
-        "WITH {picked} \
-         UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, started_at = $1, \
-           lease_expires_at = {lease}, worker = $3, cancel_requested = false \
-         FROM picked WHERE t.id = picked.id RETURNING {TASK_COLUMNS}"
+        "WITH {picked}, \
+         locked AS (SELECT * FROM sked_stages s WHERE {parts_filter} AND {open_parts} \
+           ORDER BY s.priority DESC, s.run_at, lower(s.span) LIMIT {parts} \
+           FOR UPDATE SKIP LOCKED), \
+         parts AS (SELECT l.* FROM locked l WHERE l.id IN ( \
+           SELECT w.id FROM (SELECT l.id, sum(l.size - l.taken) OVER ( \
+               ORDER BY l.priority DESC, l.run_at, lower(l.span)) - (l.size - l.taken) AS before \
+             FROM locked l) w \
+           WHERE w.before < $4)), \
+         offered AS (SELECT p.id AS part, u.id, p.priority, p.run_at, u.payload FROM parts p \
+           CROSS JOIN LATERAL unnest(p.ids[p.taken + 1 : p.taken + $4::int], \
+                                     p.payloads[p.taken + 1 : p.taken + $4::int]) AS u(id, payload)), \
+         chosen AS (SELECT a.part, a.id, a.payload FROM ( \
+             SELECT NULL::bigint AS part, id, priority, run_at, NULL::jsonb AS payload FROM picked \
+             UNION ALL SELECT part, id, priority, run_at, payload FROM offered) a \
+           WHERE EXISTS (SELECT 1 FROM parts) \
+           ORDER BY a.priority DESC, a.run_at, a.id LIMIT $4), \
+         own AS (SELECT id FROM picked WHERE NOT EXISTS (SELECT 1 FROM parts) \
+           UNION ALL SELECT id FROM chosen WHERE part IS NULL), \
+         updated AS ({update} FROM own WHERE t.id = own.id RETURNING {TASK_COLUMNS}), \
+         inserted AS (INSERT INTO sked_tasks AS t (id, queue, kind, payload, priority, state, \
+             run_at, attempt, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, backoff, \
+             has_children, wait, workflow, created_at, started_at, lease_expires_at, worker, \
+             cancel_requested) OVERRIDING SYSTEM VALUE \
+           SELECT k.id, p.queue, p.kind, k.payload, p.priority, 'running', p.run_at, 1, \
+             p.max_attempts, p.timeout_ms, p.backoff_base_ms, p.backoff_max_ms, p.backoff, \
+             p.has_children, p.wait, p.workflow, p.created_at, $1, {lease_of_part}, $3, false \
+           FROM chosen k JOIN parts p ON p.id = k.part \
+           RETURNING {TASK_COLUMNS}), \
+         took AS (SELECT k.part, p.taken + count(*)::int AS taken, p.size FROM chosen k \
+           JOIN parts p ON p.id = k.part GROUP BY k.part, p.taken, p.size), \
+         kept AS (UPDATE sked_stages s SET taken = took.taken FROM took \
+           WHERE s.id = took.part AND took.taken < took.size), \
+         emptied AS (DELETE FROM sked_stages s USING took \
+           WHERE s.id = took.part AND took.taken >= took.size) \
+         SELECT *, NULL::boolean FROM updated UNION ALL SELECT *, NULL FROM inserted \
+         UNION ALL SELECT {no_task}, EXISTS (SELECT 1 FROM sked_stages s \
+           WHERE {parts_filter} AND {open_parts})"
     )
 }
 
-/// The end of the lease of task `t` started at `start`, asked until `wanted`: never past its
-/// timeout and the grace (`grace`, milliseconds) after the start, as [`rules::lease_end`] says.
-pub(super) fn lease_end_sql(start: &str, wanted: &str, grace: &str) -> String {
+/// How many parts a claim of `max` tasks locks, parts holding at most `part` tasks: enough
+/// for `max` when at most the first of them is part taken.
+pub(crate) fn parts_to_lock(max: u32, part: usize) -> i64 {
+    let part = part.max(1) as i64;
+    (i64::from(max) + part - 1) / part + 1
+}
+
+/// The end of the lease of a task whose timeout is `timeout` (milliseconds) started at
+/// `start`, asked until `wanted`: never past its timeout and the grace (`grace`,
+/// milliseconds) after the start, as [`rules::lease_end`] says.
+pub(super) fn lease_end_sql(timeout: &str, start: &str, wanted: &str, grace: &str) -> String {
     format!(
-        "CASE WHEN t.timeout_ms IS NULL THEN {wanted}::timestamptz \
+        "CASE WHEN {timeout} IS NULL THEN {wanted}::timestamptz \
            ELSE LEAST({wanted}::timestamptz, \
-             {start}::timestamptz + (t.timeout_ms + {grace}::bigint) * interval '1 millisecond') END"
+             {start}::timestamptz + ({timeout} + {grace}::bigint) * interval '1 millisecond') END"
     )
 }
 
@@ -139,11 +214,56 @@ pub(super) fn candidates_filter<'a>(
     min_priority: &'a Option<i32>,
     params: &mut Vec<Param<'a>>,
 ) -> String {
-    params.push(now);
-    let mut sql = format!(
-        "state = 'available' AND {}",
-        sked_store::expiry::startable(&format!("${}", params.len()))
-    );
+    Candidates::of(now, queues, kinds, min_priority, None, params).rows
+}
+
+/// A claim's candidates: the `WHERE` of its scan of rows ([`candidates_filter`]) and of
+/// released parts of kept stages (`s`; a part's tasks have no deadline), and the placeholder
+/// of how many parts it looks at.
+pub(crate) struct Candidates {
+    pub(crate) rows: String,
+    pub(crate) parts: String,
+    pub(crate) parts_placeholder: String,
+}
+
+impl Candidates {
+    /// The candidates at `now` of the queues, kinds and priorities given, their parameters
+    /// appended to `params`; `parts`, how many parts to look at.
+    pub(crate) fn of<'a>(
+        now: &'a jiff::Timestamp,
+        queues: &'a Vec<String>,
+        kinds: &'a Vec<String>,
+        min_priority: &'a Option<i32>,
+        parts: Option<&'a i64>,
+        params: &mut Vec<Param<'a>>,
+    ) -> Candidates {
+        params.push(now);
+        let startable = sked_store::expiry::startable(&format!("${}", params.len()));
+        // The same columns in a part, unqualified.
+        let narrowed = narrowed(queues, kinds, min_priority, params);
+        let parts_placeholder = match parts {
+            Some(n) => {
+                params.push(n);
+                format!("${}", params.len())
+            }
+            None => "0".into(),
+        };
+        Candidates {
+            rows: format!("state = 'available' AND {startable}{narrowed}"),
+            parts: format!("s.released{narrowed}"),
+            parts_placeholder,
+        }
+    }
+}
+
+/// The conditions on queue, kind and priority, their parameters appended to `params`.
+fn narrowed<'a>(
+    queues: &'a Vec<String>,
+    kinds: &'a Vec<String>,
+    min_priority: &'a Option<i32>,
+    params: &mut Vec<Param<'a>>,
+) -> String {
+    let mut sql = String::new();
     if !queues.is_empty() {
         params.push(queues);
         sql.push_str(&format!(" AND queue = ANY(${})", params.len()));
@@ -163,7 +283,7 @@ pub(super) fn candidates_filter<'a>(
 /// grace (`$4`, milliseconds) after its start when that comes first; a task with a timeout
 /// whose lease would end by now (`$5`) is not extended, as [`rules::heartbeat`] says.
 pub(crate) static HEARTBEAT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    let lease = lease_end_sql("t.started_at", "$3", "$4");
+    let lease = lease_end_sql("t.timeout_ms", "t.started_at", "$3", "$4");
     let running = crate::tasks::by_key("state = 'running'");
     format!(
         "UPDATE sked_tasks t SET lease_expires_at = {lease} \
