@@ -398,11 +398,14 @@ async fn store_in_parts(
     Some((store, schema, c))
 }
 
-/// Makes a workflow of a root and `n` tasks after it, claims and ends the root: its stage is
-/// released. Answers the stage's ids.
-async fn released_stage(store: &PgStore, n: usize, now: Timestamp) -> Vec<TaskId> {
+/// Makes a workflow of a root and `n` tasks after it in `queue`, claims and ends the root: its
+/// stage is released. Answers the stage's ids.
+async fn released_stage(store: &PgStore, queue: &str, n: usize, now: Timestamp) -> Vec<TaskId> {
     let mut tasks = vec![crate::node("root".into(), vec![])];
     tasks.extend((0..n).map(|i| crate::node(format!("m{i}"), vec![0])));
+    for t in &mut tasks {
+        t.insert.task.queue = queue.into();
+    }
     let made = store
         .workflow_create(crate::workflow_of(tasks, now))
         .await
@@ -437,7 +440,7 @@ async fn claims_running_together_take_each_task_of_a_released_stage_once() {
         return;
     };
     let now = Timestamp::now();
-    let stage = released_stage(&store, 1000, now).await;
+    let stage = released_stage(&store, "default", 1000, now).await;
     let released: i64 = (c.query_one("SELECT count(*) FROM sked_stages WHERE released", &[]))
         .await
         .unwrap()
@@ -490,7 +493,7 @@ async fn a_queue_given_a_limit_makes_its_released_parts_rows() {
         return;
     };
     let now = Timestamp::now();
-    let stage = released_stage(&store, 10, now).await;
+    let stage = released_stage(&store, "default", 10, now).await;
     let count = async |sql: &str| -> i64 { c.query_one(sql, &[]).await.unwrap().get(0) };
     assert_eq!(
         count("SELECT count(*) FROM sked_stages WHERE released").await,
@@ -517,4 +520,26 @@ async fn a_queue_given_a_limit_makes_its_released_parts_rows() {
         .unwrap();
     let ids: Vec<TaskId> = claimed.iter().map(|t| t.id).collect();
     assert_eq!(ids, stage[..4], "the first four, as the limit allows");
+}
+
+/// A claim over other queues, which finds released parts it cannot take, does not make the
+/// store's claims over their queue leave them out.
+#[tokio::test]
+async fn a_claim_over_other_queues_leaves_released_parts_to_claims_over_theirs() {
+    let Some((store, _schema, _c)) = store_in_parts(3).await else {
+        return;
+    };
+    let now = Timestamp::now();
+    let stage = released_stage(&store, "b", 10, now).await;
+    let other = store
+        .task_claim(crate::claim_params(&["a"], 10, now))
+        .await
+        .unwrap();
+    assert!(other.is_empty());
+    let claimed = store
+        .task_claim(crate::claim_params(&["b"], 10, now))
+        .await
+        .unwrap();
+    let ids: Vec<TaskId> = claimed.iter().map(|t| t.id).collect();
+    assert_eq!(ids, stage, "the stage's tasks, from its parts");
 }

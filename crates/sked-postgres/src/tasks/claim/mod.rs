@@ -145,12 +145,13 @@ async fn claim_from_position(
     // The row with no task: whether released parts were there (see `claim_sql`).
     let (parts, rows): (Vec<_>, Vec<_>) =
         (rows.into_iter()).partition(|r| matches!(r.try_get::<_, Option<i64>>(0), Ok(None)));
-    let mut parts_left = false;
+    let mut seen = 0;
     for r in &parts {
-        parts_left |= col::<bool>(r, r.len() - 1)?;
+        seen = seen.max(col::<i32>(r, r.len() - 1)?);
     }
+    let parts_left = seen == sql::PARTS_OF_THIS_CLAIM;
     if with_parts && !(at_end || stage_alone) {
-        positions.looked_at_parts(&start, parts_left);
+        positions.looked_at_parts(&start, seen >= sql::PARTS_ELSEWHERE);
     }
     let mut claimed = tasks_from_rows(&rows)?;
     // RETURNING has no order of its own.

@@ -100,8 +100,10 @@ pub(super) static QUEUE_SETTINGS: std::sync::LazyLock<String> = std::sync::LazyL
 /// test instead. Without a part, the merge (a sort) does not run.
 ///
 /// Its tasks' rows end with a null; one more row, with no task, answers whether any released
-/// part was there when the claim began (taken, held by another claim or left): claims go on
-/// until none is.
+/// part was there when the claim began (taken, held by another claim or left): one this claim
+/// could take ([`PARTS_OF_THIS_CLAIM`]; claims like it go on until none is), one of other
+/// queues or kinds, or of a paused queue, only ([`PARTS_ELSEWHERE`]; other claims still look
+/// at parts), or none (0).
 pub(crate) fn claim_sql(candidates: &Candidates, after: bool, open: bool, parts: bool) -> String {
     let filter = &candidates.rows;
     let open_rows = match open {
@@ -174,11 +176,19 @@ pub(crate) fn claim_sql(candidates: &Candidates, after: bool, open: bool, parts:
            WHERE s.id = took.part AND took.taken < took.size), \
          emptied AS (DELETE FROM sked_stages s USING took \
            WHERE s.id = took.part AND took.taken >= took.size) \
-         SELECT *, NULL::boolean FROM updated UNION ALL SELECT *, NULL FROM inserted \
-         UNION ALL SELECT {no_task}, EXISTS (SELECT 1 FROM sked_stages s \
-           WHERE {parts_filter} AND {open_parts})"
+         SELECT *, NULL::int FROM updated UNION ALL SELECT *, NULL FROM inserted \
+         UNION ALL SELECT {no_task}, CASE \
+           WHEN EXISTS (SELECT 1 FROM sked_stages s WHERE {parts_filter} AND {open_parts}) \
+             THEN {PARTS_OF_THIS_CLAIM} \
+           WHEN EXISTS (SELECT 1 FROM sked_stages s WHERE s.released) THEN {PARTS_ELSEWHERE} \
+           ELSE 0 END"
     )
 }
+
+/// A claim's last row says a released part was there that it could take.
+pub(crate) const PARTS_OF_THIS_CLAIM: i32 = 2;
+/// A claim's last row says released parts were there, none of which it could take.
+pub(crate) const PARTS_ELSEWHERE: i32 = 1;
 
 /// How many parts a claim of `max` tasks locks, parts holding at most `part` tasks: enough
 /// for `max` when at most the first of them is part taken.
