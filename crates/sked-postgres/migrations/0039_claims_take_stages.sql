@@ -1,7 +1,7 @@
 -- Claims that take a released stage's tasks
--- (docs/decisions/0026-claims-take-released-stages.md). A stage is kept in parts of at most
--- a claim's size, each a row of sked_stages; a released part is claimable: a claim takes its
--- next tasks (from `taken` on) and makes them rows as its leases, and the part keeps the
+-- (docs/decisions/0026-claims-that-take-a-released-stage.md). A stage is kept in parts of at
+-- most a claim's size, each a row of sked_stages; a released part is claimable: a claim takes
+-- its next tasks (from `taken` on) and makes them rows as its leases, and the part keeps the
 -- rest. Anything else that touches a released part makes the rest rows, available.
 -- `claimable`: made by a store whose claims take released parts; otherwise the release makes
 -- the part's rows, as migration 38 did.

@@ -38,7 +38,7 @@ pub struct PgOptions {
     pub kept_stage_min: Option<usize>,
     /// The most tasks of a kept stage in one part: once the stage is released, claims take
     /// its tasks part by part, making them rows as their leases, and claims running together
-    /// take different parts (docs/decisions/0026-claims-take-released-stages.md).
+    /// take different parts (docs/decisions/0026-claims-that-take-a-released-stage.md).
     /// [`KEPT_STAGE_PART`] by default; `None`: a kept stage is one part, and its release
     /// makes its tasks rows.
     pub kept_stage_part: Option<usize>,

@@ -1,15 +1,16 @@
-//! A large stage of a workflow kept as one row until it is released
+//! A large stage of a workflow kept until it is released
 //! (docs/decisions/0023-tasks-made-when-released.md): a run of tasks that all wait for one
-//! wait and share every column but the payload goes in as a row of `sked_stages`, its ids
-//! taken from the tasks' sequence. `sked_make_stage_rows` (migration 38) makes its tasks' rows:
-//! the release makes them available or scheduled, the wait's cancel makes them cancelled,
-//! and anything else that reads or changes tasks by id or by filter makes them waiting first,
-//! as the rows would have been all along. Counts read a kept stage as its waiting tasks.
+//! wait and share every column but the payload goes in as parts of at most [`Keeping::part`]
+//! tasks, each a row of `sked_stages`, its ids taken from the tasks' sequence.
 //!
-//! A stage goes in as parts of at most [`Keeping::part`] tasks, each a row. Released, a part
-//! is claimable (docs/decisions/0026-claims-take-released-stages.md): claims take its next
-//! tasks in claim order and make them rows as their leases (`super::claim::sql`), and the
-//! part keeps the rest; anything else that touches it makes the rest rows, available.
+//! `sked_make_stage_rows` (migrations 38 and 39) makes its tasks' rows: the wait's cancel makes
+//! them cancelled; the release marks a part released when claims may take it (it is due and
+//! its queue has no limit, docs/decisions/0026-claims-that-take-a-released-stage.md), and
+//! makes the others' rows available or scheduled; anything else that reads or changes tasks
+//! by id or by filter makes them first, waiting (a released part's rest: available), as the
+//! rows would have been all along. Claims take a released part's next tasks in claim order
+//! and make them rows as their leases (`super::claim::sql`); the part keeps the rest. Counts
+//! read a part's tasks as waiting or, released, available.
 //!
 //! Each statement here calls `sked_make_stage_rows` only when a stage it may make is kept:
 //! PostgreSQL plans a SQL function's body at each call (about a millisecond), and checks a

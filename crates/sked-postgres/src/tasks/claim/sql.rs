@@ -88,8 +88,8 @@ pub(super) static QUEUE_SETTINGS: std::sync::LazyLock<String> = std::sync::LazyL
 /// [`super::limited`]: no part of a limited queue is released). Without parts, from the task
 /// table only.
 ///
-/// A claim from parts (docs/decisions/0026-claims-take-released-stages.md) locks the first
-/// `$parts` parts in claim order that no other claim holds (from the front: the parts are
+/// A claim from parts (docs/decisions/0026-claims-that-take-a-released-stage.md) locks the
+/// first `$parts` parts in claim order that no other claim holds (from the front: the parts are
 /// few, and a part another claim held may lie before the position), keeps those of them
 /// that hold its first `$4` tasks (as locked: a part's row read again by the statement's
 /// snapshot may be older than the one the lock found), and takes the first `$4` of their tasks and of the rows,
