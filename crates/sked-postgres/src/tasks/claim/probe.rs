@@ -8,7 +8,7 @@ use deadpool_postgres::Pool;
 use sked_store::*;
 
 use super::positions::{ClaimPositions, Key};
-use super::sql::{Candidates, OPEN};
+use super::sql::{Candidates, OPEN, OPEN_PARTS};
 use crate::codec::{col, db_err};
 use crate::tasks::Param;
 
@@ -49,7 +49,7 @@ pub(super) async fn probe(
                  ORDER BY 1 DESC, 2, 3 LIMIT 1",
                 OPEN.as_str(),
                 candidates.parts,
-                OPEN.replace("c.queue", "s.queue")
+                OPEN_PARTS.as_str()
             ),
             false => format!("{rows} ORDER BY priority DESC, run_at, id LIMIT 1"),
         };

@@ -54,6 +54,10 @@ pub(super) static OPEN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|
     )
 });
 
+/// [`OPEN`] for parts `s` of kept stages.
+pub(super) static OPEN_PARTS: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| OPEN.replace("c.queue", "s.queue"));
+
 /// Paused queues and queues with a concurrency, rate or per-key limit (whether limited, and
 /// whether by a rate alone).
 pub(super) static QUEUE_SETTINGS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
@@ -82,8 +86,8 @@ pub(super) static QUEUE_SETTINGS: std::sync::LazyLock<String> = std::sync::LazyL
 /// ([`crate::queues::update`]). A scalar subquery per candidate instead of `NOT EXISTS` did not
 /// depend on the statistics, but cost a fifth of the drain's throughput.
 ///
-/// `open`: among the queues that are neither paused nor limited, and with `parts` from released
-/// parts of kept stages too (`candidates`, with `$parts` (a placeholder) how many parts to
+/// `open`: among the queues that are neither paused nor limited, and with `with_parts` from
+/// released parts of kept stages too (`candidates`, with `$parts` (a placeholder) how many parts to
 /// lock); otherwise every queue of `filter` (a walk of one limited queue, see
 /// [`super::limited`]: no part of a limited queue is released). Without parts, from the task
 /// table only.
@@ -91,20 +95,25 @@ pub(super) static QUEUE_SETTINGS: std::sync::LazyLock<String> = std::sync::LazyL
 /// A claim from parts (docs/decisions/0026-claims-that-take-a-released-stage.md) locks the
 /// first `$parts` parts in claim order that no other claim holds (from the front: the parts are
 /// few, and a part another claim held may lie before the position), keeps those of them
-/// that hold its first `$4` tasks (as locked: a part's row read again by the statement's
-/// snapshot may be older than the one the lock found), and takes the first `$4` of their tasks and of the rows,
+/// that hold its first `$4` tasks, and takes the first `$4` of their tasks and of the rows,
 /// merged in claim order: the rows by an update, the parts' tasks by an insert of their rows,
 /// running, as the leases the update would have written. Each part keeps the tasks left, or
-/// goes, as its locked row counts them: the update and the delete find it by id alone, since
-/// the statement's snapshot may see an older row, which a condition on its columns would
-/// test instead. Without a part, the merge (a sort) does not run.
+/// goes. Everything about a part is read from the row its lock returned: the statement's
+/// snapshot may hold an older one (a claim that committed after the statement began), so the
+/// update and the delete find the part by id alone. Without a part, the merge (a sort) does
+/// not run.
 ///
 /// Its tasks' rows end with a null; one more row, with no task, answers whether any released
 /// part was there when the claim began (taken, held by another claim or left): one this claim
 /// could take ([`PARTS_OF_THIS_CLAIM`]; claims like it go on until none is), one of other
 /// queues or kinds, or of a paused queue, only ([`PARTS_ELSEWHERE`]; other claims still look
 /// at parts), or none (0).
-pub(crate) fn claim_sql(candidates: &Candidates, after: bool, open: bool, parts: bool) -> String {
+pub(crate) fn claim_sql(
+    candidates: &Candidates,
+    after: bool,
+    open: bool,
+    with_parts: bool,
+) -> String {
     let filter = &candidates.rows;
     let open_rows = match open {
         true => OPEN.as_str(),
@@ -131,13 +140,13 @@ pub(crate) fn claim_sql(candidates: &Candidates, after: bool, open: bool, parts:
         "UPDATE sked_tasks t SET state = 'running', attempt = t.attempt + 1, started_at = $1, \
            lease_expires_at = {lease}, worker = $3, cancel_requested = false"
     );
-    if !(open && parts) {
+    if !(open && with_parts) {
         return format!(
             "WITH {picked} {update} FROM picked WHERE t.id = picked.id RETURNING {TASK_COLUMNS}"
         );
     }
     let (parts_filter, parts) = (&candidates.parts, &candidates.parts_placeholder);
-    let open_parts = OPEN.replace("c.queue", "s.queue");
+    let open_parts = OPEN_PARTS.as_str();
     let lease_of_part = lease_end_sql("p.timeout_ms", "$1", "$2", "$5");
     let no_task = vec!["NULL"; TASK_COLUMNS.split(',').count()].join(", ");
     format!(
