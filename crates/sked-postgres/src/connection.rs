@@ -44,18 +44,7 @@ pub struct PgOptions {
     pub kept_stage_part: Option<usize>,
 }
 
-/// The fewest tasks of a stage kept as one row by default: below a few hundred, the rows a
-/// stage saves are not worth a statement of their own.
-pub const KEPT_STAGE_MIN: usize = 256;
-
-/// The most tasks of a kept stage's part by default: a claim of as many tasks as a worker
-/// usually asks for takes one part.
-pub const KEPT_STAGE_PART: usize = 1000;
-
-/// The most bytes of JSON a kept stage's payloads may take together; a larger stage goes in
-/// as rows. The store sends them as one `jsonb` value, which PostgreSQL holds to 256 MiB,
-/// and which may take six times its text (an array of one-digit numbers).
-pub const KEPT_PAYLOAD_BYTES: usize = 32 << 20;
+pub use sked_store::kept::{KEPT_PAYLOAD_BYTES, KEPT_STAGE_MIN, KEPT_STAGE_PART};
 
 impl PgOptions {
     pub fn new(url: impl Into<String>) -> PgOptions {

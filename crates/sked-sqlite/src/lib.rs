@@ -27,7 +27,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags, Transaction};
 use sked_core::{Task, TaskId};
+use sked_store::kept::Keeping;
 use sked_store::*;
+use tasks::kept_stages::{self, Kept};
 
 /// A sked store in one SQLite file.
 #[derive(Clone)]
@@ -49,11 +51,20 @@ pub struct SqliteStore {
     /// Tasks made claimable by their parents' end, told once their write has committed: the
     /// only change of this store that the caller of the write does not see in its answer.
     released: tokio::sync::broadcast::Sender<StoreEvent>,
+    /// How a workflow's large stages are kept until released (`tasks::kept_stages`).
+    keeping: Keeping,
 }
 
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore> {
+        SqliteStore::open_keeping(path, Keeping::DEFAULT)
+    }
+
+    /// [`SqliteStore::open`], keeping a workflow's large stages until they are released as
+    /// `keeping` says (docs/decisions/0027-kept-stages-on-sqlite.md); `Keeping::default()`
+    /// makes every task a row from the start.
+    pub fn open_keeping(path: impl AsRef<Path>, keeping: Keeping) -> Result<SqliteStore> {
         let path = path.as_ref().to_path_buf();
         create_private(&path)?;
         let mut conn = connect(&path)?;
@@ -69,6 +80,7 @@ impl SqliteStore {
             _checkpointer: Arc::new(checkpointer),
             held: Default::default(),
             released: tokio::sync::broadcast::channel(64).0,
+            keeping,
         })
     }
 
@@ -114,6 +126,34 @@ impl SqliteStore {
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
         self.readers.read(f).await
+    }
+
+    /// Runs `f` as [`SqliteStore::read`] does, once the kept parts that hold tasks of `which`
+    /// are rows (`tasks::kept_stages`): reads find tasks by id or filter in rows only. The
+    /// reader looks first; when such a part is there, the writer makes its rows and the reader
+    /// looks again.
+    async fn read_kept<T, F>(&self, which: Kept, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Fn(&Connection) -> Result<T> + Send + Sync + 'static,
+    {
+        let f = Arc::new(f);
+        loop {
+            let (read, w) = (f.clone(), which.clone());
+            let found = self
+                .read(
+                    move |conn| match kept_stages::touched(conn, &w)?.is_empty() {
+                        true => read(conn).map(Some),
+                        false => Ok(None),
+                    },
+                )
+                .await?;
+            if let Some(v) = found {
+                return Ok(v);
+            }
+            let w = which.clone();
+            self.write(move |tx| kept_stages::make(tx, &w)).await?;
+        }
     }
 
     /// Runs `f` in a write transaction (`BEGIN IMMEDIATE`), committed durably (fsync) before
@@ -243,19 +283,23 @@ impl Store for SqliteStore {
     }
 
     async fn task_get(&self, id: TaskId) -> Result<Task> {
-        self.read(move |conn| tasks::get(conn, id)).await
+        self.read_kept(Kept::Family(id), move |conn| tasks::get(conn, id))
+            .await
     }
 
     async fn task_states(
         &self,
         ids: Vec<TaskId>,
     ) -> Result<Vec<(TaskId, Option<sked_core::TaskState>)>> {
-        self.read(move |conn| tasks::dependents::parent_states(conn, &ids))
-            .await
+        self.read_kept(Kept::Ids(ids.clone()), move |conn| {
+            tasks::dependents::parent_states(conn, &ids)
+        })
+        .await
     }
 
     async fn task_list(&self, params: TaskListParams) -> Result<TaskPage> {
-        self.read(move |conn| tasks::list(conn, &params)).await
+        self.read_kept(Kept::All, move |conn| tasks::list(conn, &params))
+            .await
     }
 
     /// A large claim's tasks are read after the commit, on the drain's own reader (`hot`;
@@ -325,7 +369,8 @@ impl Store for SqliteStore {
     }
 
     async fn workflow_create(&self, params: WorkflowCreateParams) -> Result<WorkflowCreated> {
-        self.write(move |tx| tasks::workflows::create(tx, params))
+        let keeping = self.keeping;
+        self.write(move |tx| tasks::workflows::create(tx, params, keeping))
             .await
     }
 
@@ -339,8 +384,10 @@ impl Store for SqliteStore {
     }
 
     async fn workflow_tasks(&self, params: WorkflowTasksParams) -> Result<Page<WorkflowNode>> {
-        self.read(move |conn| tasks::workflows::tasks(conn, &params))
-            .await
+        self.read_kept(Kept::Workflow(params.id), move |conn| {
+            tasks::workflows::tasks(conn, &params)
+        })
+        .await
     }
 
     async fn batch_open(&self, params: BatchOpenParams) -> Result<BatchInfo> {
@@ -363,29 +410,48 @@ impl Store for SqliteStore {
     }
 
     async fn task_cancel(&self, params: TaskCancelParams) -> Result<Task> {
-        self.write(move |tx| tasks::cancel(tx, params.id, params.now))
-            .await
+        self.write(move |tx| {
+            kept_stages::make(tx, &Kept::Family(params.id))?;
+            tasks::cancel(tx, params.id, params.now)
+        })
+        .await
     }
 
     async fn task_retry(&self, params: TaskRetryParams) -> Result<Task> {
-        self.write(move |tx| tasks::retry(tx, &params)).await
+        self.write(move |tx| {
+            kept_stages::make(tx, &Kept::Family(params.id))?;
+            tasks::retry(tx, &params)
+        })
+        .await
     }
 
     async fn task_bulk(&self, params: TaskBulkParams) -> Result<BulkBatch> {
-        self.write(move |tx| tasks::bulk::batch(tx, &params)).await
+        self.write(move |tx| {
+            kept_stages::make(tx, &Kept::All)?;
+            tasks::bulk::batch(tx, &params)
+        })
+        .await
     }
 
     async fn task_delete(&self, id: TaskId) -> Result<()> {
-        self.write(move |tx| tasks::delete_one(tx, id)).await
+        self.write(move |tx| {
+            kept_stages::make(tx, &Kept::Family(id))?;
+            tasks::delete_one(tx, id)
+        })
+        .await
     }
 
     async fn task_bulk_count(&self, filter: BulkFilter) -> Result<u64> {
-        self.read(move |conn| tasks::bulk::count(conn, &filter))
+        self.read_kept(Kept::All, move |conn| tasks::bulk::count(conn, &filter))
             .await
     }
 
     async fn task_reschedule(&self, params: TaskRescheduleParams) -> Result<Task> {
-        self.write(move |tx| tasks::reschedule(tx, &params)).await
+        self.write(move |tx| {
+            kept_stages::make(tx, &Kept::Family(params.id))?;
+            tasks::reschedule(tx, &params)
+        })
+        .await
     }
 
     async fn task_rescue(&self, params: TaskRescueParams) -> Result<Vec<TaskId>> {
@@ -426,12 +492,22 @@ impl Store for SqliteStore {
     }
 
     async fn queue_update(&self, params: QueueUpdateParams) -> Result<QueueInfo> {
-        self.write(move |tx| queues::update(tx, &params)).await
+        // A queue given a limit has its claims walk rows: its released parts are made rows.
+        self.write(move |tx| {
+            let info = queues::update(tx, &params)?;
+            kept_stages::make(tx, &Kept::ReleasedIfLimited(params.name.clone()))?;
+            Ok(info)
+        })
+        .await
     }
 
     async fn queue_remove(&self, name: &str) -> Result<()> {
         let name = name.to_string();
-        self.write(move |tx| queues::remove(tx, &name)).await
+        self.write(move |tx| {
+            kept_stages::make(tx, &Kept::All)?;
+            queues::remove(tx, &name)
+        })
+        .await
     }
 
     async fn lease_acquire(&self, params: LeaseAcquireParams) -> Result<Option<Lease>> {
@@ -575,6 +651,24 @@ mod conformance {
         let store = crate::SqliteStore::open(dir.path().join("sked.db")).expect("open");
         Some((store, dir))
     });
+}
+
+/// The suite's cases that make workflows, with every stage that qualifies kept in parts of two
+/// that claims take once released (docs/decisions/0027-kept-stages-on-sqlite.md): what the
+/// store answers must be what it answers with rows.
+#[cfg(test)]
+mod conformance_kept_stages {
+    sked_store::conformance_tests!(@cases async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let keeping = sked_store::kept::Keeping { min: Some(1), part: Some(2) };
+        let store = crate::SqliteStore::open_keeping(dir.path().join("sked.db"), keeping)
+            .expect("open");
+        Some((store, dir))
+    };
+        a_workflow_is_made_whole_and_runs_in_its_order, a_workflow_with_a_missing_parent_makes_nothing,
+        a_workflow_fails_is_cancelled_and_goes_with_its_tasks, stages_wait_as_their_tasks_would_alone,
+        a_scheduled_workflow_runs_whole_and_counts_as_one_run, a_workflow_run_made_ahead_is_withdrawn_whole,
+        a_workflow_schedule_is_triggered_and_backfilled_whole, a_workflow_run_with_a_dead_task_is_a_dead_run);
 }
 
 #[cfg(test)]

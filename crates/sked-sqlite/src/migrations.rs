@@ -64,6 +64,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
         34,
         include_str!("../migrations/0034_workflow_members_in_its_row.sql"),
     ),
+    (35, include_str!("../migrations/0035_kept_stages.sql")),
 ];
 
 pub(crate) fn run(conn: &mut Connection) -> Result<()> {

@@ -29,9 +29,10 @@ pub(crate) static UNIQUE_KEY_HOLDER: LazyLock<String> = LazyLock::new(|| {
 pub(crate) const UNIQUE_KEY_WINDOW: &str = "SELECT id, state FROM tasks \
     WHERE unique_key = ?1 AND unique_until > ?2 ORDER BY id DESC LIMIT 1";
 
-/// Whether any task waits for its parents: one probe of the waiting tasks. When none does, no
-/// end has a child to count down.
-pub(crate) const ANY_WAITING: &str = "SELECT 1 FROM tasks WHERE state = 'waiting' LIMIT 1";
+/// Whether any task waits for its parents: one probe of the waiting tasks, and of the kept
+/// stages not released. When none does, no end has a child to count down.
+pub(crate) const ANY_WAITING: &str = "SELECT 1 FROM tasks WHERE state = 'waiting' \
+    UNION ALL SELECT 1 FROM stages WHERE NOT released LIMIT 1";
 
 /// The waits the ends of tasks `?1` (an id list) count (see [`crate::tasks::dependents`]):
 /// those that wait for an ended task and have not counted it, and those that wait for the
@@ -202,7 +203,7 @@ pub(crate) static ACTIVITY: LazyLock<String> = LazyLock::new(|| {
 pub(crate) static QUEUE_PAGE: LazyLock<String> = LazyLock::new(|| {
     counts::queue_page_sql(
         "tasks",
-        None,
+        Some("stages"),
         "queues",
         Spelling::AnyOf,
         counts::PagePlaceholders {
@@ -225,8 +226,9 @@ pub(crate) static ENDED_RUNS: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// One queue's (`?1`) counts per state, each up to `?2`.
-pub(crate) static QUEUE_COUNTS: LazyLock<String> =
-    LazyLock::new(|| counts::queue_counts_sql("tasks", None, "?2", "?1", Spelling::AnyOf));
+pub(crate) static QUEUE_COUNTS: LazyLock<String> = LazyLock::new(|| {
+    counts::queue_counts_sql("tasks", Some("stages"), "?2", "?1", Spelling::AnyOf)
+});
 
 /// How many keys of the queue `?1` a dead task stops, among its first `?2` dead tasks.
 pub(crate) static KEYS_STOPPED: LazyLock<String> =
@@ -234,7 +236,7 @@ pub(crate) static KEYS_STOPPED: LazyLock<String> =
 
 /// Whether any task of any state is in the queue `?1`.
 pub(crate) static QUEUE_HAS_TASKS: LazyLock<String> =
-    LazyLock::new(|| counts::queue_has_tasks_sql("tasks", None, "?1", Spelling::AnyOf));
+    LazyLock::new(|| counts::queue_has_tasks_sql("tasks", Some("stages"), "?1", Spelling::AnyOf));
 
 #[cfg(test)]
 mod tests {

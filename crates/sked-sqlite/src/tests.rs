@@ -388,7 +388,9 @@ async fn concurrent_claims_keep_the_contract() {
 async fn a_stage_and_its_fan_in_are_two_waits_and_two_edges() {
     use sked_store::{TaskRetryParams, WorkflowCreateParams, WorkflowTaskInsert};
     let dir = tempfile::tempdir().unwrap();
-    let store = crate::SqliteStore::open(dir.path().join("sked.db")).unwrap();
+    // Every task a row: the stage is not kept.
+    let store =
+        crate::SqliteStore::open_keeping(dir.path().join("sked.db"), Default::default()).unwrap();
     let now = jiff::Timestamp::now();
     let node = |name: String, after: Vec<usize>| WorkflowTaskInsert {
         name,

@@ -13,6 +13,7 @@ pub mod conformance;
 pub mod counts;
 mod error;
 pub mod expiry;
+pub mod kept;
 pub mod keyed;
 pub mod kinds;
 pub mod page;

@@ -24,15 +24,7 @@ use tokio_postgres::GenericClient;
 use super::insert_without_keys::Columns;
 use crate::codec::{col, db_err};
 
-/// How a store keeps a workflow's large stages until they are released.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Keeping {
-    /// The fewest tasks of a stage kept; `None`: every task is a row from the start.
-    pub(crate) min: Option<usize>,
-    /// The most tasks of a part that claims take once released; `None`: the stage is one
-    /// part, made rows when released (the reference the parts are checked against).
-    pub(crate) part: Option<usize>,
-}
+pub(crate) use sked_store::kept::Keeping;
 
 /// Whether the tasks `rows`, whose waits are `waits`, go in as a kept stage: at least `min`
 /// of them, all waiting for the same wait, sharing every column but the payload, and none

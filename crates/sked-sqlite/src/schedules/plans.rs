@@ -118,7 +118,10 @@ pub(crate) fn insert_runs(
     let split = SplitRuns::of(runs);
     for (i, w) in split.workflows {
         let queues = RunMade::of_workflow_queues(&w);
-        made[i] = Some(RunMade::of(queues, tasks::workflows::create(tx, w)?));
+        made[i] = Some(RunMade::of(
+            queues,
+            tasks::workflows::create(tx, w, Default::default())?,
+        ));
     }
     let (at, tasks): (Vec<usize>, Vec<TaskInsert>) = split.tasks.into_iter().unzip();
     if !tasks.is_empty() {

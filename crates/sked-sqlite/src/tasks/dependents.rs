@@ -67,6 +67,8 @@ pub(crate) struct Made {
     /// wait.
     parent_edges: Vec<(TaskId, WaitId, bool)>,
     stage_edges: Vec<(WaitId, WaitId)>,
+    /// How the stages this transaction makes are kept until released.
+    pub(crate) keeping: sked_store::kept::Keeping,
 }
 
 static PARENT_INSERTS: std::sync::LazyLock<[String; 4]> =
@@ -223,11 +225,16 @@ pub(crate) fn release(
                         .map_err(db_err)?
                         .execute([w.wait])
                         .map_err(db_err)?;
+                    let kept = super::kept_stages::release(conn, w.wait, now)?;
                     let first: Option<i64> = conn
                         .prepare_cached(FIRST_RELEASED)
                         .map_err(db_err)?
                         .query_row([w.wait], |r| r.get(0))
                         .map_err(db_err)?;
+                    let first = match (first, kept) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
                     conn.prepare_cached(RELEASE)
                         .map_err(db_err)?
                         .execute(params![w.wait, ts(now)])
@@ -237,6 +244,7 @@ pub(crate) fn release(
                     }
                 }
                 WaitChange::Cancel { error } => {
+                    super::kept_stages::make(conn, &super::kept_stages::Kept::Wait(w.wait))?;
                     let mut stmt = conn
                         .prepare_cached(
                             "UPDATE tasks SET state = 'cancelled', finished_at = ?2, \

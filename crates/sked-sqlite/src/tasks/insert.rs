@@ -6,6 +6,7 @@ use std::sync::LazyLock;
 use jiff::Timestamp;
 use rusqlite::{Connection, OptionalExtension, Statement, ToSql};
 use sked_core::{SpecError, Task, TaskId, TaskState};
+use sked_store::kept::Keeping;
 use sked_store::rules;
 use sked_store::rules::dependents::ParentStates;
 
@@ -204,6 +205,8 @@ pub(crate) fn insert_one(tx: &Connection, t: &TaskInsert, now: Timestamp) -> Res
     let parents = match t.task.depends_on.is_empty() {
         true => None,
         false => {
+            let kept = super::kept_stages::Kept::Ids(t.task.depends_on.clone());
+            super::kept_stages::make(tx, &kept)?;
             let states = super::dependents::parent_states(tx, &t.task.depends_on)?;
             let run_at = t.task.run_at.unwrap_or(now);
             let start =
@@ -351,6 +354,13 @@ pub(crate) fn insert_many_after(
     made: &mut Made,
 ) -> Result<Vec<TaskInserted>> {
     made.next_insert();
+    let parents: Vec<TaskId> = (p.tasks.iter())
+        .flat_map(|t| t.task.depends_on.iter().copied())
+        .filter(|id| !made.contains(*id))
+        .collect();
+    if !parents.is_empty() {
+        super::kept_stages::make(tx, &super::kept_stages::Kept::Ids(parents))?;
+    }
     let mut out = Vec::with_capacity(p.tasks.len());
     let mut pending: Vec<Row<'_>> = Vec::with_capacity(ROWS_PER_STATEMENT.min(p.tasks.len()));
     let states = parents_of_unkeyed(tx, &p.tasks, made)?;
@@ -376,9 +386,20 @@ pub(crate) fn insert_many_after(
         }
         waits.push(row.wait);
         pending.push(row);
-        if pending.len() == ROWS_PER_STATEMENT {
+        // A stage that may be kept is written once its tasks are all known.
+        if pending.len() == ROWS_PER_STATEMENT && made.keeping.min.is_none() {
             write_rows(tx, &mut pending, &mut out)?;
         }
+    }
+    if out.is_empty() && keeps(&pending, made.keeping) {
+        let first = insert_kept(tx, &pending, made.keeping)?;
+        out.extend((pending.iter().enumerate()).map(|(i, row)| TaskInserted {
+            id: first + i as i64,
+            state: row.state,
+            duplicate: false,
+            debounced: false,
+        }));
+        pending.clear();
     }
     write_rows(tx, &mut pending, &mut out)?;
     for (ins, wait) in out.iter().zip(&waits) {
@@ -391,6 +412,36 @@ pub(crate) fn insert_many_after(
         .collect();
     super::batches::join(tx, &joined, p.now)?;
     Ok(out)
+}
+
+/// Whether `rows` (all the tasks of one insert) go in as a kept stage of `keeping`
+/// ([`super::kept_stages`]): they all wait for the same wait, share every column but the
+/// payload, and have none of the columns past the plain ones, and no batch.
+fn keeps(rows: &[Row<'_>], keeping: Keeping) -> bool {
+    let Some(first) = rows.first() else {
+        return false;
+    };
+    first.wait.is_some()
+        && first.state == TaskState::Waiting
+        && rows.iter().all(|r| r.is_plain() && r.shares_with(first))
+        && rows.iter().all(|r| r.t.task.batch.is_none())
+        && super::kept_stages::keeps(rows.iter().map(|r| r.payload.len()), keeping)
+}
+
+/// Inserts `rows` ([`keeps`] them) as a kept stage; answers the first of their ids.
+fn insert_kept(tx: &Connection, rows: &[Row<'_>], keeping: Keeping) -> Result<TaskId> {
+    let (first, task) = (&rows[0], &rows[0].t.task);
+    let shared = super::kept_stages::Shared {
+        queue: &task.queue,
+        kind: &task.kind,
+        priority: task.priority,
+        run_at: first.run_at,
+        max_attempts: task.max_attempts,
+        created_at: first.now,
+        wait: first.wait.unwrap_or_default(),
+    };
+    let payloads: Vec<&str> = rows.iter().map(|r| r.payload.as_str()).collect();
+    super::kept_stages::insert(tx, &shared, &payloads, keeping)
 }
 
 /// The states of the parents of the tasks without a unique key among `tasks` (a task with a

@@ -30,6 +30,7 @@ pub(crate) mod claim;
 pub(crate) mod dependents;
 mod finish_lean;
 mod insert;
+pub(crate) mod kept_stages;
 mod multi_row;
 pub(crate) mod workflows;
 

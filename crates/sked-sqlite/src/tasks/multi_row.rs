@@ -118,7 +118,20 @@ pub(crate) fn lease_ids(
     wanted: Timestamp,
     grace: SignedDuration,
 ) -> Result<()> {
-    if ids.is_empty() {
+    lease_some(tx, ids, ids.len(), worker, now, wanted, grace)
+}
+
+/// [`lease_ids`] of the `available` tasks among `ids` (the others are leased already).
+fn lease_some(
+    tx: &Transaction<'_>,
+    ids: &[TaskId],
+    available: usize,
+    worker: &str,
+    now: Timestamp,
+    wanted: Timestamp,
+    grace: SignedDuration,
+) -> Result<()> {
+    if available == 0 {
         return Ok(());
     }
     let grace = grace.clamp(SignedDuration::ZERO, sked_core::MAX_DURATION);
@@ -130,10 +143,9 @@ pub(crate) fn lease_ids(
         .map_err(db_err)?;
     // Every id was chosen in this transaction, which holds the write lock: one that was not
     // available is a fault in the claim that chose it.
-    if n != ids.len() {
+    if n != available {
         return Err(StoreError::Backend(format!(
-            "leased {n} of {} tasks chosen as available",
-            ids.len()
+            "leased {n} of {available} tasks chosen as available"
         )));
     }
     Ok(())
@@ -178,6 +190,16 @@ pub(crate) fn lease(
     grace: SignedDuration,
 ) -> Result<Vec<Task>> {
     lease_ids(tx, ids, worker, now, wanted, grace)?;
+    read_all_leased(tx, ids, worker, now)
+}
+
+/// The tasks of `ids`, all leased to `worker` at `now` in this transaction, in that order.
+fn read_all_leased(
+    tx: &Transaction<'_>,
+    ids: &[TaskId],
+    worker: &str,
+    now: Timestamp,
+) -> Result<Vec<Task>> {
     let tasks = read_leased(tx, ids, worker, now)?;
     if tasks.len() != ids.len() {
         return Err(StoreError::Backend(format!(
@@ -204,20 +226,23 @@ pub(crate) enum Leased {
     Later(Vec<TaskId>),
 }
 
-/// Leases the available tasks `ids`, in that order, as [`lease`] does; a claim of
-/// [`READ_LATER_FROM`] or more is left to read after the commit.
+/// Leases the available tasks among `ids`, in that order, as [`lease`] does, where
+/// `inserted` of them the claim inserted running already (a kept stage's,
+/// [`super::kept_stages::take`]); a claim of [`READ_LATER_FROM`] or more is left to read after
+/// the commit.
 pub(crate) fn lease_claimed(
     tx: &Transaction<'_>,
     ids: Vec<TaskId>,
+    inserted: usize,
     worker: &str,
     now: Timestamp,
     wanted: Timestamp,
     grace: SignedDuration,
 ) -> Result<Leased> {
+    lease_some(tx, &ids, ids.len() - inserted, worker, now, wanted, grace)?;
     if ids.len() < READ_LATER_FROM {
-        return Ok(Leased::Read(lease(tx, &ids, worker, now, wanted, grace)?));
+        return Ok(Leased::Read(read_all_leased(tx, &ids, worker, now)?));
     }
-    lease_ids(tx, &ids, worker, now, wanted, grace)?;
     Ok(Leased::Later(ids))
 }
 

@@ -20,14 +20,20 @@ pub(crate) fn tasks_of(param: &str) -> String {
 
 /// Inserts the workflow's tasks (a run of tasks that wait for none of each other goes in as
 /// one insert, [`rules::workflows::runs`]), then its row, which holds its tasks as the range
-/// of their ids and their names in id order. Takes the tasks: a workflow's inserts are moved
-/// into the store's, not copied.
-pub(crate) fn create(tx: &Transaction<'_>, p: WorkflowCreateParams) -> Result<WorkflowCreated> {
+/// of their ids and their names in id order; a large stage that qualifies is kept as
+/// `keeping` says until it is released ([`super::kept_stages`]). Takes the tasks: a workflow's
+/// inserts are moved into the store's, not copied.
+pub(crate) fn create(
+    tx: &Transaction<'_>,
+    p: WorkflowCreateParams,
+    keeping: sked_store::kept::Keeping,
+) -> Result<WorkflowCreated> {
     let runs = rules::workflows::runs(&p.tasks)?;
     let mut ids: Vec<TaskId> = Vec::with_capacity(p.tasks.len());
     let mut names: Vec<String> = Vec::with_capacity(p.tasks.len());
     // The workflow's tasks so far: its later tasks' parents, not read again, and their waits.
     let mut made = super::dependents::Made::default();
+    made.keeping = keeping;
     let mut given = p.tasks.into_iter();
     for run in runs {
         let mut tasks = Vec::with_capacity(run.len());
@@ -92,13 +98,19 @@ fn info_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<WorkflowInfo> {
     })
 }
 
-/// Counts `w`'s tasks by state, and when the last one ended.
+/// Counts `w`'s tasks by state, and when the last one ended: its rows, and the tasks of its
+/// kept parts ([`super::kept_stages`]) as waiting or, released, available.
 fn count(conn: &Connection, w: WorkflowInfo) -> Result<WorkflowInfo> {
     let mut stmt = conn
         .prepare_cached(
             "SELECT t.state, count(*), max(t.finished_at) FROM workflows w \
              JOIN tasks t ON t.id BETWEEN w.first_task AND w.last_task WHERE w.id = ?1 \
-             GROUP BY t.state",
+             GROUP BY t.state \
+             UNION ALL \
+             SELECT CASE WHEN s.released THEN 'available' ELSE 'waiting' END, \
+               sum(s.size - s.taken), NULL FROM workflows w \
+             JOIN stages s ON s.id BETWEEN w.first_task AND w.last_task WHERE w.id = ?1 \
+             GROUP BY 1",
         )
         .map_err(db_err)?;
     let rows = stmt
@@ -113,7 +125,7 @@ fn count(conn: &Connection, w: WorkflowInfo) -> Result<WorkflowInfo> {
     let mut w = w;
     for row in rows {
         let (s, n, finished) = row.map_err(db_err)?;
-        w.counts.insert(s, n.max(0) as u64);
+        *w.counts.entry(s).or_default() += n.max(0) as u64;
         w.finished_at = w.finished_at.max(opt_ts(finished));
     }
     Ok(w.settle())
@@ -289,7 +301,9 @@ pub(crate) fn forget(tx: &Transaction<'_>, list: &rusqlite::vtab::array::Array) 
     tx.prepare_cached(
         "DELETE FROM workflows WHERE id IN rarray(?1) \
          AND NOT EXISTS (SELECT 1 FROM tasks t \
-                         WHERE t.id BETWEEN workflows.first_task AND workflows.last_task)",
+                         WHERE t.id BETWEEN workflows.first_task AND workflows.last_task) \
+         AND NOT EXISTS (SELECT 1 FROM stages s \
+                         WHERE s.id BETWEEN workflows.first_task AND workflows.last_task)",
     )
     .map_err(db_err)?
     .execute([id_list(&workflows)])

@@ -11,6 +11,7 @@ use sked_store::keyed::{KeyLimits, LIMITED_OR_PAUSED};
 use sked_store::rate;
 use sked_store::*;
 
+use super::kept_stages;
 use super::multi_row::{Leased, lease_claimed};
 use crate::codec::{db_err, from_ts, ts};
 use crate::partial_indexes;
@@ -183,12 +184,34 @@ pub(crate) fn claim(
     }
     let limits = Limits::read(tx, p.now)?;
     let mut held_until = limits.held_until;
-    let (ids, started) = keys(tx, p, &limits, &mut held_until)?;
+    let Chosen {
+        ids,
+        started,
+        taken,
+    } = keys(tx, p, &limits, &mut held_until)?;
     let expires = p
         .now
         .checked_add(p.lease_ttl)
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let leased = lease_claimed(tx, ids, &p.worker, p.now, expires, p.timeout_grace)?;
+    let lease = kept_stages::Lease {
+        worker: &p.worker,
+        now: p.now,
+        expires,
+    };
+    let mut inserted = 0;
+    for (part, n) in taken {
+        kept_stages::take(tx, part, n, &lease)?;
+        inserted += n;
+    }
+    let leased = lease_claimed(
+        tx,
+        ids,
+        inserted,
+        &p.worker,
+        p.now,
+        expires,
+        p.timeout_grace,
+    )?;
     limits.log_starts(tx, &started, p.now)?;
     Ok((leased, held_until))
 }
@@ -252,12 +275,19 @@ impl Conditions {
 /// A claim's key: priority (highest first), run time, id.
 type Key = (Reverse<i64>, i64, TaskId);
 
-/// A key found by a walk of one queue's index: the queue's place among the walked queues.
-/// The walk of the open queues together gives [`TOGETHER`].
-type Walked = (Key, usize);
+/// Where a claim found a key.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Source {
+    /// The walk of one queue's index: the queue's place among the walked queues.
+    Walk(usize),
+    /// The walk of the open queues together.
+    Together,
+    /// A released part of a kept stage ([`kept_stages`]), by its id.
+    Part(i64),
+}
 
-/// The place of a key found by the walk of the open queues together.
-const TOGETHER: usize = usize::MAX;
+/// A key, and where it was found.
+type Walked = (Key, Source);
 
 /// At most this many queues that are neither paused nor limited are walked each on its own
 /// index, instead of together on one, by a claim over every queue while other queues are left
@@ -275,14 +305,16 @@ const OPEN_WALKS: usize = 4;
 /// (one probe per queue with available tasks), and when they are few, each is walked on its
 /// own index too.
 ///
-/// With the ids, how many of them each rate-limited queue starts (such a queue is limited, so
-/// it is walked on its own).
+/// The released parts of kept stages are read with the rows: a part's next tasks follow one
+/// another in claim order, and the parts come in claim order, so their first `p.max` tasks
+/// merge with the rows' keys.
+///
 fn keys<'q>(
     tx: &Transaction<'_>,
     p: &TaskClaimParams,
     limits: &'q Limits,
     held_until: &mut Option<Timestamp>,
-) -> Result<(Vec<TaskId>, HashMap<&'q str, i64>)> {
+) -> Result<Chosen<'q>> {
     let mut keys: Vec<Walked> = Vec::new();
     let mut queues: Vec<String> = if p.queues.is_empty() {
         let mut left_out = limits.excluded.clone();
@@ -297,7 +329,7 @@ fn keys<'q>(
             _ => {
                 keys = keys_of_open(tx, p, &left_out)?
                     .into_iter()
-                    .map(|k| (k, TOGETHER))
+                    .map(|k| (k, Source::Together))
                     .collect()
             }
         }
@@ -311,6 +343,9 @@ fn keys<'q>(
     };
     queues.sort_unstable();
     queues.dedup();
+    let parts = part_keys(tx, p, limits)?;
+    let merge = !queues.is_empty() || !parts.is_empty();
+    keys.extend(parts);
     if !queues.is_empty() {
         let c = Conditions::new(3).claim_filters(p);
         let mut stmt = tx
@@ -322,7 +357,7 @@ fn keys<'q>(
             if let Some(&per_key) = limits.keyed.get(queue) {
                 let (found, frees) = keyed::claim_keys(tx, queue, per_key, limit, p)?;
                 *held_until = rate::sooner(*held_until, frees);
-                keys.extend(found.into_iter().map(|k| (k, walk)));
+                keys.extend(found.into_iter().map(|k| (k, Source::Walk(walk))));
                 continue;
             }
             let args = [Value::Text(queue.clone()), Value::Integer(limit)]
@@ -334,25 +369,80 @@ fn keys<'q>(
                 })
                 .map_err(db_err)?;
             for row in rows {
-                keys.push((row.map_err(db_err)?, walk));
+                keys.push((row.map_err(db_err)?, Source::Walk(walk)));
             }
         }
+    }
+    if merge {
         keys.sort_unstable();
         keys.truncate(p.max as usize);
     }
     let mut started: HashMap<&str, i64> = HashMap::new();
-    for (_, walk) in &keys {
-        let rated = queues
-            .get(*walk)
-            .and_then(|q| limits.rated.get_key_value(q.as_str()));
-        if let Some((queue, _)) = rated {
-            *started.entry(queue.as_str()).or_default() += 1;
+    let mut taken: Vec<(i64, usize)> = Vec::new();
+    for (_, source) in &keys {
+        match *source {
+            Source::Walk(walk) => {
+                let rated = queues
+                    .get(walk)
+                    .and_then(|q| limits.rated.get_key_value(q.as_str()));
+                if let Some((queue, _)) = rated {
+                    *started.entry(queue.as_str()).or_default() += 1;
+                }
+            }
+            Source::Together => {}
+            Source::Part(part) => match taken.iter_mut().find(|(id, _)| *id == part) {
+                Some((_, n)) => *n += 1,
+                None => taken.push((part, 1)),
+            },
         }
     }
-    Ok((
-        keys.into_iter().map(|((_, _, id), _)| id).collect(),
+    Ok(Chosen {
+        ids: keys.into_iter().map(|((_, _, id), _)| id).collect(),
         started,
-    ))
+        taken,
+    })
+}
+
+/// The tasks a claim chose ([`keys`]).
+struct Chosen<'q> {
+    /// Their ids, in claim order.
+    ids: Vec<TaskId>,
+    /// How many of them each rate-limited queue starts (such a queue is limited, so it is
+    /// walked on its own).
+    started: HashMap<&'q str, i64>,
+    /// How many each released part gives, from its next task on, by the part's id.
+    taken: Vec<(i64, usize)>,
+}
+
+/// The first `p.max` tasks of the released parts a claim for `p` may take, in claim order:
+/// parts of the queues it may take as they come, of its kinds and priorities. A limited queue
+/// has no released part (its release and its limit make rows), and is left out here too.
+fn part_keys(tx: &Transaction<'_>, p: &TaskClaimParams, limits: &Limits) -> Result<Vec<Walked>> {
+    let mut keys: Vec<Walked> = Vec::new();
+    for part in kept_stages::released(tx)? {
+        let left = p.max as usize - keys.len();
+        if left == 0 {
+            break;
+        }
+        let fits = !limits.excluded.contains(&part.queue)
+            && !limits.quota.contains_key(&part.queue)
+            && (p.queues.is_empty() || p.queues.contains(&part.queue))
+            && (p.kinds.is_empty() || p.kinds.contains(&part.kind))
+            && p.min_priority.is_none_or(|min| part.priority >= min);
+        if !fits {
+            continue;
+        }
+        let n = (part.left.max(0) as usize).min(left);
+        let key = |k: usize| {
+            (
+                Reverse(i64::from(part.priority)),
+                part.run_at,
+                part.next + k as i64,
+            )
+        };
+        keys.extend((0..n).map(|k| (key(k), Source::Part(part.id))));
+    }
+    Ok(keys)
 }
 
 /// The queues with available tasks, but the `left_out` ones.
