@@ -24,7 +24,6 @@ use sked_store::kept::{KEPT_PAYLOAD_BYTES, Keeping};
 use sked_store::{Result, StoreError};
 
 use super::STATEMENT_ROWS;
-use super::dependents::WaitId;
 use crate::codec::{db_err, id_list, ts};
 
 /// The tasks whose kept parts a read or a change makes rows first.
@@ -37,8 +36,8 @@ pub(crate) enum Kept {
     Family(TaskId),
     /// The tasks of a workflow.
     Workflow(WorkflowId),
-    /// The tasks of a wait (its cancel).
-    Wait(WaitId),
+    /// The tasks of a wait, by its id (its cancel).
+    Wait(i64),
     /// The released tasks of a queue if it has a limit: its claims walk rows.
     ReleasedIfLimited(String),
     /// Every task (a read or a change by filter).
@@ -116,7 +115,7 @@ pub(crate) fn make(conn: &Connection, which: &Kept) -> Result<()> {
 /// A part of a kept stage, as [`PART`] reads it.
 struct Part {
     id: i64,
-    wait: WaitId,
+    wait: i64,
     size: i64,
     taken: i64,
     released: bool,
@@ -269,7 +268,7 @@ pub(crate) struct Shared<'a> {
     pub(crate) run_at: i64,
     pub(crate) max_attempts: i32,
     pub(crate) created_at: i64,
-    pub(crate) wait: WaitId,
+    pub(crate) wait: i64,
 }
 
 /// Whether payloads of these sizes go in as a kept stage of `keeping`: at least its fewest
@@ -352,7 +351,7 @@ pub(crate) fn insert(
 /// claims may take them (claimable, due, and in a queue without limits: the walk of a limited
 /// queue reads rows only) and answers their run time; otherwise makes their rows, waiting,
 /// for the release to move as it moves rows.
-pub(crate) fn release(conn: &Connection, wait: WaitId, now: Timestamp) -> Result<Option<i64>> {
+pub(crate) fn release(conn: &Connection, wait: i64, now: Timestamp) -> Result<Option<i64>> {
     let run_at: Option<i64> = conn
         .prepare_cached(&format!(
             "UPDATE stages SET released = 1 WHERE wait = ?1 AND claimable AND run_at <= ?2 \

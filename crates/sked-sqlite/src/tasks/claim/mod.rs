@@ -308,7 +308,6 @@ const OPEN_WALKS: usize = 4;
 /// The released parts of kept stages are read with the rows: a part's next tasks follow one
 /// another in claim order, and the parts come in claim order, so their first `p.max` tasks
 /// merge with the rows' keys.
-///
 fn keys<'q>(
     tx: &Transaction<'_>,
     p: &TaskClaimParams,
