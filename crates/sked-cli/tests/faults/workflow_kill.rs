@@ -1,5 +1,6 @@
-//! A workflow 1 → 100 → 1 on three PostgreSQL nodes while nodes and workers are killed with
-//! `kill -9` (`SKED_TEST_DATABASE_URL`; a schema of its own).
+//! A workflow 1 → N → 1 while nodes and workers are killed with `kill -9`: on three
+//! PostgreSQL nodes (`SKED_TEST_DATABASE_URL`; a schema of its own), and on one node on a
+//! SQLite file with a stage large enough to be kept in parts that claims take.
 
 use std::time::{Duration, Instant};
 
@@ -21,14 +22,33 @@ fn a_workflow_fans_out_and_in_across_kill_9_of_nodes_and_workers() {
     let Some(url) = database_url() else { return };
     let _alone = crate::alone();
     let schema = TestSchema::new(&url);
+    fans_out_and_in_under_kills(&schema.url(), 3, 100, None);
+}
+
+/// The same on one node on a SQLite file, with a stage of 300 tasks: kept in parts of the
+/// `stages` table until the root's end releases them, then taken by claims, while the node
+/// is killed and restarted.
+#[test]
+#[ignore = "slow tier"]
+fn a_kept_stage_fans_out_and_in_across_kill_9_on_sqlite() {
+    let _alone = crate::alone();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("sked.db");
+    fans_out_and_in_under_kills(db.to_str().unwrap(), 1, 300, Some(&db));
+}
+
+/// A workflow of a root, `n` tasks after it and one after all of them, on `nodes` nodes on
+/// `db`, run under kills as the tests above say. With `sqlite`, the file: the stage must be
+/// kept when the workflow is made.
+fn fans_out_and_in_under_kills(db: &str, nodes: usize, n: usize, sqlite: Option<&std::path::Path>) {
     let dir = tempfile::tempdir().unwrap();
     let (hist, _, rec) = load::history_in(dir.path());
-    let (mut servers, urls) = load::nodes(dir.path(), &schema.url(), 3);
+    let (mut servers, urls) = load::nodes(dir.path(), db, nodes);
     let mut workers: Vec<Worker> = (0..4)
         .map(|i| Worker::start(&format!("worker{i}"), "hist_steady", &urls, &hist))
         .collect();
 
-    let middle: Vec<String> = (0..100).map(|i| format!("m{i}")).collect();
+    let middle: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
     let mut tasks = vec![json!({"name": "root", "kind": "hist_steady"})];
     tasks.extend(
         (middle.iter()).map(|m| json!({"name": m, "kind": "hist_steady", "after": ["root"]})),
@@ -45,6 +65,11 @@ fn a_workflow_fans_out_and_in_across_kill_9_of_nodes_and_workers() {
     .unwrap();
     assert_eq!(status, 201, "{made}");
     let at_ns = now_ns();
+    if let Some(file) = sqlite {
+        let c = rusqlite::Connection::open(file).unwrap();
+        let kept: i64 = (c.query_row("SELECT count(*) FROM stages", [], |r| r.get(0))).unwrap();
+        assert!(kept > 0, "the stage of {n} was not kept");
+    }
     let id_of = |name: &str| made["tasks"][name].as_i64().unwrap();
     let (root, last) = (id_of("root"), id_of("last"));
     let ids: Vec<i64> = middle.iter().map(|m| id_of(m)).collect();
@@ -121,7 +146,7 @@ fn a_workflow_fans_out_and_in_across_kill_9_of_nodes_and_workers() {
     );
     report.assert_clean();
     assert_eq!(w["state"], "succeeded", "{w}");
-    assert_eq!(w["counts"], json!({"succeeded": 102}), "{w}");
+    assert_eq!(w["counts"], json!({"succeeded": n + 2}), "{w}");
     assert!(
         node_kills_while_running >= 1,
         "no node was killed while the workflow ran ({ran_for:?})"
