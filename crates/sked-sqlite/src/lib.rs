@@ -20,6 +20,8 @@ mod queues;
 mod readers;
 mod schedules;
 mod tasks;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -66,8 +66,7 @@ fn fans_out_and_in_under_kills(db: &str, nodes: usize, n: usize, sqlite: Option<
     assert_eq!(status, 201, "{made}");
     let at_ns = now_ns();
     if let Some(file) = sqlite {
-        let c = rusqlite::Connection::open(file).unwrap();
-        let kept: i64 = (c.query_row("SELECT count(*) FROM stages", [], |r| r.get(0))).unwrap();
+        let kept = sked_sqlite::testing::kept_parts(file).unwrap();
         assert!(kept > 0, "the stage of {n} was not kept");
     }
     let id_of = |name: &str| made["tasks"][name].as_i64().unwrap();
