@@ -65,7 +65,7 @@ pub fn queue_walk(name: &str, table: &str, cond: &str) -> String {
 
 /// The count columns of a row: `(SELECT count(*) …)` per state in [`TaskState::ALL`] order,
 /// each taken with `LIMIT {limit}` (a placeholder: pass the limit plus one) over the tasks of
-/// the queue `q.name`; with `kept` (PostgreSQL's `sked_stages`), the tasks its parts hold
+/// the queue `q.name`; with `kept` (the kept stages' parts: `sked_stages`, `stages`), the tasks its parts hold
 /// added, not taken yet: to the waiting count, or the available one once released.
 fn count_columns(table: &str, kept: Option<&str>, limit: &str, spelling: Spelling) -> String {
     let counts: Vec<String> = TaskState::ALL

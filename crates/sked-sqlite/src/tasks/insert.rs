@@ -354,13 +354,6 @@ pub(crate) fn insert_many_after(
     made: &mut Made,
 ) -> Result<Vec<TaskInserted>> {
     made.next_insert();
-    let parents: Vec<TaskId> = (p.tasks.iter())
-        .flat_map(|t| t.task.depends_on.iter().copied())
-        .filter(|id| !made.contains(*id))
-        .collect();
-    if !parents.is_empty() {
-        super::kept_stages::make(tx, &super::kept_stages::Kept::Ids(parents))?;
-    }
     let mut out = Vec::with_capacity(p.tasks.len());
     let mut pending: Vec<Row<'_>> = Vec::with_capacity(ROWS_PER_STATEMENT.min(p.tasks.len()));
     let states = parents_of_unkeyed(tx, &p.tasks, made)?;
@@ -445,7 +438,8 @@ fn insert_kept(tx: &Connection, rows: &[Row<'_>], keeping: Keeping) -> Result<Ta
 }
 
 /// The states of the parents of the tasks without a unique key among `tasks` (a task with a
-/// key reads its own, after the key's check) but those in `made`, in one read.
+/// key reads its own, after the key's check) but those in `made`, in one read, once the kept
+/// parts that hold any of them are rows.
 fn parents_of_unkeyed(
     tx: &Connection,
     tasks: &[TaskInsert],
@@ -461,6 +455,7 @@ fn parents_of_unkeyed(
     }
     all.sort_unstable();
     all.dedup();
+    super::kept_stages::make(tx, &super::kept_stages::Kept::Ids(all.clone()))?;
     Ok((super::dependents::parent_states(tx, &all)?.into_iter())
         .filter_map(|(id, s)| Some((id, s?)))
         .collect())

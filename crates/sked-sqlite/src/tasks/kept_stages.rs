@@ -517,6 +517,11 @@ mod tests {
             .workflow_create(fan_out(queue, kind, n, now))
             .await
             .unwrap();
+        end_root(store, queue, now).await;
+    }
+
+    /// Claims the root of a workflow [`fan_out`] made in `queue`, and ends it well.
+    async fn end_root(store: &SqliteStore, queue: &str, now: Timestamp) {
         let root = store
             .task_claim(claim(&[queue], &["root"], 1, now))
             .await
@@ -589,18 +594,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(next[0].id, 12);
-        let root = store
-            .task_claim(claim(&[], &["root"], 1, now))
-            .await
-            .unwrap();
-        let end = sked_store::TaskFinishParams {
-            id: root[0].id,
-            attempt: root[0].attempt,
-            outcome: sked_store::FinishOutcome::Succeeded { result: None },
-            now,
-            jitter: 0.0,
-        };
-        store.task_finish_many(vec![end]).await.unwrap();
+        end_root(&store, "default", now).await;
         assert_eq!(parts(&store), (3, 3), "released");
         let q = store.queue_get("default", now).await.unwrap();
         assert_eq!(q.counts.get(&TaskState::Available), Some(&11));
